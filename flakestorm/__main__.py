@@ -1,0 +1,3 @@
+from flakestorm.cli import main
+
+main()

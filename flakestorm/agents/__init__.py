@@ -1,0 +1,47 @@
+"""Agents: the system under test behind one protocol, ``invoke(prompt, call) -> Reply``.
+
+An invocation never raises for an agent failure: the failure is in ``Reply.error`` (an
+:class:`~flakestorm.errors.AgentErrorKind`) so the executor can score it as a failed prompt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from flakestorm.errors import AgentErrorKind
+
+
+@dataclass(frozen=True)
+class Call:
+    """Who is invoking: forwarded to the agent (headers, contextvars) for fault attribution."""
+
+    cell_id: str = ""
+    scenario: str = ""
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What one invocation produced."""
+
+    output: str | None
+    """The extracted answer text; None when the agent did not answer (see ``error``)."""
+    latency_ms: float
+    status: int | None = None
+    """HTTP status (http agents); None for python agents and connection failures."""
+    raw: str = ""
+    """The raw reply body (decoded leniently, capped) for reports."""
+    error: AgentErrorKind | None = None
+    error_message: str = ""
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class Agent(Protocol):
+    """The system under test."""
+
+    def invoke(self, prompt: str, call: Call = Call()) -> Reply: ...
