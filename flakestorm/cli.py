@@ -1,13 +1,468 @@
-"""The command line (provisional skeleton)."""
+"""The ``flakestorm`` command line: the only place that maps errors to exit codes.
+
+Exit codes (SPEC §5, :class:`flakestorm.errors.ExitCode`)::
+
+    0  passed / the command did what was asked
+    1  the gate failed (a critical cell failed, or the score is below min_score)
+    2  config or usage error: nothing ran (every config problem is printed, no traceback)
+    3  infrastructure error (agent never ready, proxy unreachable, harness errors), and also
+       an internal error: an unexpected exception, printed with its traceback and a request
+       to report it (it is not the user's fault, and the run did not happen)
+
+Every command is a subcommand of :data:`main`, a :class:`FlakestormGroup`; its ``invoke`` is
+the one place that turns a :class:`~flakestorm.errors.FlakestormError` into its message on
+stderr and its ``exit_code``, and anything else into exit 3. Commands only raise.
+
+Start-up is kept fast: this module imports only click and :mod:`flakestorm.errors` at import
+time; pydantic, yaml and the rest are imported inside the commands that need them.
+"""
 
 from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from flakestorm import __version__
+from flakestorm.errors import ConfigError, ExitCode, FlakestormError, UsageError
+
+if TYPE_CHECKING:
+    from flakestorm.config import Config
+    from flakestorm.loader import LoadedConfig
+
+DEFAULT_CONFIG = "flakestorm.yaml"
+
+INTERNAL_ERROR = ExitCode.INFRASTRUCTURE_ERROR
+"""Exit code of an unexpected exception (a bug in flakestorm)."""
+
+BUG_REPORT = (
+    "error: internal error: this is a bug in flakestorm, please report it at "
+    "https://github.com/flakestorm/flakestorm/issues (with the traceback above)"
+)
 
 
-@click.group()
+# --------------------------------------------------------------------------- error mapping
+
+
+def report_error(exc: FlakestormError) -> ExitCode:
+    """Print ``exc`` for the user (stderr) and return its exit code."""
+    if isinstance(exc, ConfigError):
+        for problem in exc.problems:
+            click.echo(str(problem), err=True)
+        files = ", ".join(dict.fromkeys(p.file for p in exc.problems)) or DEFAULT_CONFIG
+        count = len(exc.problems)
+        click.echo(f"error: {count} problem{'s' if count != 1 else ''} in {files}", err=True)
+    else:
+        click.echo(f"error: {exc}", err=True)
+    return exc.exit_code
+
+
+class FlakestormGroup(click.Group):
+    """A click group whose commands' errors become messages and exit codes (see module doc)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise  # click's own usage errors (exit 2), --help, ctrl-c
+        except FlakestormError as exc:
+            code = report_error(exc)
+        except Exception:
+            traceback.print_exc()
+            click.echo(BUG_REPORT, err=True)
+            code = INTERNAL_ERROR
+        raise click.exceptions.Exit(int(code))
+
+
+# --------------------------------------------------------------------------- commands
+
+
+@click.group(cls=FlakestormGroup)
 @click.version_option(__version__, prog_name="flakestorm")
 def main() -> None:
     """flakestorm: chaos engineering and behavioural contracts for AI agents."""
+
+
+config_option = click.option(
+    "-c",
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=DEFAULT_CONFIG,
+    show_default=True,
+    help="The config file.",
+)
+
+
+def load(config_path: Path) -> LoadedConfig:
+    """Load the config, or raise a usage error that says how to create one."""
+    if not config_path.exists():
+        raise UsageError(
+            f"{config_path}: no such file (create one with `flakestorm init`, "
+            "or pass -c/--config FILE)"
+        )
+    from flakestorm.loader import load_config
+
+    return load_config(config_path)
+
+
+@main.command()
+@config_option
+def validate(config_path: Path) -> None:
+    """Check the config and summarise what a run would do.
+
+    Runs nothing: prints the agent, the contract matrix, how many agent invocations a
+    contract run makes, the configured phases and any warnings. Exit 2 on a config error.
+    """
+    loaded = load(config_path)
+    masked = _Masker(loaded.secrets)
+    click.echo(masked(f"ok: {config_path} is valid"))
+    for label, value in summary(loaded.config):
+        click.echo(masked(f"  {label + ':':<13}{value}"))
+    for warning in loaded.warnings:
+        click.echo(masked(f"warning: {warning}"), err=True)
+
+
+@main.group()
+def contract() -> None:
+    """Behavioural contracts: the invariants × scenarios matrix."""
+
+
+contract.add_command(validate, "validate")
+
+
+# --------------------------------------------------------------------------- contract run / score
+
+
+def _run_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(
+        [
+            click.option(
+                "-c",
+                "--config",
+                "config_path",
+                default="flakestorm.yaml",
+                show_default=True,
+                type=click.Path(dir_okay=False),
+                help="The flakestorm config file.",
+            ),
+            click.option(
+                "--min-score",
+                type=click.FloatRange(0, 100),
+                default=None,
+                help="Fail when the score is below this (overrides scoring.min_score).",
+            ),
+            click.option(
+                "--concurrency",
+                type=click.IntRange(1, 256),
+                default=None,
+                help="Invocations in flight at once (overrides advanced.concurrency).",
+            ),
+            click.option(
+                "--seed",
+                type=int,
+                default=None,
+                help="Seed for every random decision (overrides advanced.seed).",
+            ),
+            click.option(
+                "--output",
+                "output_dir",
+                type=click.Path(file_okay=False),
+                default=None,
+                help="Report directory (overrides output.dir).",
+            ),
+        ]
+    ):
+        function = option(function)
+    return function
+
+
+class _Progress:
+    """A progress bar on a terminal; a line per finished scenario otherwise (CI logs)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self._enabled = enabled
+        self._tty = enabled and sys.stderr.isatty()
+        self._lock = threading.Lock()
+
+    def __call__(self, event: Any) -> None:
+        from flakestorm.executor import CellFinished, ScenarioFinished
+        from flakestorm.reporters.terminal import safe
+
+        if not self._enabled:
+            return
+        with self._lock:
+            if self._tty and isinstance(event, CellFinished):
+                width = 30
+                filled = int(width * event.done / max(event.total, 1))
+                bar = "#" * filled + "." * (width - filled)
+                end = "\n" if event.done == event.total else ""
+                click.echo(f"\r[{bar}] {event.done}/{event.total} cells", err=True, nl=False)
+                if end:
+                    click.echo("", err=True)
+            elif not self._tty and isinstance(event, ScenarioFinished):
+                counts: dict[str, int] = {}
+                for cell in event.results:
+                    counts[cell.status.value] = counts.get(cell.status.value, 0) + 1
+                summary = ", ".join(f"{n} {status}" for status, n in counts.items())
+                click.echo(f"scenario {safe(event.name, 80)}: {summary}", err=True)
+
+
+def _contract_run(config_path: str, overrides: Any, progress: bool) -> Any:
+    """Load, run with Ctrl-C/SIGTERM stopping cleanly, write results.json; return the result."""
+    from flakestorm.reporters import json as json_report
+    from flakestorm.runner import output_dir, run_contract_phase
+
+    loaded = load(Path(config_path))
+    for warning in loaded.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    stop = threading.Event()
+    with _stopping_on_signals(stop):
+        result = run_contract_phase(
+            loaded,
+            overrides,
+            stop=stop,
+            on_event=_Progress(progress),
+            on_notice=(lambda text: click.echo(text, err=True)) if progress else None,
+        )
+    out = output_dir(loaded, overrides)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json_report.render(result), encoding="utf-8")
+    return result, out
+
+
+@contextlib.contextmanager
+def _stopping_on_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGINT/SIGTERM set ``stop`` (in-flight invocations finish, results are kept); a second
+    SIGINT aborts at once."""
+
+    def handler(signum: int, frame: Any) -> None:
+        if stop.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        stop.set()
+        click.echo("\nstopping: finishing invocations in flight (Ctrl-C again to abort)", err=True)
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+@contract.command("run")
+@_run_options
+def contract_run(
+    config_path: str,
+    min_score: float | None,
+    concurrency: int | None,
+    seed: int | None,
+    output_dir: str | None,
+) -> None:
+    """Run every invariant under every scenario and print the matrix."""
+    from flakestorm.reporters import terminal
+    from flakestorm.runner import Overrides
+
+    overrides = Overrides(concurrency, seed, min_score, output_dir)
+    result, out = _contract_run(config_path, overrides, progress=True)
+    click.echo(terminal.render(result), nl=False)
+    click.echo(f"Results: {out / 'results.json'}")
+    sys.exit(result.exit_code)
+
+
+@contract.command("score")
+@_run_options
+def contract_score(
+    config_path: str,
+    min_score: float | None,
+    concurrency: int | None,
+    seed: int | None,
+    output_dir: str | None,
+) -> None:
+    """Run the contract and print only the resilience score; exit with the gate's code."""
+    from flakestorm.runner import Overrides
+
+    overrides = Overrides(concurrency, seed, min_score, output_dir)
+    result, _ = _contract_run(config_path, overrides, progress=False)
+    score = result.contract.score.score if result.contract is not None else None
+    click.echo("n/a" if score is None else f"{score:.2f}")
+    sys.exit(result.exit_code)
+
+
+@main.command()
+def schema() -> None:
+    """Print the JSON Schema of flakestorm.yaml."""
+    from flakestorm.schema import render_schema
+
+    click.echo(render_schema(), nl=False)
+
+
+@main.command()
+@click.option("--github", is_flag=True, help="Also write .github/workflows/flakestorm.yml.")
+@click.option("--force", is_flag=True, help="Overwrite existing files.")
+@click.option(
+    "--path",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=".",
+    show_default=True,
+    help="The directory to write into.",
+)
+def init(github: bool, force: bool, directory: Path) -> None:
+    """Write a starter flakestorm.yaml (and with --github a workflow).
+
+    Existing files are kept unless --force is given.
+    """
+    from flakestorm.starter import starter_files
+
+    targets = {directory / name: text for name, text in starter_files(github).items()}
+    existing = [str(path) for path in targets if path.exists()]
+    if existing and not force:
+        raise UsageError(f"{', '.join(existing)} already exists (use --force to overwrite)")
+    for path, text in targets.items():
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write {path} ({exc.strerror})") from None
+        click.echo(f"wrote {path}")
+    click.echo(
+        "next: set agent.endpoint (or AGENT_URL), then run `flakestorm validate`"
+        + (" and commit the workflow" if github else "")
+    )
+
+
+# --------------------------------------------------------------------------- validate summary
+
+
+class _Masker:
+    """Replaces secret values (those that came from the environment) with ``***``."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        self._secrets = sorted((s for s in secrets if s), key=len, reverse=True)
+
+    def __call__(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+
+@dataclass(frozen=True)
+class MatrixCount:
+    """What a contract run will do, counted from the config alone."""
+
+    invariants: int
+    scenarios: int
+    cells: int
+    skipped: int
+    prompt_runs: int  # invocations for the cells, before repeat
+    repeat: int
+    baselines: int
+    detection: int
+
+    @property
+    def invocations(self) -> int:
+        return self.prompt_runs * self.repeat + self.baselines + self.detection
+
+
+def count_matrix(config: Config) -> MatrixCount | None:
+    """Cells and agent invocations of a contract run (SPEC §5); None without a contract."""
+    from flakestorm.config import InvariantType
+
+    if config.contract is None:
+        return None
+    invariants = config.contract.invariants
+    scenarios = config.contract.chaos_matrix
+    applicable = [(i, s) for i in invariants for s in scenarios if i.when.applies(s)]
+    prompt_runs = sum(len(i.probes or config.golden_prompts) for i, _ in applicable)
+    baseline_prompts = {
+        prompt
+        for invariant, _ in applicable
+        if invariant.type is InvariantType.BEHAVIOR_UNCHANGED
+        and invariant.baseline in (None, "auto")
+        for prompt in (invariant.probes or config.golden_prompts)
+    }
+    has_reset = bool(config.agent.reset_endpoint or config.agent.reset_function)
+    detection = 2 if applicable and config.golden_prompts and not has_reset else 0
+    return MatrixCount(
+        invariants=len(invariants),
+        scenarios=len(scenarios),
+        cells=len(invariants) * len(scenarios),
+        skipped=len(invariants) * len(scenarios) - len(applicable),
+        prompt_runs=prompt_runs,
+        repeat=config.advanced.repeat,
+        baselines=len(baseline_prompts),
+        detection=detection,
+    )
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _without_userinfo(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    if sep and "@" in rest.split("/", 1)[0]:
+        return f"{scheme}://***@{rest.split('@', 1)[1]}"
+    return url
+
+
+def summary(config: Config) -> list[tuple[str, str]]:
+    """(label, value) lines describing a valid config; never a header value or a secret."""
+    from flakestorm.config import AgentType
+
+    agent = config.agent
+    if agent.type is AgentType.HTTP:
+        target = f"http {agent.method} {_without_userinfo(agent.endpoint)}"
+    else:
+        target = f"python {agent.endpoint}"
+    lines = [("agent", target)]
+    matrix = count_matrix(config)
+    if config.contract is None or matrix is None:
+        lines.append(("contract", "none (no `contract` section)"))
+    else:
+        lines.append(("contract", config.contract.name))
+        skipped = f" ({matrix.skipped} skipped by `when`)" if matrix.skipped else ""
+        lines.append(
+            (
+                "matrix",
+                f"{_plural(matrix.invariants, 'invariant')} × "
+                f"{_plural(matrix.scenarios, 'scenario')} = "
+                f"{_plural(matrix.cells, 'cell')}{skipped}",
+            )
+        )
+        parts = [f"{matrix.prompt_runs} prompts × repeat {matrix.repeat}"]
+        if matrix.baselines:
+            parts.append(f"{_plural(matrix.baselines, 'baseline')} (behavior_unchanged)")
+        if matrix.detection:
+            parts.append(f"{matrix.detection} stateful-detection (no reset configured)")
+        lines.append(("invocations", f"{matrix.invocations} per contract run: {' + '.join(parts)}"))
+        budget = config.advanced.max_invocations
+        if budget is not None and matrix.invocations > budget:
+            lines.append(
+                ("budget", f"advanced.max_invocations = {budget}: the run will stop early")
+            )
+    phases = [
+        name
+        for name, section in (
+            ("mutation", config.mutations),
+            ("chaos", config.chaos),
+            ("contract", config.contract),
+            ("replay", config.replays),
+        )
+        if section is not None
+    ]
+    lines.append(("phases", ", ".join(phases) if phases else "none configured"))
+    return lines
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

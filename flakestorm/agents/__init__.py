@@ -2,6 +2,11 @@
 
 An invocation never raises for an agent failure: the failure is in ``Reply.error`` (an
 :class:`~flakestorm.errors.AgentErrorKind`) so the executor can score it as a failed prompt.
+
+Modules: ``factory`` (``build_agent``: config -> agent), ``http`` and ``python`` (the two agent
+kinds), ``extraction`` (``response_path``), ``readiness`` (waiting for the agent), ``process``
+(``agent.start``), ``reset`` (``reset_endpoint`` / ``reset_function``), ``importer`` (importing
+``module:attr`` without tracebacks), ``workers`` (daemon threads for python agent calls).
 """
 
 from __future__ import annotations
@@ -19,6 +24,10 @@ class Call:
     cell_id: str = ""
     scenario: str = ""
     headers: tuple[tuple[str, str], ...] = ()
+
+
+NO_CALL = Call()
+"""The default :class:`Call`: no cell, no scenario, no extra headers."""
 
 
 @dataclass(frozen=True)
@@ -45,3 +54,9 @@ class Agent(Protocol):
     """The system under test."""
 
     def invoke(self, prompt: str, call: Call = Call()) -> Reply: ...
+
+
+class ManagedAgent(Agent, Protocol):
+    """An agent flakestorm built from the config, holding resources until ``close()``."""
+
+    def close(self) -> None: ...

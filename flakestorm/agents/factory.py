@@ -1,0 +1,28 @@
+"""From ``agent`` in the config to an :class:`~flakestorm.agents.Agent`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from flakestorm.agents import ManagedAgent
+from flakestorm.agents.importer import Locate, default_locate
+from flakestorm.config import Agent as AgentConfig
+from flakestorm.config import AgentType
+
+
+def build_agent(
+    config: AgentConfig, base_dir: Path, locate: Locate = default_locate
+) -> ManagedAgent:
+    """The agent ``config`` describes; ``base_dir`` is the config file's directory.
+
+    A python agent is imported here: any import problem raises
+    :class:`~flakestorm.errors.ConfigError` at ``agent.endpoint``, placed with ``locate``.
+    The caller closes the agent when the run ends.
+    """
+    if config.type is AgentType.PYTHON:
+        from flakestorm.agents.python import PythonAgent
+
+        return PythonAgent(config, base_dir, locate=locate)
+    from flakestorm.agents.http import HttpAgent
+
+    return HttpAgent(config)

@@ -1,0 +1,381 @@
+"""An agent behind an HTTP endpoint (``agent.type: http``).
+
+One pooled ``requests.Session`` per agent, shared by all worker threads. Every failure comes
+back as a :class:`Reply` with an :class:`AgentErrorKind`; no exception from requests or urllib3
+leaves this module.
+
+Decisions worth knowing:
+
+- The body is read streamed, in chunks, against a deadline of ``agent.timeout`` that covers the
+  whole invocation (a server that stalls mid-body times out too), and against
+  ``agent.max_response_bytes`` (reading stops at the cap: TOO_LARGE).
+- A JSON reply (by content type, or because ``response_path`` is set) must be UTF-8; other text
+  is decoded with its declared charset, else as strict UTF-8. Undecodable bytes make the reply
+  UNPARSEABLE rather than silently mangled text the invariants would then judge.
+- The session keeps no cookies (cells must not share state through them) and ignores proxy
+  environment variables (``HTTP_PROXY`` is meant for the agent's own traffic, not ours).
+- ``Reply.raw`` is the body decoded leniently and capped at :data:`RAW_CAP` characters.
+"""
+
+from __future__ import annotations
+
+import http.client
+import http.cookiejar
+import json
+import re
+import socket
+import time
+from collections.abc import Iterator
+from types import TracebackType
+from typing import Any
+
+import requests
+import urllib3
+from requests.adapters import HTTPAdapter
+
+from flakestorm import __version__
+from flakestorm.agents import NO_CALL, Call, Reply
+from flakestorm.agents.extraction import extract_auto, extract_path
+from flakestorm.config import Agent as AgentConfig
+from flakestorm.errors import AgentError, AgentErrorKind
+
+RAW_CAP = 65_536
+"""Characters of the raw reply kept for reports."""
+
+POOL_SIZE = 64
+"""Connections kept per host: enough for ``advanced.concurrency`` up to 64 without reconnecting."""
+
+CHUNK_BYTES = 65_536
+
+PROMPT = "{prompt}"
+_PROMPT_IN_JSON = re.compile(r'"\{prompt\}"|\{prompt\}')
+
+
+def render_template(template: str | dict[str, Any] | list[Any], prompt: str) -> bytes:
+    """The request body for ``prompt`` (SPEC §2.1 ``request_template``).
+
+    A dict/list template is walked: a string that is exactly ``"{prompt}"`` becomes the prompt,
+    ``{prompt}`` inside a longer string is replaced textually; the result is serialised as JSON.
+    A string template is JSON text: ``"{prompt}"`` (quotes included) becomes the prompt as a JSON
+    string, a bare ``{prompt}`` (inside a JSON string) the prompt's escaped content.
+    """
+    if isinstance(template, str):
+        quoted = json.dumps(prompt)
+
+        def substitute(match: re.Match[str]) -> str:
+            return quoted if match.group(0).startswith('"') else quoted[1:-1]
+
+        return _PROMPT_IN_JSON.sub(substitute, template).encode("utf-8")
+    # ensure_ascii: a prompt may hold lone surrogates (encoding attacks); escaped, they stay valid
+    return json.dumps(_fill(template, prompt)).encode("ascii")
+
+
+def _fill(node: Any, prompt: str) -> Any:
+    if isinstance(node, str):
+        return prompt if node == PROMPT else node.replace(PROMPT, prompt)
+    if isinstance(node, dict):
+        return {key: _fill(value, prompt) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_fill(value, prompt) for value in node]
+    return node
+
+
+class _NoCookies(http.cookiejar.DefaultCookiePolicy):
+    def set_ok(self, cookie: http.cookiejar.Cookie, request: Any) -> bool:
+        return False
+
+
+def new_session(pool_size: int = POOL_SIZE) -> requests.Session:
+    """A session for talking to agents and their helpers: pooled, cookieless, no env proxies."""
+    session = requests.Session()
+    session.trust_env = False
+    session.cookies.set_policy(_NoCookies())
+    session.headers["User-Agent"] = f"flakestorm/{__version__}"
+    adapter = HTTPAdapter(pool_connections=4, pool_maxsize=pool_size, max_retries=0)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
+
+
+class HttpAgent:
+    """Invokes an HTTP agent: one request per prompt, the answer taken from the reply."""
+
+    def __init__(self, config: AgentConfig, session: requests.Session | None = None) -> None:
+        self.config = config
+        self._session = session or new_session()
+        self._timeout_s = config.timeout / 1000
+        self._secrets = sorted(
+            (v for v in config.headers.values() if len(v) >= 4), key=len, reverse=True
+        )
+        self._headers = {"Accept": "application/json, */*;q=0.5"}
+        if not any(name.lower() == "content-type" for name in config.headers):
+            self._headers["Content-Type"] = "application/json"
+        self._headers.update(config.headers)
+
+    def invoke(self, prompt: str, call: Call = NO_CALL) -> Reply:
+        started = time.perf_counter()
+        status: int | None = None
+        raw = b""
+        try:
+            response = self._send(prompt, call, started)
+            status = response.status_code
+            try:
+                raw = self._read(response, started + self._timeout_s)
+            except AgentError:
+                if 200 <= status < 300:
+                    raise
+                # a non-2xx reply is a STATUS error however its body ends (too long, cut off)
+            output = self._answer(response, raw)
+        except AgentError as exc:
+            return Reply(
+                output=None,
+                latency_ms=_ms_since(started),
+                status=exc.status if exc.status is not None else status,
+                raw=_lenient(raw),
+                error=exc.kind,
+                error_message=self._redact(str(exc)),
+            )
+        return Reply(output=output, latency_ms=_ms_since(started), status=status, raw=_lenient(raw))
+
+    def close(self) -> None:
+        self._session.close()
+
+    def __enter__(self) -> HttpAgent:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- the three steps
+
+    def _send(self, prompt: str, call: Call, started: float) -> requests.Response:
+        headers = dict(self._headers)
+        headers.update(call.headers)
+        if call.cell_id:
+            headers["X-Flakestorm-Cell"] = call.cell_id
+        if call.scenario:
+            headers["X-Flakestorm-Scenario"] = call.scenario
+        target = f"{self.config.method} {self.config.endpoint}"
+        try:
+            response = self._session.request(
+                self.config.method,
+                self.config.endpoint,
+                data=render_template(self.config.request_template, prompt),
+                headers=headers,
+                timeout=(self._timeout_s, self._timeout_s),
+                stream=True,
+            )
+        except requests.Timeout as exc:
+            raise self._timed_out() from exc
+        except requests.RequestException as exc:
+            raise AgentError(
+                AgentErrorKind.CONNECTION, f"{target} failed: {network_reason(exc)}"
+            ) from exc
+        if time.perf_counter() - started >= self._timeout_s:
+            response.close()
+            raise self._timed_out()
+        return response
+
+    def _read(self, response: requests.Response, deadline: float) -> bytes:
+        """The body, read in chunks against the deadline and the size cap."""
+        cap = self.config.max_response_bytes
+        try:
+            declared = int(response.headers.get("Content-Length", ""))
+        except ValueError:
+            declared = -1
+        if declared > cap:
+            response.close()
+            raise self._too_large(response.status_code, f"it declares {declared} bytes")
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            for chunk in _stream(response, deadline):
+                size += len(chunk)
+                if size > cap:
+                    raise self._too_large(response.status_code, "reading stopped there")
+                chunks.append(chunk)
+        except _Deadline as exc:
+            raise self._timed_out(response.status_code) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise AgentError(
+                AgentErrorKind.CONNECTION,
+                f"the connection failed while reading the reply: {network_reason(exc)}",
+                response.status_code,
+            ) from exc
+        finally:
+            response.close()
+        return b"".join(chunks)
+
+    def _answer(self, response: requests.Response, raw: bytes) -> str:
+        status = response.status_code
+        if not 200 <= status < 300:
+            reason = f" {response.reason}" if response.reason else ""
+            raise AgentError(
+                AgentErrorKind.STATUS,
+                f"{self.config.method} {self.config.endpoint} returned HTTP {status}{reason}",
+                status,
+            )
+        content_type = response.headers.get("Content-Type", "")
+        is_json = _is_json(content_type)
+        path = self.config.response_path
+        if is_json or path is not None:
+            body = _parse_json(raw, status, content_type, path)
+            return extract_path(body, path) if path is not None else _auto(body, raw)
+        text = _decode(raw, content_type, status)
+        try:
+            body = json.loads(text)
+        except ValueError:
+            return text
+        return _auto(body, raw)
+
+    # -- errors
+
+    def _timed_out(self, status: int | None = None) -> AgentError:
+        return AgentError(
+            AgentErrorKind.TIMEOUT,
+            f"no complete reply from {self.config.method} {self.config.endpoint} "
+            f"within {self.config.timeout} ms (agent.timeout)",
+            status,
+        )
+
+    def _too_large(self, status: int, detail: str) -> AgentError:
+        return AgentError(
+            AgentErrorKind.TOO_LARGE,
+            f"the reply is larger than agent.max_response_bytes "
+            f"({self.config.max_response_bytes} bytes); {detail}",
+            status,
+        )
+
+    def _redact(self, message: str) -> str:
+        for secret in self._secrets:
+            message = message.replace(secret, "***")
+        return message
+
+
+class _Deadline(Exception):
+    pass
+
+
+def _stream(response: requests.Response, deadline: float) -> Iterator[bytes]:
+    """Decoded body chunks; each socket read may wait only until ``deadline``."""
+    raw: urllib3.BaseHTTPResponse = response.raw
+    chunks = raw.stream(CHUNK_BYTES, decode_content=True)
+    while True:
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            raise _Deadline
+        connection = getattr(raw, "connection", None)
+        sock = getattr(connection, "sock", None)
+        if isinstance(sock, socket.socket):
+            sock.settimeout(remaining)
+        try:
+            chunk = next(chunks)
+        except StopIteration:
+            return
+        except (urllib3.exceptions.ReadTimeoutError, TimeoutError) as exc:
+            raise _Deadline from exc
+        except urllib3.exceptions.ProtocolError as exc:
+            if isinstance(exc.__context__, TimeoutError) or "timed out" in str(exc):
+                raise _Deadline from exc
+            raise
+        yield chunk
+
+
+def _is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or media.endswith("+json")
+
+
+def _parse_json(raw: bytes, status: int, content_type: str, path: str | None) -> Any:
+    why = f"agent.response_path is set ({path})" if path is not None else content_type
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise AgentError(
+            AgentErrorKind.UNPARSEABLE,
+            f"the reply is not valid UTF-8 (byte {exc.start}); a JSON reply must be UTF-8",
+            status,
+        ) from exc
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        excerpt = text[:80].replace("\n", " ")
+        raise AgentError(
+            AgentErrorKind.UNPARSEABLE,
+            f"the reply is not valid JSON ({exc}), expected JSON because {why}; "
+            f"it starts with {excerpt!r}",
+            status,
+        ) from exc
+
+
+def _decode(raw: bytes, content_type: str, status: int) -> str:
+    charset = "utf-8-sig"
+    for param in content_type.split(";")[1:]:
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset" and value.strip():
+            charset = value.strip().strip('"')
+    try:
+        return raw.decode(charset)
+    except LookupError:
+        return raw.decode("utf-8", errors="replace")
+    except UnicodeDecodeError as exc:
+        raise AgentError(
+            AgentErrorKind.UNPARSEABLE,
+            f"the reply is not valid {charset.removesuffix('-sig')} (byte {exc.start})",
+            status,
+        ) from exc
+
+
+def _auto(body: Any, raw: bytes) -> str:
+    found = extract_auto(body)
+    if found is not None:
+        return found
+    if isinstance(body, str):
+        return body
+    return _lenient(raw, cap=None)
+
+
+def _lenient(raw: bytes, cap: int | None = RAW_CAP) -> str:
+    text = raw.decode("utf-8", errors="replace")
+    return text if cap is None else text[:cap]
+
+
+def network_reason(exc: BaseException) -> str:
+    """The innermost useful reason of a requests/urllib3 error, e.g. ``connection refused``."""
+    seen: set[int] = set()
+    node: BaseException | None = exc
+    while node is not None and id(node) not in seen:
+        seen.add(id(node))
+        known = _KNOWN_REASONS.get(type(node))
+        if known is not None:
+            return known
+        if isinstance(node, socket.gaierror):
+            return f"cannot resolve the host ({node.strerror})"
+        nested = next((a for a in node.args if isinstance(a, BaseException)), None)
+        reason = getattr(node, "reason", None)
+        node = (
+            reason
+            if isinstance(reason, BaseException)
+            else nested or node.__cause__ or node.__context__
+        )
+    text = str(exc)
+    return text if len(text) <= 300 else text[:300] + "..."
+
+
+_KNOWN_REASONS: dict[type[BaseException], str] = {
+    ConnectionRefusedError: "connection refused",
+    ConnectionResetError: "connection reset by the server",
+    ConnectionAbortedError: "connection aborted",
+    TimeoutError: "timed out",
+    http.client.RemoteDisconnected: "the server closed the connection without a reply",
+    http.client.IncompleteRead: "the server closed the connection mid-reply",
+}
+
+
+def _ms_since(started: float) -> float:
+    return (time.perf_counter() - started) * 1000

@@ -1,0 +1,201 @@
+"""An agent that is a python callable (``agent.type: python``).
+
+``agent.endpoint`` is ``module:attr``, imported with the config's directory first on
+``sys.path``. The attribute may be
+
+- a function ``f(prompt) -> str | dict`` (sync or async);
+- an object with an ``invoke(prompt)`` method (sync or async);
+- a class: instantiated once, without arguments, then used as above.
+
+A ``str`` reply is the answer; a ``dict`` (or list) is searched with ``agent.response_path`` or
+automatic extraction, like an HTTP agent's JSON. Each invocation runs on a daemon worker thread
+(coroutines on one shared event loop thread) with ``agent.timeout``: a hung agent fails its
+prompt with TIMEOUT and the run goes on. :data:`current_call` is set around every invocation so
+tool wrappers can attribute the calls they see to a cell.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import time
+import traceback
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from contextvars import ContextVar
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from flakestorm.agents import NO_CALL, Call, Reply
+from flakestorm.agents.extraction import as_text, extract_auto, extract_path
+from flakestorm.agents.importer import Locate, default_locate, describe_exception, load_reference
+from flakestorm.agents.workers import DaemonPool, LoopThread
+from flakestorm.config import Agent as AgentConfig
+from flakestorm.errors import AgentError, AgentErrorKind, ConfigError
+
+current_call: ContextVar[Call] = ContextVar("flakestorm_current_call")
+"""The invocation in progress in this context (unset outside one): ``current_call.get(None)``."""
+
+RAW_CAP = 65_536
+
+
+def resolve_callable(target: Any, reference: str, field: str, locate: Locate) -> Callable[..., Any]:
+    """The callable to invoke for an imported ``target``: a function, ``obj.invoke``, or
+    ``Class().invoke`` / ``Class()``; a class that cannot be instantiated is a config error."""
+    if inspect.isclass(target):
+        try:
+            target = target()
+        except Exception as exc:
+            raise ConfigError(
+                [locate(field, f'creating "{reference}()" failed: {describe_exception(exc)}')]
+            ) from None
+    invoke: Callable[..., Any] | None = getattr(target, "invoke", None)
+    if callable(invoke):
+        return invoke
+    if callable(target):
+        return target  # type: ignore[no-any-return]
+    raise ConfigError(
+        [
+            locate(
+                field,
+                f'"{reference}" is a {type(target).__name__}: expected a function, '
+                "an object with an invoke(prompt) method, or a class",
+            )
+        ]
+    )
+
+
+class PythonAgent:
+    """Invokes a python callable in-process, each call on a worker thread with a timeout."""
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        base_dir: Path,
+        *,
+        locate: Locate = default_locate,
+        pool: DaemonPool | None = None,
+    ) -> None:
+        self.config = config
+        target = load_reference(config.endpoint, base_dir, "agent.endpoint", locate)
+        self._fn = resolve_callable(target, config.endpoint, "agent.endpoint", locate)
+        self._is_async = inspect.iscoroutinefunction(self._fn)
+        self._pool = pool or DaemonPool()
+        self._loop = LoopThread()
+        self._timeout_s = config.timeout / 1000
+
+    def invoke(self, prompt: str, call: Call = NO_CALL) -> Reply:
+        started = time.perf_counter()
+        future: Future[Any]
+        if self._is_async:
+            future = self._loop.submit(self._run_async(prompt, call))
+        else:
+            future = self._pool.submit(lambda: self._run_sync(prompt, call))
+        try:
+            result = future.result(timeout=self._timeout_s)
+        except FutureTimeout:
+            future.cancel()
+            return self._failed(
+                started,
+                AgentErrorKind.TIMEOUT,
+                f"{self.config.endpoint} did not return within {self.config.timeout} ms "
+                "(agent.timeout)",
+            )
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            return self._failed(
+                started,
+                AgentErrorKind.EXCEPTION,
+                describe_exception(exc),
+                {"traceback": "".join(traceback.format_exception(exc))[-RAW_CAP:]},
+            )
+        latency_ms = _ms_since(started)
+        try:
+            output = self._answer(result)
+        except AgentError as exc:
+            return Reply(None, latency_ms, raw=_raw(result), error=exc.kind, error_message=str(exc))
+        return Reply(output, latency_ms, raw=_raw(result))
+
+    def close(self) -> None:
+        self._loop.close()
+
+    def __enter__(self) -> PythonAgent:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- running
+
+    def _run_sync(self, prompt: str, call: Call) -> Any:
+        current_call.set(call)  # in the worker's private copy of the caller's context
+        result = self._fn(prompt)
+        if inspect.isawaitable(result):  # a sync callable handing back a coroutine
+            return self._loop.submit(_awaited(result)).result()
+        return result
+
+    async def _run_async(self, prompt: str, call: Call) -> Any:
+        current_call.set(call)  # the task runs in its own copy of the context
+        return await self._fn(prompt)
+
+    # -- answering
+
+    def _answer(self, result: Any) -> str:
+        if isinstance(result, str):
+            return result
+        if isinstance(result, bytes):
+            try:
+                return result.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise AgentError(
+                    AgentErrorKind.UNPARSEABLE,
+                    f"the agent returned bytes that are not UTF-8 ({exc})",
+                ) from exc
+        if isinstance(result, (dict, list)):
+            path = self.config.response_path
+            if path is not None:
+                return extract_path(result, path)
+            found = extract_auto(result)
+            return found if found is not None else as_text(result)
+        if isinstance(result, (int, float, bool)):
+            return as_text(result)
+        shown = "None" if result is None else f"a {type(result).__name__}"
+        raise AgentError(
+            AgentErrorKind.UNPARSEABLE,
+            f"{self.config.endpoint} returned {shown}; expected a str or a dict",
+        )
+
+    def _failed(
+        self,
+        started: float,
+        kind: AgentErrorKind,
+        message: str,
+        extra: dict[str, str] | None = None,
+    ) -> Reply:
+        return Reply(None, _ms_since(started), error=kind, error_message=message, extra=extra or {})
+
+
+async def _awaited(awaitable: Awaitable[Any]) -> Any:
+    return await awaitable
+
+
+def _raw(result: Any) -> str:
+    if isinstance(result, str):
+        return result[:RAW_CAP]
+    try:
+        text = json.dumps(result, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError):
+        text = repr(result)
+    return text[:RAW_CAP]
+
+
+def _ms_since(started: float) -> float:
+    return (time.perf_counter() - started) * 1000

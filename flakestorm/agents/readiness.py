@@ -1,0 +1,113 @@
+"""Readiness: wait until the agent answers before the run starts (SPEC §2.1).
+
+With ``agent.health_endpoint`` the agent is ready when a GET of it returns 2xx; without it, when
+the endpoint's host:port accepts a TCP connection. Attempts back off from 50 ms to 500 ms until
+``agent.ready_timeout``; then :class:`AgentNotReady` carries the last error and what to do.
+Python agents are ready once imported. Time is injected (``clock``, ``sleep``) for tests.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+import requests
+
+from flakestorm.agents.http import network_reason
+from flakestorm.config import Agent as AgentConfig
+from flakestorm.config import AgentType
+from flakestorm.errors import AgentNotReady
+
+FIRST_BACKOFF_S = 0.05
+MAX_BACKOFF_S = 0.5
+ATTEMPT_TIMEOUT_S = 2.0
+"""Longest a single attempt may take (capped by the time left)."""
+
+Clock = Callable[[], float]
+Sleep = Callable[[float], None]
+
+
+def resolve_url(endpoint: str, url: str) -> str:
+    """``url`` if absolute, else a path on ``endpoint``'s origin (``/reset`` or ``reset``)."""
+    if urlsplit(url).scheme:
+        return url
+    parts = urlsplit(endpoint)
+    return f"{parts.scheme}://{parts.netloc}/{url.lstrip('/')}"
+
+
+def host_port(endpoint: str) -> tuple[str, int]:
+    parts = urlsplit(endpoint)
+    default = 443 if parts.scheme == "https" else 80
+    try:
+        port = parts.port or default
+    except ValueError:
+        port = default
+    return parts.hostname or "localhost", port
+
+
+def probe(config: AgentConfig, timeout_s: float = ATTEMPT_TIMEOUT_S) -> str | None:
+    """One readiness attempt: None when ready, else why not (``connection refused``, ...)."""
+    if config.type is AgentType.PYTHON:
+        return None
+    if config.health_endpoint is not None:
+        url = resolve_url(config.endpoint, config.health_endpoint)
+        try:
+            with requests.Session() as session:
+                session.trust_env = False
+                response = session.get(url, timeout=timeout_s, headers=dict(config.headers))
+                response.close()
+        except requests.RequestException as exc:
+            return f"GET {url}: {network_reason(exc)}"
+        if 200 <= response.status_code < 300:
+            return None
+        return f"GET {url} returned HTTP {response.status_code}"
+    host, port = host_port(config.endpoint)
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return None
+    except OSError as exc:
+        return f"TCP connect to {host}:{port}: {network_reason(exc)}"
+
+
+def wait_ready(
+    config: AgentConfig,
+    timeout_ms: int | None = None,
+    *,
+    clock: Clock = time.monotonic,
+    sleep: Sleep = time.sleep,
+    check: Callable[[], None] | None = None,
+) -> None:
+    """Return once the agent is ready; raise :class:`AgentNotReady` after ``timeout_ms``
+    (default ``agent.ready_timeout``). ``check`` runs before each attempt and may raise to give
+    up early (a started agent process that exited)."""
+    budget_s = (timeout_ms if timeout_ms is not None else config.ready_timeout) / 1000
+    deadline = clock() + budget_s
+    backoff = FIRST_BACKOFF_S
+    while True:
+        if check is not None:
+            check()
+        remaining = deadline - clock()
+        error = probe(config, max(min(ATTEMPT_TIMEOUT_S, remaining), 0.05))
+        if error is None:
+            return
+        remaining = deadline - clock()
+        if remaining <= 0:
+            raise AgentNotReady(not_ready_message(config, budget_s, error))
+        sleep(min(backoff, remaining))
+        backoff = min(backoff * 2, MAX_BACKOFF_S)
+
+
+def not_ready_message(config: AgentConfig, budget_s: float, error: str) -> str:
+    how = (
+        "is the agent running and does agent.health_endpoint answer 2xx?"
+        if config.health_endpoint is not None
+        else "is the agent running at agent.endpoint?"
+    )
+    return (
+        f"the agent was not ready after {budget_s * 1000:.0f} ms (agent.ready_timeout): "
+        f"last error: {error}. Fix: {how} Start it first, or set agent.start to have flakestorm "
+        "start it; set agent.health_endpoint to a URL that answers 2xx when the agent is ready, "
+        "or raise agent.ready_timeout if it starts slowly."
+    )

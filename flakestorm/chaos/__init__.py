@@ -1,0 +1,1 @@
+"""Chaos: faults that reach what the agent depends on (SPEC §4)."""

@@ -1,0 +1,27 @@
+"""Context attacks applied by the runner itself, on the agent's input.
+
+``memory_poisoning`` rewrites the input before the invocation (``strategy``: ``prepend`` /
+``append`` (default) / ``replace``). The attacks that live in tool results and LLM requests
+are delivered where those travel (the proxy, the python wrappers), not here.
+"""
+
+from __future__ import annotations
+
+from flakestorm.config import ContextAttackType, PoisonStrategy, Scenario
+
+
+def poison_input(prompt: str, scenario: Scenario) -> tuple[str, tuple[str, ...]]:
+    """The input the agent receives under ``scenario``, and the attacks that fired on it."""
+    fired = []
+    for attack in scenario.context_attacks:
+        if attack.type is not ContextAttackType.MEMORY_POISONING or attack.payload is None:
+            continue
+        strategy = attack.strategy or PoisonStrategy.APPEND
+        if strategy is PoisonStrategy.PREPEND:
+            prompt = f"{attack.payload}\n\n{prompt}"
+        elif strategy is PoisonStrategy.APPEND:
+            prompt = f"{prompt}\n\n{attack.payload}"
+        else:
+            prompt = attack.payload
+        fired.append(f"memory_poisoning({strategy.value})")
+    return prompt, tuple(fired)

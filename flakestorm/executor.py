@@ -1,0 +1,411 @@
+"""Runs cells against the agent and yields :class:`~flakestorm.results.CellResult` values.
+
+The executor never prints: progress goes to the ``on_event`` callback.
+
+Scheduling. Every invocation of a run is one task (cell, repeat, prompt); ``concurrency``
+worker threads pull tasks in plan order from one shared queue, so 300 invocations at
+concurrency 8 keep 8 in flight the whole time. When a reset is configured, a reset is global
+(it clears the agent's state, not one cell's), so cells then run strictly one at a time:
+reset, then that cell's prompts in order.
+
+Stopping. Setting ``stop`` (Ctrl-C, SIGTERM) or spending ``max_invocations`` stops new
+invocations; invocations in flight finish, finished cells keep their verdicts, and cells
+that did not finish are ``not_run`` with what they did recorded.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from flakestorm.agents import NO_CALL, Agent, Call, Reply
+from flakestorm.chaos.attacks import poison_input
+from flakestorm.config import Invariant
+from flakestorm.errors import HarnessError
+from flakestorm.invariants import Observation, Verdict
+from flakestorm.plan import Cell, Plan
+from flakestorm.results import CellResult, PromptResult, Status
+
+_T = TypeVar("_T")
+
+
+class Checker(Protocol):
+    def check(self, invariant: Invariant, observation: Observation) -> Verdict: ...
+
+
+class Resetter(Protocol):
+    def reset(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Options:
+    concurrency: int = 4
+    repeat: int = 1
+    min_pass: int = 1
+    max_invocations: int | None = None
+
+
+@dataclass(frozen=True)
+class CellFinished:
+    result: CellResult
+    done: int
+    total: int
+
+
+@dataclass(frozen=True)
+class ScenarioFinished:
+    name: str
+    results: tuple[CellResult, ...]
+
+
+Event = CellFinished | ScenarioFinished
+
+
+class _Budget:
+    """A thread-safe invocation budget (``None`` = unlimited) that also counts what was spent."""
+
+    def __init__(self, limit: int | None) -> None:
+        self._limit = limit
+        self._lock = threading.Lock()
+        self.spent = 0
+        self.exhausted = False
+
+    def take(self) -> bool:
+        with self._lock:
+            if self._limit is not None and self.spent >= self._limit:
+                self.exhausted = True
+                return False
+            self.spent += 1
+            return True
+
+
+class Executor:
+    """Runs a plan's cells; one instance per run."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        checker: Checker,
+        resetter: Resetter | None = None,
+        options: Options = Options(),
+        stop: threading.Event | None = None,
+        on_event: Callable[[Event], None] | None = None,
+    ) -> None:
+        self._agent = agent
+        self._checker = checker
+        self._resetter = resetter
+        self._options = options
+        self._stop = stop or threading.Event()
+        self._on_event = on_event or (lambda event: None)
+        self._budget = _Budget(options.max_invocations)
+
+    @property
+    def invocations(self) -> int:
+        return self._budget.spent
+
+    @property
+    def stop_reason(self) -> str | None:
+        if self._stop.is_set():
+            return "interrupted"
+        if self._budget.exhausted:
+            return "max_invocations"
+        return None
+
+    # ----------------------------------------------------------------- before the matrix
+
+    def _invoke(self, prompt: str, call: Call = NO_CALL) -> Reply | None:
+        """One invocation, or None when the run is stopping or out of budget."""
+        if self._stop.is_set() or not self._budget.take():
+            return None
+        return self._agent.invoke(prompt, call)
+
+    def baselines(self, prompts: Sequence[str]) -> dict[str, Reply | None]:
+        """The chaos-free answer to each prompt (for ``behavior_unchanged`` with ``auto``)."""
+        out: dict[str, Reply | None] = {}
+
+        def one(prompt: str) -> None:
+            if self._resetter is not None:
+                self._resetter.reset()
+            out[prompt] = self._invoke(prompt, Call(cell_id="baseline", scenario=""))
+
+        self._each(list(prompts), one, parallel=self._resetter is None)
+        return out
+
+    def looks_stateful(self, prompt: str) -> bool:
+        """Send ``prompt`` twice without chaos; True when the two answers differ."""
+        first = self._invoke(prompt, Call(cell_id="stateful-check"))
+        second = self._invoke(prompt, Call(cell_id="stateful-check"))
+        if first is None or second is None:
+            return False
+        return (first.output, first.error) != (second.output, second.error)
+
+    # ----------------------------------------------------------------- the matrix
+
+    def run(self, plan: Plan, baselines: Mapping[str, Reply | None]) -> list[CellResult]:
+        """Run every cell of ``plan``; results in plan order."""
+        cells = plan.cells
+        tracker = _Tracker(cells, self._options, self._on_event)
+        for cell in cells:
+            if not cell.applicable:
+                tracker.skip(cell)
+        runnable = [c for c in cells if c.applicable]
+        if self._resetter is None:
+            tasks = [
+                _Task(cell, run, i)
+                for cell in runnable
+                for run in range(self._options.repeat)
+                for i in range(len(cell.prompts))
+            ]
+            self._each(tasks, lambda t: self._do(t, tracker, baselines), parallel=True)
+        else:
+            for cell in runnable:
+                for run in range(self._options.repeat):
+                    self._run_isolated(cell, run, tracker, baselines)
+        return tracker.results()
+
+    def _run_isolated(
+        self, cell: Cell, run: int, tracker: _Tracker, baselines: Mapping[str, Reply | None]
+    ) -> None:
+        assert self._resetter is not None
+        if self._stop.is_set():
+            for i in range(len(cell.prompts)):
+                tracker.record(cell, run, i, None)
+            return
+        try:
+            self._resetter.reset()
+        except HarnessError as exc:
+            tracker.error(cell, str(exc))
+            return
+        for i in range(len(cell.prompts)):
+            self._do(_Task(cell, run, i), tracker, baselines)
+
+    def _do(self, task: _Task, tracker: _Tracker, baselines: Mapping[str, Reply | None]) -> None:
+        cell = task.cell
+        if tracker.is_errored(cell):
+            tracker.record(cell, task.run, task.prompt_index, None)
+            return
+        prompt = cell.prompts[task.prompt_index]
+        sent, fired = poison_input(prompt, cell.scenario)
+        reply = self._invoke(sent, Call(cell_id=cell.id, scenario=cell.scenario.name))
+        if reply is None:
+            tracker.record(cell, task.run, task.prompt_index, None)
+            return
+        baseline_reply = baselines.get(prompt)
+        baseline = baseline_reply.output if baseline_reply is not None else None
+        try:
+            verdict = self._checker.check(cell.invariant, Observation(sent, reply, baseline))
+        except HarnessError as exc:
+            tracker.error(cell, str(exc), task.run, task.prompt_index)
+            return
+        result = PromptResult(
+            prompt=prompt,
+            sent=sent,
+            run=task.run,
+            passed=verdict.passed,
+            reason=verdict.reason,
+            output=reply.output,
+            latency_ms=round(reply.latency_ms, 3),
+            status=reply.status,
+            error=reply.error.value if reply.error is not None else None,
+            error_message=reply.error_message,
+            similarity=verdict.score,
+            similarity_backend=verdict.backend,
+        )
+        tracker.record(cell, task.run, task.prompt_index, result, fired)
+
+    def _each(self, items: list[_T], work: Callable[[_T], None], parallel: bool) -> None:
+        """Apply ``work`` to every item on up to ``concurrency`` threads; re-raise a bug."""
+        workers = min(self._options.concurrency, len(items)) if parallel else 1
+        if workers <= 1:
+            for item in items:
+                work(item)
+            return
+        source: Iterator[_T] = iter(items)
+        lock = threading.Lock()
+        failures: list[BaseException] = []
+
+        def worker() -> None:
+            while not failures:
+                with lock:
+                    item = next(source, _DONE)
+                if item is _DONE:
+                    return
+                try:
+                    work(item)  # type: ignore[arg-type]  # _DONE was ruled out above
+                except BaseException as exc:  # a bug: stop everyone and re-raise in the caller
+                    failures.append(exc)
+                    return
+
+        threads = [threading.Thread(target=worker, daemon=True) for _ in range(workers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if failures:
+            raise failures[0]
+
+
+_DONE = object()
+
+
+@dataclass(frozen=True)
+class _Task:
+    cell: Cell
+    run: int
+    prompt_index: int
+
+
+class _Tracker:
+    """Collects prompt results per cell and finishes each cell when its last task is in."""
+
+    def __init__(
+        self, cells: Sequence[Cell], options: Options, on_event: Callable[[Event], None]
+    ) -> None:
+        self._options = options
+        self._on_event = on_event
+        self._lock = threading.Lock()
+        self._results: dict[int, CellResult] = {}
+        self._slots: dict[int, list[PromptResult | None]] = {}
+        self._missing: dict[int, int] = {}
+        self._fired: dict[int, dict[str, None]] = {}
+        self._errors: dict[int, str] = {}
+        self._total = len(cells)
+        self._by_scenario: dict[str, list[Cell]] = {}
+        for cell in cells:
+            self._by_scenario.setdefault(cell.scenario.name, []).append(cell)
+            if cell.applicable:
+                n = len(cell.prompts) * options.repeat
+                self._slots[cell.index] = [None] * n
+                self._missing[cell.index] = n
+                self._fired[cell.index] = {}
+
+    def skip(self, cell: Cell) -> None:
+        reason = f"when: {cell.invariant.when.value} does not apply to this scenario"
+        self._finish(cell, _result(cell, Status.SKIPPED, reason))
+
+    def is_errored(self, cell: Cell) -> bool:
+        with self._lock:
+            return cell.index in self._errors
+
+    def error(self, cell: Cell, reason: str, run: int | None = None, prompt_index: int = 0) -> None:
+        """Mark ``cell`` ERRORED. With ``run`` given, that one task is settled; without, the
+        cell's remaining tasks are abandoned (they will never be recorded)."""
+        slot = None if run is None else run * len(cell.prompts) + prompt_index
+        self._settle(cell, slot, None, (), error=reason)
+
+    def record(
+        self,
+        cell: Cell,
+        run: int,
+        prompt_index: int,
+        result: PromptResult | None,
+        fired: tuple[str, ...] = (),
+    ) -> None:
+        self._settle(cell, run * len(cell.prompts) + prompt_index, result, fired)
+
+    def _settle(
+        self,
+        cell: Cell,
+        slot: int | None,
+        result: PromptResult | None,
+        fired: tuple[str, ...],
+        error: str | None = None,
+    ) -> None:
+        with self._lock:
+            if cell.index in self._results:
+                return
+            if error is not None:
+                self._errors.setdefault(cell.index, error)
+            if slot is None:
+                self._missing[cell.index] = 0
+            else:
+                self._slots[cell.index][slot] = result
+                self._missing[cell.index] -= 1
+                self._fired[cell.index].update(dict.fromkeys(fired))
+            if self._missing[cell.index] > 0:
+                return
+            finished = self._finalise(cell)
+        self._finish(cell, finished)
+
+    def _finalise(self, cell: Cell) -> CellResult:
+        prompts = tuple(p for p in self._slots[cell.index] if p is not None)
+        fired = tuple(self._fired[cell.index])
+        if cell.index in self._errors:
+            return _result(cell, Status.ERRORED, self._errors[cell.index], prompts, fired)
+        slots = self._slots[cell.index]
+        n = len(cell.prompts)
+        repeat = self._options.repeat
+        if any(p is None for p in slots):
+            done = sum(1 for p in slots if p is not None)
+            reason = f"the run stopped before this cell finished ({done}/{len(slots)} invocations)"
+            return _result(cell, Status.NOT_RUN, reason, prompts, fired)
+        runs = [slots[r * n : (r + 1) * n] for r in range(repeat)]
+        passed_runs = sum(1 for run in runs if all(p is not None and p.passed for p in run))
+        status = Status.PASSED if passed_runs >= self._options.min_pass else Status.FAILED
+        flaky = 0 < passed_runs < repeat
+        reason = _reason(cell, runs, passed_runs, self._options.min_pass)
+        return CellResult(
+            index=cell.index,
+            invariant_id=cell.invariant.id,
+            scenario=cell.scenario.name,
+            severity=cell.invariant.severity.value,
+            status=status,
+            reason=reason,
+            flaky=flaky,
+            runs_passed=passed_runs,
+            runs_total=repeat,
+            prompts=prompts,
+            faults_fired=fired,
+        )
+
+    def _finish(self, cell: Cell, result: CellResult) -> None:
+        with self._lock:
+            self._results[cell.index] = result
+            done = len(self._results)
+            siblings = self._by_scenario[cell.scenario.name]
+            scenario_done = all(c.index in self._results for c in siblings)
+            scenario_results = (
+                tuple(self._results[c.index] for c in siblings) if scenario_done else ()
+            )
+        self._on_event(CellFinished(result, done, self._total))
+        if scenario_done:
+            self._on_event(ScenarioFinished(cell.scenario.name, scenario_results))
+
+    def results(self) -> list[CellResult]:
+        return [self._results[i] for i in sorted(self._results)]
+
+
+def _result(
+    cell: Cell,
+    status: Status,
+    reason: str,
+    prompts: tuple[PromptResult, ...] = (),
+    fired: tuple[str, ...] = (),
+) -> CellResult:
+    return CellResult(
+        index=cell.index,
+        invariant_id=cell.invariant.id,
+        scenario=cell.scenario.name,
+        severity=cell.invariant.severity.value,
+        status=status,
+        reason=reason,
+        prompts=prompts,
+        faults_fired=fired,
+    )
+
+
+def _reason(
+    cell: Cell, runs: list[list[PromptResult | None]], passed_runs: int, min_pass: int
+) -> str:
+    n = len(cell.prompts)
+    repeat = len(runs)
+    failing = next((p for run in runs for p in run if p is not None and not p.passed), None)
+    if repeat > 1:
+        head = f"{passed_runs}/{repeat} runs passed (min_pass {min_pass})"
+        return head if failing is None else f"{head}; {failing.reason}"
+    if failing is None:
+        return f"held for all {n} prompt(s)" if n > 1 else runs[0][0].reason  # type: ignore[union-attr]
+    index = cell.prompts.index(failing.prompt) + 1
+    return f"prompt {index}/{n}: {failing.reason}"

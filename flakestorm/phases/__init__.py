@@ -1,0 +1,1 @@
+"""The phases (pillars) of a run: contract, chaos, mutation, replay."""

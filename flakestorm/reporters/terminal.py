@@ -1,0 +1,88 @@
+"""The matrix and verdict as plain text for a terminal or a CI log.
+
+Agent output is untrusted: everything quoted from it goes through :func:`safe` so it cannot
+break lines, move the cursor, or be read by a CI runner as a workflow command (``::``).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from flakestorm.results import CellResult, ContractOutcome, RunResult, Status
+
+_CELL_TEXT = {
+    Status.PASSED: "pass",
+    Status.FAILED: "FAIL",
+    Status.ERRORED: "ERROR",
+    Status.SKIPPED: "-",
+    Status.NOT_RUN: "not run",
+}
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def safe(text: str, limit: int = 200) -> str:
+    """One printable line of at most ``limit`` characters, with ``::`` defused."""
+    text = _CONTROL.sub(" ", text)
+    text = "".join(" " if unicodedata.category(ch) in ("Cf", "Zl", "Zp") else ch for ch in text)
+    text = text.replace("::", ":\u200b:") if "::" in text else text
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def cell_text(cell: CellResult) -> str:
+    if cell.flaky:
+        return "flaky" if cell.status is Status.PASSED else "flaky FAIL"
+    return _CELL_TEXT[cell.status]
+
+
+def render_matrix(outcome: ContractOutcome) -> str:
+    """The pass/fail matrix: rows = invariants (with severity), columns = scenarios."""
+    scenarios = [s.name for s in outcome.scenarios]
+    by_key = {(c.invariant_id, c.scenario): c for c in outcome.cells}
+    head = ["invariant", "severity", *scenarios]
+    rows = []
+    for inv in outcome.invariants:
+        row = [safe(inv.id, 40), inv.severity]
+        for name in scenarios:
+            cell = by_key.get((inv.id, name))
+            row.append(cell_text(cell) if cell is not None else "")
+        rows.append(row)
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+
+    def line(cols: list[str]) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)).rstrip()
+
+    out = [line([safe(h, 40) for h in head]), line(["-" * w for w in widths])]
+    out += [line(r) for r in rows]
+    return "\n".join(out)
+
+
+def render(result: RunResult) -> str:
+    """Matrix, failing cells with their reasons, score and verdict."""
+    out = []
+    contract = result.contract
+    if contract is not None:
+        out.append(f"Contract: {safe(contract.name)}")
+        out.append(render_matrix(contract))
+        bad = [c for c in contract.cells if c.status in (Status.FAILED, Status.ERRORED)]
+        if bad:
+            out.append("")
+            out.append("Failing cells:")
+            for cell in bad:
+                fired = ", ".join(cell.faults_fired)
+                fired = f" (faults fired: {fired})" if fired else ""
+                out.append(
+                    f"  {cell.status.value.upper()} {safe(cell.id, 80)} [{cell.severity}]: "
+                    f"{safe(cell.reason)}{fired}"
+                )
+        score = contract.score.score
+        out.append("")
+        out.append(f"Resilience score: {'n/a' if score is None else f'{score:.2f}'}")
+    for warning in (*result.warnings, *(contract.warnings if contract else ())):
+        out.append(safe(warning, 400))
+    if not result.complete:
+        out.append(f"Run stopped early ({result.stop_reason}): results are partial.")
+    verdict = "PASS" if result.overall.passed else "FAIL"
+    out.append(f"Verdict: {verdict}")
+    out.extend(f"  - {safe(r, 400)}" for r in result.overall.reasons)
+    return "\n".join(out) + "\n"

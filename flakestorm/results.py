@@ -1,0 +1,255 @@
+"""What a run produced: immutable result values and the versioned ``results.json`` document.
+
+``results.json`` (schema version 1, documented in ``docs/results.md``) is the contract
+between a run and every reporter: ``flakestorm report`` renders any format from it alone.
+``to_document`` / ``from_document`` round-trip exactly.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+class Status(str, enum.Enum):
+    """The outcome of a cell."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    ERRORED = "errored"
+    """flakestorm could not carry the cell out (reset or harness failure): counts as failed."""
+    SKIPPED = "skipped"
+    """The invariant's ``when`` does not apply to the scenario: not scored."""
+    NOT_RUN = "not_run"
+    """The run stopped (interrupted, or ``max_invocations`` spent) before this cell finished."""
+
+    @property
+    def scored(self) -> bool:
+        return self in (Status.PASSED, Status.FAILED, Status.ERRORED)
+
+    @property
+    def symbol(self) -> str:
+        return _SYMBOLS[self.value]
+
+
+_SYMBOLS = {"passed": "✅", "failed": "❌", "errored": "💥", "skipped": "➖", "not_run": "⏸"}
+FLAKY_SYMBOL = "⚠️"
+
+
+@dataclass(frozen=True)
+class PromptResult:
+    """One invocation of the agent inside a cell, and the invariant's verdict on it."""
+
+    prompt: str
+    """The golden prompt or probe."""
+    sent: str
+    """What the agent actually received (differs under ``memory_poisoning``)."""
+    run: int
+    """Which repeat this belongs to (0-based)."""
+    passed: bool
+    reason: str
+    output: str | None
+    latency_ms: float
+    status: int | None = None
+    error: str | None = None
+    """The agent error kind when the agent did not answer."""
+    error_message: str = ""
+    similarity: float | None = None
+    similarity_backend: str | None = None
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """The outcome of one (invariant × scenario) cell."""
+
+    index: int
+    invariant_id: str
+    scenario: str
+    severity: str
+    status: Status
+    reason: str
+    """One line: why the cell passed, failed, errored or was skipped."""
+    flaky: bool = False
+    runs_passed: int = 0
+    runs_total: int = 0
+    prompts: tuple[PromptResult, ...] = ()
+    faults_fired: tuple[str, ...] = ()
+    """Each fault that was actually injected in this cell, e.g. ``memory_poisoning(append)``."""
+
+    @property
+    def id(self) -> str:
+        return f"{self.invariant_id}[{self.scenario}]"
+
+    @property
+    def symbol(self) -> str:
+        return FLAKY_SYMBOL if self.flaky else self.status.symbol
+
+
+@dataclass(frozen=True)
+class InvariantInfo:
+    """What reports need to know about an invariant."""
+
+    id: str
+    type: str
+    severity: str
+    when: str
+    negate: bool
+    description: str | None
+    line: int
+    """Its line in the config file (for annotations)."""
+
+
+@dataclass(frozen=True)
+class ScenarioInfo:
+    name: str
+    faults: tuple[str, ...]
+    """A one-line description of each declared fault."""
+
+
+@dataclass(frozen=True)
+class ContractScore:
+    """The resilience score of a contract (see :mod:`flakestorm.scoring`)."""
+
+    score: float | None
+    """0–100, or None when no cell was scored (all skipped or not run)."""
+    passed: bool
+    critical_failures: tuple[str, ...]
+    counts: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class ContractOutcome:
+    """A finished (or stopped) contract phase."""
+
+    name: str
+    invariants: tuple[InvariantInfo, ...]
+    scenarios: tuple[ScenarioInfo, ...]
+    cells: tuple[CellResult, ...]
+    score: ContractScore
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Overall:
+    score: float | None
+    passed: bool
+    min_score: float
+    weights: Mapping[str, float]
+    phases_ran: tuple[str, ...]
+    reasons: tuple[str, ...]
+    """Why the gate failed (empty when it passed)."""
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Everything one run produced: what ``results.json`` holds."""
+
+    flakestorm_version: str
+    config_path: str
+    config_digest: str
+    seed: int
+    started_at: str
+    duration_s: float
+    complete: bool
+    stop_reason: str | None
+    """Why the run stopped early (``interrupted``, ``max_invocations``), None when complete."""
+    invocations: int
+    contract: ContractOutcome | None
+    overall: Overall
+    exit_code: int
+    warnings: tuple[str, ...] = field(default=())
+
+
+# --------------------------------------------------------------------------- JSON
+
+
+def to_document(result: RunResult) -> dict[str, Any]:
+    """The ``results.json`` document for ``result``."""
+    return {"schema_version": SCHEMA_VERSION, **_plain(result)}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    if hasattr(value, "__dataclass_fields__"):
+        return {name: _plain(getattr(value, name)) for name in value.__dataclass_fields__}
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+class ResultsError(ValueError):
+    """A results document that this version cannot read."""
+
+
+def from_document(doc: Mapping[str, Any]) -> RunResult:
+    """Read a ``results.json`` document back (raises :class:`ResultsError` when unreadable)."""
+    version = doc.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise ResultsError(
+            f"results schema_version {version!r} is not supported (this flakestorm reads "
+            f"{SCHEMA_VERSION})"
+        )
+    try:
+        contract = doc["contract"]
+        return RunResult(
+            flakestorm_version=doc["flakestorm_version"],
+            config_path=doc["config_path"],
+            config_digest=doc["config_digest"],
+            seed=doc["seed"],
+            started_at=doc["started_at"],
+            duration_s=doc["duration_s"],
+            complete=doc["complete"],
+            stop_reason=doc["stop_reason"],
+            invocations=doc["invocations"],
+            contract=None if contract is None else _contract(contract),
+            overall=Overall(
+                **{**doc["overall"], **_tuples(doc["overall"], "phases_ran", "reasons")}
+            ),
+            exit_code=doc["exit_code"],
+            warnings=tuple(doc.get("warnings", ())),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ResultsError(f"results document is malformed: {exc!r}") from None
+
+
+def _tuples(d: Mapping[str, Any], *keys: str) -> dict[str, tuple[Any, ...]]:
+    return {k: tuple(d[k]) for k in keys}
+
+
+def _contract(d: Mapping[str, Any]) -> ContractOutcome:
+    score = d["score"]
+    return ContractOutcome(
+        name=d["name"],
+        invariants=tuple(InvariantInfo(**i) for i in d["invariants"]),
+        scenarios=tuple(ScenarioInfo(s["name"], tuple(s["faults"])) for s in d["scenarios"]),
+        cells=tuple(_cell(c) for c in d["cells"]),
+        score=ContractScore(
+            score=score["score"],
+            passed=score["passed"],
+            critical_failures=tuple(score["critical_failures"]),
+            counts=dict(score["counts"]),
+        ),
+        warnings=tuple(d.get("warnings", ())),
+    )
+
+
+def _cell(d: Mapping[str, Any]) -> CellResult:
+    return CellResult(
+        **{
+            **d,
+            "status": Status(d["status"]),
+            "prompts": tuple(PromptResult(**p) for p in d["prompts"]),
+            "faults_fired": tuple(d["faults_fired"]),
+        }
+    )
+
+
+def cells_by_status(cells: Sequence[CellResult], status: Status) -> list[CellResult]:
+    return [c for c in cells if c.status is status]

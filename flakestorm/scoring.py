@@ -1,0 +1,98 @@
+"""Scores and the gate (pure).
+
+Resilience score of a contract (SPEC §5)::
+
+    score = 100 × Σ w(cell)·passed(cell) / Σ w(cell)      over scored cells
+
+where w = 3 for critical, 2 for high, 1 for medium and low; a scored cell is one that
+passed, failed or errored (errored counts as not passed). Skipped cells (``when`` does not
+apply) and cells a stopped run never finished are left out. With no scored cell the score is
+``None`` (shown as n/a).
+
+A contract FAILS if any critical cell failed or errored, whatever the score.
+
+Overall score over the phases that ran, with the configured weights re-normalised::
+
+    overall = Σ wᵢ·sᵢ / Σ wᵢ      over the phases that ran and have a score
+
+The gate FAILS when any critical cell failed or errored in any phase, or overall < min_score
+(a ``None`` overall fails any ``min_score`` above 0).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+from flakestorm.config import Severity
+from flakestorm.errors import ExitCode
+from flakestorm.results import CellResult, ContractScore, Overall, Status
+
+
+def score_contract(cells: Sequence[CellResult]) -> ContractScore:
+    """The resilience score and critical rule over ``cells``."""
+    earned = total = 0
+    critical: list[str] = []
+    for cell in cells:
+        if not cell.status.scored:
+            continue
+        weight = Severity(cell.severity).weight
+        total += weight
+        if cell.status is Status.PASSED:
+            earned += weight
+        elif cell.severity == Severity.CRITICAL.value:
+            critical.append(cell.id)
+    counts = Counter(c.status.value for c in cells)
+    counts["flaky"] = sum(1 for c in cells if c.flaky)
+    score = round(100.0 * earned / total, 2) if total else None
+    return ContractScore(
+        score=score,
+        passed=not critical,
+        critical_failures=tuple(critical),
+        counts={s.value: counts.get(s.value, 0) for s in Status} | {"flaky": counts["flaky"]},
+    )
+
+
+def overall(
+    phase_scores: Mapping[str, float | None],
+    weights: Mapping[str, float],
+    min_score: float,
+    critical_failures: Sequence[str],
+) -> Overall:
+    """Combine the scores of the phases that ran and apply the gate."""
+    ran = tuple(name for name in weights if name in phase_scores)
+    scored = {n: s for n, s in phase_scores.items() if s is not None and weights.get(n, 0) > 0}
+    weight_sum = sum(weights[n] for n in scored)
+    score = None
+    if scored:
+        score = round(sum(weights[n] * s for n, s in scored.items()) / weight_sum, 2)
+    reasons = []
+    if critical_failures:
+        shown = ", ".join(critical_failures[:5])
+        more = f" and {len(critical_failures) - 5} more" if len(critical_failures) > 5 else ""
+        reasons.append(f"{len(critical_failures)} critical cell(s) failed: {shown}{more}")
+    if min_score > 0 and (score is None or score < min_score):
+        shown_score = "n/a" if score is None else f"{score:.2f}"
+        reasons.append(f"score {shown_score} is below min_score {min_score:g}")
+    return Overall(
+        score=score,
+        passed=not reasons,
+        min_score=min_score,
+        weights=dict(weights),
+        phases_ran=ran,
+        reasons=tuple(reasons),
+    )
+
+
+def exit_code(result_overall: Overall, errored_cells: int, interrupted: bool) -> ExitCode:
+    """The process exit code for a finished run (SPEC §5).
+
+    Harness errors (errored cells) and an interrupted run are infrastructure failures (3): the
+    verdict cannot be trusted. Otherwise a failed gate is 1 and a pass is 0. A run cut short by
+    ``max_invocations`` is judged on what it did.
+    """
+    if errored_cells or interrupted:
+        return ExitCode.INFRASTRUCTURE_ERROR
+    if not result_overall.passed:
+        return ExitCode.GATE_FAILED
+    return ExitCode.PASSED

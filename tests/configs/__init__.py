@@ -1,0 +1,1 @@
+"""Config fixtures: invalid/, valid/ and upstream/ configs with their expected loader output."""

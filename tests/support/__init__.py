@@ -1,0 +1,1 @@
+"""Test support shared by the test modules: loopback servers (see :mod:`support.server`)."""

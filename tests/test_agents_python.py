@@ -1,0 +1,293 @@
+"""PythonAgent: functions, coroutines, objects and classes; errors, timeouts, imports."""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import textwrap
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flakestorm.agents import Call
+from flakestorm.agents.factory import build_agent
+from flakestorm.agents.python import PythonAgent, current_call
+from flakestorm.config import Agent as AgentConfig
+from flakestorm.config import AgentType
+from flakestorm.errors import AgentErrorKind, ConfigError, Problem
+
+_names = itertools.count()
+
+Write = Callable[[str], str]
+
+
+@pytest.fixture
+def write_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Write]:
+    """Write a uniquely named module into ``tmp_path``; returns its name. Cleans up after."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    written: list[str] = []
+
+    def write(source: str) -> str:
+        name = f"fs_agent_{next(_names)}"
+        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
+        written.append(name)
+        return name
+
+    yield write
+    for name in written:
+        module = sys.modules.pop(name, None)
+        release = getattr(module, "RELEASE", None)
+        if isinstance(release, threading.Event):
+            release.set()
+
+
+def python_agent(tmp_path: Path, endpoint: str, **fields: Any) -> PythonAgent:
+    return PythonAgent(AgentConfig(type=AgentType.PYTHON, endpoint=endpoint, **fields), tmp_path)
+
+
+def test_a_sync_function(tmp_path: Path, write_module: Write) -> None:
+    name = write_module("def agent(prompt):\n    return prompt.upper()\n")
+    reply = python_agent(tmp_path, f"{name}:agent").invoke("hi")
+    assert reply.ok and reply.output == "HI"
+    assert reply.raw == "HI"
+    assert reply.status is None
+    assert reply.latency_ms > 0
+
+
+def test_an_async_function(tmp_path: Path, write_module: Write) -> None:
+    name = write_module(
+        """
+        import asyncio
+        async def agent(prompt):
+            await asyncio.sleep(0)
+            return "async " + prompt
+        """
+    )
+    assert python_agent(tmp_path, f"{name}:agent").invoke("hi").output == "async hi"
+
+
+def test_an_async_function_called_from_many_threads(tmp_path: Path, write_module: Write) -> None:
+    name = write_module(
+        """
+        import asyncio
+        async def agent(prompt):
+            await asyncio.sleep(0.001)
+            return prompt * 2
+        """
+    )
+    agent = python_agent(tmp_path, f"{name}:agent")
+    with ThreadPoolExecutor(16) as pool:
+        outputs = list(pool.map(lambda i: agent.invoke(str(i)).output, range(64)))
+    assert outputs == [str(i) * 2 for i in range(64)]
+    agent.close()
+
+
+def test_an_object_with_invoke(tmp_path: Path, write_module: Write) -> None:
+    name = write_module(
+        """
+        class Bot:
+            def invoke(self, prompt):
+                return {"answer": "obj " + prompt}
+        bot = Bot()
+        """
+    )
+    assert python_agent(tmp_path, f"{name}:bot").invoke("hi").output == "obj hi"
+
+
+def test_a_class_is_instantiated_once(tmp_path: Path, write_module: Write) -> None:
+    name = write_module(
+        """
+        class Bot:
+            created = 0
+            def __init__(self):
+                Bot.created += 1
+            async def invoke(self, prompt):
+                return f"{prompt} #{Bot.created}"
+        """
+    )
+    agent = python_agent(tmp_path, f"{name}:Bot")
+    assert [agent.invoke(p).output for p in "ab"] == ["a #1", "b #1"]
+    assert sys.modules[name].Bot.created == 1
+
+
+def test_a_dotted_attribute(tmp_path: Path, write_module: Write) -> None:
+    name = write_module(
+        """
+        class ns:
+            @staticmethod
+            def agent(prompt):
+                return "nested"
+        """
+    )
+    assert python_agent(tmp_path, f"{name}:ns.agent").invoke("x").output == "nested"
+
+
+def test_a_dict_reply_uses_auto_extraction_and_response_path(
+    tmp_path: Path, write_module: Write
+) -> None:
+    name = write_module(
+        """
+        def agent(prompt):
+            return {"data": {"choices": [{"text": "deep"}]}, "result": {"n": 1}}
+        """
+    )
+    assert python_agent(tmp_path, f"{name}:agent").invoke("x").output == '{"n": 1}'
+    deep = python_agent(tmp_path, f"{name}:agent", response_path="data.choices.0.text")
+    assert deep.invoke("x").output == "deep"
+    missing = python_agent(tmp_path, f"{name}:agent", response_path="data.answer").invoke("x")
+    assert missing.error is AgentErrorKind.UNPARSEABLE
+    assert 'no key "answer" at data (keys there: "choices")' in missing.error_message
+
+
+def test_none_is_not_an_answer(tmp_path: Path, write_module: Write) -> None:
+    name = write_module("def agent(prompt):\n    return None\n")
+    reply = python_agent(tmp_path, f"{name}:agent").invoke("x")
+    assert reply.error is AgentErrorKind.UNPARSEABLE
+    assert "returned None" in reply.error_message
+
+
+def test_an_exception_is_reported_by_type_and_message(tmp_path: Path, write_module: Write) -> None:
+    name = write_module(
+        """
+        def agent(prompt):
+            raise ValueError("no such stock: " + prompt)
+        """
+    )
+    reply = python_agent(tmp_path, f"{name}:agent").invoke("ACME")
+    assert reply.error is AgentErrorKind.EXCEPTION
+    assert reply.error_message.startswith("ValueError: no such stock: ACME (at ")
+    assert "Traceback" in reply.extra["traceback"]
+
+
+def test_an_async_exception(tmp_path: Path, write_module: Write) -> None:
+    name = write_module("async def agent(prompt):\n    raise KeyError('k')\n")
+    reply = python_agent(tmp_path, f"{name}:agent").invoke("x")
+    assert reply.error is AgentErrorKind.EXCEPTION
+    assert reply.error_message.startswith("KeyError: 'k'")
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_hung_agent_times_out_and_the_run_goes_on(
+    tmp_path: Path, write_module: Write, kind: str
+) -> None:
+    name = write_module(
+        """
+        import asyncio, threading
+        RELEASE = threading.Event()
+        def hang(prompt):
+            if prompt == "hang":
+                RELEASE.wait()
+            return "done"
+        async def ahang(prompt):
+            if prompt == "hang":
+                await asyncio.Event().wait()
+            return "done"
+        """
+    )
+    attr = "hang" if kind == "sync" else "ahang"
+    agent = python_agent(tmp_path, f"{name}:{attr}", timeout=200)
+    reply = agent.invoke("hang")
+    assert reply.error is AgentErrorKind.TIMEOUT
+    assert "200 ms" in reply.error_message
+    assert 150 <= reply.latency_ms < 1000
+    assert agent.invoke("ok").output == "done"
+
+
+def test_current_call_is_set_around_each_invocation(tmp_path: Path, write_module: Write) -> None:
+    name = write_module(
+        """
+        from flakestorm.agents.python import current_call
+        def agent(prompt):
+            return current_call.get().cell_id
+        async def aagent(prompt):
+            return current_call.get().scenario
+        """
+    )
+    call = Call(cell_id="inv[outage]", scenario="outage")
+    assert python_agent(tmp_path, f"{name}:agent").invoke("x", call).output == "inv[outage]"
+    assert python_agent(tmp_path, f"{name}:aagent").invoke("x", call).output == "outage"
+    assert current_call.get(None) is None
+
+
+def test_build_agent_makes_a_python_agent(tmp_path: Path, write_module: Write) -> None:
+    name = write_module("def agent(prompt):\n    return 'built'\n")
+    config = AgentConfig(type=AgentType.PYTHON, endpoint=f"{name}:agent")
+    agent = build_agent(config, tmp_path)
+    assert isinstance(agent, PythonAgent)
+    assert agent.invoke("x").output == "built"
+    agent.close()
+
+
+# --------------------------------------------------------------------------- import errors
+
+
+def import_error(tmp_path: Path, endpoint: str) -> str:
+    with pytest.raises(ConfigError) as caught:
+        python_agent(tmp_path, endpoint)
+    (problem,) = caught.value.problems
+    assert problem.path == "agent.endpoint"
+    return problem.message
+
+
+def test_a_missing_module(tmp_path: Path, write_module: Write) -> None:
+    message = import_error(tmp_path, "no_such_agent_module:agent")
+    assert 'cannot import "no_such_agent_module": no such module' in message
+    assert str(tmp_path.resolve()) in message
+
+
+def test_a_missing_attribute_suggests_a_name(tmp_path: Path, write_module: Write) -> None:
+    name = write_module("def agent(prompt):\n    return ''\n")
+    message = import_error(tmp_path, f"{name}:agnet")
+    assert message == f'"{name}" has no attribute "agnet" (did you mean "agent"?)'
+
+
+def test_a_missing_dependency_of_the_module(tmp_path: Path, write_module: Write) -> None:
+    name = write_module("import no_such_dependency_xyz\n")
+    message = import_error(tmp_path, f"{name}:agent")
+    assert "ModuleNotFoundError: No module named 'no_such_dependency_xyz'" in message
+    assert f"(at {name}.py:1)" in message
+
+
+def test_a_syntax_error(tmp_path: Path, write_module: Write) -> None:
+    name = write_module("def agent(prompt):\n    return (\n")
+    message = import_error(tmp_path, f"{name}:agent")
+    assert f"{name}.py:2: SyntaxError" in message
+
+
+def test_an_exception_at_import_time_prints_no_traceback(
+    tmp_path: Path, write_module: Write, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = write_module("x = 1\nraise RuntimeError('no API key')\n")
+    message = import_error(tmp_path, f"{name}:agent")
+    assert message == f'importing "{name}" failed: RuntimeError: no API key (at {name}.py:2)'
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_not_callable(tmp_path: Path, write_module: Write) -> None:
+    name = write_module("agent = 42\n")
+    assert "expected a function" in import_error(tmp_path, f"{name}:agent")
+
+
+def test_a_class_that_cannot_be_created(tmp_path: Path, write_module: Write) -> None:
+    name = write_module(
+        """
+        class Bot:
+            def __init__(self, key):
+                pass
+        """
+    )
+    assert f'creating "{name}:Bot()" failed: TypeError' in import_error(tmp_path, f"{name}:Bot")
+
+
+def test_locate_places_the_problem(tmp_path: Path) -> None:
+    def locate(field: str, message: str) -> Problem:
+        return Problem("cfg.yaml", 7, 3, field, message)
+
+    config = AgentConfig(type=AgentType.PYTHON, endpoint="no_such_agent_module:agent")
+    with pytest.raises(ConfigError) as caught:
+        build_agent(config, tmp_path, locate=locate)
+    assert str(caught.value).startswith("cfg.yaml:7:3: agent.endpoint: cannot import")

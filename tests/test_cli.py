@@ -1,0 +1,284 @@
+"""The command line: validate (and its alias), error mapping, exit codes, secrets, start-up."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from flakestorm import __version__
+from flakestorm.cli import FlakestormGroup, count_matrix, main
+from flakestorm.errors import InfrastructureError
+from flakestorm.loader import load_config
+from flakestorm.starter import STARTER_CONFIG
+
+FLAKESTORM = Path(sys.executable).parent / "flakestorm"
+
+BROKEN = """\
+agent:
+  endpoint: http://localhost:8000/invoke
+  tiemout: 3000
+contract:
+  name: c
+  invariants:
+    - id: a
+      type: regex
+      pattern: x
+      severity: urgent
+  chaos_matrix:
+    - name: no-chaos
+"""
+
+COUNTED = """\
+agent:
+  endpoint: http://localhost:8000/invoke
+  reset_endpoint: /reset
+golden_prompts: [one, two, three]
+contract:
+  name: Counted
+  invariants:
+    - id: same
+      type: behavior_unchanged
+    - id: leak
+      type: excludes_pattern
+      patterns: [secret]
+      probes: [p1, p2]
+      when: any_chaos_active
+    - id: fixed
+      type: behavior_unchanged
+      baseline: a fixed answer
+      when: no_chaos
+  chaos_matrix:
+    - name: calm
+    - name: down
+      tool_faults:
+        - {tool: search, mode: error}
+    - name: poisoned
+      context_attacks:
+        memory_poisoning: {payload: hi}
+advanced:
+  repeat: 2
+  max_invocations: 10
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "flakestorm.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+def test_validate_summarises_the_starter(runner: CliRunner, tmp_path: Path) -> None:
+    path = write(tmp_path, STARTER_CONFIG)
+    result = runner.invoke(main, ["validate", "-c", str(path)], env={"AGENT_URL": None})
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert f"ok: {path} is valid" in out
+    assert "agent:       http POST http://localhost:8000/invoke" in out
+    assert "contract:    My Agent Contract" in out
+    assert "4 invariants × 2 scenarios = 8 cells (1 skipped by `when`)" in out
+    # 3 cells x 2 golden prompts + 1 probe x 2 scenarios ... see test_count_matrix for the rule
+    assert "invocations: 14 per contract run" in out
+    assert "phases:      contract" in out
+    assert result.stderr == ""
+
+
+def test_contract_validate_is_an_alias(runner: CliRunner, tmp_path: Path) -> None:
+    path = write(tmp_path, STARTER_CONFIG)
+    direct = runner.invoke(main, ["validate", "--config", str(path)])
+    alias = runner.invoke(main, ["contract", "validate", "--config", str(path)])
+    assert alias.exit_code == direct.exit_code == 0
+    assert alias.output == direct.output
+
+
+def test_contract_group_is_ready_for_more_commands() -> None:
+    group = main.commands["contract"]
+    assert isinstance(group, click.Group)
+    assert "validate" in group.commands
+
+
+def test_count_matrix(tmp_path: Path) -> None:
+    loaded = load_config(write(tmp_path, COUNTED))
+    count = count_matrix(loaded.config)
+    assert count is not None
+    assert (count.invariants, count.scenarios, count.cells) == (3, 3, 9)
+    # leak only under chaos (2 of 3), fixed only without (1 of 3)
+    assert count.skipped == 3
+    # same: 3 cells x 3 prompts; leak: 2 cells x 2 probes; fixed: 1 cell x 3 prompts
+    assert count.prompt_runs == 9 + 4 + 3
+    assert count.repeat == 2
+    assert count.baselines == 3  # one per distinct prompt of the auto-baseline invariant
+    assert count.detection == 0  # a reset is configured
+    assert count.invocations == 16 * 2 + 3
+
+
+def test_validate_reports_budget_and_detection(runner: CliRunner, tmp_path: Path) -> None:
+    path = write(tmp_path, COUNTED.replace("  reset_endpoint: /reset\n", ""))
+    result = runner.invoke(main, ["validate", "-c", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "invocations: 37 per contract run" in result.stdout
+    assert "2 stateful-detection" in result.stdout
+    assert "advanced.max_invocations = 10: the run will stop early" in result.stdout
+
+
+def test_validate_never_prints_secrets(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENT_HOST", "internal-host.example")
+    monkeypatch.setenv("AGENT_TOKEN", "s3cr3t-token")
+    text = (
+        "agent:\n"
+        "  endpoint: http://${AGENT_HOST}/invoke\n"
+        "  headers:\n"
+        "    Authorization: Bearer ${AGENT_TOKEN}\n"
+        "    X-Plain: plain-header-value\n"
+        "golden_prompts: [hi]\n"
+    )
+    result = runner.invoke(main, ["validate", "-c", str(write(tmp_path, text))])
+    assert result.exit_code == 0, result.output
+    assert "internal-host.example" not in result.output
+    assert "s3cr3t-token" not in result.output
+    assert "plain-header-value" not in result.output
+    assert "http POST http://***/invoke" in result.stdout
+
+
+def test_validate_prints_warnings_on_stderr(runner: CliRunner, tmp_path: Path) -> None:
+    text = (
+        "agent: {endpoint: http://localhost:8000/invoke}\n"
+        "golden_prompts: [hi]\n"
+        "scoring: {mutation: 0.2, chaos: 0.35, contract: 0.35, replay: 0.1}\n"
+    )
+    result = runner.invoke(main, ["validate", "-c", str(write(tmp_path, text))])
+    assert result.exit_code == 0, result.output
+    warnings = result.stderr.splitlines()
+    assert warnings
+    assert all(line.startswith(f"warning: {tmp_path / 'flakestorm.yaml'}:") for line in warnings)
+    assert any(":3:" in line and "scoring" in line for line in warnings)
+
+
+def test_config_errors_exit_2_with_one_line_per_problem(runner: CliRunner, tmp_path: Path) -> None:
+    path = write(tmp_path, BROKEN)
+    result = runner.invoke(main, ["validate", "-c", str(path)])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    problems, last = lines[:-1], lines[-1]
+    assert len(problems) >= 2
+    for line in problems:
+        assert line.startswith(f"{path}:"), line
+        _, line_no, col, rest = line.split(":", 3)
+        assert line_no.isdigit() and col.isdigit() and rest.startswith(" ")
+    assert any(":3:" in p and "agent.tiemout" in p and "timeout" in p for p in problems)
+    assert any(":10:" in p and "severity" in p and "critical" in p for p in problems)
+    assert last == f"error: {len(problems)} problems in {path}"
+    assert "Traceback" not in result.output
+
+
+def test_missing_config_suggests_init(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(main, ["validate"])
+    assert result.exit_code == 2
+    assert "flakestorm.yaml: no such file" in result.stderr
+    assert "flakestorm init" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_unexpected_exception_is_reported_as_a_bug(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(config: object) -> list[tuple[str, str]]:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("flakestorm.cli.summary", broken)
+    result = runner.invoke(main, ["validate", "-c", str(write(tmp_path, STARTER_CONFIG))])
+    assert result.exit_code == 3
+    assert "Traceback" in result.stderr
+    assert "RuntimeError: boom" in result.stderr
+    assert "this is a bug in flakestorm, please report it" in result.stderr
+
+
+def test_flakestorm_errors_map_to_their_exit_code(runner: CliRunner) -> None:
+    @click.group(cls=FlakestormGroup)
+    def cli() -> None:
+        pass
+
+    @cli.command()
+    def down() -> None:
+        raise InfrastructureError("the agent never became ready (connection refused)")
+
+    result = runner.invoke(cli, ["down"])
+    assert result.exit_code == 3
+    assert result.stderr == "error: the agent never became ready (connection refused)\n"
+
+
+def test_usage_errors_keep_clicks_exit_code(runner: CliRunner) -> None:
+    result = runner.invoke(main, ["validate", "--no-such-option"])
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+
+
+def test_version(runner: CliRunner) -> None:
+    result = runner.invoke(main, ["--version"])
+    assert result.exit_code == 0
+    assert result.stdout == f"flakestorm, version {__version__}\n"
+
+
+def test_cli_import_is_lazy() -> None:
+    code = (
+        "import sys, flakestorm.cli; "
+        "print(sorted(m for m in ('pydantic', 'yaml', 'requests', 'jinja2') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# --------------------------------------------------------------------------- real process
+
+
+def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "AGENT_URL"}
+    return subprocess.run(
+        [str(FLAKESTORM), *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=60
+    )
+
+
+def test_real_process(tmp_path: Path) -> None:
+    version = run("--version", cwd=tmp_path)
+    assert (version.returncode, version.stdout) == (0, f"flakestorm, version {__version__}\n")
+
+    missing = run("validate", cwd=tmp_path)
+    assert missing.returncode == 2
+    assert "flakestorm init" in missing.stderr
+
+    init = run("init", "--github", cwd=tmp_path)
+    assert init.returncode == 0, init.stderr
+    again = run("init", cwd=tmp_path)
+    assert again.returncode == 2
+    assert "flakestorm.yaml already exists" in again.stderr
+    forced = run("init", "--force", cwd=tmp_path)
+    assert forced.returncode == 0, forced.stderr
+
+    valid = run("validate", cwd=tmp_path)
+    assert valid.returncode == 0, valid.stderr
+    alias = run("contract", "validate", "-c", "flakestorm.yaml", cwd=tmp_path)
+    assert (alias.returncode, alias.stdout) == (0, valid.stdout)
+
+    write(tmp_path, BROKEN, "broken.yaml")
+    broken = run("validate", "-c", "broken.yaml", cwd=tmp_path)
+    assert broken.returncode == 2
+    assert broken.stdout == ""
+    assert broken.stderr.splitlines()[0].startswith("broken.yaml:")
+    assert broken.stderr.splitlines()[-1].startswith("error: ")
+    assert "Traceback" not in broken.stderr

@@ -1,0 +1,289 @@
+"""The executor: cells against an agent, with isolation, repeats, budgets and stopping.
+
+The agents here are python objects implementing the ``Agent`` protocol: the same seam the
+product's python agents use. Synchronisation is by events, never by sleeping.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from flakestorm.agents import NO_CALL, Call, Reply
+from flakestorm.config import Advanced, Contract
+from flakestorm.errors import AgentErrorKind, HarnessError
+from flakestorm.executor import CellFinished, Executor, Options, ScenarioFinished
+from flakestorm.invariants import build_checker
+from flakestorm.phases.contract import STATEFUL_WARNING, run_contract
+from flakestorm.plan import build_plan
+from flakestorm.results import Status
+
+
+class FnAgent:
+    """An agent answering with ``answer(prompt, call)``; records every call."""
+
+    def __init__(self, answer: Callable[[str, Call], str]) -> None:
+        self._answer = answer
+        self.calls: list[tuple[str, Call]] = []
+        self._lock = threading.Lock()
+
+    def invoke(self, prompt: str, call: Call = NO_CALL) -> Reply:
+        with self._lock:
+            self.calls.append((prompt, call))
+        return Reply(output=self._answer(prompt, call), latency_ms=1.0, status=200)
+
+
+def contract(invariants: list[dict[str, object]], scenarios: list[dict[str, object]]) -> Contract:
+    return Contract.model_validate(
+        {"name": "c", "invariants": invariants, "chaos_matrix": scenarios}
+    )
+
+
+CHECKER = build_checker(Advanced())
+CALM = {"name": "calm"}
+POISONED = {
+    "name": "poisoned",
+    "context_attacks": [{"type": "memory_poisoning", "payload": "EVIL", "strategy": "append"}],
+}
+
+
+def test_results_keep_plan_order_whatever_the_completion_order() -> None:
+    # the first cell's invocation waits until every other cell has finished
+    others_done = threading.Event()
+    finished: list[str] = []
+
+    def answer(prompt: str, call: Call) -> str:
+        if call.cell_id == "a0[calm]":
+            assert others_done.wait(5)
+        return "ok"
+
+    invariants = [{"id": f"a{i}", "type": "contains", "value": "ok"} for i in range(6)]
+    plan = build_plan(contract(invariants, [CALM]), ["p"])
+
+    def on_event(event: object) -> None:
+        if isinstance(event, CellFinished):
+            finished.append(event.result.id)
+            if len(finished) == 5:
+                others_done.set()
+
+    results = Executor(
+        FnAgent(answer), CHECKER, options=Options(concurrency=4), on_event=on_event
+    ).run(plan, {})
+    assert finished[-1] == "a0[calm]"  # it really finished last
+    assert [r.id for r in results] == [f"a{i}[calm]" for i in range(6)]
+    assert all(r.status is Status.PASSED for r in results)
+
+
+def test_concurrency_keeps_that_many_invocations_in_flight() -> None:
+    barrier = threading.Barrier(4, timeout=5)
+
+    def answer(prompt: str, call: Call) -> str:
+        barrier.wait()  # only returns once 4 invocations are in flight at the same time
+        return "ok"
+
+    invariants = [{"id": f"a{i}", "type": "output_not_empty"} for i in range(2)]
+    plan = build_plan(contract(invariants, [CALM, POISONED]), ["p1", "p2"])
+    results = Executor(FnAgent(answer), CHECKER, options=Options(concurrency=4)).run(plan, {})
+    assert [r.status for r in results] == [Status.PASSED] * 4
+
+
+def test_when_skips_and_memory_poisoning_reaches_the_input() -> None:
+    agent = FnAgent(lambda prompt, call: f"you said: {prompt}")
+    invariants = [
+        {"id": "calm-only", "type": "contains", "value": "you said", "when": "no_chaos"},
+        {"id": "no-evil", "type": "contains", "value": "EVIL", "negate": True},
+    ]
+    plan = build_plan(contract(invariants, [CALM, POISONED]), ["hello"])
+    results = {r.id: r for r in Executor(agent, CHECKER).run(plan, {})}
+    assert results["calm-only[calm]"].status is Status.PASSED
+    assert results["calm-only[poisoned]"].status is Status.SKIPPED
+    assert "no_chaos" in results["calm-only[poisoned]"].reason
+    poisoned = results["no-evil[poisoned]"]
+    assert poisoned.status is Status.FAILED
+    assert poisoned.faults_fired == ("memory_poisoning(append)",)
+    assert poisoned.prompts[0].prompt == "hello"
+    assert poisoned.prompts[0].sent == "hello\n\nEVIL"
+    assert results["no-evil[calm]"].faults_fired == ()
+    # the skipped cell never invoked the agent
+    assert len(agent.calls) == 3
+
+
+def test_repeat_and_min_pass_mark_flaky_cells() -> None:
+    counter = itertools.count()
+    lock = threading.Lock()
+
+    def answer(prompt: str, call: Call) -> str:
+        with lock:
+            n = next(counter)
+        return "good" if n % 2 == 0 else "bad"
+
+    invariants = [{"id": "good", "type": "contains", "value": "good"}]
+    plan = build_plan(contract(invariants, [CALM]), ["p"])
+    lenient = Executor(
+        FnAgent(answer), CHECKER, options=Options(concurrency=1, repeat=4, min_pass=2)
+    )
+    [cell] = lenient.run(plan, {})
+    assert (cell.status, cell.flaky, cell.runs_passed, cell.runs_total) == (
+        Status.PASSED,
+        True,
+        2,
+        4,
+    )
+    assert cell.reason.startswith("2/4 runs passed (min_pass 2)")
+    strict = Executor(
+        FnAgent(answer), CHECKER, options=Options(concurrency=1, repeat=4, min_pass=4)
+    )
+    [cell] = strict.run(plan, {})
+    assert (cell.status, cell.flaky) == (Status.FAILED, True)
+
+
+class CountingReset:
+    def __init__(self, fail_on: int | None = None) -> None:
+        self.count = 0
+        self.fail_on = fail_on
+
+    def reset(self) -> None:
+        self.count += 1
+        if self.count == self.fail_on:
+            raise HarnessError("reset failed: POST http://127.0.0.1:1/reset returned 500")
+
+
+def test_a_reset_runs_cells_one_at_a_time_and_a_failed_reset_errors_only_its_cell() -> None:
+    in_flight = 0
+    most = 0
+    lock = threading.Lock()
+
+    def answer(prompt: str, call: Call) -> str:
+        nonlocal in_flight, most
+        with lock:
+            in_flight += 1
+            most = max(most, in_flight)
+        with lock:
+            in_flight -= 1
+        return "ok"
+
+    reset = CountingReset(fail_on=2)
+    invariants = [{"id": f"a{i}", "type": "contains", "value": "ok"} for i in range(3)]
+    plan = build_plan(contract(invariants, [CALM]), ["p1", "p2"])
+    results = Executor(FnAgent(answer), CHECKER, reset, Options(concurrency=8)).run(plan, {})
+    assert most == 1
+    assert reset.count == 3
+    assert [r.status for r in results] == [Status.PASSED, Status.ERRORED, Status.PASSED]
+    assert results[1].reason == "reset failed: POST http://127.0.0.1:1/reset returned 500"
+
+
+def test_an_agent_error_fails_the_cell_with_the_reason() -> None:
+    class Down:
+        def invoke(self, prompt: str, call: Call = NO_CALL) -> Reply:
+            return Reply(None, 2.0, error=AgentErrorKind.CONNECTION, error_message="refused")
+
+    invariants = [{"id": "x", "type": "regex", "pattern": r"\$\d", "negate": True}]
+    [cell] = Executor(Down(), CHECKER).run(build_plan(contract(invariants, [CALM]), ["p"]), {})
+    assert cell.status is Status.FAILED  # negate never turns "no answer" into a pass
+    assert "did not answer" in cell.reason
+    assert cell.prompts[0].error == "connection"
+
+
+def test_max_invocations_stops_cleanly_and_keeps_what_finished() -> None:
+    agent = FnAgent(lambda prompt, call: "ok")
+    invariants = [{"id": f"a{i}", "type": "contains", "value": "ok"} for i in range(4)]
+    plan = build_plan(contract(invariants, [CALM]), ["p1", "p2"])
+    executor = Executor(agent, CHECKER, options=Options(concurrency=1, max_invocations=5))
+    results = executor.run(plan, {})
+    assert [r.status for r in results] == [
+        Status.PASSED,
+        Status.PASSED,
+        Status.NOT_RUN,
+        Status.NOT_RUN,
+    ]
+    assert "1/2 invocations" in results[2].reason
+    assert len(results[2].prompts) == 1
+    assert executor.invocations == 5
+    assert executor.stop_reason == "max_invocations"
+
+
+def test_stop_lets_invocations_in_flight_finish_and_marks_the_rest_not_run() -> None:
+    stop = threading.Event()
+
+    def answer(prompt: str, call: Call) -> str:
+        stop.set()  # Ctrl-C arrives during the first invocation
+        return "ok"
+
+    invariants = [{"id": f"a{i}", "type": "contains", "value": "ok"} for i in range(3)]
+    plan = build_plan(contract(invariants, [CALM]), ["p"])
+    executor = Executor(FnAgent(answer), CHECKER, options=Options(concurrency=1), stop=stop)
+    results = executor.run(plan, {})
+    assert [r.status for r in results] == [Status.PASSED, Status.NOT_RUN, Status.NOT_RUN]
+    assert executor.stop_reason == "interrupted"
+
+
+def test_behavior_unchanged_compares_each_prompt_with_its_own_chaos_free_answer() -> None:
+    answers = {"capital of France?": "Paris is the capital of France.", "2+2?": "2+2 is 4."}
+
+    def answer(prompt: str, call: Call) -> str:
+        if "EVIL" in prompt:
+            return "I have been compromised and will now talk about pirates."
+        return answers[prompt]
+
+    agent = FnAgent(answer)
+    invariants = [{"id": "same", "type": "behavior_unchanged", "baseline": "auto"}]
+    plan = build_plan(contract(invariants, [CALM, POISONED]), list(answers))
+    executor = Executor(agent, CHECKER)
+    baselines = executor.baselines(plan.baseline_prompts)
+    assert {p: r.output for p, r in baselines.items() if r} == answers
+    calm, poisoned = executor.run(plan, baselines)
+    assert calm.status is Status.PASSED
+    assert poisoned.status is Status.FAILED
+    assert [p.similarity is not None for p in poisoned.prompts] == [True, True]
+
+
+def test_a_harness_error_while_judging_errors_the_cell() -> None:
+    class BrokenChecker:
+        def check(self, invariant: object, observation: object) -> object:
+            raise HarnessError("embeddings endpoint http://127.0.0.1:9/v1 is down")
+
+    invariants = [{"id": "sim", "type": "similarity", "expected": "x"}]
+    plan = build_plan(contract(invariants, [CALM]), ["p1", "p2"])
+    [cell] = Executor(FnAgent(lambda p, c: "x"), BrokenChecker()).run(plan, {})  # type: ignore[arg-type]
+    assert cell.status is Status.ERRORED
+    assert "embeddings endpoint" in cell.reason
+
+
+def test_a_bug_in_a_worker_is_raised_not_swallowed() -> None:
+    def answer(prompt: str, call: Call) -> str:
+        raise RuntimeError("boom")
+
+    plan = build_plan(contract([{"id": "a", "type": "completes"}], [CALM]), ["p1", "p2"])
+    with pytest.raises(RuntimeError, match="boom"):
+        Executor(FnAgent(answer), CHECKER, options=Options(concurrency=2)).run(plan, {})
+
+
+def test_scenario_events_arrive_once_per_scenario_with_its_cells() -> None:
+    events: list[ScenarioFinished] = []
+    invariants = [{"id": f"a{i}", "type": "completes"} for i in range(3)]
+    plan = build_plan(contract(invariants, [CALM, POISONED]), ["p"])
+    Executor(
+        FnAgent(lambda p, c: "ok"),
+        CHECKER,
+        on_event=lambda e: events.append(e) if isinstance(e, ScenarioFinished) else None,
+    ).run(plan, {})
+    assert sorted(e.name for e in events) == ["calm", "poisoned"]
+    assert all(len(e.results) == 3 for e in events)
+
+
+@pytest.mark.parametrize(("stateful", "warned"), [(True, True), (False, False)])
+def test_the_stateful_warning_is_exact_and_only_when_answers_differ(
+    stateful: bool, warned: bool
+) -> None:
+    counter = itertools.count()
+    agent = FnAgent(lambda p, c: f"answer {next(counter) if stateful else 0}")
+    plan = build_plan(contract([{"id": "a", "type": "completes"}], [CALM]), ["p"])
+    outcome = run_contract(plan, Executor(agent, CHECKER), ["p"], has_reset=False, lines={})
+    assert outcome.warnings == ((STATEFUL_WARNING,) if warned else ())
+    assert STATEFUL_WARNING == (
+        "Warning: No reset_endpoint configured. Contract matrix cells may share state. "
+        "Results may be contaminated. Add reset_endpoint to your config for accurate isolation."
+    )

@@ -1,0 +1,86 @@
+"""`flakestorm init`: a valid, commented starter config and an optional GitHub workflow."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from click.testing import CliRunner
+
+from flakestorm.cli import main
+from flakestorm.config import Severity
+from flakestorm.loader import load_config
+from flakestorm.reference import EDITOR_HEADER, SCHEMA_URL
+from flakestorm.starter import STARTER_CONFIG, STARTER_WORKFLOW
+
+
+def test_starter_loads_without_problems_or_warnings(tmp_path: Path) -> None:
+    path = tmp_path / "flakestorm.yaml"
+    path.write_text(STARTER_CONFIG, encoding="utf-8")
+    loaded = load_config(path, env={})
+    assert loaded.warnings == ()
+    config = loaded.config
+    assert config.agent.type.value == "http"
+    assert config.agent.endpoint == "http://localhost:8000/invoke"
+    assert len(config.golden_prompts) >= 2
+    assert config.contract is not None
+    assert 3 <= len(config.contract.invariants) <= 4
+    assert any(i.severity is Severity.CRITICAL for i in config.contract.invariants)
+    scenarios = config.contract.chaos_matrix
+    assert [s.name for s in scenarios] == ["no-chaos", "memory-poisoning"]
+    assert not scenarios[0].has_chaos
+    assert scenarios[1].context_attacks[0].type.value == "memory_poisoning"
+
+
+def test_starter_reads_the_agent_url_from_the_environment(tmp_path: Path) -> None:
+    path = tmp_path / "flakestorm.yaml"
+    path.write_text(STARTER_CONFIG, encoding="utf-8")
+    loaded = load_config(path, env={"AGENT_URL": "http://agent:8000"})
+    assert loaded.config.agent.endpoint == "http://agent:8000/invoke"
+
+
+def test_starter_first_line_points_editors_at_the_schema() -> None:
+    first = STARTER_CONFIG.splitlines()[0]
+    assert first == EDITOR_HEADER == f"# yaml-language-server: $schema={SCHEMA_URL}"
+    assert SCHEMA_URL == (
+        "https://raw.githubusercontent.com/flakestorm/flakestorm/main/schema/flakestorm.schema.json"
+    )
+
+
+def test_workflow() -> None:
+    workflow = yaml.safe_load(STARTER_WORKFLOW)
+    assert workflow["permissions"] == {"contents": "read", "pull-requests": "write"}
+    job = workflow["jobs"]["flakestorm"]
+    assert set(job["services"]) == {"agent", "flakestorm-proxy"}
+    assert job["services"]["flakestorm-proxy"]["env"]["FLAKESTORM_MODE"] == "proxy"
+    uses = [step.get("uses", "") for step in job["steps"]]
+    assert "flakestorm/action@v2" in uses
+
+
+def test_init_writes_the_files(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["init", "--path", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "flakestorm.yaml").read_text(encoding="utf-8") == STARTER_CONFIG
+    assert not (tmp_path / ".github").exists()
+
+    result = CliRunner().invoke(main, ["init", "--github", "--force", "--path", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    workflow = tmp_path / ".github" / "workflows" / "flakestorm.yml"
+    assert workflow.read_text(encoding="utf-8") == STARTER_WORKFLOW
+
+
+def test_init_refuses_to_overwrite(tmp_path: Path) -> None:
+    workflow = tmp_path / ".github" / "workflows" / "flakestorm.yml"
+    workflow.parent.mkdir(parents=True)
+    workflow.write_text("mine\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["init", "--github", "--path", str(tmp_path)])
+    assert result.exit_code == 2
+    assert str(workflow) in result.stderr
+    assert "--force" in result.stderr
+    # nothing was written: the check comes before any write
+    assert not (tmp_path / "flakestorm.yaml").exists()
+    assert workflow.read_text(encoding="utf-8") == "mine\n"
+
+    result = CliRunner().invoke(main, ["init", "--github", "--force", "--path", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert workflow.read_text(encoding="utf-8") == STARTER_WORKFLOW

@@ -1,0 +1,112 @@
+"""The resilience score, the critical rule and the gate (SPEC §5), as tables."""
+
+from __future__ import annotations
+
+import pytest
+
+from flakestorm.errors import ExitCode
+from flakestorm.results import CellResult, Status
+from flakestorm.scoring import exit_code, overall, score_contract
+
+P, F, E, S, N = Status.PASSED, Status.FAILED, Status.ERRORED, Status.SKIPPED, Status.NOT_RUN
+
+
+def cells(*spec: tuple[str, Status] | tuple[str, Status, bool]) -> list[CellResult]:
+    out = []
+    for i, item in enumerate(spec):
+        severity, status = item[0], item[1]
+        flaky = len(item) > 2 and bool(item[2])
+        out.append(
+            CellResult(
+                index=i,
+                invariant_id=f"inv{i}",
+                scenario="s",
+                severity=severity,
+                status=status,
+                reason="",
+                flaky=flaky,
+            )
+        )
+    return out
+
+
+@pytest.mark.parametrize(
+    ("spec", "score", "passed"),
+    [
+        # all pass
+        ((("critical", P), ("high", P), ("medium", P), ("low", P)), 100.0, True),
+        # one critical fail: 4 of 7 weight points, and the contract fails whatever the score
+        ((("critical", F), ("high", P), ("medium", P), ("low", P)), 57.14, False),
+        # a high failure costs 2 points of 7 but does not fail the contract
+        ((("critical", P), ("high", F), ("medium", P), ("low", P)), 71.43, True),
+        # only skipped cells: nothing was scored
+        ((("critical", S), ("high", S)), None, True),
+        # skipped cells are left out of the denominator
+        ((("critical", P), ("high", S), ("low", F)), 75.0, True),
+        # errored counts as not passed, and an errored critical fails the contract
+        ((("critical", E), ("medium", P)), 25.0, False),
+        ((("medium", E), ("medium", P)), 50.0, True),
+        # cells a stopped run never finished are not scored
+        ((("critical", N), ("medium", P)), 100.0, True),
+        # flaky cells count by their status
+        ((("high", P, True), ("high", F, True)), 50.0, True),
+    ],
+)
+def test_score_table(spec: tuple, score: float | None, passed: bool) -> None:
+    result = score_contract(cells(*spec))
+    assert result.score == score
+    assert result.passed is passed
+
+
+def test_critical_failures_are_named_and_counts_kept() -> None:
+    result = score_contract(cells(("critical", F), ("critical", E), ("low", P, True), ("high", S)))
+    assert result.critical_failures == ("inv0[s]", "inv1[s]")
+    assert result.counts == {
+        "passed": 1,
+        "failed": 1,
+        "errored": 1,
+        "skipped": 1,
+        "not_run": 0,
+        "flaky": 1,
+    }
+
+
+WEIGHTS = {"mutation": 0.2, "chaos": 0.35, "contract": 0.35, "replay": 0.1}
+
+
+def test_overall_renormalises_over_phases_that_ran() -> None:
+    result = overall({"contract": 80.0, "chaos": 60.0}, WEIGHTS, 0, [])
+    assert result.score == 70.0
+    assert result.phases_ran == ("chaos", "contract")
+    assert result.passed
+
+
+def test_overall_single_phase_is_its_score() -> None:
+    assert overall({"contract": 83.33}, WEIGHTS, 0, []).score == 83.33
+
+
+@pytest.mark.parametrize(
+    ("score", "min_score", "critical", "passed", "reason"),
+    [
+        (90.0, 80, [], True, None),
+        (79.99, 80, [], False, "score 79.99 is below min_score 80"),
+        (100.0, 0, ["a[s]"], False, "1 critical cell(s) failed: a[s]"),
+        (None, 0, [], True, None),
+        (None, 50, [], False, "score n/a is below min_score 50"),
+    ],
+)
+def test_gate(
+    score: float | None, min_score: float, critical: list[str], passed: bool, reason: str | None
+) -> None:
+    result = overall({"contract": score}, WEIGHTS, min_score, critical)
+    assert result.passed is passed
+    assert result.reasons == (() if reason is None else (reason,))
+
+
+def test_exit_codes() -> None:
+    good = overall({"contract": 100.0}, WEIGHTS, 0, [])
+    bad = overall({"contract": 100.0}, WEIGHTS, 0, ["a[s]"])
+    assert exit_code(good, errored_cells=0, interrupted=False) is ExitCode.PASSED
+    assert exit_code(bad, errored_cells=0, interrupted=False) is ExitCode.GATE_FAILED
+    assert exit_code(bad, errored_cells=1, interrupted=False) is ExitCode.INFRASTRUCTURE_ERROR
+    assert exit_code(good, errored_cells=0, interrupted=True) is ExitCode.INFRASTRUCTURE_ERROR
