@@ -216,17 +216,18 @@ class _Progress:
                 click.echo(f"scenario {safe(event.name, 80)}: {summary}", err=True)
 
 
-def _contract_run(config_path: str, overrides: Any, progress: bool) -> Any:
-    """Load, run with Ctrl-C/SIGTERM stopping cleanly, write results.json; return the result."""
-    from flakestorm.reporters import json as json_report
-    from flakestorm.runner import output_dir, run_contract_phase
+def _run(config_path: str, overrides: Any, progress: bool, ci: bool) -> Any:
+    """Load, run with Ctrl-C/SIGTERM stopping cleanly, write the reports; return the result."""
+    from flakestorm.reports import write_reports
+    from flakestorm.runner import output_dir, run_ci, run_contract_phase
 
     loaded = load(Path(config_path))
     for warning in loaded.warnings:
-        click.echo(f"warning: {warning}", err=True)
+        click.echo(_Masker(loaded.secrets)(f"warning: {warning}"), err=True)
     stop = threading.Event()
+    run = run_ci if ci else run_contract_phase
     with _stopping_on_signals(stop):
-        result = run_contract_phase(
+        result = run(
             loaded,
             overrides,
             stop=stop,
@@ -234,8 +235,7 @@ def _contract_run(config_path: str, overrides: Any, progress: bool) -> Any:
             on_notice=(lambda text: click.echo(text, err=True)) if progress else None,
         )
     out = output_dir(loaded, overrides)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json_report.render(result), encoding="utf-8")
+    write_reports(result, out, loaded.config.output.formats)
     return result, out
 
 
@@ -272,9 +272,43 @@ def contract_run(
     from flakestorm.runner import Overrides
 
     overrides = Overrides(concurrency, seed, min_score, output_dir)
-    result, out = _contract_run(config_path, overrides, progress=True)
+    result, out = _run(config_path, overrides, progress=True, ci=False)
     click.echo(terminal.render(result), nl=False)
-    click.echo(f"Results: {out / 'results.json'}")
+    click.echo(f"Reports: {out}/")
+    sys.exit(result.exit_code)
+
+
+@main.command("ci")
+@_run_options
+@click.option("--agent-url", default=None, help="The agent's endpoint (overrides agent.endpoint).")
+@click.option("--proxy-url", default=None, help="The chaos proxy (overrides proxy.url).")
+@click.option(
+    "--ready-timeout",
+    "ready_timeout_ms",
+    type=click.IntRange(1),
+    default=None,
+    help="How long to wait for the agent, ms (overrides agent.ready_timeout).",
+)
+def ci(
+    config_path: str,
+    min_score: float | None,
+    concurrency: int | None,
+    seed: int | None,
+    output_dir: str | None,
+    agent_url: str | None,
+    proxy_url: str | None,
+    ready_timeout_ms: int | None,
+) -> None:
+    """Run every configured phase, write every report, exit with the gate's code."""
+    from flakestorm.reporters import terminal
+    from flakestorm.runner import Overrides
+
+    overrides = Overrides(
+        concurrency, seed, min_score, output_dir, agent_url, proxy_url, ready_timeout_ms
+    )
+    result, out = _run(config_path, overrides, progress=True, ci=True)
+    click.echo(terminal.render(result), nl=False)
+    click.echo(f"Reports: {out}/")
     sys.exit(result.exit_code)
 
 
@@ -291,7 +325,7 @@ def contract_score(
     from flakestorm.runner import Overrides
 
     overrides = Overrides(concurrency, seed, min_score, output_dir)
-    result, _ = _contract_run(config_path, overrides, progress=False)
+    result, _ = _run(config_path, overrides, progress=False, ci=False)
     score = result.contract.score.score if result.contract is not None else None
     click.echo("n/a" if score is None else f"{score:.2f}")
     sys.exit(result.exit_code)

@@ -7,6 +7,7 @@ caller writes reports and maps the result to an exit code.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import threading
 import time
@@ -20,7 +21,7 @@ from flakestorm.agents.factory import build_agent
 from flakestorm.agents.process import AgentProcess
 from flakestorm.agents.readiness import wait_ready
 from flakestorm.agents.reset import build_resetter
-from flakestorm.config import AgentType, Config
+from flakestorm.config import AgentType, Config, Proxy
 from flakestorm.errors import Problem, UsageError
 from flakestorm.executor import Event, Executor, Options
 from flakestorm.invariants import build_checker
@@ -32,17 +33,80 @@ from flakestorm.scoring import exit_code, overall
 
 @dataclass(frozen=True)
 class Overrides:
-    """Command-line values that win over the config."""
+    """Command-line (or action input) values that win over the config."""
 
     concurrency: int | None = None
     seed: int | None = None
     min_score: float | None = None
     output_dir: str | None = None
+    agent_url: str | None = None
+    """Replaces ``agent.endpoint`` (http agents), e.g. a service container's address in CI."""
+    proxy_url: str | None = None
+    """Replaces ``proxy.url``."""
+    ready_timeout_ms: int | None = None
+    """Replaces ``agent.ready_timeout``."""
 
 
 def output_dir(loaded: LoadedConfig, overrides: Overrides) -> Path:
     """Where reports go: ``--output``, else ``output.dir`` (relative to the working directory)."""
     return Path(overrides.output_dir or loaded.config.output.dir)
+
+
+def apply_overrides(loaded: LoadedConfig, overrides: Overrides) -> LoadedConfig:
+    """``loaded`` with the overrides written into its config (the config stays immutable)."""
+    config = loaded.config
+    agent_update: dict[str, object] = {}
+    if overrides.agent_url is not None:
+        if config.agent.type is not AgentType.HTTP:
+            raise UsageError("--agent-url applies to http agents; this config's agent is python")
+        agent_update["endpoint"] = overrides.agent_url
+        agent_update["start"] = None  # the agent runs elsewhere
+    if overrides.ready_timeout_ms is not None:
+        agent_update["ready_timeout"] = overrides.ready_timeout_ms
+    update: dict[str, object] = {}
+    if agent_update:
+        update["agent"] = config.agent.model_copy(update=agent_update)
+    if overrides.proxy_url is not None:
+        proxy = config.proxy or Proxy()
+        update["proxy"] = proxy.model_copy(update={"url": overrides.proxy_url})
+    if overrides.seed is not None:
+        update["advanced"] = config.advanced.model_copy(update={"seed": overrides.seed})
+    if not update:
+        return loaded
+    return dataclasses.replace(loaded, config=config.model_copy(update=update))
+
+
+UNAVAILABLE_PHASES = {
+    "mutations": "the mutation phase",
+    "replays": "the replay phase",
+    "chaos": "the chaos-only phase",
+}
+"""Config sections whose phase this version cannot run yet: `ci` refuses them, never skips."""
+
+
+def run_ci(
+    loaded: LoadedConfig,
+    overrides: Overrides = Overrides(),
+    stop: threading.Event | None = None,
+    on_event: Callable[[Event], None] | None = None,
+    on_notice: Callable[[str], None] | None = None,
+) -> RunResult:
+    """Run every configured phase, score them together and apply the gate."""
+    config = loaded.config
+    unavailable = [
+        f"`{section}` ({what})"
+        for section, what in UNAVAILABLE_PHASES.items()
+        if getattr(config, section) is not None
+    ]
+    if unavailable:
+        raise UsageError(
+            f"{loaded.path.name} configures {', '.join(unavailable)}, which this version of "
+            "flakestorm cannot run yet; remove the section(s) to run the other phases "
+            "(flakestorm never skips a configured phase silently)"
+        )
+    if config.contract is None:
+        raise UsageError(f"{loaded.path.name} configures no phase to run (add a `contract`)")
+    return run_contract_phase(loaded, overrides, stop, on_event, on_notice)
 
 
 def run_contract_phase(
@@ -53,6 +117,7 @@ def run_contract_phase(
     on_notice: Callable[[str], None] | None = None,
 ) -> RunResult:
     """Run the config's contract against its agent and score it."""
+    loaded = apply_overrides(loaded, overrides)
     config = loaded.config
     notice = on_notice or (lambda text: None)
     if config.contract is None:
@@ -97,7 +162,7 @@ def run_contract_phase(
         flakestorm_version=__version__,
         config_path=str(loaded.path),
         config_digest=loaded.digest,
-        seed=overrides.seed if overrides.seed is not None else advanced.seed,
+        seed=advanced.seed,
         started_at=started.isoformat(timespec="seconds"),
         duration_s=round(time.perf_counter() - t0, 3),
         complete=stop_reason is None,

@@ -1,0 +1,236 @@
+"""Fault decisions: which declared fault fires on which interaction (SPEC §4.1).
+
+Both delivery paths — the chaos proxy (HTTP agents) and the python wrappers (python agents) —
+ask one :class:`FaultBook` per active scenario what to do with each call the agent makes, and
+report back what happened, so the two paths cannot disagree on semantics.
+
+Decisions are deterministic: ``after_calls`` counts matching calls *per cell*, and a
+``probability`` draw comes from an RNG seeded by ``(seed, scenario, cell, fault, call index)``,
+so a run with the same seed injects the same faults in the same cells, whatever the thread
+scheduling — provided calls can be attributed to their cell (see SPEC §4.2).
+
+Vocabulary: an *interaction* is one call the agent makes to a tool or LLM; a fault *fires*
+on an interaction when it is injected into it; a fault is *delivered* in a scenario when at
+least one matching interaction reached flakestorm in any of its cells.
+"""
+
+from __future__ import annotations
+
+import enum
+import fnmatch
+import hashlib
+import random
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from flakestorm.config import ContextAttack, ContextAttackType, LlmFault, ToolFault
+
+UNATTRIBUTED = ""
+"""The cell id of an interaction that carried no cell attribution."""
+
+
+class Target(str, enum.Enum):
+    """What an interaction was addressed to."""
+
+    TOOL = "tool"
+    LLM = "llm"
+    OTHER = "other"
+
+
+@dataclass(frozen=True)
+class ActiveScenario:
+    """What the runner activates: one scenario's faults, the seed, and the default cell.
+
+    ``cell_id`` is the cell that unattributed interactions belong to: the runner sets it when
+    it runs the scenario's cells one at a time.
+    """
+
+    name: str
+    seed: int
+    tool_faults: tuple[ToolFault, ...] = ()
+    llm_faults: tuple[LlmFault, ...] = ()
+    context_attacks: tuple[ContextAttack, ...] = ()
+    cell_id: str = UNATTRIBUTED
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do with one interaction."""
+
+    call_index: int
+    """0-based index of this call among the cell's calls to the same tool (or to the LLM)."""
+    tool_fault: tuple[int, ToolFault] | None = None
+    """The tool fault to inject (index in the scenario's ``tool_faults``), if one fires."""
+    llm_fault: tuple[int, LlmFault] | None = None
+    attacks: tuple[tuple[int, ContextAttack], ...] = ()
+    """Context attacks to apply to this interaction's result (tools) or request (LLM)."""
+    matched: tuple[str, ...] = ()
+    """Labels of every declared fault that matched this call (fired or not): delivery proof."""
+
+    @property
+    def fired(self) -> tuple[str, ...]:
+        out = []
+        if self.tool_fault is not None:
+            out.append(tool_fault_label(*self.tool_fault))
+        if self.llm_fault is not None:
+            out.append(llm_fault_label(*self.llm_fault))
+        out += [attack_label(i, a) for i, a in self.attacks]
+        return tuple(out)
+
+
+def tool_fault_label(index: int, fault: ToolFault) -> str:
+    """``tool_faults[0] error(503) on market_data_api``: how reports name a tool fault."""
+    detail = {
+        "error": f"({fault.error_code})",
+        "slow": f"({fault.delay_ms} ms)",
+        "timeout": f"({fault.delay_ms} ms)" if fault.delay_ms is not None else "",
+    }.get(fault.mode.value, "")
+    return f"tool_faults[{index}] {fault.mode.value}{detail} on {fault.tool}"
+
+
+def llm_fault_label(index: int, fault: LlmFault) -> str:
+    detail = ""
+    if fault.max_tokens is not None:
+        detail = f"({fault.max_tokens} tokens)"
+    elif fault.drift_type is not None:
+        detail = f"({fault.drift_type.value})"
+    return f"llm_faults[{index}] {fault.mode.value}{detail}"
+
+
+def attack_label(index: int, attack: ContextAttack) -> str:
+    return f"context_attacks[{index}] {attack.type.value}"
+
+
+TOOL_RESULT_ATTACKS = frozenset(
+    {
+        ContextAttackType.INDIRECT_INJECTION,
+        ContextAttackType.OVERFLOW,
+        ContextAttackType.CONFLICTING_CONTEXT,
+    }
+)
+"""Context attacks delivered inside tool results."""
+LLM_REQUEST_ATTACKS = frozenset({ContextAttackType.INJECTION_VIA_CONTEXT})
+"""Context attacks delivered inside LLM requests."""
+
+
+def draw(seed: int, scenario: str, cell: str, label: str, call_index: int) -> float:
+    """A uniform number in [0, 1) fixed by the run seed and the call's identity."""
+    key = f"{seed}\x1f{scenario}\x1f{cell}\x1f{label}\x1f{call_index}".encode()
+    return random.Random(int.from_bytes(hashlib.sha256(key).digest()[:8], "big")).random()
+
+
+def tool_matches(fault: ToolFault, tool: str | None, url: str) -> bool:
+    """A tool fault matches a call to its ``tool``, or to a URL matching its ``match_url``
+    (a glob when it has ``*``, else a prefix)."""
+    if fault.match_url:
+        pattern = fault.match_url
+        return fnmatch.fnmatchcase(url, pattern) if "*" in pattern else url.startswith(pattern)
+    return tool is not None and (fault.tool == tool or fault.tool == "*")
+
+
+class FaultBook:
+    """Decides, for one active scenario, what happens to each interaction. Thread-safe."""
+
+    def __init__(self, scenario: ActiveScenario) -> None:
+        self.scenario = scenario
+        self._lock = threading.Lock()
+        self._counts: dict[tuple[str, str], int] = {}
+
+    def _next_index(self, cell: str, key: str) -> int:
+        with self._lock:
+            n = self._counts.get((cell, key), 0)
+            self._counts[(cell, key)] = n + 1
+            return n
+
+    def _fires(
+        self, cell: str, label: str, call_index: int, probability: float, after: int
+    ) -> bool:
+        if call_index < after:
+            return False
+        if probability >= 1.0:
+            return True
+        s = self.scenario
+        return draw(s.seed, s.name, cell, label, call_index) < probability
+
+    def cell_of(self, attributed: str | None) -> str:
+        """The cell an interaction belongs to: its own attribution, else the scenario's."""
+        return attributed or self.scenario.cell_id
+
+    def tool_call(self, tool: str | None, url: str, cell: str) -> Decision:
+        """Decide a call to ``tool`` (None when only the URL is known) for ``cell``."""
+        call_index = self._next_index(cell, f"tool:{tool or url}")
+        chosen: tuple[int, ToolFault] | None = None
+        matched = []
+        for i, fault in enumerate(self.scenario.tool_faults):
+            if not tool_matches(fault, tool, url):
+                continue
+            label = tool_fault_label(i, fault)
+            matched.append(label)
+            if chosen is None and self._fires(
+                cell, label, call_index, fault.probability, fault.after_calls
+            ):
+                chosen = (i, fault)
+        attacks = []
+        if chosen is None:  # an injected fault replaces the result: nothing left to poison
+            for i, attack in enumerate(self.scenario.context_attacks):
+                if attack.type not in TOOL_RESULT_ATTACKS:
+                    continue
+                if attack.tool is not None and attack.tool != tool:
+                    continue
+                label = attack_label(i, attack)
+                matched.append(label)
+                probability = attack.trigger_probability
+                if self._fires(
+                    cell, label, call_index, 1.0 if probability is None else probability, 0
+                ):
+                    attacks.append((i, attack))
+        return Decision(
+            call_index, tool_fault=chosen, attacks=tuple(attacks), matched=tuple(matched)
+        )
+
+    def llm_call(self, cell: str) -> Decision:
+        """Decide a call to the LLM for ``cell``."""
+        call_index = self._next_index(cell, "llm")
+        chosen: tuple[int, LlmFault] | None = None
+        matched = []
+        for i, fault in enumerate(self.scenario.llm_faults):
+            label = llm_fault_label(i, fault)
+            matched.append(label)
+            if chosen is None and self._fires(
+                cell, label, call_index, fault.probability, fault.after_calls
+            ):
+                chosen = (i, fault)
+        attacks = []
+        for i, attack in enumerate(self.scenario.context_attacks):
+            if attack.type in LLM_REQUEST_ATTACKS:
+                matched.append(attack_label(i, attack))
+                attacks.append((i, attack))
+        return Decision(
+            call_index, llm_fault=chosen, attacks=tuple(attacks), matched=tuple(matched)
+        )
+
+    @property
+    def order_dependent(self) -> bool:
+        """Whether decisions depend on call order within a cell (``probability`` < 1 or
+        ``after_calls``): such cells need exact attribution to run concurrently."""
+        s = self.scenario
+        faults: Sequence[ToolFault | LlmFault] = (*s.tool_faults, *s.llm_faults)
+        if any(f.probability < 1.0 or f.after_calls > 0 for f in faults):
+            return True
+        return any(
+            a.trigger_probability is not None and a.trigger_probability < 1.0
+            for a in s.context_attacks
+        )
+
+    def declared(self) -> tuple[str, ...]:
+        """Labels of every fault that must be delivered (proxy- or wrapper-side)."""
+        s = self.scenario
+        out = [tool_fault_label(i, f) for i, f in enumerate(s.tool_faults)]
+        out += [llm_fault_label(i, f) for i, f in enumerate(s.llm_faults)]
+        out += [
+            attack_label(i, a)
+            for i, a in enumerate(s.context_attacks)
+            if a.type in TOOL_RESULT_ATTACKS or a.type in LLM_REQUEST_ATTACKS
+        ]
+        return tuple(out)

@@ -1,0 +1,94 @@
+"""Interactions: every call the agent made to a tool or LLM, as flakestorm saw it.
+
+The proxy and the python wrappers append one :class:`Interaction` per call to an
+:class:`InteractionLog`; the runner reads them back per scenario to attach to each cell the
+faults that actually fired, and to prove (or disprove) that every declared fault was
+delivered (SPEC §4).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from flakestorm.chaos.faults import Target
+
+
+@dataclass(frozen=True)
+class Interaction:
+    seq: int
+    """Order of arrival in the log (0-based)."""
+    scenario: str
+    cell_id: str
+    """The cell the call was attributed to ("" when it could not be)."""
+    target: Target
+    tool: str | None
+    method: str
+    url: str
+    call_index: int
+    matched: tuple[str, ...]
+    """Every declared fault that matched this call, fired or not."""
+    fired: tuple[str, ...]
+    """The faults injected into this call."""
+    status: int | None
+    """The status the agent received; None when the connection was dropped or (python) an
+    exception was raised into the agent."""
+    upstream_status: int | None = None
+    upstream_error: str | None = None
+    """Why the real upstream failed (unreachable, timed out): not an injected fault."""
+    latency_ms: float = 0.0
+
+    def to_document(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc["target"] = self.target.value
+        doc["matched"] = list(self.matched)
+        doc["fired"] = list(self.fired)
+        return doc
+
+    @classmethod
+    def from_document(cls, doc: Mapping[str, Any]) -> Interaction:
+        return cls(
+            **{
+                **doc,
+                "target": Target(doc["target"]),
+                "matched": tuple(doc["matched"]),
+                "fired": tuple(doc["fired"]),
+            }
+        )
+
+
+class InteractionLog:
+    """A thread-safe, append-only list of interactions with a bounded size."""
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self._lock = threading.Lock()
+        self._items: list[Interaction] = []
+        self._seq = 0
+        self._limit = limit
+        self.dropped = 0
+
+    def next_seq(self) -> int:
+        with self._lock:
+            seq = self._seq
+            self._seq += 1
+            return seq
+
+    def append(self, interaction: Interaction) -> None:
+        with self._lock:
+            if len(self._items) >= self._limit:
+                self.dropped += 1
+                return
+            self._items.append(interaction)
+
+    def snapshot(self, scenario: str | None = None) -> list[Interaction]:
+        with self._lock:
+            items = list(self._items)
+        items.sort(key=lambda i: i.seq)
+        return items if scenario is None else [i for i in items if i.scenario == scenario]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self.dropped = 0
