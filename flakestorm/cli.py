@@ -374,6 +374,82 @@ def init(github: bool, force: bool, directory: Path) -> None:
     )
 
 
+REPORT_FILES = {
+    "junit": "junit.xml",
+    "markdown": "summary.md",
+    "html": "report.html",
+    "json": "results.json",
+    "comment": "comment.md",
+}
+"""``flakestorm report`` formats and the file each is written to."""
+DEFAULT_REPORT_FORMATS = ("junit", "markdown", "html", "json")
+
+
+@main.command()
+@click.argument("results_json", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "-f",
+    "--format",
+    "formats",
+    type=click.Choice(list(REPORT_FILES)),
+    multiple=True,
+    help="A format to write (repeatable). Default: junit, markdown, html and json.",
+)
+@click.option(
+    "-o",
+    "--output",
+    "output_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="The directory to write into (default: the directory of RESULTS_JSON).",
+)
+def report(results_json: Path, formats: tuple[str, ...], output_dir: Path | None) -> None:
+    """Render reports from a results.json written by a run.
+
+    Files: junit.xml, summary.md, report.html, results.json, comment.md (the PR comment body,
+    without a previous score).
+    """
+    import json
+
+    from flakestorm.reporters import comment, html, junit, markdown
+    from flakestorm.reporters import json as json_report
+    from flakestorm.results import ResultsError, from_document
+
+    try:
+        document = json.loads(results_json.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"{results_json}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{results_json}: not UTF-8 text (expected a results.json)") from None
+    except ValueError as exc:
+        raise UsageError(f"{results_json}: not JSON ({exc}); expected a results.json") from None
+    if not isinstance(document, dict):
+        raise UsageError(f"{results_json}: not a results document (expected a JSON object)")
+    try:
+        result = from_document(document)
+    except ResultsError as exc:
+        raise UsageError(f"{results_json}: {exc}") from None
+    renderers: dict[str, Callable[[Any], str]] = {
+        "junit": junit.render,
+        "markdown": markdown.render,
+        "html": html.render,
+        "json": json_report.render,
+        "comment": lambda r: comment.render(r, None, comment.marker_key(r.config_path)),
+    }
+    out = output_dir if output_dir is not None else results_json.parent
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create {out} ({exc.strerror})") from None
+    for name in dict.fromkeys(formats or DEFAULT_REPORT_FORMATS):
+        path = out / REPORT_FILES[name]
+        try:
+            path.write_text(renderers[name](result), encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write {path} ({exc.strerror})") from None
+        click.echo(f"wrote {path}")
+
+
 # --------------------------------------------------------------------------- validate summary
 
 
@@ -496,6 +572,90 @@ def summary(config: Config) -> list[tuple[str, str]]:
     ]
     lines.append(("phases", ", ".join(phases) if phases else "none configured"))
     return lines
+
+
+# --------------------------------------------------------------------------- proxy
+
+
+@main.command("proxy")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=8080, show_default=True, help="0: any."
+)
+@click.option(
+    "--llm-upstream",
+    metavar="URL|mock|cassette:PATH",
+    help="Where LLM calls go (default: each provider's public API, or the config's).",
+)
+@click.option(
+    "--tool",
+    "tool_routes",
+    multiple=True,
+    metavar="NAME=URL",
+    help="A tool route /tools/NAME/... -> URL (repeatable; adds to the config's).",
+)
+@click.option(
+    "--record",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Record real upstream exchanges to this cassette file.",
+)
+@click.option(
+    "-c",
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Take llm_upstream, tools and token from this config's `proxy` section.",
+)
+def proxy(
+    host: str,
+    port: int,
+    llm_upstream: str | None,
+    tool_routes: tuple[str, ...],
+    record: Path | None,
+    config_path: Path | None,
+) -> None:
+    """Run the chaos proxy until Ctrl-C (SIGINT) or SIGTERM.
+
+    Point the agent's OPENAI_BASE_URL at <url>/llm/openai/v1, ANTHROPIC_BASE_URL at
+    <url>/llm/anthropic, tools at <url>/tools/NAME, and HTTP_PROXY/HTTPS_PROXY at <url>.
+    Control calls (under /_flakestorm/) need `Authorization: Bearer $FLAKESTORM_PROXY_TOKEN`
+    when that variable (or proxy.token) is set.
+    """
+    import os
+
+    from flakestorm.chaos.proxy import CASSETTE_PREFIX, ChaosProxy, parse_tools
+
+    token = os.environ.get("FLAKESTORM_PROXY_TOKEN") or None
+    tools: dict[str, str] = {}
+    if config_path is not None:
+        loaded = load(config_path)
+        section = loaded.config.proxy
+        if section is not None:
+            tools.update(section.tools)
+            token = token or section.token
+            upstream = section.llm_upstream
+            if upstream and upstream.startswith(CASSETTE_PREFIX):  # relative to the config
+                path = loaded.base_dir / upstream[len(CASSETTE_PREFIX) :]
+                upstream = f"{CASSETTE_PREFIX}{path}"
+            llm_upstream = llm_upstream or upstream
+    tools.update(parse_tools(tool_routes, "--tool"))
+    chaos = ChaosProxy(host, port, llm_upstream, tools, token=token, record=record)
+    stop = threading.Event()
+
+    def handler(signum: int, frame: Any) -> None:
+        stop.set()
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with chaos:
+            routes = ", ".join(sorted(tools)) or "none"
+            llm = _without_userinfo(llm_upstream) if llm_upstream else "provider APIs"
+            click.echo(f"flakestorm proxy listening on {chaos.url} (llm: {llm}; tools: {routes})")
+            while not stop.wait(0.5):
+                pass
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -133,6 +133,11 @@ class Executor:
         self._each(list(prompts), one, parallel=self._resetter is None)
         return out
 
+    def probe(self, prompt: str, cell_id: str) -> Reply | None:
+        """One chaos-free invocation outside the matrix (e.g. to learn whether the agent
+        forwards the cell header)."""
+        return self._invoke(prompt, Call(cell_id=cell_id))
+
     def looks_stateful(self, prompt: str) -> bool:
         """Send ``prompt`` twice without chaos; True when the two answers differ."""
         first = self._invoke(prompt, Call(cell_id="stateful-check"))
@@ -145,13 +150,27 @@ class Executor:
 
     def run(self, plan: Plan, baselines: Mapping[str, Reply | None]) -> list[CellResult]:
         """Run every cell of ``plan``; results in plan order."""
-        cells = plan.cells
+        return self.run_cells(plan.cells, baselines)
+
+    def run_cells(
+        self,
+        cells: Sequence[Cell],
+        baselines: Mapping[str, Reply | None],
+        serial: bool = False,
+        before_invocation: Callable[[str], None] | None = None,
+    ) -> list[CellResult]:
+        """Run ``cells``; results in their order.
+
+        ``serial`` runs one invocation at a time (as a configured reset always does), calling
+        ``before_invocation(invocation_id)`` first — how fault delivery attributes calls to
+        an invocation when the agent does not forward the cell header.
+        """
         tracker = _Tracker(cells, self._options, self._on_event)
         for cell in cells:
             if not cell.applicable:
                 tracker.skip(cell)
         runnable = [c for c in cells if c.applicable]
-        if self._resetter is None:
+        if self._resetter is None and not serial:
             tasks = [
                 _Task(cell, run, i)
                 for cell in runnable
@@ -162,24 +181,32 @@ class Executor:
         else:
             for cell in runnable:
                 for run in range(self._options.repeat):
-                    self._run_isolated(cell, run, tracker, baselines)
+                    self._run_isolated(cell, run, tracker, baselines, before_invocation)
         return tracker.results()
 
     def _run_isolated(
-        self, cell: Cell, run: int, tracker: _Tracker, baselines: Mapping[str, Reply | None]
+        self,
+        cell: Cell,
+        run: int,
+        tracker: _Tracker,
+        baselines: Mapping[str, Reply | None],
+        before_invocation: Callable[[str], None] | None = None,
     ) -> None:
-        assert self._resetter is not None
         if self._stop.is_set():
             for i in range(len(cell.prompts)):
                 tracker.record(cell, run, i, None)
             return
-        try:
-            self._resetter.reset()
-        except HarnessError as exc:
-            tracker.error(cell, str(exc))
-            return
+        if self._resetter is not None:
+            try:
+                self._resetter.reset()
+            except HarnessError as exc:
+                tracker.error(cell, str(exc))
+                return
         for i in range(len(cell.prompts)):
-            self._do(_Task(cell, run, i), tracker, baselines)
+            task = _Task(cell, run, i)
+            if before_invocation is not None and not self._stop.is_set():
+                before_invocation(task.invocation_id)
+            self._do(task, tracker, baselines)
 
     def _do(self, task: _Task, tracker: _Tracker, baselines: Mapping[str, Reply | None]) -> None:
         cell = task.cell
@@ -188,7 +215,7 @@ class Executor:
             return
         prompt = cell.prompts[task.prompt_index]
         sent, fired = poison_input(prompt, cell.scenario)
-        reply = self._invoke(sent, Call(cell_id=cell.id, scenario=cell.scenario.name))
+        reply = self._invoke(sent, Call(cell_id=task.invocation_id, scenario=cell.scenario.name))
         if reply is None:
             tracker.record(cell, task.run, task.prompt_index, None)
             return
@@ -255,6 +282,12 @@ class _Task:
     cell: Cell
     run: int
     prompt_index: int
+
+    @property
+    def invocation_id(self) -> str:
+        """``cell#run.prompt``: sent as the cell header so fault decisions (``after_calls``,
+        ``probability``) are made per invocation, whatever the concurrency."""
+        return f"{self.cell.id}#{self.run}.{self.prompt_index}"
 
 
 class _Tracker:

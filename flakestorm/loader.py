@@ -46,6 +46,7 @@ from flakestorm.config import (
     Session,
 )
 from flakestorm.config import Advanced as AdvancedSection
+from flakestorm.config import Chaos as ChaosSection
 from flakestorm.errors import ConfigError, Problem
 
 ConfigPath = tuple[str | int, ...]
@@ -1125,3 +1126,42 @@ def _describe(value: Any) -> str:
     if isinstance(value, (str, list, dict)) or value is None:
         return _kind(value) + (f" {_show(value)}" if isinstance(value, str) and value else "")
     return f"{_kind(value)} {_show(value)}"
+
+
+# --------------------------------------------------------------------------- chaos profiles
+
+PROFILES = (
+    "api_outage",
+    "degraded_llm",
+    "hostile_tools",
+    "high_latency",
+    "cascading_failure",
+    "indirect_injection",
+    "model_version_drift",
+)
+"""The built-in chaos profiles (``--chaos-profile NAME``), shipped as YAML in the package."""
+
+
+def profile_text(name: str) -> str:
+    """The YAML of a built-in chaos profile (raises ``UsageError`` for an unknown name)."""
+    from importlib import resources
+
+    from flakestorm.errors import UsageError
+
+    if name not in PROFILES:
+        hint = _did_you_mean(name, PROFILES)
+        raise UsageError(
+            f"unknown chaos profile {name!r} (valid: {', '.join(PROFILES)}"
+            + (f"; did you mean {hint!r}?" if hint else "")
+            + ")"
+        )
+    return resources.files("flakestorm.chaos").joinpath(f"profiles/{name}.yaml").read_text()
+
+
+def load_profile(name: str) -> ChaosSection:
+    """A built-in chaos profile as the ``chaos`` section it stands for."""
+    text = profile_text(name)
+    try:
+        return ChaosSection.model_validate(yaml.safe_load(text))
+    except (yaml.YAMLError, ValidationError) as exc:  # a packaging bug, not a user error
+        raise RuntimeError(f"built-in chaos profile {name!r} is invalid: {exc}") from None

@@ -63,6 +63,22 @@ class PromptResult:
 
 
 @dataclass(frozen=True)
+class CallRecord:
+    """One call the agent made to a tool or its LLM during a cell, as flakestorm saw it."""
+
+    target: str
+    """``tool``, ``llm`` or ``other``."""
+    tool: str | None
+    method: str
+    url: str
+    status: int | None
+    """What the agent received; None when the connection was dropped or an error was raised."""
+    fired: tuple[str, ...] = ()
+    upstream_error: str | None = None
+    latency_ms: float = 0.0
+
+
+@dataclass(frozen=True)
 class CellResult:
     """The outcome of one (invariant × scenario) cell."""
 
@@ -79,6 +95,8 @@ class CellResult:
     prompts: tuple[PromptResult, ...] = ()
     faults_fired: tuple[str, ...] = ()
     """Each fault that was actually injected in this cell, e.g. ``memory_poisoning(append)``."""
+    calls: tuple[CallRecord, ...] = ()
+    """The tool and LLM calls the agent made in this cell (chaos scenarios)."""
 
     @property
     def id(self) -> str:
@@ -108,6 +126,11 @@ class ScenarioInfo:
     name: str
     faults: tuple[str, ...]
     """A one-line description of each declared fault."""
+    undelivered: tuple[str, ...] = ()
+    """Declared faults for which no matching call reached flakestorm in any cell: the
+    scenario's cells are ERRORED (SPEC §4)."""
+    serial: bool = False
+    """Cells ran one at a time (the agent does not forward the cell header)."""
 
 
 @dataclass(frozen=True)
@@ -228,7 +251,15 @@ def _contract(d: Mapping[str, Any]) -> ContractOutcome:
     return ContractOutcome(
         name=d["name"],
         invariants=tuple(InvariantInfo(**i) for i in d["invariants"]),
-        scenarios=tuple(ScenarioInfo(s["name"], tuple(s["faults"])) for s in d["scenarios"]),
+        scenarios=tuple(
+            ScenarioInfo(
+                s["name"],
+                tuple(s["faults"]),
+                tuple(s.get("undelivered", ())),
+                bool(s.get("serial", False)),
+            )
+            for s in d["scenarios"]
+        ),
         cells=tuple(_cell(c) for c in d["cells"]),
         score=ContractScore(
             score=score["score"],
@@ -247,6 +278,9 @@ def _cell(d: Mapping[str, Any]) -> CellResult:
             "status": Status(d["status"]),
             "prompts": tuple(PromptResult(**p) for p in d["prompts"]),
             "faults_fired": tuple(d["faults_fired"]),
+            "calls": tuple(
+                CallRecord(**{**c, "fired": tuple(c["fired"])}) for c in d.get("calls", ())
+            ),
         }
     )
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
+import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+import urllib.parse
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +23,9 @@ from flakestorm.agents.factory import build_agent
 from flakestorm.agents.process import AgentProcess
 from flakestorm.agents.readiness import wait_ready
 from flakestorm.agents.reset import build_resetter
-from flakestorm.config import AgentType, Config, Proxy
+from flakestorm.chaos.delivery import Channel, ProxyChannel, WrapperChannel, needs_delivery
+from flakestorm.chaos.faults import LLM_REQUEST_ATTACKS, TOOL_RESULT_ATTACKS
+from flakestorm.config import AgentType, Config, Proxy, Scenario
 from flakestorm.errors import Problem, UsageError
 from flakestorm.executor import Event, Executor, Options
 from flakestorm.invariants import build_checker
@@ -47,6 +51,17 @@ class Overrides:
     """Replaces ``agent.ready_timeout``."""
 
 
+def _rebase(url: str, old_endpoint: str, new_endpoint: str) -> str:
+    """``url`` moved from ``old_endpoint``'s origin to ``new_endpoint``'s (other URLs,
+    and paths relative to the endpoint, are kept)."""
+    old = urllib.parse.urlsplit(old_endpoint)
+    target = urllib.parse.urlsplit(url)
+    if (target.scheme, target.netloc) != (old.scheme, old.netloc) or not target.netloc:
+        return url
+    new = urllib.parse.urlsplit(new_endpoint)
+    return urllib.parse.urlunsplit(target._replace(scheme=new.scheme, netloc=new.netloc))
+
+
 def output_dir(loaded: LoadedConfig, overrides: Overrides) -> Path:
     """Where reports go: ``--output``, else ``output.dir`` (relative to the working directory)."""
     return Path(overrides.output_dir or loaded.config.output.dir)
@@ -61,6 +76,11 @@ def apply_overrides(loaded: LoadedConfig, overrides: Overrides) -> LoadedConfig:
             raise UsageError("--agent-url applies to http agents; this config's agent is python")
         agent_update["endpoint"] = overrides.agent_url
         agent_update["start"] = None  # the agent runs elsewhere
+        # URLs on the old endpoint's origin (health, reset) move with it
+        for name in ("health_endpoint", "reset_endpoint"):
+            value = getattr(config.agent, name)
+            if value is not None:
+                agent_update[name] = _rebase(value, config.agent.endpoint, overrides.agent_url)
     if overrides.ready_timeout_ms is not None:
         agent_update["ready_timeout"] = overrides.ready_timeout_ms
     update: dict[str, object] = {}
@@ -124,7 +144,7 @@ def run_contract_phase(
         raise UsageError(
             f"{loaded.path.name} has no `contract` section: nothing for `contract run` to do"
         )
-    plan = prepare(config.contract, config.golden_prompts)
+    plan = prepare(config.contract, config.golden_prompts, can_deliver=True)
     stop = stop or threading.Event()
     started = datetime.datetime.now(datetime.timezone.utc)
     t0 = time.perf_counter()
@@ -136,7 +156,10 @@ def run_contract_phase(
         min_pass=advanced.effective_min_pass,
         max_invocations=advanced.max_invocations,
     )
-    with _agent_up(loaded, out_dir, notice) as agent:
+    chaos = any(needs_delivery(s) for s in plan.scenarios)
+    if chaos and config.agent.type is AgentType.PYTHON:
+        _check_python_delivery(config, plan.scenarios)
+    with _agent_up(loaded, out_dir, notice, chaos) as (agent, channel):
         resetter = build_resetter(config.agent, loaded.base_dir, _locator(loaded))
         checker = build_checker(advanced)
         try:
@@ -146,7 +169,13 @@ def run_contract_phase(
                 for i, inv in enumerate(config.contract.invariants)
             }
             outcome = run_contract(
-                plan, executor, config.golden_prompts, resetter is not None, lines
+                plan,
+                executor,
+                config.golden_prompts,
+                resetter is not None,
+                lines,
+                channel,
+                advanced.seed,
             )
         finally:
             checker.close()
@@ -179,32 +208,110 @@ def _locator(loaded: LoadedConfig) -> Callable[[str, str], Problem]:
     """Point a problem found while building the agent (``agent.endpoint``) at its line."""
 
     def locate(field: str, message: str) -> Problem:
-        path = tuple(field.split("."))
+        path = tuple(
+            int(part) if part.isdigit() else part
+            for part in re.split(r"\.|\[|\]\.?", field)
+            if part
+        )
         return Problem(loaded.path.name, loaded.line_of(path), 1, field, message)
 
     return locate
 
 
+def proxy_env(proxy_url: str, agent_endpoint: str) -> dict[str, str]:
+    """The environment an agent started by flakestorm gets so its traffic goes through the
+    chaos proxy: LLM SDK base URLs, ``HTTP_PROXY`` for everything else (not for the agent's own
+    address), and ``FLAKESTORM_PROXY_URL`` for ``/tools/<name>`` routes."""
+    host = urllib.parse.urlsplit(agent_endpoint).hostname or "127.0.0.1"
+    no_proxy = ",".join(dict.fromkeys([host, "localhost"]))
+    return {
+        "FLAKESTORM_PROXY_URL": proxy_url,
+        "OPENAI_BASE_URL": f"{proxy_url}/llm/openai/v1",
+        "ANTHROPIC_BASE_URL": f"{proxy_url}/llm/anthropic",
+        "HTTP_PROXY": proxy_url,
+        "http_proxy": proxy_url,
+        "NO_PROXY": no_proxy,
+        "no_proxy": no_proxy,
+    }
+
+
+def _check_python_delivery(config: Config, scenarios: Sequence[Scenario]) -> None:
+    """A python agent's faults need something to wrap; say what is missing (exit 2)."""
+    agent = config.agent
+    has_tools = bool(agent.tools or agent.tool_registry)
+    for scenario in scenarios:
+        llm_side = scenario.llm_faults or any(
+            a.type in LLM_REQUEST_ATTACKS for a in scenario.context_attacks
+        )
+        if llm_side and agent.llm is None:
+            raise UsageError(
+                f"scenario {scenario.name!r} has LLM faults, but the python agent names no "
+                "`agent.llm` callable to wrap: set agent.llm to the module:attr the agent calls "
+                "its LLM through (LLM faults are never skipped silently)"
+            )
+        tool_side = any(a.type in TOOL_RESULT_ATTACKS for a in scenario.context_attacks)
+        if (scenario.tool_faults or tool_side) and not has_tools:
+            raise UsageError(
+                f"scenario {scenario.name!r} has tool faults or tool-result attacks, but the "
+                "python agent names no `agent.tools` or `agent.tool_registry` to wrap"
+            )
+
+
 @contextlib.contextmanager
 def _agent_up(
-    loaded: LoadedConfig, out_dir: Path, notice: Callable[[str], None]
-) -> Iterator[Agent]:
-    """The agent, started (``agent.start``) and ready; stopped and closed afterwards."""
+    loaded: LoadedConfig, out_dir: Path, notice: Callable[[str], None], chaos: bool
+) -> Iterator[tuple[Agent, Channel | None]]:
+    """The agent, started (``agent.start``) and ready, and the channel its faults go through
+    (``chaos``: some scenario needs one); everything stopped and closed afterwards."""
+    from flakestorm.chaos.control import ProxyControl
+
     config: Config = loaded.config
+    agent_config = config.agent
     with contextlib.ExitStack() as stack:
-        if config.agent.type is AgentType.HTTP and config.agent.start is not None:
+        channel: Channel | None = None
+        extra_env: dict[str, str] = {}
+        if agent_config.type is AgentType.HTTP and (chaos or config.proxy is not None):
+            proxy_config = config.proxy or Proxy()
+            if proxy_config.url:
+                control = ProxyControl(proxy_config.url, proxy_config.token)
+                stack.callback(control.close)
+                control.health()  # ProxyUnreachable (exit 3) with how to fix it
+                control.reset()
+            else:
+                from flakestorm.chaos.proxy import ChaosProxy
+
+                proxy = ChaosProxy(
+                    "127.0.0.1",
+                    0,
+                    llm_upstream=proxy_config.llm_upstream,
+                    tools=proxy_config.tools,
+                    token=proxy_config.token,
+                )
+                stack.enter_context(proxy)
+                notice(f"chaos proxy (in-process) listening on {proxy.url}")
+                control = ProxyControl(proxy.url, proxy_config.token)
+                stack.callback(control.close)
+            extra_env = proxy_env(control.url, agent_config.endpoint)
+            channel = ProxyChannel(control)
+        if agent_config.type is AgentType.HTTP and agent_config.start is not None:
+            log = out_dir / "agent.log"
             process = stack.enter_context(
-                AgentProcess(config.agent, loaded.base_dir, out_dir / "agent.log")
+                AgentProcess(agent_config, loaded.base_dir, log, extra_env=extra_env)
             )
             if process.already_running:
-                notice(f"agent already answers at {config.agent.endpoint}: not starting it")
+                notice(f"agent already answers at {agent_config.endpoint}: not starting it")
             else:
-                log = out_dir / "agent.log"
-                notice(f"started the agent: {config.agent.start.command} (log: {log})")
-        elif config.agent.type is AgentType.HTTP:
-            wait_ready(config.agent)
-        agent = build_agent(config.agent, loaded.base_dir, _locator(loaded))
-        close = getattr(agent, "close", None)
-        if callable(close):
-            stack.callback(close)
-        yield agent
+                notice(f"started the agent: {agent_config.start.command} (log: {log})")
+        elif agent_config.type is AgentType.HTTP:
+            wait_ready(agent_config)
+        if agent_config.type is AgentType.PYTHON and chaos:
+            from flakestorm.chaos.interactions import InteractionLog
+            from flakestorm.chaos.wrap import Wrapping
+
+            wrapping = stack.enter_context(
+                Wrapping(agent_config, loaded.base_dir, InteractionLog(), _locator(loaded))
+            )
+            channel = WrapperChannel(wrapping)
+        agent = build_agent(agent_config, loaded.base_dir, _locator(loaded))
+        stack.callback(agent.close)
+        yield agent, channel

@@ -56,7 +56,7 @@ def test_results_keep_plan_order_whatever_the_completion_order() -> None:
     finished: list[str] = []
 
     def answer(prompt: str, call: Call) -> str:
-        if call.cell_id == "a0[calm]":
+        if call.cell_id == "a0[calm]#0.0":  # cell#run.prompt
             assert others_done.wait(5)
         return "ok"
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+from flakestorm.chaos.delivery import CALM, Channel, active_scenario, attach, needs_delivery
+from flakestorm.chaos.faults import ActiveScenario, FaultBook
 from flakestorm.config import Contract, Scenario
 from flakestorm.errors import UsageError
 from flakestorm.executor import Executor
@@ -15,11 +19,12 @@ STATEFUL_WARNING = (
 )
 
 
-def prepare(contract: Contract, golden_prompts: list[str]) -> Plan:
-    """The plan of ``contract``; refuses scenarios whose faults this run cannot deliver."""
+def prepare(contract: Contract, golden_prompts: list[str], can_deliver: bool = False) -> Plan:
+    """The plan of ``contract``; without a delivery channel (``can_deliver``), refuses
+    scenarios whose faults travel with the agent's tool and LLM calls."""
     plan = build_plan(contract, golden_prompts)
     for scenario in plan.scenarios:
-        missing = undeliverable_faults(scenario)
+        missing = [] if can_deliver else undeliverable_faults(scenario)
         if missing:
             raise UsageError(
                 f"scenario {scenario.name!r} declares {', '.join(missing)}: these faults are "
@@ -30,20 +35,71 @@ def prepare(contract: Contract, golden_prompts: list[str]) -> Plan:
     return plan
 
 
+NOT_FORWARDING_WARNING = (
+    "The agent does not forward the X-Flakestorm-Cell header (or a baggage entry "
+    "flakestorm-cell=...) to its tool and LLM calls, so the cells of chaos scenarios ran one "
+    "at a time to attribute every call to its cell. Forward the header to run them concurrently."
+)
+PRE_MATRIX_CELLS = frozenset({"stateful-check", "baseline", "forwarding-probe"})
+
+
 def run_contract(
     plan: Plan,
     executor: Executor,
     golden_prompts: list[str],
     has_reset: bool,
     lines: dict[str, int],
+    channel: Channel | None = None,
+    seed: int = 0,
 ) -> ContractOutcome:
-    """Run ``plan``: the stateful check, the baselines, then the matrix; score it."""
+    """Run ``plan``: the stateful check, the baselines, then the matrix scenario by scenario
+    (chaos scenarios activated on ``channel`` one at a time); score it."""
     warnings = []
+    calm = ActiveScenario(CALM, seed)
+    if channel is not None:
+        channel.activate(calm)
     probe = golden_prompts[0] if golden_prompts else plan.cells[0].prompts[0]
     if not has_reset and executor.looks_stateful(probe):
         warnings.append(STATEFUL_WARNING)
     baselines = executor.baselines(plan.baseline_prompts)
-    cells = executor.run(plan, baselines)
+    chaos = [s for s in plan.scenarios if channel is not None and needs_delivery(s)]
+    forwarding = True
+    if channel is not None and chaos and not channel.exact_attribution:
+        if has_reset and not plan.baseline_prompts:
+            executor.probe(probe, "forwarding-probe")
+        seen = channel.interactions(CALM)
+        forwarding = any(i.cell_id in PRE_MATRIX_CELLS for i in seen)
+        if not forwarding:
+            warnings.append(NOT_FORWARDING_WARNING)
+    by_index = {}
+    calm_cells = [c for c in plan.cells if c.scenario not in chaos]
+    for result in executor.run_cells(calm_cells, baselines):
+        by_index[result.index] = result
+    infos = {s.name: ScenarioInfo(s.name, describe_faults(s)) for s in plan.scenarios}
+    for scenario in chaos:
+        assert channel is not None
+        active = active_scenario(scenario, seed)
+        channel.activate(active)
+        cells = [c for c in plan.cells if c.scenario is scenario]
+
+        def before_invocation(invocation: str, active: ActiveScenario = active) -> None:
+            assert channel is not None
+            channel.activate(dataclasses.replace(active, cell_id=invocation))
+
+        results = executor.run_cells(
+            cells, baselines, serial=not forwarding, before_invocation=before_invocation
+        )
+        proven, undelivered = attach(
+            results, channel.interactions(scenario.name), FaultBook(active), channel
+        )
+        for result in proven:
+            by_index[result.index] = result
+        infos[scenario.name] = dataclasses.replace(
+            infos[scenario.name], undelivered=undelivered, serial=not forwarding
+        )
+    if channel is not None:
+        channel.activate(calm)
+    cells_out = [by_index[i] for i in sorted(by_index)]
     contract = plan.contract
     return ContractOutcome(
         name=contract.name,
@@ -59,9 +115,9 @@ def run_contract(
             )
             for inv in contract.invariants
         ),
-        scenarios=tuple(ScenarioInfo(s.name, describe_faults(s)) for s in plan.scenarios),
-        cells=tuple(cells),
-        score=score_contract(cells),
+        scenarios=tuple(infos[s.name] for s in plan.scenarios),
+        cells=tuple(cells_out),
+        score=score_contract(cells_out),
         warnings=tuple(warnings),
     )
 

@@ -1,0 +1,339 @@
+"""The Docker image's entrypoint: the flakestorm GitHub Action, or the chaos proxy.
+
+``FLAKESTORM_MODE=proxy`` serves the chaos proxy (the image as a workflow service container);
+otherwise this is the action: read the inputs (``INPUT_*``), load the config, run, and tell
+GitHub what happened (outputs, job summary, annotations, the sticky pull request comment)::
+
+    inputs ─> Settings ─> config (+ inputs that override it) ─> run ─> RunResult
+           ─> reports, summary, outputs, annotations, comment ─> exit code
+
+Exit codes (SPEC §5): 0 passed, 1 the gate failed, 2 a config or input error (nothing ran),
+3 an infrastructure error (agent never ready, proxy unreachable) or an internal error.
+
+Secrets (values the config took from the environment, and the token) are masked before
+anything else is printed; agent output never reaches the log raw.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+import traceback
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from flakestorm import runner
+from flakestorm.action import Command, Settings, SettingsError, parse_settings
+from flakestorm.config import OutputFormat
+from flakestorm.errors import ConfigError, ExitCode, FlakestormError, UsageError
+from flakestorm.executor import CellFinished, Event, ScenarioFinished
+from flakestorm.github import Annotation, CommentAction, GitHub, Level
+from flakestorm.loader import LoadedConfig, load_config
+from flakestorm.reporters.terminal import safe
+from flakestorm.reports import write_reports
+from flakestorm.results import RunResult, Status
+
+TITLE = "flakestorm"
+
+__all__ = ["main"]
+
+
+def main(env: Mapping[str, str], gh: GitHub | None = None) -> int:
+    """Run the action (or the proxy) for the environment ``env``; return the exit code."""
+    mode = env.get("FLAKESTORM_MODE", "").strip().lower()
+    if mode == "proxy":
+        return _serve_proxy(env)
+    gh = gh if gh is not None else GitHub(env)
+    if mode not in ("", "action"):
+        gh.error(f"FLAKESTORM_MODE={safe(mode, 40)!r} is not one of: action, proxy", title=TITLE)
+        return int(ExitCode.CONFIG_ERROR)
+    if gh.token:
+        gh.add_mask(gh.token)
+    try:
+        settings = parse_settings(env)
+    except SettingsError as exc:
+        gh.error(str(exc), title=f"{TITLE}: bad input")
+        return int(ExitCode.CONFIG_ERROR)
+    return _Action(env, gh, settings).run()
+
+
+def _serve_proxy(env: Mapping[str, str]) -> int:
+    """The image as the chaos proxy service, until SIGTERM (a config error exits 2)."""
+    from flakestorm.chaos.proxy import serve_from_env
+
+    try:
+        serve_from_env(env)
+    except FlakestormError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return int(exc.exit_code)
+    return int(ExitCode.PASSED)
+
+
+class _Action:
+    """One run of the action: the steps of :func:`main` after the inputs are read."""
+
+    def __init__(self, env: Mapping[str, str], gh: GitHub, settings: Settings) -> None:
+        self.env = env
+        self.gh = gh
+        self.settings = settings
+        self.workspace = Path(env.get("GITHUB_WORKSPACE") or Path.cwd())
+        config = Path(settings.config)
+        self.config_path = config if config.is_absolute() else self.workspace / config
+        self.config_name = self._relative(self.config_path)
+
+    def _relative(self, path: Path) -> str:
+        """``path`` relative to the workspace (as annotations and outputs want it)."""
+        try:
+            return path.resolve().relative_to(self.workspace.resolve()).as_posix()
+        except ValueError:
+            return path.as_posix()
+
+    def run(self) -> int:
+        gh = self.gh
+        if not self.config_path.is_file():
+            gh.error(
+                f"{self.config_name}: no such file (set the `config` input to your "
+                "flakestorm.yaml, relative to the repository root; did you run "
+                "actions/checkout first?)",
+                title=f"{TITLE}: no config",
+            )
+            return int(ExitCode.CONFIG_ERROR)
+        # relative to the working directory when that is the workspace (as in the action), so
+        # reports name the config as the repository does
+        here = Path.cwd().resolve() == self.workspace.resolve()
+        try:
+            loaded = load_config(Path(self.config_name) if here else self.config_path, env=self.env)
+        except ConfigError as exc:
+            return self._config_error(exc)
+        for secret in sorted(loaded.secrets):
+            gh.add_mask(secret)
+        for problem in loaded.warnings:
+            gh.warning(
+                f"{problem.path}: {problem.message}" if problem.path else problem.message,
+                file=self.config_name,
+                line=problem.line,
+                title=f"{TITLE}: config warning",
+            )
+        out_dir = self.workspace / (self.settings.report_dir or loaded.config.output.dir)
+        try:
+            result = self._execute(loaded, out_dir)
+        except ConfigError as exc:
+            return self._config_error(exc)
+        except FlakestormError as exc:
+            level = "input" if isinstance(exc, UsageError) else "run"
+            gh.error(safe(str(exc), 4000), title=f"{TITLE}: {level} error")
+            self._failed_outputs(out_dir)
+            return int(exc.exit_code)
+        except Exception:
+            gh.log("flakestorm: internal error (a bug in flakestorm, please report it):")
+            gh.untrusted(traceback.format_exc())
+            gh.error(
+                "internal error: this is a bug in flakestorm, please report it at "
+                "https://github.com/flakestorm/flakestorm/issues with the log above",
+                title=f"{TITLE}: internal error",
+            )
+            self._failed_outputs(out_dir)
+            return int(ExitCode.INFRASTRUCTURE_ERROR)
+        return self._report(loaded, result, out_dir)
+
+    # -- steps
+
+    def _config_error(self, exc: ConfigError) -> int:
+        for problem in exc.problems:
+            self.gh.error(
+                f"{problem.path}: {problem.message}" if problem.path else problem.message,
+                file=self.config_name,
+                line=problem.line,
+                title=f"{TITLE}: config error",
+            )
+        return int(ExitCode.CONFIG_ERROR)
+
+    def _execute(self, loaded: LoadedConfig, out_dir: Path) -> RunResult:
+        """Run the configured command with progress in a log group; return the result."""
+        overrides = runner.Overrides(
+            concurrency=self.settings.concurrency,
+            seed=self.settings.seed,
+            min_score=self.settings.min_score,
+            output_dir=str(out_dir),
+            agent_url=self.settings.agent_url,
+            proxy_url=self.settings.proxy_url,
+            ready_timeout_ms=self.settings.ready_timeout,
+        )
+        stop = threading.Event()
+        progress = _Progress(self.gh)
+        what = "every configured phase" if self.settings.command is Command.CI else "the contract"
+        with (
+            self.gh.group(f"flakestorm {self.settings.command.value}: {what}"),
+            _stopping_on_signals(stop),
+        ):
+            if self.settings.command is Command.CONTRACT:
+                return runner.run_contract_phase(
+                    loaded, overrides, stop=stop, on_event=progress, on_notice=progress.notice
+                )
+            return runner.run_ci(
+                loaded, overrides, stop=stop, on_event=progress, on_notice=progress.notice
+            )
+
+    def _report(self, loaded: LoadedConfig, result: RunResult, out_dir: Path) -> int:
+        from flakestorm.reporters import markdown
+
+        gh = self.gh
+        written = write_reports(result, out_dir, loaded.config.output.formats)
+        summary_file = written.get(OutputFormat.MARKDOWN)
+        summary = (
+            summary_file.read_text(encoding="utf-8")
+            if summary_file is not None
+            else markdown.render(result)
+        )
+        gh.append_summary(summary)
+        self._outputs(result, out_dir)
+        self._annotations(result)
+        self._comment(result)
+        self._verdict(result, out_dir)
+        return int(result.exit_code)
+
+    def _outputs(self, result: RunResult, out_dir: Path) -> None:
+        contract = result.contract
+        score = result.overall.score
+        contract_score = contract.score.score if contract is not None else None
+        critical = len(contract.score.critical_failures) if contract is not None else 0
+        self.gh.set_output("score", "" if score is None else f"{score:.2f}")
+        self.gh.set_output("passed", "true" if result.overall.passed else "false")
+        self.gh.set_output(
+            "contract-score", "" if contract_score is None else f"{contract_score:.2f}"
+        )
+        self.gh.set_output("critical-failures", str(critical))
+        self.gh.set_output("report-dir", self._relative(out_dir))
+
+    def _failed_outputs(self, out_dir: Path) -> None:
+        self.gh.set_output("passed", "false")
+        self.gh.set_output("report-dir", self._relative(out_dir))
+
+    def _annotations(self, result: RunResult) -> None:
+        """One error per failing critical invariant, on its line in the config."""
+        contract = result.contract
+        annotations: list[Annotation] = []
+        if contract is not None:
+            bad = (Status.FAILED, Status.ERRORED)
+            for invariant in contract.invariants:
+                if invariant.severity != "critical":
+                    continue
+                cells = [
+                    c for c in contract.cells if c.invariant_id == invariant.id and c.status in bad
+                ]
+                if not cells:
+                    continue
+                scored = sum(
+                    1 for c in contract.cells if c.invariant_id == invariant.id and c.status.scored
+                )
+                detail = "; ".join(
+                    f"{safe(c.scenario, 60)}: {c.status.value}: {safe(c.reason, 300)}"
+                    for c in cells[:5]
+                )
+                more = f"; and {len(cells) - 5} more" if len(cells) > 5 else ""
+                annotations.append(
+                    Annotation(
+                        f"critical invariant {safe(invariant.id, 80)} failed in {len(cells)} of "
+                        f"{scored} scenario(s): {detail}{more}",
+                        file=self.config_name,
+                        line=invariant.line,
+                        title=f"{TITLE}: critical invariant {safe(invariant.id, 80)} failed",
+                    )
+                )
+        if not result.overall.passed and not annotations:
+            reasons = "; ".join(safe(r, 400) for r in result.overall.reasons) or "the gate failed"
+            annotations.append(Annotation(reasons, title=f"{TITLE}: gate failed"))
+        self.gh.annotate_all(
+            Level.ERROR,
+            annotations,
+            lambda n: f"{n} more critical invariant(s) failed: see the job summary",
+        )
+
+    def _comment(self, result: RunResult) -> None:
+        mode = self.settings.comment
+        if not mode.updates:
+            return
+        from flakestorm.reporters import comment
+
+        key = comment.marker_key(self.config_name)
+
+        def render(previous: str | None) -> str:
+            state = comment.parse_state(previous) if previous is not None else None
+            return comment.render(result, state, key)
+
+        outcome = self.gh.sticky_comment(
+            comment.marker(key), render, create=mode.creates(result.overall.passed)
+        )
+        if outcome.action in (CommentAction.CREATED, CommentAction.UPDATED):
+            where = f": {outcome.url}" if outcome.url else ""
+            self.gh.log(f"flakestorm: pull request comment {outcome.action.value}{where}")
+
+    def _verdict(self, result: RunResult, out_dir: Path) -> None:
+        score = result.overall.score
+        shown = "n/a" if score is None else f"{score:.2f}"
+        verdict = "PASS" if result.overall.passed else "FAIL"
+        minimum = result.overall.min_score
+        line = f"flakestorm: {verdict}: score {shown}"
+        if minimum:
+            line += f" (min_score {minimum:g})"
+        if not result.complete:
+            line += f"; the run stopped early ({safe(str(result.stop_reason), 40)})"
+        self.gh.log(line)
+        for reason in result.overall.reasons:
+            self.gh.log(f"  - {safe(reason, 400)}")
+        self.gh.log(f"flakestorm: reports in {self._relative(out_dir)}")
+
+
+class _Progress:
+    """Progress lines for the log (agent output only through :func:`safe`)."""
+
+    def __init__(self, gh: GitHub) -> None:
+        self._gh = gh
+        self._lock = threading.Lock()
+
+    def __call__(self, event: Event) -> None:
+        with self._lock:
+            if isinstance(event, CellFinished):
+                cell = event.result
+                if cell.status in (Status.FAILED, Status.ERRORED):
+                    self._gh.log(
+                        f"  {cell.status.value.upper()} {safe(cell.id, 120)} [{cell.severity}]: "
+                        f"{safe(cell.reason, 300)}"
+                    )
+            elif isinstance(event, ScenarioFinished):
+                counts: dict[str, int] = {}
+                for cell in event.results:
+                    counts[cell.status.value] = counts.get(cell.status.value, 0) + 1
+                summary = ", ".join(f"{n} {status}" for status, n in counts.items())
+                self._gh.log(f"scenario {safe(event.name, 80)}: {summary}")
+
+    def notice(self, text: str) -> None:
+        with self._lock:
+            self._gh.log(safe(text, 1000))
+
+
+@contextlib.contextmanager
+def _stopping_on_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGINT/SIGTERM (a cancelled workflow) set ``stop``: the run ends cleanly with partial
+    results. Only in the main thread (elsewhere signals cannot be handled)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        stop.set()
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+if __name__ == "__main__":
+    sys.exit(main(os.environ))

@@ -1,0 +1,286 @@
+"""Cassettes: real upstream exchanges recorded by the proxy and served back (SPEC §4.2).
+
+``ChaosProxy(..., record=PATH)`` writes every exchange it has with a *real* upstream (LLM and
+tools; not mock replies, not injected faults: the reply as the upstream sent it) to ``PATH``;
+``llm_upstream: cassette:PATH`` serves LLM calls from it, and serves a tool from it when the
+cassette holds exchanges of that tool. A CI run then needs no LLM key and is deterministic.
+
+The file is JSON lines: a header line ``{"flakestorm_cassette": 1}``, then one exchange per
+line::
+
+    {"key": "<sha256>", "target": "llm", "request": {"method": "POST",
+     "path": "/v1/chat/completions", "query": "", "body": "<excerpt>"},
+     "response": {"status": 200, "headers": [["Content-Type", "application/json"]],
+                  "body": "..."}}
+
+``body`` is text when the bytes are UTF-8, else ``body_b64``; a streamed reply is ``chunks``
+(a list of the same) and is replayed as a stream, chunk by chunk.
+
+Matching. An exchange is found by a hash of the normalised request:
+
+- the target (``llm`` or ``tool:NAME``), the method, the upstream-relative path (``/v1/messages``,
+  or the part after ``/tools/NAME``) and the query string with its parameters sorted;
+- the body: JSON is canonicalised (keys sorted, no whitespace) and its top-level ``user`` and
+  ``metadata`` fields are dropped, because they carry per-user or per-run identifiers that do
+  not change the answer; ``stream`` and ``stream_options`` are kept, because they change the
+  reply's shape. Other bodies are taken byte for byte;
+- headers are excluded (they carry keys, dates and request ids).
+
+The key is taken on the request as it was sent upstream (after any ``injection_via_context``),
+since that is what the recorded reply answers. When the same request was recorded several times,
+the n-th identical request is served the n-th recording (the last one repeats), so an agent that
+retries sees the same sequence as when it was recorded; :meth:`Cassette.rewind` starts over.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import parse_qsl, urlencode
+
+from flakestorm.errors import UsageError
+
+FORMAT_VERSION = 1
+VOLATILE_FIELDS = frozenset({"user", "metadata"})
+"""Top-level JSON body fields ignored when matching a request."""
+EXCERPT_CHARS = 500
+
+
+class CassetteError(UsageError):
+    """A cassette file cannot be read or written."""
+
+
+@dataclass(frozen=True)
+class RequestKey:
+    """The parts of a request that identify it in a cassette."""
+
+    target: str
+    """``llm`` or ``tool:NAME``."""
+    method: str
+    path: str
+    query: str
+    body: bytes
+
+    @property
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        for part in (self.target, self.method.upper(), self.path, _sorted_query(self.query)):
+            h.update(part.encode("utf-8") + b"\x00")
+        h.update(_canonical_body(self.body))
+        return h.hexdigest()
+
+    def describe(self) -> dict[str, str]:
+        """What a cassette miss shows: method, path, query and a body excerpt."""
+        return {
+            "target": self.target,
+            "method": self.method,
+            "path": self.path,
+            "query": self.query,
+            "body": excerpt(self.body),
+        }
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One recorded exchange: a request's key and the upstream's reply."""
+
+    request: RequestKey
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    body: bytes = b""
+    chunks: tuple[bytes, ...] | None = None
+    """The reply's chunks when it was streamed (then ``body`` is empty)."""
+
+    def to_document(self) -> dict[str, Any]:
+        response: dict[str, Any] = {
+            "status": self.status,
+            "headers": [list(h) for h in self.headers],
+        }
+        if self.chunks is not None:
+            response["chunks"] = [_encode(c) for c in self.chunks]
+        else:
+            response.update(_encode_field("body", self.body))
+        request = self.request.describe()
+        request.pop("target")
+        return {
+            "key": self.request.digest,
+            "target": self.request.target,
+            "request": request,
+            "response": response,
+        }
+
+    @staticmethod
+    def from_document(doc: Any) -> tuple[str, str, Exchange]:
+        """``(key, target, exchange)`` from one cassette line (the request body is not kept)."""
+        request, response = doc["request"], doc["response"]
+        key = RequestKey(
+            str(doc["target"]),
+            str(request["method"]),
+            str(request["path"]),
+            str(request.get("query", "")),
+            b"",
+        )
+        chunks = response.get("chunks")
+        exchange = Exchange(
+            key,
+            int(response["status"]),
+            tuple((str(k), str(v)) for k, v in response.get("headers", [])),
+            _decode_field("body", response),
+            None if chunks is None else tuple(_decode(c) for c in chunks),
+        )
+        return str(doc["key"]), key.target, exchange
+
+
+def excerpt(body: bytes, limit: int = EXCERPT_CHARS) -> str:
+    text = body.decode("utf-8", errors="replace")
+    return text if len(text) <= limit else text[:limit] + f"... ({len(body)} bytes)"
+
+
+def _sorted_query(query: str) -> str:
+    return urlencode(sorted(parse_qsl(query, keep_blank_values=True)))
+
+
+def _canonical_body(body: bytes) -> bytes:
+    if not body:
+        return b""
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return body
+    if isinstance(value, dict):
+        value = {k: v for k, v in value.items() if k not in VOLATILE_FIELDS}
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _encode(data: bytes) -> str | dict[str, str]:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"b64": base64.b64encode(data).decode("ascii")}
+
+
+def _decode(value: Any) -> bytes:
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    return base64.b64decode(value["b64"])
+
+
+def _encode_field(name: str, data: bytes) -> dict[str, str]:
+    try:
+        return {name: data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {f"{name}_b64": base64.b64encode(data).decode("ascii")}
+
+
+def _decode_field(name: str, doc: Any) -> bytes:
+    if f"{name}_b64" in doc:
+        return base64.b64decode(doc[f"{name}_b64"])
+    return str(doc.get(name, "")).encode("utf-8")
+
+
+class Cassette:
+    """Recorded exchanges to serve back, looked up by request. Thread-safe."""
+
+    def __init__(self, exchanges: Iterable[tuple[str, Exchange]] = (), source: str = "") -> None:
+        self.source = source
+        self._by_key: dict[str, list[Exchange]] = {}
+        self._targets: set[str] = set()
+        for key, exchange in exchanges:
+            self._by_key.setdefault(key, []).append(exchange)
+            self._targets.add(exchange.request.target)
+        self._served: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def load(cls, path: str | Path) -> Cassette:
+        """Read a cassette file; raise :class:`CassetteError` saying what is wrong where."""
+        path = Path(path)
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise CassetteError(f"cassette {path}: cannot read it ({exc.strerror})") from exc
+        exchanges = []
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                doc = json.loads(line)
+                if number == 1 and isinstance(doc, dict) and "flakestorm_cassette" in doc:
+                    if doc["flakestorm_cassette"] != FORMAT_VERSION:
+                        raise ValueError(f"unsupported version {doc['flakestorm_cassette']!r}")
+                    continue
+                key, _, exchange = Exchange.from_document(doc)
+            except (ValueError, KeyError, TypeError) as exc:
+                raise CassetteError(
+                    f"{path}:{number}: not a cassette exchange ({type(exc).__name__}: {exc})"
+                ) from None
+            exchanges.append((key, exchange))
+        return cls(exchanges, source=str(path))
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._by_key.values())
+
+    def has_target(self, target: str) -> bool:
+        """Whether any exchange of ``target`` (``llm``, ``tool:NAME``) was recorded."""
+        return target in self._targets
+
+    def lookup(self, key: RequestKey) -> Exchange | None:
+        """The recording for this request (the n-th identical request gets the n-th one)."""
+        digest = key.digest
+        with self._lock:
+            found = self._by_key.get(digest)
+            if not found:
+                return None
+            n = self._served.get(digest, 0)
+            self._served[digest] = n + 1
+        return found[min(n, len(found) - 1)]
+
+    def rewind(self) -> None:
+        """Serve every request's recordings from the first again."""
+        with self._lock:
+            self._served.clear()
+
+
+class CassetteRecorder:
+    """Appends exchanges to a cassette file as they complete (the file is started afresh)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._file: IO[str] | None = None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = self.path.open("w", encoding="utf-8")
+            self._file.write(json.dumps({"flakestorm_cassette": FORMAT_VERSION}) + "\n")
+            self._file.flush()
+        except OSError as exc:
+            raise CassetteError(f"cassette {self.path}: cannot write it ({exc.strerror})") from exc
+
+    def record(
+        self,
+        request: RequestKey,
+        status: int,
+        headers: Sequence[tuple[str, str]],
+        body: bytes = b"",
+        chunks: Sequence[bytes] | None = None,
+    ) -> None:
+        exchange = Exchange(
+            request, status, tuple(headers), body, None if chunks is None else tuple(chunks)
+        )
+        line = json.dumps(exchange.to_document(), ensure_ascii=False) + "\n"
+        with self._lock:
+            if self._file is not None:
+                self._file.write(line)
+                self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None

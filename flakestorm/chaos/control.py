@@ -1,0 +1,244 @@
+"""The chaos proxy's control API, from both ends: the scenario document and the client.
+
+The runner activates one scenario at a time on the proxy (SPEC §4.2) with ``PUT
+/_flakestorm/scenario``, whose body is a *scenario document*: the scenario's faults in the same
+shapes as ``flakestorm.yaml`` plus the seed and the default cell::
+
+    {"name": "tool outage", "seed": 20000605, "cell_id": "",
+     "tool_faults": [{"tool": "search", "mode": "error", "error_code": 503}],
+     "llm_faults": [], "context_attacks": [{"type": "overflow", "inject_tokens": 500}]}
+
+:func:`scenario_document` and :func:`parse_scenario` convert between that document and an
+:class:`~flakestorm.chaos.faults.ActiveScenario`; the proxy validates with the same pydantic
+models as the config file, so a document the config would reject is rejected here too, with the
+field named. ``context_attacks`` may be in list or dict form; every list may be omitted.
+
+:class:`ProxyControl` is the client the runner uses. It speaks plain JSON over HTTP and turns
+every ``requests`` failure into a flakestorm error at this boundary.
+
+Control routes (all JSON; with a token configured every call needs ``Authorization: Bearer
+TOKEN``, else 401)::
+
+    GET    /_flakestorm/health                   {"status": "ok", "version", "scenario"}
+    PUT    /_flakestorm/scenario                 activate a scenario document -> {"scenario",
+                                                 "declared": [fault labels]}
+    DELETE /_flakestorm/scenario                 pass-through (no faults) -> {"scenario": null}
+    POST   /_flakestorm/reset                    clear interactions and fault counters
+    GET    /_flakestorm/interactions[?scenario=NAME][&since=SEQ]
+                                                 {"interactions": [...], "next": SEQ,
+                                                  "dropped": N}; ``since`` keeps seq >= SEQ,
+                                                 so polling passes the previous ``next``
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import requests
+from pydantic import Field, ValidationError
+
+from flakestorm.chaos.faults import UNATTRIBUTED, ActiveScenario
+from flakestorm.chaos.interactions import Interaction
+from flakestorm.config import DEFAULT_SEED, Faults
+from flakestorm.errors import (
+    HarnessError,
+    InfrastructureError,
+    ProxyUnreachable,
+    UsageError,
+)
+
+CONTROL_PREFIX = "/_flakestorm"
+"""Every control route lives under this prefix; data routes never use it."""
+
+DEFAULT_TIMEOUT_S = 10.0
+
+
+class ScenarioDocumentError(UsageError):
+    """A scenario document is invalid; the message names every bad field."""
+
+
+class ScenarioDocument(Faults):
+    """The body of ``PUT /_flakestorm/scenario``: a scenario plus its seed and default cell."""
+
+    name: str = Field(min_length=1)
+    seed: int = DEFAULT_SEED
+    cell_id: str = UNATTRIBUTED
+
+
+# --------------------------------------------------------------------------- (de)serialisation
+
+
+def scenario_document(active: ActiveScenario) -> dict[str, Any]:
+    """The document that activates ``active`` on a proxy (inverse of :func:`parse_scenario`)."""
+
+    def dump(items: Sequence[Any]) -> list[dict[str, Any]]:
+        return [item.model_dump(mode="json", exclude_none=True, by_alias=True) for item in items]
+
+    return {
+        "name": active.name,
+        "seed": active.seed,
+        "cell_id": active.cell_id,
+        "tool_faults": dump(active.tool_faults),
+        "llm_faults": dump(active.llm_faults),
+        "context_attacks": dump(active.context_attacks),
+    }
+
+
+def parse_scenario(doc: Any) -> ActiveScenario:
+    """Validate a scenario document; raise :class:`ScenarioDocumentError` naming the fields."""
+    if not isinstance(doc, Mapping):
+        raise ScenarioDocumentError(f"scenario document: expected a JSON object, got {_kind(doc)}")
+    try:
+        model = ScenarioDocument.model_validate(dict(doc))
+    except ValidationError as exc:
+        raise ScenarioDocumentError(_describe(exc)) from None
+    return ActiveScenario(
+        name=model.name,
+        seed=model.seed,
+        tool_faults=tuple(model.tool_faults),
+        llm_faults=tuple(model.llm_faults),
+        context_attacks=tuple(model.context_attacks),
+        cell_id=model.cell_id,
+    )
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _describe(exc: ValidationError) -> str:
+    """``scenario document: tool_faults.0.mode: Input should be ...; ...`` (one line)."""
+    parts = []
+    for error in exc.errors(include_url=False):
+        loc = [str(p) for p in error["loc"]]
+        where = ".".join(loc) or "(document)"
+        message = str(error["msg"])
+        if error["type"] == "extra_forbidden" and loc:
+            guess = _guess(loc)
+            message = "unknown field" + (f" (did you mean {guess!r}?)" if guess else "")
+        elif "input" in error and error["type"] not in ("missing",):
+            shown = repr(error["input"])
+            message += f" (got {shown[:60] + '...' if len(shown) > 60 else shown})"
+        parts.append(f"{where}: {message}")
+    return "scenario document: " + "; ".join(dict.fromkeys(parts))
+
+
+def _guess(loc: list[str]) -> str | None:
+    """A close valid field name for the unknown key at ``loc``."""
+    from flakestorm.config import ContextAttack, LlmFault, ToolFault
+
+    models: dict[str, Any] = {
+        "tool_faults": ToolFault,
+        "llm_faults": LlmFault,
+        "context_attacks": ContextAttack,
+    }
+    model: Any = models.get(loc[0]) if len(loc) > 2 else ScenarioDocument
+    if model is None:
+        return None
+    found = difflib.get_close_matches(loc[-1], list(model.model_fields), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+# --------------------------------------------------------------------------- client
+
+
+class ProxyControl:
+    """A client of a chaos proxy's control API (``url`` is the proxy's origin)."""
+
+    def __init__(
+        self, url: str, token: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.token = token
+        self.timeout_s = timeout_s
+        self._session = requests.Session()
+        self._session.trust_env = False  # the proxy is never reached through another proxy
+
+    def close(self) -> None:
+        self._session.close()
+
+    def health(self) -> dict[str, Any]:
+        """The proxy's health document; raises :class:`ProxyUnreachable` when it does not answer."""
+        return self._call("GET", "/health")
+
+    def activate(self, active: ActiveScenario | None) -> list[str]:
+        """Activate ``active`` (None = pass-through); return the fault labels it declares."""
+        if active is None:
+            self._call("DELETE", "/scenario")
+            return []
+        reply = self._call("PUT", "/scenario", scenario_document(active))
+        return [str(label) for label in reply.get("declared", [])]
+
+    def reset(self) -> None:
+        """Clear the proxy's interactions and fault counters."""
+        self._call("POST", "/reset")
+
+    def interactions(
+        self, scenario: str | None = None, since: int | None = None
+    ) -> list[Interaction]:
+        """What the proxy saw, in arrival order (``since``: only ``seq >= since``)."""
+        params: dict[str, str] = {}
+        if scenario is not None:
+            params["scenario"] = scenario
+        if since is not None:
+            params["since"] = str(since)
+        reply = self._call("GET", "/interactions", params=params)
+        try:
+            return [Interaction.from_document(doc) for doc in reply["interactions"]]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise HarnessError(
+                f"chaos proxy at {self.url} sent an unreadable interaction list: {exc}"
+            ) from exc
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        params: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        url = f"{self.url}{CONTROL_PREFIX}{path}"
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        try:
+            response = self._session.request(
+                method,
+                url,
+                json=body,
+                params=params,
+                headers=headers,
+                timeout=self.timeout_s,
+                allow_redirects=False,
+            )
+        except requests.RequestException as exc:
+            raise ProxyUnreachable(
+                f"chaos proxy not reachable: is the proxy running at {self.url}? start it with "
+                f"`flakestorm proxy` or as a service container ({type(exc).__name__})"
+            ) from exc
+        if response.status_code == 401:
+            raise InfrastructureError(
+                f"chaos proxy at {self.url} refused the control token: set proxy.token (or "
+                "FLAKESTORM_PROXY_TOKEN) to the token the proxy was started with"
+            )
+        try:
+            reply = response.json()
+        except ValueError:
+            reply = None
+        if not isinstance(reply, dict):
+            raise ProxyUnreachable(
+                f"{url} answered HTTP {response.status_code} without a flakestorm JSON reply: "
+                f"is the chaos proxy (and not another server) running at {self.url}?"
+            )
+        if response.status_code >= 400:
+            error = reply.get("error")
+            message = error.get("message") if isinstance(error, dict) else None
+            raise HarnessError(
+                f"chaos proxy at {self.url}: {method} {path} failed "
+                f"(HTTP {response.status_code}): {message or response.text[:200]}"
+            )
+        return reply

@@ -1,0 +1,656 @@
+"""Faults for python agents: their tools and LLM callable, wrapped in place (SPEC §4.1, §4.2).
+
+One :class:`Wrapping` per run. Entering it replaces
+
+- each ``agent.tools`` entry ``module:attr`` (attr may be dotted: ``module:client.search``)
+  by a wrapper, set as that attribute of its owner (the module, object or class) — the tool's
+  name, as ``tool_faults[].tool`` refers to it, is the last part of ``attr``;
+- ``agent.llm`` the same way;
+- every tool of ``agent.tool_registry`` (``names()``, ``get(name)``, ``set(name, fn)``), through
+  ``set``;
+
+and leaving it puts every original back, whatever happened in between. The agent must look
+its tools up at call time (``tools.get_quote(...)``, or through the registry): a name bound
+earlier with ``from tools import get_quote`` keeps the original function, the call never
+reaches flakestorm, and the run reports the fault as not delivered.
+
+:meth:`Wrapping.activate` switches the scenario; every wrapped call then asks that
+scenario's :class:`~flakestorm.chaos.faults.FaultBook` what to do, attributing the call to the
+cell in :data:`~flakestorm.agents.python.current_call` (the scenario's ``cell_id`` when unset,
+e.g. in a thread the agent started itself), and appends one
+:class:`~flakestorm.chaos.interactions.Interaction` to the log. A call made by an invocation
+of another scenario (one that outlived its timeout, say) goes through untouched and is logged
+under its own scenario.
+
+What a fired fault does to the call:
+
+==========================  ==============================================================
+tool ``error``              raises :class:`~flakestorm.errors.ToolFaultError`
+tool ``timeout``            waits ``delay_ms`` (default 30 s), raises ``TimeoutError``
+tool ``slow``               waits ``delay_ms``, then calls the tool
+tool ``malformed``          returns a string that is not valid JSON
+tool ``malicious_response`` returns ``payload`` (a fresh copy)
+tool-result attacks         the real result, poisoned (:mod:`flakestorm.chaos.tool_results`)
+LLM ``rate_limit``          raises :class:`~flakestorm.errors.RateLimitFaultError`
+LLM ``timeout``             waits ``delay_ms`` (default 30 s), raises ``TimeoutError``
+LLM text modes              transform the reply text: a ``str`` reply, or the message
+                            content of an OpenAI chat completion (``choices[0].message
+                            .content``), a completion (``choices[0].text``) or an Anthropic
+                            message (its first text block), as a dict or an object; objects
+                            and dicts are copied, never changed in place
+``injection_via_context``   the payload is appended to the system message of the
+                            ``messages`` argument (added first when there is none; to the
+                            ``system`` keyword argument when the callable takes one)
+==========================  ==============================================================
+
+A fault is listed as fired only when it reached the agent: an LLM callable without a
+recognisable ``messages`` argument, a reply whose text cannot be found, or a tool result with
+no text to carry an attack (a number, ``None``) leaves the call unchanged and the fault out of
+``fired`` (it still appears in ``matched``).
+
+Sync callables get sync wrappers, coroutine functions async ones. Waiting goes through the
+injected ``sleep`` / ``async_sleep``; the default sync wait ends early when the wrapping is
+exited.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import hashlib
+import inspect
+import random
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from flakestorm.agents.importer import Locate, default_locate, describe_exception, load_reference
+from flakestorm.agents.python import current_call
+from flakestorm.chaos import tool_results
+from flakestorm.chaos.faults import (
+    UNATTRIBUTED,
+    ActiveScenario,
+    FaultBook,
+    Target,
+    attack_label,
+    llm_fault_label,
+)
+from flakestorm.chaos.interactions import Interaction, InteractionLog
+from flakestorm.config import Agent as AgentConfig
+from flakestorm.config import ContextAttack, LlmFault, LlmFaultMode, ToolFault, ToolFaultMode
+from flakestorm.errors import ConfigError, RateLimitFaultError, ToolFaultError
+
+Sleep = Callable[[float], object]
+"""``sleep(seconds)``: how a sync wrapper waits."""
+AsyncSleep = Callable[[float], Awaitable[object]]
+"""``await async_sleep(seconds)``: how an async wrapper waits."""
+
+METHOD = "CALL"
+"""The ``method`` of a python interaction."""
+
+_IDLE = ActiveScenario(name="", seed=0)
+_MISSING = object()
+_SYSTEM_ROLES = ("system", "developer")
+
+
+# --------------------------------------------------------------------------- places
+
+
+@dataclass
+class _Site:
+    """One wrapped callable: where it lives, how to swap it, how the log names it."""
+
+    name: str
+    url: str
+    target: Target
+    original: Callable[..., Any]
+    install: Callable[[Callable[..., Any]], None]
+    restore: Callable[[], None]
+
+
+def _attribute_site(
+    reference: str, config_field: str, target: Target, base_dir: Path, locate: Locate
+) -> _Site:
+    value = load_reference(reference, base_dir, config_field, locate)
+    if not callable(value):
+        raise ConfigError(
+            [
+                locate(
+                    config_field,
+                    f'"{reference}" is a {type(value).__name__}: expected a callable',
+                )
+            ]
+        )
+    module_name, _, attr_path = reference.partition(":")
+    parent, _, attr = attr_path.rpartition(".")
+    owner: Any = (
+        load_reference(f"{module_name}:{parent}", base_dir, config_field, locate)
+        if parent
+        else sys.modules[module_name]
+    )
+    raw = vars(owner).get(attr, _MISSING) if hasattr(owner, "__dict__") else value
+    original: Callable[..., Any] = value
+    rewrap: Callable[[Callable[..., Any]], Any] = _same
+    if inspect.isclass(owner) and isinstance(raw, (staticmethod, classmethod)):
+        original, rewrap = raw.__func__, type(raw)
+    elif inspect.isclass(owner) and inspect.isfunction(raw):
+        original = raw
+
+    def install(wrapper: Callable[..., Any]) -> None:
+        setattr(owner, attr, rewrap(wrapper))
+
+    def restore() -> None:
+        if raw is _MISSING:
+            delattr(owner, attr)
+        else:
+            setattr(owner, attr, raw)
+
+    return _Site(attr, f"python:{reference}", target, original, install, restore)
+
+
+def _same(wrapper: Callable[..., Any]) -> Any:
+    return wrapper
+
+
+def _registry_sites(reference: str, base_dir: Path, locate: Locate) -> list[_Site]:
+    config_field = "agent.tool_registry"
+
+    def fail(message: str) -> ConfigError:
+        return ConfigError([locate(config_field, message)])
+
+    registry = load_reference(reference, base_dir, config_field, locate)
+    missing = [m for m in ("names", "get", "set") if not callable(getattr(registry, m, None))]
+    if missing:
+        without = ", ".join(f"{m}()" for m in missing)
+        raise fail(
+            f'"{reference}" is a {type(registry).__name__} without {without}: '
+            "expected a tool registry (names() -> list[str], get(name) -> callable, "
+            "set(name, callable))"
+        )
+    try:
+        names = registry.names()
+    except Exception as exc:
+        raise fail(f'"{reference}".names() failed: {describe_exception(exc)}') from None
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        shown = type(names).__name__ if not isinstance(names, (list, tuple)) else "a non-str name"
+        raise fail(f'"{reference}".names() returned {shown}: expected a list of str')
+    sites = []
+    for name in names:
+        try:
+            tool = registry.get(name)
+        except Exception as exc:
+            raise fail(f'"{reference}".get({name!r}) failed: {describe_exception(exc)}') from None
+        if not callable(tool):
+            raise fail(
+                f'"{reference}".get({name!r}) returned a {type(tool).__name__}: expected a callable'
+            )
+        sites.append(
+            _Site(
+                name,
+                f"python:{reference}/{name}",
+                Target.TOOL,
+                tool,
+                functools.partial(registry.set, name),
+                functools.partial(registry.set, name, tool),
+            )
+        )
+    return sites
+
+
+# --------------------------------------------------------------------------- one call
+
+
+class _Call:
+    """One wrapped call in progress: its decision, and what actually reached the agent."""
+
+    def __init__(self, wrapping: Wrapping, site: _Site, book: FaultBook, cell: str) -> None:
+        self.wrapping = wrapping
+        self.site = site
+        self.book = book
+        self.cell = cell
+        self.seq = wrapping.log.next_seq()
+        self.started = wrapping.clock()
+        if site.target is Target.LLM:
+            self.decision = book.llm_call(cell)
+        else:
+            self.decision = book.tool_call(site.name, site.url, cell)
+        self.fired = list(self.decision.fired)
+        self.recorded = False
+
+    def rng(self) -> random.Random:
+        """Randomness for this call's payload choices, fixed by the call's identity."""
+        s = self.book.scenario
+        key = (
+            f"{s.seed}\x1f{s.name}\x1f{self.cell}\x1f{self.site.url}\x1f{self.decision.call_index}"
+        )
+        return random.Random(int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big"))
+
+    def undelivered(self, label: str) -> None:
+        if label in self.fired:
+            self.fired.remove(label)
+
+    def record(self, status: int | None, upstream_error: str | None = None) -> None:
+        if self.recorded:
+            return
+        self.recorded = True
+        self.wrapping.log.append(
+            Interaction(
+                seq=self.seq,
+                scenario=self.book.scenario.name,
+                cell_id=self.cell,
+                target=self.site.target,
+                tool=self.site.name if self.site.target is Target.TOOL else None,
+                method=METHOD,
+                url=self.site.url,
+                call_index=self.decision.call_index,
+                matched=self.decision.matched,
+                fired=tuple(self.fired),
+                status=status,
+                upstream_error=upstream_error,
+                latency_ms=(self.wrapping.clock() - self.started) * 1000,
+            )
+        )
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What a wrapper does before (and instead of) calling through."""
+
+    delay_s: float = 0.0
+    error: BaseException | None = None
+    """Raised into the agent after the delay."""
+    value: Any = _MISSING
+    """Returned instead of calling through."""
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _tool_plan(call: _Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Plan:
+    chosen = call.decision.tool_fault
+    if chosen is None:
+        return _Plan(args=args, kwargs=kwargs)
+    fault: ToolFault = chosen[1]
+    mode = fault.mode
+    if mode is ToolFaultMode.ERROR:
+        error = ToolFaultError(fault.error_code, tool_results.error_message(fault))
+        return _Plan(error=error)
+    if mode is ToolFaultMode.TIMEOUT:
+        delay_ms = tool_results.timeout_delay_ms(fault)
+        message = fault.message or f"{call.site.name} timed out after {delay_ms} ms"
+        return _Plan(delay_s=delay_ms / 1000, error=TimeoutError(message))
+    if mode is ToolFaultMode.SLOW:
+        return _Plan(delay_s=tool_results.slow_delay_ms(fault) / 1000, args=args, kwargs=kwargs)
+    if mode is ToolFaultMode.MALFORMED:
+        return _Plan(value=tool_results.malformed_text())
+    return _Plan(value=tool_results.malicious_value(fault))
+
+
+def _tool_result(call: _Call, result: Any) -> Any:
+    attacks = call.decision.attacks
+    if not attacks:
+        return result
+    poisoned, delivered = tool_results.try_poison_value(result, [a for _, a in attacks], call.rng())
+    if not delivered:
+        for index, attack in attacks:
+            call.undelivered(attack_label(index, attack))
+    return poisoned
+
+
+def _llm_plan(call: _Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Plan:
+    injections = call.decision.attacks
+    if injections:
+        injected = _inject(args, kwargs, [a for _, a in injections])
+        if injected is None:
+            for index, attack in injections:
+                call.undelivered(attack_label(index, attack))
+        else:
+            args, kwargs = injected
+    chosen = call.decision.llm_fault
+    if chosen is None:
+        return _Plan(args=args, kwargs=kwargs)
+    fault: LlmFault = chosen[1]
+    if fault.mode in (LlmFaultMode.RATE_LIMIT, LlmFaultMode.TIMEOUT):
+        for index, attack in injections:  # the request never reaches the LLM
+            call.undelivered(attack_label(index, attack))
+    if fault.mode is LlmFaultMode.RATE_LIMIT:
+        return _Plan(error=RateLimitFaultError())
+    if fault.mode is LlmFaultMode.TIMEOUT:
+        delay_ms = tool_results.DEFAULT_TIMEOUT_MS if fault.delay_ms is None else fault.delay_ms
+        error = TimeoutError(f"the LLM call timed out after {delay_ms} ms")
+        return _Plan(delay_s=delay_ms / 1000, error=error)
+    return _Plan(args=args, kwargs=kwargs)
+
+
+def _llm_result(call: _Call, result: Any) -> Any:
+    chosen = call.decision.llm_fault
+    if chosen is None:
+        return result
+    index, fault = chosen
+    changed = transform_reply(result, fault, call.rng())
+    if changed is None:
+        call.undelivered(llm_fault_label(index, fault))
+        return result
+    return changed
+
+
+# --------------------------------------------------------------------------- LLM replies
+
+_TextSlot = tuple[tuple[Any, ...], tuple[tuple[Any, ...], str] | None]
+"""Where a reply's text is, and where its stop reason is with the value meaning "cut"."""
+
+
+def _step(value: Any, key: Any) -> Any:
+    try:
+        if isinstance(value, Mapping):
+            return value[key]
+        if isinstance(value, (list, tuple)):
+            return value[key]
+        return getattr(value, key)
+    except (KeyError, IndexError, AttributeError, TypeError):
+        return _MISSING
+
+
+def _has(value: Any, key: str) -> bool:
+    return key in value if isinstance(value, Mapping) else hasattr(value, key)
+
+
+def _text_slot(reply: Any) -> _TextSlot | None:
+    if isinstance(reply, str):
+        return (), None
+    choice = _step(_step(reply, "choices"), 0)
+    if choice is not _MISSING:
+        stop: tuple[tuple[Any, ...], str] = (("choices", 0, "finish_reason"), "length")
+        has_stop = isinstance(choice, dict) or _has(choice, "finish_reason")
+        message = _step(choice, "message")
+        if isinstance(_step(message, "content"), str):
+            return ("choices", 0, "message", "content"), stop if has_stop else None
+        if isinstance(_step(choice, "text"), str):
+            return ("choices", 0, "text"), stop if has_stop else None
+        return None
+    blocks = _step(reply, "content")
+    if isinstance(blocks, (list, tuple)):
+        for i, block in enumerate(blocks):
+            if _step(block, "type") == "text" and isinstance(_step(block, "text"), str):
+                has_stop = isinstance(reply, dict) or _has(reply, "stop_reason")
+                cut: tuple[tuple[Any, ...], str] = (("stop_reason",), "max_tokens")
+                return ("content", i, "text"), cut if has_stop else None
+    return None
+
+
+def reply_text(reply: Any) -> str | None:
+    """The text of an LLM callable's reply (module doc), or None when it has none."""
+    slot = _text_slot(reply)
+    return None if slot is None else tool_results.get_at(reply, slot[0])
+
+
+def transform_reply(reply: Any, fault: LlmFault, rng: random.Random) -> Any | None:
+    """``reply`` with ``fault`` applied to its text (a copy), or None when it has no text."""
+    from flakestorm.chaos import llm as text_faults  # lazily: a sibling's module
+
+    slot = _text_slot(reply)
+    if slot is None:
+        return None
+    path, stop = slot
+    text: str = tool_results.get_at(reply, path)
+    mode = fault.mode
+    if mode is LlmFaultMode.TRUNCATED_RESPONSE:
+        new = text_faults.truncate_text(text, fault.max_tokens or 0)
+    elif mode is LlmFaultMode.EMPTY:
+        new = ""
+    elif mode is LlmFaultMode.GARBAGE:
+        new = text_faults.garbage_text(rng, text)
+    elif mode is LlmFaultMode.RESPONSE_DRIFT and fault.drift_type is not None:
+        new = text_faults.drift_text(text, fault.drift_type, rng)
+    else:
+        return None
+    out = tool_results.replace_at(reply, path, new)
+    if mode is LlmFaultMode.TRUNCATED_RESPONSE and stop is not None:
+        out = tool_results.replace_at(out, stop[0], stop[1])
+    return out
+
+
+def _is_messages(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(m, Mapping) and "role" in m and "content" in m for m in value
+    )
+
+
+def _inject(
+    args: tuple[Any, ...], kwargs: dict[str, Any], attacks: Sequence[ContextAttack]
+) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+    """The arguments with the attack payloads in the system message, or None when there is
+    no recognisable ``messages`` argument (a list of ``role``/``content`` dicts)."""
+    payload = "\n\n".join(a.payload for a in attacks if a.payload)
+    if not payload:
+        return None
+    if "messages" in kwargs and _is_messages(kwargs["messages"]):
+        if isinstance(kwargs.get("system"), str):  # Anthropic style: system is separate
+            return args, {**kwargs, "system": _appended(kwargs["system"], payload)}
+        return args, {**kwargs, "messages": _with_system(kwargs["messages"], payload)}
+    for i, arg in enumerate(args):
+        if arg and _is_messages(arg):
+            return (*args[:i], _with_system(arg, payload), *args[i + 1 :]), kwargs
+    return None
+
+
+def _with_system(messages: list[Mapping[str, Any]], payload: str) -> list[Any]:
+    out: list[Any] = list(messages)
+    for i, message in enumerate(out):
+        if message.get("role") in _SYSTEM_ROLES:
+            content = message.get("content")
+            if isinstance(content, list):
+                content = [*content, {"type": "text", "text": payload}]
+            elif isinstance(content, str):
+                content = _appended(content, payload)
+            else:
+                content = payload
+            out[i] = {**message, "content": content}
+            return out
+    return [{"role": "system", "content": payload}, *out]
+
+
+def _appended(text: str, payload: str) -> str:
+    return f"{text}\n\n{payload}" if text else payload
+
+
+# --------------------------------------------------------------------------- the wrapping
+
+
+class Wrapping:
+    """Wraps a python agent's tools and LLM callable for one run (module doc)."""
+
+    def __init__(
+        self,
+        agent: AgentConfig,
+        base_dir: Path,
+        log: InteractionLog,
+        locate: Locate = default_locate,
+        *,
+        sleep: Sleep | None = None,
+        async_sleep: AsyncSleep = asyncio.sleep,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.log = log
+        self.clock = clock
+        self._closing = threading.Event()
+        self._sleep: Sleep = sleep if sleep is not None else self._closing.wait
+        self._async_sleep = async_sleep
+        self._book = FaultBook(_IDLE)
+        self._idle: dict[str, FaultBook] = {}
+        self._lock = threading.Lock()
+        self._installed: list[_Site] = []
+        sites = [
+            _attribute_site(ref, f"agent.tools[{i}]", Target.TOOL, base_dir, locate)
+            for i, ref in enumerate(agent.tools or ())
+        ]
+        if agent.tool_registry is not None:
+            sites += _registry_sites(agent.tool_registry, base_dir, locate)
+        if agent.llm is not None:
+            sites.append(_attribute_site(agent.llm, "agent.llm", Target.LLM, base_dir, locate))
+        self._sites = sites
+        self.tool_names: tuple[str, ...] = tuple(
+            dict.fromkeys(s.name for s in sites if s.target is Target.TOOL)
+        )
+        """The names ``tool_faults[].tool`` can refer to, in config order."""
+        self.has_llm = agent.llm is not None
+
+    # -- scenarios
+
+    def activate(self, scenario: ActiveScenario | None) -> None:
+        """Decide the following calls with ``scenario``'s faults (None: no faults).
+
+        Activating the active scenario again with only another ``cell_id`` (the runner does
+        so before each cell) keeps the per-cell call counts of cells still running.
+        """
+        scenario = scenario if scenario is not None else _IDLE
+        book = self._book
+        if dataclasses.replace(scenario, cell_id=book.scenario.cell_id) == book.scenario:
+            book.scenario = scenario
+        else:
+            self._book = FaultBook(scenario)
+
+    @property
+    def scenario(self) -> ActiveScenario:
+        return self._book.scenario
+
+    def _book_for(self, scenario: str) -> FaultBook:
+        """The active book; an empty one for a call made by another scenario's invocation."""
+        book = self._book
+        if not scenario or scenario == book.scenario.name:
+            return book
+        with self._lock:
+            idle = self._idle.get(scenario)
+            if idle is None:
+                idle = self._idle[scenario] = FaultBook(ActiveScenario(name=scenario, seed=0))
+            return idle
+
+    def _begin(self, site: _Site) -> _Call:
+        invocation = current_call.get(None)
+        book = self._book_for(invocation.scenario if invocation is not None else "")
+        attributed = invocation.cell_id if invocation is not None else UNATTRIBUTED
+        return _Call(self, site, book, book.cell_of(attributed))
+
+    # -- entering and leaving
+
+    def __enter__(self) -> Wrapping:
+        self._closing.clear()
+        try:
+            for site in self._sites:
+                site.install(self._wrapper(site))
+                self._installed.append(site)
+        except BaseException:
+            self._restore()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._closing.set()
+        self._restore()
+
+    def _restore(self) -> None:
+        failure: BaseException | None = None
+        while self._installed:
+            site = self._installed.pop()
+            try:
+                site.restore()
+            except Exception as exc:  # restore the others, then report the first failure
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+
+    # -- wrappers
+
+    def _wrapper(self, site: _Site) -> Callable[..., Any]:
+        original = site.original
+        if site.target is Target.LLM:
+            plan, finish = _llm_plan, _llm_result
+        else:
+            plan, finish = _tool_plan, _tool_result
+
+        if _is_coroutine_function(original):
+
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                call = self._begin(site)
+                try:
+                    step = plan(call, args, kwargs)
+                    if step.delay_s:
+                        await self._async_sleep(step.delay_s)
+                    if step.error is not None:
+                        call.record(None)
+                        raise step.error
+                    if step.value is not _MISSING:
+                        call.record(200)
+                        return step.value
+                    try:
+                        result = await original(*step.args, **step.kwargs)
+                    except BaseException as exc:
+                        call.record(None, describe_exception(exc))
+                        raise
+                    result = finish(call, result)
+                    call.record(200)
+                    return result
+                finally:
+                    call.record(None)
+
+            return functools.wraps(original)(async_wrapper)
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            call = self._begin(site)
+            deferred = False
+            try:
+                step = plan(call, args, kwargs)
+                if step.delay_s:
+                    self._sleep(step.delay_s)
+                if step.error is not None:
+                    call.record(None)
+                    raise step.error
+                if step.value is not _MISSING:
+                    call.record(200)
+                    return step.value
+                try:
+                    result = original(*step.args, **step.kwargs)
+                except BaseException as exc:
+                    call.record(None, describe_exception(exc))
+                    raise
+                if inspect.isawaitable(result):  # a sync callable handing back a coroutine
+                    deferred = True
+                    return _finished_later(call, result, finish)
+                result = finish(call, result)
+                call.record(200)
+                return result
+            finally:
+                if not deferred:
+                    call.record(None)
+
+        return functools.wraps(original)(wrapper)
+
+
+async def _finished_later(
+    call: _Call, awaitable: Awaitable[Any], finish: Callable[[_Call, Any], Any]
+) -> Any:
+    try:
+        result = await awaitable
+    except BaseException as exc:
+        call.record(None, describe_exception(exc))
+        raise
+    result = finish(call, result)
+    call.record(200)
+    return result
+
+
+def _is_coroutine_function(fn: Any) -> bool:
+    if inspect.iscoroutinefunction(fn):
+        return True
+    # a callable object with an ``async def __call__``
+    return not inspect.isfunction(fn) and inspect.iscoroutinefunction(type(fn).__call__)

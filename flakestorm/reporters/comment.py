@@ -1,0 +1,195 @@
+"""The sticky pull-request comment: score, delta against the previous run, verdict, failing cells.
+
+One comment per pull request and config. Its body starts with two hidden lines::
+
+    <!-- flakestorm:comment key=<marker_key> -->
+    <!-- flakestorm:state {"score": 83.33, "run": "..."} -->
+
+The first finds the comment again (``marker_key`` is :func:`marker_key` of the config path, so
+two configs in one repository keep two comments); the second carries the score and run id the
+next run compares against. :func:`parse_state` reads the state only from the second line of a
+body that starts with the marker, and every other line of the body is escaped text (see
+:mod:`flakestorm.reporters.markdown`), so agent output cannot forge either line.
+
+A body is at most :data:`COMMENT_LIMIT_CHARS` characters (GitHub rejects longer ones): failing
+cells are dropped from the end, with a note, to fit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass
+
+from flakestorm.reporters.markdown import (
+    bad_cells,
+    cell_mark,
+    faults_text,
+    score_text,
+    text,
+    verdict,
+)
+from flakestorm.results import CellResult, RunResult
+
+COMMENT_LIMIT_CHARS = 65_536
+"""GitHub's limit for an issue or pull-request comment body."""
+
+_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_HEAD = re.compile(
+    r"\A<!-- flakestorm:comment key=(?P<key>[A-Za-z0-9_.-]{1,64}) -->\r?\n"
+    r"<!-- flakestorm:state (?P<state>\{[^\r\n]{0,1000}\}) -->\r?\n"
+)
+_NOTE_RESERVE = 600
+
+
+@dataclass(frozen=True)
+class CommentState:
+    """What a comment remembers of its run."""
+
+    score: float | None
+    run: str
+
+
+def marker_key(config_path: str) -> str:
+    """The comment key of a config: a short hash of its path (``./a.yaml`` == ``a.yaml``)."""
+    path = config_path.replace("\\", "/")
+    while path.startswith("./"):
+        path = path[2:]
+    return hashlib.sha256(path.encode("utf-8")).hexdigest()[:16]
+
+
+def marker(key: str) -> str:
+    """The first line of every comment for ``key``: how the sticky comment is found."""
+    if not _KEY.fullmatch(key):
+        raise ValueError(f"invalid comment marker key {key!r} (expected [A-Za-z0-9_.-]{{1,64}})")
+    return f"<!-- flakestorm:comment key={key} -->"
+
+
+def is_comment_for(body: str, key: str) -> bool:
+    """Whether ``body`` is the sticky comment for ``key``."""
+    return body.startswith(marker(key) + "\n") or body.startswith(marker(key) + "\r\n")
+
+
+def _json_string(value: str) -> str:
+    # \u escapes keep "<", ">" and "&" (so "-->") out of the HTML comment.
+    encoded = json.dumps(value, ensure_ascii=True)
+    return encoded.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def state_line(state: CommentState) -> str:
+    score = "null" if state.score is None else json.dumps(round(float(state.score), 2))
+    return f'<!-- flakestorm:state {{"score": {score}, "run": {_json_string(state.run)}}} -->'
+
+
+def parse_state(body: str) -> CommentState | None:
+    """The state stored in a comment body, or None when it is not a well-formed flakestorm one."""
+    match = _HEAD.match(body)
+    if match is None:
+        return None
+    try:
+        data = json.loads(match.group("state"))
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    score, run = data.get("score"), data.get("run")
+    if score is not None and (
+        isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score)
+    ):
+        return None
+    if not isinstance(run, str):
+        return None
+    return CommentState(score=None if score is None else float(score), run=run)
+
+
+def _delta(score: float | None, previous: CommentState | None) -> str:
+    if previous is None:
+        return "first run on this pull request"
+    if score is None or previous.score is None:
+        return f"previous run: {score_text(previous.score)}"
+    change = round(score - previous.score, 2)
+    if change == 0:
+        return f"unchanged since the previous run ({score_text(previous.score)})"
+    arrow = "▲" if change > 0 else "▼"
+    return f"{arrow} {abs(change):.2f} from {score_text(previous.score)} in the previous run"
+
+
+def _failing_row(cell: CellResult) -> str:
+    return (
+        f"| {cell_mark(cell)} | {text(cell.id, 120)} | {text(cell.severity)} | "
+        f"{text(cell.reason, 200)} | {faults_text(cell)} |"
+    )
+
+
+def render(
+    result: RunResult,
+    previous: CommentState | None,
+    marker_key: str,
+    *,
+    run_id: str | None = None,
+    summary_url: str | None = None,
+    limit_chars: int = COMMENT_LIMIT_CHARS,
+) -> str:
+    """The comment body for ``result``; ``previous`` is the state parsed from the old body.
+
+    ``run_id`` is stored in the state (default: the run's start time); ``summary_url``, when
+    given (an ``https://`` URL), links the full job summary.
+    """
+    score = result.overall.score
+    state = CommentState(score=score, run=run_id if run_id is not None else result.started_at)
+    out = [marker(marker_key), state_line(state), ""]
+    out.append(
+        f"### flakestorm: {verdict(result)} · score {score_text(score)} ({_delta(score, previous)})"
+    )
+    out.append("")
+    facts = []
+    contract = result.contract
+    if contract is not None:
+        facts.append(f"contract {text(contract.name, 100)}: {score_text(contract.score.score)}")
+    facts.append("phases: " + (", ".join(text(p) for p in result.overall.phases_ran) or "none"))
+    if not result.complete:
+        facts.append(f"⚠️ stopped early ({text(result.stop_reason or 'unknown reason', 60)})")
+    out.append(" · ".join(facts))
+    out.append("")
+    for reason in result.overall.reasons[:10]:
+        out.append(f"- {text(reason, 400)}")
+    if result.overall.reasons:
+        out.append("")
+
+    link = ""
+    if summary_url is not None and summary_url.startswith("https://"):
+        safe_url = summary_url.replace("(", "%28").replace(")", "%29").replace(" ", "%20")
+        safe_url = safe_url.replace("<", "%3C").replace(">", "%3E").replace('"', "%22")
+        link = f"[Full report (job summary)]({safe_url})"
+
+    head = "\n".join(out) + "\n"
+    bad = bad_cells(contract)
+    if bad:
+        table = [
+            f"**Failing cells ({len(bad)})**",
+            "",
+            "| | cell | severity | reason | faults fired |",
+            "|---|---|---|---|---|",
+        ]
+        budget = limit_chars - len(head) - len(link) - _NOTE_RESERVE
+        budget -= sum(len(line) + 1 for line in table)
+        rows = []
+        for cell in bad:
+            row = _failing_row(cell)
+            if len(row) + 1 > budget:
+                break
+            rows.append(row)
+            budget -= len(row) + 1
+        body = head + "\n".join(table + rows) + "\n"
+        if len(rows) < len(bad):
+            body += (
+                f"\n… and {len(bad) - len(rows)} more failing cells: see the full report "
+                "(job summary, `report.html`, `results.json`).\n"
+            )
+    else:
+        body = head
+    if link:
+        body += f"\n{link}\n"
+    return body

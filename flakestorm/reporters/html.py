@@ -1,0 +1,206 @@
+"""A self-contained HTML report: summary, matrix, filters and every cell's invocations.
+
+Rendered with jinja2 from ``templates/report.html.j2`` with autoescaping on; every string from
+the run first goes through :func:`flakestorm.reporters.markdown.clean` (control characters,
+lone surrogates and bidirectional overrides neutralised), and replies and prompts are shown in
+``<pre>`` as text. The page loads nothing: no external URL, inline CSS, one small inline script
+(``templates/report.js``). A Content-Security-Policy meta tag allows only that script, by its
+SHA-256 hash computed at render time, so even markup that slipped through escaping could not
+run a script or fetch anything::
+
+    default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-…'; img-src data:;
+    base-uri 'none'; form-action 'none'
+
+Filters: the "failed only" and "critical only" checkboxes hide matrix rows and cells (the
+``hidden`` attribute). The URL hash selects them on load — ``report.html#failed``,
+``#critical``, ``#failed+critical`` — and ticking a box updates it, so a filtered view can be
+linked to.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+from flakestorm.reporters.markdown import (
+    LEGEND,
+    all_warnings,
+    cell_mark,
+    clean,
+    excerpt,
+    score_text,
+)
+from flakestorm.results import CellResult, PromptResult, RunResult, Status
+
+TEMPLATES = Path(__file__).parent / "templates"
+EXCERPT_CHARS = 20_000
+"""How much of one reply or prompt the report shows (results.json has all of it)."""
+
+
+@dataclass(frozen=True)
+class _Invocation:
+    number: int
+    run: int
+    passed: bool
+    reason: str
+    prompt: str
+    sent: str | None
+    output: str | None
+    output_chars: int
+    error: str | None
+    latency_ms: float
+    status: int | None
+    similarity: str | None
+
+
+@dataclass(frozen=True)
+class _Cell:
+    index: int
+    id: str
+    invariant_id: str
+    scenario: str
+    severity: str
+    status: str
+    mark: str
+    bad: bool
+    flaky: bool
+    reason: str
+    runs: str | None
+    faults: tuple[str, ...]
+    invocations: tuple[_Invocation, ...]
+
+
+@dataclass(frozen=True)
+class _Row:
+    id: str
+    type: str
+    severity: str
+    when: str
+    negate: bool
+    description: str | None
+    bad: bool
+    cells: tuple[_Cell | None, ...]
+
+
+def _invocation(number: int, prompt: PromptResult) -> _Invocation:
+    error = None
+    if prompt.output is None:
+        error = f"{clean(prompt.error or 'error')}: {excerpt(prompt.error_message, 2000)}"
+    similarity = None
+    if prompt.similarity is not None:
+        similarity = f"{prompt.similarity:.3f} ({clean(prompt.similarity_backend or '?')})"
+    return _Invocation(
+        number=number,
+        run=prompt.run + 1,
+        passed=prompt.passed,
+        reason=excerpt(prompt.reason, 2000),
+        prompt=excerpt(prompt.prompt, EXCERPT_CHARS),
+        sent=None if prompt.sent == prompt.prompt else excerpt(prompt.sent, EXCERPT_CHARS),
+        output=None if prompt.output is None else excerpt(prompt.output, EXCERPT_CHARS),
+        output_chars=0 if prompt.output is None else len(prompt.output),
+        error=error,
+        latency_ms=prompt.latency_ms,
+        status=prompt.status,
+        similarity=similarity,
+    )
+
+
+def _cell(cell: CellResult) -> _Cell:
+    return _Cell(
+        index=cell.index,
+        id=clean(cell.id),
+        invariant_id=clean(cell.invariant_id),
+        scenario=clean(cell.scenario),
+        severity=clean(cell.severity),
+        status=cell.status.value,
+        mark=cell_mark(cell),
+        bad=cell.status in (Status.FAILED, Status.ERRORED),
+        flaky=cell.flaky,
+        reason=excerpt(cell.reason, 2000),
+        runs=f"{cell.runs_passed} of {cell.runs_total}" if cell.runs_total > 1 else None,
+        faults=tuple(excerpt(f, 500) for f in cell.faults_fired),
+        invocations=tuple(_invocation(n, p) for n, p in enumerate(cell.prompts, 1)),
+    )
+
+
+@functools.cache
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+
+
+@functools.cache
+def _script() -> tuple[str, str]:
+    """The inline script and its CSP source expression (``'sha256-…'``)."""
+    script = (TEMPLATES / "report.js").read_text(encoding="utf-8")
+    digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
+    return script, f"'sha256-{digest}'"
+
+
+def content_security_policy(script_source: str) -> str:
+    return (
+        f"default-src 'none'; style-src 'unsafe-inline'; script-src {script_source}; "
+        "img-src data:; base-uri 'none'; form-action 'none'"
+    )
+
+
+def render(result: RunResult) -> str:
+    """The HTML report for ``result``."""
+    script, script_source = _script()
+    contract = result.contract
+    rows: list[_Row] = []
+    cells: list[_Cell] = []
+    scenarios: list[tuple[str, tuple[str, ...]]] = []
+    if contract is not None:
+        by_key = {(c.invariant_id, c.scenario): _cell(c) for c in contract.cells}
+        cells = [by_key[(c.invariant_id, c.scenario)] for c in contract.cells]
+        scenarios = [(clean(s.name), tuple(clean(f) for f in s.faults)) for s in contract.scenarios]
+        for inv in contract.invariants:
+            row_cells = tuple(by_key.get((inv.id, s.name)) for s in contract.scenarios)
+            rows.append(
+                _Row(
+                    id=clean(inv.id),
+                    type=clean(inv.type),
+                    severity=clean(inv.severity),
+                    when=clean(inv.when),
+                    negate=inv.negate,
+                    description=None if inv.description is None else clean(inv.description),
+                    bad=any(c is not None and c.bad for c in row_cells),
+                    cells=row_cells,
+                )
+            )
+    template = _environment().get_template("report.html.j2")
+    return template.render(
+        csp=content_security_policy(script_source),
+        script=script,
+        result=result,
+        verdict="PASS" if result.overall.passed else "FAIL",
+        overall_score=score_text(result.overall.score),
+        contract=contract,
+        contract_name=None if contract is None else clean(contract.name),
+        contract_score=None if contract is None else score_text(contract.score.score),
+        counts=None if contract is None else dict(contract.score.counts),
+        reasons=[clean(r) for r in result.overall.reasons],
+        warnings=[clean(w) for w in all_warnings(result)],
+        stop_reason=None if result.complete else clean(result.stop_reason or "unknown reason"),
+        phases=", ".join(clean(p) for p in result.overall.phases_ran) or "none",
+        config_path=clean(result.config_path),
+        config_digest=clean(result.config_digest),
+        version=clean(result.flakestorm_version),
+        started_at=clean(result.started_at),
+        scenarios=scenarios,
+        rows=rows,
+        cells=cells,
+        legend=LEGEND.replace("`", ""),
+    )

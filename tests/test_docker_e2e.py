@@ -1,0 +1,764 @@
+"""End to end in Docker: the action image run exactly the way the GitHub runner runs it.
+
+What a workflow with FinBot as a service container does, on one user-defined network:
+
+- ``agent``: the example agent image (``examples/finance_agent/Dockerfile``);
+- ``flakestorm-proxy``: the action image with ``FLAKESTORM_MODE=proxy`` (a service container);
+- ``github-api``: ``tests/support/fake_github.py`` (the REST API the sticky comment uses);
+- the action itself: ``docker run --rm --network … --workdir /github/workspace -v …`` with the
+  ``INPUT_*`` variables (hyphens kept), the ``/github/*`` mounts and the ``GITHUB_*`` variables,
+  and a workspace holding ``tests/docker/flakestorm.yaml`` (the agent at ``http://agent:8000``).
+
+Run 1, the good agent: exit 0, ``passed=true``, one PR comment created. Run 2, the agent
+restarted with ``BAD_AGENT=1``: exit 1, the critical failures in the step summary, the outputs,
+``::error file=flakestorm.yaml,line=N::`` on the failing critical invariants, and the same
+comment updated in place (a PATCH, never a second POST). Both runs: junit.xml parses. The image
+is under 250 MB.
+
+Docker Hub is not needed: ``scripts/docker-engine`` starts an engine (as root) and
+``scripts/base-image`` imports a debootstrapped stand-in for ``python:3.12-slim``; both
+Dockerfiles are built with ``--build-arg BASE_IMAGE=<stand-in>``. Images are tagged with a hash
+of what goes into them, so an unchanged tree reuses them; containers and the network are removed
+at the end. The test skips only when no engine can be started on this machine (not root);
+anywhere else it runs, CI included. Phase timings are printed at the end.
+
+``FLAKESTORM_TEST_ACTION_IMAGE=NAME`` tests a prebuilt action image instead of building one;
+``FLAKESTORM_TEST_BASE_IMAGE`` names the base image (default: the stand-in).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent / "docker"
+AGENT_DIR = ROOT / "examples" / "finance_agent"
+BASE_IMAGE = os.environ.get("FLAKESTORM_TEST_BASE_IMAGE", "flakestorm-test/python:3.12-slim")
+ACTION_REPO = "flakestorm-test/action"
+AGENT_REPO = "flakestorm-test/finbot"
+MAX_IMAGE_BYTES = 250 * 1000 * 1000
+TOKEN = "e2e-token"
+REPOSITORY = "o/r"
+PR_NUMBER = 7
+FAKE_PORT = 9000
+PROXY_PORT = 8080
+LABEL = "flakestorm-e2e"
+# Paths that never go into the action image (for its content hash).
+NOT_IN_ACTION_IMAGE = ("tests/", "docs/", "bench/", "examples/", "scripts/", ".ci/", ".github/")
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+@dataclass
+class Timings:
+    phases: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            took = time.monotonic() - start
+            self.phases[name] = self.phases.get(name, 0.0) + took
+            print(f"[docker-e2e] {name}: {took:.1f}s", flush=True)
+
+    def line(self) -> str:
+        return "docker e2e timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in self.phases.items())
+
+
+def run(
+    args: Sequence[str],
+    *,
+    check: bool = True,
+    timeout: float = 600,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run a command, capturing its output; on failure (with ``check``) fail with its output."""
+    try:
+        done = subprocess.run(
+            list(args),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"timed out after {timeout:.0f}s: {' '.join(args)}\n{exc.stdout}\n{exc.stderr}")
+    if check and done.returncode != 0:
+        pytest.fail(
+            f"exit {done.returncode}: {' '.join(args)}\n"
+            f"--- stdout\n{done.stdout[-4000:]}\n--- stderr\n{done.stderr[-4000:]}"
+        )
+    return done
+
+
+def docker(
+    *args: str, check: bool = True, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    return run(["docker", *args], check=check, timeout=timeout)
+
+
+def image_exists(name: str) -> bool:
+    return docker("image", "inspect", name, check=False).returncode == 0
+
+
+def image_id(name: str) -> str:
+    return docker("image", "inspect", "--format", "{{.Id}}", name).stdout.strip()
+
+
+def image_size(name: str) -> int:
+    return int(docker("image", "inspect", "--format", "{{.Size}}", name).stdout.strip())
+
+
+def tree_files(root: Path, under: str = "") -> list[str]:
+    """The files git would put in a commit under ``under`` (tracked or new, not ignored)."""
+    done = run(
+        ["git", "ls-files", "-co", "--exclude-standard", "--", under or "."],
+        check=False,
+        cwd=root,
+    )
+    if done.returncode == 0:
+        names = done.stdout.splitlines()
+    else:  # not a git checkout: walk, skipping the usual caches
+        skip = {".git", ".venv", "__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
+        base = root / under if under else root
+        names = [
+            p.relative_to(root).as_posix()
+            for p in base.rglob("*")
+            if p.is_file() and not skip.intersection(p.relative_to(root).parts)
+        ]
+    return sorted(n for n in names if (root / n).is_file())
+
+
+def content_hash(root: Path, names: Sequence[str], *extra: str) -> str:
+    digest = hashlib.sha256()
+    for part in extra:
+        digest.update(part.encode() + b"\0")
+    for name in names:
+        digest.update(name.encode() + b"\0")
+        digest.update(hashlib.sha256((root / name).read_bytes()).digest())
+    return digest.hexdigest()[:16]
+
+
+def proxy_build_args() -> list[str]:
+    """How this machine's pip reaches its index, for builds (read now, never committed).
+
+    The proxy variables are predefined build args (every RUN sees them); ``PIP_*`` reach pip
+    only if the Dockerfile declares them with ``ARG``.
+    """
+    args: list[str] = []
+    for name in (
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "NO_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "no_proxy",
+        "PIP_INDEX_URL",
+        "PIP_EXTRA_INDEX_URL",
+        "PIP_TRUSTED_HOST",
+    ):
+        value = os.environ.get(name, "")
+        if name.startswith("PIP_") and "INDEX" in name:
+            # local file:// indexes of this machine mean nothing inside a build
+            value = " ".join(v for v in value.split() if v.startswith(("http://", "https://")))
+        if value:
+            args += ["--build-arg", f"{name}={value}"]
+    return args
+
+
+def build(tag: str, context: Path, dockerfile: Path, timings: Timings, what: str) -> None:
+    """Build ``tag`` unless it exists (the tag is a content hash: same tag, same image)."""
+    if image_exists(tag):
+        print(f"[docker-e2e] {what}: reusing {tag}", flush=True)
+        return
+    with timings.phase(f"build {what}"):
+        docker(
+            "build",
+            "--network",
+            "host",
+            "--build-arg",
+            f"BASE_IMAGE={BASE_IMAGE}",
+            *proxy_build_args(),
+            "--label",
+            f"{LABEL}=1",
+            "-f",
+            str(dockerfile),
+            "-t",
+            tag,
+            str(context),
+            timeout=1200,
+        )
+    prune_old_tags(tag)
+
+
+def prune_old_tags(keep: str, max_age_s: float = 3600) -> None:
+    """Remove this repository's other hash tags older than an hour (vfs keeps full copies of
+    every layer: edits would otherwise fill the disk). In use by a container: kept."""
+    repo = keep.rsplit(":", 1)[0]
+    listed = docker(
+        "image", "ls", repo, "--format", "{{.Repository}}:{{.Tag}} {{.ID}}", check=False
+    )
+    keep_id = image_id(keep)
+    for line in listed.stdout.splitlines():
+        name, _, iid = line.partition(" ")
+        if name == keep or keep_id.endswith(iid) or name.endswith(":<none>"):
+            continue
+        created = docker("image", "inspect", "--format", "{{.Created}}", name, check=False)
+        stamp = created.stdout.strip()[:19]
+        try:
+            age = time.time() - time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%S"))
+        except ValueError:
+            continue
+        if age - time.timezone > max_age_s:
+            docker("rmi", name, check=False)
+
+
+def wait_healthy(container: str, timeout_s: float = 90) -> None:
+    """Wait for the container's HEALTHCHECK (or, without one, for it to be running)."""
+    deadline = time.monotonic() + timeout_s
+    status = ""
+    while time.monotonic() < deadline:
+        state = docker(
+            "inspect",
+            "--format",
+            "{{.State.Status}} {{if .State.Health}}{{.State.Health.Status}}{{end}}",
+            container,
+            check=False,
+        ).stdout.split()
+        if state and state[0] in ("exited", "dead"):
+            break
+        status = state[1] if len(state) > 1 else (state[0] if state else "")
+        if status in ("healthy", "running"):
+            return
+        time.sleep(0.3)
+    logs = docker("logs", "--tail", "50", container, check=False)
+    pytest.fail(f"{container} not healthy ({status})\n{logs.stdout}\n{logs.stderr}")
+
+
+def wait_for_log(container: str, needle: str, timeout_s: float = 60) -> str:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        logs = docker("logs", container, check=False)
+        if needle in logs.stdout + logs.stderr:
+            return logs.stdout
+        if docker("inspect", "--format", "{{.State.Running}}", container).stdout.strip() != "true":
+            break
+        time.sleep(0.2)
+    logs = docker("logs", "--tail", "50", container, check=False)
+    pytest.fail(f"{container} never printed {needle!r}\n{logs.stdout}\n{logs.stderr}")
+
+
+FETCH = """
+import json, sys, time, urllib.request as u
+url, deadline = sys.argv[1], time.monotonic() + float(sys.argv[2])
+while True:
+    try:
+        with u.build_opener(u.ProxyHandler({})).open(url, timeout=5) as r:
+            sys.stdout.write(r.read().decode()); break
+    except Exception as e:
+        if time.monotonic() > deadline: sys.exit(f"{url}: {e}")
+        time.sleep(0.3)
+"""
+
+
+def fetch_in(container: str, url: str, wait_s: float = 0) -> str:
+    """GET ``url`` from inside ``container`` (so through the network's DNS aliases)."""
+    return docker("exec", container, "python", "-c", FETCH, url, str(wait_s), timeout=120).stdout
+
+
+# --------------------------------------------------------------------------- the set-up
+
+
+@dataclass
+class Env:
+    timings: Timings
+    action_image: str
+    agent_image: str
+    network: str
+    suffix: str
+    containers: list[str] = field(default_factory=list)
+
+    def name(self, role: str) -> str:
+        return f"fs-e2e-{self.suffix}-{role}"
+
+
+def show(request: pytest.FixtureRequest, line: str) -> None:
+    """Print ``line`` past pytest's output capture (the timings are worth seeing every run)."""
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if capture is None or reporter is None:
+        print(line, file=sys.stderr)
+        return
+    with capture.global_and_fixture_disabled():
+        reporter.write_line("")
+        reporter.write_line(line)
+
+
+def engine_or_skip(timings: Timings) -> None:
+    with timings.phase("engine"):
+        done = run([str(ROOT / "scripts" / "docker-engine")], check=False, timeout=600)
+    if done.returncode == 77:
+        pytest.skip(f"no Docker engine can be started here: {done.stderr.strip()}")
+    if done.returncode != 0:
+        pytest.fail(f"scripts/docker-engine failed (exit {done.returncode}):\n{done.stderr}")
+
+
+def required_files() -> list[Path]:
+    return [
+        ROOT / "Dockerfile",
+        ROOT / "entrypoint.py",
+        ROOT / "action.yml",
+        ROOT / "tests" / "support" / "fake_github.py",
+    ]
+
+
+@pytest.fixture(scope="module")
+def env(request: pytest.FixtureRequest) -> Iterator[Env]:
+    timings = Timings()
+    engine_or_skip(timings)
+    with timings.phase("base image"):
+        run([str(ROOT / "scripts" / "base-image"), BASE_IMAGE], timeout=1200)
+    base_id = image_id(BASE_IMAGE)
+
+    agent_files = tree_files(ROOT, "examples/finance_agent")
+    agent_dir = AGENT_DIR.relative_to(ROOT).as_posix() + "/"
+    agent_hash = content_hash(
+        AGENT_DIR, [n[len(agent_dir) :] for n in agent_files], base_id, "agent"
+    )
+    agent_image = f"{AGENT_REPO}:{agent_hash}"
+    build(agent_image, AGENT_DIR, AGENT_DIR / "Dockerfile", timings, "agent image")
+
+    missing = [str(p.relative_to(ROOT)) for p in required_files() if not p.is_file()]
+    action_image = ""
+    if os.environ.get("FLAKESTORM_TEST_ACTION_IMAGE"):  # a prebuilt image (a release, say)
+        action_image = os.environ["FLAKESTORM_TEST_ACTION_IMAGE"]
+        missing = []
+    elif not missing:
+        action_files = [n for n in tree_files(ROOT) if not n.startswith(NOT_IN_ACTION_IMAGE)]
+        action_hash = content_hash(ROOT, action_files, base_id, "action")
+        action_image = f"{ACTION_REPO}:{action_hash}"
+        build(action_image, ROOT, ROOT / "Dockerfile", timings, "action image")
+
+    suffix = uuid.uuid4().hex[:8]
+    network = f"fs-e2e-{suffix}"
+    state = Env(timings, action_image, agent_image, network, suffix)
+    if missing:
+        state.action_image = ""
+        print(f"[docker-e2e] not yet in the tree: {', '.join(missing)}", flush=True)
+    try:
+        # The service containers, started together (on vfs, creating one takes seconds): the
+        # fake GitHub API, the good agent as `agent`, the bad one as `agent-bad` (it takes the
+        # `agent` alias for the second run), the proxy.
+        with timings.phase("services"):
+            docker("network", "create", "--label", f"{LABEL}=1", network)
+            starters = [
+                lambda: start_fake_github(state),
+                lambda: start_agent(state, bad=False),
+                lambda: start_agent(state, bad=True),
+            ]
+            if state.action_image:
+                starters.append(lambda: start_proxy(state))
+            with ThreadPoolExecutor(len(starters)) as pool:
+                for future in [pool.submit(f) for f in starters]:
+                    future.result()
+        yield state
+    finally:
+        with timings.phase("clean-up"):
+            with ThreadPoolExecutor(4) as pool:
+                list(
+                    pool.map(
+                        lambda c: docker("rm", "-f", "-v", c, check=False, timeout=120),
+                        state.containers,
+                    )
+                )
+            docker("network", "rm", network, check=False)
+        show(request, timings.line())
+
+
+def start_container(
+    state: Env,
+    role: str,
+    alias: str,
+    image: str,
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    volumes: Sequence[str] = (),
+) -> str:
+    name = state.name(role)
+    docker("rm", "-f", name, check=False)
+    command = ["run", "-d", "--name", name, "--label", f"{LABEL}=1"]
+    command += ["--network", state.network, "--network-alias", alias]
+    for key, value in (env or {}).items():
+        command += ["-e", f"{key}={value}"]
+    for volume in volumes:
+        command += ["-v", volume]
+    if name not in state.containers:
+        state.containers.append(name)
+    docker(*command, image, *args)
+    return name
+
+
+def start_fake_github(state: Env) -> None:
+    support = ROOT / "tests" / "support"
+    if not (support / "fake_github.py").is_file():
+        return
+    name = start_container(
+        state,
+        "github-api",
+        "github-api",
+        BASE_IMAGE,
+        "python",
+        "/support/fake_github.py",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(FAKE_PORT),
+        "--token",
+        f"{TOKEN}:write",
+        volumes=[f"{support}:/support:ro"],
+    )
+    wait_for_log(name, "listening on")
+
+
+def start_agent(state: Env, bad: bool) -> str:
+    """FinBot as ``agent`` (good) or ``agent-bad`` (``BAD_AGENT=1``), healthy."""
+    role = "agent-bad" if bad else "agent"
+    env = {"BAD_AGENT": "1"} if bad else {}
+    name = start_container(state, role, role, state.agent_image, env=env)
+    wait_healthy(name)
+    return name
+
+
+def use_bad_agent(state: Env) -> None:
+    """Give the alias `agent` to the bad agent (as if the service were redeployed)."""
+    docker("network", "disconnect", state.network, state.name("agent"))
+    docker("network", "disconnect", state.network, state.name("agent-bad"))
+    docker("network", "connect", "--alias", "agent", state.network, state.name("agent-bad"))
+
+
+def start_proxy(state: Env) -> None:
+    """The action image as the chaos proxy service (``FLAKESTORM_MODE=proxy``)."""
+    start_container(
+        state,
+        "proxy",
+        "flakestorm-proxy",
+        state.action_image,
+        env={"FLAKESTORM_MODE": "proxy"},
+    )
+
+
+def fake_api(state: Env, what: str) -> Any:
+    return json.loads(
+        fetch_in(state.name("github-api"), f"http://127.0.0.1:{FAKE_PORT}/_fake/{what}")
+    )
+
+
+# --------------------------------------------------------------------------- the action run
+
+
+@dataclass
+class ActionRun:
+    code: int
+    stdout: str
+    stderr: str
+    outputs: dict[str, str]
+    summary: str
+    workspace: Path
+
+
+def action_inputs(given: Mapping[str, str]) -> dict[str, str]:
+    """``INPUT_*`` as the runner sets them: given inputs, else action.yml defaults."""
+    spec = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8")) or {}
+    values: dict[str, str] = {}
+    for name, meta in (spec.get("inputs") or {}).items():
+        default = (meta or {}).get("default")
+        if default is not None and "${{" not in str(default):
+            values[name] = str(default).lower() if isinstance(default, bool) else str(default)
+    values.update(given)
+    return {"INPUT_" + k.replace(" ", "_").upper(): v for k, v in values.items()}
+
+
+def runner_args(inputs: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
+    """``runs.args`` and ``runs.env`` of action.yml, with ``${{ inputs.x }}`` filled in."""
+    spec = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8")) or {}
+    runs = spec.get("runs") or {}
+    assert runs.get("using") == "docker", f"action.yml runs.using: {runs.get('using')!r}"
+
+    def fill(text: Any) -> str:
+        return re.sub(
+            r"\$\{\{\s*inputs\.([\w-]+)\s*\}\}",
+            lambda m: inputs.get("INPUT_" + m[1].upper(), ""),
+            str(text),
+        )
+
+    args = [fill(a) for a in runs.get("args") or []]
+    extra = {str(k): fill(v) for k, v in (runs.get("env") or {}).items()}
+    return args, extra
+
+
+def run_action(state: Env, tmp: Path, run_id: int) -> ActionRun:
+    """``docker run`` the action image the way the GitHub runner does."""
+    workspace, commands, workflow, home, temp = (
+        tmp / d for d in ("workspace", "file_commands", "workflow", "home", "runner_temp")
+    )
+    for d in (workspace, commands, workflow, home, temp):
+        d.mkdir(parents=True, exist_ok=True)
+    if not (workspace / "flakestorm.yaml").exists():
+        shutil.copy(HERE / "flakestorm.yaml", workspace / "flakestorm.yaml")
+    event = json.loads((HERE / "event.json").read_text(encoding="utf-8"))
+    (workflow / "event.json").write_text(json.dumps(event), encoding="utf-8")
+    tag = uuid.uuid4().hex[:8]
+    files = {
+        "GITHUB_OUTPUT": f"set_output_{tag}",
+        "GITHUB_STEP_SUMMARY": f"step_summary_{tag}",
+        "GITHUB_ENV": f"set_env_{tag}",
+        "GITHUB_PATH": f"add_path_{tag}",
+        "GITHUB_STATE": f"save_state_{tag}",
+    }
+    for file in files.values():
+        (commands / file).write_text("", encoding="utf-8")
+    inputs = action_inputs({"config": "flakestorm.yaml", "min-score": "80", "github-token": TOKEN})
+    args, action_env = runner_args(inputs)
+    variables: dict[str, str] = {
+        **inputs,
+        "HOME": "/github/home",
+        "GITHUB_JOB": "flakestorm",
+        "GITHUB_REF": f"refs/pull/{PR_NUMBER}/merge",
+        "GITHUB_SHA": "0123456789abcdef0123456789abcdef01234567",
+        "GITHUB_REPOSITORY": REPOSITORY,
+        "GITHUB_REPOSITORY_OWNER": REPOSITORY.split("/")[0],
+        "GITHUB_RUN_ID": str(run_id),
+        "GITHUB_RUN_NUMBER": str(run_id),
+        "GITHUB_RUN_ATTEMPT": "1",
+        "GITHUB_ACTOR": "octocat",
+        "GITHUB_WORKFLOW": "ci",
+        "GITHUB_HEAD_REF": "feature",
+        "GITHUB_BASE_REF": "main",
+        "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_SERVER_URL": "https://github.com",
+        "GITHUB_API_URL": f"http://github-api:{FAKE_PORT}",
+        "GITHUB_GRAPHQL_URL": f"http://github-api:{FAKE_PORT}/graphql",
+        "GITHUB_WORKSPACE": "/github/workspace",
+        "GITHUB_ACTION": "__flakestorm_action",
+        "GITHUB_EVENT_PATH": "/github/workflow/event.json",
+        "GITHUB_ACTION_REPOSITORY": "flakestorm/action",
+        "GITHUB_ACTION_REF": "v2",
+        **{k: f"/github/file_commands/{v}" for k, v in files.items()},
+        "RUNNER_OS": "Linux",
+        "RUNNER_ARCH": "X64",
+        "RUNNER_NAME": "e2e",
+        "RUNNER_TEMP": "/github/runner_temp",
+        "RUNNER_TOOL_CACHE": "/opt/hostedtoolcache",
+        "GITHUB_ACTIONS": "true",
+        "CI": "true",
+        **action_env,
+    }
+    command = [
+        "run",
+        "--name",
+        state.name(f"action-{run_id}"),
+        "--label",
+        f"{LABEL}=1",
+        "--workdir",
+        "/github/workspace",
+        "--rm",
+        "--network",
+        state.network,
+    ]
+    for key, value in variables.items():
+        command += ["-e", f"{key}={value}"]
+    command += [
+        "-v",
+        "/var/run/docker.sock:/var/run/docker.sock",
+        "-v",
+        f"{home}:/github/home",
+        "-v",
+        f"{workflow}:/github/workflow",
+        "-v",
+        f"{commands}:/github/file_commands",
+        "-v",
+        f"{workspace}:/github/workspace",
+        "-v",
+        f"{temp}:/github/runner_temp",
+    ]
+    with state.timings.phase(f"action run {run_id}"):
+        done = docker(*command, state.action_image, *args, check=False, timeout=600)
+    print(f"[docker-e2e] action run {run_id}: exit {done.returncode}\n{done.stdout[-3000:]}")
+    return ActionRun(
+        done.returncode,
+        done.stdout,
+        done.stderr,
+        parse_outputs((commands / files["GITHUB_OUTPUT"]).read_text(encoding="utf-8")),
+        (commands / files["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8"),
+        workspace,
+    )
+
+
+def parse_outputs(text: str) -> dict[str, str]:
+    """A ``GITHUB_OUTPUT`` file: ``name=value`` lines and ``name<<DELIM`` … ``DELIM`` blocks."""
+    outputs: dict[str, str] = {}
+    lines = iter(text.splitlines())
+    for line in lines:
+        if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
+            name, delimiter = line.split("<<", 1)
+            body: list[str] = []
+            for item in lines:
+                if item == delimiter:
+                    break
+                body.append(item)
+            else:
+                raise AssertionError(f"output {name}: no closing {delimiter!r}")
+            outputs[name] = "\n".join(body)
+        elif "=" in line:
+            name, value = line.split("=", 1)
+            outputs[name] = value
+    return outputs
+
+
+def annotations(stdout: str, level: str = "error") -> list[dict[str, str]]:
+    """The ``::error props::message`` workflow commands in a log, properties parsed."""
+    found = []
+    for line in stdout.splitlines():
+        match = re.match(rf"^::{level}(?: (?P<props>[^:]*))?::(?P<message>.*)$", line)
+        if match:
+            props = dict(p.split("=", 1) for p in (match["props"] or "").split(",") if "=" in p)
+            found.append({**props, "message": match["message"]})
+    return found
+
+
+def critical_invariant_lines(config: Path) -> dict[str, int]:
+    """``{invariant id: line}`` of the critical invariants' ``- id:`` lines in the config."""
+    lines = config.read_text(encoding="utf-8").splitlines()
+    spec = yaml.safe_load("\n".join(lines))
+    critical = {i["id"] for i in spec["contract"]["invariants"] if i.get("severity") == "critical"}
+    where = {}
+    for number, line in enumerate(lines, start=1):
+        match = re.match(r"^\s*-\s*id:\s*['\"]?([\w.-]+)", line)
+        if match and match[1] in critical:
+            where[match[1]] = number
+    return where
+
+
+def check_junit(workspace: Path, report_dir: str) -> ET.Element:
+    junit = workspace / (report_dir or "flakestorm-reports") / "junit.xml"
+    assert junit.is_file(), f"no {junit.relative_to(workspace)}: {sorted(workspace.rglob('*'))}"
+    root = ET.parse(junit).getroot()
+    cases = root.findall(".//testcase")
+    assert cases, "junit.xml has no test cases"
+    return root
+
+
+# --------------------------------------------------------------------------- the tests
+
+
+def test_images(env: Env) -> None:
+    """Both images exist; the action image is small enough to pull in every job."""
+    sizes = {env.agent_image: image_size(env.agent_image)}
+    if env.action_image:
+        sizes[env.action_image] = image_size(env.action_image)
+    shown = ", ".join(f"{k} {v / 1e6:.0f} MB" for k, v in sizes.items())
+    print(f"[docker-e2e] image sizes: {shown}")
+    if env.action_image:
+        assert sizes[env.action_image] < MAX_IMAGE_BYTES, (
+            f"action image is {sizes[env.action_image] / 1e6:.0f} MB (limit 250 MB)"
+        )
+
+
+def test_agent_reachable_by_alias(env: Env) -> None:
+    """The agents answer /health from another container, by their network aliases."""
+    other = env.name("github-api")
+    for alias in ("agent", "agent-bad"):
+        health = fetch_in(other, f"http://{alias}:8000/health", wait_s=30)
+        assert json.loads(health) == {"status": "ok"}, (alias, health)
+
+
+def test_proxy_service(env: Env) -> None:
+    """The action image in proxy mode serves the control API on 0.0.0.0:8080."""
+    if not env.action_image:
+        pytest.skip("the action image is not in the tree yet")
+    health = fetch_in(
+        env.name("github-api"),
+        f"http://flakestorm-proxy:{PROXY_PORT}/_flakestorm/health",
+        wait_s=30,
+    )
+    assert json.loads(health).get("status") == "ok", health
+
+
+def test_action_good_then_bad_agent(env: Env, tmp_path: Path) -> None:
+    if not env.action_image:
+        pytest.skip("the action's Dockerfile/entrypoint/action.yml are not in the tree yet")
+    config = HERE / "flakestorm.yaml"
+    critical_lines = critical_invariant_lines(config)
+
+    # -- run 1: the good agent
+    good = run_action(env, tmp_path / "run1", run_id=101)
+    assert good.code == 0, f"good agent: exit {good.code}\n{good.stdout[-4000:]}\n{good.stderr}"
+    assert good.outputs.get("passed") == "true", good.outputs
+    assert good.outputs.get("critical-failures") == "0", good.outputs
+    assert float(good.outputs["score"]) >= 80, good.outputs
+    assert good.summary.strip(), "empty step summary"
+    assert not annotations(good.stdout), annotations(good.stdout)
+    check_junit(good.workspace, good.outputs.get("report-dir", ""))
+    requests_1 = fake_api(env, "requests")
+    posts = [r for r in requests_1 if r["method"] == "POST"]
+    patches = [r for r in requests_1 if r["method"] == "PATCH"]
+    assert len(posts) == 1 and not patches, [(r["method"], r["path"]) for r in requests_1]
+    assert posts[0]["path"] == f"/repos/{REPOSITORY}/issues/{PR_NUMBER}/comments"
+    assert posts[0]["headers"].get("Authorization") == f"Bearer {TOKEN}"
+    comments = fake_api(env, "comments")
+    assert len(comments) == 1, comments
+    first_body = comments[0]["body"]
+
+    # -- run 2: the unsafe agent, on a fresh workspace (as a new job would be)
+    use_bad_agent(env)
+    bad = run_action(env, tmp_path / "run2", run_id=102)
+    assert bad.code == 1, f"bad agent: exit {bad.code}\n{bad.stdout[-4000:]}\n{bad.stderr}"
+    assert bad.outputs.get("passed") == "false", bad.outputs
+    assert int(bad.outputs["critical-failures"]) > 0, bad.outputs
+    float(bad.outputs["score"])  # a number
+    errors = [a for a in annotations(bad.stdout) if a.get("file") == "flakestorm.yaml"]
+    assert errors, f"no ::error file=flakestorm.yaml annotations in\n{bad.stdout[-4000:]}"
+    for error in errors:
+        assert int(error["line"]) in critical_lines.values(), (error, critical_lines)
+    flagged = {e["line"] for e in errors}
+    failed_ids = {inv for inv, line in critical_lines.items() if str(line) in flagged}
+    for invariant in failed_ids:
+        assert invariant in bad.summary, f"{invariant} not in the step summary"
+    assert "❌" in bad.summary
+    root = check_junit(bad.workspace, bad.outputs.get("report-dir", ""))
+    assert root.findall(".//testcase/failure") or root.findall(".//testcase/error")
+
+    requests_2 = fake_api(env, "requests")[len(requests_1) :]
+    posts = [r for r in requests_2 if r["method"] == "POST"]
+    patches = [r for r in requests_2 if r["method"] == "PATCH"]
+    assert not posts, "a second comment was created instead of updating the first"
+    assert len(patches) == 1, [(r["method"], r["path"]) for r in requests_2]
+    comment_id = comments[0]["id"]
+    assert patches[0]["path"] == f"/repos/{REPOSITORY}/issues/comments/{comment_id}"
+    comments = fake_api(env, "comments")
+    assert len(comments) == 1 and comments[0]["id"] == comment_id, comments
+    assert comments[0]["body"] != first_body

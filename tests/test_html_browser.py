@@ -1,0 +1,193 @@
+"""The HTML report in a real browser (headless chromium, ``--dump-dom``).
+
+Chromium comes from ``scripts/ensure-chromium`` (Debian's ``chromium`` via apt-get when it is
+missing); these tests skip, saying why, only when no browser can be found or installed.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from golden.cases import failing, hostile
+from support.server import LoopbackServer
+
+from flakestorm.reporters import html
+
+ROOT = Path(__file__).resolve().parent.parent
+BROWSERS = ("chromium", "chromium-browser", "google-chrome-stable", "google-chrome")
+
+
+def _find_browser() -> str | None:
+    for name in BROWSERS:
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser() -> str:
+    path = _find_browser()
+    if path is None:
+        script = ROOT / "scripts" / "ensure-chromium"
+        done = subprocess.run(
+            ["bash", str(script)], capture_output=True, text=True, timeout=900, check=False
+        )
+        path = _find_browser()
+        if path is None:
+            reason = done.stderr.strip() or "no chromium on PATH"
+            print(f"skipping browser tests: {reason}")
+            pytest.skip(f"chromium is not available: {reason}")
+    return path
+
+
+def dump_dom(browser: str, page: Path, fragment: str = "", profile: Path | None = None) -> str:
+    """The DOM of ``page`` after its scripts ran."""
+    profile = profile or page.parent / f"profile-{time.monotonic_ns()}"
+    command = [
+        browser,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={profile}",
+        "--virtual-time-budget=2000",
+        "--dump-dom",
+        page.as_uri() + fragment,
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "<html" in done.stdout, done.stderr[-2000:]
+    return done.stdout
+
+
+class _Dom(HTMLParser):
+    """What the tests look at in a dumped DOM."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.title = ""
+        self.body: dict[str, str | None] = {}
+        self.rows: list[dict[str, str | None]] = []
+        self.articles: list[dict[str, str | None]] = []
+        self.tags: set[str] = set()
+        self.filter_count = ""
+        self._in: str | None = None
+        self.feed(text)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = dict(attrs)
+        self.tags.add(tag)
+        if tag == "body":
+            self.body = values
+        elif tag == "tr" and values.get("class") == "row":
+            self.rows.append(values)
+        elif tag == "article":
+            self.articles.append(values)
+        self._in = tag if tag == "title" else values.get("id")
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in = None
+
+    def handle_data(self, data: str) -> None:
+        if self._in == "title":
+            self.title += data
+        elif self._in == "filter-count":
+            self.filter_count += data
+
+    def visible(self, items: list[dict[str, str | None]]) -> list[dict[str, str | None]]:
+        return [i for i in items if "hidden" not in i]
+
+
+@pytest.fixture
+def failing_report(tmp_path: Path) -> Path:
+    path = tmp_path / "report.html"
+    path.write_text(html.render(failing()), encoding="utf-8")
+    return path
+
+
+def test_the_matrix_and_the_failed_cells_render(browser: str, failing_report: Path) -> None:
+    dom = _Dom(dump_dom(browser, failing_report))
+    assert dom.title == "flakestorm report: FAIL 40.00"
+    assert dom.body.get("data-filter") == "none"  # the script ran (CSP allowed it)
+    assert len(dom.visible(dom.rows)) == 3
+    assert len(dom.visible(dom.articles)) == 9
+    bad = [a["id"] for a in dom.articles if a.get("data-bad") == "1"]
+    assert bad == ["cell-1", "cell-4", "cell-5"]
+    assert dom.filter_count == ""
+
+
+@pytest.mark.parametrize(
+    ("fragment", "rows", "cells"),
+    [
+        ("#failed", ["critical", "high"], ["cell-1", "cell-4", "cell-5"]),
+        ("#critical", ["critical"], ["cell-0", "cell-1", "cell-2"]),
+        ("#failed+critical", ["critical"], ["cell-1"]),
+    ],
+)
+def test_the_url_hash_applies_a_filter(
+    browser: str, failing_report: Path, fragment: str, rows: list[str], cells: list[str]
+) -> None:
+    dom = _Dom(dump_dom(browser, failing_report, fragment))
+    assert dom.body.get("data-filter") == fragment[1:].replace("+", " ")
+    assert [r["data-severity"] for r in dom.visible(dom.rows)] == rows
+    assert [a["id"] for a in dom.visible(dom.articles)] == cells
+    assert dom.filter_count == f"{len(cells)} cells shown"
+
+
+def test_injected_markup_never_runs_and_nothing_leaves_the_file(
+    browser: str, tmp_path: Path
+) -> None:
+    with LoopbackServer() as server:
+        beacon = server.url_for("/beacon")
+        # control: the harness does see a page that loads from the server
+        control = tmp_path / "control.html"
+        control.write_text(f'<html><body><img src="{beacon}?control"></body></html>')
+        dump_dom(browser, control)
+        assert any("control" in r.path for r in server.requests), "the control beacon was lost"
+
+        seen = len(server.requests)
+        report = tmp_path / "report.html"
+        report.write_text(html.render(hostile(beacon=beacon)), encoding="utf-8")
+        text = dump_dom(browser, report)
+        time.sleep(0.2)
+        assert server.requests[seen:] == []
+
+    dom = _Dom(text)
+    assert dom.title == "flakestorm report: FAIL 25.00"  # not 'pwned'
+    assert dom.body.get("data-filter") == "none"  # our script still ran
+    assert not {"img", "iframe", "link"} & dom.tags
+    assert "&lt;script&gt;document.title='pwned'&lt;/script&gt;" in text
+    assert "&lt;img src=x onerror=" in text
+
+
+def test_the_csp_blocks_markup_even_if_escaping_failed(browser: str, tmp_path: Path) -> None:
+    with LoopbackServer() as server:
+        beacon = server.url_for("/beacon")
+        page = html.render(failing())
+        injected = (
+            f'<img src="{beacon}?img"><script>document.title="pwned";'
+            f'fetch("{beacon}?fetch")</script><link rel="stylesheet" href="{beacon}?css">'
+            f'<iframe src="{beacon}?frame"></iframe><img src=x onerror="document.title=1">'
+        )
+        # what a broken escaper would produce: raw markup inside a reply
+        assert page.count('<pre class="reply">') > 1
+        page = page.replace('<pre class="reply">', f'<pre class="reply">{injected}', 1)
+        report = tmp_path / "report.html"
+        report.write_text(page, encoding="utf-8")
+        text = dump_dom(browser, report)
+        time.sleep(0.2)
+        assert server.requests == []
+    dom = _Dom(text)
+    assert dom.title == "flakestorm report: FAIL 40.00"
+    assert dom.body.get("data-filter") == "none"
