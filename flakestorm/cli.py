@@ -216,16 +216,27 @@ class _Progress:
                 click.echo(f"scenario {safe(event.name, 80)}: {summary}", err=True)
 
 
-def _run(config_path: str, overrides: Any, progress: bool, ci: bool) -> Any:
+def _run(
+    config_path: str,
+    overrides: Any,
+    progress: bool,
+    ci: bool,
+    phases: tuple[str, ...] = (),
+    profile: str | None = None,
+) -> Any:
     """Load, run with Ctrl-C/SIGTERM stopping cleanly, write the reports; return the result."""
     from flakestorm.reports import write_reports
-    from flakestorm.runner import output_dir, run_ci, run_contract_phase
+    from flakestorm.runner import output_dir, run_ci, run_contract_phase, run_phases
 
     loaded = load(Path(config_path))
     for warning in loaded.warnings:
         click.echo(_Masker(loaded.secrets)(f"warning: {warning}"), err=True)
     stop = threading.Event()
-    run = run_ci if ci else run_contract_phase
+    run: Callable[..., Any] = run_ci if ci else run_contract_phase
+    if phases:
+
+        def run(loaded: Any, overrides: Any, **kwargs: Any) -> Any:
+            return run_phases(loaded, phases, overrides, chaos_profile=profile, **kwargs)
     with _stopping_on_signals(stop):
         result = run(
             loaded,
@@ -273,6 +284,49 @@ def contract_run(
 
     overrides = Overrides(concurrency, seed, min_score, output_dir)
     result, out = _run(config_path, overrides, progress=True, ci=False)
+    click.echo(terminal.render(result), nl=False)
+    click.echo(f"Reports: {out}/")
+    sys.exit(result.exit_code)
+
+
+@main.command("run")
+@_run_options
+@click.option("--chaos", is_flag=True, help="Apply the top-level chaos (or --chaos-profile).")
+@click.option("--chaos-only", is_flag=True, help="Run only the chaos phase (needs --chaos).")
+@click.option(
+    "--chaos-profile",
+    default=None,
+    metavar="NAME",
+    help="A built-in chaos profile instead of the config's chaos section: api_outage, "
+    "degraded_llm, hostile_tools, high_latency, cascading_failure, indirect_injection, "
+    "model_version_drift.",
+)
+def run_command(
+    config_path: str,
+    min_score: float | None,
+    concurrency: int | None,
+    seed: int | None,
+    output_dir: str | None,
+    chaos: bool,
+    chaos_only: bool,
+    chaos_profile: str | None,
+) -> None:
+    """Run the golden prompts under chaos and score them (the chaos-only phase)."""
+    from flakestorm.reporters import terminal
+    from flakestorm.runner import Overrides
+
+    if (chaos_only or chaos_profile) and not chaos:
+        raise UsageError("--chaos-only and --chaos-profile need --chaos")
+    if not chaos_only:
+        raise UsageError(
+            "`flakestorm run` without --chaos-only includes the mutation phase, which this "
+            "version cannot run yet: use `flakestorm run --chaos --chaos-only` (golden prompts "
+            "under chaos), `flakestorm contract run`, or `flakestorm ci`"
+        )
+    overrides = Overrides(concurrency, seed, min_score, output_dir)
+    result, out = _run(
+        config_path, overrides, progress=True, ci=False, phases=("chaos",), profile=chaos_profile
+    )
     click.echo(terminal.render(result), nl=False)
     click.echo(f"Reports: {out}/")
     sys.exit(result.exit_code)

@@ -185,6 +185,9 @@ class RunResult:
     overall: Overall
     exit_code: int
     warnings: tuple[str, ...] = field(default=())
+    chaos: ContractOutcome | None = None
+    """The chaos-only phase (golden prompts × top-level chaos), when it ran; its score is the
+    prompts' pass rate."""
 
 
 # --------------------------------------------------------------------------- JSON
@@ -237,6 +240,7 @@ def from_document(doc: Mapping[str, Any]) -> RunResult:
             ),
             exit_code=doc["exit_code"],
             warnings=tuple(doc.get("warnings", ())),
+            chaos=None if doc.get("chaos") is None else _contract(doc["chaos"]),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ResultsError(f"results document is malformed: {exc!r}") from None

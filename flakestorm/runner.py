@@ -29,9 +29,11 @@ from flakestorm.config import AgentType, Config, Proxy, Scenario
 from flakestorm.errors import Problem, UsageError
 from flakestorm.executor import Event, Executor, Options
 from flakestorm.invariants import build_checker
-from flakestorm.loader import LoadedConfig
+from flakestorm.loader import LoadedConfig, load_profile
+from flakestorm.phases.chaos_only import chaos_contract, score_prompts
 from flakestorm.phases.contract import prepare, run_contract
-from flakestorm.results import RunResult, Status
+from flakestorm.plan import Plan
+from flakestorm.results import ContractOutcome, RunResult, Status
 from flakestorm.scoring import exit_code, overall
 
 
@@ -99,7 +101,6 @@ def apply_overrides(loaded: LoadedConfig, overrides: Overrides) -> LoadedConfig:
 UNAVAILABLE_PHASES = {
     "mutations": "the mutation phase",
     "replays": "the replay phase",
-    "chaos": "the chaos-only phase",
 }
 """Config sections whose phase this version cannot run yet: `ci` refuses them, never skips."""
 
@@ -124,9 +125,12 @@ def run_ci(
             "flakestorm cannot run yet; remove the section(s) to run the other phases "
             "(flakestorm never skips a configured phase silently)"
         )
-    if config.contract is None:
-        raise UsageError(f"{loaded.path.name} configures no phase to run (add a `contract`)")
-    return run_contract_phase(loaded, overrides, stop, on_event, on_notice)
+    phases = [p for p in ("contract", "chaos") if getattr(config, p) is not None]
+    if not phases:
+        raise UsageError(
+            f"{loaded.path.name} configures no phase to run (add a `contract` or `chaos` section)"
+        )
+    return run_phases(loaded, phases, overrides, stop=stop, on_event=on_event, on_notice=on_notice)
 
 
 def run_contract_phase(
@@ -137,14 +141,44 @@ def run_contract_phase(
     on_notice: Callable[[str], None] | None = None,
 ) -> RunResult:
     """Run the config's contract against its agent and score it."""
-    loaded = apply_overrides(loaded, overrides)
-    config = loaded.config
-    notice = on_notice or (lambda text: None)
-    if config.contract is None:
+    if loaded.config.contract is None:
         raise UsageError(
             f"{loaded.path.name} has no `contract` section: nothing for `contract run` to do"
         )
-    plan = prepare(config.contract, config.golden_prompts, can_deliver=True)
+    return run_phases(
+        loaded, ["contract"], overrides, stop=stop, on_event=on_event, on_notice=on_notice
+    )
+
+
+def run_phases(
+    loaded: LoadedConfig,
+    phases: Sequence[str],
+    overrides: Overrides = Overrides(),
+    chaos_profile: str | None = None,
+    stop: threading.Event | None = None,
+    on_event: Callable[[Event], None] | None = None,
+    on_notice: Callable[[str], None] | None = None,
+) -> RunResult:
+    """Run ``phases`` (``contract``, ``chaos``) against one agent, one after the other, and
+    score them together. ``chaos_profile`` replaces the top-level chaos with a built-in one."""
+    loaded = apply_overrides(loaded, overrides)
+    config = loaded.config
+    notice = on_notice or (lambda text: None)
+    if not config.golden_prompts and "chaos" in phases:
+        raise UsageError("the chaos phase sends the golden prompts: add `golden_prompts`")
+    plans: dict[str, Plan] = {}
+    if "contract" in phases:
+        if config.contract is None:
+            raise UsageError(f"{loaded.path.name} has no `contract` section")
+        plans["contract"] = prepare(config.contract, config.golden_prompts, can_deliver=True)
+    if "chaos" in phases:
+        profile = load_profile(chaos_profile) if chaos_profile else None
+        if profile is None and config.chaos is None:
+            raise UsageError(
+                f"{loaded.path.name} has no `chaos` section: add one, or pick a built-in "
+                "profile with --chaos-profile"
+            )
+        plans["chaos"] = prepare(chaos_contract(config, profile), config.golden_prompts, True)
     stop = stop or threading.Event()
     started = datetime.datetime.now(datetime.timezone.utc)
     t0 = time.perf_counter()
@@ -156,36 +190,47 @@ def run_contract_phase(
         min_pass=advanced.effective_min_pass,
         max_invocations=advanced.max_invocations,
     )
-    chaos = any(needs_delivery(s) for s in plan.scenarios)
+    scenarios = [s for plan in plans.values() for s in plan.scenarios]
+    chaos = any(needs_delivery(s) for s in scenarios)
     if chaos and config.agent.type is AgentType.PYTHON:
-        _check_python_delivery(config, plan.scenarios)
+        _check_python_delivery(config, scenarios)
+    outcomes: dict[str, ContractOutcome] = {}
     with _agent_up(loaded, out_dir, notice, chaos) as (agent, channel):
         resetter = build_resetter(config.agent, loaded.base_dir, _locator(loaded))
         checker = build_checker(advanced)
         try:
             executor = Executor(agent, checker, resetter, options, stop, on_event)
-            lines = {
-                inv.id: loaded.line_of(("contract", "invariants", i))
-                for i, inv in enumerate(config.contract.invariants)
-            }
-            outcome = run_contract(
-                plan,
-                executor,
-                config.golden_prompts,
-                resetter is not None,
-                lines,
-                channel,
-                advanced.seed,
-            )
+            for phase, plan in plans.items():
+                if phase == "contract":
+                    assert config.contract is not None
+                    lines = {
+                        inv.id: loaded.line_of(("contract", "invariants", i))
+                        for i, inv in enumerate(config.contract.invariants)
+                    }
+                else:
+                    lines = {
+                        inv.id: loaded.line_of(("invariants", i))
+                        for i, inv in enumerate(plan.contract.invariants)
+                    }
+                outcome = run_contract(
+                    plan,
+                    executor,
+                    config.golden_prompts,
+                    resetter is not None,
+                    lines,
+                    channel,
+                    advanced.seed,
+                    stateful_check=not outcomes,
+                )
+                outcomes[phase] = score_prompts(outcome) if phase == "chaos" else outcome
         finally:
             checker.close()
     min_score = overrides.min_score if overrides.min_score is not None else config.scoring.min_score
     weights = config.scoring.weights.as_dict()
-    verdict = overall(
-        {"contract": outcome.score.score}, weights, min_score, outcome.score.critical_failures
-    )
+    critical = [c for o in outcomes.values() for c in o.score.critical_failures]
+    verdict = overall({n: o.score.score for n, o in outcomes.items()}, weights, min_score, critical)
     stop_reason = executor.stop_reason
-    errored = sum(1 for c in outcome.cells if c.status is Status.ERRORED)
+    errored = sum(1 for o in outcomes.values() for c in o.cells if c.status is Status.ERRORED)
     code = exit_code(verdict, errored, interrupted=stop_reason == "interrupted")
     return RunResult(
         flakestorm_version=__version__,
@@ -197,10 +242,11 @@ def run_contract_phase(
         complete=stop_reason is None,
         stop_reason=stop_reason,
         invocations=executor.invocations,
-        contract=outcome,
+        contract=outcomes.get("contract"),
         overall=verdict,
         exit_code=int(code),
         warnings=tuple(str(w) for w in loaded.warnings),
+        chaos=outcomes.get("chaos"),
     )
 
 

@@ -381,7 +381,7 @@ def env(request: pytest.FixtureRequest) -> Iterator[Env]:
                 lambda: start_agent(state, bad=True),
             ]
             if state.action_image:
-                starters.append(lambda: start_proxy(state))
+                starters += [lambda: start_proxy(state), lambda: start_chaos_agent(state)]
             with ThreadPoolExecutor(len(starters)) as pool:
                 for future in [pool.submit(f) for f in starters]:
                     future.result()
@@ -467,8 +467,26 @@ def start_proxy(state: Env) -> None:
         "proxy",
         "flakestorm-proxy",
         state.action_image,
-        env={"FLAKESTORM_MODE": "proxy"},
+        env={
+            "FLAKESTORM_MODE": "proxy",
+            # Where proxied calls go (the config's `proxy` section says the same; a service
+            # starts before checkout, so the action also pushes it at run time).
+            "FLAKESTORM_TOOLS": "market_data_api=http://agent-chaos:8001",
+            "FLAKESTORM_LLM_UPSTREAM": "http://agent-chaos:8002",
+        },
     )
+
+
+def start_chaos_agent(state: Env) -> None:
+    """FinBot as ``agent-chaos``, sending its tool and LLM calls through the proxy."""
+    name = start_container(
+        state,
+        "agent-chaos",
+        "agent-chaos",
+        state.agent_image,
+        env={"FLAKESTORM_PROXY_URL": f"http://flakestorm-proxy:{PROXY_PORT}"},
+    )
+    wait_healthy(name)
 
 
 def fake_api(state: Env, what: str) -> Any:
@@ -520,15 +538,17 @@ def runner_args(inputs: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
     return args, extra
 
 
-def run_action(state: Env, tmp: Path, run_id: int) -> ActionRun:
+def run_action(
+    state: Env, tmp: Path, run_id: int, config: str = "flakestorm.yaml", **given: str
+) -> ActionRun:
     """``docker run`` the action image the way the GitHub runner does."""
     workspace, commands, workflow, home, temp = (
         tmp / d for d in ("workspace", "file_commands", "workflow", "home", "runner_temp")
     )
     for d in (workspace, commands, workflow, home, temp):
         d.mkdir(parents=True, exist_ok=True)
-    if not (workspace / "flakestorm.yaml").exists():
-        shutil.copy(HERE / "flakestorm.yaml", workspace / "flakestorm.yaml")
+    if not (workspace / config).exists():
+        shutil.copy(HERE / config, workspace / config)
     event = json.loads((HERE / "event.json").read_text(encoding="utf-8"))
     (workflow / "event.json").write_text(json.dumps(event), encoding="utf-8")
     tag = uuid.uuid4().hex[:8]
@@ -541,7 +561,7 @@ def run_action(state: Env, tmp: Path, run_id: int) -> ActionRun:
     }
     for file in files.values():
         (commands / file).write_text("", encoding="utf-8")
-    inputs = action_inputs({"config": "flakestorm.yaml", "min-score": "80", "github-token": TOKEN})
+    inputs = action_inputs({"config": config, "min-score": "80", "github-token": TOKEN, **given})
     args, action_env = runner_args(inputs)
     variables: dict[str, str] = {
         **inputs,
@@ -762,3 +782,21 @@ def test_action_good_then_bad_agent(env: Env, tmp_path: Path) -> None:
     comments = fake_api(env, "comments")
     assert len(comments) == 1 and comments[0]["id"] == comment_id, comments
     assert comments[0]["body"] != first_body
+
+
+def test_action_with_the_chaos_proxy_service(env: Env, tmp_path: Path) -> None:
+    """Tool and LLM faults through the proxy service container: every fault delivered, and the
+    good agent survives them (examples/finance_agent/flakestorm.chaos.yaml)."""
+    if not env.action_image:
+        pytest.skip("the action image is not in the tree yet")
+    run = run_action(env, tmp_path, run_id=103, config="flakestorm.chaos.yaml", comment="off")
+    assert run.code == 0, f"chaos run: exit {run.code}\n{run.stdout[-4000:]}\n{run.stderr}"
+    assert run.outputs.get("passed") == "true", run.outputs
+    assert "not delivered" not in run.summary.lower(), run.summary[-3000:]
+    check_junit(run.workspace, run.outputs.get("report-dir", ""))
+    seen = json.loads(
+        fetch_in(
+            env.name("github-api"), f"http://flakestorm-proxy:{PROXY_PORT}/_flakestorm/interactions"
+        )
+    )
+    assert seen, "the proxy saw no interactions"

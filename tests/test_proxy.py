@@ -821,3 +821,15 @@ def test_proxy_command_from_config(tmp_path: Any) -> None:
 def test_proxy_command_usage_errors() -> None:
     line, err, code = run_proxy_command("--tool", "nonsense")
     assert code == 2 and "not NAME=URL" in err and line == ""
+
+
+def test_expect_100_continue(proxy: ChaosProxy, upstream: LoopbackServer) -> None:
+    with socket.create_connection((proxy.host, proxy.port), timeout=5) as s:
+        s.sendall(
+            b"POST /tools/weather/x HTTP/1.1\r\nHost: p\r\nContent-Length: 4\r\n"
+            b"Expect: 100-continue\r\n\r\n"
+        )
+        assert s.recv(100).startswith(b"HTTP/1.1 100")
+        s.sendall(b"body")
+        assert s.recv(65536).startswith(b"HTTP/1.1 200")
+    assert upstream.requests[-1].body == b"body"

@@ -675,6 +675,11 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             self.proxy.track(self.connection, add=False)
 
+    def handle_expect_100(self) -> bool:
+        super().handle_expect_100()
+        self.wfile.flush()  # the buffered writer would hold the interim reply back
+        return True
+
     # -- errors the stdlib raises while parsing (malformed request line, huge headers)
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:

@@ -51,6 +51,7 @@ def run_contract(
     lines: dict[str, int],
     channel: Channel | None = None,
     seed: int = 0,
+    stateful_check: bool = True,
 ) -> ContractOutcome:
     """Run ``plan``: the stateful check, the baselines, then the matrix scenario by scenario
     (chaos scenarios activated on ``channel`` one at a time); score it."""
@@ -59,7 +60,7 @@ def run_contract(
     if channel is not None:
         channel.activate(calm)
     probe = golden_prompts[0] if golden_prompts else plan.cells[0].prompts[0]
-    if not has_reset and executor.looks_stateful(probe):
+    if stateful_check and not has_reset and executor.looks_stateful(probe):
         warnings.append(STATEFUL_WARNING)
     baselines = executor.baselines(plan.baseline_prompts)
     chaos = [s for s in plan.scenarios if channel is not None and needs_delivery(s)]

@@ -8,4 +8,4 @@ from flakestorm.results import RunResult, to_document
 
 
 def render(result: RunResult) -> str:
-    return json.dumps(to_document(result), ensure_ascii=False, indent=2) + "\n"
+    return json.dumps(to_document(result), ensure_ascii=True, indent=2) + "\n"

@@ -60,29 +60,58 @@ def render_matrix(outcome: ContractOutcome) -> str:
 def render(result: RunResult) -> str:
     """Matrix, failing cells with their reasons, score and verdict."""
     out = []
+    if result.chaos is not None:
+        chaos = result.chaos
+        out.append("Chaos (golden prompts under chaos):")
+        out.append(render_matrix(chaos))
+        counts = chaos.score.counts
+        score = chaos.score.score
+        out.append(
+            f"Chaos score: {'n/a' if score is None else f'{score:.2f}'} "
+            f"({counts.get('prompts_passed', 0)}/{counts.get('prompts', 0)} prompts passed)"
+        )
+        out.extend(_failing(chaos))
+        out.append("")
     contract = result.contract
     if contract is not None:
         out.append(f"Contract: {safe(contract.name)}")
         out.append(render_matrix(contract))
-        bad = [c for c in contract.cells if c.status in (Status.FAILED, Status.ERRORED)]
-        if bad:
-            out.append("")
-            out.append("Failing cells:")
-            for cell in bad:
-                fired = ", ".join(cell.faults_fired)
-                fired = f" (faults fired: {fired})" if fired else ""
-                out.append(
-                    f"  {cell.status.value.upper()} {safe(cell.id, 80)} [{cell.severity}]: "
-                    f"{safe(cell.reason)}{fired}"
-                )
+        out.extend(_failing(contract))
         score = contract.score.score
         out.append("")
         out.append(f"Resilience score: {'n/a' if score is None else f'{score:.2f}'}")
     for warning in (*result.warnings, *(contract.warnings if contract else ())):
         out.append(safe(warning, 400))
+    if result.overall.score is not None and len(result.overall.phases_ran) > 1:
+        out.append(
+            f"Overall score: {result.overall.score:.2f} ({', '.join(result.overall.phases_ran)})"
+        )
     if not result.complete:
         out.append(f"Run stopped early ({result.stop_reason}): results are partial.")
     verdict = "PASS" if result.overall.passed else "FAIL"
     out.append(f"Verdict: {verdict}")
     out.extend(f"  - {safe(r, 400)}" for r in result.overall.reasons)
     return "\n".join(out) + "\n"
+
+
+def _failing(outcome: ContractOutcome) -> list[str]:
+    """Failed and errored cells with their reasons, and undelivered faults."""
+    out = []
+    for info in outcome.scenarios:
+        if info.undelivered:
+            out.append(
+                f"FAULT NOT DELIVERED in scenario {safe(info.name, 80)}: "
+                + "; ".join(safe(label, 120) for label in info.undelivered)
+            )
+    bad = [c for c in outcome.cells if c.status in (Status.FAILED, Status.ERRORED)]
+    if bad:
+        out.append("")
+        out.append("Failing cells:")
+        for cell in bad:
+            fired = ", ".join(cell.faults_fired)
+            fired = f" (faults fired: {safe(fired)})" if fired else ""
+            out.append(
+                f"  {cell.status.value.upper()} {safe(cell.id, 80)} [{cell.severity}]: "
+                f"{safe(cell.reason, 400)}{fired}"
+            )
+    return out

@@ -1,0 +1,76 @@
+"""The chaos-only phase: the golden prompts under the top-level ``chaos`` (SPEC §2.4, §5).
+
+It runs as a one-scenario contract — the top-level ``invariants`` (or, when there are none,
+``completes`` and ``output_not_empty``) × one scenario named ``chaos`` holding the top-level
+faults (or a built-in profile's) — so it gets the same fault delivery and proof as contract
+cells. Its score is different: the pass rate of the golden prompts, a prompt passing when
+every applicable invariant held for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from flakestorm.config import Chaos, Config, Contract, ContractInvariant, Severity
+from flakestorm.results import ContractOutcome, ContractScore, Status
+
+SCENARIO = "chaos"
+NAME = "chaos"
+
+
+def chaos_contract(config: Config, profile: Chaos | None = None) -> Contract:
+    """The contract the chaos-only phase runs: top-level invariants × the chaos scenario."""
+    chaos = profile or config.chaos or Chaos()
+    invariants = []
+    source = config.invariants or [
+        ContractInvariant(id="completes", type="completes"),
+        ContractInvariant(id="output-not-empty", type="output_not_empty"),
+    ]
+    for i, invariant in enumerate(source):
+        fields = invariant.model_dump(exclude={"id"}, exclude_unset=True, by_alias=True)
+        fields["type"] = invariant.type
+        ident = invariant.id or f"{invariant.type.value}-{i + 1}"
+        invariants.append(ContractInvariant.model_validate({"id": ident, **fields}))
+    scenario = {
+        "name": SCENARIO,
+        "tool_faults": chaos.tool_faults,
+        "llm_faults": chaos.llm_faults,
+        "context_attacks": chaos.context_attacks,
+    }
+    return Contract.model_validate(
+        {"name": NAME, "invariants": invariants, "chaos_matrix": [scenario]}
+    )
+
+
+def score_prompts(outcome: ContractOutcome) -> ContractOutcome:
+    """``outcome`` scored as the chaos phase: the pass rate of its prompts (0–100).
+
+    A prompt passes when every scored cell judged it and passed it; a cell that errored fails
+    every prompt. Critical failures keep the contract rule: any failed critical cell fails.
+    """
+    prompts: dict[str, bool] = {}
+    for cell in outcome.cells:
+        if not cell.status.scored:
+            continue
+        if cell.status is Status.ERRORED:
+            for p in cell.prompts or ():
+                prompts[p.prompt] = False
+            if not cell.prompts:
+                prompts["(errored)"] = False
+            continue
+        for p in cell.prompts:
+            prompts[p.prompt] = prompts.get(p.prompt, True) and p.passed
+    passed = sum(prompts.values())
+    score = round(100.0 * passed / len(prompts), 2) if prompts else None
+    critical = tuple(
+        c.id
+        for c in outcome.cells
+        if c.severity == Severity.CRITICAL.value and c.status in (Status.FAILED, Status.ERRORED)
+    )
+    counts = dict(outcome.score.counts) | {"prompts": len(prompts), "prompts_passed": passed}
+    return dataclasses.replace(
+        outcome,
+        score=ContractScore(
+            score=score, passed=not critical, critical_failures=critical, counts=counts
+        ),
+    )
