@@ -71,7 +71,10 @@ def config(tool: str = "market_data_api", reset: bool = False) -> str:
                     "name": "tool-hangs",
                     "tool_faults": [{"tool": tool, "mode": "timeout", "delay_ms": 1500}],
                 },
-                {"name": "llm-cut", "llm_faults": [{"mode": "truncated_response", "max_tokens": 5}]},
+                {
+                    "name": "llm-cut",
+                    "llm_faults": [{"mode": "truncated_response", "max_tokens": 5}],
+                },
             ],
         },
         "proxy": {

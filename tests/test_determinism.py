@@ -1,0 +1,144 @@
+"""Same seed, same faults: probabilistic and `after_calls` faults fire identically, cell by
+cell, at concurrency 1 and — with the cell header forwarded — at concurrency 8.
+
+The agent is a real HTTP service that answers each prompt by calling its tool four times
+through the chaos proxy (a separate, already running proxy: `proxy.url`), forwarding the
+`X-Flakestorm-Cell` header it received, and reporting which calls failed.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+from support.server import LoopbackServer, Request, Response
+
+from flakestorm.chaos.proxy import ChaosProxy
+from flakestorm.loader import load_config_text
+from flakestorm.results import RunResult
+from flakestorm.runner import Overrides, run_contract_phase
+
+CALLS_PER_PROMPT = 4
+
+
+@pytest.fixture
+def world() -> Iterator[tuple[str, str, list[bool]]]:
+    """(agent endpoint, proxy url, forwarding switch)."""
+    forwarding = [True]
+    with (
+        LoopbackServer(lambda r: Response.json({"price": 1.0})) as tool,
+        ChaosProxy(tools={"quotes": tool.url}) as proxy,
+    ):
+        session = requests.Session()
+        session.trust_env = False
+
+        def agent(request: Request) -> Response:
+            prompt = request.json()["input"]
+            headers = {}
+            if forwarding[0] and "x-flakestorm-cell" in request.headers:
+                headers["X-Flakestorm-Cell"] = request.headers["x-flakestorm-cell"]
+            statuses = []
+            for i in range(CALLS_PER_PROMPT):
+                name = urllib.parse.quote(prompt)
+                url = f"{proxy.url}/tools/quotes/quote/{name}/{i}"
+                statuses.append(session.get(url, headers=headers, timeout=10).status_code)
+            return Response.json({"output": f"answer {statuses}"})
+
+        with LoopbackServer(agent) as service:
+            yield service.url_for("/chat"), proxy.url, forwarding
+
+
+def config(endpoint: str, proxy_url: str) -> str:
+    doc: dict[str, Any] = {
+        "agent": {"endpoint": endpoint, "response_path": "output"},
+        "golden_prompts": [f"prompt {i}" for i in range(4)],
+        "contract": {
+            "name": "determinism",
+            "invariants": [
+                {"id": "all-ok", "type": "contains", "value": "[200, 200, 200, 200]"},
+                {"id": "answers", "type": "output_not_empty", "severity": "high"},
+            ],
+            "chaos_matrix": [
+                {
+                    "name": "flaky-tool",
+                    "tool_faults": [{"tool": "quotes", "mode": "error", "probability": 0.5}],
+                },
+                {
+                    "name": "degrading-tool",
+                    "tool_faults": [
+                        {"tool": "quotes", "mode": "error", "error_code": 500, "after_calls": 2},
+                    ],
+                },
+            ],
+        },
+        "proxy": {"url": proxy_url},
+    }
+    return json.dumps(doc)
+
+
+def run(endpoint: str, proxy_url: str, concurrency: int, seed: int) -> RunResult:
+    loaded = load_config_text(config(endpoint, proxy_url))
+    return run_contract_phase(loaded, Overrides(concurrency=concurrency, seed=seed))
+
+
+def injected(result: RunResult) -> dict[str, list[tuple[str, int | None, tuple[str, ...]]]]:
+    """Per cell: every tool call (url, status the agent got, faults fired), in a stable order."""
+    assert result.contract is not None
+    return {
+        cell.id: sorted((c.url, c.status, c.fired) for c in cell.calls)
+        for cell in result.contract.cells
+    }
+
+
+def test_the_same_seed_injects_the_same_faults_at_concurrency_1_and_8(
+    world: tuple[str, str, list[bool]],
+) -> None:
+    endpoint, proxy_url, _ = world
+    first = run(endpoint, proxy_url, concurrency=1, seed=7)
+    again = run(endpoint, proxy_url, concurrency=1, seed=7)
+    parallel = run(endpoint, proxy_url, concurrency=8, seed=7)
+    pattern = injected(first)
+    assert injected(again) == pattern
+    assert injected(parallel) == pattern
+    # every invocation made its 4 calls; the probabilistic fault fired on some, not all
+    flaky = pattern["all-ok[flaky-tool]"]
+    assert len(flaky) == 4 * CALLS_PER_PROMPT
+    fired = sum(1 for _, status, _ in flaky if status == 503)
+    assert 0 < fired < len(flaky)
+    # after_calls 2: in every invocation the first two calls succeed and the rest fail
+    degrading = pattern["all-ok[degrading-tool]"]
+    for prompt in range(4):
+        statuses = [s for url, s, _ in degrading if f"/prompt%20{prompt}/" in url]
+        assert statuses == [200, 200, 500, 500]
+    assert all(
+        c.status.value == "passed" for c in parallel.contract.cells if c.invariant_id == "answers"
+    )  # type: ignore[union-attr]
+    # the verdicts agree too
+    assert [c.status for c in parallel.contract.cells] == [  # type: ignore[union-attr]
+        c.status
+        for c in first.contract.cells  # type: ignore[union-attr]
+    ]
+
+
+def test_another_seed_injects_differently(world: tuple[str, str, list[bool]]) -> None:
+    endpoint, proxy_url, _ = world
+    seven = injected(run(endpoint, proxy_url, concurrency=4, seed=7))
+    eight = injected(run(endpoint, proxy_url, concurrency=4, seed=8))
+    assert seven["all-ok[flaky-tool]"] != eight["all-ok[flaky-tool]"]
+
+
+def test_without_forwarding_cells_run_one_at_a_time_and_stay_deterministic(
+    world: tuple[str, str, list[bool]],
+) -> None:
+    endpoint, proxy_url, forwarding = world
+    reference = injected(run(endpoint, proxy_url, concurrency=8, seed=7))
+    forwarding[0] = False
+    result = run(endpoint, proxy_url, concurrency=8, seed=7)
+    assert result.contract is not None
+    assert all(s.serial for s in result.contract.scenarios)
+    assert any("does not forward" in w for w in result.contract.warnings)
+    assert injected(result) == reference
