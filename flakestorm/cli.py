@@ -173,6 +173,13 @@ def _run_options(function: Callable[..., Any]) -> Callable[..., Any]:
                 help="Seed for every random decision (overrides advanced.seed).",
             ),
             click.option(
+                "--record",
+                type=click.Path(dir_okay=False),
+                default=None,
+                help="Record the real LLM and tool exchanges into this cassette file "
+                "(replay with proxy.llm_upstream: cassette:PATH).",
+            ),
+            click.option(
                 "--output",
                 "output_dir",
                 type=click.Path(file_okay=False),
@@ -237,6 +244,7 @@ def _run(
 
         def run(loaded: Any, overrides: Any, **kwargs: Any) -> Any:
             return run_phases(loaded, phases, overrides, chaos_profile=profile, **kwargs)
+
     with _stopping_on_signals(stop):
         result = run(
             loaded,
@@ -277,12 +285,13 @@ def contract_run(
     concurrency: int | None,
     seed: int | None,
     output_dir: str | None,
+    record: str | None,
 ) -> None:
     """Run every invariant under every scenario and print the matrix."""
     from flakestorm.reporters import terminal
     from flakestorm.runner import Overrides
 
-    overrides = Overrides(concurrency, seed, min_score, output_dir)
+    overrides = Overrides(concurrency, seed, min_score, output_dir, record=record)
     result, out = _run(config_path, overrides, progress=True, ci=False)
     click.echo(terminal.render(result), nl=False)
     click.echo(f"Reports: {out}/")
@@ -307,6 +316,7 @@ def run_command(
     concurrency: int | None,
     seed: int | None,
     output_dir: str | None,
+    record: str | None,
     chaos: bool,
     chaos_only: bool,
     chaos_profile: str | None,
@@ -323,7 +333,7 @@ def run_command(
             "version cannot run yet: use `flakestorm run --chaos --chaos-only` (golden prompts "
             "under chaos), `flakestorm contract run`, or `flakestorm ci`"
         )
-    overrides = Overrides(concurrency, seed, min_score, output_dir)
+    overrides = Overrides(concurrency, seed, min_score, output_dir, record=record)
     result, out = _run(
         config_path, overrides, progress=True, ci=False, phases=("chaos",), profile=chaos_profile
     )
@@ -349,6 +359,7 @@ def ci(
     concurrency: int | None,
     seed: int | None,
     output_dir: str | None,
+    record: str | None,
     agent_url: str | None,
     proxy_url: str | None,
     ready_timeout_ms: int | None,
@@ -358,7 +369,7 @@ def ci(
     from flakestorm.runner import Overrides
 
     overrides = Overrides(
-        concurrency, seed, min_score, output_dir, agent_url, proxy_url, ready_timeout_ms
+        concurrency, seed, min_score, output_dir, agent_url, proxy_url, ready_timeout_ms, record
     )
     result, out = _run(config_path, overrides, progress=True, ci=True)
     click.echo(terminal.render(result), nl=False)
@@ -374,11 +385,12 @@ def contract_score(
     concurrency: int | None,
     seed: int | None,
     output_dir: str | None,
+    record: str | None,
 ) -> None:
     """Run the contract and print only the resilience score; exit with the gate's code."""
     from flakestorm.runner import Overrides
 
-    overrides = Overrides(concurrency, seed, min_score, output_dir)
+    overrides = Overrides(concurrency, seed, min_score, output_dir, record=record)
     result, _ = _run(config_path, overrides, progress=False, ci=False)
     score = result.contract.score.score if result.contract is not None else None
     click.echo("n/a" if score is None else f"{score:.2f}")

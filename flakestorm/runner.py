@@ -51,6 +51,8 @@ class Overrides:
     """Replaces ``proxy.url``."""
     ready_timeout_ms: int | None = None
     """Replaces ``agent.ready_timeout``."""
+    record: str | None = None
+    """Record the real LLM and tool exchanges of the run into this cassette file."""
 
 
 def _rebase(url: str, old_endpoint: str, new_endpoint: str) -> str:
@@ -195,7 +197,7 @@ def run_phases(
     if chaos and config.agent.type is AgentType.PYTHON:
         _check_python_delivery(config, scenarios)
     outcomes: dict[str, ContractOutcome] = {}
-    with _agent_up(loaded, out_dir, notice, chaos) as (agent, channel):
+    with _agent_up(loaded, out_dir, notice, chaos, overrides.record) as (agent, channel):
         resetter = build_resetter(config.agent, loaded.base_dir, _locator(loaded))
         checker = build_checker(advanced)
         try:
@@ -264,6 +266,15 @@ def _locator(loaded: LoadedConfig) -> Callable[[str, str], Problem]:
     return locate
 
 
+def _resolve_cassette(upstream: str | None, base_dir: Path) -> str | None:
+    """``cassette:PATH`` with a relative PATH means relative to the config's directory."""
+    prefix = "cassette:"
+    if upstream is None or not upstream.startswith(prefix):
+        return upstream
+    path = Path(upstream[len(prefix) :])
+    return upstream if path.is_absolute() else f"{prefix}{base_dir / path}"
+
+
 def proxy_env(proxy_url: str, agent_endpoint: str) -> dict[str, str]:
     """The environment an agent started by flakestorm gets so its traffic goes through the
     chaos proxy: LLM SDK base URLs, ``HTTP_PROXY`` for everything else (not for the agent's own
@@ -305,7 +316,11 @@ def _check_python_delivery(config: Config, scenarios: Sequence[Scenario]) -> Non
 
 @contextlib.contextmanager
 def _agent_up(
-    loaded: LoadedConfig, out_dir: Path, notice: Callable[[str], None], chaos: bool
+    loaded: LoadedConfig,
+    out_dir: Path,
+    notice: Callable[[str], None],
+    chaos: bool,
+    record: str | None = None,
 ) -> Iterator[tuple[Agent, Channel | None]]:
     """The agent, started (``agent.start``) and ready, and the channel its faults go through
     (``chaos``: some scenario needs one); everything stopped and closed afterwards."""
@@ -316,7 +331,17 @@ def _agent_up(
     with contextlib.ExitStack() as stack:
         channel: Channel | None = None
         extra_env: dict[str, str] = {}
-        if agent_config.type is AgentType.HTTP and (chaos or config.proxy is not None):
+        if record is not None and (
+            agent_config.type is not AgentType.HTTP
+            or (config.proxy is not None and config.proxy.url)
+        ):
+            raise UsageError(
+                "--record needs the in-process proxy: an http agent and no proxy.url "
+                "(to record through a proxy service, start it with `flakestorm proxy --record`)"
+            )
+        if agent_config.type is AgentType.HTTP and (
+            chaos or config.proxy is not None or record is not None
+        ):
             proxy_config = config.proxy or Proxy()
             if proxy_config.url:
                 control = ProxyControl(proxy_config.url, proxy_config.token)
@@ -329,9 +354,10 @@ def _agent_up(
                 proxy = ChaosProxy(
                     "127.0.0.1",
                     0,
-                    llm_upstream=proxy_config.llm_upstream,
+                    llm_upstream=_resolve_cassette(proxy_config.llm_upstream, loaded.base_dir),
                     tools=proxy_config.tools,
                     token=proxy_config.token,
+                    record=record,
                 )
                 stack.enter_context(proxy)
                 notice(f"chaos proxy (in-process) listening on {proxy.url}")

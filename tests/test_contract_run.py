@@ -163,3 +163,35 @@ def test_with_a_reset_cells_run_one_at_a_time_and_still_prove_delivery(
     assert cells(results)["cite[tool-down]"]["faults_fired"] == [
         "tool_faults[0] error(503) on market_data_api"
     ]
+
+
+def test_a_recorded_cassette_replays_the_llm_without_its_upstream(tmp_path: Path) -> None:
+    cassette = tmp_path / "llm.cassette"
+    doc = json.loads(config())
+    doc["golden_prompts"] = ["What is a price-to-earnings ratio?"]  # answered by the LLM alone
+    doc["contract"]["chaos_matrix"] = [{"name": "calm"}]
+    path = tmp_path / "flakestorm.yaml"
+    path.write_text(json.dumps(doc))
+    command = [sys.executable, "-m", "flakestorm", "contract", "run", "-c", str(path)]
+    recorded = subprocess.run(
+        [*command, "--record", str(cassette), "--output", str(tmp_path / "recorded")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    lines = cassette.read_text().splitlines()
+    assert any('"/v1/chat/completions"' in line for line in lines)
+    # tamper with the recorded LLM replies: the replayed answers must carry the change
+    tampered = [
+        line.replace("divides", "DIVIDES-REPLAYED") if '"target": "llm"' in line else line
+        for line in lines
+    ]
+    assert tampered != lines
+    cassette.write_text("\n".join(tampered) + "\n")
+    doc["proxy"]["llm_upstream"] = f"cassette:{cassette.name}"
+    code, output, results = run(tmp_path, json.dumps(doc))
+    assert code == 0, output
+    calm = cells(results)["cite[calm]"]
+    assert "DIVIDES-REPLAYED" in (calm["prompts"][0]["output"] or "")

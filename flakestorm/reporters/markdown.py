@@ -1,8 +1,12 @@
 """The GitHub job summary (GitHub-flavoured markdown), and the text pieces other reporters share.
 
-Layout: the verdict and scores first, then the matrix (rows = invariants with their severity,
-columns = scenarios) with a legend, then every failed or errored cell in a ``<details>`` block
-with its failing prompts, an excerpt of each reply, the reason and the faults that fired.
+Layout: the verdict and the scores of every phase first, then — prominently — the faults that
+were not delivered (SPEC §4), then one section per phase that ran (the contract, then the
+chaos-only phase): its matrix (rows = invariants with their severity, columns = scenarios, a 🚫
+on a scenario whose faults were not delivered) with a legend, a collapsed table of the
+scenarios with their declared faults, and every failed or errored cell in a ``<details>``
+block with its failing prompts, an excerpt of each reply, the reason, the faults that fired and
+the first tool and LLM calls the agent made.
 
 Untrusted text
 --------------
@@ -24,21 +28,33 @@ text. So no such string is ever emitted as it is; each goes through exactly one 
   spaces, HTML entities, the same mention/reference breaking (markdown is not parsed there).
 - :func:`code_block` — a fenced code block longer than any run of backticks in the text, so
   nothing inside can close it; markdown and HTML are inert inside.
+- :func:`url_span` — a URL the agent called, as an inline code span (not a clickable autolink):
+  :func:`clean`, one line, ``|`` and backticks percent-encoded so neither a table cell nor the
+  span can be closed from inside.
 
 Size
 ----
 GitHub drops a step summary over 1 MiB. :func:`render` keeps the document under
-``limit_bytes`` (UTF-8): cell details are dropped from the end first, then matrix rows, and a
-note says how many were left out and where the full report is (``report.html``,
-``results.json``).
+``limit_bytes`` (UTF-8): cell details are dropped from the end first, then scenario table
+rows, then matrix rows, and a note says how many were left out and where the full report is
+(``report.html``, ``results.json``).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
-from flakestorm.results import CellResult, ContractOutcome, PromptResult, RunResult, Status
+from flakestorm.results import (
+    CallRecord,
+    CellResult,
+    ContractOutcome,
+    PromptResult,
+    RunResult,
+    ScenarioInfo,
+    Status,
+)
 
 SUMMARY_LIMIT_BYTES = 1_048_576
 """GitHub's limit for one step summary; :func:`render` stays strictly below it."""
@@ -47,13 +63,24 @@ EXCERPT_CHARS = 500
 MAX_PROMPTS_PER_CELL = 3
 """Failing invocations quoted per cell; the rest are counted."""
 MAX_LIST_ITEMS = 50
-"""Warnings or gate reasons listed; the rest are counted."""
+"""Warnings, gate reasons or undelivered faults listed; the rest are counted."""
+MAX_CALLS_PER_CELL = 10
+"""Calls listed in a cell's details; the rest are counted (the HTML report has them all)."""
+MAX_FAULTS_PER_SCENARIO = 10
+"""Declared faults listed per scenario in the scenarios table."""
 
 LEGEND = (
     "✅ passed · ❌ failed · ⚠️ flaky (repeats disagreed; ❌⚠️ = flaky and failed) · "
     "💥 errored (flakestorm could not carry the cell out) · ➖ skipped (`when` does not apply) · "
     "⏸ not run (the run stopped first)"
 )
+UNDELIVERED_LEGEND = (
+    "🚫 (on a scenario) fault not delivered: no matching call reached flakestorm, so the "
+    "scenario's cells are errored"
+)
+"""Added to the legend of a matrix with an undelivered scenario."""
+NOT_DELIVERED = "fault not delivered: "
+"""How the reason of a cell in an undelivered scenario starts (``flakestorm.chaos.delivery``)."""
 
 # --------------------------------------------------------------------------- untrusted text
 
@@ -117,6 +144,14 @@ def code_block(value: str, limit: int = EXCERPT_CHARS) -> str:
     return f"{fence}text\n{body}\n{fence}"
 
 
+def url_span(value: str, limit: int = 200) -> str:
+    """``value`` (a URL) as an inline code span, safe in a table cell."""
+    if len(value) > limit:
+        value = value[: limit - 1] + "…"
+    value = _one_line(value).replace("|", "%7C").replace("`", "%60")
+    return f"`{value}`" if value.strip() else "(none)"
+
+
 # --------------------------------------------------------------------------- shared pieces
 
 
@@ -144,6 +179,94 @@ def bad_cells(contract: ContractOutcome | None) -> list[CellResult]:
     return sorted(bad, key=lambda c: (c.severity != "critical", c.index))
 
 
+def phases(result: RunResult) -> list[tuple[str, ContractOutcome]]:
+    """``(phase, outcome)`` of every contract-shaped phase that ran, in report order."""
+    out = []
+    if result.contract is not None:
+        out.append(("contract", result.contract))
+    if result.chaos is not None:
+        out.append(("chaos", result.chaos))
+    return out
+
+
+def all_bad_cells(result: RunResult) -> list[tuple[str, CellResult]]:
+    """``(phase, cell)`` of every failed or errored cell: critical first, then phase order."""
+    bad = [(phase, c) for phase, outcome in phases(result) for c in bad_cells(outcome)]
+    return sorted(bad, key=lambda pc: pc[1].severity != "critical")
+
+
+def phase_state(phase: str, outcome: ContractOutcome) -> str:
+    """What a phase's score means: ``passed``/``failed``, or the chaos phase's prompt count."""
+    if phase != "chaos":
+        return "passed" if outcome.score.passed else "failed"
+    counts = outcome.score.counts
+    state = f"{counts.get('prompts_passed', 0)} of {counts.get('prompts', 0)} prompts passed"
+    return state if outcome.score.passed else f"{state}; a critical cell failed"
+
+
+@dataclass(frozen=True)
+class Undelivered:
+    """One declared fault no matching call reached (SPEC §4), with the wiring hint."""
+
+    phase: str
+    phase_name: str
+    """The contract's name, or ``chaos``."""
+    scenario: str
+    fault: str
+    hint: str
+    """What is probably mis-wired (from the cell reason), or empty."""
+
+
+def _hint(reason: str, fault: str) -> str:
+    marker = f"{NOT_DELIVERED}{fault}: "
+    start = reason.find(marker)
+    if start < 0:
+        return ""
+    start += len(marker)
+    end = reason.find(f"; {NOT_DELIVERED}", start)
+    return reason[start:] if end < 0 else reason[start:end]
+
+
+def undelivered(result: RunResult) -> list[Undelivered]:
+    """Every fault that was not delivered, phase by phase, scenario by scenario."""
+    out = []
+    for phase, outcome in phases(result):
+        for info in outcome.scenarios:
+            if not info.undelivered:
+                continue
+            reasons = [
+                c.reason
+                for c in outcome.cells
+                if c.scenario == info.name and c.reason.startswith(NOT_DELIVERED)
+            ]
+            for fault in info.undelivered:
+                hint = next((h for h in (_hint(r, fault) for r in reasons) if h), "")
+                out.append(Undelivered(phase, outcome.name, info.name, fault, hint))
+    return out
+
+
+def call_target(call: CallRecord) -> str:
+    """``tool orders_api``, ``llm``: what a call was to (untrusted: escape it)."""
+    return call.target if call.tool is None else f"{call.target} {call.tool}"
+
+
+def call_status(call: CallRecord) -> str:
+    """What the agent received: an HTTP status, or ``no reply`` (trusted text)."""
+    return "no reply" if call.status is None else str(call.status)
+
+
+def scenario_notes(info: ScenarioInfo) -> list[str]:
+    """Notes on how a scenario ran (they quote fault labels: escape each note)."""
+    notes = []
+    if info.undelivered:
+        notes.append("not delivered: " + "; ".join(info.undelivered))
+    if info.serial:
+        notes.append(
+            "cells ran one at a time (the agent does not forward the X-Flakestorm-Cell header)"
+        )
+    return notes
+
+
 def faults_text(cell: CellResult) -> str:
     return ", ".join(text(f, 120) for f in cell.faults_fired) if cell.faults_fired else "none"
 
@@ -156,10 +279,11 @@ def _listed(items: Sequence[str], limit: int, width: int) -> list[str]:
 
 
 def all_warnings(result: RunResult) -> list[str]:
+    """Config warnings, then each phase's run warnings (each once)."""
     warnings = list(result.warnings)
-    if result.contract is not None:
-        warnings.extend(result.contract.warnings)
-    return warnings
+    for _, outcome in phases(result):
+        warnings.extend(outcome.warnings)
+    return list(dict.fromkeys(warnings))
 
 
 def _duration(seconds: float) -> str:
@@ -172,17 +296,41 @@ def _duration(seconds: float) -> str:
 # --------------------------------------------------------------------------- the summary
 
 
+def _phase_title(phase: str, name: str) -> str:
+    return f"contract {text(name, 100)}" if phase == "contract" else "chaos"
+
+
+def _undelivered_block(result: RunResult) -> list[str]:
+    faults = undelivered(result)
+    if not faults:
+        return []
+    out = [
+        "> [!WARNING]",
+        "> **🚫 Faults not delivered:** no matching call reached flakestorm, so these "
+        "scenarios' cells are errored, not passed.",
+    ]
+    for fault in faults[:MAX_LIST_ITEMS]:
+        line = (
+            f"> - {_phase_title(fault.phase, fault.phase_name)}, scenario "
+            f"**{text(fault.scenario, 100)}**: {text(fault.fault, 200)}"
+        )
+        out.append(line + (f" — {text(fault.hint, 400)}" if fault.hint else ""))
+    if len(faults) > MAX_LIST_ITEMS:
+        out.append(f"> - … and {len(faults) - MAX_LIST_ITEMS} more")
+    out.append("")
+    return out
+
+
 def _head(result: RunResult) -> list[str]:
     overall = result.overall
     out = [f"## flakestorm: {verdict(result)}", ""]
     scores = [f"**Overall score: {score_text(overall.score)}**"]
     if overall.min_score:
         scores.append(f"min\\_score {overall.min_score:g}")
-    contract = result.contract
-    if contract is not None:
-        state = "passed" if contract.score.passed else "failed"
+    for phase, outcome in phases(result):
         scores.append(
-            f"contract {text(contract.name, 100)}: {score_text(contract.score.score)} ({state})"
+            f"{_phase_title(phase, outcome.name)}: {score_text(outcome.score.score)} "
+            f"({phase_state(phase, outcome)})"
         )
     out.append(" · ".join(scores))
     out.append("")
@@ -190,9 +338,10 @@ def _head(result: RunResult) -> list[str]:
         out.append("The gate failed:")
         out.extend(_listed(overall.reasons, MAX_LIST_ITEMS, 600))
         out.append("")
-    phases = ", ".join(text(p) for p in overall.phases_ran) or "none"
+    out.extend(_undelivered_block(result))
+    phases_ran = ", ".join(text(p) for p in overall.phases_ran) or "none"
     facts = [
-        f"phases: {phases}",
+        f"phases: {phases_ran}",
         f"{result.invocations:,} invocations",
         _duration(result.duration_s),
         f"seed {result.seed}",
@@ -220,17 +369,25 @@ def _counts(contract: ContractOutcome) -> str:
     return ", ".join(parts)
 
 
-def _matrix(contract: ContractOutcome) -> tuple[list[str], list[str]]:
+def _scenario_name(info: ScenarioInfo, limit: int = 60) -> str:
+    return text(info.name, limit) + (" 🚫" if info.undelivered else "")
+
+
+def _matrix(phase: str, contract: ContractOutcome) -> tuple[list[str], list[str]]:
     """The matrix header lines and its rows (one string per invariant)."""
-    state = "passed" if contract.score.passed else "failed"
     head = [
-        f"### Contract {text(contract.name, 100)}: {score_text(contract.score.score)} ({state})",
+        f"### {'Contract ' + text(contract.name, 100) if phase == 'contract' else 'Chaos'}: "
+        f"{score_text(contract.score.score)} ({phase_state(phase, contract)})",
         "",
         _counts(contract),
         "",
     ]
     names = [s.name for s in contract.scenarios]
-    head.append("| invariant | severity | " + " | ".join(text(n, 60) for n in names) + " |")
+    head.append(
+        "| invariant | severity | "
+        + " | ".join(_scenario_name(s) for s in contract.scenarios)
+        + " |"
+    )
     head.append("|---|---|" + ":-:|" * len(names))
     by_key = {(c.invariant_id, c.scenario): c for c in contract.cells}
     rows = []
@@ -245,6 +402,42 @@ def _matrix(contract: ContractOutcome) -> tuple[list[str], list[str]]:
             + " |"
         )
     return head, rows
+
+
+def _legend(contract: ContractOutcome) -> str:
+    if any(s.undelivered for s in contract.scenarios):
+        return f"{LEGEND} · {UNDELIVERED_LEGEND}"
+    return LEGEND
+
+
+def _scenarios(contract: ContractOutcome) -> tuple[str, list[str], str]:
+    """The scenarios table: its opening, one row per scenario, its closing.
+
+    The notes column (faults not delivered, cells run one at a time) is there only when some
+    scenario has a note.
+    """
+    notes = {
+        info.name: [text(note, 600) for note in scenario_notes(info)] for info in contract.scenarios
+    }
+    with_notes = any(notes.values())
+    n = len(contract.scenarios)
+    columns = (
+        "| scenario | faults declared | notes |\n|---|---|---|\n"
+        if with_notes
+        else ("| scenario | faults declared |\n|---|---|\n")
+    )
+    top = f"<details>\n<summary>Scenarios ({n}) and their declared faults</summary>\n\n{columns}"
+    rows = []
+    for info in contract.scenarios:
+        faults = [text(f, 120) for f in info.faults[:MAX_FAULTS_PER_SCENARIO]]
+        if len(info.faults) > MAX_FAULTS_PER_SCENARIO:
+            faults.append(f"… and {len(info.faults) - MAX_FAULTS_PER_SCENARIO} more")
+        row = f"| {_scenario_name(info, 100)} | {'<br>'.join(faults) or 'none'} |"
+        if with_notes:
+            mark = "🚫 " if info.undelivered else ""
+            row += f" {mark}{'<br>'.join(notes[info.name])} |"
+        rows.append(row)
+    return top, rows, "\n</details>\n\n"
 
 
 def _invocation(prompt: PromptResult, number: int) -> list[str]:
@@ -266,8 +459,35 @@ def _invocation(prompt: PromptResult, number: int) -> list[str]:
     return out
 
 
-def cell_details(cell: CellResult) -> str:
-    """One failed or errored cell as a ``<details>`` block."""
+def _calls(cell: CellResult, scenario: ScenarioInfo | None) -> list[str]:
+    """The calls the agent made in ``cell``: a compact table of the first few."""
+    if not cell.calls:
+        if scenario is not None and scenario.faults and not cell.faults_fired:
+            return ["- **Calls through flakestorm:** none", ""]
+        return [""]
+    n = len(cell.calls)
+    shown = f"{n}, the first {MAX_CALLS_PER_CELL} below" if n > MAX_CALLS_PER_CELL else str(n)
+    out = [
+        f"- **Calls through flakestorm:** {shown}",
+        "",
+        "| # | call | status | faults fired | ms |",
+        "|--:|---|---|---|--:|",
+    ]
+    for number, call in enumerate(cell.calls[:MAX_CALLS_PER_CELL], 1):
+        status = call_status(call)
+        if call.upstream_error:
+            status += f" · upstream error: {text(call.upstream_error, 200)}"
+        fired = ", ".join(text(f, 120) for f in call.fired) or "–"
+        out.append(
+            f"| {number} | {text(call_target(call), 80)} {text(call.method, 16)} "
+            f"{url_span(call.url)} | {status} | {fired} | {call.latency_ms:.0f} |"
+        )
+    out.append("")
+    return out
+
+
+def cell_details(cell: CellResult, scenario: ScenarioInfo | None = None) -> str:
+    """One failed or errored cell as a ``<details>`` block (``scenario``: the cell's)."""
     summary = (
         f"{cell_mark(cell)} {html_text(cell.id, 200)} · {html_text(cell.severity)} · "
         f"{html_text(cell.reason, 300)}"
@@ -278,7 +498,7 @@ def cell_details(cell: CellResult) -> str:
         out.append(f"- **Runs passed:** {cell.runs_passed} of {cell.runs_total}")
     out.append(f"- **Reason:** {text(cell.reason, 1000)}")
     out.append(f"- **Faults fired:** {faults_text(cell)}")
-    out.append("")
+    out.extend(_calls(cell, scenario))
     failing = [p for p in cell.prompts if not p.passed]
     for number, prompt in enumerate(failing[:MAX_PROMPTS_PER_CELL], 1):
         out.extend(_invocation(prompt, number))
@@ -304,43 +524,110 @@ def _fit(parts: Iterable[str], budget: int) -> tuple[list[str], int, int]:
     return kept, used, len(items) - len(kept)
 
 
-_NOTE_RESERVE = 1024
+def _size(value: str) -> int:
+    return len(value.encode("utf-8"))
+
+
+_NOTE_RESERVE = 2048
 _FULL_REPORT = "the full report is `report.html` and `results.json` in the report directory"
 
 
-def render(result: RunResult, limit_bytes: int = SUMMARY_LIMIT_BYTES) -> str:
-    """The job summary, always shorter than ``limit_bytes`` bytes of UTF-8."""
-    budget = limit_bytes - _NOTE_RESERVE
-    head = "\n".join(_head(result)) + "\n"
-    budget -= len(head.encode("utf-8"))
-    out = [head]
-    contract = result.contract
-    if contract is None:
-        out.append("No contract ran.\n")
+def _omitted(dropped: int, total: int, what: str) -> str:
+    return (
+        f"\n_{dropped} of {total} {what} omitted to stay under GitHub's 1 MiB summary limit: "
+        f"{_FULL_REPORT}._\n"
+    )
+
+
+@dataclass
+class _Section:
+    """One phase's part of the summary, cut to the budget piece by piece."""
+
+    phase: str
+    outcome: ContractOutcome
+    top: str
+    rows: list[str]
+    legend: str
+    scenarios_top: str
+    scenarios: list[str]
+    scenarios_end: str
+    bad: list[CellResult]
+    kept_rows: int = 0
+    kept_scenarios: int = 0
+    details: tuple[str, ...] = ()
+
+    def fixed_size(self) -> int:
+        return _size(self.top) + _size(self.legend)
+
+    def render(self) -> str:
+        out = [self.top, "".join(row + "\n" for row in self.rows[: self.kept_rows])]
+        if self.kept_rows < len(self.rows):
+            out.append(_omitted(len(self.rows) - self.kept_rows, len(self.rows), "matrix rows"))
+        out.append(self.legend)
+        if self.kept_scenarios:
+            out.append(self.scenarios_top)
+            out.append("".join(row + "\n" for row in self.scenarios[: self.kept_scenarios]))
+            if self.kept_scenarios < len(self.scenarios):
+                rest = len(self.scenarios) - self.kept_scenarios
+                out.append(f"\n_… and {rest} more scenarios: {_FULL_REPORT}._\n")
+            out.append(self.scenarios_end)
+        if self.bad:
+            out.append(f"#### Failed and errored cells ({len(self.bad)})\n\n")
+            out.append("\n".join(self.details))
+            if len(self.details) < len(self.bad):
+                dropped = len(self.bad) - len(self.details)
+                out.append(_omitted(dropped, len(self.bad), "failed or errored cells"))
         return "".join(out)
 
-    matrix_head, rows = _matrix(contract)
-    matrix_top = "\n".join(matrix_head) + "\n"
-    budget -= len(matrix_top.encode("utf-8"))
-    kept_rows, used, dropped_rows = _fit(rows, budget)
-    budget -= used
-    out.append(matrix_top)
-    out.append("".join(row + "\n" for row in kept_rows))
-    if dropped_rows:
-        out.append(
-            f"\n_{dropped_rows} of {len(rows)} matrix rows omitted to stay under GitHub's "
-            f"1 MiB summary limit: {_FULL_REPORT}._\n"
-        )
-    out.append(f"\n{LEGEND}\n\n")
 
-    bad = bad_cells(contract)
-    if bad:
-        out.append(f"### Failed and errored cells ({len(bad)})\n\n")
-        details, _, dropped = _fit((cell_details(c) for c in bad), budget)
-        out.append("\n".join(details))
-        if dropped:
-            out.append(
-                f"\n_{dropped} of {len(bad)} failed or errored cells omitted to stay under "
-                f"GitHub's 1 MiB summary limit: {_FULL_REPORT}._\n"
-            )
-    return "".join(out)
+def _section(phase: str, outcome: ContractOutcome) -> _Section:
+    head, rows = _matrix(phase, outcome)
+    scenarios_top, scenarios, scenarios_end = _scenarios(outcome)
+    return _Section(
+        phase=phase,
+        outcome=outcome,
+        top="\n".join(head) + "\n",
+        rows=rows,
+        legend=f"\n{_legend(outcome)}\n\n",
+        scenarios_top=scenarios_top,
+        scenarios=scenarios,
+        scenarios_end=scenarios_end,
+        bad=bad_cells(outcome),
+    )
+
+
+def render(result: RunResult, limit_bytes: int = SUMMARY_LIMIT_BYTES) -> str:
+    """The job summary, always shorter than ``limit_bytes`` bytes of UTF-8.
+
+    The budget goes, in this order, to the head and every phase's heading and legend, to the
+    matrix rows, to the scenarios tables, then to the cell details.
+    """
+    budget = limit_bytes - _NOTE_RESERVE
+    head = "\n".join(_head(result)) + "\n"
+    budget -= _size(head)
+    sections = [_section(phase, outcome) for phase, outcome in phases(result)]
+    if not sections:
+        return head + "No phase ran.\n"
+    for section in sections:
+        budget -= section.fixed_size()
+    for section in sections:
+        kept, used, _ = _fit(section.rows, budget)
+        section.kept_rows = len(kept)
+        budget -= used
+    for section in sections:
+        fixed = _size(section.scenarios_top) + _size(section.scenarios_end)
+        if fixed > budget:
+            continue
+        kept, used, _ = _fit(section.scenarios, budget - fixed)
+        if kept:
+            section.kept_scenarios = len(kept)
+            budget -= used + fixed
+    for section in sections:
+        if section.bad:
+            budget -= 64  # the heading
+        by_name = {s.name: s for s in section.outcome.scenarios}
+        details = (cell_details(c, by_name.get(c.scenario)) for c in section.bad)
+        kept, used, _ = _fit(details, budget)
+        section.details = tuple(kept)
+        budget -= used
+    return head + "\n".join(section.render() for section in sections)
