@@ -277,6 +277,15 @@ def _stopping_on_signals(stop: threading.Event) -> Iterator[None]:
             signal.signal(s, h)
 
 
+def _conclude(result: Any, out: Path) -> None:
+    """Print the matrix and verdict, where the reports are, and exit with the run's code."""
+    from flakestorm.reporters import terminal
+
+    click.echo(terminal.render(result), nl=False)
+    click.echo(f"Reports: {out}/")
+    sys.exit(result.exit_code)
+
+
 @contract.command("run")
 @_run_options
 def contract_run(
@@ -288,14 +297,11 @@ def contract_run(
     record: str | None,
 ) -> None:
     """Run every invariant under every scenario and print the matrix."""
-    from flakestorm.reporters import terminal
     from flakestorm.runner import Overrides
 
     overrides = Overrides(concurrency, seed, min_score, output_dir, record=record)
     result, out = _run(config_path, overrides, progress=True, ci=False)
-    click.echo(terminal.render(result), nl=False)
-    click.echo(f"Reports: {out}/")
-    sys.exit(result.exit_code)
+    _conclude(result, out)
 
 
 @main.command("run")
@@ -322,7 +328,6 @@ def run_command(
     chaos_profile: str | None,
 ) -> None:
     """Run the golden prompts under chaos and score them (the chaos-only phase)."""
-    from flakestorm.reporters import terminal
     from flakestorm.runner import Overrides
 
     if (chaos_only or chaos_profile) and not chaos:
@@ -337,9 +342,7 @@ def run_command(
     result, out = _run(
         config_path, overrides, progress=True, ci=False, phases=("chaos",), profile=chaos_profile
     )
-    click.echo(terminal.render(result), nl=False)
-    click.echo(f"Reports: {out}/")
-    sys.exit(result.exit_code)
+    _conclude(result, out)
 
 
 @main.command("ci")
@@ -365,16 +368,13 @@ def ci(
     ready_timeout_ms: int | None,
 ) -> None:
     """Run every configured phase, write every report, exit with the gate's code."""
-    from flakestorm.reporters import terminal
     from flakestorm.runner import Overrides
 
     overrides = Overrides(
         concurrency, seed, min_score, output_dir, agent_url, proxy_url, ready_timeout_ms, record
     )
     result, out = _run(config_path, overrides, progress=True, ci=True)
-    click.echo(terminal.render(result), nl=False)
-    click.echo(f"Reports: {out}/")
-    sys.exit(result.exit_code)
+    _conclude(result, out)
 
 
 @contract.command("score")

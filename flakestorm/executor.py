@@ -15,6 +15,7 @@ that did not finish are ``not_run`` with what they did recorded.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -377,20 +378,12 @@ class _Tracker:
         runs = [slots[r * n : (r + 1) * n] for r in range(repeat)]
         passed_runs = sum(1 for run in runs if all(p is not None and p.passed for p in run))
         status = Status.PASSED if passed_runs >= self._options.min_pass else Status.FAILED
-        flaky = 0 < passed_runs < repeat
         reason = _reason(cell, runs, passed_runs, self._options.min_pass)
-        return CellResult(
-            index=cell.index,
-            invariant_id=cell.invariant.id,
-            scenario=cell.scenario.name,
-            severity=cell.invariant.severity.value,
-            status=status,
-            reason=reason,
-            flaky=flaky,
+        return dataclasses.replace(
+            _result(cell, status, reason, prompts, fired),
+            flaky=0 < passed_runs < repeat,
             runs_passed=passed_runs,
             runs_total=repeat,
-            prompts=prompts,
-            faults_fired=fired,
         )
 
     def _finish(self, cell: Cell, result: CellResult) -> None:
