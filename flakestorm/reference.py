@@ -209,8 +209,8 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "tool_faults[].mode": "What the fault does: see [fault modes](#fault-modes).",
     "tool_faults[].probability": "Chance that a matching call gets the fault, 0–1, decided by "
     "a seeded RNG (reproducible).",
-    "tool_faults[].after_calls": "The first N matching calls succeed; the fault fires from "
-    "call N+1.",
+    "tool_faults[].after_calls": "The first N matching calls of each invocation succeed; the "
+    "fault fires from call N+1.",
     "tool_faults[].delay_ms": "`timeout`: how long to hold the call before dropping it; "
     "`slow`: the delay before the real reply. Milliseconds.",
     "tool_faults[].error_code": "`error`: HTTP status of the error reply (or the "
@@ -218,12 +218,14 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "tool_faults[].message": "`error`: the error message.",
     "tool_faults[].payload": "`malicious_response`: the tool result returned instead of the "
     "real one.",
-    "tool_faults[].match_url": "Forward-proxy mode: requests whose URL starts with this are "
-    "calls of `tool`.",
+    "tool_faults[].match_url": "Match calls by URL instead of by tool name: a glob when it "
+    "contains `*`, else a URL prefix; applies to `/tools/` routes, forward-proxy requests, "
+    "`CONNECT` tunnels (`host:port`) and, for python tools, `python:module:attr`.",
     "llm_faults[].mode": "What the fault does: see [fault modes](#fault-modes).",
     "llm_faults[].probability": "Chance that a matching call gets the fault, 0–1, decided by "
     "a seeded RNG (reproducible).",
-    "llm_faults[].after_calls": "The first N LLM calls succeed; the fault fires from call N+1.",
+    "llm_faults[].after_calls": "The first N LLM calls of each invocation succeed; the fault "
+    "fires from call N+1.",
     "llm_faults[].delay_ms": "`timeout`: how long to hold the call before failing it. "
     "Milliseconds.",
     "llm_faults[].max_tokens": "`truncated_response`: how many tokens of the content are kept.",

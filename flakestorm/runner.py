@@ -277,8 +277,9 @@ def _resolve_cassette(upstream: str | None, base_dir: Path) -> str | None:
 
 def proxy_env(proxy_url: str, agent_endpoint: str) -> dict[str, str]:
     """The environment an agent started by flakestorm gets so its traffic goes through the
-    chaos proxy: LLM SDK base URLs, ``HTTP_PROXY`` for everything else (not for the agent's own
-    address), and ``FLAKESTORM_PROXY_URL`` for ``/tools/<name>`` routes."""
+    chaos proxy: LLM SDK base URLs, ``HTTP_PROXY``/``HTTPS_PROXY`` for everything else (HTTPS
+    as ``CONNECT`` tunnels; not for the agent's own address), and ``FLAKESTORM_PROXY_URL`` for
+    ``/tools/<name>`` routes."""
     host = urllib.parse.urlsplit(agent_endpoint).hostname or "127.0.0.1"
     no_proxy = ",".join(dict.fromkeys([host, "localhost"]))
     return {
@@ -287,6 +288,8 @@ def proxy_env(proxy_url: str, agent_endpoint: str) -> dict[str, str]:
         "ANTHROPIC_BASE_URL": f"{proxy_url}/llm/anthropic",
         "HTTP_PROXY": proxy_url,
         "http_proxy": proxy_url,
+        "HTTPS_PROXY": proxy_url,
+        "https_proxy": proxy_url,
         "NO_PROXY": no_proxy,
         "no_proxy": no_proxy,
     }

@@ -222,8 +222,8 @@ class ProxyControl:
             ) from exc
         if response.status_code == 401:
             raise InfrastructureError(
-                f"chaos proxy at {self.url} refused the control token: set proxy.token (or "
-                "FLAKESTORM_PROXY_TOKEN) to the token the proxy was started with"
+                f"chaos proxy at {self.url} refused the control token: set proxy.token (e.g. "
+                "`token: ${FLAKESTORM_PROXY_TOKEN}`) to the token the proxy was started with"
             )
         try:
             reply = response.json()

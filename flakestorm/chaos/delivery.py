@@ -90,7 +90,9 @@ def attach(
     for interaction in interactions:
         by_cell.setdefault(cell_of(interaction.cell_id), []).append(interaction)
         matched.update(interaction.matched)
-    undelivered = tuple(label for label in book.declared() if label not in matched)
+    ran = any(cell.status.scored for cell in cells)
+    # a scenario whose cells never invoked the agent (all skipped or not run) proves nothing
+    undelivered = tuple(label for label in book.declared() if label not in matched and ran)
     reason = ""
     if undelivered:
         s = book.scenario
