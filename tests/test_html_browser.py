@@ -13,7 +13,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from golden.cases import failing, hostile
+from golden.cases import chaos_only, failing, hostile
 from support.server import LoopbackServer
 
 from flakestorm.reporters import html
@@ -81,6 +81,7 @@ class _Dom(HTMLParser):
         self.rows: list[dict[str, str | None]] = []
         self.articles: list[dict[str, str | None]] = []
         self.tags: set[str] = set()
+        self.ids: set[str] = set()
         self.filter_count = ""
         self._in: str | None = None
         self.feed(text)
@@ -88,6 +89,8 @@ class _Dom(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         values = dict(attrs)
         self.tags.add(tag)
+        if values.get("id"):
+            self.ids.add(str(values["id"]))
         if tag == "body":
             self.body = values
         elif tag == "tr" and values.get("class") == "row":
@@ -118,19 +121,19 @@ def failing_report(tmp_path: Path) -> Path:
 
 def test_the_matrix_and_the_failed_cells_render(browser: str, failing_report: Path) -> None:
     dom = _Dom(dump_dom(browser, failing_report))
-    assert dom.title == "flakestorm report: FAIL 40.00"
+    assert dom.title == "flakestorm report: FAIL 45.00"
     assert dom.body.get("data-filter") == "none"  # the script ran (CSP allowed it)
-    assert len(dom.visible(dom.rows)) == 3
-    assert len(dom.visible(dom.articles)) == 9
+    assert len(dom.visible(dom.rows)) == 5  # 3 contract rows, 2 chaos rows
+    assert len(dom.visible(dom.articles)) == 11
     bad = [a["id"] for a in dom.articles if a.get("data-bad") == "1"]
-    assert bad == ["cell-1", "cell-4", "cell-5"]
+    assert bad == ["cell-1", "cell-4", "cell-5", "chaos-cell-0"]
     assert dom.filter_count == ""
 
 
 @pytest.mark.parametrize(
     ("fragment", "rows", "cells"),
     [
-        ("#failed", ["critical", "high"], ["cell-1", "cell-4", "cell-5"]),
+        ("#failed", ["critical", "high", "medium"], ["cell-1", "cell-4", "cell-5", "chaos-cell-0"]),
         ("#critical", ["critical"], ["cell-0", "cell-1", "cell-2"]),
         ("#failed+critical", ["critical"], ["cell-1"]),
     ],
@@ -169,6 +172,18 @@ def test_injected_markup_never_runs_and_nothing_leaves_the_file(
     assert not {"img", "iframe", "link"} & dom.tags
     assert "&lt;script&gt;document.title='pwned'&lt;/script&gt;" in text
     assert "&lt;img src=x onerror=" in text
+    # the hostile call URL (it carries the beacon) is text in its cell
+    assert f"javascript:alert(1)//{beacon}?q=&lt;script&gt;x&lt;/script&gt;" in text
+
+
+def test_a_chaos_only_report_filters_its_cells(browser: str, tmp_path: Path) -> None:
+    report = tmp_path / "report.html"
+    report.write_text(html.render(chaos_only()), encoding="utf-8")
+    dom = _Dom(dump_dom(browser, report, "#failed"))
+    assert dom.title == "flakestorm report: FAIL 0.00"
+    assert dom.body.get("data-filter") == "failed"  # the script ran without a contract
+    assert [a["id"] for a in dom.visible(dom.articles)] == ["chaos-cell-0", "chaos-cell-1"]
+    assert "undelivered" in dom.ids
 
 
 def test_the_csp_blocks_markup_even_if_escaping_failed(browser: str, tmp_path: Path) -> None:
@@ -189,5 +204,5 @@ def test_the_csp_blocks_markup_even_if_escaping_failed(browser: str, tmp_path: P
         time.sleep(0.2)
         assert server.requests == []
     dom = _Dom(text)
-    assert dom.title == "flakestorm report: FAIL 40.00"
+    assert dom.title == "flakestorm report: FAIL 45.00"
     assert dom.body.get("data-filter") == "none"

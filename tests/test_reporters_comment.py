@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from golden.cases import FORGED_STATE, failing, hostile, large_run, passing
+from golden.cases import FORGED_STATE, chaos_only, failing, hostile, large_run, passing
 
 from flakestorm.reporters import comment
 from flakestorm.reporters.comment import COMMENT_LIMIT_CHARS, CommentState, parse_state
@@ -23,10 +23,10 @@ def test_the_body_starts_with_the_marker_and_the_state() -> None:
     body = comment.render(failing(), None, KEY, run_id="42")
     lines = body.split("\n")
     assert lines[0] == f"<!-- flakestorm:comment key={KEY} -->"
-    assert lines[1] == '<!-- flakestorm:state {"score": 40.0, "run": "42"} -->'
+    assert lines[1] == '<!-- flakestorm:state {"score": 45.0, "run": "42"} -->'
     assert comment.is_comment_for(body, KEY)
     assert not comment.is_comment_for(body, comment.marker_key("b.yaml"))
-    assert parse_state(body) == CommentState(score=40.0, run="42")
+    assert parse_state(body) == CommentState(score=45.0, run="42")
 
 
 def test_the_run_id_defaults_to_the_start_time() -> None:
@@ -38,23 +38,51 @@ def test_the_run_id_defaults_to_the_start_time() -> None:
     ("previous", "expected"),
     [
         (None, "first run on this pull request"),
-        (CommentState(83.33, "1"), "▼ 43.33 from 83.33 in the previous run"),
-        (CommentState(12.5, "1"), "▲ 27.50 from 12.50 in the previous run"),
-        (CommentState(40.0, "1"), "unchanged since the previous run (40.00)"),
+        (CommentState(83.33, "1"), "▼ 38.33 from 83.33 in the previous run"),
+        (CommentState(12.5, "1"), "▲ 32.50 from 12.50 in the previous run"),
+        (CommentState(45.0, "1"), "unchanged since the previous run (45.00)"),
         (CommentState(None, "1"), "previous run: n/a"),
     ],
 )
 def test_the_delta_against_the_previous_run(previous: CommentState | None, expected: str) -> None:
     body = comment.render(failing(), previous, KEY)
-    assert f"### flakestorm: ❌ FAIL · score 40.00 ({expected})" in body
+    assert f"### flakestorm: ❌ FAIL · score 45.00 ({expected})" in body
 
 
-def test_failing_cells_are_listed_compactly() -> None:
+def test_failing_cells_of_every_phase_are_listed_compactly_critical_first() -> None:
     body = comment.render(failing(), None, KEY)
-    assert "**Failing cells (3)**" in body
+    assert "**Failing cells (4)**" in body
+    rows = [line for line in body.split("\n") if line.startswith("| ❌") or line.startswith("| 💥")]
+    assert [row.split(" | ")[1] for row in rows] == [
+        "mentions\\_refund\\[tool\\_outage\\]",
+        "no\\_injection\\[tool\\_outage\\]",
+        "no\\_injection\\[poisoned\\_memory\\]",
+        "completes\\[chaos\\]",
+    ]
     assert "| ❌ | mentions\\_refund\\[tool\\_outage\\] | critical |" in body
     assert "| 💥 | no\\_injection\\[tool\\_outage\\] | high |" in body
     assert "Failing cells" not in comment.render(passing(), None, KEY)
+
+
+def test_every_phase_score_is_shown() -> None:
+    body = comment.render(failing(), None, KEY)
+    assert "contract support-agent: 40.00 · chaos: 50.00 (1 of 2 prompts passed)" in body
+    assert "phases: contract, chaos" in body
+    body = comment.render(chaos_only(), None, KEY)
+    assert "chaos: 0.00 (0 of 2 prompts passed) · phases: chaos" in body
+    assert "contract" not in body
+
+
+def test_undelivered_faults_are_flagged_with_the_hint() -> None:
+    body = comment.render(chaos_only(), None, KEY)
+    head, _, table = body.partition("**Failing cells")
+    assert "**🚫 Faults not delivered:**" in head
+    assert (
+        "- the chaos phase: tool\\_faults\\[0\\] error(503) on flight\\_search — the agent made "
+        "no call to \\`flight\\_search\\` through flakestorm"
+    ) in head
+    assert "| 💥 | completes\\[chaos\\] | medium | fault not delivered:" in table
+    assert "Faults not delivered" not in comment.render(failing(), None, KEY)
 
 
 def test_the_summary_link_only_for_https() -> None:
@@ -117,7 +145,10 @@ def test_marker_keys_are_validated() -> None:
 def test_hostile_comment_escapes_everything() -> None:
     body = comment.render(hostile(), None, KEY)
     assert "<script" not in body and "<img" not in body and "::error" not in body
+    assert "<td" not in body and "</th" not in body
     assert "@team" not in body and "#42" not in body and "\u202e" not in body
+    assert "@org" not in body  # the undelivered fault's tool name
+    assert "**dead\\|\\`x\\`&lt;/th&gt;&lt;img src=x&gt;**" in body
 
 
 def test_partial_runs_say_so() -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import re
+from collections import Counter
 from html.parser import HTMLParser
 
-from golden.cases import INJECTED_SCRIPT, failing, hostile, passing
+from golden.cases import INJECTED_SCRIPT, chaos_only, failing, hostile, passing
 
 from flakestorm.reporters import html
 
@@ -69,7 +71,7 @@ def test_one_inline_script_allowed_by_its_hash_and_nothing_else() -> None:
 
 
 def test_no_url_leaves_the_file() -> None:
-    for result in (passing(), failing(), hostile()):
+    for result in (passing(), failing(), hostile(), chaos_only()):
         page = _page(html.render(result))
         for tag, attrs in page.tags:
             for name in ("src", "href", "action", "srcset", "data", "poster"):
@@ -88,6 +90,8 @@ def test_hostile_content_is_escaped_text() -> None:
     page = _page(text)
     assert page.title == "flakestorm report: FAIL 25.00"
     assert INJECTED_SCRIPT not in text
+    assert "<script>x</script>" not in text and "</td>@org" not in text
+    assert "beacon?q=&lt;script&gt;x&lt;/script&gt;|`c`&amp;a=" in text  # the call's URL
     assert "&lt;script&gt;document.title=&#39;pwned&#39;&lt;/script&gt;" in text
     assert "<img" not in text and "<iframe" not in text and "<link" not in text
     assert "\u202e" not in text and "\x1b" not in text and "\x00" not in text
@@ -102,11 +106,79 @@ def test_matrix_filters_and_cells() -> None:
     rows = re.findall(
         r'<tr class="row" data-filterable data-bad="(\d)" data-severity="(\w+)">', text
     )
-    assert rows == [("1", "critical"), ("1", "high"), ("0", "low")]
-    assert text.count('<article class="cell ') == 9
+    assert rows == [
+        ("1", "critical"),
+        ("1", "high"),
+        ("0", "low"),
+        ("1", "medium"),  # the chaos phase
+        ("0", "medium"),
+    ]
+    assert text.count('<article class="cell ') == 11
     assert 'href="#cell-1"' in text and 'id="cell-1"' in text
+    assert 'href="#chaos-cell-0"' in text and 'id="chaos-cell-0"' in text
     assert "Warning: No reset_endpoint configured." in text
     assert "The run stopped early (max_invocations)" in text
+
+
+def test_element_ids_are_unique() -> None:
+    for result in (passing(), failing(), hostile(), chaos_only()):
+        ids = Counter(a["id"] for _, a in _page(html.render(result)).tags if "id" in a)
+        assert [i for i, n in ids.items() if n > 1] == []
+
+
+def test_every_phase_has_a_score_a_matrix_and_a_scenarios_table() -> None:
+    text = html.render(failing())
+    assert '<dd id="contract-score">support-agent: 40.00 (failed)</dd>' in text
+    assert '<dd id="chaos-score">50.00 (1 of 2 prompts passed)</dd>' in text
+    assert '<section id="matrix" class="matrix">' in text
+    assert '<section id="chaos-matrix" class="matrix">' in text
+    assert "<h2>Chaos: 50.00 (1 of 2 prompts passed)</h2>" in text
+    assert (
+        "<td><ul><li>tool orders_api: error</li><li>tool orders_api: slow</li></ul></td>\n"
+        "<td><p>cells ran one at a time (the agent does not forward the X-Flakestorm-Cell "
+        "header)</p></td>"
+    ) in text
+    assert text.count('<table class="scenarios"') == 2
+    only = html.render(chaos_only())
+    assert 'id="contract-score"' not in only and 'id="matrix"' not in only
+    assert "<p>No phase ran.</p>" in html.render(dataclasses.replace(chaos_only(), chaos=None))
+
+
+def test_undelivered_faults_are_flagged_at_the_top_and_on_the_scenario() -> None:
+    text = html.render(chaos_only())
+    header = text[: text.index("</header>")]
+    assert '<div class="undelivered" id="undelivered">' in header
+    assert (
+        "<li>the chaos phase: tool_faults[0] error(503) on flight_search — the agent made no call "
+        "to `flight_search` through flakestorm — is its base URL"
+    ) in header
+    assert (
+        '<th class="undelivered" title="tool flight_search: error; llm: truncated_response">'
+        "chaos 🚫</th>"
+    ) in text
+    assert "🚫 next to a scenario: a declared fault was not delivered" in text
+    assert "<p>🚫 not delivered: tool_faults[0] error(503) on flight_search</p>" in text
+    assert 'id="undelivered"' not in html.render(failing())
+    hostile_header = html.render(hostile()).split("</header>")[0]
+    assert (
+        ", scenario <strong>dead|`x`&lt;/th&gt;&lt;img src=x&gt;</strong>: tool_faults[0] "
+        "error(503) on ev`il&lt;/td&gt;@org|x — the agent"
+    ) in hostile_header
+
+
+def test_every_call_of_a_cell_is_listed() -> None:
+    text = html.render(failing())
+    cell = text[text.index('id="cell-1"') : text.index('id="cell-2"')]
+    assert '<div class="label">calls through flakestorm (5)</div>' in cell
+    assert cell.count('<tr class="call') == 5 and cell.count('<tr class="call fired">') == 3
+    assert (
+        '<td class="url">http://127.0.0.1:8080/tools/orders_api/orders/42</td>\n'
+        '<td class="num">502</td>\n<td>tool_faults[1] slow(2000 ms) on orders_api</td>\n'
+        "<td>connection refused: orders.internal:443</td>"
+    ) in cell
+    assert '<td class="num">no reply</td>' in cell
+    chaos = text[text.index('id="chaos-cell-0"') :]
+    assert '<div class="label">calls through flakestorm (3)</div>' in chaos
 
 
 def test_the_template_ships_inside_the_package() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from golden.cases import failing, hostile, large_run, passing
+from golden.cases import chaos_only, failing, hostile, large_run, passing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,7 +27,7 @@ def test_one_suite_per_phase_one_case_per_cell() -> None:
     root = _parse(junit.render(failing()))
     assert root.tag == "testsuites"
     suites = root.findall("testsuite")
-    assert [s.attrib["name"] for s in suites] == ["support-agent"]
+    assert [s.attrib["name"] for s in suites] == ["support-agent", "chaos"]
     suite = suites[0]
     assert (suite.attrib["tests"], suite.attrib["failures"], suite.attrib["errors"]) == (
         "9",
@@ -35,11 +35,20 @@ def test_one_suite_per_phase_one_case_per_cell() -> None:
         "1",
     )
     assert suite.attrib["skipped"] == "3"
-    cases = _cases(root)
+    assert (root.attrib["tests"], root.attrib["failures"], root.attrib["errors"]) == (
+        "11",
+        "3",
+        "1",
+    )
+    cases = _cases(suite)
     assert len(cases) == 9
     assert all(c.attrib["classname"] == "support-agent" for c in cases.values())
     assert cases["mentions_refund[tool_outage]"].attrib["line"] == "12"
     assert cases["mentions_refund[tool_outage]"].attrib["file"] == "flakestorm.yaml"
+    chaos = _cases(suites[1])
+    assert sorted(chaos) == ["completes[chaos]", "output-not-empty[chaos]"]
+    assert all(c.attrib["classname"] == "chaos" for c in chaos.values())
+    assert chaos["completes[chaos]"].find("failure") is not None
 
 
 def test_outcomes_map_to_failure_error_and_skipped() -> None:
@@ -52,7 +61,20 @@ def test_outcomes_map_to_failure_error_and_skipped() -> None:
     assert failure.text is not None
     assert "prompt (run 1): How do I get a refund?" in failure.text
     assert "I'm sorry, the orders service is unavailable right now." in failure.text
-    assert "faults fired: tool_error(orders_api, 503), slow(orders_api, 2000 ms)" in failure.text
+    assert (
+        "faults fired: tool_faults[0] error(503) on orders_api, tool_faults[1] slow(2000 ms) on "
+        "orders_api"
+    ) in failure.text
+    assert "\n\ncalls through flakestorm: 5\n1. llm POST " in failure.text
+    assert (
+        "\n3. tool orders_api GET http://127.0.0.1:8080/tools/orders_api/orders/42 -> 502 "
+        "(2003 ms); fired: tool_faults[1] slow(2000 ms) on orders_api; upstream error: "
+        "connection refused: orders.internal:443\n"
+    ) in failure.text
+    assert failure.text.endswith(
+        "5. tool orders_api GET http://127.0.0.1:8080/tools/orders_api/orders/43 -> no reply "
+        "(30000 ms); fired: tool_faults[0] error(503) on orders_api"
+    )
     error = cases["no_injection[tool_outage]"].find("error")
     assert error is not None and error.attrib["message"].startswith("reset failed")
     assert cases["no_injection[tool_outage]"].find("failure") is None
@@ -75,17 +97,42 @@ def test_time_is_the_sum_of_latencies_and_severity_is_in_system_out() -> None:
     assert flaky is not None and "runs passed: 2 of 3 (flaky)" in (flaky.text or "")
 
 
+def _properties(suite: ET.Element) -> dict[str, str]:
+    return {p.attrib["name"]: p.attrib["value"] for p in suite.iter("property")}
+
+
 def test_suite_properties_carry_score_seed_and_digest() -> None:
-    root = _parse(junit.render(failing()))
-    props = {p.attrib["name"]: p.attrib["value"] for p in root.iter("property")}
-    assert props["score"] == "40.00"
-    assert props["seed"] == "1234"
-    assert props["config_digest"].startswith("9f2c1e7a")
-    assert props["passed"] == "false"
-    assert props["stop_reason"] == "max_invocations"
-    assert "stop_reason" not in {
-        p.attrib["name"] for p in _parse(junit.render(passing())).iter("property")
-    }
+    contract, chaos = (_properties(s) for s in _parse(junit.render(failing())).iter("testsuite"))
+    assert contract["phase"] == "contract"
+    assert contract["score"] == "40.00"
+    assert contract["seed"] == "1234"
+    assert contract["config_digest"].startswith("9f2c1e7a")
+    assert contract["passed"] == "false"
+    assert contract["overall_score"] == "45.00"
+    assert contract["stop_reason"] == "max_invocations"
+    assert contract["serial_scenarios"] == "tool_outage"
+    assert "prompts" not in contract and "undelivered_faults" not in contract
+    assert (chaos["phase"], chaos["score"], chaos["passed"]) == ("chaos", "50.00", "true")
+    assert (chaos["prompts"], chaos["prompts_passed"]) == ("2", "1")
+    passing_props = _properties(_parse(junit.render(passing())))
+    assert not {"stop_reason", "serial_scenarios", "undelivered_faults"} & set(passing_props)
+
+
+def test_undelivered_faults_are_a_suite_property_and_errored_cases() -> None:
+    root = _parse(junit.render(chaos_only()))
+    (suite,) = root.findall("testsuite")
+    assert suite.attrib["name"] == "chaos"
+    assert (suite.attrib["errors"], suite.attrib["failures"]) == ("2", "0")
+    props = _properties(suite)
+    assert props["undelivered_faults"] == "chaos: tool_faults[0] error(503) on flight_search"
+    for case in suite.iter("testcase"):
+        error = case.find("error")
+        assert error is not None
+        assert error.attrib["message"].startswith(
+            "fault not delivered: tool_faults[0] error(503) on flight_search: the agent made no "
+            "call to `flight_search` through flakestorm"
+        )
+        assert "calls through flakestorm: 2" in (error.text or "")
 
 
 def test_hostile_output_parses_and_stays_text() -> None:
@@ -101,12 +148,22 @@ def test_hostile_output_parses_and_stays_text() -> None:
     assert "]]><![CDATA[" in failure.text
     assert "\u202e" not in text and "⟨U+202E⟩" in failure.text
     assert "::error" not in text
+    assert "1. tool\ufffd[31m x</td><script>document.title='pwned'</script>|`y` GET" in failure.text
+    assert "javascript:alert(1)//http://127.0.0.1:9/beacon?q=<script>x</script>" in failure.text
+    props = _properties(root)
+    assert props["undelivered_faults"] == (
+        "dead|`x`</th><img src=x>: tool_faults[0] error(503) on ev`il</td>@org|x"
+    )
     assert len(text) < 50_000  # the 2 MiB reply is an excerpt
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.text(alphabet=st.characters(codec=None, exclude_categories=())), st.text())
-def test_any_agent_output_yields_parseable_xml(output: str, reason: str) -> None:
+@given(
+    st.text(alphabet=st.characters(codec=None, exclude_categories=())),
+    st.text(),
+    st.text(alphabet=st.characters(codec=None, exclude_categories=())),
+)
+def test_any_agent_output_yields_parseable_xml(output: str, reason: str, url: str) -> None:
     import dataclasses
 
     base = failing()
@@ -114,11 +171,16 @@ def test_any_agent_output_yields_parseable_xml(output: str, reason: str) -> None
     cells = list(base.contract.cells)
     cell = cells[1]
     prompt = dataclasses.replace(cell.prompts[0], output=output, prompt=reason)
-    cells[1] = dataclasses.replace(cell, reason=reason, prompts=(prompt,), invariant_id=reason)
+    call = dataclasses.replace(cell.calls[0], url=url, upstream_error=output, tool=reason)
+    cells[1] = dataclasses.replace(
+        cell, reason=reason, prompts=(prompt,), invariant_id=reason, calls=(call,)
+    )
     contract = dataclasses.replace(base.contract, cells=tuple(cells), name=reason or "c")
+    scenarios = tuple(dataclasses.replace(s, undelivered=(url,)) for s in contract.scenarios)
+    contract = dataclasses.replace(contract, scenarios=scenarios)
     text = junit.render(dataclasses.replace(base, contract=contract))
     root = _parse(text)
-    assert len(list(root.iter("testcase"))) == 9
+    assert len(list(root.iter("testcase"))) == 11
 
 
 def test_a_run_without_a_contract_is_an_empty_report() -> None:

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
-from golden.cases import failing, hostile, large_run, passing
+from golden.cases import chaos_only, failing, hostile, hostile_url, large_run, passing
 from hypothesis import given
 from hypothesis import strategies as st
 
 from flakestorm.reporters import markdown
-from flakestorm.reporters.markdown import SUMMARY_LIMIT_BYTES, clean, code_block, html_text, text
+from flakestorm.reporters.markdown import (
+    SUMMARY_LIMIT_BYTES,
+    clean,
+    code_block,
+    html_text,
+    text,
+    url_span,
+)
+from flakestorm.results import CallRecord
 
 # --------------------------------------------------------------------------- escaping units
 
@@ -49,6 +58,24 @@ def test_a_code_block_cannot_be_closed_from_inside() -> None:
     assert all(not line.startswith(fence) for line in inner)
 
 
+def test_a_url_span_cannot_be_closed_and_carries_no_markup() -> None:
+    span = url_span('http://x/a b|`c`<s>"q"\\^{}\n::e', limit=1000)
+    assert span == "`http://x/a%20b%7C%60c%60%3Cs%3E%22q%22%5C%5E%7B%7D%0A:\u200b:e`"
+    assert url_span("") == "(none)"
+    assert url_span("http://x/" + "a" * 500).endswith("a…`")
+
+
+@given(st.text())
+def test_url_spans_stay_one_code_span(value: str) -> None:
+    span = url_span(value)
+    if span == "(none)":
+        return
+    inner = span[1:-1]
+    assert span[0] == span[-1] == "`"
+    assert not any(c in inner for c in "`|<>\n\r")
+    span.encode("utf-8")
+
+
 @given(st.text())
 def test_inline_text_never_carries_markup(value: str) -> None:
     out = text(value)
@@ -65,11 +92,77 @@ def test_verdict_and_scores_come_first() -> None:
     out = markdown.render(failing())
     head = out.split("### Contract", 1)[0]
     assert head.startswith("## flakestorm: ❌ FAIL")
-    assert "**Overall score: 40.00**" in head and "min\\_score 80" in head
+    assert "**Overall score: 45.00**" in head and "min\\_score 80" in head
+    assert "contract support-agent: 40.00 (failed) · chaos: 50.00 (1 of 2 prompts passed)" in head
     assert "The gate failed:" in head and "mentions\\_refund\\[tool\\_outage\\]" in head
-    assert "phases: contract" in head and "seed 1234" in head and "10 invocations" in head
+    assert "phases: contract, chaos" in head and "seed 1234" in head
+    assert "13 invocations" in head
     assert "stopped early (max\\_invocations)" in head
     assert "No reset\\_endpoint configured" in head
+    # the chaos phase's warning, which the contract phase also gave, is listed once
+    assert head.count("does not forward the X-Flakestorm-Cell header") == 1
+
+
+def test_the_chaos_phase_has_its_own_section_after_the_contract() -> None:
+    out = markdown.render(failing())
+    contract, _, chaos = out.partition("### Chaos: 50.00 (1 of 2 prompts passed)")
+    assert "### Contract support-agent: 40.00 (failed)" in contract
+    assert "| invariant | severity | chaos |" in chaos
+    assert "| completes | medium | ❌ |" in chaos and "| output-not-empty | medium | ✅ |" in chaos
+    assert "#### Failed and errored cells (1)" in chaos
+    assert "<summary>❌ completes[chaos] · medium ·" in chaos
+
+
+def test_a_chaos_only_run_has_only_the_chaos_section() -> None:
+    out = markdown.render(chaos_only())
+    assert "### Contract" not in out and "contract" not in out.split("### Chaos", 1)[0]
+    assert "**Overall score: 0.00** · min\\_score 70 · chaos: 0.00 (0 of 2 prompts passed)" in out
+    assert markdown.render(dataclasses.replace(chaos_only(), chaos=None)).endswith(
+        "No phase ran.\n"
+    )
+
+
+def test_undelivered_faults_are_flagged_near_the_top_with_the_hint() -> None:
+    out = markdown.render(chaos_only())
+    head = out.split("### Chaos", 1)[0]
+    block = head[head.index("> [!WARNING]") :]
+    assert block.startswith("> [!WARNING]\n> **🚫 Faults not delivered:**")
+    assert (
+        "> - the chaos phase: tool\\_faults\\[0\\] error(503) on flight\\_search — the agent made "
+        "no call to \\`flight\\_search\\` through flakestorm — is its base URL for that tool "
+        "pointed at the proxy (http://127.0.0.1:8080/tools/flight\\_search)"
+    ) in block
+    assert head.index("Faults not delivered") < head.index("phases: chaos")
+    assert "Faults not delivered" not in markdown.render(failing())
+
+
+def test_an_undelivered_scenario_is_marked_in_the_matrix_and_the_legend() -> None:
+    out = markdown.render(chaos_only())
+    assert "| invariant | severity | chaos 🚫 |" in out
+    assert f"{markdown.LEGEND} · {markdown.UNDELIVERED_LEGEND}" in out
+    assert (
+        "| chaos 🚫 | tool flight\\_search: error<br>llm: truncated\\_response | 🚫 not delivered: "
+        "tool\\_faults\\[0\\] error(503) on flight\\_search |" in out
+    )
+    assert markdown.UNDELIVERED_LEGEND not in markdown.render(failing())
+    contract = markdown.render(hostile())
+    assert "| calm | dead\\|\\`x\\`&lt;/th&gt;&lt;img src=x&gt; 🚫 |" in contract
+    assert (
+        "scenario **dead\\|\\`x\\`&lt;/th&gt;&lt;img src=x&gt;**: tool\\_faults\\[0\\]" in contract
+    )
+
+
+def test_the_scenarios_table_lists_declared_faults_and_how_they_ran() -> None:
+    out = markdown.render(failing())
+    assert "<summary>Scenarios (3) and their declared faults</summary>" in out
+    assert "| baseline | none |  |" in out
+    assert (
+        "| tool\\_outage | tool orders\\_api: error<br>tool orders\\_api: slow | cells ran one "
+        "at a time (the agent does not forward the X-Flakestorm-Cell header) |"
+    ) in out
+    # no notes column when no scenario has a note
+    passing_out = markdown.render(passing())
+    assert "| scenario | faults declared |\n|---|---|\n| baseline | none |" in passing_out
 
 
 def test_matrix_marks_every_status_with_a_legend() -> None:
@@ -83,33 +176,93 @@ def test_matrix_marks_every_status_with_a_legend() -> None:
 def test_failed_and_errored_cells_have_details_critical_first() -> None:
     out = markdown.render(failing())
     summaries = re.findall(r"<summary>(.*)</summary>", out)
-    assert [s.split(" · ")[0] for s in summaries] == [
+    assert [s.split(" · ")[0] for s in summaries if "[" in s] == [
         "❌ mentions_refund[tool_outage]",
         "💥 no_injection[tool_outage]",
         "❌⚠️ no_injection[poisoned_memory]",
+        "❌ completes[chaos]",
     ]
-    assert "tool\\_error(orders\\_api, 503)" in out
+    assert "tool\\_faults\\[0\\] error(503) on orders\\_api" in out
     assert "No reply: timeout: no reply within 30000 ms" in out
     assert "Sent to the agent (after context attacks):" in out
 
 
-def test_a_passing_run_has_no_details() -> None:
+def test_failed_cells_list_the_calls_with_faults_and_upstream_errors() -> None:
+    out = markdown.render(failing())
+    assert "- **Calls through flakestorm:** 5\n\n| # | call | status | faults fired | ms |" in out
+    assert (
+        "| 3 | tool orders\\_api GET `http://127.0.0.1:8080/tools/orders_api/orders/42` | 502 · "
+        "upstream error: connection refused: orders.internal:443 | tool\\_faults\\[1\\] "
+        "slow(2000 ms) on orders\\_api | 2003 |"
+    ) in out
+    assert (
+        "| 5 | tool orders\\_api GET `http://127.0.0.1:8080/tools/orders_api/orders/43` | no "
+        "reply | tool\\_faults\\[0\\] error(503) on orders\\_api | 30000 |"
+    ) in out
+    # a reset failure never invoked the agent: nothing to say about calls
+    reset = out[out.index("💥 no_injection[tool_outage]") :]
+    assert "Calls through" not in reset[: reset.index("</details>")]
+
+
+def test_no_calls_under_declared_faults_is_said() -> None:
+    base = failing()
+    assert base.contract is not None
+    cells = list(base.contract.cells)
+    cells[1] = dataclasses.replace(cells[1], calls=(), faults_fired=())
+    contract = dataclasses.replace(base.contract, cells=tuple(cells))
+    out = markdown.render(dataclasses.replace(base, contract=contract))
+    assert "- **Faults fired:** none\n- **Calls through flakestorm:** none\n" in out
+
+
+def test_the_calls_of_a_cell_are_capped_with_a_count() -> None:
+    base = failing()
+    assert base.contract is not None
+    cells = list(base.contract.cells)
+    calls = tuple(
+        CallRecord("tool", "orders_api", "GET", f"http://p/tools/orders_api/{i}", 200)
+        for i in range(25)
+    )
+    cells[1] = dataclasses.replace(cells[1], calls=calls)
+    contract = dataclasses.replace(base.contract, cells=tuple(cells))
+    out = markdown.render(dataclasses.replace(base, contract=contract))
+    assert "- **Calls through flakestorm:** 25, the first 10 below" in out
+    assert "`http://p/tools/orders_api/9`" in out
+    assert "`http://p/tools/orders_api/10`" not in out
+
+
+def test_a_passing_run_has_no_cell_details() -> None:
     out = markdown.render(passing())
     assert out.startswith("## flakestorm: ✅ PASS")
-    assert "<details>" not in out
+    assert out.count("<details>") == 1  # the scenarios table
+    assert "Failed and errored cells" not in out
 
 
 def test_hostile_output_stays_text() -> None:
     out = markdown.render(hostile())
     outside_code = re.sub(r"(`{3,})text\n.*?\n\1\n", "", out, flags=re.S)
     assert "<script" not in outside_code and "<img" not in outside_code
-    assert "<!--" not in outside_code
-    assert outside_code.count("<details>") == outside_code.count("</details>") == 2
+    assert "<!--" not in outside_code and "<td" not in outside_code and "</th" not in outside_code
+    # 4 failed or errored cells and the scenarios table
+    assert outside_code.count("<details>") == outside_code.count("</details>") == 5
     assert re.search(r"^::", out, flags=re.M) is None and "::error" not in out
-    assert "@team" not in out and "#42" not in out
+    assert "@team" not in out and "#42" not in out and "@org" not in out
     assert "\u202e" not in out and "\x1b" not in out and "\x00" not in out
     out.encode("utf-8")
-    assert len(out) < 20_000  # the 2 MiB reply is an excerpt
+    assert len(out) < 30_000  # the 2 MiB reply is an excerpt
+
+
+def test_a_hostile_call_record_stays_in_its_table_cell() -> None:
+    out = markdown.render(hostile())
+    (row,) = [line for line in out.split("\n") if line.startswith("| 1 | tool")]
+    # 5 columns: the URL's "|" and backticks cannot add cells or end the code span
+    assert len(re.findall(r"(?<!\\)\|", row)) == 6
+    found = re.search(r"(?<!\\)`javascript[^`]*`", row)
+    assert found is not None
+    span = found.group()
+    assert span.startswith("`javascript:alert(1)//http://127.0.0.1:9/beacon?q=%3Cscript%3Ex")
+    assert "%7C%60c%60" in span and span.endswith("…`") and len(span) < 400
+    assert hostile_url().split("|")[0] not in out  # never raw
+    assert "GET\r\n" not in out and "upstream error: &lt;img src=x" in row
 
 
 def test_ten_thousand_cells_stay_under_one_mib_with_a_note() -> None:
@@ -119,9 +272,10 @@ def test_ten_thousand_cells_stay_under_one_mib_with_a_note() -> None:
     assert size < SUMMARY_LIMIT_BYTES
     assert size > SUMMARY_LIMIT_BYTES - 64 * 1024  # it used the room
     assert out.count("\n| invariant\\_") == 100  # the whole matrix
+    assert out.count("\n| scenario\\_") == 100  # the whole scenarios table
     note = re.search(r"_(\d+) of 5000 failed or errored cells omitted", out)
     assert note is not None
-    assert out.count("<details>") == 5000 - int(note.group(1))
+    assert out.count("<details>\n<summary>❌") == 5000 - int(note.group(1))
     assert "`report.html` and `results.json`" in out
 
 
@@ -129,3 +283,13 @@ def test_a_huge_matrix_is_cut_too() -> None:
     out = markdown.render(large_run(10_000, 1, reply_chars=10), limit_bytes=64 * 1024)
     assert len(out.encode("utf-8")) < 64 * 1024
     assert re.search(r"_\d+ of 10000 matrix rows omitted", out)
+
+
+def test_two_large_phases_share_the_one_mib() -> None:
+    large = large_run(100, 100)
+    out = markdown.render(dataclasses.replace(large, chaos=large.contract))
+    assert len(out.encode("utf-8")) < SUMMARY_LIMIT_BYTES
+    contract, _, chaos = out.partition("\n### Chaos: ")
+    # both matrices are whole; the details that did not fit are counted
+    assert contract.count("\n| invariant\\_") == 100 and chaos.count("\n| invariant\\_") == 100
+    assert re.search(r"_\d+ of 5000 failed or errored cells omitted", chaos)

@@ -1,5 +1,9 @@
 """The sticky pull-request comment: score, delta against the previous run, verdict, failing cells.
 
+Below the score line: each phase's score, why the gate failed, the faults that were not
+delivered (SPEC §4: flagged, with the wiring hint), then one table of the failing cells of every
+phase, critical first.
+
 One comment per pull request and config. Its body starts with two hidden lines::
 
     <!-- flakestorm:comment key=<marker_key> -->
@@ -24,11 +28,15 @@ import re
 from dataclasses import dataclass
 
 from flakestorm.reporters.markdown import (
-    bad_cells,
+    UNDELIVERED_TITLE,
+    all_bad_cells,
     cell_mark,
     faults_text,
+    phase_state,
+    phases,
     score_text,
     text,
+    undelivered_items,
     verdict,
 )
 from flakestorm.results import CellResult, RunResult
@@ -42,6 +50,8 @@ _HEAD = re.compile(
     r"<!-- flakestorm:state (?P<state>\{[^\r\n]{0,1000}\}) -->\r?\n"
 )
 _NOTE_RESERVE = 600
+MAX_UNDELIVERED = 10
+"""Undelivered faults listed; the rest are counted."""
 
 
 @dataclass(frozen=True)
@@ -145,9 +155,12 @@ def render(
     )
     out.append("")
     facts = []
-    contract = result.contract
-    if contract is not None:
-        facts.append(f"contract {text(contract.name, 100)}: {score_text(contract.score.score)}")
+    for phase, outcome in phases(result):
+        name = f"contract {text(outcome.name, 100)}" if phase == "contract" else "chaos"
+        score_line = score_text(outcome.score.score)
+        if phase == "chaos":
+            score_line += f" ({phase_state(phase, outcome)})"
+        facts.append(f"{name}: {score_line}")
     facts.append("phases: " + (", ".join(text(p) for p in result.overall.phases_ran) or "none"))
     if not result.complete:
         facts.append(f"⚠️ stopped early ({text(result.stop_reason or 'unknown reason', 60)})")
@@ -157,6 +170,9 @@ def render(
         out.append(f"- {text(reason, 400)}")
     if result.overall.reasons:
         out.append("")
+    undelivered = undelivered_items(result, MAX_UNDELIVERED, hint_chars=300)
+    if undelivered:
+        out += [UNDELIVERED_TITLE, "", *undelivered, ""]
 
     link = ""
     if summary_url is not None and summary_url.startswith("https://"):
@@ -165,7 +181,7 @@ def render(
         link = f"[Full report (job summary)]({safe_url})"
 
     head = "\n".join(out) + "\n"
-    bad = bad_cells(contract)
+    bad = [cell for _, cell in all_bad_cells(result)]
     if bad:
         table = [
             f"**Failing cells ({len(bad)})**",

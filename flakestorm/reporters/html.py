@@ -1,5 +1,11 @@
 """A self-contained HTML report: summary, matrix, filters and every cell's invocations.
 
+Layout: the verdict, the score of every phase, why the gate failed and — flagged — the faults
+that were not delivered (SPEC §4) with the wiring hint; then, per phase that ran (the
+contract, then the chaos-only phase), the matrix (a 🚫 on a scenario whose faults were not
+delivered), a table of the scenarios with their declared faults and how they ran, and every
+cell with its invocations and every tool and LLM call the agent made in it.
+
 Rendered with jinja2 from ``templates/report.html.j2`` with autoescaping on; every string from
 the run first goes through :func:`flakestorm.reporters.markdown.clean` (control characters,
 lone surrogates and bidirectional overrides neutralised), and replies and prompts are shown in
@@ -29,13 +35,29 @@ import jinja2
 
 from flakestorm.reporters.markdown import (
     LEGEND,
+    UNDELIVERED_LEGEND,
     all_warnings,
+    call_status,
+    call_target,
     cell_mark,
     clean,
     excerpt,
+    no_calls,
+    phase_state,
+    phases,
+    scenario_notes,
     score_text,
+    undelivered,
 )
-from flakestorm.results import CellResult, PromptResult, RunResult, Status
+from flakestorm.results import (
+    CallRecord,
+    CellResult,
+    ContractOutcome,
+    PromptResult,
+    RunResult,
+    ScenarioInfo,
+    Status,
+)
 
 TEMPLATES = Path(__file__).parent / "templates"
 EXCERPT_CHARS = 20_000
@@ -59,8 +81,22 @@ class _Invocation:
 
 
 @dataclass(frozen=True)
+class _Call:
+    number: int
+    target: str
+    method: str
+    url: str
+    status: str
+    fired: tuple[str, ...]
+    upstream_error: str | None
+    latency_ms: float
+
+
+@dataclass(frozen=True)
 class _Cell:
     index: int
+    anchor: str
+    """The element id (``cell-3`` in the contract, ``chaos-cell-3`` in the chaos phase)."""
     id: str
     invariant_id: str
     scenario: str
@@ -73,6 +109,17 @@ class _Cell:
     runs: str | None
     faults: tuple[str, ...]
     invocations: tuple[_Invocation, ...]
+    calls: tuple[_Call, ...]
+    no_calls: bool
+    """The agent was invoked under declared faults, yet no call reached flakestorm."""
+
+
+@dataclass(frozen=True)
+class _Scenario:
+    name: str
+    faults: tuple[str, ...]
+    undelivered: bool
+    notes: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -85,6 +132,29 @@ class _Row:
     description: str | None
     bad: bool
     cells: tuple[_Cell | None, ...]
+
+
+@dataclass(frozen=True)
+class _Phase:
+    key: str
+    """``contract`` or ``chaos``: the prefix of the section ids (``contract`` has none)."""
+    name: str
+    title: str
+    score: str
+    state: str
+    counts: dict[str, int]
+    scenarios: tuple[_Scenario, ...]
+    rows: tuple[_Row, ...]
+    cells: tuple[_Cell, ...]
+    legend: str
+
+
+@dataclass(frozen=True)
+class _Undelivered:
+    where: str
+    scenario: str | None
+    fault: str
+    hint: str
 
 
 def _invocation(number: int, prompt: PromptResult) -> _Invocation:
@@ -110,9 +180,23 @@ def _invocation(number: int, prompt: PromptResult) -> _Invocation:
     )
 
 
-def _cell(cell: CellResult) -> _Cell:
+def _call(number: int, call: CallRecord) -> _Call:
+    return _Call(
+        number=number,
+        target=clean(call_target(call)),
+        method=excerpt(call.method, 40),
+        url=excerpt(call.url, 4000),
+        status=call_status(call),
+        fired=tuple(excerpt(f, 500) for f in call.fired),
+        upstream_error=None if call.upstream_error is None else excerpt(call.upstream_error, 2000),
+        latency_ms=call.latency_ms,
+    )
+
+
+def _cell(cell: CellResult, prefix: str, scenario: ScenarioInfo | None) -> _Cell:
     return _Cell(
         index=cell.index,
+        anchor=f"{prefix}cell-{cell.index}",
         id=clean(cell.id),
         invariant_id=clean(cell.invariant_id),
         scenario=clean(cell.scenario),
@@ -125,6 +209,55 @@ def _cell(cell: CellResult) -> _Cell:
         runs=f"{cell.runs_passed} of {cell.runs_total}" if cell.runs_total > 1 else None,
         faults=tuple(excerpt(f, 500) for f in cell.faults_fired),
         invocations=tuple(_invocation(n, p) for n, p in enumerate(cell.prompts, 1)),
+        calls=tuple(_call(n, c) for n, c in enumerate(cell.calls, 1)),
+        no_calls=no_calls(cell, scenario),
+    )
+
+
+def _phase(key: str, outcome: ContractOutcome) -> _Phase:
+    prefix = "" if key == "contract" else f"{key}-"
+    infos = {s.name: s for s in outcome.scenarios}
+    by_key = {
+        (c.invariant_id, c.scenario): _cell(c, prefix, infos.get(c.scenario)) for c in outcome.cells
+    }
+    rows = []
+    for inv in outcome.invariants:
+        row_cells = tuple(by_key.get((inv.id, s.name)) for s in outcome.scenarios)
+        rows.append(
+            _Row(
+                id=clean(inv.id),
+                type=clean(inv.type),
+                severity=clean(inv.severity),
+                when=clean(inv.when),
+                negate=inv.negate,
+                description=None if inv.description is None else clean(inv.description),
+                bad=any(c is not None and c.bad for c in row_cells),
+                cells=row_cells,
+            )
+        )
+    scenarios = tuple(
+        _Scenario(
+            name=clean(s.name),
+            faults=tuple(clean(f) for f in s.faults),
+            undelivered=bool(s.undelivered),
+            notes=tuple(excerpt(note, 2000) for note in scenario_notes(s)),
+        )
+        for s in outcome.scenarios
+    )
+    legend = LEGEND
+    if any(s.undelivered for s in outcome.scenarios):
+        legend = f"{LEGEND} · {UNDELIVERED_LEGEND}"
+    return _Phase(
+        key=key,
+        name=clean(outcome.name),
+        title=f"Contract {clean(outcome.name)}" if key == "contract" else "Chaos",
+        score=score_text(outcome.score.score),
+        state=phase_state(key, outcome),
+        counts={k: v for k, v in outcome.score.counts.items() if not k.startswith("prompts")},
+        scenarios=scenarios,
+        rows=tuple(rows),
+        cells=tuple(by_key[(c.invariant_id, c.scenario)] for c in outcome.cells),
+        legend=legend.replace("`", ""),
     )
 
 
@@ -158,28 +291,16 @@ def content_security_policy(script_source: str) -> str:
 def render(result: RunResult) -> str:
     """The HTML report for ``result``."""
     script, script_source = _script()
-    contract = result.contract
-    rows: list[_Row] = []
-    cells: list[_Cell] = []
-    scenarios: list[tuple[str, tuple[str, ...]]] = []
-    if contract is not None:
-        by_key = {(c.invariant_id, c.scenario): _cell(c) for c in contract.cells}
-        cells = [by_key[(c.invariant_id, c.scenario)] for c in contract.cells]
-        scenarios = [(clean(s.name), tuple(clean(f) for f in s.faults)) for s in contract.scenarios]
-        for inv in contract.invariants:
-            row_cells = tuple(by_key.get((inv.id, s.name)) for s in contract.scenarios)
-            rows.append(
-                _Row(
-                    id=clean(inv.id),
-                    type=clean(inv.type),
-                    severity=clean(inv.severity),
-                    when=clean(inv.when),
-                    negate=inv.negate,
-                    description=None if inv.description is None else clean(inv.description),
-                    bad=any(c is not None and c.bad for c in row_cells),
-                    cells=row_cells,
-                )
-            )
+    phase_views = [_phase(key, outcome) for key, outcome in phases(result)]
+    not_delivered = [
+        _Undelivered(
+            where=f"contract {clean(u.phase_name)}" if u.phase == "contract" else "the chaos phase",
+            scenario=clean(u.scenario) if u.phase == "contract" else None,
+            fault=clean(u.fault),
+            hint=excerpt(u.hint, 2000),
+        )
+        for u in undelivered(result)
+    ]
     template = _environment().get_template("report.html.j2")
     return template.render(
         csp=content_security_policy(script_source),
@@ -187,20 +308,14 @@ def render(result: RunResult) -> str:
         result=result,
         verdict="PASS" if result.overall.passed else "FAIL",
         overall_score=score_text(result.overall.score),
-        contract=contract,
-        contract_name=None if contract is None else clean(contract.name),
-        contract_score=None if contract is None else score_text(contract.score.score),
-        counts=None if contract is None else dict(contract.score.counts),
+        phases=phase_views,
+        undelivered=not_delivered,
         reasons=[clean(r) for r in result.overall.reasons],
         warnings=[clean(w) for w in all_warnings(result)],
         stop_reason=None if result.complete else clean(result.stop_reason or "unknown reason"),
-        phases=", ".join(clean(p) for p in result.overall.phases_ran) or "none",
+        phases_ran=", ".join(clean(p) for p in result.overall.phases_ran) or "none",
         config_path=clean(result.config_path),
         config_digest=clean(result.config_digest),
         version=clean(result.flakestorm_version),
         started_at=clean(result.started_at),
-        scenarios=scenarios,
-        rows=rows,
-        cells=cells,
-        legend=LEGEND.replace("`", ""),
     )

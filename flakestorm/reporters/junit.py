@@ -1,15 +1,20 @@
 """JUnit XML (the common ``testsuites/testsuite/testcase`` schema CI viewers read).
 
-- one ``<testsuite>`` per phase that ran; the contract suite is named after the contract;
-- one ``<testcase>`` per cell: ``classname`` = the contract name, ``name`` =
+- one ``<testsuite>`` per phase that ran: the contract suite is named after the contract, the
+  chaos-only phase's suite is named ``chaos``;
+- one ``<testcase>`` per cell: ``classname`` = the suite name, ``name`` =
   ``invariant_id[scenario]``, ``time`` = the sum of the cell's invocation latencies, ``file`` /
   ``line`` = the config file and the invariant's line;
 - a failed cell has a ``<failure>`` (``message`` = the reason; text = the failing prompts, an
-  excerpt of each reply and the faults that fired), an errored cell an ``<error>``, a skipped or
-  not-run cell a ``<skipped>`` with the reason;
-- suite ``<properties>``: ``phase``, ``score``, ``passed``, ``seed``, ``config_digest``,
-  ``config_path``, ``overall_score``, ``min_score``, ``flakestorm_version`` (and
-  ``stop_reason`` for a partial run). ``junit-xml`` has no case-level properties, so each case's
+  excerpt of each reply, the faults that fired and the first calls the agent made), an errored
+  cell an ``<error>`` (a cell of a scenario whose faults were not delivered is one: its message
+  starts ``fault not delivered:``), a skipped or not-run cell a ``<skipped>`` with the reason;
+- suite ``<properties>``: ``phase``, ``score``, ``passed``, ``critical_failures``, ``seed``,
+  ``config_digest``, ``config_path``, ``overall_score``, ``overall_passed``, ``min_score``,
+  ``flakestorm_version``; ``prompts`` and ``prompts_passed`` for the chaos phase;
+  ``undelivered_faults`` (``scenario: fault`` joined by ``; ``) when a declared fault was not
+  delivered, ``serial_scenarios`` when some scenario's cells ran one at a time, and
+  ``stop_reason`` for a partial run. ``junit-xml`` has no case-level properties, so each case's
   ``severity`` (with status, flakiness and faults fired) is the first lines of its
   ``<system-out>``.
 
@@ -28,12 +33,20 @@ from typing import Any
 
 from junit_xml import TestCase, TestSuite
 
-from flakestorm.reporters.markdown import clean, excerpt, score_text
-from flakestorm.results import CellResult, PromptResult, RunResult, Status
+from flakestorm.reporters.markdown import (
+    call_status,
+    call_target,
+    clean,
+    excerpt,
+    score_text,
+)
+from flakestorm.results import CellResult, ContractOutcome, PromptResult, RunResult, Status
 
 EXCERPT_CHARS = 1000
 """How much of a reply (or prompt) a failure quotes."""
 MAX_PROMPTS_PER_CELL = 5
+MAX_CALLS_PER_CELL = 20
+"""Calls quoted in a failure; the rest are counted (``report.html`` has them all)."""
 
 
 def _one_line(value: str, limit: int = 500) -> str:
@@ -58,12 +71,31 @@ def _faults(cell: CellResult) -> str:
     return ", ".join(_one_line(f, 200) for f in cell.faults_fired) or "none"
 
 
+def _calls(cell: CellResult) -> str:
+    lines = [f"calls through flakestorm: {len(cell.calls)}"]
+    for number, call in enumerate(cell.calls[:MAX_CALLS_PER_CELL], 1):
+        line = (
+            f"{number}. {_one_line(call_target(call), 120)} {_one_line(call.method, 20)} "
+            f"{_one_line(call.url, 500)} -> {call_status(call)} ({call.latency_ms:.0f} ms)"
+        )
+        if call.fired:
+            line += "; fired: " + ", ".join(_one_line(f, 200) for f in call.fired)
+        if call.upstream_error:
+            line += f"; upstream error: {_one_line(call.upstream_error, 300)}"
+        lines.append(line)
+    if len(cell.calls) > MAX_CALLS_PER_CELL:
+        lines.append(f"... and {len(cell.calls) - MAX_CALLS_PER_CELL} more calls")
+    return "\n".join(lines)
+
+
 def _details(cell: CellResult) -> str:
     failing = [p for p in cell.prompts if not p.passed]
     parts = [_invocation(p) for p in failing[:MAX_PROMPTS_PER_CELL]]
     if len(failing) > MAX_PROMPTS_PER_CELL:
         parts.append(f"... and {len(failing) - MAX_PROMPTS_PER_CELL} more failing invocations")
     parts.append(f"faults fired: {_faults(cell)}")
+    if cell.calls:
+        parts.append(_calls(cell))
     return "\n\n".join(parts)
 
 
@@ -99,18 +131,23 @@ def _case(cell: CellResult, classname: str, file: str, line: int | None) -> Any:
     return case
 
 
-def _contract_suite(result: RunResult) -> Any:
-    contract = result.contract
-    if contract is None:
+def _suite(result: RunResult, phase: str, outcome: ContractOutcome | None) -> Any:
+    if outcome is None:
         return None
-    name = clean(contract.name)
+    name = clean(outcome.name) if phase == "contract" else phase
     file = clean(result.config_path)
-    lines = {i.id: i.line for i in contract.invariants}
+    lines = {i.id: i.line for i in outcome.invariants}
     properties = {
-        "phase": "contract",
-        "score": score_text(contract.score.score),
-        "passed": str(contract.score.passed).lower(),
-        "critical_failures": str(len(contract.score.critical_failures)),
+        "phase": phase,
+        "score": score_text(outcome.score.score),
+        "passed": str(outcome.score.passed).lower(),
+        "critical_failures": str(len(outcome.score.critical_failures)),
+    }
+    if phase == "chaos":
+        counts = outcome.score.counts
+        properties["prompts"] = str(counts.get("prompts", 0))
+        properties["prompts_passed"] = str(counts.get("prompts_passed", 0))
+    properties |= {
         "seed": str(result.seed),
         "config_path": file,
         "config_digest": clean(result.config_digest),
@@ -119,17 +156,31 @@ def _contract_suite(result: RunResult) -> Any:
         "min_score": f"{result.overall.min_score:g}",
         "flakestorm_version": clean(result.flakestorm_version),
     }
+    undelivered = [f"{s.name}: {f}" for s in outcome.scenarios for f in s.undelivered]
+    if undelivered:
+        properties["undelivered_faults"] = clean("; ".join(undelivered))
+    serial = [s.name for s in outcome.scenarios if s.serial]
+    if serial:
+        properties["serial_scenarios"] = clean(", ".join(serial))
     if not result.complete:
         properties["stop_reason"] = clean(result.stop_reason or "unknown")
     return TestSuite(
         name=name,
-        test_cases=[_case(c, name, file, lines.get(c.invariant_id)) for c in contract.cells],
+        test_cases=[_case(c, name, file, lines.get(c.invariant_id)) for c in outcome.cells],
         timestamp=clean(result.started_at),
         properties=properties,
     )
 
 
-_SUITES: tuple[Callable[[RunResult], Any], ...] = (_contract_suite,)
+def _contract_suite(result: RunResult) -> Any:
+    return _suite(result, "contract", result.contract)
+
+
+def _chaos_suite(result: RunResult) -> Any:
+    return _suite(result, "chaos", result.chaos)
+
+
+_SUITES: tuple[Callable[[RunResult], Any], ...] = (_contract_suite, _chaos_suite)
 """One builder per phase, in report order; each returns a TestSuite or None (did not run)."""
 
 
@@ -150,6 +201,8 @@ def render(result: RunResult) -> str:
         if suite is None:
             continue
         element = suite.build_xml_doc()
+        # junit-xml sums the case times as floats (30.240000000000002)
+        element.set("time", f"{float(element.get('time', 0)):.6f}")
         for key in totals:
             totals[key] += int(element.get(key, 0))
         time_s += float(element.get("time", 0))

@@ -29,8 +29,8 @@ text. So no such string is ever emitted as it is; each goes through exactly one 
 - :func:`code_block` — a fenced code block longer than any run of backticks in the text, so
   nothing inside can close it; markdown and HTML are inert inside.
 - :func:`url_span` — a URL the agent called, as an inline code span (not a clickable autolink):
-  :func:`clean`, one line, ``|`` and backticks percent-encoded so neither a table cell nor the
-  span can be closed from inside.
+  :func:`clean`, then whitespace and ``" < > \\ ^ ` { | }`` percent-encoded, so neither the span
+  nor a table cell can be closed from inside.
 
 Size
 ----
@@ -45,6 +45,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from urllib.parse import quote
 
 from flakestorm.results import (
     CallRecord,
@@ -75,8 +76,8 @@ LEGEND = (
     "⏸ not run (the run stopped first)"
 )
 UNDELIVERED_LEGEND = (
-    "🚫 (on a scenario) fault not delivered: no matching call reached flakestorm, so the "
-    "scenario's cells are errored"
+    "🚫 next to a scenario: a declared fault was not delivered (no matching call reached "
+    "flakestorm), so its cells are errored"
 )
 """Added to the legend of a matrix with an undelivered scenario."""
 NOT_DELIVERED = "fault not delivered: "
@@ -144,12 +145,20 @@ def code_block(value: str, limit: int = EXCERPT_CHARS) -> str:
     return f"{fence}text\n{body}\n{fence}"
 
 
+_URL_UNSAFE = re.compile(r'[\s"<>\\^`{|}]')
+
+
 def url_span(value: str, limit: int = 200) -> str:
-    """``value`` (a URL) as an inline code span, safe in a table cell."""
+    """``value`` (a URL) as an inline code span, safe in a table cell.
+
+    Whitespace and the characters a URL may not contain unencoded (``" < > \\ ^ ` { | }``) are
+    percent-encoded, as a browser's address bar shows them: nothing can end the span or the
+    table cell, and no markup appears even in the markdown source.
+    """
     if len(value) > limit:
         value = value[: limit - 1] + "…"
-    value = _one_line(value).replace("|", "%7C").replace("`", "%60")
-    return f"`{value}`" if value.strip() else "(none)"
+    value = _URL_UNSAFE.sub(lambda m: quote(m.group(), safe=""), clean(value))
+    return f"`{value}`" if value else "(none)"
 
 
 # --------------------------------------------------------------------------- shared pieces
@@ -245,6 +254,18 @@ def undelivered(result: RunResult) -> list[Undelivered]:
     return out
 
 
+def no_calls(cell: CellResult, scenario: ScenarioInfo | None) -> bool:
+    """Whether to say that no call reached flakestorm: the agent was invoked under declared
+    faults, and no call and no fault was recorded."""
+    return bool(
+        scenario is not None
+        and scenario.faults
+        and cell.prompts
+        and not cell.calls
+        and not cell.faults_fired
+    )
+
+
 def call_target(call: CallRecord) -> str:
     """``tool orders_api``, ``llm``: what a call was to (untrusted: escape it)."""
     return call.target if call.tool is None else f"{call.target} {call.tool}"
@@ -300,25 +321,35 @@ def _phase_title(phase: str, name: str) -> str:
     return f"contract {text(name, 100)}" if phase == "contract" else "chaos"
 
 
-def _undelivered_block(result: RunResult) -> list[str]:
+UNDELIVERED_TITLE = (
+    "**🚫 Faults not delivered:** no matching call reached flakestorm, so these scenarios' "
+    "cells are errored, not passed."
+)
+
+
+def undelivered_items(result: RunResult, limit: int, hint_chars: int = 400) -> list[str]:
+    """The undelivered faults as markdown list items (``- where: fault — hint``), at most
+    ``limit`` of them and a count of the rest."""
     faults = undelivered(result)
-    if not faults:
-        return []
-    out = [
-        "> [!WARNING]",
-        "> **🚫 Faults not delivered:** no matching call reached flakestorm, so these "
-        "scenarios' cells are errored, not passed.",
-    ]
-    for fault in faults[:MAX_LIST_ITEMS]:
-        line = (
-            f"> - {_phase_title(fault.phase, fault.phase_name)}, scenario "
-            f"**{text(fault.scenario, 100)}**: {text(fault.fault, 200)}"
+    out = []
+    for fault in faults[:limit]:
+        where = (
+            f"contract {text(fault.phase_name, 100)}, scenario **{text(fault.scenario, 100)}**"
+            if fault.phase == "contract"
+            else "the chaos phase"
         )
-        out.append(line + (f" — {text(fault.hint, 400)}" if fault.hint else ""))
-    if len(faults) > MAX_LIST_ITEMS:
-        out.append(f"> - … and {len(faults) - MAX_LIST_ITEMS} more")
-    out.append("")
+        line = f"- {where}: {text(fault.fault, 200)}"
+        out.append(line + (f" — {text(fault.hint, hint_chars)}" if fault.hint else ""))
+    if len(faults) > limit:
+        out.append(f"- … and {len(faults) - limit} more")
     return out
+
+
+def _undelivered_block(result: RunResult) -> list[str]:
+    items = undelivered_items(result, MAX_LIST_ITEMS)
+    if not items:
+        return []
+    return ["> [!WARNING]", f"> {UNDELIVERED_TITLE}", *(f"> {item}" for item in items), ""]
 
 
 def _head(result: RunResult) -> list[str]:
@@ -462,9 +493,7 @@ def _invocation(prompt: PromptResult, number: int) -> list[str]:
 def _calls(cell: CellResult, scenario: ScenarioInfo | None) -> list[str]:
     """The calls the agent made in ``cell``: a compact table of the first few."""
     if not cell.calls:
-        if scenario is not None and scenario.faults and not cell.faults_fired:
-            return ["- **Calls through flakestorm:** none", ""]
-        return [""]
+        return ["- **Calls through flakestorm:** none", ""] if no_calls(cell, scenario) else [""]
     n = len(cell.calls)
     shown = f"{n}, the first {MAX_CALLS_PER_CELL} below" if n > MAX_CALLS_PER_CELL else str(n)
     out = [
