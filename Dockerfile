@@ -21,7 +21,7 @@ RUN python -m venv /opt/flakestorm \
     && /opt/flakestorm/bin/pip install --only-binary=:all: -r /tmp/flakestorm/requirements.txt
 
 # The package itself, without dependencies (they are all pinned above).
-COPY pyproject.toml README.md /tmp/flakestorm/
+COPY pyproject.toml README.md LICENSE /tmp/flakestorm/
 COPY flakestorm /tmp/flakestorm/flakestorm
 RUN /opt/flakestorm/bin/pip install --no-deps /tmp/flakestorm \
     && rm -rf /tmp/flakestorm

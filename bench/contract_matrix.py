@@ -49,7 +49,9 @@ INVARIANT_KINDS = [
 ]
 
 
-def config_text(endpoint: str, agent_type: str, invariants: int, scenarios: int, prompts: int) -> str:
+def config_text(
+    endpoint: str, agent_type: str, invariants: int, scenarios: int, prompts: int
+) -> str:
     doc = {
         "agent": {"type": agent_type, "endpoint": endpoint},
         "golden_prompts": [f"question {i}?" for i in range(prompts)],
@@ -116,10 +118,10 @@ def bench_latency_bound() -> bool:
     return ok
 
 
-AGENT_MODULE = '''
+AGENT_MODULE = """
 def answer(prompt):
     return "the answer 42 to your question"
-'''
+"""
 
 
 def bench_throughput() -> bool:

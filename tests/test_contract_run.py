@@ -151,7 +151,8 @@ def test_a_fault_on_a_tool_the_agent_never_calls_is_reported_not_delivered(
     assert "fault not delivered" in cell["reason"]
     assert "made no call to `weather_api` through flakestorm" in cell["reason"]
     # the LLM scenario was delivered and is judged normally
-    assert cells(results)["cite[llm-cut]"]["status"] == "passed"
+    llm_cut = cells(results)["cite[llm-cut]"]
+    assert llm_cut["status"] == "passed", (llm_cut["reason"], results["contract"]["scenarios"])
 
 
 @pytest.mark.parametrize("reset", [True])
