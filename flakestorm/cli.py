@@ -61,7 +61,12 @@ def report_error(exc: FlakestormError) -> ExitCode:
         count = len(exc.problems)
         click.echo(f"error: {count} problem{'s' if count != 1 else ''} in {files}", err=True)
     else:
-        click.echo(f"error: {exc}", err=True)
+        # messages can quote what an agent, a proxy or an embeddings server sent: defuse them
+        # so a CI log never reads them as workflow commands
+        from flakestorm.reporters.terminal import safe
+
+        for i, line in enumerate(str(exc).splitlines() or [""]):
+            click.echo(("error: " if i == 0 else "  ") + safe(line, 4000), err=True)
     return exc.exit_code
 
 

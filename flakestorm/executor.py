@@ -128,7 +128,11 @@ class Executor:
 
         def one(prompt: str) -> None:
             if self._resetter is not None:
-                self._resetter.reset()
+                try:
+                    self._resetter.reset()
+                except HarnessError:  # no baseline: the cells needing it are ERRORED
+                    out[prompt] = None
+                    return
             out[prompt] = self._invoke(prompt, Call(cell_id="baseline", scenario=""))
 
         self._each(list(prompts), one, parallel=self._resetter is None)
@@ -159,14 +163,17 @@ class Executor:
         baselines: Mapping[str, Reply | None],
         serial: bool = False,
         before_invocation: Callable[[str], None] | None = None,
+        announce: bool = True,
     ) -> list[CellResult]:
         """Run ``cells``; results in their order.
 
         ``serial`` runs one invocation at a time (as a configured reset always does), calling
         ``before_invocation(invocation_id)`` first — how fault delivery attributes calls to
-        an invocation when the agent does not forward the cell header.
+        an invocation when the agent does not forward the cell header. Without ``announce``,
+        no :class:`ScenarioFinished` is sent: the caller sends it (:meth:`announce`) once
+        the verdicts are final (after the delivery check).
         """
-        tracker = _Tracker(cells, self._options, self._on_event)
+        tracker = _Tracker(cells, self._options, self._on_event, announce)
         for cell in cells:
             if not cell.applicable:
                 tracker.skip(cell)
@@ -184,6 +191,10 @@ class Executor:
                 for run in range(self._options.repeat):
                     self._run_isolated(cell, run, tracker, baselines, before_invocation)
         return tracker.results()
+
+    def announce(self, name: str, results: Sequence[CellResult]) -> None:
+        """Send :class:`ScenarioFinished` for a scenario run with ``announce=False``."""
+        self._on_event(ScenarioFinished(name, tuple(results)))
 
     def _run_isolated(
         self,
@@ -295,10 +306,15 @@ class _Tracker:
     """Collects prompt results per cell and finishes each cell when its last task is in."""
 
     def __init__(
-        self, cells: Sequence[Cell], options: Options, on_event: Callable[[Event], None]
+        self,
+        cells: Sequence[Cell],
+        options: Options,
+        on_event: Callable[[Event], None],
+        announce: bool = True,
     ) -> None:
         self._options = options
         self._on_event = on_event
+        self._announce = announce
         self._lock = threading.Lock()
         self._results: dict[int, CellResult] = {}
         self._slots: dict[int, list[PromptResult | None]] = {}
@@ -396,7 +412,7 @@ class _Tracker:
                 tuple(self._results[c.index] for c in siblings) if scenario_done else ()
             )
         self._on_event(CellFinished(result, done, self._total))
-        if scenario_done:
+        if scenario_done and self._announce:
             self._on_event(ScenarioFinished(cell.scenario.name, scenario_results))
 
     def results(self) -> list[CellResult]:

@@ -13,6 +13,7 @@ leaves :func:`load_config_text` is :class:`~flakestorm.errors.ConfigError`.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import enum
 import hashlib
@@ -21,7 +22,7 @@ import os
 import re
 import types
 import typing
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,7 @@ from flakestorm.config import (
 from flakestorm.config import Advanced as AdvancedSection
 from flakestorm.config import Chaos as ChaosSection
 from flakestorm.errors import ConfigError, Problem
+from flakestorm.results import MIN_SECRET_CHARS
 
 ConfigPath = tuple[str | int, ...]
 Location = tuple[int, int]
@@ -455,16 +457,37 @@ class _Reader:
             and not any(p.path.startswith(u + ".") or p.path.startswith(u + "[") for u in unknown)
         ]
         if problems or config is None:
-            raise self.fail(_dedupe(problems))
+            raise self.fail(_redacted(_dedupe(problems), doc.secrets))
         root = base_dir if base_dir is not None else Path(".")
+        warnings = _redacted(_dedupe(warnings), doc.secrets)
         return LoadedConfig(
             config=config,
             path=root / Path(self.filename).name,
-            warnings=tuple(sorted(_dedupe(warnings), key=lambda p: (p.line, p.column))),
+            warnings=tuple(sorted(warnings, key=lambda p: (p.line, p.column))),
             secrets=frozenset(doc.secrets),
             locations=dict(doc.values),
             digest=digest,
         )
+
+
+REDACTED = "***"
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every secret (as it is, and as ``repr`` escapes it) replaced by ``***``
+    (values shorter than :data:`~flakestorm.results.MIN_SECRET_CHARS` are left alone)."""
+    for secret in sorted(secrets, key=len, reverse=True):
+        if len(secret) >= MIN_SECRET_CHARS:
+            text = text.replace(secret, REDACTED).replace(repr(secret)[1:-1], REDACTED)
+    return text
+
+
+def _redacted(problems: list[Problem], secrets: Iterable[str]) -> list[Problem]:
+    """Problems whose messages quote no value that came from the environment (they are printed
+    before the action can mask anything: the config did not load)."""
+    if not secrets:
+        return problems
+    return [dataclasses.replace(p, message=redact(p.message, secrets)) for p in problems]
 
 
 def _dedupe(problems: list[Problem]) -> list[Problem]:
@@ -979,6 +1002,8 @@ class _Translator:
         if etype == "extra_forbidden":
             return self.unknown_key(step, ypath)
         value = self.value_at(ypath)
+        if isinstance(value, str):  # quoted below: never the value of an environment variable
+            value = redact(value, self.where.doc.secrets)
         if step.on_key:
             return self.on_key(err, step, ypath)
         message = self.message(etype, err, ctx, value, step, ypath)

@@ -8,7 +8,7 @@ between a run and every reporter: ``flakestorm report`` renders any format from 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -208,6 +208,35 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     return value
+
+
+MIN_SECRET_CHARS = 4
+"""Shorter values from the environment (a port, a flag) are not redacted from results."""
+
+
+def redact(result: RunResult, secrets: Iterable[str]) -> RunResult:
+    """``result`` with every secret replaced by ``***`` in every string, agent output included.
+
+    The secrets are the values the config took from the environment: ``::add-mask::`` hides
+    them in the job log, but not in the reports, the job summary or the pull request comment,
+    which are all rendered from the result.
+    """
+    found = sorted((s for s in set(secrets) if len(s) >= MIN_SECRET_CHARS), key=len, reverse=True)
+    if not found:
+        return result
+
+    def scrub(value: Any) -> Any:
+        if isinstance(value, str):
+            for secret in found:
+                value = value.replace(secret, "***")
+            return value
+        if isinstance(value, dict):
+            return {k: scrub(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [scrub(v) for v in value]
+        return value
+
+    return from_document(scrub(to_document(result)))
 
 
 class ResultsError(ValueError):

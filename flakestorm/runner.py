@@ -33,7 +33,7 @@ from flakestorm.loader import LoadedConfig, load_profile
 from flakestorm.phases.chaos_only import chaos_contract, score_prompts
 from flakestorm.phases.contract import prepare, run_contract
 from flakestorm.plan import Plan
-from flakestorm.results import ContractOutcome, RunResult, Status
+from flakestorm.results import ContractOutcome, RunResult, Status, redact
 from flakestorm.scoring import exit_code, overall
 
 
@@ -224,9 +224,14 @@ def run_phases(
                     advanced.seed,
                     stateful_check=not outcomes,
                 )
-                outcomes[phase] = score_prompts(outcome) if phase == "chaos" else outcome
+                if phase == "chaos":
+                    outcome = score_prompts(outcome, options.min_pass)
+                outcomes[phase] = outcome
         finally:
             checker.close()
+            close_resetter = getattr(resetter, "close", None)
+            if callable(close_resetter):
+                close_resetter()
     min_score = overrides.min_score if overrides.min_score is not None else config.scoring.min_score
     weights = config.scoring.weights.as_dict()
     critical = [c for o in outcomes.values() for c in o.score.critical_failures]
@@ -234,7 +239,7 @@ def run_phases(
     stop_reason = executor.stop_reason
     errored = sum(1 for o in outcomes.values() for c in o.cells if c.status is Status.ERRORED)
     code = exit_code(verdict, errored, interrupted=stop_reason == "interrupted")
-    return RunResult(
+    result = RunResult(
         flakestorm_version=__version__,
         config_path=str(loaded.path),
         config_digest=loaded.digest,
@@ -250,6 +255,7 @@ def run_phases(
         warnings=tuple(str(w) for w in loaded.warnings),
         chaos=outcomes.get("chaos"),
     )
+    return redact(result, loaded.secrets)
 
 
 def _locator(loaded: LoadedConfig) -> Callable[[str, str], Problem]:

@@ -142,3 +142,22 @@ def test_without_forwarding_cells_run_one_at_a_time_and_stay_deterministic(
     assert all(s.serial for s in result.contract.scenarios)
     assert any("does not forward" in w for w in result.contract.warnings)
     assert injected(result) == reference
+
+
+def test_scenario_and_invariant_names_beyond_ascii_travel_in_the_cell_header(
+    world: tuple[str, str, list[bool]],
+) -> None:
+    endpoint, proxy_url, _ = world
+    doc = json.loads(config(endpoint, proxy_url))
+    doc["contract"]["invariants"][0]["id"] = "toutes-réponses-ok"
+    doc["contract"]["chaos_matrix"] = [
+        {"name": "💥 outage – 100%", "tool_faults": [{"tool": "quotes", "mode": "error"}]}
+    ]
+    text = json.dumps(doc, ensure_ascii=False)
+    result = run_contract_phase(load_config_text(text), Overrides(concurrency=4))
+    assert result.contract is not None
+    cell = result.contract.cells[0]
+    assert cell.id == "toutes-réponses-ok[💥 outage – 100%]"
+    assert cell.faults_fired == ("tool_faults[0] error(503) on quotes",)
+    assert len(cell.calls) == 4 * CALLS_PER_PROMPT
+    assert not result.contract.scenarios[0].serial  # the header was forwarded and understood

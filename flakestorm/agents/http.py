@@ -25,6 +25,7 @@ import json
 import re
 import socket
 import time
+import urllib.parse
 from collections.abc import Iterator
 from types import TracebackType
 from typing import Any
@@ -97,6 +98,16 @@ def new_session(pool_size: int = POOL_SIZE) -> requests.Session:
     return session
 
 
+_HEADER_SAFE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")
+
+
+def header_value(text: str) -> str:
+    """``text`` as an HTTP header value: percent-encoded where it is not printable ASCII (and
+    ``%`` itself), so any scenario or invariant name travels; ASCII names are unchanged. The
+    proxy decodes it."""
+    return urllib.parse.quote(text, safe=_HEADER_SAFE)
+
+
 class HttpAgent:
     """Invokes an HTTP agent: one request per prompt, the answer taken from the reply."""
 
@@ -157,9 +168,9 @@ class HttpAgent:
         headers = dict(self._headers)
         headers.update(call.headers)
         if call.cell_id:
-            headers["X-Flakestorm-Cell"] = call.cell_id
+            headers["X-Flakestorm-Cell"] = header_value(call.cell_id)
         if call.scenario:
-            headers["X-Flakestorm-Scenario"] = call.scenario
+            headers["X-Flakestorm-Scenario"] = header_value(call.scenario)
         target = f"{self.config.method} {self.config.endpoint}"
         try:
             response = self._session.request(

@@ -91,6 +91,12 @@ class Resets:
         for resetter in self.resetters:
             resetter.reset()
 
+    def close(self) -> None:
+        for resetter in self.resetters:
+            close = getattr(resetter, "close", None)
+            if callable(close):
+                close()
+
 
 def build_resetter(
     config: AgentConfig, base_dir: Path, locate: Locate = default_locate

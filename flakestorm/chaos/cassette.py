@@ -26,6 +26,9 @@ Matching. An exchange is found by a hash of the normalised request:
   reply's shape. Other bodies are taken byte for byte;
 - headers are excluded (they carry keys, dates and request ids).
 
+Request headers are never written to the file; the values of credential-like query parameters
+(``apikey=``, ``access_token=`` ...) are written as ``REDACTED`` (:func:`redact_query`).
+
 The key is taken on the request as it was sent upstream (after any ``injection_via_context``),
 since that is what the recorded reply answers. When the same request was recorded several times,
 the n-th identical request is served the n-th recording (the last one repeats), so an agent that
@@ -37,6 +40,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -50,6 +54,27 @@ FORMAT_VERSION = 1
 VOLATILE_FIELDS = frozenset({"user", "metadata"})
 """Top-level JSON body fields ignored when matching a request."""
 EXCERPT_CHARS = 500
+CREDENTIAL_PARAM = re.compile(r"key|token|secret|passw|pwd|auth|sig|credential|^code$", re.I)
+"""Query parameters whose values a cassette does not store (see :func:`redact_query`)."""
+REDACTED = "REDACTED"
+
+
+UNRECORDED_HEADERS = frozenset(
+    {
+        "set-cookie",
+        "authorization",
+        "proxy-authorization",
+        "openai-organization",
+        "openai-project",
+        "anthropic-organization-id",
+        "x-request-id",
+        "request-id",
+        "cf-ray",
+        "date",
+    }
+)
+"""Response headers never written to a cassette: credentials, account ids and per-request
+noise (a cassette is meant to be committed)."""
 
 
 class CassetteError(UsageError):
@@ -108,6 +133,7 @@ class Exchange:
             response.update(_encode_field("body", self.body))
         request = self.request.describe()
         request.pop("target")
+        request["query"] = redact_query(request["query"])
         return {
             "key": self.request.digest,
             "target": self.request.target,
@@ -140,6 +166,18 @@ class Exchange:
 def excerpt(body: bytes, limit: int = EXCERPT_CHARS) -> str:
     text = body.decode("utf-8", errors="replace")
     return text if len(text) <= limit else text[:limit] + f"... ({len(body)} bytes)"
+
+
+def redact_query(query: str) -> str:
+    """``query`` with the values of credential-like parameters (``apikey``, ``access_token``,
+    ``sig`` ...) replaced: a cassette is meant to be committed. Matching uses the digest of the
+    real query, so a redacted cassette still replays."""
+    pairs = parse_qsl(query, keep_blank_values=True)
+    if not any(CREDENTIAL_PARAM.search(name) for name, _ in pairs):
+        return query
+    return urlencode(
+        [(name, REDACTED if CREDENTIAL_PARAM.search(name) else value) for name, value in pairs]
+    )
 
 
 def _sorted_query(query: str) -> str:
@@ -270,9 +308,8 @@ class CassetteRecorder:
         body: bytes = b"",
         chunks: Sequence[bytes] | None = None,
     ) -> None:
-        exchange = Exchange(
-            request, status, tuple(headers), body, None if chunks is None else tuple(chunks)
-        )
+        kept = tuple((k, v) for k, v in headers if k.lower() not in UNRECORDED_HEADERS)
+        exchange = Exchange(request, status, kept, body, None if chunks is None else tuple(chunks))
         line = json.dumps(exchange.to_document(), ensure_ascii=False) + "\n"
         with self._lock:
             if self._file is not None:

@@ -12,6 +12,7 @@ ERRORED with a message that says what is probably mis-wired).
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -90,8 +91,13 @@ def attach(
     for interaction in interactions:
         by_cell.setdefault(cell_of(interaction.cell_id), []).append(interaction)
         matched.update(interaction.matched)
-    ran = any(cell.status.scored for cell in cells)
-    # a scenario whose cells never invoked the agent (all skipped or not run) proves nothing
+    # a stopped run (Ctrl-C, max_invocations) leaves cells not run: the calls that would have
+    # delivered a fault may be in them, so only a scenario that ran to the end is judged
+    ran = any(cell.status.scored and cell.prompts for cell in cells) and not any(
+        cell.status is Status.NOT_RUN for cell in cells
+    )
+    # a scenario whose cells never invoked the agent (all skipped, not run, or errored before
+    # their first invocation, e.g. by a failed reset) proves nothing
     undelivered = tuple(label for label in book.declared() if label not in matched and ran)
     reason = ""
     if undelivered:
@@ -129,9 +135,13 @@ def attach(
     return out, undelivered
 
 
+_INVOCATION_SUFFIX = re.compile(r"#\d+\.\d+$")
+
+
 def cell_of(attribution: str) -> str:
-    """The cell id of an interaction's attribution (``cell#run.prompt`` → ``cell``)."""
-    return attribution.split("#", 1)[0]
+    """The cell id of an interaction's attribution (``cell#run.prompt`` → ``cell``; the cell
+    id itself may hold a ``#``, e.g. a scenario named ``outage #2``)."""
+    return _INVOCATION_SUFFIX.sub("", attribution)
 
 
 class ProxyChannel:

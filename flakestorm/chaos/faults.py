@@ -172,19 +172,18 @@ class FaultBook:
             ):
                 chosen = (i, fault)
         attacks = []
-        if chosen is None:  # an injected fault replaces the result: nothing left to poison
-            for i, attack in enumerate(self.scenario.context_attacks):
-                if attack.type not in TOOL_RESULT_ATTACKS:
-                    continue
-                if attack.tool is not None and attack.tool != tool:
-                    continue
-                label = attack_label(i, attack)
-                matched.append(label)
-                probability = attack.trigger_probability
-                if self._fires(
-                    cell, label, call_index, 1.0 if probability is None else probability, 0
-                ):
-                    attacks.append((i, attack))
+        for i, attack in enumerate(self.scenario.context_attacks):
+            if attack.type not in TOOL_RESULT_ATTACKS:
+                continue
+            if attack.tool is not None and attack.tool != tool:
+                continue
+            label = attack_label(i, attack)
+            matched.append(label)  # a matching call reached flakestorm: delivered
+            if chosen is not None:  # an injected fault replaces the result: nothing to poison
+                continue
+            probability = attack.trigger_probability
+            if self._fires(cell, label, call_index, 1.0 if probability is None else probability, 0):
+                attacks.append((i, attack))
         return Decision(
             call_index, tool_fault=chosen, attacks=tuple(attacks), matched=tuple(matched)
         )

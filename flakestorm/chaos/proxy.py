@@ -993,10 +993,13 @@ class _Handler(BaseHTTPRequestHandler):
         """Set the call's scenario and cell; the book to decide with (None: a straggler)."""
         book = self.proxy.book
         named = self.headers.get(SCENARIO_HEADER)
+        if named is not None:
+            named = unquote(named)  # percent-encoded by flakestorm's http agent
         if named is not None and named != book.scenario.name:
             call.scenario, call.cell, call.stray = named, UNATTRIBUTED, True
             return None
-        attributed = self.headers.get(CELL_HEADER) or _baggage_cell(
+        cell_header = self.headers.get(CELL_HEADER)
+        attributed = (unquote(cell_header) if cell_header else None) or _baggage_cell(
             self.headers.get_all("baggage", [])
         )
         call.scenario = book.scenario.name

@@ -42,11 +42,12 @@ def chaos_contract(config: Config, profile: Chaos | None = None) -> Contract:
     )
 
 
-def score_prompts(outcome: ContractOutcome) -> ContractOutcome:
+def score_prompts(outcome: ContractOutcome, min_pass: int = 1) -> ContractOutcome:
     """``outcome`` scored as the chaos phase: the pass rate of its prompts (0–100).
 
-    A prompt passes when every scored cell judged it and passed it; a cell that errored fails
-    every prompt. Critical failures keep the contract rule: any failed critical cell fails.
+    A prompt passes when every scored cell judged it and passed it (in at least ``min_pass``
+    of the repeated runs, like a cell); a cell that errored fails every prompt. Critical
+    failures keep the contract rule: any failed critical cell fails.
     """
     prompts: dict[str, bool] = {}
     for cell in outcome.cells:
@@ -58,8 +59,14 @@ def score_prompts(outcome: ContractOutcome) -> ContractOutcome:
             if not cell.prompts:
                 prompts["(errored)"] = False
             continue
+        held: dict[tuple[str, int], bool] = {}  # (prompt, run) -> held in that run
         for p in cell.prompts:
-            prompts[p.prompt] = prompts.get(p.prompt, True) and p.passed
+            held[(p.prompt, p.run)] = held.get((p.prompt, p.run), True) and p.passed
+        runs_held: dict[str, int] = {}
+        for (prompt, _), ok in held.items():
+            runs_held[prompt] = runs_held.get(prompt, 0) + ok
+        for prompt, n in runs_held.items():
+            prompts[prompt] = prompts.get(prompt, True) and n >= min_pass
     passed = sum(prompts.values())
     score = round(100.0 * passed / len(prompts), 2) if prompts else None
     critical = tuple(

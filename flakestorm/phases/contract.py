@@ -79,6 +79,8 @@ def run_contract(
     infos = {s.name: ScenarioInfo(s.name, describe_faults(s)) for s in plan.scenarios}
     for scenario in chaos:
         assert channel is not None
+        # an earlier phase may have run a scenario of the same name ("chaos"): not ours
+        earlier = {i.seq for i in channel.interactions(scenario.name)}
         active = active_scenario(scenario, seed)
         channel.activate(active)
         cells = [c for c in plan.cells if c.scenario is scenario]
@@ -88,13 +90,17 @@ def run_contract(
             channel.activate(dataclasses.replace(active, cell_id=invocation))
 
         results = executor.run_cells(
-            cells, baselines, serial=not forwarding, before_invocation=before_invocation
+            cells,
+            baselines,
+            serial=not forwarding,
+            before_invocation=before_invocation,
+            announce=False,
         )
-        proven, undelivered = attach(
-            results, channel.interactions(scenario.name), FaultBook(active), channel
-        )
+        seen = [i for i in channel.interactions(scenario.name) if i.seq not in earlier]
+        proven, undelivered = attach(results, seen, FaultBook(active), channel)
         for result in proven:
             by_index[result.index] = result
+        executor.announce(scenario.name, proven)
         infos[scenario.name] = dataclasses.replace(
             infos[scenario.name], undelivered=undelivered, serial=not forwarding
         )

@@ -1,7 +1,8 @@
 """The matrix and verdict as plain text for a terminal or a CI log.
 
 Agent output is untrusted: everything quoted from it goes through :func:`safe` so it cannot
-break lines, move the cursor, or be read by a CI runner as a workflow command (``::``).
+break lines, move the cursor, or be read by a CI runner as a workflow command (``::``, or
+``##[`` anywhere in a line).
 """
 
 from __future__ import annotations
@@ -22,10 +23,13 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def safe(text: str, limit: int = 200) -> str:
-    """One printable line of at most ``limit`` characters, with ``::`` defused."""
+    """One printable line of at most ``limit`` characters, with workflow commands defused:
+    ``::`` (a command at the start of a line) and ``##[`` (the runner's legacy form, which it
+    reads anywhere in a line)."""
     text = _CONTROL.sub(" ", text)
     text = "".join(" " if unicodedata.category(ch) in ("Cf", "Zl", "Zp") else ch for ch in text)
     text = text.replace("::", ":\u200b:") if "::" in text else text
+    text = text.replace("##[", "#\u200b#[") if "##[" in text else text
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
