@@ -204,21 +204,27 @@ class _Progress:
         self._enabled = enabled
         self._tty = enabled and sys.stderr.isatty()
         self._lock = threading.Lock()
+        self._total = 0
+        self._done = 0
 
     def __call__(self, event: Any) -> None:
-        from flakestorm.executor import CellFinished, ScenarioFinished
+        from flakestorm.executor import CellFinished, RunPlanned, ScenarioFinished
         from flakestorm.reporters.terminal import safe
 
         if not self._enabled:
             return
         with self._lock:
-            if self._tty and isinstance(event, CellFinished):
+            if isinstance(event, RunPlanned):
+                self._total = event.cells
+            elif self._tty and isinstance(event, CellFinished):
+                # one bar for the whole run, across scenarios and phases
+                self._done += 1
+                total = max(self._total, self._done)
                 width = 30
-                filled = int(width * event.done / max(event.total, 1))
+                filled = int(width * self._done / total)
                 bar = "#" * filled + "." * (width - filled)
-                end = "\n" if event.done == event.total else ""
-                click.echo(f"\r[{bar}] {event.done}/{event.total} cells", err=True, nl=False)
-                if end:
+                click.echo(f"\r[{bar}] {self._done}/{total} cells", err=True, nl=False)
+                if self._done == total:
                     click.echo("", err=True)
             elif not self._tty and isinstance(event, ScenarioFinished):
                 counts: dict[str, int] = {}

@@ -61,7 +61,14 @@ class ScenarioFinished:
     results: tuple[CellResult, ...]
 
 
-Event = CellFinished | ScenarioFinished
+@dataclass(frozen=True)
+class RunPlanned:
+    """Sent once before anything runs: how many cells the whole run has (every phase)."""
+
+    cells: int
+
+
+Event = CellFinished | ScenarioFinished | RunPlanned
 
 
 class _Budget:

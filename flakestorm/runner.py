@@ -27,7 +27,7 @@ from flakestorm.chaos.delivery import Channel, ProxyChannel, WrapperChannel, nee
 from flakestorm.chaos.faults import LLM_REQUEST_ATTACKS, TOOL_RESULT_ATTACKS
 from flakestorm.config import AgentType, Config, Proxy, Scenario
 from flakestorm.errors import Problem, UsageError
-from flakestorm.executor import Event, Executor, Options
+from flakestorm.executor import Event, Executor, Options, RunPlanned
 from flakestorm.invariants import build_checker
 from flakestorm.loader import LoadedConfig, load_profile
 from flakestorm.phases.chaos_only import chaos_contract, score_prompts
@@ -197,6 +197,8 @@ def run_phases(
     if chaos and config.agent.type is AgentType.PYTHON:
         _check_python_delivery(config, scenarios)
     outcomes: dict[str, ContractOutcome] = {}
+    if on_event is not None:
+        on_event(RunPlanned(sum(len(plan.cells) for plan in plans.values())))
     with _agent_up(loaded, out_dir, notice, chaos, overrides.record) as (agent, channel):
         resetter = build_resetter(config.agent, loaded.base_dir, _locator(loaded))
         checker = build_checker(advanced)
