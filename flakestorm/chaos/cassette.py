@@ -20,10 +20,11 @@ Matching. An exchange is found by a hash of the normalised request:
 
 - the target (``llm`` or ``tool:NAME``), the method, the upstream-relative path (``/v1/messages``,
   or the part after ``/tools/NAME``) and the query string with its parameters sorted;
-- the body: JSON is canonicalised (keys sorted, no whitespace) and its top-level ``user`` and
-  ``metadata`` fields are dropped, because they carry per-user or per-run identifiers that do
-  not change the answer; ``stream`` and ``stream_options`` are kept, because they change the
-  reply's shape. Other bodies are taken byte for byte;
+- the body: JSON is canonicalised (keys sorted, no whitespace); in an LLM request its top-level
+  ``user`` and ``metadata`` fields are dropped, because they carry per-user or per-run
+  identifiers that do not change the answer (in a tool request they are kept: there ``user``
+  is often what is asked about); ``stream`` and ``stream_options`` are kept, because they
+  change the reply's shape. Other bodies are taken byte for byte;
 - headers are excluded (they carry keys, dates and request ids).
 
 Request headers are never written to the file; the values of credential-like query parameters
@@ -97,7 +98,7 @@ class RequestKey:
         h = hashlib.sha256()
         for part in (self.target, self.method.upper(), self.path, _sorted_query(self.query)):
             h.update(part.encode("utf-8") + b"\x00")
-        h.update(_canonical_body(self.body))
+        h.update(_canonical_body(self.body, volatile=self.target == "llm"))
         return h.hexdigest()
 
     def describe(self) -> dict[str, str]:
@@ -184,14 +185,15 @@ def _sorted_query(query: str) -> str:
     return urlencode(sorted(parse_qsl(query, keep_blank_values=True)))
 
 
-def _canonical_body(body: bytes) -> bytes:
+def _canonical_body(body: bytes, volatile: bool) -> bytes:
+    """The body as matched; ``volatile``: drop :data:`VOLATILE_FIELDS` (LLM requests)."""
     if not body:
         return b""
     try:
         value = json.loads(body)
     except ValueError:
         return body
-    if isinstance(value, dict):
+    if volatile and isinstance(value, dict):
         value = {k: v for k, v in value.items() if k not in VOLATILE_FIELDS}
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 

@@ -72,7 +72,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import requests
 from requests.adapters import HTTPAdapter
-from urllib3.exceptions import ReadTimeoutError
+from urllib3.exceptions import HTTPError, ReadTimeoutError
 
 from flakestorm import __version__
 from flakestorm.chaos import llm, mock_llm
@@ -152,6 +152,7 @@ class Reply:
     stall_after_chunks: int | None = None
     """Send this many chunks, then hold the stream for ``delay_ms`` and drop it."""
     head_length: str | None = None
+    """A HEAD reply's upstream Content-Length (``""``: the upstream sent none, nor do we)."""
 
     @property
     def content_type(self) -> str:
@@ -508,7 +509,7 @@ class ChaosProxy:
         """
         prepared = requests.PreparedRequest()
         try:
-            prepared.prepare(method=method, url=url, headers=dict(headers), data=body or None)
+            prepared.prepare(method=method, url=url, headers=_combined(headers), data=body or None)
         except (requests.RequestException, ValueError) as exc:
             raise ClientFailure(400, "bad_request", f"cannot forward to {url!r}: {exc}") from None
         try:
@@ -543,7 +544,10 @@ class ChaosProxy:
     def iter_upstream(self, response: requests.Response, url: str) -> Iterator[bytes]:
         """The body's chunks as they arrive; failures mid-body become UpstreamFailure."""
         try:
-            yield from response.iter_content(chunk_size=None if _is_sse(response) else _CHUNK)
+            if _is_sse(response):
+                yield from _sse_chunks(response)
+            else:
+                yield from response.iter_content(chunk_size=_CHUNK)
         except requests.RequestException as exc:
             if isinstance(exc, requests.Timeout) or (
                 exc.args and isinstance(exc.args[0], ReadTimeoutError)
@@ -600,6 +604,39 @@ def _reason(exc: BaseException) -> str:
         if marker in text:
             return marker.lower()
     return type(exc).__name__
+
+
+def _combined(headers: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """The headers as one value per name: repeated ones joined (``, ``; ``; `` for Cookie),
+    as HTTP allows, instead of all but the last being lost."""
+    out: dict[str, str] = {}
+    names: dict[str, str] = {}
+    for name, value in headers:
+        first = names.setdefault(name.lower(), name)
+        if first in out:
+            out[first] += ("; " if first.lower() == "cookie" else ", ") + value
+        else:
+            out[first] = value
+    return out
+
+
+def _sse_chunks(response: requests.Response) -> Iterator[bytes]:
+    """An event stream's bytes as soon as each arrives. A chunked stream yields chunk by chunk
+    already; one without chunked framing (close-delimited, or a Content-Length) would be read
+    to its end by ``iter_content`` before yielding anything, so it is read with ``read1``."""
+    raw = response.raw
+    read1 = getattr(raw, "read1", None)  # urllib3 >= 2.3
+    if raw.chunked or read1 is None:
+        yield from response.iter_content(chunk_size=None)
+        return
+    while True:
+        try:
+            data = read1(_CHUNK)
+        except (HTTPError, OSError) as exc:  # what requests' iter_content would raise
+            raise requests.ConnectionError(exc) from exc
+        if not data:
+            return
+        yield data
 
 
 def _is_sse(response: requests.Response) -> bool:
@@ -788,8 +825,10 @@ class _Handler(BaseHTTPRequestHandler):
             if name.lower() not in _NOT_RETURNED:
                 self.send_header(name, value)
         no_body = reply.status in (204, 304) or reply.status < 200
-        if not no_body:
-            length = reply.head_length if head and reply.head_length else str(len(reply.body))
+        length = str(len(reply.body))
+        if head and reply.head_length is not None:
+            length = reply.head_length
+        if not no_body and length:
             self.send_header("Content-Length", length)
         if self.close_connection:
             self.send_header("Connection", "close")
@@ -1107,7 +1146,8 @@ class _Handler(BaseHTTPRequestHandler):
             recorder.record(key, response.status_code, headers, data)
         reply = Reply(response.status_code, headers, data)
         if self.command == "HEAD":
-            reply.head_length = response.headers.get("Content-Length")
+            response.close()
+            reply.head_length = response.headers.get("Content-Length", "")
         return reply
 
 
