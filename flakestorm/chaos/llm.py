@@ -194,7 +194,10 @@ def _json_object(body: bytes) -> dict[str, Any] | None:
 
 
 def _dump(value: Any) -> bytes:
-    return json.dumps(value, ensure_ascii=False).encode("utf-8")
+    try:
+        return json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (half of a pair split across deltas)
+        return json.dumps(value).encode("ascii")  # escaped, as upstream sent it
 
 
 def is_streaming(request_body: bytes) -> bool:
@@ -281,14 +284,15 @@ def fault_before_upstream(
 
 # --------------------------------------------------------------------------- text level
 
-_TOKEN = re.compile(r"\w+|[^\w\s]")
+_TOKEN = re.compile(r"\w+|[\ud800-\udbff][\udc00-\udfff]|[^\w\s]")
 
 
 def count_tokens(text: str) -> int:
     """The number of tokens in ``text``, approximated as word pieces: each run of letters,
     digits and underscores is one token, each other non-space character is one token
-    (``"Hello, world!"`` is 4). Deterministic and tokenizer-free; real tokenizers give
-    roughly the same count for English prose."""
+    (``"Hello, world!"`` is 4; a surrogate pair, as deltas that split one leave it, is one).
+    Deterministic and tokenizer-free; real tokenizers give roughly the same count for English
+    prose."""
     return sum(1 for _ in _TOKEN.finditer(text))
 
 
@@ -1177,6 +1181,8 @@ class _AnthropicStreamEdit(_StreamEdit):
             if kind == "content_block_delta":
                 return self._delta(block, doc)
             out: list[bytes] = []
+            if block.type == "text" and editor.truncates:  # the budget is per message
+                self.sent_tokens += count_tokens(block.part.sent)
             if block.type == "text" and editor.mode in (
                 LlmFaultMode.GARBAGE,
                 LlmFaultMode.RESPONSE_DRIFT,
@@ -1340,6 +1346,8 @@ def _stream_edit(
     if kind in ("message_start", "ping", "content_block_start"):
         return _AnthropicStreamEdit(fault, rng)
     if isinstance(doc.get("choices"), list):
+        if not doc["choices"]:  # Azure's opening prompt_filter_results chunk: decide later
+            return None
         chat = any(isinstance(c, dict) and "delta" in c for c in doc["choices"])
         return _OpenAIStreamEdit(fault, rng, chat=chat)
     return None

@@ -232,7 +232,7 @@ def _poison_bytes(body: bytes, content_type: str, text: str) -> bytes:
     if media in _HTML_TYPES or (not media and _sniff_html(body)):
         return _poison_html(body, charset, text)
     if _XML_TYPE.match(media):
-        comment = text.replace("--", "- -")
+        comment = re.sub(r"-(?=-)", "- ", text)  # a comment may not hold "--"
         return body + f"\n<!-- {comment} -->\n".encode(charset, "replace")
     return _append_text(body, charset, text)
 

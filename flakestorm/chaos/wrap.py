@@ -40,7 +40,8 @@ LLM text modes              transform the reply text: a ``str`` reply, or the me
                             and dicts are copied, never changed in place
 ``injection_via_context``   the payload is appended to the system message of the
                             ``messages`` argument (added first when there is none; to the
-                            ``system`` keyword argument when the callable takes one)
+                            ``system`` keyword argument, a string or text blocks, when the
+                            callable takes one, as Anthropic's ``messages.create`` does)
 ==========================  ==============================================================
 
 A fault is listed as fired only when it reached the agent: an LLM callable without a
@@ -48,9 +49,10 @@ recognisable ``messages`` argument, a reply whose text cannot be found, or a too
 no text to carry an attack (a number, ``None``) leaves the call unchanged and the fault out of
 ``fired`` (it still appears in ``matched``).
 
-Sync callables get sync wrappers, coroutine functions async ones. Waiting goes through the
-injected ``sleep`` / ``async_sleep``; the default sync wait ends early when the wrapping is
-exited.
+Sync callables get sync wrappers, coroutine functions async ones, async generator functions
+async generators (their items are not transformed, like a sync generator's). Waiting goes
+through the injected ``sleep`` / ``async_sleep``; the default sync wait ends early when the
+wrapping is exited.
 """
 
 from __future__ import annotations
@@ -137,10 +139,13 @@ def _attribute_site(
     raw = vars(owner).get(attr, _MISSING) if hasattr(owner, "__dict__") else value
     original: Callable[..., Any] = value
     rewrap: Callable[[Callable[..., Any]], Any] = _same
-    if inspect.isclass(owner) and isinstance(raw, (staticmethod, classmethod)):
-        original, rewrap = raw.__func__, type(raw)
-    elif inspect.isclass(owner) and inspect.isfunction(raw):
-        original = raw
+    # the descriptor itself, also when a base class defines it
+    mro = owner.__mro__ if inspect.isclass(owner) else ()
+    static = next((vars(k)[attr] for k in mro if attr in vars(k)), None)
+    if isinstance(static, (staticmethod, classmethod)):
+        original, rewrap = static.__func__, type(static)
+    elif inspect.isfunction(static):
+        original = static
 
     def install(wrapper: Callable[..., Any]) -> None:
         setattr(owner, attr, rewrap(wrapper))
@@ -305,7 +310,8 @@ def _tool_result(call: _Call, result: Any) -> Any:
 def _llm_plan(call: _Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Plan:
     injections = call.decision.attacks
     if injections:
-        injected = _inject(args, kwargs, [a for _, a in injections])
+        takes_system = _takes_system(call.site.original, args, kwargs)
+        injected = _inject(args, kwargs, [a for _, a in injections], takes_system)
         if injected is None:
             for index, attack in injections:
                 call.undelivered(attack_label(index, attack))
@@ -421,8 +427,22 @@ def _is_messages(value: Any) -> bool:
     )
 
 
+def _takes_system(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether ``fn`` has a ``system`` parameter (Anthropic style) that this call leaves
+    unset or sets by keyword."""
+    try:
+        signature = inspect.signature(fn)
+        bound = signature.bind_partial(*args, **kwargs).arguments
+    except (TypeError, ValueError):
+        return False
+    return "system" in signature.parameters and ("system" in kwargs or "system" not in bound)
+
+
 def _inject(
-    args: tuple[Any, ...], kwargs: dict[str, Any], attacks: Sequence[ContextAttack]
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    attacks: Sequence[ContextAttack],
+    takes_system: bool = False,
 ) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
     """The arguments with the attack payloads in the system message, or None when there is
     no recognisable ``messages`` argument (a list of ``role``/``content`` dicts)."""
@@ -430,8 +450,13 @@ def _inject(
     if not payload:
         return None
     if "messages" in kwargs and _is_messages(kwargs["messages"]):
-        if isinstance(kwargs.get("system"), str):  # Anthropic style: system is separate
-            return args, {**kwargs, "system": _appended(kwargs["system"], payload)}
+        system = kwargs.get("system")
+        if isinstance(system, str):  # Anthropic style: system is separate
+            return args, {**kwargs, "system": _appended(system, payload)}
+        if isinstance(system, list):  # ... as text blocks
+            return args, {**kwargs, "system": [*system, {"type": "text", "text": payload}]}
+        if takes_system and not system:  # unset (None, or the SDK's NOT_GIVEN / omit)
+            return args, {**kwargs, "system": payload}
         return args, {**kwargs, "messages": _with_system(kwargs["messages"], payload)}
     for i, arg in enumerate(args):
         if arg and _is_messages(arg):
@@ -604,6 +629,38 @@ class Wrapping:
                     call.record(None)
 
             return functools.wraps(original)(async_wrapper)
+
+        if inspect.isasyncgenfunction(original):
+
+            async def async_gen_wrapper(*args: Any, **kwargs: Any) -> Any:
+                call = self._begin(site)
+                try:
+                    step = plan(call, args, kwargs)
+                    if step.delay_s:
+                        await self._async_sleep(step.delay_s)
+                    if step.error is not None:
+                        call.record(None)
+                        raise step.error
+                    if step.value is not _MISSING:
+                        call.record(200)
+                        yield step.value
+                        return
+                    try:
+                        # a stream has no whole result to transform: like a sync generator's,
+                        # result faults are left out of ``fired``
+                        async for item in finish(call, original(*step.args, **step.kwargs)):
+                            yield item
+                    except GeneratorExit:  # the agent stopped reading
+                        call.record(200)
+                        raise
+                    except BaseException as exc:
+                        call.record(None, describe_exception(exc))
+                        raise
+                    call.record(200)
+                finally:
+                    call.record(None)
+
+            return functools.wraps(original)(async_gen_wrapper)
 
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             call = self._begin(site)
