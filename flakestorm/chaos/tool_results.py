@@ -274,11 +274,30 @@ def _poison_json_body(body: bytes, charset: str, text: str) -> bytes:
     try:
         out = json.dumps(_poison_json(document, text), ensure_ascii=False, allow_nan=False)
     except ValueError:  # a number too large for a float (1e999): cannot re-encode faithfully
-        return _append_text(body, charset, text)
+        return _insert_textually(body, charset, document, text)
     try:
         return out.encode(charset)
     except UnicodeEncodeError:
         return json.dumps(_poison_json(document, text)).encode(charset)
+
+
+def _insert_textually(body: bytes, charset: str, document: Any, text: str) -> bytes:
+    """Carry ``text`` in a JSON document that cannot be re-encoded, without re-encoding it: a
+    first ``"note"`` member of a top-level object, or a first element of a top-level array."""
+    raw = body.decode(charset)
+    start = len(raw) - len(raw.lstrip())
+    opener = raw[start : start + 1]
+    if opener not in ("{", "["):
+        return _append_text(body, charset, text)
+    empty = not document
+    item = json.dumps(text, ensure_ascii=False)
+    if opener == "{":
+        key = "note"
+        while key in document:
+            key += "_"
+        item = f"{json.dumps(key)}: {item}"
+    joined = raw[: start + 1] + item + ("" if empty else ", ") + raw[start + 1 :]
+    return joined.encode(charset, "replace")
 
 
 def _reject_constant(name: str) -> Any:
@@ -329,7 +348,8 @@ def try_poison_value(
     if isinstance(value, str):
         stripped = value.lstrip()
         if stripped[:1] in ("{", "[") and _parses(value):
-            return json.dumps(_poison_json(json.loads(value), text), ensure_ascii=False), True
+            # the same path as HTTP bodies: stays valid JSON (1e999 and NaN cannot be re-encoded)
+            return _poison_json_body(value.encode(), "utf-8", text).decode(), True
         if _sniff_html(value[:512].encode(errors="replace")):
             return _poison_html(value.encode(), "utf-8", text).decode(), True
         return _joined(value, text), True
