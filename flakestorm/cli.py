@@ -554,10 +554,11 @@ class MatrixCount:
     repeat: int
     baselines: int
     detection: int
+    probe: int = 0
 
     @property
     def invocations(self) -> int:
-        return self.prompt_runs * self.repeat + self.baselines + self.detection
+        return self.prompt_runs * self.repeat + self.baselines + self.detection + self.probe
 
 
 def count_matrix(config: Config) -> MatrixCount | None:
@@ -577,8 +578,20 @@ def count_matrix(config: Config) -> MatrixCount | None:
         and invariant.baseline in (None, "auto")
         for prompt in (invariant.probes or config.golden_prompts)
     }
+    from flakestorm.chaos.delivery import needs_delivery
+    from flakestorm.config import AgentType
+
     has_reset = bool(config.agent.reset_endpoint or config.agent.reset_function)
-    detection = 2 if applicable and config.golden_prompts and not has_reset else 0
+    # the same rules as the run (phases/contract.py): two calls of the first prompt to detect a
+    # stateful agent when there is no reset; with a reset and no baselines, one call to learn
+    # whether an http agent forwards the cell header, when some scenario needs fault delivery
+    detection = 0 if has_reset else 2
+    probe = int(
+        has_reset
+        and not baseline_prompts
+        and config.agent.type is AgentType.HTTP
+        and any(needs_delivery(s) for s in scenarios)
+    )
     return MatrixCount(
         invariants=len(invariants),
         scenarios=len(scenarios),
@@ -588,6 +601,7 @@ def count_matrix(config: Config) -> MatrixCount | None:
         repeat=config.advanced.repeat,
         baselines=len(baseline_prompts),
         detection=detection,
+        probe=probe,
     )
 
 
@@ -631,6 +645,8 @@ def summary(config: Config) -> list[tuple[str, str]]:
             parts.append(f"{_plural(matrix.baselines, 'baseline')} (behavior_unchanged)")
         if matrix.detection:
             parts.append(f"{matrix.detection} stateful-detection (no reset configured)")
+        if matrix.probe:
+            parts.append("1 forwarding probe (does the agent forward the cell header?)")
         lines.append(("invocations", f"{matrix.invocations} per contract run: {' + '.join(parts)}"))
         budget = config.advanced.max_invocations
         if budget is not None and matrix.invocations > budget:

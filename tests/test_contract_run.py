@@ -161,6 +161,16 @@ def test_with_a_reset_cells_run_one_at_a_time_and_still_prove_delivery(
 ) -> None:
     code, output, results = run(tmp_path, config(reset=reset))
     assert code == 0, output
+    # `validate` announced exactly the invocations the run made (the forwarding probe included)
+    shown = subprocess.run(
+        [sys.executable, "-m", "flakestorm", "validate", "-c", str(tmp_path / "flakestorm.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    line = next(x for x in shown.stdout.splitlines() if "invocations:" in x)
+    assert int(line.split("invocations:")[1].split()[0]) == results["invocations"]
+    assert "forwarding probe" in line
     assert cells(results)["cite[tool-down]"]["faults_fired"] == [
         "tool_faults[0] error(503) on market_data_api"
     ]

@@ -159,3 +159,18 @@ def test_ci_refuses_a_configured_phase_it_cannot_run(project: Path) -> None:
     result = flakestorm(project, "ci")
     assert result.returncode == 2
     assert "never skips a configured phase silently" in result.stderr
+
+
+def invocations_announced(project: Path) -> int:
+    shown = flakestorm(project, "validate")
+    assert shown.returncode == 0, shown.stderr
+    line = next(x for x in shown.stdout.splitlines() if "invocations:" in x)
+    return int(line.split("invocations:")[1].split()[0])
+
+
+def test_validate_announces_exactly_the_invocations_a_run_makes(project: Path) -> None:
+    write_config(project)
+    announced = invocations_announced(project)
+    assert flakestorm(project, "contract", "run").returncode == 0
+    doc = json.loads((project / "flakestorm-reports" / "results.json").read_text())
+    assert doc["invocations"] == announced == 2 * 3 + 2  # 3 cells × 2 prompts + stateful check
