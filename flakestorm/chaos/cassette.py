@@ -1,7 +1,8 @@
 """Cassettes: real upstream exchanges recorded by the proxy and served back (SPEC §4.2).
 
-``ChaosProxy(..., record=PATH)`` writes every exchange it has with a *real* upstream (LLM and
-tools; not mock replies, not injected faults: the reply as the upstream sent it) to ``PATH``;
+``ChaosProxy(..., record=PATH)`` writes every exchange it has with a *real* upstream (LLM API
+calls, model listings included, and tools; not mock replies, not injected faults: the reply as
+the upstream sent it, also when a fault ended the agent's stream early) to ``PATH``;
 ``llm_upstream: cassette:PATH`` serves LLM calls from it, and serves a tool from it when the
 cassette holds exchanges of that tool. A CI run then needs no LLM key and is deterministic.
 
@@ -18,8 +19,9 @@ line::
 
 Matching. An exchange is found by a hash of the normalised request:
 
-- the target (``llm`` or ``tool:NAME``), the method, the upstream-relative path (``/v1/messages``,
-  or the part after ``/tools/NAME``) and the query string with its parameters sorted;
+- the target (``llm`` for any LLM API path, or ``tool:NAME``), the method, the
+  upstream-relative path (``/v1/messages``, or the part after ``/tools/NAME``) and the query
+  string with its parameters sorted;
 - the body: JSON is canonicalised (keys sorted, no whitespace); in an LLM request its top-level
   ``user`` and ``metadata`` fields are dropped, because they carry per-user or per-run
   identifiers that do not change the answer (in a tool request they are kept: there ``user``

@@ -56,12 +56,15 @@ Streams
 :func:`fault_on_stream` is a lazy transform of the upstream SSE bytes (chunked at any
 boundary) into complete SSE frames. ``empty`` and ``truncated_response`` act delta by delta;
 ``garbage`` and ``response_drift`` hold back each text part's deltas and send the rewritten text
-as one delta just before that part ends. A truncated Anthropic stream ends right after the cut
-(``content_block_stop``, ``message_delta`` with ``stop_reason: "max_tokens"``,
-``message_stop``); a truncated OpenAI stream sends the ``finish_reason: "length"`` chunk at the
-cut and then drops the choice's remaining deltas up to upstream's ``data: [DONE]`` (so a
-requested usage chunk still arrives, with adjusted counts). ``timeout`` and ``rate_limit``
-never reach a stream (see above) and pass through unchanged. A ``delay_ms`` on a content
+as one delta just before that part ends (in a Responses API stream, a fresh
+``response.output_text.delta`` event before ``response.output_text.done``, which carries the
+rewritten text; later events' ``sequence_number`` move up by one, so they stay increasing).
+A truncated Anthropic stream ends right after the cut (``content_block_stop``,
+``message_delta`` with ``stop_reason: "max_tokens"``, ``message_stop``); a truncated OpenAI
+stream sends the ``finish_reason: "length"`` chunk at the cut and then drops the choice's
+remaining deltas up to upstream's ``data: [DONE]`` (so a requested usage chunk still arrives,
+with adjusted counts). ``timeout`` and ``rate_limit`` never reach a stream (see above) and
+pass through unchanged. A ``delay_ms`` on a content
 mode is a wait before answering: :func:`fault_on_reply` returns it in ``LlmResponse.delay_ms``;
 for a stream the caller applies it before sending the first frame. Responses API streams get the
 text transforms on their ``response.output_text.*`` events and on the final response object,
@@ -1247,6 +1250,8 @@ class _ResponsesStreamEdit(_StreamEdit):
         self.rng = rng
         self.editor = _Editor(fault, rng)
         self.parts: dict[tuple[Any, Any], _Part] = {}
+        self.shift = 0
+        """Events inserted so far: each later ``sequence_number`` moves up by this much."""
 
     def _part(self, doc: dict[str, Any]) -> _Part:
         return self.parts.setdefault((doc.get("output_index"), doc.get("content_index")), _Part())
@@ -1262,6 +1267,27 @@ class _ResponsesStreamEdit(_StreamEdit):
         return part.sent
 
     def frame(self, frame: _Frame, doc: dict[str, Any]) -> list[bytes]:
+        number = doc.get("sequence_number")
+        if self.shift and isinstance(number, int) and not isinstance(number, bool):
+            doc = {**doc, "sequence_number": number + self.shift}
+            frame = _Frame(_event_frame(doc))
+        return self._frame(frame, doc)
+
+    def _delta_before(self, done: dict[str, Any], text: str) -> bytes:
+        """A ``response.output_text.delta`` event of ``text`` to send just before ``done``
+        (which then, like every later event, gets the next sequence number)."""
+        delta: dict[str, Any] = {"type": "response.output_text.delta"}
+        number = done.get("sequence_number")
+        if isinstance(number, int) and not isinstance(number, bool):
+            delta["sequence_number"] = number
+            done["sequence_number"] = number + 1
+            self.shift += 1
+        for key in ("item_id", "output_index", "content_index"):
+            if key in done:
+                delta[key] = done[key]
+        return _event_frame({**delta, "delta": text, "logprobs": []})
+
+    def _frame(self, frame: _Frame, doc: dict[str, Any]) -> list[bytes]:
         kind = str(doc.get("type", ""))
         mode = self.editor.mode
         if kind == "response.output_text.delta":
@@ -1279,17 +1305,13 @@ class _ResponsesStreamEdit(_StreamEdit):
                 part.received = doc["text"]
             sent_before = part.sent
             final = self._final(part)
+            done = {**doc, "text": final}
             out = []
             if mode is not LlmFaultMode.TRUNCATED_RESPONSE and final:
-                out.append(
-                    _event_frame({**doc, "type": "response.output_text.delta", "delta": final})
-                )
+                out.append(self._delta_before(done, final))
             elif final.startswith(sent_before) and final != sent_before:
-                rest = final[len(sent_before) :]
-                out.append(
-                    _event_frame({**doc, "type": "response.output_text.delta", "delta": rest})
-                )
-            return [*out, _event_frame({**doc, "text": final})]
+                out.append(self._delta_before(done, final[len(sent_before) :]))
+            return [*out, _event_frame(done)]
         if kind == "response.content_part.done" and isinstance(doc.get("part"), dict):
             part_doc = doc["part"]
             if isinstance(part_doc.get("text"), str):

@@ -18,7 +18,8 @@ or ``cassette:PATH`` (replay, :mod:`flakestorm.chaos.cassette`). Request headers
 What is a call of what:
 
 - ``/llm/...``: an LLM call when the path is a generation endpoint (``is_llm_path``); other
-  LLM-API paths (``GET /v1/models``) pass through untouched.
+  LLM-API paths (``GET /v1/models``) pass through untouched (no faults), but are recorded to
+  and served from a cassette like LLM calls (cassette target ``llm``).
 - ``/tools/NAME/...``: a call of tool ``NAME``.
 - forward mode: a call of tool ``NAME`` when the URL starts with ``tools[NAME]``, or when it
   matches the ``match_url`` of a tool fault (then the tool is that fault's ``tool``); else an LLM
@@ -131,6 +132,8 @@ NOT_COUNTED = -1
 """``call_index`` of an interaction no fault could apply to (other traffic, stragglers)."""
 
 _CHUNK = 64 * 1024
+BACKGROUND_GRACE_S = 10.0
+"""How long :meth:`ChaosProxy.stop` waits for recordings still reading an upstream stream."""
 
 
 # --------------------------------------------------------------------------- replies
@@ -293,7 +296,13 @@ class Call:
 
     @property
     def cassette_target(self) -> str:
-        return "llm" if self.target is Target.LLM else f"tool:{self.tool}"
+        """``llm`` for every call of an LLM API (generation or not), else ``tool:NAME``."""
+        return "llm" if self.provider is not None else f"tool:{self.tool}"
+
+    @property
+    def recorded(self) -> bool:
+        """Whether the exchange goes to a cassette: LLM API and tool calls, not other traffic."""
+        return self.target is Target.TOOL or self.provider is not None
 
 
 def _joined(base: str, rest: str) -> str:
@@ -377,6 +386,7 @@ class ChaosProxy:
         self._active: ActiveScenario | None = None
         self._session = _upstream_session()
         self._connections: set[socket.socket] = set()
+        self._background: set[threading.Thread] = set()
         self._thread: threading.Thread | None = None
         try:
             self._server = _Server(host, port, self)
@@ -412,6 +422,11 @@ class ChaosProxy:
             with contextlib.suppress(OSError):
                 connection.shutdown(socket.SHUT_RDWR)
         self._server.server_close()
+        deadline = time.monotonic() + BACKGROUND_GRACE_S
+        with self._lock:
+            background = list(self._background)
+        for thread in background:  # recordings still reading their upstream's rest
+            thread.join(max(0.0, deadline - time.monotonic()))
         self._session.close()
         if self.recorder is not None:
             self.recorder.close()
@@ -470,6 +485,22 @@ class ChaosProxy:
     def wait(self, delay_ms: int) -> bool:
         """Wait ``delay_ms``; False when the proxy stopped meanwhile."""
         return not self._stopping.wait(delay_ms / 1000) if delay_ms > 0 else True
+
+    def in_background(self, work: Callable[[], None]) -> None:
+        """Run ``work`` on a daemon thread; :meth:`stop` waits for it (at most
+        :data:`BACKGROUND_GRACE_S` for all of them)."""
+
+        def run() -> None:
+            try:
+                work()
+            finally:
+                with self._lock:
+                    self._background.discard(thread)
+
+        thread = threading.Thread(target=run, name=f"flakestorm-proxy-{self.port}-bg", daemon=True)
+        with self._lock:
+            self._background.add(thread)
+        thread.start()
 
     @property
     def stopping(self) -> bool:
@@ -1135,11 +1166,11 @@ class _Handler(BaseHTTPRequestHandler):
         response = proxy.request_upstream(self.command, url, self.forwarded_headers(), body)
         call.upstream_status = response.status_code
         headers = list(response.raw.headers.items())
-        recorder = proxy.recorder if call.target is not Target.OTHER else None
+        recorder = proxy.recorder if call.recorded else None
         if _is_sse(response):
             chunks = proxy.iter_upstream(response, url)
             if recorder is not None:
-                chunks = _recording(chunks, recorder, key, response.status_code, headers)
+                chunks = _Recording(chunks, proxy, recorder, key, response.status_code, headers)
             return Reply(response.status_code, headers, chunks=chunks)
         data = proxy.read_upstream(response, url) if self.command != "HEAD" else b""
         if recorder is not None:
@@ -1173,19 +1204,60 @@ def _closing(outer: Iterator[bytes], inner: Iterator[bytes]) -> Iterator[bytes]:
             close()
 
 
-def _recording(
-    chunks: Iterator[bytes],
-    recorder: CassetteRecorder,
-    key: RequestKey,
-    status: int,
-    headers: list[tuple[str, str]],
-) -> Iterator[bytes]:
-    """Pass the chunks through; record them once the stream has completed."""
-    seen = []
-    for chunk in chunks:
-        seen.append(chunk)
-        yield chunk
-    recorder.record(key, status, headers, chunks=seen)
+class _Recording(Iterator[bytes]):
+    """The upstream's chunks passed through, recorded once the stream has completed.
+
+    Closed before its end (a ``truncated_response`` fault ended the agent's stream, or the
+    agent hung up), it reads the rest of the upstream stream on another thread
+    (:meth:`ChaosProxy.in_background`) and records the whole exchange then, so a later replay
+    of the same request finds it and the agent's reply is not held up. A stream the upstream
+    broke off is not recorded.
+    """
+
+    def __init__(
+        self,
+        chunks: Iterator[bytes],
+        proxy: ChaosProxy,
+        recorder: CassetteRecorder,
+        key: RequestKey,
+        status: int,
+        headers: list[tuple[str, str]],
+    ) -> None:
+        self._chunks = chunks
+        self._proxy = proxy
+        self._recorder = recorder
+        self._key, self._status, self._headers = key, status, headers
+        self._seen: list[bytes] = []
+        self._ended = False
+
+    def __next__(self) -> bytes:
+        try:
+            chunk = next(self._chunks)
+        except StopIteration:
+            self._ended = True
+            self._record()
+            raise
+        except BaseException:
+            self._ended = True  # broken off: nothing to record
+            raise
+        self._seen.append(chunk)
+        return chunk
+
+    def close(self) -> None:
+        if not self._ended:
+            self._ended = True
+            self._proxy.in_background(self._finish)
+
+    def _finish(self) -> None:
+        try:
+            self._seen.extend(self._chunks)
+        except Exception:  # broken off (UpstreamFailure): nothing to record
+            logger.debug("upstream stream broke off while recording its rest", exc_info=True)
+            return
+        self._record()
+
+    def _record(self) -> None:
+        self._recorder.record(self._key, self._status, self._headers, chunks=self._seen)
 
 
 def _reset(connection: socket.socket) -> None:

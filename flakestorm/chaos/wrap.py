@@ -33,15 +33,18 @@ tool ``malicious_response`` returns ``payload`` (a fresh copy)
 tool-result attacks         the real result, poisoned (:mod:`flakestorm.chaos.tool_results`)
 LLM ``rate_limit``          raises :class:`~flakestorm.errors.RateLimitFaultError`
 LLM ``timeout``             waits ``delay_ms`` (default 30 s), raises ``TimeoutError``
-LLM text modes              transform the reply text: a ``str`` reply, or the message
-                            content of an OpenAI chat completion (``choices[0].message
-                            .content``), a completion (``choices[0].text``) or an Anthropic
-                            message (its first text block), as a dict or an object; objects
-                            and dicts are copied, never changed in place
+LLM text modes              transform the reply text: a ``str`` reply, or the texts of every
+                            choice of an OpenAI chat completion (``message.content``) or
+                            completion (``text``), or of every text block of an Anthropic
+                            message, as a dict or an object, with the proxy's editor
+                            (``truncated_response``: budget per choice, shared by a message's
+                            blocks); objects and dicts are copied, never changed in place
 ``injection_via_context``   the payload is appended to the system message of the
                             ``messages`` argument (added first when there is none; to the
                             ``system`` keyword argument, a string or text blocks, when the
-                            callable takes one, as Anthropic's ``messages.create`` does)
+                            callable takes one, as Anthropic's ``messages.create`` does);
+                            messages are ``role``/``content`` dicts or objects with those
+                            attributes (SDK messages, pydantic models), copied when changed
 ==========================  ==============================================================
 
 A fault is listed as fired only when it reached the agent: an LLM callable without a
@@ -347,8 +350,9 @@ def _llm_result(call: _Call, result: Any) -> Any:
 
 # --------------------------------------------------------------------------- LLM replies
 
-_TextSlot = tuple[tuple[Any, ...], tuple[tuple[Any, ...], str] | None]
-"""Where a reply's text is, and where its stop reason is with the value meaning "cut"."""
+_TextGroup = tuple[list[tuple[Any, ...]], tuple[tuple[Any, ...], str] | None]
+"""Text parts sharing one truncation budget (an OpenAI choice, an Anthropic message), and
+where their stop reason is with the value meaning "cut"."""
 
 
 def _step(value: Any, key: Any) -> Any:
@@ -366,65 +370,80 @@ def _has(value: Any, key: str) -> bool:
     return key in value if isinstance(value, Mapping) else hasattr(value, key)
 
 
-def _text_slot(reply: Any) -> _TextSlot | None:
+def _text_groups(reply: Any) -> list[_TextGroup]:
+    """Where a reply's texts are: every choice's, every text block's (empty: none)."""
     if isinstance(reply, str):
-        return (), None
-    choice = _step(_step(reply, "choices"), 0)
-    if choice is not _MISSING:
-        stop: tuple[tuple[Any, ...], str] = (("choices", 0, "finish_reason"), "length")
-        has_stop = isinstance(choice, dict) or _has(choice, "finish_reason")
-        message = _step(choice, "message")
-        if isinstance(_step(message, "content"), str):
-            return ("choices", 0, "message", "content"), stop if has_stop else None
-        if isinstance(_step(choice, "text"), str):
-            return ("choices", 0, "text"), stop if has_stop else None
-        return None
+        return [([()], None)]
+    choices = _step(reply, "choices")
+    if isinstance(choices, (list, tuple)) and choices:
+        groups: list[_TextGroup] = []
+        for i, choice in enumerate(choices):
+            has_stop = isinstance(choice, Mapping) or _has(choice, "finish_reason")
+            stop = (("choices", i, "finish_reason"), "length") if has_stop else None
+            if isinstance(_step(_step(choice, "message"), "content"), str):
+                groups.append(([("choices", i, "message", "content")], stop))
+            elif isinstance(_step(choice, "text"), str):
+                groups.append(([("choices", i, "text")], stop))
+        return groups
     blocks = _step(reply, "content")
     if isinstance(blocks, (list, tuple)):
-        for i, block in enumerate(blocks):
-            if _step(block, "type") == "text" and isinstance(_step(block, "text"), str):
-                has_stop = isinstance(reply, dict) or _has(reply, "stop_reason")
-                cut: tuple[tuple[Any, ...], str] = (("stop_reason",), "max_tokens")
-                return ("content", i, "text"), cut if has_stop else None
-    return None
+        paths: list[tuple[Any, ...]] = [
+            ("content", i, "text")
+            for i, block in enumerate(blocks)
+            if _step(block, "type") == "text" and isinstance(_step(block, "text"), str)
+        ]
+        if paths:
+            has_stop = isinstance(reply, Mapping) or _has(reply, "stop_reason")
+            return [(paths, (("stop_reason",), "max_tokens") if has_stop else None)]
+    return []
 
 
 def reply_text(reply: Any) -> str | None:
-    """The text of an LLM callable's reply (module doc), or None when it has none."""
-    slot = _text_slot(reply)
-    return None if slot is None else tool_results.get_at(reply, slot[0])
+    """The (first) text of an LLM callable's reply (module doc), or None when it has none."""
+    groups = _text_groups(reply)
+    return tool_results.get_at(reply, groups[0][0][0]) if groups else None
+
+
+_TEXT_MODES = (
+    LlmFaultMode.TRUNCATED_RESPONSE,
+    LlmFaultMode.EMPTY,
+    LlmFaultMode.GARBAGE,
+    LlmFaultMode.RESPONSE_DRIFT,
+)
 
 
 def transform_reply(reply: Any, fault: LlmFault, rng: random.Random) -> Any | None:
-    """``reply`` with ``fault`` applied to its text (a copy), or None when it has no text."""
+    """``reply`` with ``fault`` applied to all its texts (a copy), or None when it has none.
+
+    The texts change as the proxy changes them in an HTTP reply (:mod:`flakestorm.chaos.llm`):
+    the same editor, the ``truncated_response`` budget per OpenAI choice and shared by an
+    Anthropic message's text blocks."""
     from flakestorm.chaos import llm as text_faults  # lazily: a sibling's module
 
-    slot = _text_slot(reply)
-    if slot is None:
+    groups = _text_groups(reply)
+    if not groups or fault.mode not in _TEXT_MODES:
         return None
-    path, stop = slot
-    text: str = tool_results.get_at(reply, path)
-    mode = fault.mode
-    if mode is LlmFaultMode.TRUNCATED_RESPONSE:
-        new = text_faults.truncate_text(text, fault.max_tokens or 0)
-    elif mode is LlmFaultMode.EMPTY:
-        new = ""
-    elif mode is LlmFaultMode.GARBAGE:
-        new = text_faults.garbage_text(rng, text)
-    elif mode is LlmFaultMode.RESPONSE_DRIFT and fault.drift_type is not None:
-        new = text_faults.drift_text(text, fault.drift_type, rng)
-    else:
-        return None
-    out = tool_results.replace_at(reply, path, new)
-    if mode is LlmFaultMode.TRUNCATED_RESPONSE and stop is not None:
-        out = tool_results.replace_at(out, stop[0], stop[1])
+    editor = text_faults._Editor(fault, rng)
+    out = reply
+    for paths, stop in groups:
+        editor.budget = editor.limit
+        for path in paths:
+            out = tool_results.replace_at(out, path, editor.text(tool_results.get_at(reply, path)))
+        if editor.truncates and stop is not None:
+            out = tool_results.replace_at(out, stop[0], stop[1])
     return out
 
 
+def _is_message(value: Any) -> bool:
+    """A chat message: a ``role``/``content`` mapping, or an object with those attributes
+    (an SDK message such as openai's ``ChatCompletionMessage``, a pydantic model ...)."""
+    if isinstance(value, Mapping):
+        return "role" in value and "content" in value
+    return not isinstance(value, (str, bytes)) and _has(value, "role") and _has(value, "content")
+
+
 def _is_messages(value: Any) -> bool:
-    return isinstance(value, list) and all(
-        isinstance(m, Mapping) and "role" in m and "content" in m for m in value
-    )
+    return isinstance(value, list) and all(_is_message(m) for m in value)
 
 
 def _takes_system(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
@@ -445,7 +464,7 @@ def _inject(
     takes_system: bool = False,
 ) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
     """The arguments with the attack payloads in the system message, or None when there is
-    no recognisable ``messages`` argument (a list of ``role``/``content`` dicts)."""
+    no recognisable ``messages`` argument (a list of messages, :func:`_is_message`)."""
     payload = "\n\n".join(a.payload for a in attacks if a.payload)
     if not payload:
         return None
@@ -464,18 +483,21 @@ def _inject(
     return None
 
 
-def _with_system(messages: list[Mapping[str, Any]], payload: str) -> list[Any]:
+def _with_system(messages: list[Any], payload: str) -> list[Any]:
     out: list[Any] = list(messages)
     for i, message in enumerate(out):
-        if message.get("role") in _SYSTEM_ROLES:
-            content = message.get("content")
+        if _step(message, "role") in _SYSTEM_ROLES:
+            content = _step(message, "content")
             if isinstance(content, list):
                 content = [*content, {"type": "text", "text": payload}]
             elif isinstance(content, str):
                 content = _appended(content, payload)
             else:
                 content = payload
-            out[i] = {**message, "content": content}
+            if isinstance(message, Mapping):
+                out[i] = {**message, "content": content}
+            else:  # an SDK message object: a copy (pydantic ``model_copy``, dataclass ...)
+                out[i] = tool_results.replace_at(message, ("content",), content)
             return out
     return [{"role": "system", "content": payload}, *out]
 
