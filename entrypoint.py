@@ -16,15 +16,12 @@ anything else is printed; agent output never reaches the log raw.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import sys
 import threading
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from flakestorm import runner
 from flakestorm.action import Command, Settings, SettingsError, parse_settings
@@ -168,7 +165,7 @@ class _Action:
         what = "every configured phase" if self.settings.command is Command.CI else "the contract"
         with (
             self.gh.group(f"flakestorm {self.settings.command.value}: {what}"),
-            _stopping_on_signals(stop),
+            runner.stopping_on_signals(stop),
         ):
             if self.settings.command is Command.CONTRACT:
                 return runner.run_contract_phase(
@@ -314,25 +311,6 @@ class _Progress:
     def notice(self, text: str) -> None:
         with self._lock:
             self._gh.log(safe(text, 1000))
-
-
-@contextlib.contextmanager
-def _stopping_on_signals(stop: threading.Event) -> Iterator[None]:
-    """SIGINT/SIGTERM (a cancelled workflow) set ``stop``: the run ends cleanly with partial
-    results. Only in the main thread (elsewhere signals cannot be handled)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: Any) -> None:
-        stop.set()
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
 
 
 if __name__ == "__main__":

@@ -19,12 +19,11 @@ time; pydantic, yaml and the rest are imported inside the commands that need the
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -244,7 +243,13 @@ def _run(
 ) -> Any:
     """Load, run with Ctrl-C/SIGTERM stopping cleanly, write the reports; return the result."""
     from flakestorm.reports import write_reports
-    from flakestorm.runner import output_dir, run_ci, run_contract_phase, run_phases
+    from flakestorm.runner import (
+        output_dir,
+        run_ci,
+        run_contract_phase,
+        run_phases,
+        stopping_on_signals,
+    )
 
     loaded = load(Path(config_path))
     for warning in loaded.warnings:
@@ -256,7 +261,10 @@ def _run(
         def run(loaded: Any, overrides: Any, **kwargs: Any) -> Any:
             return run_phases(loaded, phases, overrides, chaos_profile=profile, **kwargs)
 
-    with _stopping_on_signals(stop):
+    def stopping() -> None:
+        click.echo("\nstopping: finishing invocations in flight (Ctrl-C again to abort)", err=True)
+
+    with stopping_on_signals(stop, stopping, abort_on_repeat=True):
         result = run(
             loaded,
             overrides,
@@ -267,25 +275,6 @@ def _run(
     out = output_dir(loaded, overrides)
     write_reports(result, out, loaded.config.output.formats)
     return result, out
-
-
-@contextlib.contextmanager
-def _stopping_on_signals(stop: threading.Event) -> Iterator[None]:
-    """SIGINT/SIGTERM set ``stop`` (in-flight invocations finish, results are kept); a second
-    SIGINT aborts at once."""
-
-    def handler(signum: int, frame: Any) -> None:
-        if stop.is_set() and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        stop.set()
-        click.echo("\nstopping: finishing invocations in flight (Ctrl-C again to abort)", err=True)
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
 
 
 def _conclude(result: Any, out: Path) -> None:

@@ -23,8 +23,11 @@ import random
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from flakestorm.config import ContextAttack, ContextAttackType, LlmFault, ToolFault
+
+_F = TypeVar("_F", ToolFault, LlmFault)
 
 UNATTRIBUTED = ""
 """The cell id of an interaction that carried no cell attribution."""
@@ -157,20 +160,28 @@ class FaultBook:
         """The cell an interaction belongs to: its own attribution, else the scenario's."""
         return attributed or self.scenario.cell_id
 
-    def tool_call(self, tool: str | None, url: str, cell: str) -> Decision:
-        """Decide a call to ``tool`` (None when only the URL is known) for ``cell``."""
-        call_index = self._next_index(cell, f"tool:{tool or url}")
-        chosen: tuple[int, ToolFault] | None = None
-        matched = []
-        for i, fault in enumerate(self.scenario.tool_faults):
-            if not tool_matches(fault, tool, url):
-                continue
-            label = tool_fault_label(i, fault)
-            matched.append(label)
+    def _first_firing(
+        self, cell: str, call_index: int, candidates: Sequence[tuple[int, _F, str]]
+    ) -> tuple[tuple[int, _F] | None, list[str]]:
+        """The first matching fault that fires on this call (one reply, one fault), and the
+        labels of every matching fault (the delivery proof)."""
+        chosen: tuple[int, _F] | None = None
+        for i, fault, label in candidates:
             if chosen is None and self._fires(
                 cell, label, call_index, fault.probability, fault.after_calls
             ):
                 chosen = (i, fault)
+        return chosen, [label for _, _, label in candidates]
+
+    def tool_call(self, tool: str | None, url: str, cell: str) -> Decision:
+        """Decide a call to ``tool`` (None when only the URL is known) for ``cell``."""
+        call_index = self._next_index(cell, f"tool:{tool or url}")
+        candidates = [
+            (i, fault, tool_fault_label(i, fault))
+            for i, fault in enumerate(self.scenario.tool_faults)
+            if tool_matches(fault, tool, url)
+        ]
+        chosen, matched = self._first_firing(cell, call_index, candidates)
         attacks = []
         for i, attack in enumerate(self.scenario.context_attacks):
             if attack.type not in TOOL_RESULT_ATTACKS:
@@ -191,15 +202,11 @@ class FaultBook:
     def llm_call(self, cell: str) -> Decision:
         """Decide a call to the LLM for ``cell``."""
         call_index = self._next_index(cell, "llm")
-        chosen: tuple[int, LlmFault] | None = None
-        matched = []
-        for i, fault in enumerate(self.scenario.llm_faults):
-            label = llm_fault_label(i, fault)
-            matched.append(label)
-            if chosen is None and self._fires(
-                cell, label, call_index, fault.probability, fault.after_calls
-            ):
-                chosen = (i, fault)
+        candidates = [
+            (i, fault, llm_fault_label(i, fault))
+            for i, fault in enumerate(self.scenario.llm_faults)
+        ]
+        chosen, matched = self._first_firing(cell, call_index, candidates)
         attacks = []
         for i, attack in enumerate(self.scenario.context_attacks):
             if attack.type in LLM_REQUEST_ATTACKS:
