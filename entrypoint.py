@@ -30,7 +30,8 @@ from flakestorm.errors import ConfigError, ExitCode, FlakestormError, UsageError
 from flakestorm.executor import CellFinished, Event, ScenarioFinished
 from flakestorm.github import Annotation, CommentAction, GitHub, Level
 from flakestorm.loader import LoadedConfig, load_config
-from flakestorm.reporters.terminal import safe
+from flakestorm.phases.phase import PhaseName
+from flakestorm.reporters.terminal import safe, scenario_line
 from flakestorm.reports import write_reports
 from flakestorm.results import RunResult, Status
 
@@ -194,10 +195,10 @@ class _Action:
         return int(result.exit_code)
 
     def _outputs(self, result: RunResult, out_dir: Path) -> None:
-        contract = result.contract
+        contract = result.phases.get(PhaseName.CONTRACT.value)
         score = result.overall.score
         contract_score = contract.score.score if contract is not None else None
-        critical = len(contract.score.critical_failures) if contract is not None else 0
+        critical = sum(len(o.score.critical_failures) for o in result.phases.values())
         self.gh.set_output("score", "" if score is None else f"{score:.2f}")
         self.gh.set_output("passed", "true" if result.overall.passed else "false")
         self.gh.set_output(
@@ -212,10 +213,9 @@ class _Action:
 
     def _annotations(self, result: RunResult) -> None:
         """One error per failing critical invariant, on its line in the config."""
-        contract = result.contract
         annotations: list[Annotation] = []
-        if contract is not None:
-            bad = (Status.FAILED, Status.ERRORED)
+        bad = (Status.FAILED, Status.ERRORED)
+        for contract in result.phases.values():
             for invariant in contract.invariants:
                 if invariant.severity != "critical":
                     continue
@@ -302,11 +302,7 @@ class _Progress:
                         f"{safe(cell.reason, 300)}"
                     )
             elif isinstance(event, ScenarioFinished):
-                counts: dict[str, int] = {}
-                for cell in event.results:
-                    counts[cell.status.value] = counts.get(cell.status.value, 0) + 1
-                summary = ", ".join(f"{n} {status}" for status, n in counts.items())
-                self._gh.log(f"scenario {safe(event.name, 80)}: {summary}")
+                self._gh.log(scenario_line(event.name, event.results))
 
     def notice(self, text: str) -> None:
         with self._lock:

@@ -24,7 +24,6 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +35,7 @@ from flakestorm.errors import ConfigError, ExitCode, FlakestormError, UsageError
 if TYPE_CHECKING:
     from flakestorm.config import Config
     from flakestorm.loader import LoadedConfig
+    from flakestorm.phases.matrix import MatrixCount
 
 DEFAULT_CONFIG = "flakestorm.yaml"
 
@@ -208,7 +208,7 @@ class _Progress:
 
     def __call__(self, event: Any) -> None:
         from flakestorm.executor import CellFinished, RunPlanned, ScenarioFinished
-        from flakestorm.reporters.terminal import safe
+        from flakestorm.reporters.terminal import scenario_line
 
         if not self._enabled:
             return
@@ -226,11 +226,7 @@ class _Progress:
                 if self._done == total:
                     click.echo("", err=True)
             elif not self._tty and isinstance(event, ScenarioFinished):
-                counts: dict[str, int] = {}
-                for cell in event.results:
-                    counts[cell.status.value] = counts.get(cell.status.value, 0) + 1
-                summary = ", ".join(f"{n} {status}" for status, n in counts.items())
-                click.echo(f"scenario {safe(event.name, 80)}: {summary}", err=True)
+                click.echo(scenario_line(event.name, event.results), err=True)
 
 
 def _run(
@@ -392,7 +388,8 @@ def contract_score(
 
     overrides = Overrides(concurrency, seed, min_score, output_dir, record=record)
     result, _ = _run(config_path, overrides, progress=False, ci=False)
-    score = result.contract.score.score if result.contract is not None else None
+    contract = result.phases.get("contract")
+    score = contract.score.score if contract is not None else None
     click.echo("n/a" if score is None else f"{score:.2f}")
     sys.exit(result.exit_code)
 
@@ -531,67 +528,19 @@ class _Masker:
         return text
 
 
-@dataclass(frozen=True)
-class MatrixCount:
-    """What a contract run will do, counted from the config alone."""
-
-    invariants: int
-    scenarios: int
-    cells: int
-    skipped: int
-    prompt_runs: int  # invocations for the cells, before repeat
-    repeat: int
-    baselines: int
-    detection: int
-    probe: int = 0
-
-    @property
-    def invocations(self) -> int:
-        return self.prompt_runs * self.repeat + self.baselines + self.detection + self.probe
-
-
 def count_matrix(config: Config) -> MatrixCount | None:
-    """Cells and agent invocations of a contract run (SPEC §5); None without a contract."""
-    from flakestorm.config import InvariantType
+    """Cells and agent invocations of a contract run, by the run's own rules; None without
+    a contract (or with an invariant that has no prompt, which validation reports)."""
+    from flakestorm.phases.matrix import count_invocations
+    from flakestorm.plan import build_plan
 
     if config.contract is None:
         return None
-    invariants = config.contract.invariants
-    scenarios = config.contract.chaos_matrix
-    applicable = [(i, s) for i in invariants for s in scenarios if i.when.applies(s)]
-    prompt_runs = sum(len(i.probes or config.golden_prompts) for i, _ in applicable)
-    baseline_prompts = {
-        prompt
-        for invariant, _ in applicable
-        if invariant.type is InvariantType.BEHAVIOR_UNCHANGED
-        and invariant.baseline in (None, "auto")
-        for prompt in (invariant.probes or config.golden_prompts)
-    }
-    from flakestorm.chaos.delivery import needs_delivery
-    from flakestorm.config import AgentType
-
-    has_reset = bool(config.agent.reset_endpoint or config.agent.reset_function)
-    # the same rules as the run (phases/contract.py): two calls of the first prompt to detect a
-    # stateful agent when there is no reset; with a reset and no baselines, one call to learn
-    # whether an http agent forwards the cell header, when some scenario needs fault delivery
-    detection = 0 if has_reset else 2
-    probe = int(
-        has_reset
-        and not baseline_prompts
-        and config.agent.type is AgentType.HTTP
-        and any(needs_delivery(s) for s in scenarios)
-    )
-    return MatrixCount(
-        invariants=len(invariants),
-        scenarios=len(scenarios),
-        cells=len(invariants) * len(scenarios),
-        skipped=len(invariants) * len(scenarios) - len(applicable),
-        prompt_runs=prompt_runs,
-        repeat=config.advanced.repeat,
-        baselines=len(baseline_prompts),
-        detection=detection,
-        probe=probe,
-    )
+    try:
+        plan = build_plan(config.contract, config.golden_prompts)
+    except UsageError:
+        return None
+    return count_invocations(plan, config)
 
 
 def _plural(n: int, word: str) -> str:

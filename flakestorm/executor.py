@@ -170,17 +170,18 @@ class Executor:
         baselines: Mapping[str, Reply | None],
         serial: bool = False,
         before_invocation: Callable[[str], None] | None = None,
-        announce: bool = True,
+        settle: Callable[[list[CellResult]], list[CellResult]] | None = None,
     ) -> list[CellResult]:
         """Run ``cells``; results in their order.
 
         ``serial`` runs one invocation at a time (as a configured reset always does), calling
         ``before_invocation(invocation_id)`` first — how fault delivery attributes calls to
-        an invocation when the agent does not forward the cell header. Without ``announce``,
-        no :class:`ScenarioFinished` is sent: the caller sends it (:meth:`announce`) once
-        the verdicts are final (after the delivery check).
+        an invocation when the agent does not forward the cell header. ``settle`` completes
+        the verdicts once every cell has run (the scenario's delivery judgement): the cells
+        are announced (:class:`CellFinished`, :class:`ScenarioFinished`) only after it, so
+        every verdict is announced once, final.
         """
-        tracker = _Tracker(cells, self._options, self._on_event, announce)
+        tracker = _Tracker(cells, self._options, self._on_event, announce=settle is None)
         for cell in cells:
             if not cell.applicable:
                 tracker.skip(cell)
@@ -197,11 +198,15 @@ class Executor:
             for cell in runnable:
                 for run in range(self._options.repeat):
                     self._run_isolated(cell, run, tracker, baselines, before_invocation)
-        return tracker.results()
-
-    def announce(self, name: str, results: Sequence[CellResult]) -> None:
-        """Send :class:`ScenarioFinished` for a scenario run with ``announce=False``."""
-        self._on_event(ScenarioFinished(name, tuple(results)))
+        results = tracker.results()
+        if settle is None:
+            return results
+        settled = settle(results)
+        for done, result in enumerate(settled, 1):
+            self._on_event(CellFinished(result, done, len(settled)))
+        for name in dict.fromkeys(c.scenario for c in settled):
+            self._on_event(ScenarioFinished(name, tuple(c for c in settled if c.scenario == name)))
+        return settled
 
     def _run_isolated(
         self,
@@ -418,8 +423,10 @@ class _Tracker:
             scenario_results = (
                 tuple(self._results[c.index] for c in siblings) if scenario_done else ()
             )
+        if not self._announce:
+            return
         self._on_event(CellFinished(result, done, self._total))
-        if scenario_done and self._announce:
+        if scenario_done:
             self._on_event(ScenarioFinished(cell.scenario.name, scenario_results))
 
     def results(self) -> list[CellResult]:

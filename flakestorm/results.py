@@ -12,7 +12,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: phases under one ``phases`` mapping; delivery proof per scenario (``declared``,
+``matched``, ``hints``) and the invariant's own verdict on cells that delivery errored."""
 
 
 class Status(str, enum.Enum):
@@ -97,6 +99,11 @@ class CellResult:
     """Each fault that was actually injected in this cell, e.g. ``memory_poisoning(append)``."""
     calls: tuple[CallRecord, ...] = ()
     """The tool and LLM calls the agent made in this cell (chaos scenarios)."""
+    checked: Status | None = None
+    """What the invariant decided, when the scenario's delivery judgement replaced it with
+    ERRORED (a fault was not delivered); None otherwise. Delivery can be judged again from
+    this (:func:`flakestorm.chaos.delivery.judge`), e.g. over the shards of a run."""
+    checked_reason: str | None = None
 
     @property
     def id(self) -> str:
@@ -131,29 +138,52 @@ class ScenarioInfo:
     scenario's cells are ERRORED (SPEC §4)."""
     serial: bool = False
     """Cells ran one at a time (the agent does not forward the cell header)."""
+    declared: tuple[str, ...] = ()
+    """The delivery proof: labels of the declared faults that must reach the agent's calls…"""
+    matched: tuple[str, ...] = ()
+    """…the labels some call of the scenario matched (fired or not)…"""
+    hints: Mapping[str, str] = field(default_factory=dict)
+    """…and, per declared label, what is probably mis-wired if it is not delivered."""
 
 
 @dataclass(frozen=True)
-class ContractScore:
-    """The resilience score of a contract (see :mod:`flakestorm.scoring`)."""
+class PhaseScore:
+    """The score of a phase (see :mod:`flakestorm.scoring` and each phase's module)."""
 
     score: float | None
-    """0–100, or None when no cell was scored (all skipped or not run)."""
+    """0–100, or None when nothing was scored (all skipped or not run)."""
     passed: bool
+    """False when a critical cell failed or errored."""
     critical_failures: tuple[str, ...]
     counts: Mapping[str, int]
+    """Cells per status and ``flaky``, then what the phase's score counts (``prompts``…)."""
+    summary: str | None = None
+    """What the score counts, when it is not the cells (``3 of 4 prompts passed``)."""
+
+
+CELL_COUNTS = frozenset([*(s.value for s in Status), "flaky"])
+"""The keys of :attr:`PhaseScore.counts` that count cells; any other key is the phase's own."""
 
 
 @dataclass(frozen=True)
-class ContractOutcome:
-    """A finished (or stopped) contract phase."""
+class PhaseOutcome:
+    """A finished (or stopped) phase: a matrix of cells (rows = invariants, columns =
+    scenarios) and its score. Reports render every phase from this alone."""
 
+    phase: str
+    """The phase's name (``contract``, ``chaos``): its key in :attr:`RunResult.phases`."""
     name: str
+    """What the phase ran: the contract's name, or the phase's name when it has none."""
     invariants: tuple[InvariantInfo, ...]
     scenarios: tuple[ScenarioInfo, ...]
     cells: tuple[CellResult, ...]
-    score: ContractScore
+    score: PhaseScore
     warnings: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        """``contract Finance Agent Contract``, or ``chaos`` when the name is the phase's."""
+        return self.phase if self.name == self.phase else f"{self.phase} {self.name}"
 
 
 @dataclass(frozen=True)
@@ -181,13 +211,11 @@ class RunResult:
     stop_reason: str | None
     """Why the run stopped early (``interrupted``, ``max_invocations``), None when complete."""
     invocations: int
-    contract: ContractOutcome | None
+    phases: Mapping[str, PhaseOutcome]
+    """Every phase that ran, by name, in report order."""
     overall: Overall
     exit_code: int
     warnings: tuple[str, ...] = field(default=())
-    chaos: ContractOutcome | None = None
-    """The chaos-only phase (golden prompts × top-level chaos), when it ran; its score is the
-    prompts' pass rate."""
 
 
 # --------------------------------------------------------------------------- JSON
@@ -252,7 +280,6 @@ def from_document(doc: Mapping[str, Any]) -> RunResult:
             f"{SCHEMA_VERSION})"
         )
     try:
-        contract = doc["contract"]
         return RunResult(
             flakestorm_version=doc["flakestorm_version"],
             config_path=doc["config_path"],
@@ -263,15 +290,14 @@ def from_document(doc: Mapping[str, Any]) -> RunResult:
             complete=doc["complete"],
             stop_reason=doc["stop_reason"],
             invocations=doc["invocations"],
-            contract=None if contract is None else _contract(contract),
+            phases={name: _phase(d) for name, d in doc["phases"].items()},
             overall=Overall(
                 **{**doc["overall"], **_tuples(doc["overall"], "phases_ran", "reasons")}
             ),
             exit_code=doc["exit_code"],
             warnings=tuple(doc.get("warnings", ())),
-            chaos=None if doc.get("chaos") is None else _contract(doc["chaos"]),
         )
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ResultsError(f"results document is malformed: {exc!r}") from None
 
 
@@ -279,36 +305,40 @@ def _tuples(d: Mapping[str, Any], *keys: str) -> dict[str, tuple[Any, ...]]:
     return {k: tuple(d[k]) for k in keys}
 
 
-def _contract(d: Mapping[str, Any]) -> ContractOutcome:
-    score = d["score"]
-    return ContractOutcome(
+def _phase(d: Mapping[str, Any]) -> PhaseOutcome:
+    return PhaseOutcome(
+        phase=d["phase"],
         name=d["name"],
         invariants=tuple(InvariantInfo(**i) for i in d["invariants"]),
         scenarios=tuple(
             ScenarioInfo(
-                s["name"],
-                tuple(s["faults"]),
-                tuple(s.get("undelivered", ())),
-                bool(s.get("serial", False)),
+                **{
+                    **s,
+                    **_tuples(s, "faults", "undelivered", "declared", "matched"),
+                    "hints": dict(s["hints"]),
+                }
             )
             for s in d["scenarios"]
         ),
         cells=tuple(_cell(c) for c in d["cells"]),
-        score=ContractScore(
-            score=score["score"],
-            passed=score["passed"],
-            critical_failures=tuple(score["critical_failures"]),
-            counts=dict(score["counts"]),
+        score=PhaseScore(
+            **{
+                **d["score"],
+                "critical_failures": tuple(d["score"]["critical_failures"]),
+                "counts": dict(d["score"]["counts"]),
+            }
         ),
         warnings=tuple(d.get("warnings", ())),
     )
 
 
 def _cell(d: Mapping[str, Any]) -> CellResult:
+    checked = d.get("checked")
     return CellResult(
         **{
             **d,
             "status": Status(d["status"]),
+            "checked": None if checked is None else Status(checked),
             "prompts": tuple(PromptResult(**p) for p in d["prompts"]),
             "faults_fired": tuple(d["faults_fired"]),
             "calls": tuple(

@@ -30,12 +30,11 @@ from flakestorm.config import AgentType, Config, Proxy, Scenario
 from flakestorm.errors import Problem, UsageError
 from flakestorm.executor import Event, Executor, Options, RunPlanned
 from flakestorm.invariants import build_checker
-from flakestorm.loader import LoadedConfig, load_profile
-from flakestorm.phases.chaos_only import chaos_contract, score_prompts
-from flakestorm.phases.contract import prepare, run_contract
-from flakestorm.plan import Plan
-from flakestorm.results import ContractOutcome, RunResult, Status, redact
-from flakestorm.scoring import exit_code, overall
+from flakestorm.loader import LoadedConfig
+from flakestorm.phases.phase import PhaseContext, PhaseName, PhaseRequest
+from flakestorm.phases.registry import PHASES
+from flakestorm.results import PhaseOutcome, RunResult, redact
+from flakestorm.scoring import score_run
 
 
 @dataclass(frozen=True)
@@ -130,11 +129,27 @@ def apply_overrides(loaded: LoadedConfig, overrides: Overrides) -> LoadedConfig:
     return dataclasses.replace(loaded, config=config.model_copy(update=update))
 
 
-UNAVAILABLE_PHASES = {
-    "mutations": "the mutation phase",
-    "replays": "the replay phase",
-}
-"""Config sections whose phase this version cannot run yet: `ci` refuses them, never skips."""
+def configured_phases(loaded: LoadedConfig) -> list[str]:
+    """The phases ``ci`` runs: every registered phase whose section is configured. A section
+    whose phase this version cannot run yet is refused, never skipped."""
+    config = loaded.config
+    unavailable = [
+        f"`{name.section}` (the {name.value} phase)"
+        for name in PhaseName
+        if name.value not in PHASES and name.configured(config)
+    ]
+    if unavailable:
+        raise UsageError(
+            f"{loaded.path.name} configures {', '.join(unavailable)}, which this version of "
+            "flakestorm cannot run yet; remove the section(s) to run the other phases "
+            "(flakestorm never skips a configured phase silently)"
+        )
+    names = [name for name, phase in PHASES.items() if phase.configured(config)]
+    if not names:
+        raise UsageError(
+            f"{loaded.path.name} configures no phase to run (add a `contract` or `chaos` section)"
+        )
+    return names
 
 
 def run_ci(
@@ -145,24 +160,8 @@ def run_ci(
     on_notice: Callable[[str], None] | None = None,
 ) -> RunResult:
     """Run every configured phase, score them together and apply the gate."""
-    config = loaded.config
-    unavailable = [
-        f"`{section}` ({what})"
-        for section, what in UNAVAILABLE_PHASES.items()
-        if getattr(config, section) is not None
-    ]
-    if unavailable:
-        raise UsageError(
-            f"{loaded.path.name} configures {', '.join(unavailable)}, which this version of "
-            "flakestorm cannot run yet; remove the section(s) to run the other phases "
-            "(flakestorm never skips a configured phase silently)"
-        )
-    phases = [p for p in ("contract", "chaos") if getattr(config, p) is not None]
-    if not phases:
-        raise UsageError(
-            f"{loaded.path.name} configures no phase to run (add a `contract` or `chaos` section)"
-        )
-    return run_phases(loaded, phases, overrides, stop=stop, on_event=on_event, on_notice=on_notice)
+    names = configured_phases(loaded)
+    return run_phases(loaded, names, overrides, stop=stop, on_event=on_event, on_notice=on_notice)
 
 
 def run_contract_phase(
@@ -178,39 +177,35 @@ def run_contract_phase(
             f"{loaded.path.name} has no `contract` section: nothing for `contract run` to do"
         )
     return run_phases(
-        loaded, ["contract"], overrides, stop=stop, on_event=on_event, on_notice=on_notice
+        loaded,
+        [PhaseName.CONTRACT.value],
+        overrides,
+        stop=stop,
+        on_event=on_event,
+        on_notice=on_notice,
     )
 
 
 def run_phases(
     loaded: LoadedConfig,
-    phases: Sequence[str],
+    names: Sequence[str],
     overrides: Overrides = Overrides(),
     chaos_profile: str | None = None,
     stop: threading.Event | None = None,
     on_event: Callable[[Event], None] | None = None,
     on_notice: Callable[[str], None] | None = None,
 ) -> RunResult:
-    """Run ``phases`` (``contract``, ``chaos``) against one agent, one after the other, and
-    score them together. ``chaos_profile`` replaces the top-level chaos with a built-in one."""
+    """Run the phases ``names`` against one agent, in report order, and score them together.
+    ``chaos_profile`` replaces the top-level chaos with a built-in one."""
     loaded = apply_overrides(loaded, overrides)
     config = loaded.config
     notice = on_notice or (lambda text: None)
-    if not config.golden_prompts and "chaos" in phases:
-        raise UsageError("the chaos phase sends the golden prompts: add `golden_prompts`")
-    plans: dict[str, Plan] = {}
-    if "contract" in phases:
-        if config.contract is None:
-            raise UsageError(f"{loaded.path.name} has no `contract` section")
-        plans["contract"] = prepare(config.contract, config.golden_prompts, can_deliver=True)
-    if "chaos" in phases:
-        profile = load_profile(chaos_profile) if chaos_profile else None
-        if profile is None and config.chaos is None:
-            raise UsageError(
-                f"{loaded.path.name} has no `chaos` section: add one, or pick a built-in "
-                "profile with --chaos-profile"
-            )
-        plans["chaos"] = prepare(chaos_contract(config, profile), config.golden_prompts, True)
+    unknown = [n for n in names if n not in PHASES]
+    if unknown:
+        raise UsageError(f"unknown phase(s): {', '.join(unknown)} (known: {', '.join(PHASES)})")
+    phases = [phase for name, phase in PHASES.items() if name in names]
+    request = PhaseRequest(chaos_profile=chaos_profile)
+    plans = {phase.name: phase.plan(loaded, request) for phase in phases}
     stop = stop or threading.Event()
     started = datetime.datetime.now(datetime.timezone.utc)
     t0 = time.perf_counter()
@@ -226,7 +221,7 @@ def run_phases(
     chaos = any(needs_delivery(s) for s in scenarios)
     if chaos and config.agent.type is AgentType.PYTHON:
         _check_python_delivery(config, scenarios)
-    outcomes: dict[str, ContractOutcome] = {}
+    outcomes: dict[str, PhaseOutcome] = {}
     if on_event is not None:
         on_event(RunPlanned(sum(len(plan.cells) for plan in plans.values())))
     with _agent_up(loaded, out_dir, notice, chaos, overrides.record) as (agent, channel):
@@ -234,43 +229,31 @@ def run_phases(
         checker = build_checker(advanced)
         try:
             executor = Executor(agent, checker, resetter, options, stop, on_event)
-            for phase, plan in plans.items():
-                if phase == "contract":
-                    assert config.contract is not None
-                    lines = {
-                        inv.id: loaded.line_of(("contract", "invariants", i))
-                        for i, inv in enumerate(config.contract.invariants)
-                    }
-                else:
-                    lines = {
-                        inv.id: loaded.line_of(("invariants", i))
-                        for i, inv in enumerate(plan.contract.invariants)
-                    }
-                outcome = run_contract(
-                    plan,
-                    executor,
-                    config.golden_prompts,
-                    resetter is not None,
-                    lines,
-                    channel,
-                    advanced.seed,
-                    stateful_check=not outcomes,
+            for phase in phases:
+                context = PhaseContext(
+                    loaded=loaded,
+                    executor=executor,
+                    channel=channel,
+                    has_reset=resetter is not None,
+                    first=not outcomes,
+                    stop=stop,
+                    notice=notice,
                 )
-                if phase == "chaos":
-                    outcome = score_prompts(outcome, options.min_pass)
-                outcomes[phase] = outcome
+                outcome = phase.run(plans[phase.name], context)
+                outcomes[phase.name] = dataclasses.replace(
+                    outcome, score=phase.score(outcome, config)
+                )
         finally:
             checker.close()
             close_resetter = getattr(resetter, "close", None)
             if callable(close_resetter):
                 close_resetter()
     min_score = overrides.min_score if overrides.min_score is not None else config.scoring.min_score
-    weights = config.scoring.weights.as_dict()
-    critical = [c for o in outcomes.values() for c in o.score.critical_failures]
-    verdict = overall({n: o.score.score for n, o in outcomes.items()}, weights, min_score, critical)
+    weights = config.scoring.weights.as_dict() | {p.name: p.weight(config) for p in phases}
     stop_reason = executor.stop_reason
-    errored = sum(1 for o in outcomes.values() for c in o.cells if c.status is Status.ERRORED)
-    code = exit_code(verdict, errored, interrupted=stop_reason == "interrupted")
+    verdict, code = score_run(
+        outcomes, weights, min_score, interrupted=stop_reason == "interrupted"
+    )
     result = RunResult(
         flakestorm_version=__version__,
         config_path=str(loaded.path),
@@ -281,11 +264,10 @@ def run_phases(
         complete=stop_reason is None,
         stop_reason=stop_reason,
         invocations=executor.invocations,
-        contract=outcomes.get("contract"),
+        phases=outcomes,
         overall=verdict,
         exit_code=int(code),
         warnings=tuple(str(w) for w in loaded.warnings),
-        chaos=outcomes.get("chaos"),
     )
     return redact(result, loaded.secrets)
 

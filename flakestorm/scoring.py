@@ -17,6 +17,9 @@ Overall score over the phases that ran, with the configured weights re-normalise
 
 The gate FAILS when any critical cell failed or errored in any phase, or overall < min_score
 (a ``None`` overall fails any ``min_score`` above 0).
+
+:func:`score_run` is the one place a run is scored: the runner calls it on the phases it ran,
+and anything that rebuilds a run from ``results.json`` files can call it again.
 """
 
 from __future__ import annotations
@@ -26,10 +29,10 @@ from collections.abc import Mapping, Sequence
 
 from flakestorm.config import Severity
 from flakestorm.errors import ExitCode
-from flakestorm.results import CellResult, ContractScore, Overall, Status
+from flakestorm.results import CellResult, Overall, PhaseOutcome, PhaseScore, Status
 
 
-def score_contract(cells: Sequence[CellResult]) -> ContractScore:
+def score_cells(cells: Sequence[CellResult]) -> PhaseScore:
     """The resilience score and critical rule over ``cells``."""
     earned = total = 0
     critical: list[str] = []
@@ -45,12 +48,26 @@ def score_contract(cells: Sequence[CellResult]) -> ContractScore:
     counts = Counter(c.status.value for c in cells)
     counts["flaky"] = sum(1 for c in cells if c.flaky)
     score = round(100.0 * earned / total, 2) if total else None
-    return ContractScore(
+    return PhaseScore(
         score=score,
         passed=not critical,
         critical_failures=tuple(critical),
         counts={s.value: counts.get(s.value, 0) for s in Status} | {"flaky": counts["flaky"]},
     )
+
+
+def score_run(
+    outcomes: Mapping[str, PhaseOutcome],
+    weights: Mapping[str, float],
+    min_score: float,
+    interrupted: bool = False,
+) -> tuple[Overall, ExitCode]:
+    """The overall score, the gate and the exit code of the phases that ran."""
+    critical = [c for o in outcomes.values() for c in o.score.critical_failures]
+    scores = {name: o.score.score for name, o in outcomes.items()}
+    verdict = overall(scores, weights, min_score, critical)
+    errored = sum(1 for o in outcomes.values() for c in o.cells if c.status is Status.ERRORED)
+    return verdict, exit_code(verdict, errored, interrupted)
 
 
 def overall(

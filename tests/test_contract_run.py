@@ -105,7 +105,9 @@ def run(tmp_path: Path, text: str, bad: bool = False) -> tuple[int, str, dict[st
 
 
 def cells(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {f"{c['invariant_id']}[{c['scenario']}]": c for c in results["contract"]["cells"]}
+    return {
+        f"{c['invariant_id']}[{c['scenario']}]": c for c in results["phases"]["contract"]["cells"]
+    }
 
 
 def test_the_good_agent_passes_and_every_fault_is_proven_to_have_fired(tmp_path: Path) -> None:
@@ -125,14 +127,14 @@ def test_the_good_agent_passes_and_every_fault_is_proven_to_have_fired(tmp_path:
     # the calm scenario saw the same calls, with nothing injected
     assert by_id["cite[calm]"]["faults_fired"] == []
     assert by_id["no-fabrication[calm]"]["status"] == "skipped"
-    assert all(not s["undelivered"] for s in results["contract"]["scenarios"])
+    assert all(not s["undelivered"] for s in results["phases"]["contract"]["scenarios"])
 
 
 def test_the_bad_agent_fails_critical_cells_with_exit_code_1(tmp_path: Path) -> None:
     code, output, results = run(tmp_path, config(), bad=True)
     assert code == 1, output
     assert "Verdict: FAIL" in output
-    critical = results["contract"]["score"]["critical_failures"]
+    critical = results["phases"]["contract"]["score"]["critical_failures"]
     assert "no-fabrication[tool-down]" in critical
     fabricated = cells(results)["no-fabrication[tool-down]"]
     assert "negated" in fabricated["reason"]
@@ -144,7 +146,7 @@ def test_a_fault_on_a_tool_the_agent_never_calls_is_reported_not_delivered(
 ) -> None:
     code, output, results = run(tmp_path, config(tool="weather_api"))
     assert code == 3, output  # harness error: the run proved nothing about those scenarios
-    scenarios = {s["name"]: s for s in results["contract"]["scenarios"]}
+    scenarios = {s["name"]: s for s in results["phases"]["contract"]["scenarios"]}
     assert scenarios["tool-down"]["undelivered"] == ["tool_faults[0] error(503) on weather_api"]
     cell = cells(results)["cite[tool-down]"]
     assert cell["status"] == "errored"
@@ -152,7 +154,10 @@ def test_a_fault_on_a_tool_the_agent_never_calls_is_reported_not_delivered(
     assert "made no call to `weather_api` through flakestorm" in cell["reason"]
     # the LLM scenario was delivered and is judged normally
     llm_cut = cells(results)["cite[llm-cut]"]
-    assert llm_cut["status"] == "passed", (llm_cut["reason"], results["contract"]["scenarios"])
+    assert llm_cut["status"] == "passed", (
+        llm_cut["reason"],
+        results["phases"]["contract"]["scenarios"],
+    )
 
 
 @pytest.mark.parametrize("reset", [True])

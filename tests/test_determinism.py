@@ -87,10 +87,10 @@ def run(endpoint: str, proxy_url: str, concurrency: int, seed: int) -> RunResult
 
 def injected(result: RunResult) -> dict[str, list[tuple[str, int | None, tuple[str, ...]]]]:
     """Per cell: every tool call (url, status the agent got, faults fired), in a stable order."""
-    assert result.contract is not None
+    assert "contract" in result.phases
     return {
         cell.id: sorted((c.url, c.status, c.fired) for c in cell.calls)
-        for cell in result.contract.cells
+        for cell in result.phases["contract"].cells
     }
 
 
@@ -115,12 +115,14 @@ def test_the_same_seed_injects_the_same_faults_at_concurrency_1_and_8(
         statuses = [s for url, s, _ in degrading if f"/prompt%20{prompt}/" in url]
         assert statuses == [200, 200, 500, 500]
     assert all(
-        c.status.value == "passed" for c in parallel.contract.cells if c.invariant_id == "answers"
+        c.status.value == "passed"
+        for c in parallel.phases["contract"].cells
+        if c.invariant_id == "answers"
     )  # type: ignore[union-attr]
     # the verdicts agree too
-    assert [c.status for c in parallel.contract.cells] == [  # type: ignore[union-attr]
+    assert [c.status for c in parallel.phases["contract"].cells] == [  # type: ignore[union-attr]
         c.status
-        for c in first.contract.cells  # type: ignore[union-attr]
+        for c in first.phases["contract"].cells  # type: ignore[union-attr]
     ]
 
 
@@ -138,9 +140,9 @@ def test_without_forwarding_cells_run_one_at_a_time_and_stay_deterministic(
     reference = injected(run(endpoint, proxy_url, concurrency=8, seed=7))
     forwarding[0] = False
     result = run(endpoint, proxy_url, concurrency=8, seed=7)
-    assert result.contract is not None
-    assert all(s.serial for s in result.contract.scenarios)
-    assert any("does not forward" in w for w in result.contract.warnings)
+    assert "contract" in result.phases
+    assert all(s.serial for s in result.phases["contract"].scenarios)
+    assert any("does not forward" in w for w in result.phases["contract"].warnings)
     assert injected(result) == reference
 
 
@@ -155,9 +157,11 @@ def test_scenario_and_invariant_names_beyond_ascii_travel_in_the_cell_header(
     ]
     text = json.dumps(doc, ensure_ascii=False)
     result = run_contract_phase(load_config_text(text), Overrides(concurrency=4))
-    assert result.contract is not None
-    cell = result.contract.cells[0]
+    assert "contract" in result.phases
+    cell = result.phases["contract"].cells[0]
     assert cell.id == "toutes-réponses-ok[💥 outage – 100%]"
     assert cell.faults_fired == ("tool_faults[0] error(503) on quotes",)
     assert len(cell.calls) == 4 * CALLS_PER_PROMPT
-    assert not result.contract.scenarios[0].serial  # the header was forwarded and understood
+    assert (
+        not result.phases["contract"].scenarios[0].serial
+    )  # the header was forwarded and understood

@@ -17,7 +17,6 @@ from flakestorm.config import Advanced, Contract
 from flakestorm.errors import AgentErrorKind, HarnessError
 from flakestorm.executor import CellFinished, Executor, Options, ScenarioFinished
 from flakestorm.invariants import build_checker
-from flakestorm.phases.contract import STATEFUL_WARNING, run_contract
 from flakestorm.plan import build_plan
 from flakestorm.results import Status
 
@@ -272,18 +271,3 @@ def test_scenario_events_arrive_once_per_scenario_with_its_cells() -> None:
     ).run(plan, {})
     assert sorted(e.name for e in events) == ["calm", "poisoned"]
     assert all(len(e.results) == 3 for e in events)
-
-
-@pytest.mark.parametrize(("stateful", "warned"), [(True, True), (False, False)])
-def test_the_stateful_warning_is_exact_and_only_when_answers_differ(
-    stateful: bool, warned: bool
-) -> None:
-    counter = itertools.count()
-    agent = FnAgent(lambda p, c: f"answer {next(counter) if stateful else 0}")
-    plan = build_plan(contract([{"id": "a", "type": "completes"}], [CALM]), ["p"])
-    outcome = run_contract(plan, Executor(agent, CHECKER), ["p"], has_reset=False, lines={})
-    assert outcome.warnings == ((STATEFUL_WARNING,) if warned else ())
-    assert STATEFUL_WARNING == (
-        "Warning: No reset_endpoint configured. Contract matrix cells may share state. "
-        "Results may be contaminated. Add reset_endpoint to your config for accurate isolation."
-    )

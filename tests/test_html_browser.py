@@ -126,16 +126,20 @@ def test_the_matrix_and_the_failed_cells_render(browser: str, failing_report: Pa
     assert len(dom.visible(dom.rows)) == 5  # 3 contract rows, 2 chaos rows
     assert len(dom.visible(dom.articles)) == 11
     bad = [a["id"] for a in dom.articles if a.get("data-bad") == "1"]
-    assert bad == ["cell-1", "cell-4", "cell-5", "chaos-cell-0"]
+    assert bad == ["contract-cell-1", "contract-cell-4", "contract-cell-5", "chaos-cell-0"]
     assert dom.filter_count == ""
 
 
 @pytest.mark.parametrize(
     ("fragment", "rows", "cells"),
     [
-        ("#failed", ["critical", "high", "medium"], ["cell-1", "cell-4", "cell-5", "chaos-cell-0"]),
-        ("#critical", ["critical"], ["cell-0", "cell-1", "cell-2"]),
-        ("#failed+critical", ["critical"], ["cell-1"]),
+        (
+            "#failed",
+            ["critical", "high", "medium"],
+            ["contract-cell-1", "contract-cell-4", "contract-cell-5", "chaos-cell-0"],
+        ),
+        ("#critical", ["critical"], ["contract-cell-0", "contract-cell-1", "contract-cell-2"]),
+        ("#failed+critical", ["critical"], ["contract-cell-1"]),
     ],
 )
 def test_the_url_hash_applies_a_filter(

@@ -79,7 +79,7 @@ def test_a_signal_stops_the_run_cleanly_and_keeps_what_finished(
     results = json.loads((tmp_path / "flakestorm-reports" / "results.json").read_text())
     assert results["complete"] is False
     assert results["stop_reason"] == "interrupted"
-    statuses = [c["status"] for c in results["contract"]["cells"]]
+    statuses = [c["status"] for c in results["phases"]["contract"]["cells"]]
     assert statuses == ["passed", "not_run", "not_run"]
     assert count == 4  # nothing new started after the signal
     # the other report formats were written too

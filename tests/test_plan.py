@@ -6,7 +6,6 @@ import pytest
 
 from flakestorm.config import Contract
 from flakestorm.errors import UsageError
-from flakestorm.phases.contract import prepare
 from flakestorm.plan import build_plan
 
 
@@ -54,26 +53,3 @@ def test_when_decides_applicability_and_baselines() -> None:
 def test_an_invariant_without_any_prompt_is_refused() -> None:
     with pytest.raises(UsageError, match="'cite' has no prompts"):
         build_plan(contract(), [])
-
-
-@pytest.mark.parametrize(
-    ("scenario", "named"),
-    [
-        (
-            {"name": "down", "tool_faults": [{"tool": "search", "mode": "error"}]},
-            "tool fault error",
-        ),
-        ({"name": "429", "llm_faults": [{"mode": "rate_limit"}]}, "LLM fault rate_limit"),
-        (
-            {"name": "inj", "context_attacks": [{"type": "indirect_injection", "payloads": ["x"]}]},
-            "context attack indirect_injection",
-        ),
-    ],
-)
-def test_scenarios_whose_faults_cannot_be_delivered_are_refused(
-    scenario: dict[str, object], named: str
-) -> None:
-    c = contract(chaos_matrix=[{"name": "calm"}, scenario])
-    with pytest.raises(UsageError, match=named) as info:
-        prepare(c, ["g"])
-    assert "never runs a scenario without its faults" in str(info.value)

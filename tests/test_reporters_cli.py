@@ -54,7 +54,7 @@ def test_chosen_formats_into_another_directory(results: Path, tmp_path: Path) ->
         (b"{not json", "not JSON"),
         (b"[]", "not a results document"),
         (b'{"schema_version": 99}', "schema_version 99 is not supported"),
-        (b'{"schema_version": 1}', "malformed"),
+        (b'{"schema_version": 2}', "malformed"),
     ],
 )
 def test_unreadable_results_are_a_usage_error(

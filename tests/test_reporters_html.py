@@ -114,7 +114,7 @@ def test_matrix_filters_and_cells() -> None:
         ("0", "medium"),
     ]
     assert text.count('<article class="cell ') == 11
-    assert 'href="#cell-1"' in text and 'id="cell-1"' in text
+    assert 'href="#contract-cell-1"' in text and 'id="contract-cell-1"' in text
     assert 'href="#chaos-cell-0"' in text and 'id="chaos-cell-0"' in text
     assert "Warning: No reset_endpoint configured." in text
     assert "The run stopped early (max_invocations)" in text
@@ -130,7 +130,7 @@ def test_every_phase_has_a_score_a_matrix_and_a_scenarios_table() -> None:
     text = html.render(failing())
     assert '<dd id="contract-score">support-agent: 40.00 (failed)</dd>' in text
     assert '<dd id="chaos-score">50.00 (1 of 2 prompts passed)</dd>' in text
-    assert '<section id="matrix" class="matrix">' in text
+    assert '<section id="contract-matrix" class="matrix">' in text
     assert '<section id="chaos-matrix" class="matrix">' in text
     assert "<h2>Chaos: 50.00 (1 of 2 prompts passed)</h2>" in text
     assert (
@@ -140,8 +140,8 @@ def test_every_phase_has_a_score_a_matrix_and_a_scenarios_table() -> None:
     ) in text
     assert text.count('<table class="scenarios"') == 2
     only = html.render(chaos_only())
-    assert 'id="contract-score"' not in only and 'id="matrix"' not in only
-    assert "<p>No phase ran.</p>" in html.render(dataclasses.replace(chaos_only(), chaos=None))
+    assert 'id="contract-score"' not in only and 'id="contract-matrix"' not in only
+    assert "<p>No phase ran.</p>" in html.render(dataclasses.replace(chaos_only(), phases={}))
 
 
 def test_undelivered_faults_are_flagged_at_the_top_and_on_the_scenario() -> None:
@@ -168,7 +168,7 @@ def test_undelivered_faults_are_flagged_at_the_top_and_on_the_scenario() -> None
 
 def test_every_call_of_a_cell_is_listed() -> None:
     text = html.render(failing())
-    cell = text[text.index('id="cell-1"') : text.index('id="cell-2"')]
+    cell = text[text.index('id="contract-cell-1"') : text.index('id="contract-cell-2"')]
     assert '<div class="label">calls through flakestorm (5)</div>' in cell
     assert cell.count('<tr class="call') == 5 and cell.count('<tr class="call fired">') == 3
     assert (

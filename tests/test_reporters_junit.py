@@ -167,18 +167,18 @@ def test_any_agent_output_yields_parseable_xml(output: str, reason: str, url: st
     import dataclasses
 
     base = failing()
-    assert base.contract is not None
-    cells = list(base.contract.cells)
+    assert "contract" in base.phases
+    cells = list(base.phases["contract"].cells)
     cell = cells[1]
     prompt = dataclasses.replace(cell.prompts[0], output=output, prompt=reason)
     call = dataclasses.replace(cell.calls[0], url=url, upstream_error=output, tool=reason)
     cells[1] = dataclasses.replace(
         cell, reason=reason, prompts=(prompt,), invariant_id=reason, calls=(call,)
     )
-    contract = dataclasses.replace(base.contract, cells=tuple(cells), name=reason or "c")
+    contract = dataclasses.replace(base.phases["contract"], cells=tuple(cells), name=reason or "c")
     scenarios = tuple(dataclasses.replace(s, undelivered=(url,)) for s in contract.scenarios)
     contract = dataclasses.replace(contract, scenarios=scenarios)
-    text = junit.render(dataclasses.replace(base, contract=contract))
+    text = junit.render(dataclasses.replace(base, phases={**base.phases, "contract": contract}))
     root = _parse(text)
     assert len(list(root.iter("testcase"))) == 11
 
@@ -186,7 +186,7 @@ def test_any_agent_output_yields_parseable_xml(output: str, reason: str, url: st
 def test_a_run_without_a_contract_is_an_empty_report() -> None:
     import dataclasses
 
-    root = _parse(junit.render(dataclasses.replace(passing(), contract=None)))
+    root = _parse(junit.render(dataclasses.replace(passing(), phases={})))
     assert root.tag == "testsuites" and root.findall("testsuite") == []
 
 

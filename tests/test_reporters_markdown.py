@@ -6,84 +6,10 @@ import dataclasses
 import re
 
 from golden.cases import chaos_only, failing, hostile, hostile_url, large_run, passing
-from hypothesis import given
-from hypothesis import strategies as st
 
 from flakestorm.reporters import markdown
-from flakestorm.reporters.markdown import (
-    SUMMARY_LIMIT_BYTES,
-    clean,
-    code_block,
-    html_text,
-    text,
-    url_span,
-)
+from flakestorm.reporters.markdown import SUMMARY_LIMIT_BYTES
 from flakestorm.results import CallRecord
-
-# --------------------------------------------------------------------------- escaping units
-
-
-def test_clean_neutralises_controls_surrogates_bidi_and_workflow_commands() -> None:
-    assert clean("a\r\nb\rc") == "a\nb\nc"
-    assert clean("x\x00y\x1b[31m\x7f\x85") == "x\ufffdy\ufffd[31m\ufffd\ufffd"
-    assert clean("lone \ud800 \udfff \ufffe") == "lone \ufffd \ufffd \ufffd"
-    assert clean("a\u202eb\u2066c") == "a⟨U+202E⟩b⟨U+2066⟩c"
-    assert "::" not in clean("::error file=x::boom")
-    assert clean("tab\tand\nnewline stay") == "tab\tand\nnewline stay"
-
-
-def test_text_escapes_html_markdown_mentions_and_references() -> None:
-    out = text("<b>x</b> & `code` *em* _em_ [a](b) | ~~s~~ $m$ @octocat #123 \\")
-    assert "<" not in out and ">" not in out
-    assert "&lt;b&gt;x&lt;/b&gt; &amp;" in out
-    for raw in ("`", "*", "_", "[", "]", "|", "~", "$"):
-        assert re.search(r"(?<!\\)" + re.escape(raw), out) is None, raw
-    assert "@\u200docto" in out and "#\u200d123" in out
-    assert text("line one\nline two") == "line one line two"
-
-
-def test_html_text_escapes_for_raw_html_without_backslashes() -> None:
-    out = html_text('</summary></details><script>x</script> "q" @me #1\n*x*')
-    assert out == (
-        "&lt;/summary&gt;&lt;/details&gt;&lt;script&gt;x&lt;/script&gt; &quot;q&quot; "
-        "@\u200dme #\u200d1 *x*"
-    )
-
-
-def test_a_code_block_cannot_be_closed_from_inside() -> None:
-    block = code_block("```\n````\nstill inside")
-    fence = block.split("\n", 1)[0].removesuffix("text")
-    assert len(fence) == 5
-    inner = block.split("\n")[1:-1]
-    assert all(not line.startswith(fence) for line in inner)
-
-
-def test_a_url_span_cannot_be_closed_and_carries_no_markup() -> None:
-    span = url_span('http://x/a b|`c`<s>"q"\\^{}\n::e', limit=1000)
-    assert span == "`http://x/a%20b%7C%60c%60%3Cs%3E%22q%22%5C%5E%7B%7D%0A:\u200b:e`"
-    assert url_span("") == "(none)"
-    assert url_span("http://x/" + "a" * 500).endswith("a…`")
-
-
-@given(st.text())
-def test_url_spans_stay_one_code_span(value: str) -> None:
-    span = url_span(value)
-    if span == "(none)":
-        return
-    inner = span[1:-1]
-    assert span[0] == span[-1] == "`"
-    assert not any(c in inner for c in "`|<>\n\r")
-    span.encode("utf-8")
-
-
-@given(st.text())
-def test_inline_text_never_carries_markup(value: str) -> None:
-    out = text(value)
-    assert "\n" not in out and "<" not in out and ">" not in out
-    assert re.search(r"@\w", out) is None and re.search(r"#\d", out) is None
-    assert re.search(r"(?<!\\)[`*_\[\]|]", out.replace("\\\\", "")) is None
-    out.encode("utf-8")  # no lone surrogates
-
 
 # --------------------------------------------------------------------------- the summary
 
@@ -117,9 +43,7 @@ def test_a_chaos_only_run_has_only_the_chaos_section() -> None:
     out = markdown.render(chaos_only())
     assert "### Contract" not in out and "contract" not in out.split("### Chaos", 1)[0]
     assert "**Overall score: 0.00** · min\\_score 70 · chaos: 0.00 (0 of 2 prompts passed)" in out
-    assert markdown.render(dataclasses.replace(chaos_only(), chaos=None)).endswith(
-        "No phase ran.\n"
-    )
+    assert markdown.render(dataclasses.replace(chaos_only(), phases={})).endswith("No phase ran.\n")
 
 
 def test_undelivered_faults_are_flagged_near_the_top_with_the_hint() -> None:
@@ -206,25 +130,25 @@ def test_failed_cells_list_the_calls_with_faults_and_upstream_errors() -> None:
 
 def test_no_calls_under_declared_faults_is_said() -> None:
     base = failing()
-    assert base.contract is not None
-    cells = list(base.contract.cells)
+    assert "contract" in base.phases
+    cells = list(base.phases["contract"].cells)
     cells[1] = dataclasses.replace(cells[1], calls=(), faults_fired=())
-    contract = dataclasses.replace(base.contract, cells=tuple(cells))
-    out = markdown.render(dataclasses.replace(base, contract=contract))
+    contract = dataclasses.replace(base.phases["contract"], cells=tuple(cells))
+    out = markdown.render(dataclasses.replace(base, phases={**base.phases, "contract": contract}))
     assert "- **Faults fired:** none\n- **Calls through flakestorm:** none\n" in out
 
 
 def test_the_calls_of_a_cell_are_capped_with_a_count() -> None:
     base = failing()
-    assert base.contract is not None
-    cells = list(base.contract.cells)
+    assert "contract" in base.phases
+    cells = list(base.phases["contract"].cells)
     calls = tuple(
         CallRecord("tool", "orders_api", "GET", f"http://p/tools/orders_api/{i}", 200)
         for i in range(25)
     )
     cells[1] = dataclasses.replace(cells[1], calls=calls)
-    contract = dataclasses.replace(base.contract, cells=tuple(cells))
-    out = markdown.render(dataclasses.replace(base, contract=contract))
+    contract = dataclasses.replace(base.phases["contract"], cells=tuple(cells))
+    out = markdown.render(dataclasses.replace(base, phases={**base.phases, "contract": contract}))
     assert "- **Calls through flakestorm:** 25, the first 10 below" in out
     assert "`http://p/tools/orders_api/9`" in out
     assert "`http://p/tools/orders_api/10`" not in out
@@ -287,7 +211,8 @@ def test_a_huge_matrix_is_cut_too() -> None:
 
 def test_two_large_phases_share_the_one_mib() -> None:
     large = large_run(100, 100)
-    out = markdown.render(dataclasses.replace(large, chaos=large.contract))
+    chaos = dataclasses.replace(large.phases["contract"], phase="chaos", name="chaos")
+    out = markdown.render(dataclasses.replace(large, phases={**large.phases, "chaos": chaos}))
     assert len(out.encode("utf-8")) < SUMMARY_LIMIT_BYTES
     contract, _, chaos = out.partition("\n### Chaos: ")
     # both matrices are whole; the details that did not fit are counted

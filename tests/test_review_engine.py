@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from flakestorm.executor import Event, ScenarioFinished
+from flakestorm.executor import CellFinished, Event, ScenarioFinished
 from flakestorm.loader import load_config
 from flakestorm.results import RunResult, Status, from_document, to_document
 from flakestorm.runner import run_phases
@@ -82,8 +82,8 @@ def run(path: Path, phases: tuple[str, ...] = ("contract",), **kw: Any) -> RunRe
 
 
 def cells(result: RunResult) -> dict[str, Any]:
-    assert result.contract is not None
-    return {c.id: c for c in result.contract.cells}
+    assert "contract" in result.phases
+    return {c.id: c for c in result.phases["contract"].cells}
 
 
 # --------------------------------------------------------------------------- fault delivery
@@ -106,8 +106,8 @@ def test_a_tool_result_attack_alongside_a_firing_tool_fault_is_not_reported_unde
         ],
     )
     result = run(path)
-    assert result.contract is not None
-    assert result.contract.scenarios[0].undelivered == ()
+    assert "contract" in result.phases
+    assert result.phases["contract"].scenarios[0].undelivered == ()
     cell = cells(result)["answers[outage]"]
     assert cell.status is Status.PASSED, cell.reason
     assert cell.faults_fired == ("tool_faults[0] error(503) on get_quote",)
@@ -137,8 +137,8 @@ def test_the_chaos_phase_does_not_reuse_the_contract_phase_interactions(tmp_path
         chaos={"tool_faults": [{"tool": "get_quote", "mode": "slow", "delay_ms": 1}]},
     )
     result = run(path, ("contract", "chaos"))
-    assert result.chaos is not None
-    for cell in result.chaos.cells:
+    assert "chaos" in result.phases
+    for cell in result.phases["chaos"].cells:
         assert len(cell.calls) == 2, (cell.id, cell.calls)
         assert cell.faults_fired == ("tool_faults[0] slow(1 ms) on get_quote",)
 
@@ -182,6 +182,8 @@ def test_scenario_progress_reports_the_verdicts_after_the_delivery_check(tmp_pat
     announced = [e for e in events if isinstance(e, ScenarioFinished)]
     assert [e.name for e in announced] == ["misfire"]
     assert [c.status for c in announced[0].results] == final
+    # each cell is announced once, with its final verdict
+    assert [e.result.status for e in events if isinstance(e, CellFinished)] == final
 
 
 # --------------------------------------------------------------------------- chaos phase score
@@ -211,10 +213,10 @@ def test_the_chaos_phase_score_honours_min_pass(tmp_path: Path) -> None:
     path = tmp_path / "flakestorm.yaml"
     path.write_text(json.dumps(doc))
     result = run(path, ("chaos",))
-    assert result.chaos is not None
-    assert [c.status for c in result.chaos.cells] == [Status.PASSED]
-    assert result.chaos.cells[0].flaky
-    assert result.chaos.score.score == 100.0
+    assert "chaos" in result.phases
+    assert [c.status for c in result.phases["chaos"].cells] == [Status.PASSED]
+    assert result.phases["chaos"].cells[0].flaky
+    assert result.phases["chaos"].score.score == 100.0
 
 
 # --------------------------------------------------------------------------- results.json
@@ -245,8 +247,8 @@ def test_a_scenario_whose_resets_all_failed_is_not_reported_as_fault_not_deliver
         agent={"reset_function": "TOOLS:reset"},
     )
     result = run(path)
-    assert result.contract is not None
-    assert result.contract.scenarios[0].undelivered == ()
+    assert "contract" in result.phases
+    assert result.phases["contract"].scenarios[0].undelivered == ()
     cell = cells(result)["answers[down]"]
     assert cell.status is Status.ERRORED
     assert cell.reason.startswith("reset failed"), cell.reason

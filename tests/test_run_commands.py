@@ -89,7 +89,7 @@ def test_contract_run_reports_progress_a_line_per_scenario_off_a_terminal(projec
     result = flakestorm(project, "contract", "run")
     assert result.returncode == 0, result.stderr
     assert "scenario calm: 2 passed, 1 failed" in result.stderr
-    assert "Resilience score: 83.33" in result.stdout
+    assert "Contract score: 83.33" in result.stdout
     assert "Verdict: PASS" in result.stdout
 
 
@@ -110,10 +110,10 @@ def test_run_chaos_only_with_a_profile_delivers_its_faults_to_the_wrapped_tool(
     )
     result = flakestorm(project, "run", "--chaos", "--chaos-only", "--chaos-profile", "api_outage")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "Chaos score: 100.00 (2/2 prompts passed)" in result.stdout
+    assert "Chaos score: 100.00 (2 of 2 prompts passed)" in result.stdout
     doc = json.loads((project / "flakestorm-reports" / "results.json").read_text())
-    assert doc["contract"] is None
-    [cell] = doc["chaos"]["cells"]
+    assert list(doc["phases"]) == ["chaos"]
+    [cell] = doc["phases"]["chaos"]["cells"]
     assert cell["faults_fired"] == ["tool_faults[0] error(503) on *"]
     assert [c["status"] for c in cell["calls"]] == [None, None]  # raised into the agent
     assert doc["overall"]["phases_ran"] == ["chaos"]
@@ -147,8 +147,8 @@ def test_ci_runs_every_configured_phase_and_weighs_them(project: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     doc = json.loads((project / "flakestorm-reports" / "results.json").read_text())
     assert doc["overall"]["phases_ran"] == ["chaos", "contract"]
-    assert doc["contract"]["score"]["score"] == 83.33
-    assert doc["chaos"]["score"]["score"] == 100.0
+    assert doc["phases"]["contract"]["score"]["score"] == 83.33
+    assert doc["phases"]["chaos"]["score"]["score"] == 100.0
     assert doc["overall"]["score"] == round((83.33 + 100.0) / 2, 2)
     for name in ("junit.xml", "summary.md", "report.html"):
         assert (project / "flakestorm-reports" / name).is_file()

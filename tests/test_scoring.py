@@ -6,7 +6,7 @@ import pytest
 
 from flakestorm.errors import ExitCode
 from flakestorm.results import CellResult, Status
-from flakestorm.scoring import exit_code, overall, score_contract
+from flakestorm.scoring import exit_code, overall, score_cells
 
 P, F, E, S, N = Status.PASSED, Status.FAILED, Status.ERRORED, Status.SKIPPED, Status.NOT_RUN
 
@@ -53,13 +53,13 @@ def cells(*spec: tuple[str, Status] | tuple[str, Status, bool]) -> list[CellResu
     ],
 )
 def test_score_table(spec: tuple, score: float | None, passed: bool) -> None:
-    result = score_contract(cells(*spec))
+    result = score_cells(cells(*spec))
     assert result.score == score
     assert result.passed is passed
 
 
 def test_critical_failures_are_named_and_counts_kept() -> None:
-    result = score_contract(cells(("critical", F), ("critical", E), ("low", P, True), ("high", S)))
+    result = score_cells(cells(("critical", F), ("critical", E), ("low", P, True), ("high", S)))
     assert result.critical_failures == ("inv0[s]", "inv1[s]")
     assert result.counts == {
         "passed": 1,

@@ -3,10 +3,12 @@
 A :class:`Channel` is where faults reach the agent's dependencies: the chaos proxy for HTTP
 agents (:class:`ProxyChannel`) or the python wrappers for python agents
 (:class:`WrapperChannel`). The contract phase activates one scenario at a time on it, then
-reads the scenario's interactions back and :func:`attach` turns them into per-cell proof:
-the faults that fired in each cell and the calls the agent made, and — per scenario — the
-declared faults that no matching call ever reached (SPEC §4: those make the scenario's cells
-ERRORED with a message that says what is probably mis-wired).
+reads the scenario's interactions back: :func:`prove` turns them into per-cell proof (the
+faults that fired in each cell and the calls the agent made) and the scenario's delivery proof
+(the declared faults and those some call matched), and :func:`judge` decides from that proof
+alone which declared faults no matching call ever reached (SPEC §4: those make the scenario's
+cells ERRORED with a message that says what is probably mis-wired). The proof is kept in
+``results.json``, so delivery can be judged again from files.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
     from flakestorm.chaos.control import ProxyControl
     from flakestorm.chaos.wrap import Wrapping
 from flakestorm.config import Scenario
-from flakestorm.results import CallRecord, CellResult, Status
+from flakestorm.results import CallRecord, CellResult, ScenarioInfo, Status
 
 CALM = "flakestorm:no-chaos"
 """The name of the pass-through scenario active outside chaos scenarios (baselines, checks)."""
@@ -74,41 +76,30 @@ class Channel(Protocol):
     def wiring_hint(self, label: str, tool: str | None) -> str: ...
 
 
-def attach(
+def prove(
     cells: Sequence[CellResult],
     interactions: Sequence[Interaction],
     book: FaultBook,
     channel: Channel,
-) -> tuple[list[CellResult], tuple[str, ...]]:
-    """Per-cell proof of what fired, and the scenario's undelivered faults.
+    info: ScenarioInfo,
+) -> tuple[list[CellResult], ScenarioInfo]:
+    """The delivery proof of one scenario that ran on ``channel``.
 
-    Returns the cells with ``faults_fired`` and ``calls`` filled in — and, when a declared
-    fault was never delivered, every scored cell of the scenario ERRORED with the reason —
-    plus the labels of the undelivered faults.
+    Returns the cells with ``faults_fired`` and ``calls`` filled in from their interactions,
+    and ``info`` with the labels of the faults that must be delivered (``declared``), those
+    some call matched (``matched``) and a wiring hint per declared label. Whether a fault was
+    delivered is decided from these alone by :func:`judge`.
     """
     by_cell: dict[str, list[Interaction]] = {}
-    matched: set[str] = set()
+    matched: dict[str, None] = {}
     for interaction in interactions:
         by_cell.setdefault(cell_of(interaction.cell_id), []).append(interaction)
-        matched.update(interaction.matched)
-    # a stopped run (Ctrl-C, max_invocations) leaves cells not run: the calls that would have
-    # delivered a fault may be in them, so only a scenario that ran to the end is judged
-    ran = any(cell.status.scored and cell.prompts for cell in cells) and not any(
-        cell.status is Status.NOT_RUN for cell in cells
-    )
-    # a scenario whose cells never invoked the agent (all skipped, not run, or errored before
-    # their first invocation, e.g. by a failed reset) proves nothing
-    undelivered = tuple(label for label in book.declared() if label not in matched and ran)
-    reason = ""
-    if undelivered:
-        s = book.scenario
-        tools = {f"tool_faults[{i}]": f.tool for i, f in enumerate(s.tool_faults)}
-        reasons = [
-            f"fault not delivered: {label}: "
-            + channel.wiring_hint(label, tools.get(label.split(" ", 1)[0]))
-            for label in undelivered
-        ]
-        reason = "; ".join(reasons)
+        matched.update(dict.fromkeys(interaction.matched))
+    declared = book.declared()
+    tools = {f"tool_faults[{i}]": f.tool for i, f in enumerate(book.scenario.tool_faults)}
+    hints = {
+        label: channel.wiring_hint(label, tools.get(label.split(" ", 1)[0])) for label in declared
+    }
     out = []
     for cell in cells:
         own = by_cell.get(cell.id, [])
@@ -128,11 +119,65 @@ def attach(
             )
             for i in own
         )
-        updated = dataclasses.replace(cell, faults_fired=tuple(fired), calls=calls)
-        if undelivered and cell.status.scored:
-            updated = dataclasses.replace(updated, status=Status.ERRORED, reason=reason)
-        out.append(updated)
-    return out, undelivered
+        out.append(dataclasses.replace(cell, faults_fired=tuple(fired), calls=calls))
+    proof = dataclasses.replace(
+        info,
+        declared=declared,
+        matched=tuple(label for label in matched if label in declared),
+        hints=hints,
+    )
+    return out, proof
+
+
+NOT_DELIVERED = "fault not delivered: "
+"""How the reason of a cell in an undelivered scenario starts."""
+
+
+def judge(info: ScenarioInfo, cells: Sequence[CellResult]) -> tuple[ScenarioInfo, list[CellResult]]:
+    """Delivery judged from a scenario's proof alone (SPEC §4): a declared fault that no call
+    matched is not delivered, and then every scored cell of the scenario is ERRORED with the
+    reason (the invariant's own verdict kept in ``checked``). Judging again — e.g. with the
+    calls of every shard — first gives the cells their own verdicts back."""
+    own = [
+        cell
+        if cell.checked is None
+        else dataclasses.replace(
+            cell,
+            status=cell.checked,
+            reason=cell.checked_reason or "",
+            checked=None,
+            checked_reason=None,
+        )
+        for cell in cells
+    ]
+    # a stopped run (Ctrl-C, max_invocations) leaves cells not run: the calls that would have
+    # delivered a fault may be in them, so only a scenario that ran to the end is judged; and
+    # a scenario whose cells never invoked the agent (all skipped, not run, or errored before
+    # their first invocation, e.g. by a failed reset) proves nothing
+    ran = any(cell.status.scored and cell.prompts for cell in own) and not any(
+        cell.status is Status.NOT_RUN for cell in own
+    )
+    matched = set(info.matched)
+    undelivered = tuple(label for label in info.declared if label not in matched and ran)
+    judged = dataclasses.replace(info, undelivered=undelivered)
+    if not undelivered:
+        return judged, own
+    reason = "; ".join(
+        f"{NOT_DELIVERED}{label}: {info.hints.get(label, '')}" for label in undelivered
+    )
+    out = [
+        dataclasses.replace(
+            cell,
+            status=Status.ERRORED,
+            reason=reason,
+            checked=cell.status,
+            checked_reason=cell.reason,
+        )
+        if cell.status.scored
+        else cell
+        for cell in own
+    ]
+    return judged, out
 
 
 _INVOCATION_SUFFIX = re.compile(r"#\d+\.\d+$")

@@ -27,15 +27,16 @@ import math
 import re
 from dataclasses import dataclass
 
-from flakestorm.reporters.markdown import (
+from flakestorm.reporters.escape import text
+from flakestorm.reporters.view import (
     UNDELIVERED_TITLE,
     all_bad_cells,
     cell_mark,
     faults_text,
+    label_text,
     phase_state,
     phases,
     score_text,
-    text,
     undelivered_items,
     verdict,
 )
@@ -155,12 +156,11 @@ def render(
     )
     out.append("")
     facts = []
-    for phase, outcome in phases(result):
-        name = f"contract {text(outcome.name, 100)}" if phase == "contract" else "chaos"
+    for outcome in phases(result):
         score_line = score_text(outcome.score.score)
-        if phase == "chaos":
-            score_line += f" ({phase_state(phase, outcome)})"
-        facts.append(f"{name}: {score_line}")
+        if outcome.score.summary is not None:
+            score_line += f" ({phase_state(outcome)})"
+        facts.append(f"{label_text(outcome, 100)}: {score_line}")
     facts.append("phases: " + (", ".join(text(p) for p in result.overall.phases_ran) or "none"))
     if not result.complete:
         facts.append(f"⚠️ stopped early ({text(result.stop_reason or 'unknown reason', 60)})")
@@ -181,7 +181,7 @@ def render(
         link = f"[Full report (job summary)]({safe_url})"
 
     head = "\n".join(out) + "\n"
-    bad = [cell for _, cell in all_bad_cells(result)]
+    bad = all_bad_cells(result)
     if bad:
         table = [
             f"**Failing cells ({len(bad)})**",

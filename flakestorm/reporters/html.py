@@ -33,15 +33,15 @@ from pathlib import Path
 
 import jinja2
 
-from flakestorm.reporters.markdown import (
+from flakestorm.reporters.escape import clean, excerpt
+from flakestorm.reporters.view import (
     LEGEND,
     UNDELIVERED_LEGEND,
     all_warnings,
     call_status,
     call_target,
+    cell_counts,
     cell_mark,
-    clean,
-    excerpt,
     no_calls,
     phase_state,
     phases,
@@ -52,7 +52,7 @@ from flakestorm.reporters.markdown import (
 from flakestorm.results import (
     CallRecord,
     CellResult,
-    ContractOutcome,
+    PhaseOutcome,
     PromptResult,
     RunResult,
     ScenarioInfo,
@@ -96,7 +96,7 @@ class _Call:
 class _Cell:
     index: int
     anchor: str
-    """The element id (``cell-3`` in the contract, ``chaos-cell-3`` in the chaos phase)."""
+    """The element id (``contract-cell-3``, ``chaos-cell-3``: the phase, then the cell)."""
     id: str
     invariant_id: str
     scenario: str
@@ -137,7 +137,7 @@ class _Row:
 @dataclass(frozen=True)
 class _Phase:
     key: str
-    """``contract`` or ``chaos``: the prefix of the section ids (``contract`` has none)."""
+    """The phase (``contract``, ``chaos``): the prefix of its section and cell ids."""
     name: str
     title: str
     score: str
@@ -214,8 +214,9 @@ def _cell(cell: CellResult, prefix: str, scenario: ScenarioInfo | None) -> _Cell
     )
 
 
-def _phase(key: str, outcome: ContractOutcome) -> _Phase:
-    prefix = "" if key == "contract" else f"{key}-"
+def _phase(outcome: PhaseOutcome) -> _Phase:
+    key = outcome.phase
+    prefix = f"{key}-"
     infos = {s.name: s for s in outcome.scenarios}
     by_key = {
         (c.invariant_id, c.scenario): _cell(c, prefix, infos.get(c.scenario)) for c in outcome.cells
@@ -250,10 +251,10 @@ def _phase(key: str, outcome: ContractOutcome) -> _Phase:
     return _Phase(
         key=key,
         name=clean(outcome.name),
-        title=f"Contract {clean(outcome.name)}" if key == "contract" else "Chaos",
+        title=clean(outcome.label[:1].upper() + outcome.label[1:]),
         score=score_text(outcome.score.score),
-        state=phase_state(key, outcome),
-        counts={k: v for k, v in outcome.score.counts.items() if not k.startswith("prompts")},
+        state=phase_state(outcome),
+        counts=cell_counts(outcome),
         scenarios=scenarios,
         rows=tuple(rows),
         cells=tuple(by_key[(c.invariant_id, c.scenario)] for c in outcome.cells),
@@ -291,11 +292,13 @@ def content_security_policy(script_source: str) -> str:
 def render(result: RunResult) -> str:
     """The HTML report for ``result``."""
     script, script_source = _script()
-    phase_views = [_phase(key, outcome) for key, outcome in phases(result)]
+    phase_views = [_phase(outcome) for outcome in phases(result)]
     not_delivered = [
         _Undelivered(
-            where=f"contract {clean(u.phase_name)}" if u.phase == "contract" else "the chaos phase",
-            scenario=clean(u.scenario) if u.phase == "contract" else None,
+            where=clean(u.outcome.label)
+            if u.where[1] is not None
+            else f"the {u.outcome.label} phase",
+            scenario=None if u.where[1] is None else clean(u.where[1]),
             fault=clean(u.fault),
             hint=excerpt(u.hint, 2000),
         )

@@ -11,7 +11,8 @@
   starts ``fault not delivered:``), a skipped or not-run cell a ``<skipped>`` with the reason;
 - suite ``<properties>``: ``phase``, ``score``, ``passed``, ``critical_failures``, ``seed``,
   ``config_digest``, ``config_path``, ``overall_score``, ``overall_passed``, ``min_score``,
-  ``flakestorm_version``; ``prompts`` and ``prompts_passed`` for the chaos phase;
+  ``flakestorm_version``; the phase's own counts (``prompts`` and ``prompts_passed`` for the
+  chaos phase);
   ``undelivered_faults`` (``scenario: fault`` joined by ``; ``) when a declared fault was not
   delivered, ``serial_scenarios`` when some scenario's cells ran one at a time, and
   ``stop_reason`` for a partial run. ``junit-xml`` has no case-level properties, so each case's
@@ -19,28 +20,20 @@
   ``<system-out>``.
 
 Agent output and config strings are untrusted: every string goes through
-:func:`flakestorm.reporters.markdown.clean` (characters illegal in XML 1.0 become U+FFFD) and
+:func:`flakestorm.reporters.escape.clean` (characters illegal in XML 1.0 become U+FFFD) and
 the XML serializer escapes the rest, so the document always parses.
-
-New phases add a suite builder to :data:`_SUITES`.
 """
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
 from typing import Any
 
 from junit_xml import TestCase, TestSuite
 
-from flakestorm.reporters.markdown import (
-    call_status,
-    call_target,
-    clean,
-    excerpt,
-    score_text,
-)
-from flakestorm.results import CellResult, ContractOutcome, PromptResult, RunResult, Status
+from flakestorm.reporters.escape import clean, excerpt
+from flakestorm.reporters.view import call_status, call_target, phase_counts, phases, score_text
+from flakestorm.results import CellResult, PhaseOutcome, PromptResult, RunResult, Status
 
 EXCERPT_CHARS = 1000
 """How much of a reply (or prompt) a failure quotes."""
@@ -131,22 +124,17 @@ def _case(cell: CellResult, classname: str, file: str, line: int | None) -> Any:
     return case
 
 
-def _suite(result: RunResult, phase: str, outcome: ContractOutcome | None) -> Any:
-    if outcome is None:
-        return None
-    name = clean(outcome.name) if phase == "contract" else phase
+def _suite(result: RunResult, outcome: PhaseOutcome) -> Any:
+    name = clean(outcome.name)
     file = clean(result.config_path)
     lines = {i.id: i.line for i in outcome.invariants}
     properties = {
-        "phase": phase,
+        "phase": clean(outcome.phase),
         "score": score_text(outcome.score.score),
         "passed": str(outcome.score.passed).lower(),
         "critical_failures": str(len(outcome.score.critical_failures)),
     }
-    if phase == "chaos":
-        counts = outcome.score.counts
-        properties["prompts"] = str(counts.get("prompts", 0))
-        properties["prompts_passed"] = str(counts.get("prompts_passed", 0))
+    properties |= {clean(k): str(v) for k, v in phase_counts(outcome).items()}
     properties |= {
         "seed": str(result.seed),
         "config_path": file,
@@ -172,18 +160,6 @@ def _suite(result: RunResult, phase: str, outcome: ContractOutcome | None) -> An
     )
 
 
-def _contract_suite(result: RunResult) -> Any:
-    return _suite(result, "contract", result.contract)
-
-
-def _chaos_suite(result: RunResult) -> Any:
-    return _suite(result, "chaos", result.chaos)
-
-
-_SUITES: tuple[Callable[[RunResult], Any], ...] = (_contract_suite, _chaos_suite)
-"""One builder per phase, in report order; each returns a TestSuite or None (did not run)."""
-
-
 def render(result: RunResult) -> str:
     """The JUnit XML document for ``result``.
 
@@ -196,10 +172,8 @@ def render(result: RunResult) -> str:
     root = ET.Element("testsuites")
     totals = {"disabled": 0, "errors": 0, "failures": 0, "tests": 0}
     time_s = 0.0
-    for build in _SUITES:
-        suite = build(result)
-        if suite is None:
-            continue
+    for outcome in phases(result):
+        suite = _suite(result, outcome)
         element = suite.build_xml_doc()
         # junit-xml sums the case times as floats (30.240000000000002)
         element.set("time", f"{float(element.get('time', 0)):.6f}")

@@ -8,29 +8,8 @@ scenarios with their declared faults, and every failed or errored cell in a ``<d
 block with its failing prompts, an excerpt of each reply, the reason, the faults that fired and
 the first tool and LLM calls the agent made.
 
-Untrusted text
---------------
-Agent output is untrusted, and so is every string the config supplies (ids, scenario names,
-prompts, and the reasons and warnings that quote them). GitHub renders a summary as markdown
-*and* HTML, then turns ``@name`` into mentions and ``#123`` into issue links in the rendered
-text. So no such string is ever emitted as it is; each goes through exactly one of:
-
-- :func:`clean` — the text itself, for every format: ``\\r\\n``/``\\r`` become ``\\n``; control
-  characters (C0 but tab and newline, DEL, C1), lone surrogates and U+FFFE/U+FFFF become U+FFFD
-  (so the result is valid XML 1.0 and encodable as UTF-8); bidirectional controls (RTL override
-  and friends) become a visible ``⟨U+202E⟩`` so they cannot reorder what a reader sees; ``::`` gets
-  a zero-width space between the colons so no line of it can be read as a workflow command.
-- :func:`text` — one line of inline markdown: :func:`clean`, newlines to spaces, ``& < > "``
-  as HTML entities, markdown punctuation (`` \\ ` * _ [ ] | ~ $ ``) backslash-escaped, and a
-  zero-width joiner after ``@`` and ``#`` when a word or digit follows, which breaks mentions and
-  issue references. Safe in paragraphs, list items and table cells.
-- :func:`html_text` — one line inside raw HTML (``<summary>``): :func:`clean`, newlines to
-  spaces, HTML entities, the same mention/reference breaking (markdown is not parsed there).
-- :func:`code_block` — a fenced code block longer than any run of backticks in the text, so
-  nothing inside can close it; markdown and HTML are inert inside.
-- :func:`url_span` — a URL the agent called, as an inline code span (not a clickable autolink):
-  :func:`clean`, then whitespace and ``" < > \\ ^ ` { | }`` percent-encoded, so neither the span
-  nor a table cell can be closed from inside.
+Untrusted text goes through :mod:`flakestorm.reporters.escape`; the pieces every report shares
+are in :mod:`flakestorm.reporters.view`.
 
 Size
 ----
@@ -42,15 +21,32 @@ rows, then matrix rows, and a note says how many were left out and where the ful
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from urllib.parse import quote
 
+from flakestorm.reporters.escape import EXCERPT_CHARS, code_block, html_text, text, url_span
+from flakestorm.reporters.view import (
+    LEGEND,
+    UNDELIVERED_LEGEND,
+    UNDELIVERED_TITLE,
+    all_warnings,
+    bad_cells,
+    call_status,
+    call_target,
+    cell_mark,
+    faults_text,
+    label_text,
+    no_calls,
+    phase_state,
+    phases,
+    scenario_notes,
+    score_text,
+    undelivered_items,
+    verdict,
+)
 from flakestorm.results import (
-    CallRecord,
     CellResult,
-    ContractOutcome,
+    PhaseOutcome,
     PromptResult,
     RunResult,
     ScenarioInfo,
@@ -59,8 +55,6 @@ from flakestorm.results import (
 
 SUMMARY_LIMIT_BYTES = 1_048_576
 """GitHub's limit for one step summary; :func:`render` stays strictly below it."""
-EXCERPT_CHARS = 500
-"""How much of a reply (or prompt) the summary quotes."""
 MAX_PROMPTS_PER_CELL = 3
 """Failing invocations quoted per cell; the rest are counted."""
 MAX_LIST_ITEMS = 50
@@ -70,227 +64,6 @@ MAX_CALLS_PER_CELL = 10
 MAX_FAULTS_PER_SCENARIO = 10
 """Declared faults listed per scenario in the scenarios table."""
 
-LEGEND = (
-    "✅ passed · ❌ failed · ⚠️ flaky (repeats disagreed; ❌⚠️ = flaky and failed) · "
-    "💥 errored (flakestorm could not carry the cell out) · ➖ skipped (`when` does not apply) · "
-    "⏸ not run (the run stopped first)"
-)
-UNDELIVERED_LEGEND = (
-    "🚫 next to a scenario: a declared fault was not delivered (no matching call reached "
-    "flakestorm), so its cells are errored"
-)
-"""Added to the legend of a matrix with an undelivered scenario."""
-NOT_DELIVERED = "fault not delivered: "
-"""How the reason of a cell in an undelivered scenario starts (``flakestorm.chaos.delivery``)."""
-
-# --------------------------------------------------------------------------- untrusted text
-
-_BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
-_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff" + _BIDI + "]")
-_NEWLINES = re.compile(r"\r\n?")
-_MD_PUNCTUATION = re.compile(r"([\\`*_\[\]|~$])")
-_REFERENCE = re.compile(r"([@#])(?=\w)")
-_ZWJ = "\u200d"
-
-
-def _replace_unsafe(match: re.Match[str]) -> str:
-    char = match.group()
-    return f"⟨U+{ord(char):04X}⟩" if char in _BIDI else "\ufffd"
-
-
-def clean(value: str) -> str:
-    """``value`` made safe to show in any report format (see the module docstring)."""
-    value = _NEWLINES.sub("\n", value)
-    value = _UNSAFE.sub(_replace_unsafe, value)
-    return value.replace("::", ":\u200b:") if "::" in value else value
-
-
-def excerpt(value: str, limit: int) -> str:
-    """:func:`clean` ``value``, cut to ``limit`` characters with a note of how much was cut."""
-    if len(value) > limit:
-        return f"{clean(value[:limit])}… ({len(value) - limit:,} more characters)"
-    return clean(value)
-
-
-def _html_escape(value: str) -> str:
-    value = value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return value.replace('"', "&quot;")
-
-
-def _one_line(value: str) -> str:
-    return clean(value).replace("\n", " ").replace("\t", " ")
-
-
-def text(value: str, limit: int | None = None) -> str:
-    """``value`` as one line of inline markdown that renders as exactly that text."""
-    if limit is not None and len(value) > limit:
-        value = value[: limit - 1] + "…"
-    value = _html_escape(_one_line(value))
-    value = _MD_PUNCTUATION.sub(r"\\\1", value)
-    return _REFERENCE.sub(r"\1" + _ZWJ, value)
-
-
-def html_text(value: str, limit: int | None = None) -> str:
-    """``value`` as one line of text inside raw HTML in a markdown document."""
-    if limit is not None and len(value) > limit:
-        value = value[: limit - 1] + "…"
-    return _REFERENCE.sub(r"\1" + _ZWJ, _html_escape(_one_line(value)))
-
-
-def code_block(value: str, limit: int = EXCERPT_CHARS) -> str:
-    """An excerpt of ``value`` in a fenced code block that nothing inside can close."""
-    body = excerpt(value, limit)
-    longest = max((len(run) for run in re.findall(r"`+", body)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}text\n{body}\n{fence}"
-
-
-_URL_UNSAFE = re.compile(r'[\s"<>\\^`{|}]')
-
-
-def url_span(value: str, limit: int = 200) -> str:
-    """``value`` (a URL) as an inline code span, safe in a table cell.
-
-    Whitespace and the characters a URL may not contain unencoded (``" < > \\ ^ ` { | }``) are
-    percent-encoded, as a browser's address bar shows them: nothing can end the span or the
-    table cell, and no markup appears even in the markdown source.
-    """
-    if len(value) > limit:
-        value = value[: limit - 1] + "…"
-    value = _URL_UNSAFE.sub(lambda m: quote(m.group(), safe=""), clean(value))
-    return f"`{value}`" if value else "(none)"
-
-
-# --------------------------------------------------------------------------- shared pieces
-
-
-def score_text(score: float | None) -> str:
-    return "n/a" if score is None else f"{score:.2f}"
-
-
-def verdict(result: RunResult) -> str:
-    """``✅ PASS`` or ``❌ FAIL``."""
-    return "✅ PASS" if result.overall.passed else "❌ FAIL"
-
-
-def cell_mark(cell: CellResult) -> str:
-    """The matrix symbol of a cell (a flaky failure shows both marks)."""
-    if cell.flaky and cell.status is not Status.PASSED:
-        return cell.status.symbol + cell.symbol
-    return cell.symbol
-
-
-def bad_cells(contract: ContractOutcome | None) -> list[CellResult]:
-    """Failed and errored cells, critical first, then in matrix order."""
-    if contract is None:
-        return []
-    bad = [c for c in contract.cells if c.status in (Status.FAILED, Status.ERRORED)]
-    return sorted(bad, key=lambda c: (c.severity != "critical", c.index))
-
-
-def phases(result: RunResult) -> list[tuple[str, ContractOutcome]]:
-    """``(phase, outcome)`` of every contract-shaped phase that ran, in report order."""
-    out = []
-    if result.contract is not None:
-        out.append(("contract", result.contract))
-    if result.chaos is not None:
-        out.append(("chaos", result.chaos))
-    return out
-
-
-def all_bad_cells(result: RunResult) -> list[tuple[str, CellResult]]:
-    """``(phase, cell)`` of every failed or errored cell: critical first, then phase order."""
-    bad = [(phase, c) for phase, outcome in phases(result) for c in bad_cells(outcome)]
-    return sorted(bad, key=lambda pc: pc[1].severity != "critical")
-
-
-def phase_state(phase: str, outcome: ContractOutcome) -> str:
-    """What a phase's score means: ``passed``/``failed``, or the chaos phase's prompt count."""
-    if phase != "chaos":
-        return "passed" if outcome.score.passed else "failed"
-    counts = outcome.score.counts
-    state = f"{counts.get('prompts_passed', 0)} of {counts.get('prompts', 0)} prompts passed"
-    return state if outcome.score.passed else f"{state}; a critical cell failed"
-
-
-@dataclass(frozen=True)
-class Undelivered:
-    """One declared fault no matching call reached (SPEC §4), with the wiring hint."""
-
-    phase: str
-    phase_name: str
-    """The contract's name, or ``chaos``."""
-    scenario: str
-    fault: str
-    hint: str
-    """What is probably mis-wired (from the cell reason), or empty."""
-
-
-def _hint(reason: str, fault: str) -> str:
-    marker = f"{NOT_DELIVERED}{fault}: "
-    start = reason.find(marker)
-    if start < 0:
-        return ""
-    start += len(marker)
-    end = reason.find(f"; {NOT_DELIVERED}", start)
-    return reason[start:] if end < 0 else reason[start:end]
-
-
-def undelivered(result: RunResult) -> list[Undelivered]:
-    """Every fault that was not delivered, phase by phase, scenario by scenario."""
-    out = []
-    for phase, outcome in phases(result):
-        for info in outcome.scenarios:
-            if not info.undelivered:
-                continue
-            reasons = [
-                c.reason
-                for c in outcome.cells
-                if c.scenario == info.name and c.reason.startswith(NOT_DELIVERED)
-            ]
-            for fault in info.undelivered:
-                hint = next((h for h in (_hint(r, fault) for r in reasons) if h), "")
-                out.append(Undelivered(phase, outcome.name, info.name, fault, hint))
-    return out
-
-
-def no_calls(cell: CellResult, scenario: ScenarioInfo | None) -> bool:
-    """Whether to say that no call reached flakestorm: the agent was invoked under declared
-    faults, and no call and no fault was recorded."""
-    return bool(
-        scenario is not None
-        and scenario.faults
-        and cell.prompts
-        and not cell.calls
-        and not cell.faults_fired
-    )
-
-
-def call_target(call: CallRecord) -> str:
-    """``tool orders_api``, ``llm``: what a call was to (untrusted: escape it)."""
-    return call.target if call.tool is None else f"{call.target} {call.tool}"
-
-
-def call_status(call: CallRecord) -> str:
-    """What the agent received: an HTTP status, or ``no reply`` (trusted text)."""
-    return "no reply" if call.status is None else str(call.status)
-
-
-def scenario_notes(info: ScenarioInfo) -> list[str]:
-    """Notes on how a scenario ran (they quote fault labels: escape each note)."""
-    notes = []
-    if info.undelivered:
-        notes.append("not delivered: " + "; ".join(info.undelivered))
-    if info.serial:
-        notes.append(
-            "cells ran one at a time (the agent does not forward the X-Flakestorm-Cell header)"
-        )
-    return notes
-
-
-def faults_text(cell: CellResult) -> str:
-    return ", ".join(text(f, 120) for f in cell.faults_fired) if cell.faults_fired else "none"
-
 
 def _listed(items: Sequence[str], limit: int, width: int) -> list[str]:
     lines = [f"- {text(item, width)}" for item in items[:limit]]
@@ -299,50 +72,11 @@ def _listed(items: Sequence[str], limit: int, width: int) -> list[str]:
     return lines
 
 
-def all_warnings(result: RunResult) -> list[str]:
-    """Config warnings, then each phase's run warnings (each once)."""
-    warnings = list(result.warnings)
-    for _, outcome in phases(result):
-        warnings.extend(outcome.warnings)
-    return list(dict.fromkeys(warnings))
-
-
 def _duration(seconds: float) -> str:
     if seconds < 60:
         return f"{seconds:.1f} s"
     minutes, rest = divmod(round(seconds), 60)
     return f"{minutes} min {rest} s"
-
-
-# --------------------------------------------------------------------------- the summary
-
-
-def _phase_title(phase: str, name: str) -> str:
-    return f"contract {text(name, 100)}" if phase == "contract" else "chaos"
-
-
-UNDELIVERED_TITLE = (
-    "**🚫 Faults not delivered:** no matching call reached flakestorm, so these scenarios' "
-    "cells are errored, not passed."
-)
-
-
-def undelivered_items(result: RunResult, limit: int, hint_chars: int = 400) -> list[str]:
-    """The undelivered faults as markdown list items (``- where: fault — hint``), at most
-    ``limit`` of them and a count of the rest."""
-    faults = undelivered(result)
-    out = []
-    for fault in faults[:limit]:
-        where = (
-            f"contract {text(fault.phase_name, 100)}, scenario **{text(fault.scenario, 100)}**"
-            if fault.phase == "contract"
-            else "the chaos phase"
-        )
-        line = f"- {where}: {text(fault.fault, 200)}"
-        out.append(line + (f" — {text(fault.hint, hint_chars)}" if fault.hint else ""))
-    if len(faults) > limit:
-        out.append(f"- … and {len(faults) - limit} more")
-    return out
 
 
 def _undelivered_block(result: RunResult) -> list[str]:
@@ -358,10 +92,10 @@ def _head(result: RunResult) -> list[str]:
     scores = [f"**Overall score: {score_text(overall.score)}**"]
     if overall.min_score:
         scores.append(f"min\\_score {overall.min_score:g}")
-    for phase, outcome in phases(result):
+    for outcome in phases(result):
         scores.append(
-            f"{_phase_title(phase, outcome.name)}: {score_text(outcome.score.score)} "
-            f"({phase_state(phase, outcome)})"
+            f"{label_text(outcome, 100)}: {score_text(outcome.score.score)} "
+            f"({phase_state(outcome)})"
         )
     out.append(" · ".join(scores))
     out.append("")
@@ -393,7 +127,7 @@ def _head(result: RunResult) -> list[str]:
     return out
 
 
-def _counts(contract: ContractOutcome) -> str:
+def _counts(contract: PhaseOutcome) -> str:
     counts = contract.score.counts
     parts = [f"{counts.get(s.value, 0)} {s.value.replace('_', ' ')}" for s in Status]
     parts.append(f"{counts.get('flaky', 0)} flaky")
@@ -404,11 +138,11 @@ def _scenario_name(info: ScenarioInfo, limit: int = 60) -> str:
     return text(info.name, limit) + (" 🚫" if info.undelivered else "")
 
 
-def _matrix(phase: str, contract: ContractOutcome) -> tuple[list[str], list[str]]:
+def _matrix(contract: PhaseOutcome) -> tuple[list[str], list[str]]:
     """The matrix header lines and its rows (one string per invariant)."""
     head = [
-        f"### {'Contract ' + text(contract.name, 100) if phase == 'contract' else 'Chaos'}: "
-        f"{score_text(contract.score.score)} ({phase_state(phase, contract)})",
+        f"### {label_text(contract, 100, title=True)}: "
+        f"{score_text(contract.score.score)} ({phase_state(contract)})",
         "",
         _counts(contract),
         "",
@@ -435,13 +169,13 @@ def _matrix(phase: str, contract: ContractOutcome) -> tuple[list[str], list[str]
     return head, rows
 
 
-def _legend(contract: ContractOutcome) -> str:
+def _legend(contract: PhaseOutcome) -> str:
     if any(s.undelivered for s in contract.scenarios):
         return f"{LEGEND} · {UNDELIVERED_LEGEND}"
     return LEGEND
 
 
-def _scenarios(contract: ContractOutcome) -> tuple[str, list[str], str]:
+def _scenarios(contract: PhaseOutcome) -> tuple[str, list[str], str]:
     """The scenarios table: its opening, one row per scenario, its closing.
 
     The notes column (faults not delivered, cells run one at a time) is there only when some
@@ -572,8 +306,7 @@ def _omitted(dropped: int, total: int, what: str) -> str:
 class _Section:
     """One phase's part of the summary, cut to the budget piece by piece."""
 
-    phase: str
-    outcome: ContractOutcome
+    outcome: PhaseOutcome
     top: str
     rows: list[str]
     legend: str
@@ -609,11 +342,10 @@ class _Section:
         return "".join(out)
 
 
-def _section(phase: str, outcome: ContractOutcome) -> _Section:
-    head, rows = _matrix(phase, outcome)
+def _section(outcome: PhaseOutcome) -> _Section:
+    head, rows = _matrix(outcome)
     scenarios_top, scenarios, scenarios_end = _scenarios(outcome)
     return _Section(
-        phase=phase,
         outcome=outcome,
         top="\n".join(head) + "\n",
         rows=rows,
@@ -634,7 +366,7 @@ def render(result: RunResult, limit_bytes: int = SUMMARY_LIMIT_BYTES) -> str:
     budget = limit_bytes - _NOTE_RESERVE
     head = "\n".join(_head(result)) + "\n"
     budget -= _size(head)
-    sections = [_section(phase, outcome) for phase, outcome in phases(result)]
+    sections = [_section(outcome) for outcome in phases(result)]
     if not sections:
         return head + "No phase ran.\n"
     for section in sections:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 
-from flakestorm.results import CellResult, ContractOutcome, RunResult, Status
+from flakestorm.results import CellResult, PhaseOutcome, RunResult, Status
 
 _CELL_TEXT = {
     Status.PASSED: "pass",
@@ -39,7 +40,16 @@ def cell_text(cell: CellResult) -> str:
     return _CELL_TEXT[cell.status]
 
 
-def render_matrix(outcome: ContractOutcome) -> str:
+def scenario_line(name: str, cells: Sequence[CellResult]) -> str:
+    """The progress line of a finished scenario: ``scenario tool-down: 3 passed, 1 failed``."""
+    counts: dict[str, int] = {}
+    for cell in cells:
+        counts[cell.status.value] = counts.get(cell.status.value, 0) + 1
+    summary = ", ".join(f"{n} {status}" for status, n in counts.items())
+    return f"scenario {safe(name, 80)}: {summary}"
+
+
+def render_matrix(outcome: PhaseOutcome) -> str:
     """The pass/fail matrix: rows = invariants (with severity), columns = scenarios."""
     scenarios = [s.name for s in outcome.scenarios]
     by_key = {(c.invariant_id, c.scenario): c for c in outcome.cells}
@@ -62,29 +72,22 @@ def render_matrix(outcome: ContractOutcome) -> str:
 
 
 def render(result: RunResult) -> str:
-    """Matrix, failing cells with their reasons, score and verdict."""
+    """Each phase's matrix, failing cells with their reasons and score; the verdict."""
     out = []
-    if result.chaos is not None:
-        chaos = result.chaos
-        out.append("Chaos (golden prompts under chaos):")
-        out.append(render_matrix(chaos))
-        counts = chaos.score.counts
-        score = chaos.score.score
+    for outcome in result.phases.values():
+        label = outcome.phase.capitalize()
         out.append(
-            f"Chaos score: {'n/a' if score is None else f'{score:.2f}'} "
-            f"({counts.get('prompts_passed', 0)}/{counts.get('prompts', 0)} prompts passed)"
+            f"{label}: {safe(outcome.name)}" if outcome.name != outcome.phase else f"{label}:"
         )
-        out.extend(_failing(chaos))
+        out.append(render_matrix(outcome))
+        out.extend(_failing(outcome))
+        score = outcome.score.score
+        summary = "" if outcome.score.summary is None else f" ({outcome.score.summary})"
         out.append("")
-    contract = result.contract
-    if contract is not None:
-        out.append(f"Contract: {safe(contract.name)}")
-        out.append(render_matrix(contract))
-        out.extend(_failing(contract))
-        score = contract.score.score
+        out.append(f"{label} score: {'n/a' if score is None else f'{score:.2f}'}{summary}")
         out.append("")
-        out.append(f"Resilience score: {'n/a' if score is None else f'{score:.2f}'}")
-    for warning in (*result.warnings, *(contract.warnings if contract else ())):
+    warnings = [*result.warnings, *(w for o in result.phases.values() for w in o.warnings)]
+    for warning in dict.fromkeys(warnings):
         out.append(safe(warning, 400))
     if result.overall.score is not None and len(result.overall.phases_ran) > 1:
         out.append(
@@ -98,7 +101,7 @@ def render(result: RunResult) -> str:
     return "\n".join(out) + "\n"
 
 
-def _failing(outcome: ContractOutcome) -> list[str]:
+def _failing(outcome: PhaseOutcome) -> list[str]:
     """Failed and errored cells with their reasons, and undelivered faults."""
     out = []
     for info in outcome.scenarios:

@@ -22,10 +22,10 @@ import dataclasses
 from flakestorm.results import (
     CallRecord,
     CellResult,
-    ContractOutcome,
-    ContractScore,
     InvariantInfo,
     Overall,
+    PhaseOutcome,
+    PhaseScore,
     PromptResult,
     RunResult,
     ScenarioInfo,
@@ -110,36 +110,42 @@ def _call(
     )
 
 
-def _not_delivered(label: str, tool: str) -> str:
-    """The reason of a cell whose scenario's fault ``label`` (on ``tool``) was not delivered."""
+def _hint(tool: str) -> str:
+    """The proxy's wiring hint for a fault on ``tool`` that was not delivered."""
     return (
-        f"fault not delivered: {label}: the agent made no call to `{tool}` through flakestorm "
+        f"the agent made no call to `{tool}` through flakestorm "
         f"— is its base URL for that tool pointed at the proxy ({PROXY}/tools/{tool}), or its "
         f"HTTP_PROXY at {PROXY} with proxy.tools.{tool} set?"
     )
 
 
+def _not_delivered(label: str, tool: str) -> str:
+    """The reason of a cell whose scenario's fault ``label`` (on ``tool``) was not delivered."""
+    return f"fault not delivered: {label}: {_hint(tool)}"
+
+
 def _chaos_score(
     cells: tuple[CellResult, ...], score: float, prompts: int, passed: int
-) -> ContractScore:
+) -> PhaseScore:
     critical = tuple(
         c.id
         for c in cells
         if c.severity == "critical" and c.status in (Status.FAILED, Status.ERRORED)
     )
-    return ContractScore(
+    return PhaseScore(
         score=score,
         passed=not critical,
         critical_failures=critical,
         counts=_counts(cells) | {"prompts": prompts, "prompts_passed": passed},
+        summary=f"{passed} of {prompts} prompts passed",
     )
 
 
 def _run(
-    contract: ContractOutcome | None,
+    contract: PhaseOutcome | None,
     *,
     overall_score: float | None,
-    chaos: ContractOutcome | None = None,
+    chaos: PhaseOutcome | None = None,
     reasons: tuple[str, ...] = (),
     complete: bool = True,
     stop_reason: str | None = None,
@@ -157,7 +163,7 @@ def _run(
         complete=complete,
         stop_reason=stop_reason,
         invocations=sum(len(c.prompts) for o in (contract, chaos) if o for c in o.cells),
-        contract=contract,
+        phases={n: o for n, o in (("contract", contract), ("chaos", chaos)) if o is not None},
         overall=Overall(
             score=overall_score,
             passed=not reasons,
@@ -168,7 +174,6 @@ def _run(
         ),
         exit_code=exit_code,
         warnings=warnings,
-        chaos=chaos,
     )
 
 
@@ -191,7 +196,8 @@ def passing() -> RunResult:
         CellResult(3, "fast", "tool_outage", "low", Status.SKIPPED,
                    "when: no_chaos does not apply to scenario tool_outage"),
     )  # fmt: skip
-    contract = ContractOutcome(
+    contract = PhaseOutcome(
+        phase="contract",
         name="support-agent",
         invariants=(
             _invariant("mentions_refund", "critical", 12),
@@ -202,7 +208,7 @@ def passing() -> RunResult:
             ScenarioInfo("tool_outage", ("tool orders_api: error 503",)),
         ),
         cells=cells,
-        score=ContractScore(score=100.0, passed=True, critical_failures=(), counts=_counts(cells)),
+        score=PhaseScore(score=100.0, passed=True, critical_failures=(), counts=_counts(cells)),
     )
     return _run(contract, overall_score=100.0, min_score=80.0)
 
@@ -276,7 +282,8 @@ def failing() -> RunResult:
         CellResult(8, "quick", "poisoned_memory", "low", Status.SKIPPED,
                    "when: no_chaos does not apply to scenario poisoned_memory"),
     )  # fmt: skip
-    contract = ContractOutcome(
+    contract = PhaseOutcome(
+        phase="contract",
         name="support-agent",
         invariants=(
             _invariant("mentions_refund", "critical", 12),
@@ -291,7 +298,7 @@ def failing() -> RunResult:
             ScenarioInfo("poisoned_memory", ("memory_poisoning: append",)),
         ),
         cells=cells,
-        score=ContractScore(
+        score=PhaseScore(
             score=40.0,
             passed=False,
             critical_failures=("mentions_refund[tool_outage]",),
@@ -315,7 +322,7 @@ def failing() -> RunResult:
     )
 
 
-def _failing_chaos(ok: PromptResult, no_reply: PromptResult) -> ContractOutcome:
+def _failing_chaos(ok: PromptResult, no_reply: PromptResult) -> PhaseOutcome:
     """The chaos-only phase of ``failing``: the agent timed out on one prompt of two."""
     rate_limit = "llm_faults[0] rate_limit"
     timeout = "tool_faults[0] timeout(5000 ms) on orders_api"
@@ -334,7 +341,8 @@ def _failing_chaos(ok: PromptResult, no_reply: PromptResult) -> ContractOutcome:
                    "held for 1 of 1 prompts", runs_passed=1, runs_total=1, prompts=(ok,),
                    faults_fired=(rate_limit,), calls=calls[:2]),
     )  # fmt: skip
-    return ContractOutcome(
+    return PhaseOutcome(
+        phase="chaos",
         name="chaos",
         invariants=(
             _invariant("completes", "medium", 1, "completes"),
@@ -428,7 +436,8 @@ def hostile(beacon: str = "http://127.0.0.1:9/beacon", huge: bool = True) -> Run
         CellResult(5, "plain", EVIL_DEAD_SCENARIO, "medium", Status.ERRORED, dead_reason,
                    runs_passed=0, runs_total=1, prompts=(_prompt("hi", "hello"),)),
     )  # fmt: skip
-    contract = ContractOutcome(
+    contract = PhaseOutcome(
+        phase="contract",
         name=f"evil <b>contract</b> {RTL} ::warning::x",
         invariants=(
             _invariant(evil_id, "critical", 7),
@@ -442,10 +451,12 @@ def hostile(beacon: str = "http://127.0.0.1:9/beacon", huge: bool = True) -> Run
                 (f"tool {EVIL_TOOL}: error",),
                 undelivered=(dead_label,),
                 serial=True,
+                declared=(dead_label,),
+                hints={dead_label: _hint(EVIL_TOOL)},
             ),
         ),
         cells=cells,
-        score=ContractScore(
+        score=PhaseScore(
             score=25.0,
             passed=False,
             critical_failures=(
@@ -492,7 +503,8 @@ def chaos_only() -> RunResult:
                    runs_passed=0, runs_total=1, prompts=prompts, faults_fired=(truncated,),
                    calls=calls),
     )  # fmt: skip
-    chaos = ContractOutcome(
+    chaos = PhaseOutcome(
+        phase="chaos",
         name="chaos",
         invariants=(
             _invariant("completes", "medium", 1, "completes"),
@@ -503,6 +515,9 @@ def chaos_only() -> RunResult:
                 "chaos",
                 ("tool flight_search: error", "llm: truncated_response"),
                 undelivered=(label,),
+                declared=(label, truncated),
+                matched=(truncated,),
+                hints={label: _hint("flight_search"), truncated: "no LLM call"},
             ),
         ),
         cells=cells,
@@ -555,12 +570,13 @@ def large_run(invariants: int = 100, scenarios: int = 100, reply_chars: int = 50
     critical = tuple(
         c.id for c in cell_tuple if c.severity == "critical" and c.status is Status.FAILED
     )
-    contract = ContractOutcome(
+    contract = PhaseOutcome(
+        phase="contract",
         name="large",
         invariants=inv_infos,
         scenarios=scn_infos,
         cells=cell_tuple,
-        score=ContractScore(
+        score=PhaseScore(
             score=50.0, passed=False, critical_failures=critical, counts=_counts(cell_tuple)
         ),
     )

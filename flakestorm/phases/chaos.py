@@ -9,13 +9,51 @@ every applicable invariant held for it.
 
 from __future__ import annotations
 
-import dataclasses
-
 from flakestorm.config import Chaos, Config, Contract, ContractInvariant, Severity
-from flakestorm.results import ContractOutcome, ContractScore, Status
+from flakestorm.errors import UsageError
+from flakestorm.loader import LoadedConfig, load_profile
+from flakestorm.phases.matrix import run_matrix
+from flakestorm.phases.phase import PhaseContext, PhaseName, PhasePlan, PhaseRequest
+from flakestorm.plan import Plan, build_plan
+from flakestorm.results import PhaseOutcome, PhaseScore, Status
+from flakestorm.scoring import score_cells
 
 SCENARIO = "chaos"
 NAME = "chaos"
+
+
+class ChaosPhase:
+    name = PhaseName.CHAOS.value
+
+    def configured(self, config: Config) -> bool:
+        return PhaseName.CHAOS.configured(config)
+
+    def weight(self, config: Config) -> float:
+        return PhaseName.CHAOS.weight(config)
+
+    def plan(self, loaded: LoadedConfig, request: PhaseRequest) -> Plan:
+        config = loaded.config
+        if not config.golden_prompts:
+            raise UsageError("the chaos phase sends the golden prompts: add `golden_prompts`")
+        profile = load_profile(request.chaos_profile) if request.chaos_profile else None
+        if profile is None and config.chaos is None:
+            raise UsageError(
+                f"{loaded.path.name} has no `chaos` section: add one, or pick a built-in "
+                "profile with --chaos-profile"
+            )
+        return build_plan(chaos_contract(config, profile), config.golden_prompts)
+
+    def run(self, plan: PhasePlan, context: PhaseContext) -> PhaseOutcome:
+        assert isinstance(plan, Plan)
+        loaded = context.loaded
+        lines = {
+            inv.id: loaded.line_of(("invariants", i))
+            for i, inv in enumerate(plan.contract.invariants)
+        }
+        return run_matrix(self.name, plan, context, lines)
+
+    def score(self, outcome: PhaseOutcome, config: Config) -> PhaseScore:
+        return score_prompts(outcome, config.advanced.effective_min_pass)
 
 
 def chaos_contract(config: Config, profile: Chaos | None = None) -> Contract:
@@ -42,8 +80,8 @@ def chaos_contract(config: Config, profile: Chaos | None = None) -> Contract:
     )
 
 
-def score_prompts(outcome: ContractOutcome, min_pass: int = 1) -> ContractOutcome:
-    """``outcome`` scored as the chaos phase: the pass rate of its prompts (0–100).
+def score_prompts(outcome: PhaseOutcome, min_pass: int = 1) -> PhaseScore:
+    """The chaos phase's score of ``outcome``: the pass rate of its prompts (0–100).
 
     A prompt passes when every scored cell judged it and passed it (in at least ``min_pass``
     of the repeated runs, like a cell); a cell that errored fails every prompt. Critical
@@ -74,10 +112,13 @@ def score_prompts(outcome: ContractOutcome, min_pass: int = 1) -> ContractOutcom
         for c in outcome.cells
         if c.severity == Severity.CRITICAL.value and c.status in (Status.FAILED, Status.ERRORED)
     )
-    counts = dict(outcome.score.counts) | {"prompts": len(prompts), "prompts_passed": passed}
-    return dataclasses.replace(
-        outcome,
-        score=ContractScore(
-            score=score, passed=not critical, critical_failures=critical, counts=counts
-        ),
+    cells = score_cells(outcome.cells).counts
+    counts = dict(cells) | {"prompts": len(prompts), "prompts_passed": passed}
+    summary = f"{passed} of {len(prompts)} prompts passed"
+    return PhaseScore(
+        score=score,
+        passed=not critical,
+        critical_failures=critical,
+        counts=counts,
+        summary=summary,
     )

@@ -1,0 +1,196 @@
+"""Running a matrix of cells — every invariant under every scenario (SPEC §5) — for the
+phases shaped that way (contract, chaos): the stateful check, the ``auto`` baselines, the
+forwarding check, then the scenarios one at a time on the fault channel, each settled with its
+delivery proof."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from flakestorm.chaos.delivery import (
+    CALM,
+    Channel,
+    active_scenario,
+    judge,
+    needs_delivery,
+    prove,
+)
+from flakestorm.chaos.faults import ActiveScenario, FaultBook
+from flakestorm.config import AgentType, Config, Scenario
+from flakestorm.phases.phase import PhaseContext
+from flakestorm.plan import Plan
+from flakestorm.results import CellResult, InvariantInfo, PhaseOutcome, ScenarioInfo
+from flakestorm.scoring import score_cells
+
+STATEFUL_WARNING = (
+    "Warning: No reset_endpoint configured. Contract matrix cells may share state. "
+    "Results may be contaminated. Add reset_endpoint to your config for accurate isolation."
+)
+
+
+NOT_FORWARDING_WARNING = (
+    "The agent does not forward the X-Flakestorm-Cell header (or a baggage entry "
+    "flakestorm-cell=...) to its tool and LLM calls, so the cells of chaos scenarios ran one "
+    "at a time to attribute every call to its cell. Forward the header to run them concurrently."
+)
+PRE_MATRIX_CELLS = frozenset({"stateful-check", "baseline", "forwarding-probe"})
+
+
+def run_matrix(
+    phase: str, plan: Plan, context: PhaseContext, lines: dict[str, int]
+) -> PhaseOutcome:
+    """Run ``plan`` as phase ``phase``: the stateful check (first phase only), the baselines,
+    then the matrix scenario by scenario (chaos scenarios activated on the channel one at a
+    time). Scored as a contract (:func:`~flakestorm.scoring.score_cells`); ``lines`` gives
+    each invariant's line in the config."""
+    executor, channel = context.executor, context.channel
+    golden_prompts = context.loaded.config.golden_prompts
+    seed = context.loaded.config.advanced.seed
+    warnings = []
+    calm = ActiveScenario(CALM, seed)
+    if channel is not None:
+        channel.activate(calm)
+    probe = golden_prompts[0] if golden_prompts else plan.cells[0].prompts[0]
+    if context.first and not context.has_reset and executor.looks_stateful(probe):
+        warnings.append(STATEFUL_WARNING)
+    baselines = executor.baselines(plan.baseline_prompts)
+    chaos = [s for s in plan.scenarios if channel is not None and needs_delivery(s)]
+    forwarding = True
+    if channel is not None and chaos and not channel.exact_attribution:
+        if context.has_reset and not plan.baseline_prompts:
+            executor.probe(probe, "forwarding-probe")
+        seen = channel.interactions(CALM)
+        forwarding = any(i.cell_id in PRE_MATRIX_CELLS for i in seen)
+        if not forwarding:
+            warnings.append(NOT_FORWARDING_WARNING)
+    by_index = {}
+    calm_cells = [c for c in plan.cells if c.scenario not in chaos]
+    for result in executor.run_cells(calm_cells, baselines):
+        by_index[result.index] = result
+    infos = {s.name: ScenarioInfo(s.name, describe_faults(s)) for s in plan.scenarios}
+    for scenario in chaos:
+        assert channel is not None
+        # an earlier phase may have run a scenario of the same name ("chaos"): not ours
+        earlier = {i.seq for i in channel.interactions(scenario.name)}
+        active = active_scenario(scenario, seed)
+        channel.activate(active)
+        cells = [c for c in plan.cells if c.scenario is scenario]
+
+        def before_invocation(invocation: str, active: ActiveScenario = active) -> None:
+            assert channel is not None
+            channel.activate(dataclasses.replace(active, cell_id=invocation))
+
+        info = dataclasses.replace(infos[scenario.name], serial=not forwarding)
+        settle = _settler(channel, active, earlier, info, infos)
+        results = executor.run_cells(
+            cells,
+            baselines,
+            serial=not forwarding,
+            before_invocation=before_invocation,
+            settle=settle,
+        )
+        for result in results:
+            by_index[result.index] = result
+    if channel is not None:
+        channel.activate(calm)
+    cells_out = [by_index[i] for i in sorted(by_index)]
+    contract = plan.contract
+    return PhaseOutcome(
+        phase=phase,
+        name=contract.name,
+        invariants=tuple(
+            InvariantInfo(
+                id=inv.id,
+                type=inv.type.value,
+                severity=inv.severity.value,
+                when=inv.when.value,
+                negate=inv.negate,
+                description=inv.description,
+                line=lines.get(inv.id, 1),
+            )
+            for inv in contract.invariants
+        ),
+        scenarios=tuple(infos[s.name] for s in plan.scenarios),
+        cells=tuple(cells_out),
+        score=score_cells(cells_out),
+        warnings=tuple(warnings),
+    )
+
+
+@dataclass(frozen=True)
+class MatrixCount:
+    """What running a matrix will do, counted before it runs."""
+
+    invariants: int
+    scenarios: int
+    cells: int
+    skipped: int
+    prompt_runs: int
+    """Invocations for the cells, before repeat."""
+    repeat: int
+    baselines: int
+    detection: int
+    """The stateful check's invocations."""
+    probe: int = 0
+    """The forwarding probe's invocation."""
+
+    @property
+    def invocations(self) -> int:
+        return self.prompt_runs * self.repeat + self.baselines + self.detection + self.probe
+
+
+def count_invocations(plan: Plan, config: Config, first: bool = True) -> MatrixCount:
+    """The invocations :func:`run_matrix` makes for ``plan`` (``first``: as the run's first
+    phase), by its rules: two calls of the first prompt to detect a stateful agent when there
+    is no reset; with a reset and no baselines, one call to learn whether an http agent
+    forwards the cell header, when some scenario needs fault delivery."""
+    has_reset = bool(config.agent.reset_endpoint or config.agent.reset_function)
+    applicable = [c for c in plan.cells if c.applicable]
+    baselines = len(plan.baseline_prompts)
+    probe = (
+        has_reset
+        and not baselines
+        and config.agent.type is AgentType.HTTP
+        and any(needs_delivery(s) for s in plan.scenarios)
+    )
+    return MatrixCount(
+        invariants=len(plan.contract.invariants),
+        scenarios=len(plan.scenarios),
+        cells=len(plan.cells),
+        skipped=len(plan.cells) - len(applicable),
+        prompt_runs=sum(len(c.prompts) for c in applicable),
+        repeat=config.advanced.repeat,
+        baselines=baselines,
+        detection=2 if first and not has_reset else 0,
+        probe=int(probe),
+    )
+
+
+def _settler(
+    channel: Channel,
+    active: ActiveScenario,
+    earlier: set[int],
+    info: ScenarioInfo,
+    infos: dict[str, ScenarioInfo],
+) -> Callable[[list[CellResult]], list[CellResult]]:
+    """Completes a chaos scenario's verdicts once its cells ran: the calls its cells made
+    (not an earlier phase's), the delivery proof and judgement; ``infos`` gets the judged
+    scenario."""
+
+    def settle(results: list[CellResult]) -> list[CellResult]:
+        seen = [i for i in channel.interactions(active.name) if i.seq not in earlier]
+        proven, proof = prove(results, seen, FaultBook(active), channel, info)
+        infos[active.name], settled = judge(proof, proven)
+        return settled
+
+    return settle
+
+
+def describe_faults(scenario: Scenario) -> tuple[str, ...]:
+    """One short line per fault declared by ``scenario``."""
+    out = [f"tool {f.tool}: {f.mode.value}" for f in scenario.tool_faults]
+    out += [f"llm: {f.mode.value}" for f in scenario.llm_faults]
+    out += [f"context: {a.type.value}" for a in scenario.context_attacks]
+    return tuple(out)

@@ -1,0 +1,112 @@
+"""The phase seam: what every phase (pillar) of a run implements, and what it is given.
+
+A run is a loop over phases (:mod:`flakestorm.runner`). Each phase is one object registered in
+:mod:`flakestorm.phases.registry`, and goes through the same four steps::
+
+    configured(config)      is its section in the config?
+    plan(loaded, request)   its work, checked before the agent starts (UsageError: exit 2)
+    run(plan, context)      its work done against the agent -> PhaseOutcome (unscored)
+    score(outcome, config)  its score 0–100 and critical failures -> PhaseScore (pure)
+
+The outcome is all the reports need: they iterate :attr:`RunResult.phases` and never name a
+phase, so adding a phase is one module plus one registration line.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from flakestorm.chaos.delivery import Channel
+from flakestorm.config import Config, Scenario
+from flakestorm.executor import Executor
+from flakestorm.loader import LoadedConfig
+from flakestorm.results import PhaseOutcome, PhaseScore
+
+
+class PhaseName(str, enum.Enum):
+    """The pillars of SPEC §5, each scored 0–100 and weighted in the overall score."""
+
+    MUTATION = "mutation"
+    CHAOS = "chaos"
+    CONTRACT = "contract"
+    REPLAY = "replay"
+
+    @property
+    def section(self) -> str:
+        """The config section whose presence turns the phase on."""
+        return _SECTIONS[self]
+
+    def configured(self, config: Config) -> bool:
+        return getattr(config, self.section) is not None
+
+    def weight(self, config: Config) -> float:
+        """The phase's weight in the overall score (``scoring.weights``)."""
+        return float(getattr(config.scoring.weights, self.value))
+
+
+_SECTIONS = {
+    PhaseName.MUTATION: "mutations",
+    PhaseName.CHAOS: "chaos",
+    PhaseName.CONTRACT: "contract",
+    PhaseName.REPLAY: "replays",
+}
+
+
+@dataclass(frozen=True)
+class PhaseRequest:
+    """What the command line asks of the phases beyond the config."""
+
+    chaos_profile: str | None = None
+    """A built-in chaos profile that replaces the top-level ``chaos`` section."""
+
+
+class PhasePlan(Protocol):
+    """A phase's work, known before the agent starts."""
+
+    @property
+    def cells(self) -> Sequence[object]:
+        """The units that pass or fail (progress counts them)."""
+        ...
+
+    @property
+    def scenarios(self) -> Sequence[Scenario]:
+        """The scenarios it activates (the runner opens a fault channel when one needs it)."""
+        ...
+
+
+@dataclass(frozen=True)
+class PhaseContext:
+    """What a phase runs with: the agent's executor and fault channel, shared by all phases."""
+
+    loaded: LoadedConfig
+    executor: Executor
+    channel: Channel | None
+    has_reset: bool
+    first: bool
+    """Whether this is the first phase of the run (run-wide checks happen once)."""
+    stop: threading.Event
+    notice: Callable[[str], None]
+
+
+class Phase(Protocol):
+    """One phase of a run; see the module docstring for the steps."""
+
+    @property
+    def name(self) -> str:
+        """Its key in :attr:`RunResult.phases` and in the weights (a :class:`PhaseName`
+        value for the built-in phases)."""
+        ...
+
+    def configured(self, config: Config) -> bool: ...
+
+    def weight(self, config: Config) -> float: ...
+
+    def plan(self, loaded: LoadedConfig, request: PhaseRequest) -> PhasePlan: ...
+
+    def run(self, plan: PhasePlan, context: PhaseContext) -> PhaseOutcome: ...
+
+    def score(self, outcome: PhaseOutcome, config: Config) -> PhaseScore: ...

@@ -1,0 +1,19 @@
+"""The phases a run can have, in report order: one registration line per phase."""
+
+from __future__ import annotations
+
+from flakestorm.phases.chaos import ChaosPhase
+from flakestorm.phases.contract import ContractPhase
+from flakestorm.phases.phase import Phase
+
+PHASES: dict[str, Phase] = {}
+"""Every phase by name, in the order reports show them."""
+
+
+def register(phase: Phase) -> None:
+    """Add ``phase`` (a new name goes last; an existing name is replaced in place)."""
+    PHASES[phase.name] = phase
+
+
+register(ContractPhase())
+register(ChaosPhase())

@@ -1,0 +1,109 @@
+"""Untrusted text made safe for every report format.
+
+Untrusted text
+--------------
+Agent output is untrusted, and so is every string the config supplies (ids, scenario names,
+prompts, and the reasons and warnings that quote them). GitHub renders a summary as markdown
+*and* HTML, then turns ``@name`` into mentions and ``#123`` into issue links in the rendered
+text. So no such string is ever emitted as it is; each goes through exactly one of:
+
+- :func:`clean` — the text itself, for every format: ``\\r\\n``/``\\r`` become ``\\n``; control
+  characters (C0 but tab and newline, DEL, C1), lone surrogates and U+FFFE/U+FFFF become U+FFFD
+  (so the result is valid XML 1.0 and encodable as UTF-8); bidirectional controls (RTL override
+  and friends) become a visible ``⟨U+202E⟩`` so they cannot reorder what a reader sees; ``::`` gets
+  a zero-width space between the colons so no line of it can be read as a workflow command.
+- :func:`text` — one line of inline markdown: :func:`clean`, newlines to spaces, ``& < > "``
+  as HTML entities, markdown punctuation (`` \\ ` * _ [ ] | ~ $ ``) backslash-escaped, and a
+  zero-width joiner after ``@`` and ``#`` when a word or digit follows, which breaks mentions and
+  issue references. Safe in paragraphs, list items and table cells.
+- :func:`html_text` — one line inside raw HTML (``<summary>``): :func:`clean`, newlines to
+  spaces, HTML entities, the same mention/reference breaking (markdown is not parsed there).
+- :func:`code_block` — a fenced code block longer than any run of backticks in the text, so
+  nothing inside can close it; markdown and HTML are inert inside.
+- :func:`url_span` — a URL the agent called, as an inline code span (not a clickable autolink):
+  :func:`clean`, then whitespace and ``" < > \\ ^ ` { | }`` percent-encoded, so neither the span
+  nor a table cell can be closed from inside.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import quote
+
+EXCERPT_CHARS = 500
+"""How much of a reply (or prompt) the reports quote."""
+
+_BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff" + _BIDI + "]")
+_NEWLINES = re.compile(r"\r\n?")
+_MD_PUNCTUATION = re.compile(r"([\\`*_\[\]|~$])")
+_REFERENCE = re.compile(r"([@#])(?=\w)")
+_ZWJ = "\u200d"
+
+
+def _replace_unsafe(match: re.Match[str]) -> str:
+    char = match.group()
+    return f"⟨U+{ord(char):04X}⟩" if char in _BIDI else "\ufffd"
+
+
+def clean(value: str) -> str:
+    """``value`` made safe to show in any report format (see the module docstring)."""
+    value = _NEWLINES.sub("\n", value)
+    value = _UNSAFE.sub(_replace_unsafe, value)
+    return value.replace("::", ":\u200b:") if "::" in value else value
+
+
+def excerpt(value: str, limit: int) -> str:
+    """:func:`clean` ``value``, cut to ``limit`` characters with a note of how much was cut."""
+    if len(value) > limit:
+        return f"{clean(value[:limit])}… ({len(value) - limit:,} more characters)"
+    return clean(value)
+
+
+def _html_escape(value: str) -> str:
+    value = value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return value.replace('"', "&quot;")
+
+
+def _one_line(value: str) -> str:
+    return clean(value).replace("\n", " ").replace("\t", " ")
+
+
+def text(value: str, limit: int | None = None) -> str:
+    """``value`` as one line of inline markdown that renders as exactly that text."""
+    if limit is not None and len(value) > limit:
+        value = value[: limit - 1] + "…"
+    value = _html_escape(_one_line(value))
+    value = _MD_PUNCTUATION.sub(r"\\\1", value)
+    return _REFERENCE.sub(r"\1" + _ZWJ, value)
+
+
+def html_text(value: str, limit: int | None = None) -> str:
+    """``value`` as one line of text inside raw HTML in a markdown document."""
+    if limit is not None and len(value) > limit:
+        value = value[: limit - 1] + "…"
+    return _REFERENCE.sub(r"\1" + _ZWJ, _html_escape(_one_line(value)))
+
+
+def code_block(value: str, limit: int = EXCERPT_CHARS) -> str:
+    """An excerpt of ``value`` in a fenced code block that nothing inside can close."""
+    body = excerpt(value, limit)
+    longest = max((len(run) for run in re.findall(r"`+", body)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{body}\n{fence}"
+
+
+_URL_UNSAFE = re.compile(r'[\s"<>\\^`{|}]')
+
+
+def url_span(value: str, limit: int = 200) -> str:
+    """``value`` (a URL) as an inline code span, safe in a table cell.
+
+    Whitespace and the characters a URL may not contain unencoded (``" < > \\ ^ ` { | }``) are
+    percent-encoded, as a browser's address bar shows them: nothing can end the span or the
+    table cell, and no markup appears even in the markdown source.
+    """
+    if len(value) > limit:
+        value = value[: limit - 1] + "…"
+    value = _URL_UNSAFE.sub(lambda m: quote(m.group(), safe=""), clean(value))
+    return f"`{value}`" if value else "(none)"

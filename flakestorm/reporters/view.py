@@ -1,0 +1,188 @@
+"""What the reports share: scores, verdicts and marks as text, the phases and cells to show,
+faults not delivered, calls and notes. Every reporter renders these the same way; untrusted
+text in them still goes through :mod:`flakestorm.reporters.escape` in each format."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flakestorm.reporters.escape import text
+from flakestorm.results import (
+    CELL_COUNTS,
+    CallRecord,
+    CellResult,
+    PhaseOutcome,
+    RunResult,
+    ScenarioInfo,
+    Status,
+)
+
+LEGEND = (
+    "✅ passed · ❌ failed · ⚠️ flaky (repeats disagreed; ❌⚠️ = flaky and failed) · "
+    "💥 errored (flakestorm could not carry the cell out) · ➖ skipped (`when` does not apply) · "
+    "⏸ not run (the run stopped first)"
+)
+UNDELIVERED_LEGEND = (
+    "🚫 next to a scenario: a declared fault was not delivered (no matching call reached "
+    "flakestorm), so its cells are errored"
+)
+"""Added to the legend of a matrix with an undelivered scenario."""
+
+
+def score_text(score: float | None) -> str:
+    return "n/a" if score is None else f"{score:.2f}"
+
+
+def verdict(result: RunResult) -> str:
+    """``✅ PASS`` or ``❌ FAIL``."""
+    return "✅ PASS" if result.overall.passed else "❌ FAIL"
+
+
+def cell_mark(cell: CellResult) -> str:
+    """The matrix symbol of a cell (a flaky failure shows both marks)."""
+    if cell.flaky and cell.status is not Status.PASSED:
+        return cell.status.symbol + cell.symbol
+    return cell.symbol
+
+
+def bad_cells(outcome: PhaseOutcome) -> list[CellResult]:
+    """Failed and errored cells, critical first, then in matrix order."""
+    bad = [c for c in outcome.cells if c.status in (Status.FAILED, Status.ERRORED)]
+    return sorted(bad, key=lambda c: (c.severity != "critical", c.index))
+
+
+def phases(result: RunResult) -> list[PhaseOutcome]:
+    """Every phase that ran, in report order."""
+    return list(result.phases.values())
+
+
+def all_bad_cells(result: RunResult) -> list[CellResult]:
+    """Every failed or errored cell: critical first, then phase order."""
+    bad = [c for outcome in phases(result) for c in bad_cells(outcome)]
+    return sorted(bad, key=lambda c: c.severity != "critical")
+
+
+def label_text(outcome: PhaseOutcome, limit: int, title: bool = False) -> str:
+    """:attr:`~flakestorm.results.PhaseOutcome.label` as inline markdown (``title``: as a
+    heading, ``Contract …``)."""
+    phase = outcome.phase[:1].upper() + outcome.phase[1:] if title else outcome.phase
+    if outcome.name == outcome.phase:
+        return text(phase)
+    return f"{text(phase)} {text(outcome.name, limit)}"
+
+
+def phase_state(outcome: PhaseOutcome) -> str:
+    """What a phase's score means: ``passed``/``failed``, or what its score counts."""
+    summary = outcome.score.summary
+    if summary is None:
+        return "passed" if outcome.score.passed else "failed"
+    return summary if outcome.score.passed else f"{summary}; a critical cell failed"
+
+
+def phase_counts(outcome: PhaseOutcome) -> dict[str, int]:
+    """The phase's own counts (what its score counts, e.g. ``prompts``), not the cells'."""
+    return {k: v for k, v in outcome.score.counts.items() if k not in CELL_COUNTS}
+
+
+def cell_counts(outcome: PhaseOutcome) -> dict[str, int]:
+    """Cells per status, and ``flaky``."""
+    return {k: v for k, v in outcome.score.counts.items() if k in CELL_COUNTS}
+
+
+@dataclass(frozen=True)
+class Undelivered:
+    """One declared fault no matching call reached (SPEC §4), with the wiring hint."""
+
+    outcome: PhaseOutcome
+    scenario: str
+    fault: str
+    hint: str
+    """What is probably mis-wired, or empty."""
+
+    @property
+    def where(self) -> tuple[str, str | None]:
+        """The phase's label, and the scenario when the phase has scenarios of its own (a
+        scenario named after its phase is the phase's only one)."""
+        phase = self.outcome.phase
+        return self.outcome.label, None if self.scenario == phase else self.scenario
+
+
+def undelivered(result: RunResult) -> list[Undelivered]:
+    """Every fault that was not delivered, phase by phase, scenario by scenario."""
+    return [
+        Undelivered(outcome, info.name, fault, info.hints.get(fault, ""))
+        for outcome in phases(result)
+        for info in outcome.scenarios
+        for fault in info.undelivered
+    ]
+
+
+def no_calls(cell: CellResult, scenario: ScenarioInfo | None) -> bool:
+    """Whether to say that no call reached flakestorm: the agent was invoked under declared
+    faults, and no call and no fault was recorded."""
+    return bool(
+        scenario is not None
+        and scenario.faults
+        and cell.prompts
+        and not cell.calls
+        and not cell.faults_fired
+    )
+
+
+def call_target(call: CallRecord) -> str:
+    """``tool orders_api``, ``llm``: what a call was to (untrusted: escape it)."""
+    return call.target if call.tool is None else f"{call.target} {call.tool}"
+
+
+def call_status(call: CallRecord) -> str:
+    """What the agent received: an HTTP status, or ``no reply`` (trusted text)."""
+    return "no reply" if call.status is None else str(call.status)
+
+
+def scenario_notes(info: ScenarioInfo) -> list[str]:
+    """Notes on how a scenario ran (they quote fault labels: escape each note)."""
+    notes = []
+    if info.undelivered:
+        notes.append("not delivered: " + "; ".join(info.undelivered))
+    if info.serial:
+        notes.append(
+            "cells ran one at a time (the agent does not forward the X-Flakestorm-Cell header)"
+        )
+    return notes
+
+
+def faults_text(cell: CellResult) -> str:
+    return ", ".join(text(f, 120) for f in cell.faults_fired) if cell.faults_fired else "none"
+
+
+def all_warnings(result: RunResult) -> list[str]:
+    """Config warnings, then each phase's run warnings (each once)."""
+    warnings = list(result.warnings)
+    for outcome in phases(result):
+        warnings.extend(outcome.warnings)
+    return list(dict.fromkeys(warnings))
+
+
+UNDELIVERED_TITLE = (
+    "**🚫 Faults not delivered:** no matching call reached flakestorm, so these scenarios' "
+    "cells are errored, not passed."
+)
+
+
+def undelivered_items(result: RunResult, limit: int, hint_chars: int = 400) -> list[str]:
+    """The undelivered faults as markdown list items (``- where: fault — hint``), at most
+    ``limit`` of them and a count of the rest."""
+    faults = undelivered(result)
+    out = []
+    for fault in faults[:limit]:
+        label = label_text(fault.outcome, 100)
+        where = (
+            f"the {label} phase"
+            if fault.where[1] is None
+            else f"{label}, scenario **{text(fault.scenario, 100)}**"
+        )
+        line = f"- {where}: {text(fault.fault, 200)}"
+        out.append(line + (f" — {text(fault.hint, hint_chars)}" if fault.hint else ""))
+    if len(faults) > limit:
+        out.append(f"- … and {len(faults) - limit} more")
+    return out

@@ -1,0 +1,79 @@
+"""Delivery judged from the proof a scenario keeps (SPEC §4): from the results alone, and
+again over several result files (a fault delivered in any of them is delivered)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from flakestorm.chaos.delivery import judge
+from flakestorm.results import (
+    CellResult,
+    PromptResult,
+    ScenarioInfo,
+    Status,
+    from_document,
+)
+
+LABEL = "tool_faults[0] error(503) on quotes"
+HINT = "the agent made no call to `quotes`"
+
+
+def cell(index: int, status: Status = Status.PASSED) -> CellResult:
+    prompt = PromptResult("p", "p", 0, status is Status.PASSED, "ok", "answer", 1.0)
+    return CellResult(index, f"inv{index}", "down", "critical", status, "ok", prompts=(prompt,))
+
+
+def proof(matched: tuple[str, ...] = ()) -> ScenarioInfo:
+    return ScenarioInfo(
+        "down", ("tool quotes: error",), declared=(LABEL,), matched=matched, hints={LABEL: HINT}
+    )
+
+
+def test_a_declared_fault_no_call_matched_errors_every_scored_cell_keeping_its_verdict() -> None:
+    skipped = dataclasses.replace(cell(2), status=Status.SKIPPED, prompts=())
+    info, cells = judge(proof(), [cell(0), cell(1, Status.FAILED), skipped])
+    assert info.undelivered == (LABEL,)
+    assert [c.status for c in cells] == [Status.ERRORED, Status.ERRORED, Status.SKIPPED]
+    assert cells[0].reason == f"fault not delivered: {LABEL}: {HINT}"
+    assert [c.checked for c in cells] == [Status.PASSED, Status.FAILED, None]
+
+
+def test_a_matched_fault_is_delivered_and_cells_keep_their_verdicts() -> None:
+    info, cells = judge(proof(matched=(LABEL,)), [cell(0), cell(1, Status.FAILED)])
+    assert info.undelivered == ()
+    assert [c.status for c in cells] == [Status.PASSED, Status.FAILED]
+
+
+def test_judging_again_with_the_calls_of_another_file_restores_the_verdicts() -> None:
+    # one shard's calls never matched the fault; another shard's did
+    info, cells = judge(proof(), [cell(0), cell(1, Status.FAILED)])
+    merged = dataclasses.replace(info, matched=(*info.matched, LABEL))
+    again, restored = judge(merged, cells)
+    assert again.undelivered == ()
+    assert [(c.status, c.reason, c.checked) for c in restored] == [
+        (Status.PASSED, "ok", None),
+        (Status.FAILED, "ok", None),
+    ]
+
+
+def test_a_scenario_stopped_before_it_finished_is_not_judged() -> None:
+    stopped = dataclasses.replace(cell(1), status=Status.NOT_RUN)
+    info, cells = judge(proof(), [cell(0), stopped])
+    assert info.undelivered == ()
+    assert cells[0].status is Status.PASSED
+
+
+def test_the_proof_survives_results_json() -> None:
+    from golden.cases import chaos_only
+
+    from flakestorm.results import to_document
+
+    result = chaos_only()
+    doc = json.loads(json.dumps(to_document(result)))
+    scenario = doc["phases"]["chaos"]["scenarios"][0]
+    assert scenario["declared"] and scenario["hints"]
+    back = from_document(doc)
+    info = back.phases["chaos"].scenarios[0]
+    judged, _ = judge(info, back.phases["chaos"].cells)
+    assert judged.undelivered == info.undelivered

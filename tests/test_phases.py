@@ -1,0 +1,157 @@
+"""The phase seam: a phase is one module plus one registration line, and the run loop,
+scoring, every report and the action's outputs pick it up; the matrix runner's checks."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from flakestorm.config import Config, Contract
+from flakestorm.loader import LoadedConfig, load_config_text
+from flakestorm.phases.matrix import STATEFUL_WARNING, count_invocations, run_matrix
+from flakestorm.phases.phase import PhaseContext, PhasePlan, PhaseRequest
+from flakestorm.phases.registry import PHASES, register
+from flakestorm.plan import Plan, build_plan
+from flakestorm.reporters import comment, html, junit, markdown, terminal
+from flakestorm.reporters import json as json_report
+from flakestorm.results import PhaseOutcome, PhaseScore, from_document
+from flakestorm.runner import configured_phases, run_ci
+from flakestorm.scoring import score_cells
+
+AGENT = """
+def answer(prompt):
+    return "fine" if "smoke" not in prompt else ""
+"""
+
+
+class SmokePhase:
+    """A throwaway phase: one probe that the agent answers with nothing (so it fails)."""
+
+    name = "smoke"
+
+    def configured(self, config: Config) -> bool:
+        return True
+
+    def weight(self, config: Config) -> float:
+        return 0.5
+
+    def plan(self, loaded: LoadedConfig, request: PhaseRequest) -> Plan:
+        contract = Contract.model_validate(
+            {
+                "name": "smoke",
+                "invariants": [
+                    {"id": "not-empty", "type": "output_not_empty", "probes": ["smoke test"]}
+                ],
+                "chaos_matrix": [{"name": "smoke"}],
+            }
+        )
+        return build_plan(contract, [])
+
+    def run(self, plan: PhasePlan, context: PhaseContext) -> PhaseOutcome:
+        assert isinstance(plan, Plan)
+        return run_matrix(self.name, plan, context, {})
+
+    def score(self, outcome: PhaseOutcome, config: Config) -> PhaseScore:
+        return score_cells(outcome.cells)
+
+
+@pytest.fixture
+def smoke() -> Iterator[None]:
+    register(SmokePhase())
+    try:
+        yield
+    finally:
+        del PHASES["smoke"]
+
+
+def loaded_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LoadedConfig:
+    (tmp_path / "smokebot.py").write_text(AGENT)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    text = """
+agent: {type: python, endpoint: "smokebot:answer"}
+golden_prompts: ["hello"]
+contract:
+  name: c
+  invariants: [{id: answers, type: output_not_empty, severity: critical}]
+  chaos_matrix: [{name: calm}]
+"""
+    return load_config_text(text, base_dir=tmp_path)
+
+
+def test_a_registered_phase_is_run_scored_weighted_and_reported_everywhere(
+    smoke: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loaded = loaded_config(tmp_path, monkeypatch)
+    assert configured_phases(loaded) == ["contract", "smoke"]
+    result = run_ci(loaded)
+
+    assert list(result.phases) == ["contract", "smoke"]
+    smoke_outcome = result.phases["smoke"]
+    assert smoke_outcome.score.score == 0.0
+    assert result.phases["contract"].score.score == 100.0
+    # weighted: contract 0.35 (the config's default) and smoke 0.5
+    assert result.overall.weights["smoke"] == 0.5
+    assert result.overall.phases_ran == ("contract", "smoke")
+    assert result.overall.score == round(100 * 0.35 / 0.85, 2)
+    assert result.exit_code == 0  # the smoke cell is medium: no critical failure
+
+    assert from_document(json.loads(json_report.render(result))) == result
+    summary = markdown.render(result)
+    assert "### Smoke: 0.00 (passed)" in summary and "smoke: 0.00 (passed)" in summary
+    assert 'name="smoke"' in junit.render(result)
+    page = html.render(result)
+    assert 'id="smoke-matrix"' in page and 'id="smoke-score"' in page
+    assert "smoke: 0.00" in comment.render(result, None, "k")
+    assert "Smoke score: 0.00" in terminal.render(result)
+
+
+def test_a_section_without_a_phase_is_refused_not_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flakestorm.errors import UsageError
+
+    loaded = loaded_config(tmp_path, monkeypatch)
+    config = loaded.config.model_copy(update={"replays": {"sessions": []}})
+    with pytest.raises(UsageError, match=r"`replays` \(the replay phase\)"):
+        configured_phases(LoadedConfig(**{**loaded.__dict__, "config": config}))
+
+
+@pytest.mark.parametrize(("stateful", "warned"), [(True, True), (False, False)])
+def test_the_stateful_warning_is_exact_and_only_when_answers_differ(
+    stateful: bool, warned: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = f"statebot_{stateful}"
+    body = "import itertools\nn = itertools.count()\n\ndef answer(prompt):\n"
+    body += "    return f'answer {next(n)}'\n" if stateful else "    return 'answer 0'\n"
+    (tmp_path / f"{name}.py").write_text(body)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    text = f"""
+agent: {{type: python, endpoint: "{name}:answer"}}
+golden_prompts: ["p"]
+contract:
+  name: c
+  invariants: [{{id: a, type: completes}}]
+  chaos_matrix: [{{name: calm}}]
+"""
+    result = run_ci(load_config_text(text, base_dir=tmp_path))
+    assert result.phases["contract"].warnings == ((STATEFUL_WARNING,) if warned else ())
+    assert STATEFUL_WARNING == (
+        "Warning: No reset_endpoint configured. Contract matrix cells may share state. "
+        "Results may be contaminated. Add reset_endpoint to your config for accurate isolation."
+    )
+
+
+def test_invocations_are_counted_by_the_run_rules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loaded = loaded_config(tmp_path, monkeypatch)
+    config = loaded.config
+    assert config.contract is not None
+    plan = build_plan(config.contract, config.golden_prompts)
+    count = count_invocations(plan, config)
+    result = run_ci(loaded)
+    # one cell of one prompt, plus the stateful check's two calls
+    assert count.invocations == 3 == result.invocations
