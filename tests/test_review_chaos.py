@@ -1,4 +1,5 @@
-"""Review findings on the chaos layer: python wrappers, LLM protocol faults, tool results."""
+"""Review findings on the chaos layer: python wrappers and tool results (the LLM protocol
+findings are in ``test_llm_streams.py``)."""
 
 from __future__ import annotations
 
@@ -12,14 +13,12 @@ import textwrap
 import xml.dom.minidom
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from support.server import LoopbackServer, Request, Response
 
 from flakestorm.chaos.faults import ActiveScenario
 from flakestorm.chaos.interactions import InteractionLog
-from flakestorm.chaos.llm import Provider, count_tokens, fault_on_stream
 from flakestorm.chaos.tool_results import poison_body
 from flakestorm.chaos.wrap import Wrapping
 from flakestorm.config import Agent as AgentConfig
@@ -27,8 +26,6 @@ from flakestorm.config import (
     AgentType,
     ContextAttack,
     ContextAttackType,
-    LlmFault,
-    LlmFaultMode,
     ToolFault,
     ToolFaultMode,
 )
@@ -56,121 +53,6 @@ def write_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Wr
     yield write
     for name in written:
         sys.modules.pop(name, None)
-
-
-def _sse(*docs: Any, anthropic_events: bool = False) -> list[bytes]:
-    out = []
-    for doc in docs:
-        data = doc if isinstance(doc, str) else json.dumps(doc)
-        head = f"event: {doc['type']}\n" if anthropic_events and not isinstance(doc, str) else ""
-        out.append(f"{head}data: {data}\n\n".encode())
-    return out
-
-
-def _stream_server(chunks: list[bytes]) -> LoopbackServer:
-    def handle(request: Request) -> Response:
-        return Response(200, headers={"content-type": "text/event-stream"}, chunks=chunks)
-
-    return LoopbackServer(handle)
-
-
-# --------------------------------------------------------------------------- llm.py
-
-
-def test_truncated_anthropic_stream_budget_is_shared_by_its_text_blocks() -> None:
-    message: dict[str, Any] = {
-        "id": "msg_1",
-        "type": "message",
-        "role": "assistant",
-        "model": "c",
-        "content": [],
-        "stop_reason": None,
-        "stop_sequence": None,
-        "usage": {"input_tokens": 3, "output_tokens": 1},
-    }
-    docs: list[Any] = [{"type": "message_start", "message": message}]
-    for index, text in enumerate(["one two three", "four five six seven"]):
-        docs += [
-            {
-                "type": "content_block_start",
-                "index": index,
-                "content_block": {"type": "text", "text": ""},
-            },
-            {
-                "type": "content_block_delta",
-                "index": index,
-                "delta": {"type": "text_delta", "text": text},
-            },
-            {"type": "content_block_stop", "index": index},
-        ]
-    docs += [
-        {
-            "type": "message_delta",
-            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-            "usage": {"output_tokens": 7},
-        },
-        {"type": "message_stop"},
-    ]
-    fault = LlmFault(mode=LlmFaultMode.TRUNCATED_RESPONSE, max_tokens=4)
-    chunks = list(
-        fault_on_stream(
-            fault, Provider.ANTHROPIC, _sse(*docs, anthropic_events=True), random.Random(1)
-        )
-    )
-    with _stream_server(chunks) as server:
-        client = anthropic.Anthropic(base_url=server.url, api_key="k", max_retries=0)
-        with client.messages.stream(model="c", max_tokens=99, messages=[]) as stream:
-            final = stream.get_final_message()
-    text = " ".join(b.text for b in final.content if b.type == "text")
-    assert count_tokens(text) == 4
-    assert text == "one two three four"
-    assert final.stop_reason == "max_tokens"
-    assert final.usage.output_tokens == 4
-
-
-def _chat_chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion.chunk",
-        "created": 1,
-        "model": "gpt-4o",
-        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
-    }
-
-
-# Azure OpenAI opens every chat stream with a chunk that has no choices (and no "object")
-AZURE_STREAM = _sse(
-    {
-        "choices": [],
-        "created": 0,
-        "id": "",
-        "model": "",
-        "object": "",
-        "prompt_filter_results": [{"prompt_index": 0, "content_filter_results": {}}],
-    },
-    _chat_chunk({"role": "assistant", "content": ""}),
-    _chat_chunk({"content": "Hello there, my good friend."}),
-    _chat_chunk({}, "stop"),
-    "[DONE]",
-)
-
-
-@pytest.mark.parametrize(
-    ("mode", "expected"),
-    [("truncated_response", "Hello there"), ("garbage", None)],
-)
-def test_chat_stream_opening_with_an_empty_choices_chunk(mode: str, expected: str | None) -> None:
-    fault = LlmFault(mode=LlmFaultMode(mode), max_tokens=2 if expected else None)
-    chunks = list(fault_on_stream(fault, Provider.OPENAI, AZURE_STREAM, random.Random(1)))
-    with _stream_server(chunks) as server:
-        client = openai.OpenAI(base_url=server.url, api_key="k", max_retries=0)
-        stream = client.chat.completions.create(model="m", messages=[], stream=True)
-        parts = [c.choices[0].delta.content or "" for c in stream if c.choices]
-    text = "".join(parts)
-    if expected is not None:
-        assert text == expected
-    else:
-        assert text and "friend" not in text
 
 
 # --------------------------------------------------------------------------- tool_results.py
@@ -311,28 +193,7 @@ def test_injection_via_context_uses_anthropics_system_parameter(
     assert all(i.fired for i in log.snapshot())
 
 
-def test_truncating_a_stream_that_splits_a_surrogate_pair() -> None:
-    # an upstream that slices UTF-16 (a JavaScript server) can send the two halves of an
-    # emoji as two deltas of lone \\ud83d / \\ude00 escapes
-    raw = [
-        b'data: {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m", '
-        b'"choices": [{"index": 0, "delta": {"content": "' + piece + b'"}, "finish_reason": null}]}'
-        b"\n\n"
-        for piece in (b"Hi ", b"\\ud83d", b"\\ude00", b" there")
-    ]
-    fault = LlmFault(mode=LlmFaultMode.TRUNCATED_RESPONSE, max_tokens=2)
-    out = list(
-        fault_on_stream(fault, Provider.OPENAI, [*raw, b"data: [DONE]\n\n"], random.Random())
-    )
-    docs = [json.loads(c[6:]) for c in out if c.startswith(b"data: {")]
-    text = "".join(d["choices"][0]["delta"].get("content") or "" for d in docs if d["choices"])
-    # the pair stays whole: it is one token, never cut in the middle
-    assert text.encode("utf-16", "surrogatepass").decode("utf-16") == "Hi \U0001f600"
-    assert docs[-1]["choices"][0]["finish_reason"] == "length"
-
-
 def test_a_json_string_result_with_a_huge_number_is_never_poisoned_into_invalid_json() -> None:
-    import json
     import random as _random
 
     from flakestorm.chaos.tool_results import poison_value

@@ -87,6 +87,8 @@ from flakestorm.chaos.faults import (
     llm_fault_label,
 )
 from flakestorm.chaos.interactions import Interaction, InteractionLog
+from flakestorm.chaos.llm.injection import messages_with_payload, with_payload
+from flakestorm.chaos.llm.replies import edit_texts
 from flakestorm.config import Agent as AgentConfig
 from flakestorm.config import ContextAttack, LlmFault, LlmFaultMode, ToolFault, ToolFaultMode
 from flakestorm.errors import ConfigError, RateLimitFaultError, ToolFaultError
@@ -101,7 +103,6 @@ METHOD = "CALL"
 
 _IDLE = ActiveScenario(name="", seed=0)
 _MISSING = object()
-_SYSTEM_ROLES = ("system", "developer")
 
 
 # --------------------------------------------------------------------------- places
@@ -415,21 +416,18 @@ _TEXT_MODES = (
 def transform_reply(reply: Any, fault: LlmFault, rng: random.Random) -> Any | None:
     """``reply`` with ``fault`` applied to all its texts (a copy), or None when it has none.
 
-    The texts change as the proxy changes them in an HTTP reply (:mod:`flakestorm.chaos.llm`):
-    the same editor, the ``truncated_response`` budget per OpenAI choice and shared by an
-    Anthropic message's text blocks."""
-    from flakestorm.chaos import llm as text_faults  # lazily: a sibling's module
-
+    The texts change as the proxy changes them in an HTTP reply
+    (:func:`flakestorm.chaos.llm.replies.edit_texts`): the ``truncated_response`` budget per
+    OpenAI choice and shared by an Anthropic message's text blocks."""
     groups = _text_groups(reply)
     if not groups or fault.mode not in _TEXT_MODES:
         return None
-    editor = text_faults._Editor(fault, rng)
+    texts = [[tool_results.get_at(reply, path) for path in paths] for paths, _ in groups]
     out = reply
-    for paths, stop in groups:
-        editor.budget = editor.limit
-        for path in paths:
-            out = tool_results.replace_at(out, path, editor.text(tool_results.get_at(reply, path)))
-        if editor.truncates and stop is not None:
+    for (paths, stop), new_texts in zip(groups, edit_texts(fault, texts, rng), strict=True):
+        for path, text in zip(paths, new_texts, strict=True):
+            out = tool_results.replace_at(out, path, text)
+        if fault.mode is LlmFaultMode.TRUNCATED_RESPONSE and stop is not None:
             out = tool_results.replace_at(out, stop[0], stop[1])
     return out
 
@@ -464,46 +462,22 @@ def _inject(
     takes_system: bool = False,
 ) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
     """The arguments with the attack payloads in the system message, or None when there is
-    no recognisable ``messages`` argument (a list of messages, :func:`_is_message`)."""
+    no recognisable ``messages`` argument (a list of messages, :func:`_is_message`). Where
+    and how the payload goes is :mod:`flakestorm.chaos.llm.injection`'s rule, as over HTTP."""
     payload = "\n\n".join(a.payload for a in attacks if a.payload)
     if not payload:
         return None
     if "messages" in kwargs and _is_messages(kwargs["messages"]):
         system = kwargs.get("system")
-        if isinstance(system, str):  # Anthropic style: system is separate
-            return args, {**kwargs, "system": _appended(system, payload)}
-        if isinstance(system, list):  # ... as text blocks
-            return args, {**kwargs, "system": [*system, {"type": "text", "text": payload}]}
+        if isinstance(system, (str, list)):  # Anthropic style: system is separate
+            return args, {**kwargs, "system": with_payload(system, payload)}
         if takes_system and not system:  # unset (None, or the SDK's NOT_GIVEN / omit)
             return args, {**kwargs, "system": payload}
-        return args, {**kwargs, "messages": _with_system(kwargs["messages"], payload)}
+        return args, {**kwargs, "messages": messages_with_payload(kwargs["messages"], payload)}
     for i, arg in enumerate(args):
         if arg and _is_messages(arg):
-            return (*args[:i], _with_system(arg, payload), *args[i + 1 :]), kwargs
+            return (*args[:i], messages_with_payload(arg, payload), *args[i + 1 :]), kwargs
     return None
-
-
-def _with_system(messages: list[Any], payload: str) -> list[Any]:
-    out: list[Any] = list(messages)
-    for i, message in enumerate(out):
-        if _step(message, "role") in _SYSTEM_ROLES:
-            content = _step(message, "content")
-            if isinstance(content, list):
-                content = [*content, {"type": "text", "text": payload}]
-            elif isinstance(content, str):
-                content = _appended(content, payload)
-            else:
-                content = payload
-            if isinstance(message, Mapping):
-                out[i] = {**message, "content": content}
-            else:  # an SDK message object: a copy (pydantic ``model_copy``, dataclass ...)
-                out[i] = tool_results.replace_at(message, ("content",), content)
-            return out
-    return [{"role": "system", "content": payload}, *out]
-
-
-def _appended(text: str, payload: str) -> str:
-    return f"{text}\n\n{payload}" if text else payload
 
 
 # --------------------------------------------------------------------------- the wrapping

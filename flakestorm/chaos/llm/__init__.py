@@ -1,0 +1,69 @@
+"""LLM faults that speak the providers' protocols (SPEC §4.1).
+
+The chaos proxy calls these functions on the LLM traffic it relays; the python wrappers
+(:mod:`flakestorm.chaos.wrap`) use the same text editing and injection on python values.
+Nothing here does I/O: every function maps bytes (or text) to bytes (or text), with randomness
+only from the ``random.Random`` it is given.
+
+Protocols understood: OpenAI chat completions, completions and the Responses API; Anthropic
+messages, each as a whole JSON body and as server-sent events (``"stream": true``).
+
+==================  ===========================================================================
+module              what it holds
+==================  ===========================================================================
+``protocol``        providers, which paths are LLM calls, streaming requests, the providers'
+                    error bodies, and the faults that replace the upstream call
+                    (:func:`fault_before_upstream`: ``rate_limit``, ``timeout``)
+``text``            public text transforms: :func:`count_tokens`, :func:`truncate_text`,
+                    :func:`garbage_text`, :func:`drift_text` and their building blocks
+``replies``         the content modes on whole JSON replies (:func:`fault_on_reply`) and on
+                    python replies (:func:`~flakestorm.chaos.llm.replies.edit_texts`)
+``streams``         the content modes on SSE streams (:func:`fault_on_stream`)
+``injection``       ``injection_via_context``: :func:`inject_context` for request bodies, and
+                    the same rule for python message lists
+==================  ===========================================================================
+"""
+
+from flakestorm.chaos.llm.injection import inject_context
+from flakestorm.chaos.llm.protocol import (
+    DEFAULT_TIMEOUT_MS,
+    JSON_HEADERS,
+    RETRY_AFTER_S,
+    SSE_HEADERS,
+    STALL_COMMENT,
+    LlmResponse,
+    Provider,
+    error_body,
+    fault_before_upstream,
+    is_llm_path,
+    is_streaming,
+    provider_of,
+    rate_limit_body,
+)
+from flakestorm.chaos.llm.replies import DEFAULT_MAX_TOKENS, fault_on_reply
+from flakestorm.chaos.llm.streams import fault_on_stream
+from flakestorm.chaos.llm.text import count_tokens, drift_text, garbage_text, truncate_text
+
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "DEFAULT_TIMEOUT_MS",
+    "JSON_HEADERS",
+    "RETRY_AFTER_S",
+    "SSE_HEADERS",
+    "STALL_COMMENT",
+    "LlmResponse",
+    "Provider",
+    "count_tokens",
+    "drift_text",
+    "error_body",
+    "fault_before_upstream",
+    "fault_on_reply",
+    "fault_on_stream",
+    "garbage_text",
+    "inject_context",
+    "is_llm_path",
+    "is_streaming",
+    "provider_of",
+    "rate_limit_body",
+    "truncate_text",
+]
