@@ -184,7 +184,7 @@ class _Builder:
         if isinstance(node.value, str):
             self.doc.scalars.setdefault(path, node.value)
         if isinstance(value, str) and node.tag == _STR_TAG:
-            return self.expand(value, path, loc)
+            return self.expanded(value, path, loc)
         return value
 
     def mapping(self, node: yaml.MappingNode, path: ConfigPath, depth: int) -> dict[Any, Any]:
@@ -239,7 +239,7 @@ class _Builder:
             return str(node.value)
         return value if isinstance(value, (str, int)) else str(node.value)
 
-    def expand(self, text: str, path: ConfigPath, loc: Location) -> str:
+    def expanded(self, text: str, path: ConfigPath, loc: Location) -> str:
         """``text`` with ``${VAR}`` expanded; what came from the environment is recorded."""
         if "${" not in text:
             return text
