@@ -1,17 +1,17 @@
-"""The loader: fixture configs (expected output beside them), env expansion, locations, warnings."""
+"""The loader end to end: fixture configs (expected output beside them), locations, order."""
 
 from __future__ import annotations
 
 import importlib.util
-import textwrap
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from support.config_text import AGENT, load, problems
 
 from flakestorm.config import ContextAttackType, Severity
 from flakestorm.errors import ConfigError
-from flakestorm.loader import LoadedConfig, load_config, load_config_text
+from flakestorm.loader import load_config
 
 CONFIGS = Path(__file__).parent / "configs"
 
@@ -77,89 +77,6 @@ def test_full_config_uses_every_section() -> None:
     assert loaded.path == CONFIGS / "valid" / "full.yaml"
 
 
-# --------------------------------------------------------------------------- helpers
-
-
-def _load(text: str, env: dict[str, str] | None = None) -> LoadedConfig:
-    return load_config_text(textwrap.dedent(text), env=env or {}, base_dir=Path("."))
-
-
-def _problems(text: str, env: dict[str, str] | None = None) -> list[str]:
-    with pytest.raises(ConfigError) as info:
-        _load(text, env)
-    return [str(p) for p in info.value.problems]
-
-
-AGENT = "agent:\n  endpoint: http://localhost:8000/invoke\n"
-
-
-# --------------------------------------------------------------------------- env expansion
-
-
-def test_env_default_used_when_unset_or_empty() -> None:
-    text = AGENT + "  headers:\n    X-A: '${A:-alpha}'\n    X-B: 'pre-${B:-}-post'\n"
-    assert _load(text).config.agent.headers == {"X-A": "alpha", "X-B": "pre--post"}
-    loaded = _load(text, {"A": "", "B": "beta"})
-    assert loaded.config.agent.headers == {"X-A": "alpha", "X-B": "pre-beta-post"}
-    assert loaded.secrets == frozenset({"beta"})
-
-
-def test_env_inside_longer_strings_and_secrets_collected() -> None:
-    text = AGENT + "  headers:\n    Authorization: 'Bearer ${TOKEN}'\n    X-Id: '${ID}/${ID}'\n"
-    loaded = _load(text, {"TOKEN": "t0k3n", "ID": "42"})
-    assert loaded.config.agent.headers == {"Authorization": "Bearer t0k3n", "X-Id": "42/42"}
-    assert loaded.secrets == frozenset({"t0k3n", "42"})
-
-
-def test_env_escape_writes_a_literal() -> None:
-    text = AGENT + "  headers:\n    X-T: '$${NOT_A_VAR} and $$ and $x'\n"
-    loaded = _load(text)
-    assert loaded.config.agent.headers["X-T"] == "${NOT_A_VAR} and $$ and $x"
-    assert loaded.secrets == frozenset()
-
-
-def test_env_keys_are_not_expanded() -> None:
-    text = AGENT + "  headers:\n    ${NAME}: v\n"
-    assert _load(text).config.agent.headers == {"${NAME}": "v"}
-
-
-def test_env_missing_names_variable_and_field() -> None:
-    text = AGENT + "  headers:\n    Authorization: 'Bearer ${OPENAI_API_KEY}'\n"
-    assert _problems(text) == [
-        "flakestorm.yaml:4:20: agent.headers.Authorization: environment variable "
-        "OPENAI_API_KEY is not set (set it, or write ${OPENAI_API_KEY:-default})"
-    ]
-
-
-def test_env_missing_in_required_field_reported_once() -> None:
-    assert _problems("agent:\n  endpoint: '${URL}'\n") == [
-        "flakestorm.yaml:2:13: agent.endpoint: environment variable URL is not set "
-        "(set it, or write ${URL:-default})"
-    ]
-
-
-def test_env_numbers_are_converted_by_the_model() -> None:
-    text = AGENT + "  timeout: ${TIMEOUT_MS:-2500}\n"
-    assert _load(text).config.agent.timeout == 2500
-    assert _load(text, {"TIMEOUT_MS": "900"}).config.agent.timeout == 900
-
-
-@pytest.mark.parametrize("bad", ["${", "${X", "${1X}", "${X:default}", "${}"])
-def test_env_malformed(bad: str) -> None:
-    problems = _problems(AGENT + f"  headers:\n    X: '{bad}'\n")
-    assert len(problems) == 1
-    assert problems[0].startswith("flakestorm.yaml:4:8: agent.headers.X: ")
-    assert "'${'" in problems[0]
-
-
-def test_env_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FLAKESTORM_LOADER_TEST", "from-os")
-    text = AGENT + "  headers:\n    X: ${FLAKESTORM_LOADER_TEST}\n"
-    loaded = load_config_text(text)
-    assert loaded.config.agent.headers == {"X": "from-os"}
-    assert "from-os" in loaded.secrets
-
-
 # --------------------------------------------------------------------------- locations
 
 
@@ -180,7 +97,7 @@ def test_locations_and_line_of() -> None:
           chaos_matrix:
             - name: s
         """
-    loaded = _load(text)
+    loaded = load(text)
     assert loaded.locations[("agent", "endpoint")] == (3, 13)
     assert loaded.locations[("contract", "invariants", 1)] == (10, 7)
     assert loaded.line_of(("contract", "invariants", 1, "pattern")) == 12
@@ -191,7 +108,7 @@ def test_locations_and_line_of() -> None:
 def test_digest_is_sha256_of_text() -> None:
     import hashlib
 
-    loaded = _load(AGENT)
+    loaded = load(AGENT)
     assert loaded.digest == hashlib.sha256(AGENT.encode()).hexdigest()
 
 
@@ -209,7 +126,7 @@ def test_anchors_and_merge_keys() -> None:
           chaos_matrix:
             - name: s
         """
-    contract = _load(text).config.contract
+    contract = load(text).config.contract
     assert contract is not None
     assert [(i.id, i.severity) for i in contract.invariants] == [
         ("a", Severity.HIGH),
@@ -218,8 +135,8 @@ def test_anchors_and_merge_keys() -> None:
 
 
 def test_recursive_alias_is_an_error() -> None:
-    problems = _problems("agent: &a\n  endpoint: http://x.example\n  start: *a\n")
-    assert problems and all(p.startswith("flakestorm.yaml:") for p in problems)
+    found = problems("agent: &a\n  endpoint: http://x.example\n  start: *a\n")
+    assert found and all(p.startswith("flakestorm.yaml:") for p in found)
 
 
 def test_missing_file_and_bad_encoding(tmp_path: Path) -> None:
@@ -234,39 +151,11 @@ def test_missing_file_and_bad_encoding(tmp_path: Path) -> None:
     assert "not UTF-8" in info.value.problems[0].message
 
 
-# --------------------------------------------------------------------------- warnings
-
-
-def test_version_1_warns() -> None:
-    loaded = _load('version: "1.0"\n' + AGENT)
-    assert len(loaded.warnings) == 1
-    assert str(loaded.warnings[0]).startswith("flakestorm.yaml:1:10: version: version 1.0")
+# --------------------------------------------------------------------------- warnings and order
 
 
 def test_version_as_yaml_float() -> None:
-    assert _load("version: 2.0\n" + AGENT).config.version == "2.0"
-
-
-def test_flat_scoring_warns_and_maps_to_weights() -> None:
-    text = AGENT + "scoring:\n  mutation: 0.1\n  chaos: 0.4\n  contract: 0.4\n  replay: 0.1\n"
-    loaded = _load(text)
-    assert loaded.config.scoring.weights.as_dict() == {
-        "mutation": 0.1,
-        "chaos": 0.4,
-        "contract": 0.4,
-        "replay": 0.1,
-    }
-    assert [str(w) for w in loaded.warnings] == [
-        "flakestorm.yaml:4:3: scoring: the flat scoring form is deprecated; write scoring: "
-        "weights: {mutation: 0.1, chaos: 0.4, contract: 0.4, replay: 0.1}"
-    ]
-
-
-def test_flat_scoring_value_errors_point_at_the_flat_key() -> None:
-    text = AGENT + "scoring:\n  mutation: lots\n"
-    assert _problems(text) == [
-        "flakestorm.yaml:4:13: scoring.mutation: expected a number, got a string 'lots'"
-    ]
+    assert load("version: 2.0\n" + AGENT).config.version == "2.0"
 
 
 def test_when_that_never_applies_warns() -> None:
@@ -290,20 +179,15 @@ def test_when_that_never_applies_warns() -> None:
                 - tool: search
                   mode: error
         """
-    loaded = _load(text)
+    loaded = load(text)
     assert [str(w) for w in loaded.warnings] == [
         "flakestorm.yaml:9:13: contract.invariants[0].when: 'llm_faults_active' applies to "
         "no scenario of the contract, so this invariant is never checked"
     ]
 
 
-def test_legacy_form_is_not_a_user_key() -> None:
-    problems = _problems(AGENT + "scoring:\n  legacy_form: true\n")
-    assert len(problems) == 1 and "unknown key 'legacy_form'" in problems[0]
-
-
 def test_problems_are_in_file_order() -> None:
     text = "agent:\n  endpoint: 5\n  timeout: x\ngolden_prompts: 3\nbogus: 1\n"
-    problems = _problems(text)
-    lines = [int(p.split(":")[1]) for p in problems]
-    assert lines == sorted(lines) and len(problems) == 4
+    found = problems(text)
+    lines = [int(p.split(":")[1]) for p in found]
+    assert lines == sorted(lines) and len(found) == 4

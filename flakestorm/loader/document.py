@@ -1,0 +1,289 @@
+"""YAML text -> plain data, with the line and column of every value and key.
+
+:func:`read_document` composes the YAML (libyaml when available; errors always from the
+pure-python parser) and builds plain data from the nodes, recording where each value and key
+came from, expanding ``${VAR}`` in string values (:mod:`flakestorm.loader.env`) and refusing
+what cannot become data: more than :data:`MAX_NODES` values (alias bombs), nesting deeper
+than :data:`MAX_DEPTH`, recursive aliases, tags other than the standard ones. Problems it can
+continue past (duplicate keys, unset variables) are collected in :attr:`Document.problems`;
+the others raise :class:`~flakestorm.errors.ConfigError` at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from flakestorm.errors import ConfigError, Problem
+from flakestorm.loader.env import expand
+
+ConfigPath = tuple[str | int, ...]
+Location = tuple[int, int]
+
+MAX_NODES = 100_000
+"""How many values a document may expand to (aliases included): a guard against alias bombs."""
+
+MAX_DEPTH = 64
+"""How deeply collections may nest."""
+
+_MAP_TAG = "tag:yaml.org,2002:map"
+_SEQ_TAG = "tag:yaml.org,2002:seq"
+_STR_TAG = "tag:yaml.org,2002:str"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+_FAST_LOADER: Any = getattr(yaml, "CSafeLoader", None)
+
+
+@dataclass
+class Document:
+    """Plain data built from the YAML nodes, plus where each value and key came from."""
+
+    data: Any = None
+    values: dict[ConfigPath, Location] = field(default_factory=dict)
+    keys: dict[ConfigPath, Location] = field(default_factory=dict)
+    scalars: dict[ConfigPath, str] = field(default_factory=dict)
+    """The source text of each scalar (to suggest quotes when a string was meant)."""
+    secrets: set[str] = field(default_factory=set)
+    """Every non-empty value taken from the environment."""
+    env_paths: set[ConfigPath] = field(default_factory=set)
+    """Paths of the values that refer to an environment variable."""
+    problems: list[Problem] = field(default_factory=list)
+
+
+def format_path(path: Sequence[str | int]) -> str:
+    """``("contract", "invariants", 0, "severity")`` -> ``contract.invariants[0].severity``."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def sorted_error(problems: list[Problem]) -> ConfigError:
+    """The ConfigError of ``problems`` in file order."""
+    return ConfigError(sorted(problems, key=lambda p: (p.line, p.column)))
+
+
+def read_document(text: str, filename: str, env: Mapping[str, str]) -> Document:
+    """The data of ``text`` (a mapping at the top), or ConfigError for what cannot be data."""
+    try:
+        node = _compose(text)
+    except yaml.YAMLError as exc:
+        raise sorted_error([_yaml_problem(filename, text, exc)]) from None
+    if node is None:
+        raise sorted_error([Problem(filename, 1, 1, "", "the file is empty (expected a mapping)")])
+    if not isinstance(node, yaml.MappingNode):
+        line, col = _where(node.start_mark)
+        got = "a list" if isinstance(node, yaml.SequenceNode) else "a single value"
+        raise sorted_error(
+            [
+                Problem(
+                    filename,
+                    line,
+                    col,
+                    "",
+                    f"expected a mapping of sections (agent:, contract:, ...), got {got}",
+                )
+            ]
+        )
+    builder = _Builder(filename, env)
+    try:
+        return builder.build(node)
+    except _Fail as fail:
+        raise sorted_error([*builder.doc.problems, fail.problem]) from None
+
+
+def _compose(text: str) -> yaml.Node | None:
+    """Compose with libyaml when available; errors always come from the pure-python parser,
+    so that messages do not depend on how PyYAML was built."""
+    if _FAST_LOADER is not None:
+        try:
+            return yaml.compose(text, Loader=_FAST_LOADER)
+        except yaml.YAMLError:
+            pass
+    return yaml.compose(text, Loader=yaml.SafeLoader)
+
+
+def _where(mark: Any) -> Location:
+    return (mark.line + 1, mark.column + 1)
+
+
+class _Fail(Exception):
+    """Stops the build of a document that cannot become data (alias bomb, bad tag)."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+
+
+class _Builder:
+    """Turns a composed node tree into plain data, recording positions and expanding ``${VAR}``."""
+
+    def __init__(self, filename: str, env: Mapping[str, str]) -> None:
+        self.filename = filename
+        self.env = env
+        self.doc = Document()
+        self.budget = MAX_NODES
+        self.active: set[int] = set()
+        self.scalar_loader = yaml.SafeLoader("")
+
+    def build(self, node: yaml.Node) -> Document:
+        self.doc.data = self.value(node, (), 0)
+        return self.doc
+
+    def problem(self, loc: Location, path: ConfigPath, message: str) -> Problem:
+        return Problem(self.filename, loc[0], loc[1], format_path(path), message)
+
+    def value(self, node: yaml.Node, path: ConfigPath, depth: int) -> Any:
+        self.budget -= 1
+        loc = _where(node.start_mark)
+        if self.budget < 0:
+            raise _Fail(
+                self.problem(
+                    loc,
+                    (),
+                    f"the document expands to more than {MAX_NODES} values "
+                    "(too many aliases of large anchors?)",
+                )
+            )
+        if depth > MAX_DEPTH:
+            raise _Fail(self.problem(loc, path, f"nested more than {MAX_DEPTH} levels deep"))
+        self.doc.values.setdefault(path, loc)
+        if id(node) in self.active:
+            raise _Fail(self.problem(loc, path, "an alias refers to the anchor that contains it"))
+        if isinstance(node, yaml.MappingNode):
+            self.active.add(id(node))
+            try:
+                return self.mapping(node, path, depth)
+            finally:
+                self.active.discard(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            if node.tag != _SEQ_TAG:
+                raise _Fail(self.problem(loc, path, f"unsupported YAML tag {node.tag!r}"))
+            self.active.add(id(node))
+            try:
+                return [
+                    self.value(item, (*path, i), depth + 1) for i, item in enumerate(node.value)
+                ]
+            finally:
+                self.active.discard(id(node))
+        return self.scalar(node, path, loc)
+
+    def scalar(self, node: yaml.Node, path: ConfigPath, loc: Location) -> Any:
+        try:
+            value = self.scalar_loader.construct_object(node, deep=True)
+        except yaml.YAMLError as exc:
+            problem = getattr(exc, "problem", None) or str(exc)
+            raise _Fail(self.problem(loc, path, f"invalid YAML value: {problem}")) from None
+        except (ValueError, TypeError, OverflowError):
+            raise _Fail(self.problem(loc, path, f"invalid YAML value {node.value!r}")) from None
+        if isinstance(node.value, str):
+            self.doc.scalars.setdefault(path, node.value)
+        if isinstance(value, str) and node.tag == _STR_TAG:
+            return self.expanded(value, path, loc)
+        return value
+
+    def mapping(self, node: yaml.MappingNode, path: ConfigPath, depth: int) -> dict[Any, Any]:
+        loc = _where(node.start_mark)
+        if node.tag != _MAP_TAG:
+            raise _Fail(self.problem(loc, path, f"unsupported YAML tag {node.tag!r}"))
+        out: dict[Any, Any] = {}
+        merged: list[tuple[yaml.Node, yaml.Node]] = []
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE_TAG:
+                merged.extend(self.merge_sources(value_node, path))
+                continue
+            key = self.key(key_node, path)
+            key_loc = _where(key_node.start_mark)
+            if key in out:
+                first = self.doc.keys.get((*path, key), loc)
+                self.doc.problems.append(
+                    self.problem(
+                        key_loc,
+                        (*path, key),
+                        f"duplicate key {key!r} (first defined at line {first[0]})",
+                    )
+                )
+                continue
+            here = (*path, key)
+            self.doc.keys[here] = key_loc
+            out[key] = self.value(value_node, here, depth + 1)
+        for key_node, value_node in merged:
+            key = self.key(key_node, path)
+            if key not in out:
+                self.doc.keys.setdefault((*path, key), _where(key_node.start_mark))
+                out[key] = self.value(value_node, (*path, key), depth + 1)
+        return out
+
+    def merge_sources(
+        self, node: yaml.Node, path: ConfigPath
+    ) -> Iterator[tuple[yaml.Node, yaml.Node]]:
+        sources = node.value if isinstance(node, yaml.SequenceNode) else [node]
+        for source in sources:
+            if not isinstance(source, yaml.MappingNode):
+                where = _where(source.start_mark)
+                raise _Fail(self.problem(where, path, "'<<' merges only mappings"))
+            self.budget -= len(source.value)
+            yield from source.value
+
+    def key(self, node: yaml.Node, path: ConfigPath) -> str | int:
+        loc = _where(node.start_mark)
+        if not isinstance(node, yaml.ScalarNode):
+            raise _Fail(self.problem(loc, path, "a mapping key must be a plain value"))
+        value = self.scalar_loader.construct_object(node) if node.tag != _STR_TAG else node.value
+        if isinstance(value, bool) or value is None or not isinstance(value, (str, int, float)):
+            return str(node.value)
+        return value if isinstance(value, (str, int)) else str(node.value)
+
+    def expanded(self, text: str, path: ConfigPath, loc: Location) -> str:
+        """``text`` with ``${VAR}`` expanded; what came from the environment is recorded."""
+        if "${" not in text:
+            return text
+        expansion = expand(text, self.env)
+        self.doc.secrets.update(expansion.secrets)
+        if expansion.from_env:
+            self.doc.env_paths.add(path)
+        self.doc.problems.extend(self.problem(loc, path, m) for m in expansion.problems)
+        return expansion.text
+
+
+def _line_col(text: str, index: int) -> Location:
+    line = text.count("\n", 0, index) + 1
+    return line, index - (text.rfind("\n", 0, index) + 1) + 1
+
+
+def _tab_in_indent(text: str, until_line: int) -> Location | None:
+    for number, line in enumerate(text.splitlines()[:until_line], start=1):
+        stripped = line.lstrip(" \t")
+        indent = line[: len(line) - len(stripped)]
+        if "\t" in indent and stripped and not stripped.startswith("#"):
+            return number, indent.index("\t") + 1
+    return None
+
+
+def _yaml_problem(filename: str, text: str, exc: yaml.YAMLError) -> Problem:
+    mark = getattr(exc, "problem_mark", None)
+    if isinstance(exc, yaml.reader.ReaderError):
+        line, col = _line_col(text, exc.position)
+        what = f"#x{exc.character:04x}" if isinstance(exc.character, int) else repr(exc.character)
+        return Problem(filename, line, col, "", f"invalid YAML: character {what} is not allowed")
+    line, col = _where(mark) if mark is not None else (1, 1)
+    tab = _tab_in_indent(text, line)
+    if tab is not None:
+        return Problem(
+            filename, tab[0], tab[1], "", "tab character in indentation (indent with spaces)"
+        )
+    problem = getattr(exc, "problem", None) or "cannot parse"
+    message = f"invalid YAML: {problem}"
+    context = getattr(exc, "context", None)
+    context_mark = getattr(exc, "context_mark", None)
+    if context and context_mark is not None:
+        cl, cc = _where(context_mark)
+        message += f" ({context} at line {cl}, column {cc})"
+    elif context:
+        message += f" ({context})"
+    return Problem(filename, line, col, "", message)

@@ -1,0 +1,144 @@
+"""What the loader knows of earlier config formats: warnings, refusals and pointers.
+
+- flakestorm 1.x configs (``version: "1.0"``) are read as 2.0, with a warning;
+- the flat scoring form (``scoring: {mutation: 0.1, ...}``) is read, with a warning, and
+  refused when ``weights:`` is set too (:func:`precheck`, before pydantic, which would only
+  see the flat keys it then cannot place; :func:`prepare` hides them from it);
+- keys and values of the public flakestorm 1.x / 2.0.0 format that this version does not read
+  are refused with what to write instead (:data:`UPSTREAM_KEYS`, :data:`UPSTREAM_VALUES`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from flakestorm.config import (
+    LEGACY_WEIGHT_KEYS,
+    Agent,
+    Config,
+    Invariant,
+    LangsmithSource,
+    Mutations,
+    Output,
+    Session,
+)
+from flakestorm.config import Advanced as AdvancedSection
+from flakestorm.errors import Problem
+from flakestorm.loader.locations import Locator
+from flakestorm.loader.wording import unknown_key_message
+
+SCORING_KEYS = ("weights", "min_score")
+"""The keys ``scoring:`` offers (``legacy_form`` is the model's, not the user's)."""
+
+
+def precheck(data: Any, where: Locator) -> list[Problem]:
+    """Problems of the scoring section that pydantic would misreport."""
+    problems: list[Problem] = []
+    if not isinstance(data, dict):
+        return problems
+    scoring = data.get("scoring")
+    if isinstance(scoring, dict):
+        if "legacy_form" in scoring:
+            problems.append(
+                where.at(
+                    ("scoring", "legacy_form"),
+                    unknown_key_message("legacy_form", SCORING_KEYS),
+                    key=True,
+                )
+            )
+        flat = [k for k in LEGACY_WEIGHT_KEYS if k in scoring]
+        if flat and "weights" in scoring:
+            problems.append(
+                where.at(
+                    ("scoring", flat[0]),
+                    f"both the flat form ({', '.join(flat)}) and 'weights' are set; "
+                    "keep only 'weights:' (mutation, chaos, contract, replay)",
+                    key=True,
+                )
+            )
+    return problems
+
+
+def prepare(data: Any) -> Any:
+    """Remove what :func:`precheck` reported so pydantic does not report it again."""
+    if not isinstance(data, dict):
+        return data
+    scoring = data.get("scoring")
+    if isinstance(scoring, dict):
+        scoring = {k: v for k, v in scoring.items() if k != "legacy_form"}
+        if "weights" in scoring:
+            scoring = {k: v for k, v in scoring.items() if k not in LEGACY_WEIGHT_KEYS}
+        data = {**data, "scoring": scoring}
+    return data
+
+
+def version_warnings(config: Config, where: Locator) -> list[Problem]:
+    """Warnings for a 1.0 config and for the flat scoring form."""
+    out = []
+    if config.version == "1.0":
+        out.append(
+            where.at(
+                ("version",),
+                "version 1.0 configs are read as 2.0: chaos, contract, replays and "
+                "scoring.weights are available, 'model:' is replaced by mutations.llm and "
+                "output uses 'dir' and 'formats' (write version: \"2.0\")",
+            )
+        )
+    if config.scoring.legacy_form:
+        w = config.scoring.weights
+        out.append(
+            where.at(
+                ("scoring",),
+                "the flat scoring form is deprecated; write scoring: weights: {mutation: "
+                f"{w.mutation:g}, chaos: {w.chaos:g}, contract: {w.contract:g}, "
+                f"replay: {w.replay:g}}}",
+            )
+        )
+    return out
+
+
+UPSTREAM_KEYS: dict[tuple[type[BaseModel], str], str] = {
+    (Config, "model"): (
+        "the 'model' section is not read any more: configure the mutation LLM under "
+        "mutations.llm {base_url, model, api_key} and set mutations.generator: llm "
+        "(any OpenAI-compatible API; Ollama serves one at http://localhost:11434/v1)"
+    ),
+    (Output, "format"): "use 'formats:' with a list of junit, markdown, json, html",
+    (Output, "path"): "use 'dir:' for the report directory",
+    (Output, "filename_template"): "report file names are fixed; remove 'filename_template'",
+    (AdvancedSection, "retries"): (
+        "invocations are not retried; for a flaky agent use advanced.repeat and advanced.min_pass"
+    ),
+    (Agent, "query_params"): "put query parameters in agent.endpoint itself",
+    (Agent, "parse_structured_input"): (
+        "structured golden prompts are not parsed; request_template substitutes {prompt} only"
+    ),
+    (Mutations, "custom_templates"): (
+        "use 'templates:' (a list of strings, each containing {prompt}) and add 'custom' "
+        "to mutations.types"
+    ),
+    (Invariant, "dangerous_prompts"): (
+        "use 'expect: refuse' (or 'expect: comply') on a refusal_check invariant"
+    ),
+    (Session, "source"): "remove 'source' (it is not read; the session's origin is not needed)",
+    (LangsmithSource, "filter"): (
+        "LangSmith filters are not supported; give 'project' or 'run_id' (and 'contract')"
+    ),
+    (LangsmithSource, "auto_import"): (
+        "remove 'auto_import': LangSmith sources are imported on every run"
+    ),
+}
+"""Upstream keys this version does not read -> what to write instead (by the model they are in)."""
+
+UPSTREAM_VALUES: dict[tuple[type[BaseModel], str, str], str] = {
+    (Agent, "type", "langchain"): (
+        "'langchain' is not supported: use type: python with endpoint "
+        "'module:attr' of a function that invokes the chain"
+    ),
+    (LangsmithSource, "type", "langsmith_run"): (
+        "'langsmith_run' is not supported: use type: langsmith with run_id: <the run id>"
+    ),
+}
+"""Upstream values this version refuses -> the whole message (by model, field and value)."""

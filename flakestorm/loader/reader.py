@@ -1,0 +1,160 @@
+"""Read flakestorm.yaml: bytes -> text -> document -> Config -> LoadedConfig, or ConfigError.
+
+Each step collects every problem it finds before the next one runs; the problems of all steps
+are reported together, in file order, without repeats and without echoes (nothing is reported
+under a key that is itself unknown, nor about a value whose variable was unset). Whatever the
+input, the only exception that leaves :func:`load_config_text` is
+:class:`~flakestorm.errors.ConfigError`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from flakestorm import semantics
+from flakestorm.config import Config
+from flakestorm.errors import ConfigError, Problem
+from flakestorm.loader.document import (
+    ConfigPath,
+    Document,
+    format_path,
+    read_document,
+    sorted_error,
+)
+from flakestorm.loader.env import redacted
+from flakestorm.loader.legacy import precheck, prepare, version_warnings
+from flakestorm.loader.locations import Locator
+from flakestorm.loader.validation import InvalidData, validate_model
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    """A valid config plus what the loader learnt while reading it."""
+
+    config: Config
+    path: Path
+    warnings: tuple[Problem, ...] = ()
+    secrets: frozenset[str] = frozenset()
+    locations: Mapping[ConfigPath, tuple[int, int]] = field(default_factory=dict)
+    digest: str = ""
+
+    @property
+    def base_dir(self) -> Path:
+        """The directory relative paths in the config are resolved against."""
+        return self.path.parent
+
+    def line_of(self, path: ConfigPath) -> int:
+        """The 1-based line of the node at ``path`` (or of its nearest ancestor that exists)."""
+        while path and path not in self.locations:
+            path = path[:-1]
+        return self.locations.get(path, (1, 1))[0]
+
+
+def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> LoadedConfig:
+    """Read and validate the config file at ``path``; raise ConfigError with every problem."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ConfigError([Problem(str(p), 1, 1, "", f"cannot read the file ({reason})")]) from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        msg = f"the file is not UTF-8 text (byte 0x{raw[exc.start]:02x})"
+        raise ConfigError([Problem(str(p), line, col, "", msg)]) from None
+    return load_config_text(text, filename=str(p), env=env, base_dir=p.parent)
+
+
+def load_config_text(
+    text: str,
+    filename: str = "flakestorm.yaml",
+    env: Mapping[str, str] | None = None,
+    base_dir: Path | None = None,
+) -> LoadedConfig:
+    """Validate config ``text`` as if read from ``filename`` (relative paths: ``base_dir``)."""
+    environ: Mapping[str, str] = os.environ if env is None else env
+    try:
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        doc = read_document(text.removeprefix("\ufeff"), filename, environ)
+        return _validate(doc, filename, digest, base_dir)
+    except ConfigError:
+        raise
+    except RecursionError:
+        raise ConfigError(
+            [Problem(filename, 1, 1, "", "the document is nested too deeply")]
+        ) from None
+
+
+def _validate(doc: Document, filename: str, digest: str, base_dir: Path | None) -> LoadedConfig:
+    where = Locator(filename, doc)
+    problems = list(doc.problems)
+    data = doc.data
+    problems.extend(precheck(data, where))
+    config: Config | None = None
+    try:
+        config = validate_model(Config, prepare(data), doc.secrets, doc.scalars)
+    except InvalidData as exc:
+        problems.extend(where.at(p.path, p.message, p.key) for p in exc.problems)
+    warnings: list[Problem] = []
+    if config is not None:
+        errors, found = semantics.check(config, where.locate, base_dir or Path("."))
+        problems.extend(errors)
+        warnings.extend(found)
+        warnings.extend(version_warnings(config, where))
+    unknown = [p.path for p in problems if p.message.startswith("unknown key")]
+    problems = [
+        p
+        for p in problems
+        if not _masked(p, doc)
+        and not any(p.path.startswith(u + ".") or p.path.startswith(u + "[") for u in unknown)
+    ]
+    if problems or config is None:
+        raise sorted_error(redacted(_dedupe(problems), doc.secrets))
+    root = base_dir if base_dir is not None else Path(".")
+    warnings = redacted(_dedupe(warnings), doc.secrets)
+    return LoadedConfig(
+        config=config,
+        path=root / Path(filename).name,
+        warnings=tuple(sorted(warnings, key=lambda p: (p.line, p.column))),
+        secrets=frozenset(doc.secrets),
+        locations=dict(doc.values),
+        digest=digest,
+    )
+
+
+def _dedupe(problems: list[Problem]) -> list[Problem]:
+    seen: set[Problem] = set()
+    out = []
+    for p in problems:
+        if p not in seen:
+            seen.add(p)
+            out.append(p)
+    return out
+
+
+def _masked(problem: Problem, doc: Document) -> bool:
+    """A value whose variable was unset already has its problem: do not report it twice."""
+    if "environment variable" in problem.message or "variable reference" in problem.message:
+        return False
+    if "'${'" in problem.message:
+        return False
+    return any(
+        problem.path == format_path(p) or problem.path.startswith(format_path(p) + ".")
+        for p in doc.env_paths
+        if _had_env_problem(p, doc)
+    )
+
+
+def _had_env_problem(path: ConfigPath, doc: Document) -> bool:
+    shown = format_path(path)
+    return any(
+        p.path == shown and ("environment variable" in p.message or "'${'" in p.message)
+        for p in doc.problems
+    )

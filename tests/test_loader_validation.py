@@ -1,0 +1,86 @@
+"""validate_model: pydantic errors worded for people, about the document's nodes, for any model.
+
+The config file's wording is pinned by the fixtures (test_loader.py); these tests pin what the
+other users of :func:`validate_model` rely on: documents that are not flakestorm.yaml, the
+paths of the document (not the model's), and secrets never quoted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from flakestorm.config import Agent, Faults, ToolFault
+from flakestorm.loader import FieldProblem, InvalidData, validate_model
+
+
+def _problems(model: type[BaseModel], data: Any, **kw: Any) -> list[str]:
+    with pytest.raises(InvalidData) as info:
+        validate_model(model, data, **kw)
+    return [str(p) for p in info.value.problems]
+
+
+def test_valid_data_is_the_model() -> None:
+    faults = validate_model(Faults, {"tool_faults": [{"tool": "w", "mode": "error"}]})
+    assert faults.tool_faults == [ToolFault(tool="w", mode="error")]
+
+
+def test_problems_name_the_document_node_and_what_is_valid() -> None:
+    doc = {
+        "tool_faults": [{"tool": "w", "mode": "eror"}, 5],
+        "context_attacks": {"overflow": {"inject_tokenz": 1}},
+        "lm_faults": [],
+    }
+    with pytest.raises(InvalidData) as info:
+        validate_model(Faults, doc)
+    assert info.value.problems == (
+        FieldProblem(
+            ("tool_faults", 0, "mode"),
+            "'eror' is not valid (expected one of: timeout, error, malformed, slow, "
+            "malicious_response; did you mean 'error'?)",
+        ),
+        FieldProblem(("tool_faults", 1), "expected a mapping, got an integer"),
+        FieldProblem(
+            ("context_attacks", "overflow", "inject_tokenz"),
+            "unknown key 'inject_tokenz' (did you mean 'inject_tokens'?; valid keys: "
+            "inject_tokens, tool)",
+            key=True,
+        ),
+        FieldProblem(
+            ("lm_faults",),
+            "unknown key 'lm_faults' (did you mean 'llm_faults'?; valid keys: tool_faults, "
+            "llm_faults, context_attacks)",
+            key=True,
+        ),
+    )
+    assert str(info.value) == "; ".join(str(p) for p in info.value.problems)
+    assert str(info.value).startswith("tool_faults[0].mode: 'eror' is not valid")
+
+
+def test_a_missing_field_is_named_on_its_parent() -> None:
+    assert _problems(Faults, {"tool_faults": [{"mode": "error"}]}) == [
+        "tool_faults[0]: missing required field 'tool'"
+    ]
+    assert _problems(Agent, {}) == ["missing required field 'endpoint'"]
+
+
+def test_no_pydantic_wording() -> None:
+    found = _problems(Agent, {"endpoint": [], "timeout": "soon", "headers": 3, "method": 7})
+    assert found and all("Input" not in p and "pydantic" not in p for p in found)
+
+
+def test_secrets_are_never_quoted() -> None:
+    found = _problems(
+        Agent, {"endpoint": "x", "type": "from-the-env-1234"}, secrets={"from-the-env-1234"}
+    )
+    assert found == ["type: '***' is not valid (expected one of: http, python)"]
+
+
+def test_source_text_of_scalars_suggests_quotes() -> None:
+    data = {"endpoint": "http://x", "headers": {"X-Id": 5}}
+    assert _problems(Agent, data) == ["headers.X-Id: expected a string, got an integer"]
+    assert _problems(Agent, data, scalars={("headers", "X-Id"): "5"}) == [
+        "headers.X-Id: expected a string, got an integer (write '5' in quotes if you mean the text)"
+    ]
