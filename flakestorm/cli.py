@@ -31,6 +31,7 @@ import click
 
 from flakestorm import __version__
 from flakestorm.errors import ConfigError, ExitCode, FlakestormError, UsageError
+from flakestorm.reports import REPORTS
 
 if TYPE_CHECKING:
     from flakestorm.config import Config
@@ -437,14 +438,6 @@ def init(github: bool, force: bool, directory: Path) -> None:
     )
 
 
-REPORT_FILES = {
-    "junit": "junit.xml",
-    "markdown": "summary.md",
-    "html": "report.html",
-    "json": "results.json",
-    "comment": "comment.md",
-}
-"""``flakestorm report`` formats and the file each is written to."""
 DEFAULT_REPORT_FORMATS = ("junit", "markdown", "html", "json")
 
 
@@ -454,7 +447,7 @@ DEFAULT_REPORT_FORMATS = ("junit", "markdown", "html", "json")
     "-f",
     "--format",
     "formats",
-    type=click.Choice(list(REPORT_FILES)),
+    type=click.Choice(list(REPORTS)),
     multiple=True,
     help="A format to write (repeatable). Default: junit, markdown, html and json.",
 )
@@ -474,8 +467,7 @@ def report(results_json: Path, formats: tuple[str, ...], output_dir: Path | None
     """
     import json
 
-    from flakestorm.reporters import comment, html, junit, markdown
-    from flakestorm.reporters import json as json_report
+    from flakestorm.reports import write_report
     from flakestorm.results import ResultsError, from_document
 
     try:
@@ -492,24 +484,16 @@ def report(results_json: Path, formats: tuple[str, ...], output_dir: Path | None
         result = from_document(document)
     except ResultsError as exc:
         raise UsageError(f"{results_json}: {exc}") from None
-    renderers: dict[str, Callable[[Any], str]] = {
-        "junit": junit.render,
-        "markdown": markdown.render,
-        "html": html.render,
-        "json": json_report.render,
-        "comment": lambda r: comment.render(r, None, comment.marker_key(r.config_path)),
-    }
     out = output_dir if output_dir is not None else results_json.parent
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create {out} ({exc.strerror})") from None
     for name in dict.fromkeys(formats or DEFAULT_REPORT_FORMATS):
-        path = out / REPORT_FILES[name]
         try:
-            path.write_text(renderers[name](result), encoding="utf-8")
+            path = write_report(result, out, name)
         except OSError as exc:
-            raise UsageError(f"cannot write {path} ({exc.strerror})") from None
+            raise UsageError(f"cannot write {exc.filename} ({exc.strerror})") from None
         click.echo(f"wrote {path}")
 
 

@@ -1,39 +1,63 @@
-"""Writing a run's reports to the report directory (the renderers themselves are pure)."""
+"""The report formats — each one a file name and a pure renderer — and writing them.
+
+:data:`REPORTS` is the one registry: a run writes the configured formats with
+:func:`write_reports`, and ``flakestorm report`` renders any of them from a ``results.json``.
+The renderer modules are imported when first used (jinja2 is not loaded for a run that writes
+no HTML).
+"""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from flakestorm.config import OutputFormat
-from flakestorm.results import RunResult
+if TYPE_CHECKING:  # the CLI imports this module at start: no pydantic here
+    from flakestorm.config import OutputFormat
+    from flakestorm.results import RunResult
 
-FILE_NAMES = {
-    OutputFormat.JSON: "results.json",
-    OutputFormat.JUNIT: "junit.xml",
-    OutputFormat.MARKDOWN: "summary.md",
-    OutputFormat.HTML: "report.html",
+
+@dataclass(frozen=True)
+class Report:
+    file_name: str
+    module: str
+    """The renderer module in :mod:`flakestorm.reporters`…"""
+    function: str = "render"
+    """…and its function ``(result) -> str``."""
+
+    def render(self, result: RunResult) -> str:
+        module = importlib.import_module(f"flakestorm.reporters.{self.module}")
+        text: str = getattr(module, self.function)(result)
+        return text
+
+
+REPORTS: dict[str, Report] = {
+    "junit": Report("junit.xml", "junit"),
+    "markdown": Report("summary.md", "markdown"),
+    "html": Report("report.html", "html"),
+    "json": Report("results.json", "json"),
+    "comment": Report("comment.md", "comment", "render_first"),
 }
+"""Every format by name; all but ``comment`` are ``output.formats`` values."""
+
+
+def write_report(result: RunResult, out_dir: Path, name: str) -> Path:
+    """Render format ``name`` of ``result`` into its file in ``out_dir`` (which must exist)."""
+    report = REPORTS[name]
+    path = out_dir / report.file_name
+    path.write_text(report.render(result), encoding="utf-8")
+    return path
 
 
 def write_reports(
-    result: RunResult, out_dir: Path, formats: Iterable[OutputFormat] = tuple(OutputFormat)
+    result: RunResult, out_dir: Path, formats: Iterable[OutputFormat] | None = None
 ) -> dict[OutputFormat, Path]:
-    """Render ``result`` in each format into ``out_dir``; results.json is always written."""
-    from flakestorm.reporters import html, junit, markdown
-    from flakestorm.reporters import json as json_report
+    """Render ``result`` in each format (default: all) into ``out_dir``; results.json is
+    always written."""
+    from flakestorm.config import OutputFormat
 
-    renderers = {
-        OutputFormat.JSON: json_report.render,
-        OutputFormat.JUNIT: junit.render,
-        OutputFormat.MARKDOWN: markdown.render,
-        OutputFormat.HTML: html.render,
-    }
-    wanted = dict.fromkeys([OutputFormat.JSON, *formats])
+    wanted = dict.fromkeys([OutputFormat.JSON, *(OutputFormat if formats is None else formats)])
     out_dir.mkdir(parents=True, exist_ok=True)
-    written = {}
-    for fmt in wanted:
-        path = out_dir / FILE_NAMES[fmt]
-        path.write_text(renderers[fmt](result), encoding="utf-8")
-        written[fmt] = path
-    return written
+    return {fmt: write_report(result, out_dir, fmt.value) for fmt in wanted}

@@ -134,6 +134,11 @@ def _failing_row(cell: CellResult) -> str:
     )
 
 
+def render_first(result: RunResult) -> str:
+    """The comment body for ``result`` as a first comment (no previous score to compare)."""
+    return render(result, None, marker_key(result.config_path))
+
+
 def render(
     result: RunResult,
     previous: CommentState | None,
