@@ -23,7 +23,7 @@ import signal
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,7 @@ import click
 
 from flakestorm import __version__
 from flakestorm.errors import ConfigError, ExitCode, FlakestormError, UsageError
+from flakestorm.redaction import Redactor
 from flakestorm.reports import REPORTS
 
 if TYPE_CHECKING:
@@ -128,7 +129,7 @@ def validate(config_path: Path) -> None:
     contract run makes, the configured phases and any warnings. Exit 2 on a config error.
     """
     loaded = load(config_path)
-    masked = _Masker(loaded.secrets)
+    masked = Redactor(loaded.secrets)
     click.echo(masked(f"ok: {config_path} is valid"))
     for label, value in summary(loaded.config):
         click.echo(masked(f"  {label + ':':<13}{value}"))
@@ -250,7 +251,7 @@ def _run(
 
     loaded = load(Path(config_path))
     for warning in loaded.warnings:
-        click.echo(_Masker(loaded.secrets)(f"warning: {warning}"), err=True)
+        click.echo(Redactor(loaded.secrets)(f"warning: {warning}"), err=True)
     stop = threading.Event()
     run: Callable[..., Any] = run_ci if ci else run_contract_phase
     if phases:
@@ -498,18 +499,6 @@ def report(results_json: Path, formats: tuple[str, ...], output_dir: Path | None
 
 
 # --------------------------------------------------------------------------- validate summary
-
-
-class _Masker:
-    """Replaces secret values (those that came from the environment) with ``***``."""
-
-    def __init__(self, secrets: Iterable[str]) -> None:
-        self._secrets = sorted((s for s in secrets if s), key=len, reverse=True)
-
-    def __call__(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
 
 
 def count_matrix(config: Config) -> MatrixCount | None:

@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from flakestorm.redaction import Redactor
+
 SCHEMA_VERSION = 2
 """2: phases under one ``phases`` mapping; delivery proof per scenario (``declared``,
 ``matched``, ``hints``) and the invariant's own verdict on cells that delivery errored."""
@@ -238,10 +240,6 @@ def _plain(value: Any) -> Any:
     return value
 
 
-MIN_SECRET_CHARS = 4
-"""Shorter values from the environment (a port, a flag) are not redacted from results."""
-
-
 def redact(result: RunResult, secrets: Iterable[str]) -> RunResult:
     """``result`` with every secret replaced by ``***`` in every string, agent output included.
 
@@ -249,15 +247,13 @@ def redact(result: RunResult, secrets: Iterable[str]) -> RunResult:
     them in the job log, but not in the reports, the job summary or the pull request comment,
     which are all rendered from the result.
     """
-    found = sorted((s for s in set(secrets) if len(s) >= MIN_SECRET_CHARS), key=len, reverse=True)
-    if not found:
+    redactor = Redactor(secrets)
+    if not redactor:
         return result
 
     def scrub(value: Any) -> Any:
         if isinstance(value, str):
-            for secret in found:
-                value = value.replace(secret, "***")
-            return value
+            return redactor(value)
         if isinstance(value, dict):
             return {k: scrub(v) for k, v in value.items()}
         if isinstance(value, list):

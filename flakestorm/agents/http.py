@@ -39,6 +39,7 @@ from flakestorm.agents import NO_CALL, Call, Reply
 from flakestorm.agents.extraction import extract_auto, extract_path
 from flakestorm.config import Agent as AgentConfig
 from flakestorm.errors import AgentError, AgentErrorKind
+from flakestorm.redaction import Redactor
 
 RAW_CAP = 65_536
 """Characters of the raw reply kept for reports."""
@@ -115,9 +116,7 @@ class HttpAgent:
         self.config = config
         self._session = session or new_session()
         self._timeout_s = config.timeout / 1000
-        self._secrets = sorted(
-            (v for v in config.headers.values() if len(v) >= 4), key=len, reverse=True
-        )
+        self._redact = Redactor(config.headers.values())
         self._headers = {"Accept": "application/json, */*;q=0.5"}
         if not any(name.lower() == "content-type" for name in config.headers):
             self._headers["Content-Type"] = "application/json"
@@ -261,11 +260,6 @@ class HttpAgent:
             f"({self.config.max_response_bytes} bytes); {detail}",
             status,
         )
-
-    def _redact(self, message: str) -> str:
-        for secret in self._secrets:
-            message = message.replace(secret, "***")
-        return message
 
 
 class _Deadline(Exception):

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from flakestorm.errors import Problem
-from flakestorm.results import MIN_SECRET_CHARS
-
-REDACTED = "***"
+from flakestorm.redaction import Redactor
 
 _ENV_RE = re.compile(r"\$\$\{|\$\{")
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -85,18 +83,10 @@ def expand(text: str, env: Mapping[str, str]) -> Expansion:
     return Expansion("".join(out), tuple(problems), frozenset(secrets), from_env)
 
 
-def redact(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with every secret (as it is, and as ``repr`` escapes it) replaced by ``***``
-    (values shorter than :data:`~flakestorm.results.MIN_SECRET_CHARS` are left alone)."""
-    for secret in sorted(secrets, key=len, reverse=True):
-        if len(secret) >= MIN_SECRET_CHARS:
-            text = text.replace(secret, REDACTED).replace(repr(secret)[1:-1], REDACTED)
-    return text
-
-
 def redacted(problems: list[Problem], secrets: Collection[str]) -> list[Problem]:
     """Problems whose messages quote no value that came from the environment (they are printed
     before the action can mask anything: the config did not load)."""
     if not secrets:
         return problems
-    return [dataclasses.replace(p, message=redact(p.message, secrets)) for p in problems]
+    redact = Redactor(secrets)
+    return [dataclasses.replace(p, message=redact(p.message)) for p in problems]

@@ -28,10 +28,10 @@ from flakestorm.config import (
     InvariantType,
 )
 from flakestorm.loader.document import ConfigPath, format_path
-from flakestorm.loader.env import redact
 from flakestorm.loader.error_path import UNION_TYPE_TAGS, ErrorPath, field_names, resolve
 from flakestorm.loader.legacy import UPSTREAM_KEYS, UPSTREAM_VALUES
 from flakestorm.loader.wording import describe, did_you_mean, kind, show, unknown_key_message
+from flakestorm.redaction import redact
 
 M = typing.TypeVar("M", bound=BaseModel)
 
