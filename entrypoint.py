@@ -34,6 +34,7 @@ from flakestorm.phases.phase import PhaseName
 from flakestorm.reporters.terminal import safe, scenario_line
 from flakestorm.reports import write_reports
 from flakestorm.results import RunResult, Status
+from flakestorm.stopping import stopping_on_signals
 
 TITLE = "flakestorm"
 
@@ -166,7 +167,7 @@ class _Action:
         what = "every configured phase" if self.settings.command is Command.CI else "the contract"
         with (
             self.gh.group(f"flakestorm {self.settings.command.value}: {what}"),
-            runner.stopping_on_signals(stop),
+            stopping_on_signals(stop),
         ):
             if self.settings.command is Command.CONTRACT:
                 return runner.run_contract_phase(

@@ -19,7 +19,6 @@ time; pydantic, yaml and the rest are imported inside the commands that need the
 
 from __future__ import annotations
 
-import signal
 import sys
 import threading
 import traceback
@@ -35,9 +34,7 @@ from flakestorm.redaction import Redactor
 from flakestorm.reports import REPORTS
 
 if TYPE_CHECKING:
-    from flakestorm.config import Config
     from flakestorm.loader import LoadedConfig
-    from flakestorm.phases.matrix import MatrixCount
 
 DEFAULT_CONFIG = "flakestorm.yaml"
 
@@ -128,6 +125,8 @@ def validate(config_path: Path) -> None:
     Runs nothing: prints the agent, the contract matrix, how many agent invocations a
     contract run makes, the configured phases and any warnings. Exit 2 on a config error.
     """
+    from flakestorm.preview import summary
+
     loaded = load(config_path)
     masked = Redactor(loaded.secrets)
     click.echo(masked(f"ok: {config_path} is valid"))
@@ -246,8 +245,8 @@ def _run(
         run_ci,
         run_contract_phase,
         run_phases,
-        stopping_on_signals,
     )
+    from flakestorm.stopping import stopping_on_signals
 
     loaded = load(Path(config_path))
     for warning in loaded.warnings:
@@ -498,86 +497,6 @@ def report(results_json: Path, formats: tuple[str, ...], output_dir: Path | None
         click.echo(f"wrote {path}")
 
 
-# --------------------------------------------------------------------------- validate summary
-
-
-def count_matrix(config: Config) -> MatrixCount | None:
-    """Cells and agent invocations of a contract run, by the run's own rules; None without
-    a contract (or with an invariant that has no prompt, which validation reports)."""
-    from flakestorm.phases.matrix import count_invocations
-    from flakestorm.plan import build_plan
-
-    if config.contract is None:
-        return None
-    try:
-        plan = build_plan(config.contract, config.golden_prompts)
-    except UsageError:
-        return None
-    return count_invocations(plan, config)
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
-def _without_userinfo(url: str) -> str:
-    scheme, sep, rest = url.partition("://")
-    if sep and "@" in rest.split("/", 1)[0]:
-        return f"{scheme}://***@{rest.split('@', 1)[1]}"
-    return url
-
-
-def summary(config: Config) -> list[tuple[str, str]]:
-    """(label, value) lines describing a valid config; never a header value or a secret."""
-    from flakestorm.config import AgentType
-
-    agent = config.agent
-    if agent.type is AgentType.HTTP:
-        target = f"http {agent.method} {_without_userinfo(agent.endpoint)}"
-    else:
-        target = f"python {agent.endpoint}"
-    lines = [("agent", target)]
-    matrix = count_matrix(config)
-    if config.contract is None or matrix is None:
-        lines.append(("contract", "none (no `contract` section)"))
-    else:
-        lines.append(("contract", config.contract.name))
-        skipped = f" ({matrix.skipped} skipped by `when`)" if matrix.skipped else ""
-        lines.append(
-            (
-                "matrix",
-                f"{_plural(matrix.invariants, 'invariant')} × "
-                f"{_plural(matrix.scenarios, 'scenario')} = "
-                f"{_plural(matrix.cells, 'cell')}{skipped}",
-            )
-        )
-        parts = [f"{matrix.prompt_runs} prompts × repeat {matrix.repeat}"]
-        if matrix.baselines:
-            parts.append(f"{_plural(matrix.baselines, 'baseline')} (behavior_unchanged)")
-        if matrix.detection:
-            parts.append(f"{matrix.detection} stateful-detection (no reset configured)")
-        if matrix.probe:
-            parts.append("1 forwarding probe (does the agent forward the cell header?)")
-        lines.append(("invocations", f"{matrix.invocations} per contract run: {' + '.join(parts)}"))
-        budget = config.advanced.max_invocations
-        if budget is not None and matrix.invocations > budget:
-            lines.append(
-                ("budget", f"advanced.max_invocations = {budget}: the run will stop early")
-            )
-    phases = [
-        name
-        for name, section in (
-            ("mutation", config.mutations),
-            ("chaos", config.chaos),
-            ("contract", config.contract),
-            ("replay", config.replays),
-        )
-        if section is not None
-    ]
-    lines.append(("phases", ", ".join(phases) if phases else "none configured"))
-    return lines
-
-
 # --------------------------------------------------------------------------- proxy
 
 
@@ -628,6 +547,8 @@ def proxy(
     import os
 
     from flakestorm.chaos.proxy import CASSETTE_PREFIX, ChaosProxy, parse_tools
+    from flakestorm.preview import without_userinfo
+    from flakestorm.stopping import stopping_on_signals
 
     token = os.environ.get("FLAKESTORM_PROXY_TOKEN") or None
     tools: dict[str, str] = {}
@@ -645,21 +566,12 @@ def proxy(
     tools.update(parse_tools(tool_routes, "--tool"))
     chaos = ChaosProxy(host, port, llm_upstream, tools, token=token, record=record)
     stop = threading.Event()
-
-    def handler(signum: int, frame: Any) -> None:
-        stop.set()
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        with chaos:
-            routes = ", ".join(sorted(tools)) or "none"
-            llm = _without_userinfo(llm_upstream) if llm_upstream else "provider APIs"
-            click.echo(f"flakestorm proxy listening on {chaos.url} (llm: {llm}; tools: {routes})")
-            while not stop.wait(0.5):
-                pass
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
+    with stopping_on_signals(stop), chaos:
+        routes = ", ".join(sorted(tools)) or "none"
+        llm = without_userinfo(llm_upstream) if llm_upstream else "provider APIs"
+        click.echo(f"flakestorm proxy listening on {chaos.url} (llm: {llm}; tools: {routes})")
+        while not stop.wait(0.5):
+            pass
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -10,7 +10,6 @@ import contextlib
 import dataclasses
 import datetime
 import re
-import signal
 import threading
 import time
 import urllib.parse
@@ -53,35 +52,6 @@ class Overrides:
     """Replaces ``agent.ready_timeout``."""
     record: str | None = None
     """Record the real LLM and tool exchanges of the run into this cassette file."""
-
-
-@contextlib.contextmanager
-def stopping_on_signals(
-    stop: threading.Event,
-    on_stop: Callable[[], None] | None = None,
-    abort_on_repeat: bool = False,
-) -> Iterator[None]:
-    """While inside, SIGINT and SIGTERM set ``stop`` (in-flight invocations finish, finished
-    cells are kept and scored) and call ``on_stop``; with ``abort_on_repeat`` a second SIGINT
-    raises KeyboardInterrupt at once. Signals can only be handled in the main thread: elsewhere
-    this does nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: object) -> None:
-        if abort_on_repeat and stop.is_set() and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        stop.set()
-        if on_stop is not None:
-            on_stop()
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
 
 
 def _rebase(url: str, old_endpoint: str, new_endpoint: str) -> str:

@@ -12,9 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 from flakestorm import __version__
-from flakestorm.cli import FlakestormGroup, count_matrix, main
+from flakestorm.cli import FlakestormGroup, main
 from flakestorm.errors import InfrastructureError
 from flakestorm.loader import load_config
+from flakestorm.preview import count_matrix
 from flakestorm.starter import STARTER_CONFIG
 
 FLAKESTORM = Path(sys.executable).parent / "flakestorm"
@@ -201,7 +202,7 @@ def test_unexpected_exception_is_reported_as_a_bug(
     def broken(config: object) -> list[tuple[str, str]]:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("flakestorm.cli.summary", broken)
+    monkeypatch.setattr("flakestorm.preview.summary", broken)
     result = runner.invoke(main, ["validate", "-c", str(write(tmp_path, STARTER_CONFIG))])
     assert result.exit_code == 3
     assert "Traceback" in result.stderr
