@@ -705,7 +705,9 @@ def proxy(
     """
     import os
 
-    from flakestorm.chaos.proxy import CASSETTE_PREFIX, ChaosProxy, parse_tools
+    from flakestorm.chaos.proxy.server import ChaosProxy
+    from flakestorm.chaos.proxy.serving import parse_tools
+    from flakestorm.chaos.proxy.upstreams.cassette import CASSETTE_PREFIX
 
     token = os.environ.get("FLAKESTORM_PROXY_TOKEN") or None
     tools: dict[str, str] = {}

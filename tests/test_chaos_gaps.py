@@ -21,12 +21,12 @@ from pydantic import BaseModel
 from support.server import LoopbackServer, Request, Response
 from test_proxy_llm import ASK, TEXT, fake_provider
 
-from flakestorm.chaos.cassette import Cassette
 from flakestorm.chaos.faults import ActiveScenario, Target
 from flakestorm.chaos.interactions import InteractionLog
 from flakestorm.chaos.llm import Provider, fault_on_reply, fault_on_stream
-from flakestorm.chaos.mock_llm import mock_reply
-from flakestorm.chaos.proxy import ChaosProxy
+from flakestorm.chaos.proxy.server import ChaosProxy
+from flakestorm.chaos.proxy.upstreams.cassette import Cassette
+from flakestorm.chaos.proxy.upstreams.mock_llm import mock_reply
 from flakestorm.chaos.wrap import Wrapping, transform_reply
 from flakestorm.config import Agent as AgentConfig
 from flakestorm.config import AgentType, ContextAttack, ContextAttackType, DriftType, LlmFault

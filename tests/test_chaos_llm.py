@@ -30,7 +30,7 @@ from flakestorm.chaos.llm import (
     rate_limit_body,
     truncate_text,
 )
-from flakestorm.chaos.mock_llm import mock_reply
+from flakestorm.chaos.proxy.upstreams.mock_llm import mock_reply
 from flakestorm.config import DriftType, LlmFault, LlmFaultMode
 from flakestorm.refusal import is_refusal
 

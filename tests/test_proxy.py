@@ -17,15 +17,11 @@ import pytest
 import requests
 from support.server import LoopbackServer, Request, Response
 
-from flakestorm.chaos.control import ProxyControl, parse_scenario, scenario_document
 from flakestorm.chaos.faults import ActiveScenario, FaultBook, Target
 from flakestorm.chaos.interactions import Interaction, InteractionLog
-from flakestorm.chaos.proxy import (
-    ChaosProxy,
-    health_check,
-    parse_tools,
-    proxy_from_env,
-)
+from flakestorm.chaos.proxy.control import ProxyControl, parse_scenario, scenario_document
+from flakestorm.chaos.proxy.server import ChaosProxy
+from flakestorm.chaos.proxy.serving import health_check, parse_tools, proxy_from_env
 from flakestorm.config import ContextAttack, ToolFault
 from flakestorm.errors import (
     HarnessError,
@@ -731,7 +727,7 @@ def test_proxy_from_env() -> None:
     )
     try:
         assert proxy.tools == {"search": "http://search:8000", "crm": "https://crm.example"}
-        assert proxy.mock and proxy.token == "tok"
+        assert proxy.llm_source == "mock" and proxy.token == "tok"
         assert proxy.url.startswith("http://127.0.0.1:")
     finally:
         proxy.stop()

@@ -12,9 +12,9 @@ import requests
 from support.server import LoopbackServer, Request, Response
 from test_proxy_llm import ASK, MESSAGES, fake_provider
 
-from flakestorm.chaos.cassette import Cassette, CassetteError, RequestKey
 from flakestorm.chaos.faults import ActiveScenario
-from flakestorm.chaos.proxy import ChaosProxy
+from flakestorm.chaos.proxy.server import ChaosProxy
+from flakestorm.chaos.proxy.upstreams.cassette import Cassette, CassetteError, RequestKey
 from flakestorm.config import LlmFault
 
 

@@ -16,8 +16,8 @@ from typing import Any
 import requests
 from support.server import LoopbackServer, Response
 
-from flakestorm.chaos.cassette import RequestKey
-from flakestorm.chaos.proxy import ChaosProxy
+from flakestorm.chaos.proxy.server import ChaosProxy
+from flakestorm.chaos.proxy.upstreams.cassette import RequestKey
 
 
 class RawUpstream:
