@@ -31,7 +31,6 @@ class Call:
     """Sent to the proxy's own LLM upstream (``mock``, ``cassette:PATH``), not to a URL."""
     scenario: str = ""
     cell: str = UNATTRIBUTED
-    stray: bool = False
     call_index: int = NOT_COUNTED
     matched: tuple[str, ...] = ()
     fired: list[str] = field(default_factory=list)

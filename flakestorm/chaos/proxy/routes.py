@@ -136,7 +136,7 @@ def attribute(call: Call, book: FaultBook, headers: Message) -> FaultBook | None
     if named is not None:
         named = unquote(named)  # percent-encoded by flakestorm's http agent
     if named is not None and named != book.scenario.name:
-        call.scenario, call.cell, call.stray = named, UNATTRIBUTED, True
+        call.scenario, call.cell = named, UNATTRIBUTED
         return None
     cell_header = headers.get(CELL_HEADER)
     attributed = (unquote(cell_header) if cell_header else None) or _baggage_cell(

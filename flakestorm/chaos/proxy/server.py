@@ -212,12 +212,6 @@ class ChaosProxy:
     def stopping(self) -> bool:
         return self._stopping.is_set()
 
-    @property
-    def open_connections(self) -> int:
-        """How many agent connections are open right now."""
-        with self._lock:
-            return len(self._connections)
-
     def track(self, connection: socket.socket, add: bool) -> None:
         with self._lock:
             if add:

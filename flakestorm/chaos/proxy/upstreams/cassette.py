@@ -155,8 +155,8 @@ class Exchange:
         }
 
     @staticmethod
-    def from_document(doc: Any) -> tuple[str, str, Exchange]:
-        """``(key, target, exchange)`` from one cassette line (the request body is not kept)."""
+    def from_document(doc: Any) -> tuple[str, Exchange]:
+        """``(key, exchange)`` from one cassette line (the request body is not kept)."""
         request, response = doc["request"], doc["response"]
         key = RequestKey(
             str(doc["target"]),
@@ -173,7 +173,7 @@ class Exchange:
             _decode_field("body", response),
             None if chunks is None else tuple(_decode(c) for c in chunks),
         )
-        return str(doc["key"]), key.target, exchange
+        return str(doc["key"]), exchange
 
 
 def excerpt(body: bytes, limit: int = EXCERPT_CHARS) -> str:
@@ -267,7 +267,7 @@ class Cassette:
                     if doc["flakestorm_cassette"] != FORMAT_VERSION:
                         raise ValueError(f"unsupported version {doc['flakestorm_cassette']!r}")
                     continue
-                key, _, exchange = Exchange.from_document(doc)
+                key, exchange = Exchange.from_document(doc)
             except (ValueError, KeyError, TypeError) as exc:
                 raise CassetteError(
                     f"{path}:{number}: not a cassette exchange ({type(exc).__name__}: {exc})"
@@ -419,7 +419,7 @@ class _RecordedStream(Iterator[bytes]):
 
     Closed before its end (a ``truncated_response`` fault ended the agent's stream, or the
     agent hung up), it reads the rest of the upstream stream on another thread
-    (:meth:`ChaosProxy.in_background`) and records the whole exchange then, so a later replay
+    (the proxy's ``in_background``) and records the whole exchange then, so a later replay
     of the same request finds it and the agent's reply is not held up. A stream the upstream
     broke off is not recorded.
     """
