@@ -14,10 +14,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from flakestorm.chaos import llm
-from flakestorm.chaos.tool_results import ToolResponse
+if TYPE_CHECKING:
+    from flakestorm.chaos import llm
+    from flakestorm.chaos.tool_results import ToolResponse
 
 
 @dataclass
