@@ -1,4 +1,4 @@
-"""The chaos proxy's control API, from both ends: the scenario document and the client.
+"""The control API from both ends: the scenario document, the proxy's routes, the client.
 
 The runner activates one scenario at a time on the proxy (SPEC §4.2) with ``PUT
 /_flakestorm/scenario``, whose body is a *scenario document*: the scenario's faults in the same
