@@ -62,7 +62,7 @@ def main(env: Mapping[str, str], gh: GitHub | None = None) -> int:
 
 def _serve_proxy(env: Mapping[str, str]) -> int:
     """The image as the chaos proxy service, until SIGTERM (a config error exits 2)."""
-    from flakestorm.chaos.proxy import serve_from_env
+    from flakestorm.chaos.proxy.serving import serve_from_env
 
     try:
         serve_from_env(env)

@@ -546,7 +546,9 @@ def proxy(
     """
     import os
 
-    from flakestorm.chaos.proxy import CASSETTE_PREFIX, ChaosProxy, parse_tools
+    from flakestorm.chaos.proxy.server import ChaosProxy
+    from flakestorm.chaos.proxy.serving import parse_tools
+    from flakestorm.chaos.proxy.upstreams.cassette import CASSETTE_PREFIX
     from flakestorm.preview import without_userinfo
     from flakestorm.stopping import stopping_on_signals
 

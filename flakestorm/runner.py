@@ -317,7 +317,7 @@ def _agent_up(
 ) -> Iterator[tuple[Agent, Channel | None]]:
     """The agent, started (``agent.start``) and ready, and the channel its faults go through
     (``chaos``: some scenario needs one); everything stopped and closed afterwards."""
-    from flakestorm.chaos.control import ProxyControl
+    from flakestorm.chaos.proxy.control import ProxyControl
 
     config: Config = loaded.config
     agent_config = config.agent
@@ -342,7 +342,7 @@ def _agent_up(
                 control.health()  # ProxyUnreachable (exit 3) with how to fix it
                 control.reset()
             else:
-                from flakestorm.chaos.proxy import ChaosProxy
+                from flakestorm.chaos.proxy.server import ChaosProxy
 
                 proxy = ChaosProxy(
                     "127.0.0.1",

@@ -22,11 +22,11 @@ from pydantic import BaseModel
 from support.server import LoopbackServer, Request, Response
 from test_proxy_llm import ASK, TEXT, fake_provider
 
-from flakestorm.chaos.cassette import Cassette
 from flakestorm.chaos.faults import ActiveScenario, Target
 from flakestorm.chaos.interactions import InteractionLog
 from flakestorm.chaos.llm import Provider, fault_on_reply
-from flakestorm.chaos.proxy import ChaosProxy
+from flakestorm.chaos.proxy.server import ChaosProxy
+from flakestorm.chaos.proxy.upstreams.cassette import Cassette
 from flakestorm.chaos.wrap import Wrapping, transform_reply
 from flakestorm.config import Agent as AgentConfig
 from flakestorm.config import AgentType, ContextAttack, ContextAttackType, DriftType, LlmFault

@@ -17,7 +17,7 @@ import pytest
 import requests
 from support.server import LoopbackServer, Request, Response
 
-from flakestorm.chaos.proxy import ChaosProxy
+from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.loader import load_config_text
 from flakestorm.results import RunResult
 from flakestorm.runner import Overrides, run_contract_phase

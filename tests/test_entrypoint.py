@@ -286,7 +286,7 @@ def test_unknown_mode_exit_2(workspace: Path, agent: Agent) -> None:
 
 
 def test_proxy_mode_serves_the_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    from flakestorm.chaos import proxy
+    from flakestorm.chaos.proxy import serving as proxy
 
     seen: list[Mapping[str, str]] = []
     monkeypatch.setattr(proxy, "serve_from_env", lambda env: seen.append(env))

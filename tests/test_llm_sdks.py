@@ -24,7 +24,7 @@ from flakestorm.chaos.llm import (
     is_streaming,
     provider_of,
 )
-from flakestorm.chaos.mock_llm import mock_reply
+from flakestorm.chaos.proxy.upstreams.mock_llm import mock_reply
 from flakestorm.config import DriftType, LlmFault, LlmFaultMode
 
 openai = pytest.importorskip("openai")

@@ -34,7 +34,7 @@ from flakestorm.chaos.llm import (
     fault_on_stream,
     truncate_text,
 )
-from flakestorm.chaos.mock_llm import mock_reply
+from flakestorm.chaos.proxy.upstreams.mock_llm import mock_reply
 from flakestorm.config import DriftType, LlmFault
 
 apis = pytest.mark.parametrize("api", APIS, ids=API_IDS)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from flakestorm.chaos.llm import LlmResponse, Provider, count_tokens
-from flakestorm.chaos.mock_llm import CREATED, MODEL, mock_reply, reply_text
+from flakestorm.chaos.proxy.upstreams.mock_llm import CREATED, MODEL, mock_reply, reply_text
 
 
 def body(**doc: Any) -> bytes:

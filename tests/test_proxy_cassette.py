@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 import requests
 from support.server import LoopbackServer, Request, Response
+from test_proxy import session
 from test_proxy_llm import ASK, MESSAGES, fake_provider
 
-from flakestorm.chaos.cassette import Cassette, CassetteError, RequestKey
 from flakestorm.chaos.faults import ActiveScenario
-from flakestorm.chaos.proxy import ChaosProxy
+from flakestorm.chaos.proxy.server import ChaosProxy
+from flakestorm.chaos.proxy.upstreams.cassette import Cassette, CassetteError, RequestKey
 from flakestorm.config import LlmFault
 
 
@@ -198,3 +199,29 @@ def test_unreadable_cassettes(tmp_path: Path) -> None:
     future.write_text('{"flakestorm_cassette": 99}\n')
     with pytest.raises(CassetteError, match="unsupported version"):
         Cassette.load(future)
+
+
+def test_tool_request_bodies_that_differ_in_user_do_not_share_a_recording(
+    tmp_path: Path,
+) -> None:
+    alice = RequestKey("tool:crm", "POST", "/lookup", "", b'{"user": "alice"}')
+    bob = RequestKey("tool:crm", "POST", "/lookup", "", b'{"user": "bob"}')
+    assert alice.digest != bob.digest
+    llm_a = RequestKey("llm", "POST", "/v1/chat/completions", "", b'{"n": 1, "user": "a"}')
+    llm_b = RequestKey("llm", "POST", "/v1/chat/completions", "", b'{"n": 1, "user": "b"}')
+    assert llm_a.digest == llm_b.digest  # for the LLM, still a volatile field
+
+    cassette = tmp_path / "crm.jsonl"
+    crm = LoopbackServer(
+        lambda r: Response.json({"plan": "gold" if b"alice" in r.body else "free"})
+    )
+    with crm, ChaosProxy(tools={"crm": crm.url}, record=cassette) as proxy:
+        for user in ("alice", "bob"):
+            session().post(f"{proxy.url}/tools/crm/lookup", json={"user": user}, timeout=5)
+        dead = crm.url
+    with ChaosProxy(llm_upstream=f"cassette:{cassette}", tools={"crm": dead}) as proxy:
+        plans = [
+            session().post(f"{proxy.url}/tools/crm/lookup", json={"user": u}, timeout=5).json()
+            for u in ("bob", "alice")
+        ]
+    assert plans == [{"plan": "free"}, {"plan": "gold"}]

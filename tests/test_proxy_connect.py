@@ -16,7 +16,7 @@ import pytest
 from support.server import LoopbackServer
 
 from flakestorm.chaos.faults import ActiveScenario, Target
-from flakestorm.chaos.proxy import ChaosProxy
+from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.config import ToolFault
 
 

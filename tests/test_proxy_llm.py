@@ -12,7 +12,7 @@ import requests
 from support.server import LoopbackServer, Request, Response
 
 from flakestorm.chaos.faults import ActiveScenario, Target
-from flakestorm.chaos.proxy import ChaosProxy
+from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.config import ContextAttack, LlmFault
 
 TEXT = "The weather in Paris is sunny and warm today with a light breeze from the west"

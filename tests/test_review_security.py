@@ -14,7 +14,7 @@ import requests
 from support.server import LoopbackServer, Request, Response
 from test_entrypoint import SECRET, Agent, _env, entrypoint
 
-from flakestorm.chaos.proxy import ChaosProxy
+from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.errors import ConfigError
 from flakestorm.github import GitHub
 from flakestorm.loader import load_config_text

@@ -27,7 +27,7 @@ from flakestorm.chaos.faults import (
 from flakestorm.chaos.interactions import Interaction
 
 if TYPE_CHECKING:
-    from flakestorm.chaos.control import ProxyControl
+    from flakestorm.chaos.proxy.control import ProxyControl
     from flakestorm.chaos.wrap import Wrapping
 from flakestorm.config import Scenario
 from flakestorm.results import CallRecord, CellResult, ScenarioInfo, Status

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flakestorm.chaos.llm import LlmResponse, Provider, fault_on_reply, fault_on_stream
-from flakestorm.chaos.mock_llm import mock_reply
+from flakestorm.chaos.proxy.upstreams.mock_llm import mock_reply
 from flakestorm.config import LlmFault, LlmFaultMode
 
 QUESTION = "Please explain in detail why the sky looks blue on a clear summer afternoon, 2024."

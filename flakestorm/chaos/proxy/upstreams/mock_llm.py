@@ -47,7 +47,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from flakestorm.chaos.llm import (
@@ -59,9 +59,13 @@ from flakestorm.chaos.llm import (
     error_body,
     truncate_text,
 )
+from flakestorm.chaos.proxy.reply import Reply, from_llm
+from flakestorm.chaos.proxy.upstreams.base import Upstream, UpstreamRequest
 
-__all__ = ["CREATED", "MODEL", "mock_reply", "reply_text"]
+__all__ = ["CREATED", "MOCK", "MODEL", "MockLlm", "mock_reply", "reply_text"]
 
+MOCK = "mock"
+"""``llm_upstream: mock`` selects the mock LLM."""
 MODEL = "flakestorm-mock"
 """The model name of replies to requests that name none."""
 CREATED = 1_767_225_600
@@ -505,3 +509,28 @@ def _request(body: bytes) -> dict[str, Any] | None:
     except (ValueError, UnicodeDecodeError):
         return None
     return value if isinstance(value, dict) else None
+
+
+# --------------------------------------------------------------------------- as an upstream
+
+
+class MockLlm:
+    """``llm_upstream: mock``: LLM API calls are answered by :func:`mock_reply`; anything else
+    (tools, other traffic) goes on to ``network``."""
+
+    def __init__(self, network: Upstream) -> None:
+        self.network = network
+
+    @classmethod
+    def load(cls, argument: str) -> Callable[[Upstream], MockLlm]:
+        """The mock takes no argument and needs nothing loaded."""
+        return cls
+
+    def send(self, request: UpstreamRequest) -> Reply:
+        call = request.call
+        if not call.local:
+            return self.network.send(request)
+        assert call.provider is not None
+        reply = from_llm(mock_reply(call.provider, call.rel_path, request.body))
+        call.upstream_status = reply.status
+        return reply

@@ -36,6 +36,9 @@ The key is taken on the request as it was sent upstream (after any ``injection_v
 since that is what the recorded reply answers. When the same request was recorded several times,
 the n-th identical request is served the n-th recording (the last one repeats), so an agent that
 retries sees the same sequence as when it was recorded; :meth:`Cassette.rewind` starts over.
+
+As upstreams: :class:`CassetteReplay` serves a cassette (``cassette:PATH``), and
+:class:`CassetteRecording` records what the network upstream exchanges (``record=PATH``).
 """
 
 from __future__ import annotations
@@ -43,16 +46,23 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import logging
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import parse_qsl, urlencode
 
+from flakestorm.chaos.proxy.reply import Reply, UpstreamFailure
+from flakestorm.chaos.proxy.upstreams.base import Upstream, UpstreamRequest
 from flakestorm.errors import UsageError
 
+logger = logging.getLogger("flakestorm.proxy")
+
+CASSETTE_PREFIX = "cassette:"
+"""``llm_upstream: cassette:PATH`` replays the cassette at PATH."""
 FORMAT_VERSION = 1
 VOLATILE_FIELDS = frozenset({"user", "metadata"})
 """Top-level JSON body fields ignored when matching a request."""
@@ -145,8 +155,8 @@ class Exchange:
         }
 
     @staticmethod
-    def from_document(doc: Any) -> tuple[str, str, Exchange]:
-        """``(key, target, exchange)`` from one cassette line (the request body is not kept)."""
+    def from_document(doc: Any) -> tuple[str, Exchange]:
+        """``(key, exchange)`` from one cassette line (the request body is not kept)."""
         request, response = doc["request"], doc["response"]
         key = RequestKey(
             str(doc["target"]),
@@ -163,7 +173,7 @@ class Exchange:
             _decode_field("body", response),
             None if chunks is None else tuple(_decode(c) for c in chunks),
         )
-        return str(doc["key"]), key.target, exchange
+        return str(doc["key"]), exchange
 
 
 def excerpt(body: bytes, limit: int = EXCERPT_CHARS) -> str:
@@ -257,7 +267,7 @@ class Cassette:
                     if doc["flakestorm_cassette"] != FORMAT_VERSION:
                         raise ValueError(f"unsupported version {doc['flakestorm_cassette']!r}")
                     continue
-                key, _, exchange = Exchange.from_document(doc)
+                key, exchange = Exchange.from_document(doc)
             except (ValueError, KeyError, TypeError) as exc:
                 raise CassetteError(
                     f"{path}:{number}: not a cassette exchange ({type(exc).__name__}: {exc})"
@@ -325,3 +335,134 @@ class CassetteRecorder:
             if self._file is not None:
                 self._file.close()
                 self._file = None
+
+
+# --------------------------------------------------------------------------- as upstreams
+
+
+def request_key(request: UpstreamRequest) -> RequestKey:
+    """The cassette key of a request as it goes upstream."""
+    call = request.call
+    return RequestKey(call.cassette_target, call.method, call.rel_path, call.query, request.body)
+
+
+class CassetteReplay:
+    """``llm_upstream: cassette:PATH``: LLM API calls, and the calls of every tool the cassette
+    holds exchanges of, are served from it; anything else goes on to ``network``."""
+
+    def __init__(self, cassette: Cassette, network: Upstream) -> None:
+        self.cassette = cassette
+        self.network = network
+
+    @classmethod
+    def load(cls, path: str) -> Callable[[Upstream], CassetteReplay]:
+        """Read the cassette now (a :class:`CassetteError` at start-up); replay it over the
+        network upstream it is given."""
+        cassette = Cassette.load(path)
+        return lambda network: cls(cassette, network)
+
+    def send(self, request: UpstreamRequest) -> Reply:
+        call = request.call
+        cassette = self.cassette
+        if not call.local and not cassette.has_target(call.cassette_target):
+            return self.network.send(request)
+        key = request_key(request)
+        exchange = cassette.lookup(key)
+        if exchange is None:
+            raise UpstreamFailure(
+                502,
+                "cassette_miss",
+                f"no recording of {call.method} {call.rel_path} in {cassette.source} "
+                "(record one with `flakestorm proxy --record PATH`)",
+                request=key.describe(),
+            )
+        call.upstream_status = exchange.status
+        return Reply(
+            exchange.status,
+            list(exchange.headers),
+            exchange.body,
+            chunks=None if exchange.chunks is None else iter(exchange.chunks),
+        )
+
+    def rewind(self) -> None:
+        self.cassette.rewind()
+
+
+class CassetteRecording:
+    """``record=PATH`` (``--record``): every exchange ``network`` has with a real upstream for
+    an LLM API or tool call is written to the recorder, as the upstream sent it."""
+
+    def __init__(
+        self,
+        network: Upstream,
+        recorder: CassetteRecorder,
+        in_background: Callable[[Callable[[], None]], None],
+    ) -> None:
+        self.network = network
+        self.recorder = recorder
+        self.in_background = in_background
+
+    def send(self, request: UpstreamRequest) -> Reply:
+        reply = self.network.send(request)
+        if not request.call.recorded:
+            return reply
+        key = request_key(request)
+        if reply.chunks is not None:
+            reply.chunks = _RecordedStream(reply.chunks, self, key, reply.status, reply.headers)
+        else:
+            self.recorder.record(key, reply.status, reply.headers, reply.body)
+        return reply
+
+
+class _RecordedStream(Iterator[bytes]):
+    """The upstream's chunks passed through, recorded once the stream has completed.
+
+    Closed before its end (a ``truncated_response`` fault ended the agent's stream, or the
+    agent hung up), it reads the rest of the upstream stream on another thread
+    (the proxy's ``in_background``) and records the whole exchange then, so a later replay
+    of the same request finds it and the agent's reply is not held up. A stream the upstream
+    broke off is not recorded.
+    """
+
+    def __init__(
+        self,
+        chunks: Iterator[bytes],
+        recording: CassetteRecording,
+        key: RequestKey,
+        status: int,
+        headers: list[tuple[str, str]],
+    ) -> None:
+        self._chunks = chunks
+        self._recording = recording
+        self._key, self._status, self._headers = key, status, headers
+        self._seen: list[bytes] = []
+        self._ended = False
+
+    def __next__(self) -> bytes:
+        try:
+            chunk = next(self._chunks)
+        except StopIteration:
+            self._ended = True
+            self._record()
+            raise
+        except BaseException:
+            self._ended = True  # broken off: nothing to record
+            raise
+        self._seen.append(chunk)
+        return chunk
+
+    def close(self) -> None:
+        if not self._ended:
+            self._ended = True
+            self._recording.in_background(self._finish)
+
+    def _finish(self) -> None:
+        try:
+            self._seen.extend(self._chunks)
+        except Exception:  # broken off (UpstreamFailure): nothing to record
+            logger.debug("upstream stream broke off while recording its rest", exc_info=True)
+            return
+        self._record()
+
+    def _record(self) -> None:
+        self._recording.recorder.record(self._key, self._status, self._headers, chunks=self._seen)

@@ -1,4 +1,4 @@
-"""The chaos proxy's control API, from both ends: the scenario document and the client.
+"""The control API from both ends: the scenario document, the proxy's routes, the client.
 
 The runner activates one scenario at a time on the proxy (SPEC §4.2) with ``PUT
 /_flakestorm/scenario``, whose body is a *scenario document*: the scenario's faults in the same
@@ -13,8 +13,10 @@ shapes as ``flakestorm.yaml`` plus the seed and the default cell::
 models as the config file, so a document the config would reject is rejected here too, with the
 field named. ``context_attacks`` may be in list or dict form; every list may be omitted.
 
-:class:`ProxyControl` is the client the runner uses. It speaks plain JSON over HTTP and turns
-every ``requests`` failure into a flakestorm error at this boundary.
+The proxy's end is :func:`answer`, which serves the routes below for a
+:class:`~flakestorm.chaos.proxy.server.ChaosProxy`. :class:`ProxyControl` is the runner's end,
+the client. It speaks plain JSON over HTTP and turns every ``requests`` failure into a
+flakestorm error at this boundary.
 
 Control routes (all JSON; with a token configured every call needs ``Authorization: Bearer
 TOKEN``, else 401)::
@@ -32,15 +34,19 @@ TOKEN``, else 401)::
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Mapping, Sequence
-from typing import Any
+import hmac
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlsplit
 
 import requests
-from pydantic import Field, ValidationError
+from pydantic import Field
 
+from flakestorm import __version__
 from flakestorm.chaos.faults import UNATTRIBUTED, ActiveScenario
 from flakestorm.chaos.interactions import Interaction
+from flakestorm.chaos.proxy.reply import Reply, error_reply, json_reply
 from flakestorm.config import DEFAULT_SEED, Faults
 from flakestorm.errors import (
     HarnessError,
@@ -49,8 +55,13 @@ from flakestorm.errors import (
     UsageError,
 )
 
+if TYPE_CHECKING:
+    from flakestorm.chaos.proxy.server import ChaosProxy
+
 CONTROL_PREFIX = "/_flakestorm"
 """Every control route lives under this prefix; data routes never use it."""
+MAX_BODY_BYTES = 4 * 1024 * 1024
+"""The largest control request body the proxy reads."""
 
 DEFAULT_TIMEOUT_S = 10.0
 
@@ -90,10 +101,12 @@ def parse_scenario(doc: Any) -> ActiveScenario:
     """Validate a scenario document; raise :class:`ScenarioDocumentError` naming the fields."""
     if not isinstance(doc, Mapping):
         raise ScenarioDocumentError(f"scenario document: expected a JSON object, got {_kind(doc)}")
+    from flakestorm.loader.validation import InvalidData, validate_model
+
     try:
-        model = ScenarioDocument.model_validate(dict(doc))
-    except ValidationError as exc:
-        raise ScenarioDocumentError(_describe(exc)) from None
+        model = validate_model(ScenarioDocument, dict(doc))
+    except InvalidData as exc:
+        raise ScenarioDocumentError(f"scenario document: {exc}") from None
     return ActiveScenario(
         name=model.name,
         seed=model.seed,
@@ -112,40 +125,106 @@ def _kind(value: Any) -> str:
     )
 
 
-def _describe(exc: ValidationError) -> str:
-    """``scenario document: tool_faults.0.mode: Input should be ...; ...`` (one line)."""
-    parts = []
-    for error in exc.errors(include_url=False):
-        loc = [str(p) for p in error["loc"]]
-        where = ".".join(loc) or "(document)"
-        message = str(error["msg"])
-        if error["type"] == "extra_forbidden" and loc:
-            guess = _guess(loc)
-            message = "unknown field" + (f" (did you mean {guess!r}?)" if guess else "")
-        elif "input" in error and error["type"] not in ("missing",):
-            shown = repr(error["input"])
-            message += f" (got {shown[:60] + '...' if len(shown) > 60 else shown})"
-        parts.append(f"{where}: {message}")
-    return "scenario document: " + "; ".join(dict.fromkeys(parts))
+# --------------------------------------------------------------------------- the proxy's end
 
 
-def _guess(loc: list[str]) -> str | None:
-    """A close valid field name for the unknown key at ``loc``."""
-    from flakestorm.config import ContextAttack, LlmFault, ToolFault
-
-    models: dict[str, Any] = {
-        "tool_faults": ToolFault,
-        "llm_faults": LlmFault,
-        "context_attacks": ContextAttack,
-    }
-    model: Any = models.get(loc[0]) if len(loc) > 2 else ScenarioDocument
-    if model is None:
-        return None
-    found = difflib.get_close_matches(loc[-1], list(model.model_fields), n=1, cutoff=0.6)
-    return found[0] if found else None
+def is_control_path(path: str) -> bool:
+    return path.startswith(CONTROL_PREFIX + "/") or path == CONTROL_PREFIX
 
 
-# --------------------------------------------------------------------------- client
+def answer(proxy: ChaosProxy, method: str, path: str, authorization: str, body: bytes) -> Reply:
+    """The proxy's reply to the control request ``method path`` (``authorization``: the value
+    of its ``Authorization`` header, ``""`` when it has none)."""
+    expected = f"Bearer {proxy.token}" if proxy.token is not None else None
+    if expected is not None and not hmac.compare_digest(authorization.encode(), expected.encode()):
+        return error_reply(
+            401,
+            "unauthorized",
+            "this proxy needs `Authorization: Bearer <token>` on control calls "
+            "(the token it was started with, FLAKESTORM_PROXY_TOKEN)",
+        )
+    parts = urlsplit(path)
+    route = parts.path[len(CONTROL_PREFIX) :].rstrip("/")
+    params = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    handler = _ROUTES.get((method, route))
+    if handler is not None:
+        return handler(proxy, body, params)
+    allowed = sorted(m for m, r in _ROUTES if r == route)
+    if allowed:
+        reply = error_reply(405, "method_not_allowed", f"{route} accepts {', '.join(allowed)}")
+        reply.headers.append(("Allow", ", ".join(allowed)))
+        return reply
+    return error_reply(
+        404,
+        "not_found",
+        f"no control route {parts.path}; routes: "
+        + ", ".join(f"{m} {CONTROL_PREFIX}{r}" for m, r in _ROUTES),
+    )
+
+
+def _health(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> Reply:
+    active = proxy.scenario
+    return json_reply(
+        {"status": "ok", "version": __version__, "scenario": active.name if active else None}
+    )
+
+
+def _put_scenario(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> Reply:
+    try:
+        doc = json.loads(body) if body.strip() else None
+    except ValueError as exc:
+        return error_reply(400, "invalid_scenario", f"scenario document: not JSON ({exc})")
+    try:
+        active = parse_scenario(doc)
+    except ScenarioDocumentError as exc:
+        return error_reply(400, "invalid_scenario", str(exc))
+    has_faults = active.tool_faults or active.llm_faults or active.context_attacks
+    proxy.activate(active)
+    book = proxy.book
+    return json_reply(
+        {"scenario": active.name, "declared": list(book.declared()), "pass_through": not has_faults}
+    )
+
+
+def _delete_scenario(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> Reply:
+    proxy.activate(None)
+    return json_reply({"scenario": None})
+
+
+def _reset(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> Reply:
+    proxy.reset()
+    return json_reply({"reset": True})
+
+
+def _interactions(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> Reply:
+    since_text = params.get("since")
+    try:
+        since = int(since_text) if since_text is not None else None
+    except ValueError:
+        return error_reply(400, "bad_request", f"since: expected an integer, got {since_text!r}")
+    items = proxy.log.snapshot(params.get("scenario"))
+    if since is not None:
+        items = [i for i in items if i.seq >= since]
+    next_seq = max((i.seq for i in items), default=(since or 0) - 1) + 1
+    return json_reply(
+        {
+            "interactions": [i.to_document() for i in items],
+            "next": next_seq,
+            "dropped": proxy.log.dropped,
+        }
+    )
+
+
+_ROUTES: dict[tuple[str, str], Callable[[ChaosProxy, bytes, Mapping[str, str]], Reply]] = {
+    ("GET", "/health"): _health,
+    ("PUT", "/scenario"): _put_scenario,
+    ("DELETE", "/scenario"): _delete_scenario,
+    ("POST", "/reset"): _reset,
+    ("GET", "/interactions"): _interactions,
+}
+
+
+# --------------------------------------------------------------------------- the runner's end
 
 
 class ProxyControl:

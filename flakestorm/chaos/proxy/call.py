@@ -1,0 +1,88 @@
+"""One data request being served (:class:`Call`): its route, and the interaction it logs."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from flakestorm.chaos import llm
+from flakestorm.chaos.faults import UNATTRIBUTED, Target
+from flakestorm.chaos.interactions import Interaction, InteractionLog
+
+NOT_COUNTED = -1
+"""``call_index`` of an interaction no fault could apply to (other traffic, stragglers)."""
+
+
+@dataclass
+class Call:
+    """One data request being served: its route, and what the interaction will record."""
+
+    target: Target
+    method: str
+    upstream_url: str
+    """Where the request goes (``mock:/v1/...`` / ``cassette:/v1/...`` for a local upstream)."""
+    rel_path: str
+    """The upstream-relative path (cassette key)."""
+    query: str
+    tool: str | None = None
+    provider: llm.Provider | None = None
+    local: bool = False
+    """Sent to the proxy's own LLM upstream (``mock``, ``cassette:PATH``), not to a URL."""
+    scenario: str = ""
+    cell: str = UNATTRIBUTED
+    call_index: int = NOT_COUNTED
+    matched: tuple[str, ...] = ()
+    fired: list[str] = field(default_factory=list)
+    status: int | None = None
+    upstream_status: int | None = None
+    upstream_error: str | None = None
+    _log: InteractionLog | None = None
+    _seq: int = 0
+    _started: float = 0.0
+
+    def begin(self, log: InteractionLog, seq: int, started: float) -> None:
+        self._log, self._seq, self._started = log, seq, started
+
+    def done(self, status: int | None) -> None:
+        """Log the interaction with the status the agent got (once; later calls are no-ops)."""
+        log, self._log = self._log, None
+        if log is None:
+            return
+        self.status = status
+        log.append(
+            Interaction(
+                seq=self._seq,
+                scenario=self.scenario,
+                cell_id=self.cell,
+                target=self.target,
+                tool=self.tool,
+                method=self.method,
+                url=self.log_url,
+                call_index=self.call_index,
+                matched=self.matched,
+                fired=tuple(self.fired),
+                status=status,
+                upstream_status=self.upstream_status,
+                upstream_error=self.upstream_error,
+                latency_ms=round((time.perf_counter() - self._started) * 1000, 3),
+            )
+        )
+
+    @property
+    def log_url(self) -> str:
+        parts = urlsplit(self.upstream_url)
+        if not parts.netloc:
+            return self.upstream_url.split("?", 1)[0]
+        host = parts.netloc.rpartition("@")[2]
+        return f"{parts.scheme}://{host}{parts.path}"
+
+    @property
+    def cassette_target(self) -> str:
+        """``llm`` for every call of an LLM API (generation or not), else ``tool:NAME``."""
+        return "llm" if self.provider is not None else f"tool:{self.tool}"
+
+    @property
+    def recorded(self) -> bool:
+        """Whether the exchange goes to a cassette: LLM API and tool calls, not other traffic."""
+        return self.target is Target.TOOL or self.provider is not None

@@ -1,0 +1,111 @@
+"""What the proxy sends back for one request, and the two failures that become a reply.
+
+A :class:`Reply` is whole (``body``) or streamed (``chunks``, e.g. server-sent events), and may
+carry the delivery of a fault: a delay, a drop, a stall after some chunks. The proxy's own
+errors are JSON, ``{"error": {"type": ..., "message": ...}}`` (:func:`error_reply`).
+
+An :class:`UpstreamFailure` (unreachable, timed out, too large, cassette miss) is not a fault:
+it becomes a 502/504 and the interaction's ``upstream_error``. A :class:`ClientFailure` (a
+request too large or unreadable) is answered and the connection closed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from flakestorm.chaos import llm
+    from flakestorm.chaos.tool_results import ToolResponse
+
+
+@dataclass
+class Reply:
+    """What the proxy sends back to the agent for one call."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes = b""
+    chunks: Iterator[bytes] | None = None
+    """Stream these (SSE): each is flushed as it comes."""
+    delay_ms: int = 0
+    """Wait this long before answering."""
+    drop: bool = False
+    """Close the connection without answering (after ``delay_ms``)."""
+    stall_after_chunks: int | None = None
+    """Send this many chunks, then hold the stream for ``delay_ms`` and drop it."""
+    head_length: str | None = None
+    """A HEAD reply's upstream Content-Length (``""``: the upstream sent none, nor do we)."""
+
+    @property
+    def content_type(self) -> str:
+        return next((v for k, v in self.headers if k.lower() == "content-type"), "")
+
+
+def error_reply(status: int, kind: str, message: str, **extra: Any) -> Reply:
+    """``{"error": {"type": kind, "message": message, ...}}`` with ``status``."""
+    body = json.dumps({"error": {"type": kind, "message": message, **extra}}).encode()
+    return Reply(status, [("Content-Type", "application/json")], body)
+
+
+def json_reply(value: Any, status: int = 200) -> Reply:
+    return Reply(status, [("Content-Type", "application/json")], json.dumps(value).encode())
+
+
+def _pairs(headers: Any) -> list[tuple[str, str]]:
+    items = headers.items() if isinstance(headers, Mapping) else (headers or ())
+    return [(str(k), str(v)) for k, v in items]
+
+
+def from_tool(response: ToolResponse) -> Reply:
+    """An injected tool response as a reply."""
+    return Reply(
+        response.status,
+        _pairs(response.headers),
+        response.body,
+        delay_ms=response.delay_ms,
+        drop=response.drop,
+    )
+
+
+def from_llm(response: llm.LlmResponse) -> Reply:
+    """An LLM response (injected, distorted or the mock LLM's) as a reply."""
+    chunks = response.chunks
+    return Reply(
+        response.status,
+        _pairs(response.headers),
+        response.body or b"",
+        chunks=None if chunks is None else iter(chunks),
+        delay_ms=response.delay_ms,
+        drop=response.drop,
+        stall_after_chunks=response.stall_after_chunks,
+    )
+
+
+class UpstreamFailure(Exception):
+    """The upstream could not answer (not a fault): becomes a 502/504 and ``upstream_error``."""
+
+    def __init__(self, status: int, kind: str, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+        self.extra = extra
+
+    @property
+    def reply(self) -> Reply:
+        return error_reply(self.status, self.kind, str(self), **self.extra)
+
+    @property
+    def summary(self) -> str:
+        return f"{self.kind}: {self}"
+
+
+class ClientFailure(Exception):
+    """The agent's request cannot be served (too large, unreadable): answered, then closed."""
+
+    def __init__(self, status: int, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind

@@ -1,0 +1,177 @@
+"""The data routes: which call a request is (tool, LLM or other traffic) and whose cell it is.
+
+Routes (the data routes never use the ``/_flakestorm/`` prefix)::
+
+    /llm/openai/v1/...       -> llm_upstream + /v1/...   (default https://api.openai.com)
+    /llm/anthropic/v1/...    -> llm_upstream + /v1/...   (default https://api.anthropic.com)
+    /tools/NAME/REST?QUERY   -> tools[NAME] + /REST?QUERY (unknown NAME: 404 naming the tools)
+    GET http://host/path     forward-proxy mode (HTTP_PROXY): forwarded to that URL
+
+What is a call of what:
+
+- ``/llm/...``: an LLM call when the path is a generation endpoint (``is_llm_path``); other
+  LLM-API paths (``GET /v1/models``) pass through untouched (no faults), but are recorded to
+  and served from a cassette like LLM calls (cassette target ``llm``).
+- ``/tools/NAME/...``: a call of tool ``NAME``.
+- forward mode: a call of tool ``NAME`` when the URL starts with ``tools[NAME]``, or when it
+  matches the ``match_url`` of a tool fault (then the tool is that fault's ``tool``); else an LLM
+  call when the path ends with ``/chat/completions``, ``/completions``, ``/responses`` or
+  ``/messages`` (sent to the URL itself, or to the proxy's own LLM upstream, ``mock`` or a
+  cassette, when ``llm_upstream`` is one of those); else other traffic, forwarded and logged
+  without faults.
+
+Attribution: the cell of a call is its ``X-Flakestorm-Cell`` header, else the
+``flakestorm-cell`` entry of a W3C ``baggage`` header (percent-decoded), else the active
+scenario's ``cell_id``. A call whose ``X-Flakestorm-Scenario`` names another scenario than the
+active one is a straggler from an earlier scenario: it is passed through with no fault,
+and logged under the scenario it names with no cell (``""``) and ``call_index`` -1, so it never
+consumes the active scenario's ``after_calls`` counts nor proves one of its faults delivered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from email.message import Message
+from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlsplit
+
+from flakestorm.chaos import llm
+from flakestorm.chaos.faults import UNATTRIBUTED, FaultBook, Target, tool_matches
+from flakestorm.chaos.proxy.call import Call
+from flakestorm.chaos.proxy.reply import Reply, error_reply
+from flakestorm.errors import UsageError
+
+if TYPE_CHECKING:
+    from flakestorm.chaos.proxy.server import ChaosProxy
+
+DEFAULT_LLM_UPSTREAMS = {
+    llm.Provider.OPENAI: "https://api.openai.com",
+    llm.Provider.ANTHROPIC: "https://api.anthropic.com",
+}
+"""Where LLM calls go when ``llm_upstream`` is not set: each provider's public API."""
+
+CELL_HEADER = "X-Flakestorm-Cell"
+SCENARIO_HEADER = "X-Flakestorm-Scenario"
+BAGGAGE_KEY = "flakestorm-cell"
+
+
+def route(proxy: ChaosProxy, method: str, path: str) -> Call | Reply:
+    """The call a data request is, or the 404 it gets."""
+    if path.startswith(("http://", "https://")):
+        return _route_forward(proxy, method, path)
+    rel, _, query = path.partition("?")
+    for provider in llm.Provider:
+        prefix = f"/llm/{provider.value}"
+        if rel == prefix or rel.startswith(prefix + "/"):
+            rest = rel[len(prefix) :]
+            return _llm_call(proxy, provider, rest, query, method)
+    if rel.startswith("/tools/"):
+        name, slash, rest = rel[len("/tools/") :].partition("/")
+        name = unquote(name)
+        if name not in proxy.tools:
+            configured = ", ".join(sorted(proxy.tools)) or "none"
+            return error_reply(
+                404,
+                "unknown_tool",
+                f"no tool {name!r} is configured on this proxy (configured: {configured}); "
+                "add it under proxy.tools or with --tool NAME=URL",
+            )
+        rest = slash + rest
+        upstream = _joined(proxy.tools[name], rest) + (f"?{query}" if query else "")
+        return Call(Target.TOOL, method, upstream, rest, query, tool=name)
+    return error_reply(
+        404,
+        "not_found",
+        f"no route for {rel}: use /llm/openai/v1/..., /llm/anthropic/v1/..., "
+        "/tools/NAME/..., or this proxy as HTTP_PROXY",
+    )
+
+
+def _llm_call(
+    proxy: ChaosProxy, provider: llm.Provider, rest: str, query: str, method: str
+) -> Call:
+    target = Target.LLM if llm.is_llm_path(rest) else Target.OTHER
+    suffix = f"?{query}" if query else ""
+    if proxy.llm_source is not None:
+        upstream = f"{proxy.llm_source}:{rest}{suffix}"
+        return Call(target, method, upstream, rest, query, provider=provider, local=True)
+    base = proxy.llm_upstream or DEFAULT_LLM_UPSTREAMS[provider]
+    return Call(target, method, _joined(base, rest) + suffix, rest, query, provider=provider)
+
+
+def _route_forward(proxy: ChaosProxy, method: str, url: str) -> Call:
+    parts = urlsplit(url)
+    tool = tool_for_url(proxy, url)
+    if tool is not None:
+        base = proxy.tools.get(tool)
+        if base is not None and _under(url, base):
+            rel = url[len(base.rstrip("/")) :].split("?", 1)[0]
+        else:
+            rel = f"{parts.scheme}://{parts.netloc}{parts.path}"
+        return Call(Target.TOOL, method, url, rel, parts.query, tool=tool)
+    if llm.is_llm_path(parts.path):
+        provider = llm.provider_of(parts.path)
+        if proxy.llm_source is not None:
+            call = _llm_call(proxy, provider, parts.path, parts.query, method)
+            call.target = Target.LLM
+            return call
+        return Call(Target.LLM, method, url, parts.path, parts.query, provider=provider)
+    return Call(Target.OTHER, method, url, parts.path, parts.query)
+
+
+def tool_for_url(proxy: ChaosProxy, url: str) -> str | None:
+    """The configured tool whose upstream ``url`` is under, else one a ``match_url`` names."""
+    for name, base in proxy.tools.items():
+        if _under(url, base):
+            return name
+    for fault in proxy.book.scenario.tool_faults:
+        if fault.match_url and tool_matches(fault, None, url):
+            return fault.tool
+    return None
+
+
+def attribute(call: Call, book: FaultBook, headers: Message) -> FaultBook | None:
+    """Set the call's scenario and cell; the book to decide with (None: a straggler)."""
+    named = headers.get(SCENARIO_HEADER)
+    if named is not None:
+        named = unquote(named)  # percent-encoded by flakestorm's http agent
+    if named is not None and named != book.scenario.name:
+        call.scenario, call.cell = named, UNATTRIBUTED
+        return None
+    cell_header = headers.get(CELL_HEADER)
+    attributed = (unquote(cell_header) if cell_header else None) or _baggage_cell(
+        headers.get_all("baggage", [])
+    )
+    call.scenario = book.scenario.name
+    call.cell = book.cell_of(attributed)
+    return book
+
+
+def _baggage_cell(values: Iterable[str]) -> str | None:
+    for header in values:
+        for member in header.split(","):
+            key, _, rest = member.partition("=")
+            if key.strip() == BAGGAGE_KEY:
+                value = unquote(rest.split(";", 1)[0].strip())
+                if value:
+                    return value
+    return None
+
+
+def check_url(value: str, what: str) -> str:
+    """``value``, when it is an http(s) URL; else a UsageError naming ``what``."""
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise UsageError(f"{what}: {value!r} is not an http(s) URL (expected e.g. https://host)")
+    return value
+
+
+def _joined(base: str, rest: str) -> str:
+    return base.rstrip("/") + rest if rest else base
+
+
+def _under(url: str, base: str) -> bool:
+    """Whether ``url`` is ``base`` or below it (``http://a/x`` is not under ``http://a/xy``)."""
+    if not url.startswith(base):
+        return False
+    return base.endswith("/") or len(url) == len(base) or url[len(base)] in "/?#"

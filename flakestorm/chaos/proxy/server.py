@@ -1,0 +1,272 @@
+"""The chaos proxy (:class:`ChaosProxy`): its lifecycle, the active scenario, and dispatch.
+
+A request is a ``CONNECT`` (:mod:`~flakestorm.chaos.proxy.tunnel`), a control call under
+``/_flakestorm/`` (:mod:`~flakestorm.chaos.proxy.control`), or a data call: routed
+(:mod:`~flakestorm.chaos.proxy.routes`), served with its faults
+(:mod:`~flakestorm.chaos.proxy.injection`) by the upstream chosen at start-up
+(:mod:`~flakestorm.chaos.proxy.upstreams.registry`), and logged as an
+:class:`~flakestorm.chaos.interactions.Interaction` whose ``url`` is the upstream URL without
+query string or user info (query strings can carry API keys).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import TracebackType
+
+from flakestorm.chaos.faults import ActiveScenario, FaultBook
+from flakestorm.chaos.interactions import InteractionLog
+from flakestorm.chaos.proxy.control import MAX_BODY_BYTES, answer, is_control_path
+from flakestorm.chaos.proxy.framing import FramedHandler, ThreadedServer
+from flakestorm.chaos.proxy.injection import serve
+from flakestorm.chaos.proxy.reply import ClientFailure, Reply, UpstreamFailure, error_reply
+from flakestorm.chaos.proxy.routes import check_url, route
+from flakestorm.chaos.proxy.tunnel import Tunnel
+from flakestorm.chaos.proxy.upstreams.base import Rewindable, Upstream
+from flakestorm.chaos.proxy.upstreams.cassette import CassetteRecorder, CassetteRecording
+from flakestorm.chaos.proxy.upstreams.network import NetworkUpstream, network_session
+from flakestorm.chaos.proxy.upstreams.registry import local_upstream
+from flakestorm.errors import UsageError
+
+__all__ = ["ChaosProxy"]
+
+logger = logging.getLogger("flakestorm.proxy")
+
+BACKGROUND_GRACE_S = 10.0
+"""How long :meth:`ChaosProxy.stop` waits for recordings still reading an upstream stream."""
+
+_PASS_THROUGH = ActiveScenario(name="", seed=0)
+
+
+class ChaosProxy:
+    """The chaos proxy: ``with ChaosProxy(tools={"search": url}) as proxy: ...proxy.url...``.
+
+    Binds at construction (``port=0`` picks a free port); :meth:`start` serves in daemon
+    threads. The active scenario is set with :meth:`activate` in process, or over the control
+    API (``PUT /_flakestorm/scenario``); without one, everything passes through (and is logged).
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        llm_upstream: str | None = None,
+        tools: Mapping[str, str] | None = None,
+        token: str | None = None,
+        log: InteractionLog | None = None,
+        *,
+        record: str | Path | None = None,
+        upstream_timeout_s: float = 120.0,
+        connect_timeout_s: float = 10.0,
+        max_request_bytes: int = 32 * 1024 * 1024,
+        max_response_bytes: int = 64 * 1024 * 1024,
+    ) -> None:
+        self.tools = {
+            name: check_url(url, f"proxy.tools.{name}") for name, url in (tools or {}).items()
+        }
+        self.token = token or None
+        self.log = log if log is not None else InteractionLog()
+        self.connect_timeout_s = connect_timeout_s
+        self.max_request_bytes = max_request_bytes
+        self.llm_upstream = llm_upstream or None
+        # the name of the proxy's own LLM upstream (mock, cassette), None for a URL
+        self.llm_source, build = local_upstream(self.llm_upstream)
+        self._recorder = CassetteRecorder(record) if record is not None else None
+
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._book = FaultBook(_PASS_THROUGH)
+        self._active: ActiveScenario | None = None
+        self._session = network_session()
+        network: Upstream = NetworkUpstream(
+            self._session, connect_timeout_s, upstream_timeout_s, max_response_bytes
+        )
+        if self._recorder is not None:
+            network = CassetteRecording(network, self._recorder, self.in_background)
+        self.upstream = build(network) if build is not None else network
+        """Where every data call goes once its faults are decided."""
+        self._connections: set[socket.socket] = set()
+        self._background: set[threading.Thread] = set()
+        self._thread: threading.Thread | None = None
+        try:
+            self._server = ThreadedServer(host, port, self, _Handler)
+        except OSError as exc:
+            if self._recorder is not None:
+                self._recorder.close()
+            raise UsageError(
+                f"chaos proxy: cannot listen on {host}:{port} ({exc.strerror})"
+            ) from exc
+
+    # -- lifecycle
+
+    def start(self) -> ChaosProxy:
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"flakestorm-proxy-{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving: release held calls, close every connection and the listening socket."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join()
+            self._thread = None
+        with self._lock:
+            connections = list(self._connections)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+        self._server.server_close()
+        deadline = time.monotonic() + BACKGROUND_GRACE_S
+        with self._lock:
+            background = list(self._background)
+        for thread in background:  # recordings still reading their upstream's rest
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self._session.close()
+        if self._recorder is not None:
+            self._recorder.close()
+
+    def __enter__(self) -> ChaosProxy:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def host(self) -> str:
+        return str(self._server.server_address[0])
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """The proxy's origin, connectable from this machine (``0.0.0.0`` -> ``127.0.0.1``)."""
+        host = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(self.host, self.host)
+        return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
+
+    # -- the active scenario
+
+    @property
+    def scenario(self) -> ActiveScenario | None:
+        return self._active
+
+    def activate(self, active: ActiveScenario | None) -> None:
+        """Make ``active`` the scenario (None: pass-through); its fault counters start at 0."""
+        with self._lock:
+            self._active = active
+            self._book = FaultBook(active if active is not None else _PASS_THROUGH)
+
+    def reset(self) -> None:
+        """Clear the interactions, the fault counters and the cassette's replay positions."""
+        with self._lock:
+            self._book = FaultBook(self._book.scenario)
+        self.log.clear()
+        if isinstance(self.upstream, Rewindable):
+            self.upstream.rewind()
+
+    @property
+    def book(self) -> FaultBook:
+        return self._book
+
+    # -- used by the handlers
+
+    def wait(self, delay_ms: int) -> bool:
+        """Wait ``delay_ms``; False when the proxy stopped meanwhile."""
+        return not self._stopping.wait(delay_ms / 1000) if delay_ms > 0 else True
+
+    def in_background(self, work: Callable[[], None]) -> None:
+        """Run ``work`` on a daemon thread; :meth:`stop` waits for it (at most
+        :data:`BACKGROUND_GRACE_S` for all of them)."""
+
+        def run() -> None:
+            try:
+                work()
+            finally:
+                with self._lock:
+                    self._background.discard(thread)
+
+        thread = threading.Thread(target=run, name=f"flakestorm-proxy-{self.port}-bg", daemon=True)
+        with self._lock:
+            self._background.add(thread)
+        thread.start()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    def track(self, connection: socket.socket, add: bool) -> None:
+        with self._lock:
+            if add:
+                self._connections.add(connection)
+            else:
+                self._connections.discard(connection)
+
+
+class _Handler(FramedHandler):
+    """One agent connection: each request is a tunnel, a control call or a data call."""
+
+    def _dispatch(self) -> None:
+        try:
+            if self.command == "CONNECT":
+                Tunnel(self).serve()
+            elif is_control_path(self.path):
+                self._control()
+            else:
+                self._data()
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
+            self.close_connection = True
+        except ClientFailure as exc:
+            self.refuse(exc)
+        except Exception as exc:  # a bug in the proxy: answer, log, keep serving
+            logger.exception("chaos proxy: internal error on %s %s", self.command, self.path)
+            self.close_connection = True
+            self.write(
+                error_reply(500, "proxy_internal_error", f"{type(exc).__name__}: {exc}"), False
+            )
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _dispatch
+    do_CONNECT = _dispatch
+
+    def _control(self) -> None:
+        body = self.read_body(MAX_BODY_BYTES)
+        authorization = self.headers.get("Authorization", "")
+        reply = answer(self.proxy, self.command, self.path, authorization, body)
+        self.write(reply, head=False)
+
+    def _data(self) -> None:
+        proxy = self.proxy
+        started = time.perf_counter()
+        seq = proxy.log.next_seq()
+        body = self.read_body(proxy.max_request_bytes)
+        call = route(proxy, self.command, self.path)
+        if isinstance(call, Reply):
+            self.write(call, head=self.command == "HEAD")
+            return
+        call.begin(proxy.log, seq, started)
+        try:
+            try:
+                reply = serve(self, call, body)
+            except UpstreamFailure as exc:
+                call.upstream_error = exc.summary
+                reply = exc.reply
+            self.send_reply(reply, call)
+        finally:
+            call.done(call.status)  # when the agent hung up before its reply was ready

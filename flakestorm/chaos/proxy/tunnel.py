@@ -1,0 +1,163 @@
+"""``CONNECT host:port`` (``HTTPS_PROXY`` traffic): a TLS tunnel, relayed byte for byte.
+
+The proxy cannot see inside TLS, so a tunnel is a call of a tool when a tool fault's
+``match_url`` matches ``host:port``, ``host`` or ``https://host[:port]/`` (e.g.
+``match_url: "api.example.com*"``), or when ``tools[NAME]`` is an ``https://`` URL on that host
+and port; else other traffic. A fault that fires on it acts on the tunnel: ``error`` refuses the
+CONNECT with its ``error_code`` (default 503), ``slow`` delays it and then tunnels, ``timeout``
+holds it for ``delay_ms`` and closes without answering, ``malformed`` and
+``malicious_response`` (which cannot forge a body inside TLS) establish the tunnel and then
+reset it.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import time
+from urllib.parse import urlsplit
+
+from flakestorm.chaos.faults import Target, tool_fault_label, tool_matches
+from flakestorm.chaos.proxy.call import Call
+from flakestorm.chaos.proxy.framing import CHUNK_BYTES, FramedHandler, reset
+from flakestorm.chaos.proxy.reply import UpstreamFailure, error_reply
+from flakestorm.chaos.proxy.routes import attribute
+from flakestorm.chaos.tool_results import slow_delay_ms
+from flakestorm.config import ToolFault, ToolFaultMode
+
+
+class Tunnel:
+    """``CONNECT host:port``: decide, then relay bytes both ways until either side closes."""
+
+    def __init__(self, handler: FramedHandler) -> None:
+        self.handler = handler
+        self.proxy = handler.proxy
+
+    def serve(self) -> None:
+        handler, proxy = self.handler, self.proxy
+        handler.close_connection = True  # whatever happens, this connection ends with the tunnel
+        started = time.perf_counter()
+        seq = proxy.log.next_seq()
+        host, port = _split_authority(handler.path)
+        if host is None:
+            message = f"CONNECT needs host:port, got {handler.path!r}"
+            handler.write(error_reply(400, "bad_request", message), head=False)
+            return
+        tool, url = self._target(host, port)
+        target = Target.TOOL if tool else Target.OTHER
+        call = Call(target, "CONNECT", f"{host}:{port}", "", "", tool=tool)
+        call.begin(proxy.log, seq, started)
+        try:
+            self._serve(call, host, port, url)
+        finally:
+            call.done(call.status)
+
+    def _serve(self, call: Call, host: str, port: int, url: str) -> None:
+        handler, proxy = self.handler, self.proxy
+        book = attribute(call, proxy.book, handler.headers)
+        fault: ToolFault | None = None
+        if book is not None and call.tool is not None:
+            decision = book.tool_call(call.tool, url, call.cell)
+            call.call_index, call.matched = decision.call_index, decision.matched
+            if decision.tool_fault is not None:
+                index, fault = decision.tool_fault
+                call.fired.append(tool_fault_label(index, fault))
+        mode = fault.mode if fault is not None else None
+        if fault is not None and mode is ToolFaultMode.ERROR:
+            message = fault.message or f"tunnel to {host}:{port} refused"
+            call.done(fault.error_code)
+            handler.write(error_reply(fault.error_code, "tunnel_refused", message), head=False)
+            return
+        if fault is not None and mode is ToolFaultMode.TIMEOUT:
+            handler.hold(fault.delay_ms if fault.delay_ms is not None else 30_000)
+            call.done(None)
+            reset(handler.connection)
+            return
+        if (
+            fault is not None
+            and mode is ToolFaultMode.SLOW
+            and not handler.hold(slow_delay_ms(fault))
+        ):
+            return
+        failure: UpstreamFailure | None = None
+        try:
+            upstream = socket.create_connection((host, port), timeout=proxy.connect_timeout_s)
+        except TimeoutError:
+            failure = UpstreamFailure(504, "upstream_timeout", f"{host}:{port} did not accept")
+        except OSError as exc:
+            failure = UpstreamFailure(
+                502, "upstream_unreachable", f"{host}:{port} is unreachable: {exc.strerror}"
+            )
+        if failure is not None:
+            call.upstream_error = failure.summary
+            call.done(failure.status)
+            handler.write(failure.reply, head=False)
+            return
+        with upstream:
+            upstream.settimeout(None)
+            upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            call.done(200)
+            handler.wfile.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+            handler.wfile.flush()
+            if mode in (ToolFaultMode.MALFORMED, ToolFaultMode.MALICIOUS_RESPONSE):
+                # a body cannot be forged inside TLS: the closest is a reset once established
+                reset(handler.connection)
+                return
+            self._relay(upstream)
+
+    def _target(self, host: str, port: int) -> tuple[str | None, str]:
+        """The tool a tunnel to host:port is a call of (see the module doc), and its URL."""
+        https = f"https://{host}" if port == 443 else f"https://{host}:{port}"
+        candidates = (f"{host}:{port}", host, https + "/", https)
+        for fault in self.proxy.book.scenario.tool_faults:
+            if fault.match_url:
+                for candidate in candidates:
+                    if tool_matches(fault, None, candidate):
+                        return fault.tool, candidate
+        for name, base in self.proxy.tools.items():
+            parts = urlsplit(base)
+            if parts.scheme == "https" and parts.hostname == host and (parts.port or 443) == port:
+                return name, https + "/"
+        return None, https + "/"
+
+    def _relay(self, upstream: socket.socket) -> None:
+        client = self.handler.connection
+        # bytes the client sent right behind the CONNECT may sit in the handler's read buffer
+        client.setblocking(False)
+        try:
+            pending = self.handler.rfile.read1(CHUNK_BYTES)
+        except OSError:
+            pending = b""
+        finally:
+            client.setblocking(True)
+        if pending:
+            upstream.sendall(pending)
+        peers = {client: upstream, upstream: client}
+        open_ = [client, upstream]
+        while open_ and not self.proxy.stopping:
+            readable, _, _ = select.select(open_, [], [], 0.5)
+            for sock in readable:
+                try:
+                    data = sock.recv(CHUNK_BYTES)
+                except OSError:
+                    return
+                if not data:
+                    open_.remove(sock)
+                    try:
+                        peers[sock].shutdown(socket.SHUT_WR)
+                    except OSError:
+                        return
+                    continue
+                try:
+                    peers[sock].sendall(data)
+                except OSError:
+                    return
+
+
+def _split_authority(authority: str) -> tuple[str | None, int]:
+    host, sep, port_text = authority.rpartition(":")
+    if not sep or not port_text.isdigit() or not host:
+        return None, 0
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    port = int(port_text)
+    return (host, port) if 0 < port < 65536 else (None, 0)

@@ -1,0 +1,168 @@
+"""HTTP/1.1 framing of the proxy (:mod:`flakestorm.chaos.proxy.framing`): malformed requests
+answered in JSON, request bodies (limits, chunked), ``Expect: 100-continue``, reply headers and
+HEAD, against real loopback servers."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+from support.raw_server import RawUpstream
+from support.server import LoopbackServer, Response
+from test_proxy import assert_still_serving, session, weather
+
+from flakestorm.chaos.proxy.server import ChaosProxy
+
+
+@pytest.fixture
+def upstream() -> Iterator[LoopbackServer]:
+    with LoopbackServer(weather) as server:
+        yield server
+
+
+@pytest.fixture
+def proxy(upstream: LoopbackServer) -> Iterator[ChaosProxy]:
+    with ChaosProxy(tools={"weather": upstream.url}, upstream_timeout_s=0.5) as p:
+        yield p
+
+
+def raw_exchange(proxy: ChaosProxy, data: bytes) -> bytes:
+    """Send raw bytes, read until the proxy closes the connection."""
+    with socket.create_connection((proxy.host, proxy.port), timeout=5) as s:
+        sender = threading.Thread(target=_send_quietly, args=(s, data))
+        sender.start()
+        chunks = []
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        sender.join()
+    return b"".join(chunks)
+
+
+def _send_quietly(s: socket.socket, data: bytes) -> None:
+    with contextlib.suppress(OSError):  # the proxy may answer and close before reading it all
+        s.sendall(data)
+
+
+def json_error(raw: bytes) -> tuple[int, dict[str, Any]]:
+    head, _, body = raw.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    assert b"application/json" in head
+    return status, json.loads(body)
+
+
+@pytest.mark.parametrize(
+    ("data", "status"),
+    [
+        (b"GARBAGE\r\n\r\n", 400),
+        (b"GET /x HTTP/9.9\r\n\r\n", 505),
+        (b"GET /x HTTP/1.1\r\nContent-Length: nope\r\n\r\n", 400),
+        (b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\n\r\n", 414),
+        (b"GET /x HTTP/1.1\r\nX-Big: " + b"a" * (1024 * 1024) + b"\r\n\r\n", 431),
+        (b"GET /x HTTP/1.1\r\n" + b"X-Many: aaaaaaaaaaaaaaaaaaaa\r\n" * 40_000 + b"\r\n", 431),
+        (b"BREW /pot HTTP/1.1\r\n\r\n", 501),
+    ],
+    ids=[
+        "request-line",
+        "version",
+        "content-length",
+        "long-line",
+        "1MiB-header",
+        "1MiB-headers",
+        "method",
+    ],
+)
+def test_malformed_requests_get_a_json_error(proxy: ChaosProxy, data: bytes, status: int) -> None:
+    got, body = json_error(raw_exchange(proxy, data))
+    assert got == status
+    assert body["error"]["type"] and body["error"]["message"]
+    assert_still_serving(proxy)
+
+
+def test_random_bytes(proxy: ChaosProxy) -> None:
+    rng = __import__("random").Random(1)
+    for _ in range(5):
+        data = bytes(rng.randrange(256) for _ in range(4096)) + b"\r\n\r\n"
+        raw = raw_exchange(proxy, data)
+        if raw:  # the proxy answers what it can parse as a request line, in JSON
+            status, _ = json_error(raw)
+            assert 400 <= status < 600
+    assert_still_serving(proxy)
+
+
+def test_request_body_limit(upstream: LoopbackServer) -> None:
+    with ChaosProxy(tools={"weather": upstream.url}, max_request_bytes=1000) as proxy:
+        response = requests.post(f"{proxy.url}/tools/weather/x", data=b"x" * 5000, timeout=5)
+        assert response.status_code == 413
+        assert response.json()["error"]["type"] == "request_too_large"
+        chunked = requests.post(
+            f"{proxy.url}/tools/weather/x", data=iter([b"x" * 600, b"y" * 600]), timeout=5
+        )
+        assert chunked.status_code == 413
+        small = requests.post(f"{proxy.url}/tools/weather/x", data=iter([b"ab", b"cd"]), timeout=5)
+        assert small.status_code == 200 and upstream.requests[-1].body == b"abcd"
+
+
+def test_chunked_request_body_reaches_the_upstream_whole() -> None:
+    upstream = LoopbackServer(lambda r: Response.json({"n": len(r.body)}))
+    with upstream, ChaosProxy(tools={"t": upstream.url}) as proxy:
+        r = session().post(f"{proxy.url}/tools/t/x", data=iter([b"hello ", b"world"]), timeout=5)
+        assert r.json() == {"n": 11}
+        assert upstream.requests[0].body == b"hello world"
+
+
+def test_expect_100_continue(proxy: ChaosProxy, upstream: LoopbackServer) -> None:
+    with socket.create_connection((proxy.host, proxy.port), timeout=5) as s:
+        s.sendall(
+            b"POST /tools/weather/x HTTP/1.1\r\nHost: p\r\nContent-Length: 4\r\n"
+            b"Expect: 100-continue\r\n\r\n"
+        )
+        assert s.recv(100).startswith(b"HTTP/1.1 100")
+        s.sendall(b"body")
+        assert s.recv(65536).startswith(b"HTTP/1.1 200")
+    assert upstream.requests[-1].body == b"body"
+
+
+def test_duplicate_set_cookie_headers_come_back_separately() -> None:
+    def script(conn: socket.socket, request: bytes) -> None:
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nContent-Length: 2\r\n"
+            b"Connection: close\r\n\r\nok"
+        )
+
+    with RawUpstream(script) as upstream, ChaosProxy(tools={"t": upstream.url}) as proxy:
+        conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=5)
+        conn.request("GET", "/tools/t/x")
+        response = conn.getresponse()
+        assert response.msg.get_all("Set-Cookie") == ["a=1", "b=2"]
+        assert response.read() == b"ok"
+
+
+def test_head_of_a_chunked_upstream_reply_does_not_claim_zero_length() -> None:
+    def script(conn: socket.socket, request: bytes) -> None:
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n"
+            b"Connection: close\r\n\r\n"
+        )
+
+    with RawUpstream(script) as upstream, ChaosProxy(tools={"t": upstream.url}) as proxy:
+        conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=5)
+        conn.request("HEAD", "/tools/t/x")
+        response = conn.getresponse()
+        response.read()
+        assert response.status == 200
+        assert response.getheader("Content-Length") is None  # unknown: not "0"
+        conn.request("HEAD", "/tools/t/x")  # the connection is still usable
+        assert conn.getresponse().status == 200

@@ -1,0 +1,132 @@
+"""The network upstream (:mod:`flakestorm.chaos.proxy.upstreams.network`): headers forwarded,
+replies passed back decoded, streams not buffered, and upstream failures as 502/504 (never
+faults), against real loopback servers."""
+
+from __future__ import annotations
+
+import gzip
+import http.client
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import requests
+from support.raw_server import RawUpstream
+from support.server import LoopbackServer, Response
+from test_proxy import assert_still_serving, fault, last, scenario, session, weather
+
+from flakestorm.chaos.proxy.server import ChaosProxy
+
+
+@pytest.fixture
+def upstream() -> Iterator[LoopbackServer]:
+    with LoopbackServer(weather) as server:
+        yield server
+
+
+def test_duplicate_request_headers_all_reach_the_upstream() -> None:
+    with LoopbackServer() as upstream, ChaosProxy(tools={"t": upstream.url}) as proxy:
+        conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=5)
+        conn.putrequest("GET", "/tools/t/x")
+        conn.putheader("X-Tag", "a")
+        conn.putheader("X-Tag", "b")
+        conn.endheaders()
+        assert conn.getresponse().status == 200
+        tags = [v for k, v in upstream.requests[0].headers.items() if k.lower() == "x-tag"]
+        assert tags in (["a", "b"], ["a, b"])
+
+
+def test_gzip_reply_despite_identity_is_passed_decoded_with_its_length() -> None:
+    payload = json.dumps({"v": "x" * 1000}).encode()
+    packed = gzip.compress(payload)
+
+    def script(conn: socket.socket, request: bytes) -> None:
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n"
+            b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(packed), packed)
+        )
+
+    with RawUpstream(script) as upstream, ChaosProxy(tools={"t": upstream.url}) as proxy:
+        conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=5)
+        conn.request("GET", "/tools/t/x")
+        response = conn.getresponse()
+        assert response.getheader("Content-Encoding") is None
+        assert response.getheader("Content-Length") == str(len(payload))
+        assert response.read() == payload
+
+
+def test_sse_from_a_close_delimited_upstream_is_not_buffered() -> None:
+    release = threading.Event()
+
+    def script(conn: socket.socket, request: bytes) -> None:
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+            b'data: {"first": true}\n\n'
+        )
+        release.wait(10)
+        conn.sendall(b"data: [DONE]\n\n")
+
+    with RawUpstream(script) as upstream, ChaosProxy(tools={"feed": upstream.url}) as proxy:
+        try:
+            with session().get(f"{proxy.url}/tools/feed/events", stream=True, timeout=5) as r:
+                first = next(r.iter_lines())
+                assert first == b'data: {"first": true}'
+        finally:
+            release.set()
+
+
+def test_response_body_limit(upstream: LoopbackServer) -> None:
+    upstream.handler = lambda r: Response(200, b"x" * 10_000)
+    with ChaosProxy(tools={"weather": upstream.url}, max_response_bytes=1000) as proxy:
+        response = requests.get(f"{proxy.url}/tools/weather/x", timeout=5)
+    assert response.status_code == 502
+    assert response.json()["error"]["type"] == "upstream_too_large"
+
+
+def test_upstream_down_is_a_502_not_a_fault(upstream: LoopbackServer) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    with ChaosProxy(tools={"weather": upstream.url, "dead": dead}) as proxy:
+        proxy.activate(scenario(fault("slow", tool="dead", delay_ms=1)))
+        response = requests.get(f"{proxy.url}/tools/dead/x", timeout=5)
+        assert response.status_code == 502
+        error = response.json()["error"]
+        assert error["type"] == "upstream_unreachable" and "refused" in error["message"]
+        item = last(proxy)
+        assert item.upstream_error is not None and item.upstream_error.startswith(
+            "upstream_unreachable"
+        )
+        assert item.fired == ("tool_faults[0] slow(1 ms) on dead",)  # the slow fault, not the 502
+        assert item.status == 502 and item.upstream_status is None
+        # forward mode too
+        forward = requests.get(f"{dead}/x", proxies={"http": proxy.url}, timeout=5)
+        assert forward.status_code == 502
+        assert_still_serving(proxy)
+
+
+def test_hanging_upstream_is_a_504(upstream: LoopbackServer) -> None:
+    upstream.handler = upstream.hang
+    with ChaosProxy(tools={"weather": upstream.url}, upstream_timeout_s=0.2) as proxy:
+        started = time.perf_counter()
+        response = requests.get(f"{proxy.url}/tools/weather/x", timeout=5)
+        assert time.perf_counter() - started < 3
+        assert response.status_code == 504
+        assert response.json()["error"]["type"] == "upstream_timeout"
+        item = last(proxy)
+        assert item.upstream_error is not None and item.upstream_error.startswith(
+            "upstream_timeout"
+        )
+        assert item.fired == ()
+        upstream.handler = weather
+        assert_still_serving(proxy)
+
+
+def test_upstream_dropping_mid_body_is_a_502(upstream: LoopbackServer) -> None:
+    upstream.handler = lambda r: Response(200, b"x" * 1000, stall_after=10)
+    with ChaosProxy(tools={"weather": upstream.url}, upstream_timeout_s=0.2) as proxy:
+        response = requests.get(f"{proxy.url}/tools/weather/x", timeout=5)
+    assert response.status_code == 504  # it stalled mid-body: a read timeout
