@@ -548,7 +548,7 @@ def proxy(
 
     from flakestorm.chaos.proxy.server import ChaosProxy
     from flakestorm.chaos.proxy.serving import parse_tools
-    from flakestorm.chaos.proxy.upstreams.cassette import CASSETTE_PREFIX
+    from flakestorm.chaos.proxy.upstreams.cassette import resolve_cassette
     from flakestorm.preview import without_userinfo
     from flakestorm.stopping import stopping_on_signals
 
@@ -561,10 +561,7 @@ def proxy(
             tools.update(section.tools)
             token = token or section.token
             upstream = section.llm_upstream
-            if upstream and upstream.startswith(CASSETTE_PREFIX):  # relative to the config
-                path = loaded.base_dir / upstream[len(CASSETTE_PREFIX) :]
-                upstream = f"{CASSETTE_PREFIX}{path}"
-            llm_upstream = llm_upstream or upstream
+            llm_upstream = llm_upstream or resolve_cassette(upstream, loaded.base_dir)
     tools.update(parse_tools(tool_routes, "--tool"))
     chaos = ChaosProxy(host, port, llm_upstream, tools, token=token, record=record)
     stop = threading.Event()

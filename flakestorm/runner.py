@@ -256,15 +256,6 @@ def _locator(loaded: LoadedConfig) -> Callable[[str, str], Problem]:
     return locate
 
 
-def _resolve_cassette(upstream: str | None, base_dir: Path) -> str | None:
-    """``cassette:PATH`` with a relative PATH means relative to the config's directory."""
-    prefix = "cassette:"
-    if upstream is None or not upstream.startswith(prefix):
-        return upstream
-    path = Path(upstream[len(prefix) :])
-    return upstream if path.is_absolute() else f"{prefix}{base_dir / path}"
-
-
 def proxy_env(proxy_url: str, agent_endpoint: str) -> dict[str, str]:
     """The environment an agent started by flakestorm gets so its traffic goes through the
     chaos proxy: LLM SDK base URLs, ``HTTP_PROXY``/``HTTPS_PROXY`` for everything else (HTTPS
@@ -343,11 +334,12 @@ def _agent_up(
                 control.reset()
             else:
                 from flakestorm.chaos.proxy.server import ChaosProxy
+                from flakestorm.chaos.proxy.upstreams.cassette import resolve_cassette
 
                 proxy = ChaosProxy(
                     "127.0.0.1",
                     0,
-                    llm_upstream=_resolve_cassette(proxy_config.llm_upstream, loaded.base_dir),
+                    llm_upstream=resolve_cassette(proxy_config.llm_upstream, loaded.base_dir),
                     tools=proxy_config.tools,
                     token=proxy_config.token,
                     record=record,

@@ -62,15 +62,12 @@ def serve_from_env(
 ) -> None:
     """Run :func:`proxy_from_env`'s proxy until ``stop`` is set (default: until SIGTERM or
     SIGINT, when called from the main thread)."""
-    import signal
+    from flakestorm.stopping import stopping_on_signals
 
     proxy = proxy_from_env(env)
     if stop is None:
         stop = threading.Event()
-        if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(signum, lambda *_: stop.set())
-    with proxy:
+    with stopping_on_signals(stop), proxy:
         if on_ready is not None:
             on_ready(proxy)
         while not stop.wait(1.0):

@@ -63,6 +63,17 @@ logger = logging.getLogger("flakestorm.proxy")
 
 CASSETTE_PREFIX = "cassette:"
 """``llm_upstream: cassette:PATH`` replays the cassette at PATH."""
+
+
+def resolve_cassette(upstream: str | None, base_dir: Path) -> str | None:
+    """``llm_upstream`` with a relative ``cassette:PATH`` made relative to ``base_dir`` (the
+    config's directory); any other value as it is."""
+    if upstream is None or not upstream.startswith(CASSETTE_PREFIX):
+        return upstream
+    path = Path(upstream[len(CASSETTE_PREFIX) :])
+    return upstream if path.is_absolute() else f"{CASSETTE_PREFIX}{base_dir / path}"
+
+
 FORMAT_VERSION = 1
 VOLATILE_FIELDS = frozenset({"user", "metadata"})
 """Top-level JSON body fields ignored when matching a request."""
