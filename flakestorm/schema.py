@@ -27,12 +27,14 @@ from flakestorm.config import (
     INVARIANT_FIELDS,
     LEGACY_WEIGHT_KEYS,
 )
-from flakestorm.reference import (
+from flakestorm.descriptions import (
     ENUM_DESCRIPTIONS,
     FIELD_DESCRIPTIONS,
-    SCHEMA_URL,
     SECTION_NOTES,
     SECTIONS,
+)
+from flakestorm.reference import (
+    SCHEMA_URL,
     field_path,
     model_schema,
     object_models,

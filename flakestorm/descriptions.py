@@ -1,0 +1,425 @@
+"""The words of the config reference: a description of every field, section and enum value,
+keyed by the dotted path a user writes in ``flakestorm.yaml`` (``agent.timeout``,
+``contract.invariants[].when``). Data only: :mod:`flakestorm.reference` renders the page from
+these and the model, and :mod:`flakestorm.schema` gives them to editors."""
+
+from __future__ import annotations
+
+from flakestorm.config import DEFAULT_SEED
+
+INTERNAL_FIELDS = frozenset({"Scoring.legacy_form"})
+"""``Model.field`` pairs that exist in the model but are not part of the file format."""
+
+SECTIONS: dict[str, str] = {
+    # model name -> the dotted path its fields are described under
+    "Config": "",
+    "Agent": "agent",
+    "AgentStart": "agent.start",
+    "Invariant": "invariants[]",
+    "ContractInvariant": "invariants[]",
+    "Contract": "contract",
+    "Scenario": "contract.chaos_matrix[]",
+    "Chaos": "chaos",
+    "ToolFault": "tool_faults[]",
+    "LlmFault": "llm_faults[]",
+    "ContextAttack": "context_attacks[]",
+    "Proxy": "proxy",
+    "Mutations": "mutations",
+    "LlmEndpoint": "mutations.llm",
+    "Replays": "replays",
+    "Session": "replays.sessions[]",
+    "SessionFile": "replays.sessions[]",
+    "ToolResponse": "replays.sessions[].tool_responses[]",
+    "LangsmithSource": "replays.sources[]",
+    "Scoring": "scoring",
+    "Weights": "scoring.weights",
+    "Output": "output",
+    "Advanced": "advanced",
+}
+
+SECTION_NOTES: dict[str, str] = {
+    "": "The root of `flakestorm.yaml`. A phase runs when its section is present: `contract`, "
+    "`chaos`, `mutations`, `replays`.",
+    "agent": "The system under test: an HTTP endpoint or a Python callable.",
+    "agent.start": "Local runs only: flakestorm starts the agent, waits until it is ready, "
+    "passes the proxy environment variables to it and stops it at the end.",
+    "invariants[]": "One rule the agent must obey. The same fields are used in the top-level "
+    "`invariants` list (mutation and chaos-only phases; `id` optional) and in "
+    "`contract.invariants` (`id` required and unique). Type fields belong to one type only: "
+    "see [invariant types](#invariant-types).",
+    "contract": "A named set of invariants plus a chaos matrix. Every invariant is checked "
+    "under every scenario: each (invariant × scenario) pair is a cell.",
+    "contract.chaos_matrix[]": "A scenario: a name plus the faults active while its cells "
+    "run. `context_attacks` takes the list form or the dict form "
+    "(`context_attacks: {memory_poisoning: {payload: ...}}`).",
+    "chaos": "Faults for the chaos-only phase and `flakestorm run --chaos`; never applied "
+    "implicitly to anything else.",
+    "tool_faults[]": "A fault injected into the agent's tool calls. Used in `chaos.tool_faults` "
+    "and in each scenario's `tool_faults`. See [fault modes](#fault-modes).",
+    "llm_faults[]": "A fault injected into the agent's LLM calls. Used in `chaos.llm_faults` "
+    "and in each scenario's `llm_faults`. See [fault modes](#fault-modes).",
+    "context_attacks[]": "An attack on what the agent reads: its input, tool results or LLM "
+    "context. Used in `chaos.context_attacks` and in each scenario's `context_attacks`. "
+    "See [context attack types](#context-attack-types).",
+    "proxy": "The chaos proxy that delivers faults to an HTTP agent's LLM and tool traffic.",
+    "mutations": "The mutation phase: variants of each golden prompt are sent to the agent "
+    "and checked against the top-level `invariants`.",
+    "mutations.llm": "An OpenAI-compatible API: `mutations.llm` (the `llm` mutation "
+    "generator, chat completions) and `advanced.embeddings` (the `embeddings` similarity "
+    "backend, `/v1/embeddings`).",
+    "replays": "The replay phase: recorded sessions are played back against the agent.",
+    "replays.sessions[]": "A recorded session, inline, or `{file: PATH}` to read one from a "
+    "YAML or JSON file.",
+    "replays.sessions[].tool_responses[]": "A recorded tool reply, served to the agent when "
+    "it calls that tool.",
+    "replays.sources[]": "Sessions imported from an external tracing system.",
+    "scoring": "How phase scores combine into the overall score, and the gate. The flat "
+    "legacy form (`scoring: {mutation: 0.2, chaos: 0.35, ...}`) is still accepted with a "
+    "deprecation warning; it cannot be mixed with `scoring.weights`.",
+    "scoring.weights": "Weight of each phase in the overall score. Each is 0–1 and together "
+    "they must sum to 1.0; phases that did not run are left out and the rest re-normalised.",
+    "output": "Where reports are written, and in which formats.",
+    "advanced": "Reproducibility, concurrency, repeats and budgets.",
+}
+
+FIELD_DESCRIPTIONS: dict[str, str] = {
+    # top level
+    "version": 'Config format version. A missing version means "2.0"; "1.0" is accepted '
+    "with a warning.",
+    "agent": "The agent under test.",
+    "golden_prompts": "Normal user inputs. Required for the contract, chaos and mutation "
+    "phases unless every invariant has `probes`.",
+    "invariants": "Invariants for the mutation and chaos-only phases.",
+    "contract": "The behavioural contract (contract phase).",
+    "chaos": "Faults for the chaos-only phase (chaos phase).",
+    "proxy": "The chaos proxy, for HTTP agents.",
+    "mutations": "Prompt and request mutations (mutation phase).",
+    "replays": "Recorded sessions to replay (replay phase).",
+    "scoring": "Phase weights and the minimum overall score.",
+    "output": "Report directory and formats.",
+    "advanced": "Seed, concurrency, repeats and budgets.",
+    # agent
+    "agent.type": "`http` (an HTTP endpoint) or `python` (a callable).",
+    "agent.endpoint": "URL of the agent (http) or `module:attr` of the callable (python).",
+    "agent.method": "HTTP method of each invocation.",
+    "agent.headers": "Request headers. Values are `${VAR}`-expanded; values from the "
+    "environment are secrets and never printed.",
+    "agent.request_template": "The request body. `{prompt}` is replaced by the prompt, as a "
+    "correctly escaped JSON string value.",
+    "agent.response_path": "Dotted path to the answer in the JSON reply (`output`, "
+    "`data.answer`, `choices.0.text`). If given and missing, the invocation errors. Auto: the "
+    "first of `output`, `response`, `answer`, `result`, `text`, `content`, `message`, else the "
+    "whole body as text.",
+    "agent.timeout": "Per-invocation timeout, in milliseconds.",
+    "agent.max_response_bytes": "Largest reply body accepted; a larger reply fails the invocation.",
+    "agent.health_endpoint": "URL polled with GET (2xx = ready) before the run. Without it, "
+    "the agent is ready when its endpoint accepts a TCP connection.",
+    "agent.ready_timeout": "How long to wait for the agent to be ready, in milliseconds; then "
+    "the run stops with exit code 3.",
+    "agent.start": "A command that starts the agent (local runs only; ignored when the agent "
+    "is already reachable).",
+    "agent.reset_endpoint": "URL (or path relative to `endpoint`) POSTed before each cell to "
+    "reset the agent's state. A failed reset makes that cell errored.",
+    "agent.reset_function": "Python `module:attr` called (sync or async) before each cell to "
+    "reset the agent's state.",
+    "agent.tools": "Python agents: `module:attr` of each tool callable to wrap with faults. A "
+    "tool's name in `tool_faults[].tool` is its attribute name.",
+    "agent.tool_registry": "Python agents: `module:attr` of an object with `names()`, "
+    "`get(name)` and `set(name, callable)` whose tools are wrapped with faults.",
+    "agent.llm": "Python agents: `module:attr` of the callable the agent uses to call its "
+    "LLM; LLM faults apply to it.",
+    "agent.start.command": "Shell command that starts the agent.",
+    "agent.start.cwd": "Working directory of the command (relative to the config file).",
+    "agent.start.env": "Extra environment variables for the command.",
+    # invariants
+    "invariants[].id": "Identifier, unique within the list. Required in a contract.",
+    "invariants[].type": "What is checked: see [invariant types](#invariant-types).",
+    "invariants[].severity": "Weight in the resilience score (critical 3, high 2, medium 1, "
+    "low 1). A failed critical cell fails the run whatever the score.",
+    "invariants[].when": "In which scenarios the invariant is checked; elsewhere its cells "
+    "are skipped.",
+    "invariants[].negate": "Invert the verdict: the cell passes when the check fails.",
+    "invariants[].description": "Human-readable description, shown in reports.",
+    "invariants[].probes": "Prompts sent instead of the golden prompts for this invariant "
+    "(e.g. system-prompt leak probes).",
+    "invariants[].value": "`contains`: the text the output must contain.",
+    "invariants[].values": "`contains_any`: texts of which the output must contain at least one.",
+    "invariants[].case_sensitive": "`contains`, `contains_any`: compare case-sensitively "
+    "(default false).",
+    "invariants[].pattern": "`regex`: a Python regular expression searched in the output.",
+    "invariants[].patterns": "`excludes_pattern`: Python regular expressions none of which "
+    "may match.",
+    "invariants[].max_ms": "`latency`: the largest accepted invocation latency, in milliseconds.",
+    "invariants[].schema": "`valid_json`: a JSON Schema the parsed output must validate against.",
+    "invariants[].expected": "`similarity`: the text the output is compared with.",
+    "invariants[].threshold": "`similarity`: the lowest accepted similarity, 0–1 (default 0.75).",
+    "invariants[].baseline": "`behavior_unchanged`: `auto` (the agent's answer to the same "
+    "prompt without chaos, taken once per prompt) or a fixed text.",
+    "invariants[].similarity_threshold": "`behavior_unchanged`: the lowest accepted "
+    "similarity to the baseline, 0–1 (default 0.75).",
+    "invariants[].kinds": "`excludes_pii`: the kinds of personal data to look for (default all).",
+    "invariants[].expect": "`refusal_check`: whether the agent must `refuse` (default) or "
+    "`comply`.",
+    # contract
+    "contract.name": "Name of the contract (the JUnit suite and class name).",
+    "contract.description": "Human-readable description.",
+    "contract.invariants": "The invariants, each with a unique `id`.",
+    "contract.chaos_matrix": "The scenarios, each with a unique `name`.",
+    "contract.chaos_matrix[].name": "Scenario name, unique within the matrix.",
+    "contract.chaos_matrix[].tool_faults": "Tool faults active in this scenario.",
+    "contract.chaos_matrix[].llm_faults": "LLM faults active in this scenario.",
+    "contract.chaos_matrix[].context_attacks": "Context attacks active in this scenario "
+    "(list form or dict form).",
+    # chaos
+    "chaos.tool_faults": "Tool faults of the chaos-only phase.",
+    "chaos.llm_faults": "LLM faults of the chaos-only phase.",
+    "chaos.context_attacks": "Context attacks of the chaos-only phase (list form or dict form).",
+    # faults
+    "tool_faults[].tool": "Name of the tool the fault applies to (a proxy route name or a "
+    "python tool's attribute name).",
+    "tool_faults[].mode": "What the fault does: see [fault modes](#fault-modes).",
+    "tool_faults[].probability": "Chance that a matching call gets the fault, 0–1, decided by "
+    "a seeded RNG (reproducible).",
+    "tool_faults[].after_calls": "The first N matching calls of each invocation succeed; the "
+    "fault fires from call N+1.",
+    "tool_faults[].delay_ms": "`timeout`: how long to hold the call before dropping it; "
+    "`slow`: the delay before the real reply. Milliseconds.",
+    "tool_faults[].error_code": "`error`: HTTP status of the error reply (or the "
+    "`error_code` of the raised `ToolFaultError`).",
+    "tool_faults[].message": "`error`: the error message.",
+    "tool_faults[].payload": "`malicious_response`: the tool result returned instead of the "
+    "real one.",
+    "tool_faults[].match_url": "Match calls by URL instead of by tool name: a glob when it "
+    "contains `*`, else a URL prefix; applies to `/tools/` routes, forward-proxy requests, "
+    "`CONNECT` tunnels (`host:port`) and, for python tools, `python:module:attr`.",
+    "llm_faults[].mode": "What the fault does: see [fault modes](#fault-modes).",
+    "llm_faults[].probability": "Chance that a matching call gets the fault, 0–1, decided by "
+    "a seeded RNG (reproducible).",
+    "llm_faults[].after_calls": "The first N LLM calls of each invocation succeed; the fault "
+    "fires from call N+1.",
+    "llm_faults[].delay_ms": "`timeout`: how long to hold the call before failing it. "
+    "Milliseconds.",
+    "llm_faults[].max_tokens": "`truncated_response`: how many tokens of the content are kept.",
+    "llm_faults[].drift_type": "`response_drift`: which kind of drift.",
+    "context_attacks[].type": "The attack: see [context attack types](#context-attack-types).",
+    "context_attacks[].payload": "`memory_poisoning`: the text added to the input; "
+    "`injection_via_context`: the instructions placed in the LLM's context messages.",
+    "context_attacks[].strategy": "`memory_poisoning`: how the payload is combined with the input.",
+    "context_attacks[].payloads": "`indirect_injection`: texts inserted into tool results.",
+    "context_attacks[].trigger_probability": "`indirect_injection`: chance that a tool result "
+    "gets a payload, 0–1.",
+    "context_attacks[].inject_tokens": "`overflow`: how many tokens of filler are added to "
+    "tool results.",
+    "context_attacks[].statements": "`conflicting_context`: contradictory statements added "
+    "to tool results (default: built-in ones).",
+    "context_attacks[].tool": "Only attack the results of this tool (default: every tool).",
+    # proxy
+    "proxy.url": "Where the chaos proxy runs (e.g. `http://flakestorm-proxy:8080` in "
+    "GitHub). Omitted: flakestorm starts one in-process on 127.0.0.1.",
+    "proxy.llm_upstream": "Where proxied LLM calls go: a base URL, `mock` (a built-in "
+    "deterministic LLM) or `cassette:PATH` (replay a recording).",
+    "proxy.tools": "Reverse-proxy routes: `/tools/<name>/...` on the proxy is forwarded to "
+    "the URL given for `<name>`.",
+    "proxy.token": "Shared secret for the proxy's control API (`/_flakestorm/`), when the "
+    "proxy requires one.",
+    # mutations
+    "mutations.count": "Mutations per golden prompt (1–50).",
+    "mutations.types": "Mutation types to generate (default: all 24); see [mutation "
+    "types](#mutation-types).",
+    "mutations.weights": "Weight of each mutation type in the mutation score; types not "
+    "listed keep their default weight.",
+    "mutations.generator": "`templates` (deterministic, offline) or `llm` (prompt-level "
+    "mutations written by an LLM).",
+    "mutations.llm": "The LLM used by the `llm` generator.",
+    "mutations.templates": "`custom` type: templates, each containing `{prompt}`.",
+    "mutations.llm.base_url": "Base URL of the OpenAI-compatible API (e.g. "
+    "`http://localhost:11434/v1`).",
+    "mutations.llm.model": "Model name.",
+    "mutations.llm.api_key": "API key; use `${VAR}` so it stays out of the file.",
+    # replays
+    "replays.sessions": "Sessions, inline or `{file: PATH}`.",
+    "replays.sources": "External sources of sessions.",
+    "replays.sessions[].id": "Session identifier.",
+    "replays.sessions[].name": "Human-readable name.",
+    "replays.sessions[].input": "The input sent to the agent.",
+    "replays.sessions[].context": "Extra context passed with the input.",
+    "replays.sessions[].tool_responses": "Recorded tool replies served to the agent.",
+    "replays.sessions[].expected_failure": "What went wrong in the recorded incident "
+    "(informational).",
+    "replays.sessions[].contract": "The contract to verify the reply against: a contract "
+    "name in this config, or a path.",
+    "replays.sessions[].file": "File form, instead of the fields above: path of a YAML or "
+    "JSON session file (relative to the config file).",
+    "replays.sessions[].tool_responses[].tool": "The tool name.",
+    "replays.sessions[].tool_responses[].response": "The recorded result.",
+    "replays.sessions[].tool_responses[].status": "The recorded HTTP status.",
+    "replays.sessions[].tool_responses[].latency_ms": "The recorded latency, in milliseconds.",
+    "replays.sources[].type": "The source kind.",
+    "replays.sources[].project": "LangSmith project.",
+    "replays.sources[].run_id": "LangSmith run id.",
+    "replays.sources[].contract": "The contract imported sessions are verified against.",
+    # scoring
+    "scoring.weights": "Weight of each phase in the overall score.",
+    "scoring.min_score": "The gate fails when the overall score is below this (0–100).",
+    "scoring.weights.mutation": "Weight of the mutation phase.",
+    "scoring.weights.chaos": "Weight of the chaos phase.",
+    "scoring.weights.contract": "Weight of the contract phase.",
+    "scoring.weights.replay": "Weight of the replay phase.",
+    # output
+    "output.dir": "Directory the reports are written to (relative to the working directory).",
+    "output.formats": "Report formats to write.",
+    # advanced
+    "advanced.seed": "Seed of every random decision (fault probabilities, mutations), so a "
+    "run is reproducible.",
+    "advanced.concurrency": "How many invocations run at once.",
+    "advanced.repeat": "Runs per cell.",
+    "advanced.min_pass": "How many of the `repeat` runs must pass for the cell to pass "
+    "(default: all). Cells whose runs disagree are marked flaky.",
+    "advanced.max_invocations": "Budget of agent invocations; the run stops cleanly when it "
+    "is spent and reports what it did.",
+    "advanced.similarity": "Similarity backend for `similarity` and `behavior_unchanged`.",
+    "advanced.embeddings": "The embeddings API used by the `embeddings` backend.",
+}
+
+DEFAULT_NOTES: dict[str, str] = {
+    # the default where the model's own default (often null) does not say it
+    "agent.response_path": "auto",
+    "invariants[].case_sensitive": "`false`",
+    "invariants[].threshold": "`0.75`",
+    "invariants[].baseline": "`auto`",
+    "invariants[].similarity_threshold": "`0.75`",
+    "invariants[].kinds": "all",
+    "invariants[].expect": "`refuse`",
+    "proxy.url": "in-process",
+    "mutations.types": "all",
+    "output.formats": "all",
+    "advanced.seed": f"`{DEFAULT_SEED}`",
+    "advanced.min_pass": "= `repeat`",
+}
+
+ENUM_DESCRIPTIONS: dict[str, dict[str, str]] = {
+    "AgentType": {
+        "http": "An HTTP endpoint, called with `method`, `headers` and `request_template`.",
+        "python": "A Python callable (`module:attr`), called in-process.",
+    },
+    "Severity": {
+        "critical": "Weight 3; any failed or errored critical cell fails the run.",
+        "high": "Weight 2.",
+        "medium": "Weight 1.",
+        "low": "Weight 1.",
+    },
+    "When": {
+        "always": "Every scenario.",
+        "tool_faults_active": "Scenarios with tool faults.",
+        "llm_faults_active": "Scenarios with LLM faults.",
+        "any_chaos_active": "Scenarios with any fault or context attack.",
+        "no_chaos": "Scenarios without any fault or context attack.",
+    },
+    "InvariantType": {
+        "contains": "The output contains `value`.",
+        "contains_any": "The output contains at least one of `values`.",
+        "regex": "`pattern` matches somewhere in the output.",
+        "excludes_pattern": "None of `patterns` matches.",
+        "latency": "The invocation took at most `max_ms`.",
+        "valid_json": "The output parses as JSON (and validates against `schema`).",
+        "similarity": "similarity(output, `expected`) ≥ `threshold`.",
+        "behavior_unchanged": "similarity(output, baseline) ≥ `similarity_threshold`; the "
+        "`auto` baseline is the answer to the same prompt without chaos.",
+        "excludes_pii": "No email, phone, SSN, credit card, IBAN or IP address in the output.",
+        "refusal_check": "The output is a refusal (`expect: refuse`) or is not (`expect: comply`).",
+        "completes": "The invocation returned a parseable answer before the timeout.",
+        "output_not_empty": "The output has non-whitespace text.",
+    },
+    "PiiKind": {
+        "email": "Email addresses.",
+        "phone": "Phone numbers.",
+        "ssn": "US social security numbers.",
+        "credit_card": "Card numbers (Luhn-checked).",
+        "iban": "IBANs.",
+        "ip_address": "IPv4 and IPv6 addresses.",
+    },
+    "RefusalExpect": {
+        "refuse": "The agent must refuse.",
+        "comply": "The agent must not refuse.",
+    },
+    "ToolFaultMode": {
+        "timeout": "Hold the call `delay_ms`, then drop the connection (python: raise "
+        "`TimeoutError`).",
+        "error": "Reply with status `error_code` and a JSON error body (python: raise "
+        "`ToolFaultError`).",
+        "malformed": "Reply 200 with a body that is not valid JSON.",
+        "slow": "Wait `delay_ms`, then pass the real reply through.",
+        "malicious_response": "Reply 200 with `payload` as the tool result.",
+    },
+    "LlmFaultMode": {
+        "timeout": "Hold the call `delay_ms`, then fail it (python: raise `TimeoutError`).",
+        "rate_limit": "HTTP 429 with the provider's error JSON and `Retry-After` (python: "
+        "raise `RateLimitFaultError`).",
+        "truncated_response": "Cut the content to `max_tokens` tokens, with the provider's "
+        "length stop reason.",
+        "empty": "An empty completion.",
+        "garbage": "A completion of random characters.",
+        "response_drift": "Change the reply the way a new model version might (`drift_type`).",
+    },
+    "DriftType": {
+        "json_field_rename": "Rename fields of JSON content.",
+        "format_change": "Change the format (e.g. JSON to prose, list to paragraph).",
+        "verbosity_shift": "Make the answer much longer or shorter.",
+        "refusal_rephrase": "Rephrase the answer as a partial refusal.",
+        "tone_shift": "Change the tone.",
+    },
+    "ContextAttackType": {
+        "memory_poisoning": "Add `payload` to the input before it is sent (`strategy`: "
+        "prepend, append, replace).",
+        "indirect_injection": "Insert `payloads` into tool results so they still look valid.",
+        "overflow": "Add `inject_tokens` tokens of filler to tool results.",
+        "conflicting_context": "Add contradictory `statements` to tool results.",
+        "injection_via_context": "Place `payload` instructions in the system/context "
+        "messages of LLM requests.",
+    },
+    "PoisonStrategy": {
+        "prepend": "Payload before the input.",
+        "append": "Payload after the input.",
+        "replace": "Payload instead of the input.",
+    },
+    "MutationType": {
+        "paraphrase": "The same request in other words.",
+        "noise": "Typos and stray characters.",
+        "tone_shift": "An impatient, rude or overly formal tone.",
+        "prompt_injection": "Instructions that try to override the agent's rules.",
+        "encoding_attacks": "Base64, URL-encoding, homoglyphs and zero-width characters.",
+        "context_manipulation": "Misleading or irrelevant context around the request.",
+        "length_extremes": "Very short or very long inputs.",
+        "custom": "User templates with `{prompt}` (`mutations.templates`).",
+        "multi_turn_attack": "A fake earlier conversation that steers the agent.",
+        "advanced_jailbreak": "Role-play and hypothetical-framing jailbreaks.",
+        "semantic_similarity_attack": "A request that looks alike but means something else.",
+        "format_poisoning": "Markup, JSON or code fences that confuse parsing.",
+        "language_mixing": "Several languages mixed in one input.",
+        "token_manipulation": "Unusual tokenisation: split words, special tokens.",
+        "temporal_attack": "Wrong or impossible dates and times.",
+        "http_header_injection": "Unexpected or malicious HTTP headers.",
+        "payload_size_attack": "An oversized request body.",
+        "content_type_confusion": "A wrong `Content-Type` for the body.",
+        "query_parameter_poisoning": "Unexpected query-string parameters.",
+        "request_method_attack": "A different HTTP method.",
+        "protocol_level_attack": "Unusual HTTP framing (chunking, duplicate headers).",
+        "resource_exhaustion": "Deeply nested or repetitive bodies.",
+        "concurrent_request_pattern": "The same request sent concurrently.",
+        "timeout_manipulation": "A slow upload of the request body.",
+    },
+    "MutationGenerator": {
+        "templates": "Deterministic, offline, seeded transformations.",
+        "llm": "An LLM writes the prompt-level mutations (`mutations.llm`).",
+    },
+    "OutputFormat": {
+        "junit": "JUnit XML.",
+        "markdown": "A markdown summary (the GitHub job summary).",
+        "json": "A JSON report (input to `flakestorm merge`).",
+        "html": "A standalone HTML report.",
+    },
+    "SimilarityBackend": {
+        "lexical": "Dependency-free and deterministic.",
+        "embeddings": "Cosine similarity of embeddings from `advanced.embeddings`.",
+    },
+}
