@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from flakestorm.chaos.llm.modes import LLM_MODES
+from flakestorm.chaos.tool_modes import TOOL_MODES
 from flakestorm.config import ContextAttack, ContextAttackType, LlmFault, ToolFault
 
 _F = TypeVar("_F", ToolFault, LlmFault)
@@ -84,21 +86,13 @@ class Decision:
 
 def tool_fault_label(index: int, fault: ToolFault) -> str:
     """``tool_faults[0] error(503) on market_data_api``: how reports name a tool fault."""
-    detail = {
-        "error": f"({fault.error_code})",
-        "slow": f"({fault.delay_ms} ms)",
-        "timeout": f"({fault.delay_ms} ms)" if fault.delay_ms is not None else "",
-    }.get(fault.mode.value, "")
+    detail = TOOL_MODES[fault.mode].detail(fault)
     return f"tool_faults[{index}] {fault.mode.value}{detail} on {fault.tool}"
 
 
 def llm_fault_label(index: int, fault: LlmFault) -> str:
-    detail = ""
-    if fault.max_tokens is not None:
-        detail = f"({fault.max_tokens} tokens)"
-    elif fault.drift_type is not None:
-        detail = f"({fault.drift_type.value})"
-    return f"llm_faults[{index}] {fault.mode.value}{detail}"
+    """``llm_faults[0] truncated_response(20 tokens)``: how reports name an LLM fault."""
+    return f"llm_faults[{index}] {fault.mode.value}{LLM_MODES[fault.mode].detail(fault)}"
 
 
 def attack_label(index: int, attack: ContextAttack) -> str:
