@@ -86,6 +86,7 @@ from flakestorm.chaos.faults import (
     FaultBook,
     Target,
     attack_label,
+    call_rng,
     llm_fault_label,
     tool_fault_label,
     tool_matches,
@@ -683,7 +684,7 @@ def _is_sse(response: requests.Response) -> bool:
 
 
 def _rng(scenario: ActiveScenario, cell: str, key: str, call_index: int) -> random.Random:
-    return random.Random(f"{scenario.seed}\x1f{scenario.name}\x1f{cell}\x1f{key}\x1f{call_index}")
+    return call_rng(scenario.seed, scenario.name, cell, key, call_index)
 
 
 # --------------------------------------------------------------------------- the server

@@ -63,7 +63,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-import hashlib
 import inspect
 import random
 import sys
@@ -79,12 +78,15 @@ from flakestorm.agents.importer import Locate, default_locate, describe_exceptio
 from flakestorm.agents.python import current_call
 from flakestorm.chaos import tool_results
 from flakestorm.chaos.faults import (
+    LLM_KEY,
     UNATTRIBUTED,
     ActiveScenario,
     FaultBook,
     Target,
     attack_label,
+    call_rng,
     llm_fault_label,
+    tool_key,
 )
 from flakestorm.chaos.interactions import Interaction, InteractionLog
 from flakestorm.chaos.llm.injection import messages_with_payload, with_payload
@@ -236,12 +238,11 @@ class _Call:
         self.recorded = False
 
     def rng(self) -> random.Random:
-        """Randomness for this call's payload choices, fixed by the call's identity."""
+        """Randomness for this call's payload choices, fixed by the call's identity as the
+        proxy fixes it for the same call (:func:`~flakestorm.chaos.faults.call_rng`)."""
         s = self.book.scenario
-        key = (
-            f"{s.seed}\x1f{s.name}\x1f{self.cell}\x1f{self.site.url}\x1f{self.decision.call_index}"
-        )
-        return random.Random(int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big"))
+        key = tool_key(self.site.name) if self.site.target is Target.TOOL else LLM_KEY
+        return call_rng(s.seed, s.name, self.cell, key, self.decision.call_index)
 
     def undelivered(self, label: str) -> None:
         if label in self.fired:
