@@ -19,7 +19,6 @@ from flakestorm.chaos.tool_results import (
     CONFLICTING_STATEMENTS,
     filler,
     poison_body,
-    poison_value,
     try_poison_value,
 )
 from flakestorm.config import ContextAttack, ContextAttackType
@@ -280,3 +279,7 @@ def test_values_without_text_are_returned_unchanged_and_not_delivered(value: Any
 
 def rng() -> random.Random:
     return random.Random(1)
+
+
+def poison_value(value: Any, attacks: list[ContextAttack], rng: random.Random) -> Any:
+    return try_poison_value(value, attacks, rng)[0]

@@ -24,7 +24,7 @@ so that the result stays valid for its format:
 - **XML**: a comment after the root element (well-formed XML allows trailing comments).
 - **anything else**: appended as paragraphs of text.
 
-Python values (:func:`poison_value`) follow the JSON rules on ``dict``/``list``/``tuple``,
+Python values (:func:`try_poison_value`) follow the JSON rules on ``dict``/``list``/``tuple``,
 dataclasses and pydantic models, rebuilding only the containers on the path to the changed
 value, so a shared (cached) result is never mutated; a ``str`` that holds a JSON object or
 array stays a JSON ``str``; ``bytes`` are sniffed like a body without a content type. A value
@@ -240,16 +240,12 @@ def _append_text(body: bytes, charset: str, text: str) -> bytes:
 # --------------------------------------------------------------------------- python values
 
 
-def poison_value(value: Any, attacks: Sequence[ContextAttack], rng: random.Random) -> Any:
-    """A python tool result with the text of ``attacks`` inserted (module doc)."""
-    return try_poison_value(value, attacks, rng)[0]
-
-
 def try_poison_value(
     value: Any, attacks: Sequence[ContextAttack], rng: random.Random
 ) -> tuple[Any, bool]:
-    """Like :func:`poison_value`, and whether the text could be delivered at all (False: the
-    value came back unchanged because nothing in it can carry text)."""
+    """A python tool result with the text of ``attacks`` inserted (module doc), and whether
+    the text could be delivered at all (False: the value came back unchanged because nothing
+    in it can carry text)."""
     text = _combined(attacks, rng)
     if not text:
         return value, False
