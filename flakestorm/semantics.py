@@ -17,6 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from flakestorm.chaos.llm.modes import LLM_MODES
+from flakestorm.chaos.modes import Fields, field_names
+from flakestorm.chaos.tool_modes import TOOL_MODES
 from flakestorm.config import (
     CONTEXT_ATTACK_FIELDS,
     INVARIANT_FIELDS,
@@ -26,7 +29,6 @@ from flakestorm.config import (
     Faults,
     Invariant,
     LlmFault,
-    LlmFaultMode,
     MutationGenerator,
     MutationType,
     Scenario,
@@ -34,7 +36,6 @@ from flakestorm.config import (
     SessionFile,
     SimilarityBackend,
     ToolFault,
-    ToolFaultMode,
     When,
 )
 from flakestorm.errors import Problem
@@ -48,28 +49,10 @@ class Locate(Protocol):
     def __call__(self, path: ConfigPath, message: str, key: bool = False) -> Problem: ...
 
 
-TOOL_FAULT_FIELDS: dict[ToolFaultMode, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    # mode: (required fields, optional fields) besides tool, mode, probability, after_calls,
-    # match_url
-    ToolFaultMode.TIMEOUT: ((), ("delay_ms", "message")),
-    ToolFaultMode.ERROR: ((), ("error_code", "message")),
-    ToolFaultMode.MALFORMED: ((), ()),
-    ToolFaultMode.SLOW: (("delay_ms",), ()),
-    ToolFaultMode.MALICIOUS_RESPONSE: (("payload",), ()),
-}
-
-LLM_FAULT_FIELDS: dict[LlmFaultMode, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    # mode: (required fields, optional fields) besides mode, probability, after_calls
-    LlmFaultMode.TIMEOUT: ((), ("delay_ms",)),
-    LlmFaultMode.RATE_LIMIT: ((), ()),
-    LlmFaultMode.TRUNCATED_RESPONSE: (("max_tokens",), ()),
-    LlmFaultMode.EMPTY: ((), ()),
-    LlmFaultMode.GARBAGE: ((), ()),
-    LlmFaultMode.RESPONSE_DRIFT: (("drift_type",), ()),
-}
-
-_TOOL_MODE_FIELDS = frozenset(f for req, opt in TOOL_FAULT_FIELDS.values() for f in (*req, *opt))
-_LLM_MODE_FIELDS = frozenset(f for req, opt in LLM_FAULT_FIELDS.values() for f in (*req, *opt))
+# a fault's mode-specific fields are its mode unit's (besides tool, mode, probability,
+# after_calls and match_url, which every fault has)
+_TOOL_MODE_FIELDS = field_names(TOOL_MODES.values())
+_LLM_MODE_FIELDS = field_names(LLM_MODES.values())
 _INVARIANT_TYPE_FIELDS = frozenset(
     f for req, opt in INVARIANT_FIELDS.values() for f in (*req, *opt)
 )
@@ -297,10 +280,10 @@ class _Checker:
         what: str,
         mode: str,
         given: set[str],
-        spec: tuple[tuple[str, ...], tuple[str, ...]],
+        fields: Fields,
         mode_fields: frozenset[str],
     ) -> None:
-        required, optional = spec
+        required, optional = fields.required, fields.optional
         for name in required:
             if name not in given:
                 self.error(at, f"{_a(mode)} {what} needs '{name}'")
@@ -313,14 +296,14 @@ class _Checker:
             )
 
     def tool_fault(self, at: ConfigPath, fault: ToolFault) -> None:
-        spec = TOOL_FAULT_FIELDS[fault.mode]
+        fields = TOOL_MODES[fault.mode].fields
         given = _fields_set(fault)
-        self.mode_fields(at, "tool fault", fault.mode.value, given, spec, _TOOL_MODE_FIELDS)
+        self.mode_fields(at, "tool fault", fault.mode.value, given, fields, _TOOL_MODE_FIELDS)
 
     def llm_fault(self, at: ConfigPath, fault: LlmFault) -> None:
-        spec = LLM_FAULT_FIELDS[fault.mode]
+        fields = LLM_MODES[fault.mode].fields
         given = _fields_set(fault)
-        self.mode_fields(at, "LLM fault", fault.mode.value, given, spec, _LLM_MODE_FIELDS)
+        self.mode_fields(at, "LLM fault", fault.mode.value, given, fields, _LLM_MODE_FIELDS)
 
     def attack(self, at: ConfigPath, attack: ContextAttack) -> None:
         required, optional = CONTEXT_ATTACK_FIELDS[attack.type]

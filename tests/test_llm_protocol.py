@@ -1,79 +1,19 @@
-"""The providers' protocols: routing, streaming requests, error bodies, and the faults that
-replace the upstream call (``rate_limit``, ``timeout``)."""
+"""The providers' protocols: routing, streaming requests, error bodies."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from support.llm_shapes import fault
 
 from flakestorm.chaos.llm import (
-    DEFAULT_TIMEOUT_MS,
-    RETRY_AFTER_S,
-    STALL_COMMENT,
     Provider,
     error_body,
-    fault_before_upstream,
     is_llm_path,
     is_streaming,
     provider_of,
-    rate_limit_body,
 )
 from flakestorm.chaos.llm.protocol import dump_json, json_object
-
-# --------------------------------------------------------------------------- rate limit, timeout
-
-
-@pytest.mark.parametrize("mode", ["truncated_response", "empty", "garbage", "response_drift"])
-def test_content_modes_need_the_upstream_reply(mode: str) -> None:
-    for provider in Provider:
-        for streaming in (False, True):
-            assert fault_before_upstream(fault(mode), provider, streaming) is None
-
-
-def test_rate_limit_openai_shape() -> None:
-    got = fault_before_upstream(fault("rate_limit"), Provider.OPENAI, streaming=True)
-    assert got is not None and got.body is not None
-    assert got.status == 429
-    headers = dict(got.headers)
-    assert headers["retry-after"] == str(RETRY_AFTER_S)
-    assert headers["content-type"] == "application/json"
-    error = json.loads(got.body)["error"]
-    assert error["code"] == "rate_limit_exceeded"
-    assert error["type"] == "requests"
-    assert error["param"] is None and "Rate limit" in error["message"]
-    assert got.body == rate_limit_body(Provider.OPENAI)
-
-
-def test_rate_limit_anthropic_shape() -> None:
-    got = fault_before_upstream(fault("rate_limit"), Provider.ANTHROPIC, streaming=False)
-    assert got is not None and got.body is not None
-    doc = json.loads(got.body)
-    assert doc["type"] == "error"
-    assert doc["error"]["type"] == "rate_limit_error"
-    assert doc["error"]["message"]
-
-
-def test_rate_limit_delay_sets_retry_after_in_whole_seconds() -> None:
-    got = fault_before_upstream(fault("rate_limit", delay_ms=2500), Provider.OPENAI, False)
-    assert got is not None
-    assert dict(got.headers)["retry-after"] == "3"
-
-
-def test_timeout_drops_after_delay() -> None:
-    got = fault_before_upstream(fault("timeout"), Provider.OPENAI, streaming=False)
-    assert got is not None
-    assert got.drop and got.delay_ms == DEFAULT_TIMEOUT_MS and got.body is None
-
-
-def test_timeout_on_a_stream_opens_it_then_stalls() -> None:
-    got = fault_before_upstream(fault("timeout", delay_ms=50), Provider.ANTHROPIC, streaming=True)
-    assert got is not None
-    assert got.status == 200 and not got.drop
-    assert got.chunks == (STALL_COMMENT,) and got.stall_after_chunks == 1 and got.delay_ms == 50
-    assert dict(got.headers)["content-type"].startswith("text/event-stream")
-
 
 # --------------------------------------------------------------------------- error bodies
 

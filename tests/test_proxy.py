@@ -87,8 +87,8 @@ class WatchedLog(InteractionLog):
         self.arrived.set()
         return super().next_seq()
 
-    def append(self, interaction: Interaction) -> None:
-        super().append(interaction)
+    def close(self, interaction: Interaction) -> None:
+        super().close(interaction)
         self.appended.set()
 
 

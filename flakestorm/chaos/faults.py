@@ -7,7 +7,11 @@ report back what happened, so the two paths cannot disagree on semantics.
 Decisions are deterministic: ``after_calls`` counts matching calls *per cell*, and a
 ``probability`` draw comes from an RNG seeded by ``(seed, scenario, cell, fault, call index)``,
 so a run with the same seed injects the same faults in the same cells, whatever the thread
-scheduling — provided calls can be attributed to their cell (see SPEC §4.2).
+scheduling — provided calls can be attributed to their cell (see SPEC §4.2). The payloads a
+fired fault injects (which ``indirect_injection`` payload, which garbage text) come from the
+same kind of RNG, seeded by ``(seed, scenario, cell, call key, call index)``
+(:func:`call_rng` with :func:`tool_key` or :data:`LLM_KEY`), so both delivery paths inject the
+same payloads for the same seed.
 
 Vocabulary: an *interaction* is one call the agent makes to a tool or LLM; a fault *fires*
 on an interaction when it is injected into it; a fault is *delivered* in a scenario when at
@@ -18,19 +22,27 @@ from __future__ import annotations
 
 import enum
 import fnmatch
-import hashlib
 import random
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from flakestorm.chaos.llm.modes import LLM_MODES
+from flakestorm.chaos.tool_modes import TOOL_MODES
 from flakestorm.config import ContextAttack, ContextAttackType, LlmFault, ToolFault
 
 _F = TypeVar("_F", ToolFault, LlmFault)
 
 UNATTRIBUTED = ""
 """The cell id of an interaction that carried no cell attribution."""
+LLM_KEY = "llm"
+"""What calls to the LLM are counted and seeded under (:func:`call_rng`)."""
+
+
+def tool_key(tool: str) -> str:
+    """What calls to ``tool`` (its name; else its URL) are counted and seeded under."""
+    return f"tool:{tool}"
 
 
 class Target(str, enum.Enum):
@@ -84,21 +96,13 @@ class Decision:
 
 def tool_fault_label(index: int, fault: ToolFault) -> str:
     """``tool_faults[0] error(503) on market_data_api``: how reports name a tool fault."""
-    detail = {
-        "error": f"({fault.error_code})",
-        "slow": f"({fault.delay_ms} ms)",
-        "timeout": f"({fault.delay_ms} ms)" if fault.delay_ms is not None else "",
-    }.get(fault.mode.value, "")
+    detail = TOOL_MODES[fault.mode].detail(fault)
     return f"tool_faults[{index}] {fault.mode.value}{detail} on {fault.tool}"
 
 
 def llm_fault_label(index: int, fault: LlmFault) -> str:
-    detail = ""
-    if fault.max_tokens is not None:
-        detail = f"({fault.max_tokens} tokens)"
-    elif fault.drift_type is not None:
-        detail = f"({fault.drift_type.value})"
-    return f"llm_faults[{index}] {fault.mode.value}{detail}"
+    """``llm_faults[0] truncated_response(20 tokens)``: how reports name an LLM fault."""
+    return f"llm_faults[{index}] {fault.mode.value}{LLM_MODES[fault.mode].detail(fault)}"
 
 
 def attack_label(index: int, attack: ContextAttack) -> str:
@@ -117,10 +121,22 @@ LLM_REQUEST_ATTACKS = frozenset({ContextAttackType.INJECTION_VIA_CONTEXT})
 """Context attacks delivered inside LLM requests."""
 
 
+def call_rng(seed: int, scenario: str, cell: str, key: str, call_index: int) -> random.Random:
+    """An RNG fixed by the run seed and one call's identity: its scenario, its cell, ``key``
+    and its index among the cell's calls under that key.
+
+    The one derivation of every random choice flakestorm makes about a call. Payload choices
+    (which ``indirect_injection`` payload, which garbage text) use the call's key,
+    :func:`tool_key` or :data:`LLM_KEY`, the same through the proxy and through the python
+    wrappers; :func:`draw` uses a fault's label.
+    """
+    # a str seed is hashed with SHA-512 (random's version-2 seeding): stable on every machine
+    return random.Random(f"{seed}\x1f{scenario}\x1f{cell}\x1f{key}\x1f{call_index}")
+
+
 def draw(seed: int, scenario: str, cell: str, label: str, call_index: int) -> float:
     """A uniform number in [0, 1) fixed by the run seed and the call's identity."""
-    key = f"{seed}\x1f{scenario}\x1f{cell}\x1f{label}\x1f{call_index}".encode()
-    return random.Random(int.from_bytes(hashlib.sha256(key).digest()[:8], "big")).random()
+    return call_rng(seed, scenario, cell, label, call_index).random()
 
 
 def tool_matches(fault: ToolFault, tool: str | None, url: str) -> bool:
@@ -175,7 +191,7 @@ class FaultBook:
 
     def tool_call(self, tool: str | None, url: str, cell: str) -> Decision:
         """Decide a call to ``tool`` (None when only the URL is known) for ``cell``."""
-        call_index = self._next_index(cell, f"tool:{tool or url}")
+        call_index = self._next_index(cell, tool_key(tool or url))
         candidates = [
             (i, fault, tool_fault_label(i, fault))
             for i, fault in enumerate(self.scenario.tool_faults)
@@ -201,7 +217,7 @@ class FaultBook:
 
     def llm_call(self, cell: str) -> Decision:
         """Decide a call to the LLM for ``cell``."""
-        call_index = self._next_index(cell, "llm")
+        call_index = self._next_index(cell, LLM_KEY)
         candidates = [
             (i, fault, llm_fault_label(i, fault))
             for i, fault in enumerate(self.scenario.llm_faults)

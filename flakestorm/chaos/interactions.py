@@ -64,8 +64,10 @@ class InteractionLog:
 
     def __init__(self, limit: int = 100_000) -> None:
         self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)
         self._items: list[Interaction] = []
         self._seq = 0
+        self._open = 0
         self._limit = limit
         self.dropped = 0
 
@@ -75,15 +77,36 @@ class InteractionLog:
             self._seq += 1
             return seq
 
+    def open(self) -> None:
+        """A call began that will be logged with :meth:`close` (the proxy's calls: a reply can
+        reach the agent a moment before its interaction is logged)."""
+        with self._lock:
+            self._open += 1
+
+    def close(self, interaction: Interaction) -> None:
+        """Log the interaction of a call begun with :meth:`open`."""
+        with self._lock:
+            self._open = max(0, self._open - 1)
+            self._add(interaction)
+            self._settled.notify_all()
+
     def append(self, interaction: Interaction) -> None:
         with self._lock:
-            if len(self._items) >= self._limit:
-                self.dropped += 1
-                return
-            self._items.append(interaction)
+            self._add(interaction)
 
-    def snapshot(self, scenario: str | None = None) -> list[Interaction]:
+    def _add(self, interaction: Interaction) -> None:
+        if len(self._items) >= self._limit:
+            self.dropped += 1
+            return
+        self._items.append(interaction)
+
+    def snapshot(self, scenario: str | None = None, wait_s: float = 0.0) -> list[Interaction]:
+        """The interactions (of ``scenario``) in call order; first waiting up to ``wait_s`` for
+        the calls still open to be logged (a streamed reply's last bytes can reach the agent
+        before its interaction is logged)."""
         with self._lock:
+            if wait_s > 0:
+                self._settled.wait_for(lambda: self._open == 0, timeout=wait_s)
             items = list(self._items)
         items.sort(key=lambda i: i.seq)
         return items if scenario is None else [i for i in items if i.scenario == scenario]

@@ -63,7 +63,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-import hashlib
 import inspect
 import random
 import sys
@@ -79,19 +78,25 @@ from flakestorm.agents.importer import Locate, default_locate, describe_exceptio
 from flakestorm.agents.python import current_call
 from flakestorm.chaos import tool_results
 from flakestorm.chaos.faults import (
+    LLM_KEY,
     UNATTRIBUTED,
     ActiveScenario,
     FaultBook,
     Target,
     attack_label,
+    call_rng,
     llm_fault_label,
+    tool_key,
 )
 from flakestorm.chaos.interactions import Interaction, InteractionLog
 from flakestorm.chaos.llm.injection import messages_with_payload, with_payload
+from flakestorm.chaos.llm.modes import LLM_MODES
 from flakestorm.chaos.llm.replies import edit_texts
+from flakestorm.chaos.modes import CALL_THROUGH
+from flakestorm.chaos.tool_modes import TOOL_MODES
 from flakestorm.config import Agent as AgentConfig
-from flakestorm.config import ContextAttack, LlmFault, LlmFaultMode, ToolFault, ToolFaultMode
-from flakestorm.errors import ConfigError, RateLimitFaultError, ToolFaultError
+from flakestorm.config import ContextAttack, LlmFault, ToolFault
+from flakestorm.errors import ConfigError
 
 Sleep = Callable[[float], object]
 """``sleep(seconds)``: how a sync wrapper waits."""
@@ -233,12 +238,11 @@ class _Call:
         self.recorded = False
 
     def rng(self) -> random.Random:
-        """Randomness for this call's payload choices, fixed by the call's identity."""
+        """Randomness for this call's payload choices, fixed by the call's identity as the
+        proxy fixes it for the same call (:func:`~flakestorm.chaos.faults.call_rng`)."""
         s = self.book.scenario
-        key = (
-            f"{s.seed}\x1f{s.name}\x1f{self.cell}\x1f{self.site.url}\x1f{self.decision.call_index}"
-        )
-        return random.Random(int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big"))
+        key = tool_key(self.site.name) if self.site.target is Target.TOOL else LLM_KEY
+        return call_rng(s.seed, s.name, self.cell, key, self.decision.call_index)
 
     def undelivered(self, label: str) -> None:
         if label in self.fired:
@@ -269,12 +273,13 @@ class _Call:
 
 @dataclass(frozen=True)
 class _Plan:
-    """What a wrapper does before (and instead of) calling through."""
+    """What a wrapper does before (and instead of) calling through: the fault's
+    :class:`~flakestorm.chaos.modes.PythonPlan`, and the arguments to call with."""
 
     delay_s: float = 0.0
     error: BaseException | None = None
     """Raised into the agent after the delay."""
-    value: Any = _MISSING
+    value: Any = CALL_THROUGH
     """Returned instead of calling through."""
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
@@ -285,19 +290,8 @@ def _tool_plan(call: _Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _P
     if chosen is None:
         return _Plan(args=args, kwargs=kwargs)
     fault: ToolFault = chosen[1]
-    mode = fault.mode
-    if mode is ToolFaultMode.ERROR:
-        error = ToolFaultError(fault.error_code, tool_results.error_message(fault))
-        return _Plan(error=error)
-    if mode is ToolFaultMode.TIMEOUT:
-        delay_ms = tool_results.timeout_delay_ms(fault)
-        message = fault.message or f"{call.site.name} timed out after {delay_ms} ms"
-        return _Plan(delay_s=delay_ms / 1000, error=TimeoutError(message))
-    if mode is ToolFaultMode.SLOW:
-        return _Plan(delay_s=tool_results.slow_delay_ms(fault) / 1000, args=args, kwargs=kwargs)
-    if mode is ToolFaultMode.MALFORMED:
-        return _Plan(value=tool_results.malformed_text())
-    return _Plan(value=tool_results.malicious_value(fault))
+    plan = TOOL_MODES[fault.mode].plan(fault, call.site.name)
+    return _Plan(plan.delay_s, plan.error, plan.value, args, kwargs)
 
 
 def _tool_result(call: _Call, result: Any) -> Any:
@@ -325,16 +319,12 @@ def _llm_plan(call: _Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Pl
     if chosen is None:
         return _Plan(args=args, kwargs=kwargs)
     fault: LlmFault = chosen[1]
-    if fault.mode in (LlmFaultMode.RATE_LIMIT, LlmFaultMode.TIMEOUT):
+    unit = LLM_MODES[fault.mode]
+    if unit.replaces_upstream:
         for index, attack in injections:  # the request never reaches the LLM
             call.undelivered(attack_label(index, attack))
-    if fault.mode is LlmFaultMode.RATE_LIMIT:
-        return _Plan(error=RateLimitFaultError())
-    if fault.mode is LlmFaultMode.TIMEOUT:
-        delay_ms = tool_results.DEFAULT_TIMEOUT_MS if fault.delay_ms is None else fault.delay_ms
-        error = TimeoutError(f"the LLM call timed out after {delay_ms} ms")
-        return _Plan(delay_s=delay_ms / 1000, error=error)
-    return _Plan(args=args, kwargs=kwargs)
+    plan = unit.plan(fault)
+    return _Plan(plan.delay_s, plan.error, plan.value, args, kwargs)
 
 
 def _llm_result(call: _Call, result: Any) -> Any:
@@ -405,14 +395,6 @@ def reply_text(reply: Any) -> str | None:
     return tool_results.get_at(reply, groups[0][0][0]) if groups else None
 
 
-_TEXT_MODES = (
-    LlmFaultMode.TRUNCATED_RESPONSE,
-    LlmFaultMode.EMPTY,
-    LlmFaultMode.GARBAGE,
-    LlmFaultMode.RESPONSE_DRIFT,
-)
-
-
 def transform_reply(reply: Any, fault: LlmFault, rng: random.Random) -> Any | None:
     """``reply`` with ``fault`` applied to all its texts (a copy), or None when it has none.
 
@@ -420,14 +402,15 @@ def transform_reply(reply: Any, fault: LlmFault, rng: random.Random) -> Any | No
     (:func:`flakestorm.chaos.llm.replies.edit_texts`): the ``truncated_response`` budget per
     OpenAI choice and shared by an Anthropic message's text blocks."""
     groups = _text_groups(reply)
-    if not groups or fault.mode not in _TEXT_MODES:
+    unit = LLM_MODES[fault.mode]
+    if not groups or unit.replaces_upstream:
         return None
     texts = [[tool_results.get_at(reply, path) for path in paths] for paths, _ in groups]
     out = reply
     for (paths, stop), new_texts in zip(groups, edit_texts(fault, texts, rng), strict=True):
         for path, text in zip(paths, new_texts, strict=True):
             out = tool_results.replace_at(out, path, text)
-        if fault.mode is LlmFaultMode.TRUNCATED_RESPONSE and stop is not None:
+        if unit.truncates and stop is not None:
             out = tool_results.replace_at(out, stop[0], stop[1])
     return out
 
@@ -610,7 +593,7 @@ class Wrapping:
                     if step.error is not None:
                         call.record(None)
                         raise step.error
-                    if step.value is not _MISSING:
+                    if step.value is not CALL_THROUGH:
                         call.record(200)
                         return step.value
                     try:
@@ -637,7 +620,7 @@ class Wrapping:
                     if step.error is not None:
                         call.record(None)
                         raise step.error
-                    if step.value is not _MISSING:
+                    if step.value is not CALL_THROUGH:
                         call.record(200)
                         yield step.value
                         return
@@ -668,7 +651,7 @@ class Wrapping:
                 if step.error is not None:
                     call.record(None)
                     raise step.error
-                if step.value is not _MISSING:
+                if step.value is not CALL_THROUGH:
                     call.record(200)
                     return step.value
                 try:

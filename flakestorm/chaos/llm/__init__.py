@@ -11,9 +11,12 @@ messages, each as a whole JSON body and as server-sent events (``"stream": true`
 ==================  ===========================================================================
 module              what it holds
 ==================  ===========================================================================
+``modes``           one registered unit per LLM fault mode (:data:`LLM_MODES`): its fields,
+                    label, the reply that replaces the upstream call
+                    (:func:`fault_before_upstream`: ``rate_limit``, ``timeout``), its text
+                    rewrite, its python plan
 ``protocol``        providers, which paths are LLM calls, streaming requests, the providers'
-                    error bodies, and the faults that replace the upstream call
-                    (:func:`fault_before_upstream`: ``rate_limit``, ``timeout``)
+                    error bodies
 ``text``            public text transforms: :func:`count_tokens`, :func:`truncate_text`,
                     :func:`garbage_text`, :func:`drift_text` and their building blocks
 ``replies``         the content modes on whole JSON replies (:func:`fault_on_reply`) and on
@@ -25,8 +28,8 @@ module              what it holds
 """
 
 from flakestorm.chaos.llm.injection import inject_context
+from flakestorm.chaos.llm.modes import LLM_MODES, LlmMode, fault_before_upstream
 from flakestorm.chaos.llm.protocol import (
-    DEFAULT_TIMEOUT_MS,
     JSON_HEADERS,
     RETRY_AFTER_S,
     SSE_HEADERS,
@@ -34,7 +37,6 @@ from flakestorm.chaos.llm.protocol import (
     LlmResponse,
     Provider,
     error_body,
-    fault_before_upstream,
     is_llm_path,
     is_streaming,
     provider_of,
@@ -46,11 +48,12 @@ from flakestorm.chaos.llm.text import count_tokens, drift_text, garbage_text, tr
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
-    "DEFAULT_TIMEOUT_MS",
     "JSON_HEADERS",
+    "LLM_MODES",
     "RETRY_AFTER_S",
     "SSE_HEADERS",
     "STALL_COMMENT",
+    "LlmMode",
     "LlmResponse",
     "Provider",
     "count_tokens",

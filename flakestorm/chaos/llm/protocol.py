@@ -1,32 +1,18 @@
-"""The providers' protocols: which calls are LLM calls, whose they are, and the replies that
-stand in for the upstream call (SPEC §4.1).
-
-``rate_limit`` and ``timeout`` replace the upstream call (:func:`fault_before_upstream`):
-
-- ``rate_limit``: HTTP 429 with the provider's error JSON (:func:`rate_limit_body`) and a
-  ``Retry-After`` header: ``delay_ms`` rounded up to whole seconds when set, else
-  :data:`RETRY_AFTER_S`. A streaming request gets the same 429, before any stream starts.
-- ``timeout``: no answer for ``delay_ms`` (default :data:`DEFAULT_TIMEOUT_MS`), then the
-  connection is dropped. For a streaming request the stream *opens* (200 with SSE headers and
-  one SSE comment frame, :data:`STALL_COMMENT`, which every SSE client ignores and which makes
-  the headers leave at once) and then stalls (``stall_after_chunks=1``): the SDK has returned
-  its stream object and times out reading it, which is how a stalled generation looks to an
-  agent.
+"""The providers' protocols: which calls are LLM calls, whose they are, and the pieces of the
+replies that stand in for the upstream call (SPEC §4.1): the providers' error bodies, the SSE
+headers, the comment frame a stalled stream sends. Which fault answers with which reply is its
+mode's business (:mod:`flakestorm.chaos.llm.modes`).
 """
 
 from __future__ import annotations
 
 import enum
 import json
-import math
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from flakestorm.config import LlmFault, LlmFaultMode
-
 __all__ = [
-    "DEFAULT_TIMEOUT_MS",
     "JSON_HEADERS",
     "RETRY_AFTER_S",
     "SSE_HEADERS",
@@ -35,7 +21,6 @@ __all__ = [
     "Provider",
     "dump_json",
     "error_body",
-    "fault_before_upstream",
     "is_llm_path",
     "is_streaming",
     "json_object",
@@ -46,8 +31,6 @@ __all__ = [
 RETRY_AFTER_S = 1
 """``Retry-After`` of an injected 429 when the fault has no ``delay_ms``: short, so agents that
 retry (the SDKs retry twice by default) do not slow a CI run down much."""
-DEFAULT_TIMEOUT_MS = 30_000
-"""How long a ``timeout`` fault holds the call when the fault has no ``delay_ms``."""
 STALL_COMMENT = b": flakestorm stall\n\n"
 """The SSE comment frame a stalled stream sends before it stalls (ignored by SSE clients)."""
 
@@ -189,40 +172,3 @@ def rate_limit_body(provider: Provider) -> bytes:
         f"Please try again in {RETRY_AFTER_S}s."
     )
     return error_body(provider, 429, message)
-
-
-# --------------------------------------------------------------------------- before upstream
-
-
-def _rate_limit_response(fault: LlmFault, provider: Provider) -> LlmResponse:
-    retry_after_s = RETRY_AFTER_S if fault.delay_ms is None else math.ceil(fault.delay_ms / 1000)
-    headers = [*JSON_HEADERS, ("retry-after", str(retry_after_s))]
-    if provider is Provider.ANTHROPIC:
-        headers.append(("anthropic-ratelimit-requests-remaining", "0"))
-    else:
-        headers += [
-            ("x-ratelimit-remaining-requests", "0"),
-            ("x-ratelimit-reset-requests", f"{retry_after_s}s"),
-        ]
-    return LlmResponse(429, tuple(headers), body=rate_limit_body(provider))
-
-
-def _timeout_response(fault: LlmFault, streaming: bool) -> LlmResponse:
-    delay_ms = DEFAULT_TIMEOUT_MS if fault.delay_ms is None else fault.delay_ms
-    if streaming:
-        return LlmResponse(
-            200, SSE_HEADERS, chunks=(STALL_COMMENT,), stall_after_chunks=1, delay_ms=delay_ms
-        )
-    return LlmResponse(504, (), delay_ms=delay_ms, drop=True)
-
-
-def fault_before_upstream(
-    fault: LlmFault, provider: Provider, streaming: bool
-) -> LlmResponse | None:
-    """The reply for a fault that replaces the upstream call (``rate_limit``, ``timeout``), or
-    None when the fault transforms the upstream reply instead."""
-    if fault.mode is LlmFaultMode.RATE_LIMIT:
-        return _rate_limit_response(fault, provider)
-    if fault.mode is LlmFaultMode.TIMEOUT:
-        return _timeout_response(fault, streaming)
-    return None

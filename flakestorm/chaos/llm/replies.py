@@ -39,15 +39,10 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from flakestorm.chaos.llm.protocol import (
-    LlmResponse,
-    Provider,
-    dump_json,
-    fault_before_upstream,
-    json_object,
-)
-from flakestorm.chaos.llm.text import count_tokens, drift_text, garbage_text, truncate_text
-from flakestorm.config import DriftType, LlmFault, LlmFaultMode
+from flakestorm.chaos.llm.modes import LLM_MODES
+from flakestorm.chaos.llm.protocol import LlmResponse, Provider, dump_json, json_object
+from flakestorm.chaos.llm.text import count_tokens
+from flakestorm.config import DriftType, LlmFault
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -65,7 +60,9 @@ TOOL_BLOCKS = ("tool_use", "server_tool_use", "mcp_tool_use")
 
 
 class TextEditor:
-    """Applies one fault to the successive text parts of one reply (or one choice).
+    """Applies one fault to the successive text parts of one reply (or one choice): its mode's
+    :meth:`~flakestorm.chaos.llm.modes.LlmMode.rewrite`, and what else the mode changes
+    (:attr:`drops_tools`, :attr:`truncates`, :attr:`rewrites_whole`).
 
     ``budget`` is what is left of the ``truncated_response`` budget; callers set it back to
     ``limit`` where a new budget starts (an OpenAI choice). ``old_tokens`` / ``new_tokens``
@@ -73,7 +70,7 @@ class TextEditor:
     """
 
     def __init__(self, fault: LlmFault, rng: random.Random) -> None:
-        self.mode = fault.mode
+        self.unit = LLM_MODES[fault.mode]
         self.rng = rng
         self.limit = DEFAULT_MAX_TOKENS if fault.max_tokens is None else fault.max_tokens
         self.budget = self.limit
@@ -85,31 +82,24 @@ class TextEditor:
     @property
     def drops_tools(self) -> bool:
         """Whether the fault removes tool calls (``truncated_response``, ``empty``)."""
-        return self.mode in (LlmFaultMode.TRUNCATED_RESPONSE, LlmFaultMode.EMPTY)
+        return self.unit.drops_tools
 
     @property
     def truncates(self) -> bool:
-        return self.mode is LlmFaultMode.TRUNCATED_RESPONSE
+        """Whether the reply is marked as stopped by its limit (``truncated_response``)."""
+        return self.unit.truncates
+
+    @property
+    def rewrites_whole(self) -> bool:
+        """Whether a text part is rewritten whole (``garbage``, ``response_drift``)."""
+        return self.unit.rewrites_whole
 
     def text(self, text: str) -> str:
         """The new text of one whole text part."""
-        new = self._rewrite(text)
+        new = self.unit.rewrite(self, text)
         self.old_tokens += count_tokens(text)
         self.new_tokens += count_tokens(new)
         return new
-
-    def _rewrite(self, text: str) -> str:
-        if self.mode is LlmFaultMode.TRUNCATED_RESPONSE:
-            kept = truncate_text(text, self.budget)
-            self.budget -= count_tokens(kept)
-            return kept
-        if self.mode is LlmFaultMode.EMPTY:
-            return ""
-        if self.mode is LlmFaultMode.GARBAGE:
-            return garbage_text(self.rng, text)
-        if self.mode is LlmFaultMode.RESPONSE_DRIFT:
-            return drift_text(text, self.drift, self.rng)
-        return text
 
     def output_tokens(self, original: Any) -> Any:
         """Adjusted usage output tokens (``original`` unchanged if not an int)."""
@@ -172,7 +162,7 @@ def _edit_chat(doc: dict[str, Any], editor: TextEditor) -> None:
         if editor.truncates:
             choice["finish_reason"] = "length"
             editor.budget = editor.limit  # the budget is per choice
-        elif editor.mode is LlmFaultMode.EMPTY and choice.get("finish_reason") in (
+        elif editor.drops_tools and choice.get("finish_reason") in (  # tool calls dropped
             "tool_calls",
             "function_call",
         ):
@@ -261,7 +251,7 @@ def _edit_message(doc: dict[str, Any], editor: TextEditor) -> None:
     if editor.truncates:
         doc["stop_reason"] = "max_tokens"
         doc["stop_sequence"] = None
-    elif editor.mode is LlmFaultMode.EMPTY and doc.get("stop_reason") == "tool_use":
+    elif editor.drops_tools and doc.get("stop_reason") == "tool_use":  # tool calls dropped
         doc["stop_reason"] = "end_turn"
     usage = doc.get("usage")
     if isinstance(usage, dict) and "output_tokens" in usage:
@@ -325,13 +315,12 @@ def fault_on_reply(
     ``headers`` are upstream's; framing headers (``content-length``, ``transfer-encoding``,
     ``connection``, and ``content-encoding`` once the body is rewritten) are removed: the body
     framing is the proxy's job. ``rate_limit``/``timeout`` give the same reply as
-    :func:`~flakestorm.chaos.llm.protocol.fault_before_upstream`. A non-2xx reply and a body
+    :func:`~flakestorm.chaos.llm.modes.fault_before_upstream`. A non-2xx reply and a body
     that is not a known reply document pass through unchanged. ``delay_ms`` on other modes is
     a wait before answering.
     """
-    if fault.mode in (LlmFaultMode.RATE_LIMIT, LlmFaultMode.TIMEOUT):
-        before = fault_before_upstream(fault, provider, streaming=False)
-        assert before is not None
+    before = LLM_MODES[fault.mode].before_upstream(fault, provider, streaming=False)
+    if before is not None:
         return before
     items = _header_items(headers)
     delay_ms = fault.delay_ms or 0

@@ -2,7 +2,7 @@
 completions and the Responses API, and of Anthropic messages.
 
 :func:`fault_on_stream` is a lazy transform of the upstream SSE bytes (chunked at any
-boundary) into complete SSE frames, with the modes of :mod:`flakestorm.chaos.llm.replies`
+boundary) into complete SSE frames, with the modes of :mod:`flakestorm.chaos.llm.modes`
 applied to the text (the same :class:`~flakestorm.chaos.llm.replies.TextEditor`).
 ``empty`` and ``truncated_response`` act delta by delta; ``garbage`` and ``response_drift``
 hold back each text part's deltas and send the rewritten text as one delta just before that
@@ -31,10 +31,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from flakestorm.chaos.llm.modes import LLM_MODES
 from flakestorm.chaos.llm.protocol import Provider, dump_json
 from flakestorm.chaos.llm.replies import TOOL_BLOCKS, TextEditor, set_usage
 from flakestorm.chaos.llm.text import count_tokens, truncate_text
-from flakestorm.config import LlmFault, LlmFaultMode
+from flakestorm.config import LlmFault
 
 __all__ = ["fault_on_stream"]
 
@@ -172,7 +173,7 @@ class _OpenAIStreamEdit(_StreamEdit):
 
     @property
     def holds(self) -> bool:
-        return self.editor.mode in (LlmFaultMode.GARBAGE, LlmFaultMode.RESPONSE_DRIFT)
+        return self.editor.rewrites_whole
 
     def frame(self, frame: _Frame, doc: dict[str, Any]) -> list[bytes]:
         choices = doc.get("choices")
@@ -206,10 +207,9 @@ class _OpenAIStreamEdit(_StreamEdit):
             delta.pop("tool_calls", None)
             delta.pop("function_call", None)
         text = self._text_of(choice)
-        mode = self.editor.mode
         hit = False
         if isinstance(text, str) and text:
-            if mode is LlmFaultMode.TRUNCATED_RESPONSE:
+            if self.editor.truncates:
                 piece, hit = _cut(part, text, self.budget)
                 self._set_text(choice, piece)
             else:
@@ -221,9 +221,9 @@ class _OpenAIStreamEdit(_StreamEdit):
             part.finished = True
         elif finish is not None:
             part.finished = True
-            if mode is LlmFaultMode.TRUNCATED_RESPONSE:
+            if self.editor.truncates:
                 choice["finish_reason"] = "length"
-            elif mode is LlmFaultMode.EMPTY and finish in ("tool_calls", "function_call"):
+            elif self.editor.drops_tools and finish in ("tool_calls", "function_call"):
                 choice["finish_reason"] = "stop"
             elif self.holds:
                 before += self._flush(index, part)
@@ -342,10 +342,7 @@ class _AnthropicStreamEdit(_StreamEdit):
             out: list[bytes] = []
             if block.type == "text" and editor.truncates:  # the budget is per message
                 self.sent_tokens += count_tokens(block.part.sent)
-            if block.type == "text" and editor.mode in (
-                LlmFaultMode.GARBAGE,
-                LlmFaultMode.RESPONSE_DRIFT,
-            ):
+            if block.type == "text" and editor.rewrites_whole:
                 block.part.sent = editor.text(block.part.received)
                 if block.part.sent:
                     out.append(_text_delta(block.index, block.part.sent))
@@ -358,7 +355,7 @@ class _AnthropicStreamEdit(_StreamEdit):
             reason = delta.get("stop_reason") if isinstance(delta, dict) else None
             if editor.truncates:
                 reason = "max_tokens"
-            elif editor.mode is LlmFaultMode.EMPTY and reason == "tool_use":
+            elif editor.drops_tools and reason == "tool_use":  # tool calls dropped
                 reason = "end_turn"
             usage = doc.get("usage") if isinstance(doc.get("usage"), dict) else None
             doc = {**doc, "delta": {**(delta or {}), "stop_reason": reason}}
@@ -371,8 +368,7 @@ class _AnthropicStreamEdit(_StreamEdit):
         if block.type != "text" or not isinstance(delta, dict) or delta.get("type") != "text_delta":
             return [_event_frame(doc)]
         text = str(delta.get("text", ""))
-        mode = self.editor.mode
-        if mode is LlmFaultMode.TRUNCATED_RESPONSE:
+        if self.editor.truncates:
             budget = self.budget - self.sent_tokens
             piece, hit = _cut(block.part, text, budget)
             out = [_text_delta(block.index or 0, piece)] if piece else []
@@ -410,7 +406,7 @@ class _ResponsesStreamEdit(_StreamEdit):
     def _final(self, part: _Part) -> str:
         if not part.finished:
             part.finished = True
-            if self.editor.mode is LlmFaultMode.TRUNCATED_RESPONSE:
+            if self.editor.truncates:
                 part.sent = truncate_text(part.received, self.editor.budget)
                 self.editor.budget -= count_tokens(part.sent)
             else:
@@ -440,11 +436,11 @@ class _ResponsesStreamEdit(_StreamEdit):
 
     def _frame(self, frame: _Frame, doc: dict[str, Any]) -> list[bytes]:
         kind = str(doc.get("type", ""))
-        mode = self.editor.mode
+        truncates = self.editor.truncates
         if kind == "response.output_text.delta":
             part = self._part(doc)
             text = str(doc.get("delta", ""))
-            if mode is LlmFaultMode.TRUNCATED_RESPONSE:
+            if truncates:
                 remaining = self.editor.budget
                 piece, _ = _cut(part, text, remaining)
                 return [_event_frame({**doc, "delta": piece})] if piece else []
@@ -458,7 +454,7 @@ class _ResponsesStreamEdit(_StreamEdit):
             final = self._final(part)
             done = {**doc, "text": final}
             out = []
-            if mode is not LlmFaultMode.TRUNCATED_RESPONSE and final:
+            if not truncates and final:
                 out.append(self._delta_before(done, final))
             elif final.startswith(sent_before) and final != sent_before:
                 out.append(self._delta_before(done, final[len(sent_before) :]))
@@ -534,10 +530,10 @@ def fault_on_stream(
     When the fault has ended the stream early (Anthropic truncation), the iterator stops
     reading ``chunks``; the caller then closes the upstream connection. ``timeout`` and
     ``rate_limit`` pass through unchanged:
-    :func:`~flakestorm.chaos.llm.protocol.fault_before_upstream` answers them. ``provider``
+    :func:`~flakestorm.chaos.llm.modes.fault_before_upstream` answers them. ``provider``
     is not needed to tell the protocols apart: each stream says which one it speaks.
     """
-    if fault.mode in (LlmFaultMode.TIMEOUT, LlmFaultMode.RATE_LIMIT):
+    if LLM_MODES[fault.mode].replaces_upstream:
         yield from chunks
         return
     edit: _StreamEdit | None = None

@@ -43,6 +43,7 @@ class Call:
 
     def begin(self, log: InteractionLog, seq: int, started: float) -> None:
         self._log, self._seq, self._started = log, seq, started
+        log.open()
 
     def done(self, status: int | None) -> None:
         """Log the interaction with the status the agent got (once; later calls are no-ops)."""
@@ -50,7 +51,7 @@ class Call:
         if log is None:
             return
         self.status = status
-        log.append(
+        log.close(
             Interaction(
                 seq=self._seq,
                 scenario=self.scenario,

@@ -196,13 +196,19 @@ def _reset(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> Reply:
     return json_reply({"reset": True})
 
 
+SETTLE_S = 0.5
+"""How long a read of the interactions waits for calls still being answered: a streamed
+reply's last bytes reach the agent just before its interaction is logged, and the runner reads
+right after the agent answered (a call still held by a fault past that is a straggler)."""
+
+
 def _interactions(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> Reply:
     since_text = params.get("since")
     try:
         since = int(since_text) if since_text is not None else None
     except ValueError:
         return error_reply(400, "bad_request", f"since: expected an integer, got {since_text!r}")
-    items = proxy.log.snapshot(params.get("scenario"))
+    items = proxy.log.snapshot(params.get("scenario"), wait_s=SETTLE_S)
     if since is not None:
         items = [i for i in items if i.seq >= since]
     next_seq = max((i.seq for i in items), default=(since or 0) - 1) + 1

@@ -14,20 +14,24 @@ from collections.abc import Iterator
 
 from flakestorm.chaos import llm
 from flakestorm.chaos.faults import (
-    ActiveScenario,
+    LLM_KEY,
     Decision,
     FaultBook,
     Target,
     attack_label,
+    call_rng,
     llm_fault_label,
     tool_fault_label,
+    tool_key,
 )
+from flakestorm.chaos.llm.modes import LLM_MODES
 from flakestorm.chaos.proxy.call import Call
 from flakestorm.chaos.proxy.framing import FramedHandler
 from flakestorm.chaos.proxy.reply import Reply, from_llm, from_tool
 from flakestorm.chaos.proxy.routes import attribute
 from flakestorm.chaos.proxy.upstreams.base import UpstreamRequest
-from flakestorm.chaos.tool_results import fault_response, poison_body, slow_delay_ms
+from flakestorm.chaos.tool_modes import TOOL_MODES
+from flakestorm.chaos.tool_results import poison_body
 from flakestorm.config import LlmFault
 
 
@@ -53,15 +57,18 @@ def _serve_tool(
     if decision.tool_fault is not None:
         index, fault = decision.tool_fault
         call.fired.append(tool_fault_label(index, fault))
-        injected = fault_response(fault)
+        unit = TOOL_MODES[fault.mode]
+        injected = unit.response(fault)
         if injected is not None:
             return from_tool(injected)
-        if not handler.hold(slow_delay_ms(fault)):
+        if not handler.hold(unit.delay_ms(fault)):
             return Reply(503, [], drop=True)
         return _upstream(handler, call, body)
     reply = _upstream(handler, call, body)
     if decision.attacks and 200 <= reply.status < 300 and reply.chunks is None:
-        rng = _rng(book.scenario, call.cell, f"tool:{call.tool}", decision.call_index)
+        scenario = book.scenario
+        key = tool_key(str(call.tool))
+        rng = call_rng(scenario.seed, scenario.name, call.cell, key, decision.call_index)
         reply.body = poison_body(
             reply.body, reply.content_type, [a for _, a in decision.attacks], rng
         )
@@ -86,14 +93,15 @@ def _serve_llm(
     index, fault = decision.llm_fault
     label = llm_fault_label(index, fault)
     streaming = llm.is_streaming(body)
-    before = llm.fault_before_upstream(fault, provider, streaming)
+    before = LLM_MODES[fault.mode].before_upstream(fault, provider, streaming)
     if before is not None:
         call.fired.append(label)
         return from_llm(before)
     reply = _upstream(handler, call, body)
     if not 200 <= reply.status < 300:
         return reply  # the upstream failed on its own: nothing to distort
-    rng = _rng(book.scenario, call.cell, "llm", decision.call_index)
+    scenario = book.scenario
+    rng = call_rng(scenario.seed, scenario.name, call.cell, LLM_KEY, decision.call_index)
     call.fired.append(label)
     return _llm_fault_on(reply, fault, provider, rng)
 
@@ -118,7 +126,3 @@ def _closing(outer: Iterator[bytes], inner: Iterator[bytes]) -> Iterator[bytes]:
         close = getattr(inner, "close", None)
         if close is not None:
             close()
-
-
-def _rng(scenario: ActiveScenario, cell: str, key: str, call_index: int) -> random.Random:
-    return random.Random(f"{scenario.seed}\x1f{scenario.name}\x1f{cell}\x1f{key}\x1f{call_index}")

@@ -22,8 +22,8 @@ from flakestorm.chaos.proxy.call import Call
 from flakestorm.chaos.proxy.framing import CHUNK_BYTES, FramedHandler, reset
 from flakestorm.chaos.proxy.reply import UpstreamFailure, error_reply
 from flakestorm.chaos.proxy.routes import attribute
-from flakestorm.chaos.tool_results import slow_delay_ms
-from flakestorm.config import ToolFault, ToolFaultMode
+from flakestorm.chaos.tool_modes import RELAY, TOOL_MODES, TunnelAction
+from flakestorm.config import ToolFault
 
 
 class Tunnel:
@@ -62,22 +62,18 @@ class Tunnel:
             if decision.tool_fault is not None:
                 index, fault = decision.tool_fault
                 call.fired.append(tool_fault_label(index, fault))
-        mode = fault.mode if fault is not None else None
-        if fault is not None and mode is ToolFaultMode.ERROR:
+        tunnel = TOOL_MODES[fault.mode].tunnel(fault) if fault is not None else RELAY
+        if fault is not None and tunnel.action is TunnelAction.REFUSE:
             message = fault.message or f"tunnel to {host}:{port} refused"
             call.done(fault.error_code)
             handler.write(error_reply(fault.error_code, "tunnel_refused", message), head=False)
             return
-        if fault is not None and mode is ToolFaultMode.TIMEOUT:
-            handler.hold(fault.delay_ms if fault.delay_ms is not None else 30_000)
+        if tunnel.action is TunnelAction.DROP:
+            handler.hold(tunnel.delay_ms)
             call.done(None)
             reset(handler.connection)
             return
-        if (
-            fault is not None
-            and mode is ToolFaultMode.SLOW
-            and not handler.hold(slow_delay_ms(fault))
-        ):
+        if tunnel.action is TunnelAction.DELAY and not handler.hold(tunnel.delay_ms):
             return
         failure: UpstreamFailure | None = None
         try:
@@ -99,7 +95,7 @@ class Tunnel:
             call.done(200)
             handler.wfile.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
             handler.wfile.flush()
-            if mode in (ToolFaultMode.MALFORMED, ToolFaultMode.MALICIOUS_RESPONSE):
+            if tunnel.action is TunnelAction.RESET:
                 # a body cannot be forged inside TLS: the closest is a reset once established
                 reset(handler.connection)
                 return
