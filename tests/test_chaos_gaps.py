@@ -25,9 +25,10 @@ from test_proxy_llm import ASK, TEXT, fake_provider
 from flakestorm.chaos.faults import ActiveScenario, Target
 from flakestorm.chaos.interactions import InteractionLog
 from flakestorm.chaos.llm import Provider, fault_on_reply
+from flakestorm.chaos.llm.values import transform_reply
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.chaos.proxy.upstreams.cassette import Cassette
-from flakestorm.chaos.wrap import Wrapping, transform_reply
+from flakestorm.chaos.wrap import Wrapping
 from flakestorm.config import Agent as AgentConfig
 from flakestorm.config import AgentType, ContextAttack, ContextAttackType, DriftType, LlmFault
 

@@ -24,7 +24,8 @@ from flakestorm.agents.python import PythonAgent, current_call
 from flakestorm.chaos.faults import ActiveScenario, Target
 from flakestorm.chaos.interactions import Interaction, InteractionLog
 from flakestorm.chaos.llm import truncate_text
-from flakestorm.chaos.wrap import Wrapping, reply_text
+from flakestorm.chaos.llm.values import reply_text
+from flakestorm.chaos.wrap import Wrapping
 from flakestorm.config import Agent as AgentConfig
 from flakestorm.config import (
     AgentType,

@@ -68,7 +68,7 @@ import random
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -89,13 +89,12 @@ from flakestorm.chaos.faults import (
     tool_key,
 )
 from flakestorm.chaos.interactions import Interaction, InteractionLog
-from flakestorm.chaos.llm.injection import messages_with_payload, with_payload
 from flakestorm.chaos.llm.modes import LLM_MODES
-from flakestorm.chaos.llm.replies import edit_texts
+from flakestorm.chaos.llm.values import inject_arguments, takes_system, transform_reply
 from flakestorm.chaos.modes import CALL_THROUGH
 from flakestorm.chaos.tool_modes import TOOL_MODES
 from flakestorm.config import Agent as AgentConfig
-from flakestorm.config import ContextAttack, LlmFault, ToolFault
+from flakestorm.config import LlmFault, ToolFault
 from flakestorm.errors import ConfigError
 
 Sleep = Callable[[float], object]
@@ -308,8 +307,8 @@ def _tool_result(call: _Call, result: Any) -> Any:
 def _llm_plan(call: _Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Plan:
     injections = call.decision.attacks
     if injections:
-        takes_system = _takes_system(call.site.original, args, kwargs)
-        injected = _inject(args, kwargs, [a for _, a in injections], takes_system)
+        system_param = takes_system(call.site.original, args, kwargs)
+        injected = inject_arguments(args, kwargs, [a for _, a in injections], system_param)
         if injected is None:
             for index, attack in injections:
                 call.undelivered(attack_label(index, attack))
@@ -337,130 +336,6 @@ def _llm_result(call: _Call, result: Any) -> Any:
         call.undelivered(llm_fault_label(index, fault))
         return result
     return changed
-
-
-# --------------------------------------------------------------------------- LLM replies
-
-_TextGroup = tuple[list[tuple[Any, ...]], tuple[tuple[Any, ...], str] | None]
-"""Text parts sharing one truncation budget (an OpenAI choice, an Anthropic message), and
-where their stop reason is with the value meaning "cut"."""
-
-
-def _step(value: Any, key: Any) -> Any:
-    try:
-        if isinstance(value, Mapping):
-            return value[key]
-        if isinstance(value, (list, tuple)):
-            return value[key]
-        return getattr(value, key)
-    except (KeyError, IndexError, AttributeError, TypeError):
-        return _MISSING
-
-
-def _has(value: Any, key: str) -> bool:
-    return key in value if isinstance(value, Mapping) else hasattr(value, key)
-
-
-def _text_groups(reply: Any) -> list[_TextGroup]:
-    """Where a reply's texts are: every choice's, every text block's (empty: none)."""
-    if isinstance(reply, str):
-        return [([()], None)]
-    choices = _step(reply, "choices")
-    if isinstance(choices, (list, tuple)) and choices:
-        groups: list[_TextGroup] = []
-        for i, choice in enumerate(choices):
-            has_stop = isinstance(choice, Mapping) or _has(choice, "finish_reason")
-            stop = (("choices", i, "finish_reason"), "length") if has_stop else None
-            if isinstance(_step(_step(choice, "message"), "content"), str):
-                groups.append(([("choices", i, "message", "content")], stop))
-            elif isinstance(_step(choice, "text"), str):
-                groups.append(([("choices", i, "text")], stop))
-        return groups
-    blocks = _step(reply, "content")
-    if isinstance(blocks, (list, tuple)):
-        paths: list[tuple[Any, ...]] = [
-            ("content", i, "text")
-            for i, block in enumerate(blocks)
-            if _step(block, "type") == "text" and isinstance(_step(block, "text"), str)
-        ]
-        if paths:
-            has_stop = isinstance(reply, Mapping) or _has(reply, "stop_reason")
-            return [(paths, (("stop_reason",), "max_tokens") if has_stop else None)]
-    return []
-
-
-def reply_text(reply: Any) -> str | None:
-    """The (first) text of an LLM callable's reply (module doc), or None when it has none."""
-    groups = _text_groups(reply)
-    return tool_results.get_at(reply, groups[0][0][0]) if groups else None
-
-
-def transform_reply(reply: Any, fault: LlmFault, rng: random.Random) -> Any | None:
-    """``reply`` with ``fault`` applied to all its texts (a copy), or None when it has none.
-
-    The texts change as the proxy changes them in an HTTP reply
-    (:func:`flakestorm.chaos.llm.replies.edit_texts`): the ``truncated_response`` budget per
-    OpenAI choice and shared by an Anthropic message's text blocks."""
-    groups = _text_groups(reply)
-    unit = LLM_MODES[fault.mode]
-    if not groups or unit.replaces_upstream:
-        return None
-    texts = [[tool_results.get_at(reply, path) for path in paths] for paths, _ in groups]
-    out = reply
-    for (paths, stop), new_texts in zip(groups, edit_texts(fault, texts, rng), strict=True):
-        for path, text in zip(paths, new_texts, strict=True):
-            out = tool_results.replace_at(out, path, text)
-        if unit.truncates and stop is not None:
-            out = tool_results.replace_at(out, stop[0], stop[1])
-    return out
-
-
-def _is_message(value: Any) -> bool:
-    """A chat message: a ``role``/``content`` mapping, or an object with those attributes
-    (an SDK message such as openai's ``ChatCompletionMessage``, a pydantic model ...)."""
-    if isinstance(value, Mapping):
-        return "role" in value and "content" in value
-    return not isinstance(value, (str, bytes)) and _has(value, "role") and _has(value, "content")
-
-
-def _is_messages(value: Any) -> bool:
-    return isinstance(value, list) and all(_is_message(m) for m in value)
-
-
-def _takes_system(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    """Whether ``fn`` has a ``system`` parameter (Anthropic style) that this call leaves
-    unset or sets by keyword."""
-    try:
-        signature = inspect.signature(fn)
-        bound = signature.bind_partial(*args, **kwargs).arguments
-    except (TypeError, ValueError):
-        return False
-    return "system" in signature.parameters and ("system" in kwargs or "system" not in bound)
-
-
-def _inject(
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    attacks: Sequence[ContextAttack],
-    takes_system: bool = False,
-) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
-    """The arguments with the attack payloads in the system message, or None when there is
-    no recognisable ``messages`` argument (a list of messages, :func:`_is_message`). Where
-    and how the payload goes is :mod:`flakestorm.chaos.llm.injection`'s rule, as over HTTP."""
-    payload = "\n\n".join(a.payload for a in attacks if a.payload)
-    if not payload:
-        return None
-    if "messages" in kwargs and _is_messages(kwargs["messages"]):
-        system = kwargs.get("system")
-        if isinstance(system, (str, list)):  # Anthropic style: system is separate
-            return args, {**kwargs, "system": with_payload(system, payload)}
-        if takes_system and not system:  # unset (None, or the SDK's NOT_GIVEN / omit)
-            return args, {**kwargs, "system": payload}
-        return args, {**kwargs, "messages": messages_with_payload(kwargs["messages"], payload)}
-    for i, arg in enumerate(args):
-        if arg and _is_messages(arg):
-            return (*args[:i], messages_with_payload(arg, payload), *args[i + 1 :]), kwargs
-    return None
 
 
 # --------------------------------------------------------------------------- the wrapping

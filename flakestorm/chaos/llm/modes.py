@@ -102,7 +102,7 @@ class LlmMode:
 
     def plan(self, fault: LlmFault) -> PythonPlan:
         """What a call of the python LLM callable gets; calling through, its reply's texts are
-        then rewritten (:func:`flakestorm.chaos.wrap.transform_reply`)."""
+        then rewritten (:func:`flakestorm.chaos.llm.values.transform_reply`)."""
         return PythonPlan()
 
 
