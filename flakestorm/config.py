@@ -227,7 +227,7 @@ class AgentStart(Model):
     env: dict[str, str] = {}
 
 
-class Agent(Model):
+class AgentConfig(Model):
     type: AgentType = AgentType.HTTP
     endpoint: str = Field(min_length=1)
     method: Literal["GET", "POST", "PUT", "PATCH"] = "POST"
@@ -521,7 +521,7 @@ class Advanced(Model):
 
 class Config(Model):
     version: Literal["2.0", "1.0"] = "2.0"
-    agent: Agent
+    agent: AgentConfig
     golden_prompts: list[str] = []
     invariants: list[Invariant] = []
     contract: Contract | None = None

@@ -13,7 +13,7 @@ INTERNAL_FIELDS = frozenset({"Scoring.legacy_form"})
 SECTIONS: dict[str, str] = {
     # model name -> the dotted path its fields are described under
     "Config": "",
-    "Agent": "agent",
+    "AgentConfig": "agent",
     "AgentStart": "agent.start",
     "Invariant": "invariants[]",
     "ContractInvariant": "invariants[]",

@@ -104,7 +104,8 @@ def enum_models(schema: dict[str, Any]) -> list[str]:
 
 
 def field_path(model: str, field: str) -> str:
-    """The dotted path a field is described under (``Agent``, ``timeout`` -> ``agent.timeout``)."""
+    """The dotted path a field is described under (``AgentConfig``, ``timeout`` ->
+    ``agent.timeout``)."""
     section = SECTIONS.get(model)
     if section is None:
         raise KeyError(f"model {model} has no entry in flakestorm.reference.SECTIONS")

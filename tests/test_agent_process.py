@@ -12,8 +12,7 @@ import pytest
 from support.server import LoopbackServer
 
 from flakestorm.agents.process import AgentProcess
-from flakestorm.config import Agent as AgentConfig
-from flakestorm.config import AgentStart
+from flakestorm.config import AgentConfig, AgentStart
 from flakestorm.errors import AgentNotReady
 
 PYTHON = shlex.quote(sys.executable)

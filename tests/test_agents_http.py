@@ -18,7 +18,7 @@ from flakestorm.agents import Call
 from flakestorm.agents.extraction import AUTO_KEYS
 from flakestorm.agents.factory import build_agent
 from flakestorm.agents.http import HttpAgent, render_template
-from flakestorm.config import Agent as AgentConfig
+from flakestorm.config import AgentConfig
 from flakestorm.errors import AgentErrorKind
 
 MiB = 1024 * 1024

@@ -16,8 +16,7 @@ import pytest
 from flakestorm.agents import Call
 from flakestorm.agents.factory import build_agent
 from flakestorm.agents.python import PythonAgent, current_call
-from flakestorm.config import Agent as AgentConfig
-from flakestorm.config import AgentType
+from flakestorm.config import AgentConfig, AgentType
 from flakestorm.errors import AgentErrorKind, ConfigError, Problem
 
 _names = itertools.count()

@@ -29,8 +29,14 @@ from flakestorm.chaos.llm.values import transform_reply
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.chaos.proxy.upstreams.cassette import Cassette
 from flakestorm.chaos.wrap import Wrapping
-from flakestorm.config import Agent as AgentConfig
-from flakestorm.config import AgentType, ContextAttack, ContextAttackType, DriftType, LlmFault
+from flakestorm.config import (
+    AgentConfig,
+    AgentType,
+    ContextAttack,
+    ContextAttackType,
+    DriftType,
+    LlmFault,
+)
 
 openai = pytest.importorskip("openai")
 anthropic = pytest.importorskip("anthropic")

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from flakestorm.config import Agent, Faults, ToolFault
+from flakestorm.config import AgentConfig, Faults, ToolFault
 from flakestorm.loader import FieldProblem, InvalidData, validate_model
 
 
@@ -63,24 +63,24 @@ def test_a_missing_field_is_named_on_its_parent() -> None:
     assert _problems(Faults, {"tool_faults": [{"mode": "error"}]}) == [
         "tool_faults[0]: missing required field 'tool'"
     ]
-    assert _problems(Agent, {}) == ["missing required field 'endpoint'"]
+    assert _problems(AgentConfig, {}) == ["missing required field 'endpoint'"]
 
 
 def test_no_pydantic_wording() -> None:
-    found = _problems(Agent, {"endpoint": [], "timeout": "soon", "headers": 3, "method": 7})
+    found = _problems(AgentConfig, {"endpoint": [], "timeout": "soon", "headers": 3, "method": 7})
     assert found and all("Input" not in p and "pydantic" not in p for p in found)
 
 
 def test_secrets_are_never_quoted() -> None:
     found = _problems(
-        Agent, {"endpoint": "x", "type": "from-the-env-1234"}, secrets={"from-the-env-1234"}
+        AgentConfig, {"endpoint": "x", "type": "from-the-env-1234"}, secrets={"from-the-env-1234"}
     )
     assert found == ["type: '***' is not valid (expected one of: http, python)"]
 
 
 def test_source_text_of_scalars_suggests_quotes() -> None:
     data = {"endpoint": "http://x", "headers": {"X-Id": 5}}
-    assert _problems(Agent, data) == ["headers.X-Id: expected a string, got an integer"]
-    assert _problems(Agent, data, scalars={("headers", "X-Id"): "5"}) == [
+    assert _problems(AgentConfig, data) == ["headers.X-Id: expected a string, got an integer"]
+    assert _problems(AgentConfig, data, scalars={("headers", "X-Id"): "5"}) == [
         "headers.X-Id: expected a string, got an integer (write '5' in quotes if you mean the text)"
     ]

@@ -22,8 +22,8 @@ from flakestorm.chaos.modes import Fields, field_names, registry
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.chaos.tool_modes import TOOL_MODES
 from flakestorm.chaos.wrap import Wrapping
-from flakestorm.config import Agent as AgentConfig
 from flakestorm.config import (
+    AgentConfig,
     AgentType,
     ContextAttack,
     ContextAttackType,

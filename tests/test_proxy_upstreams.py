@@ -12,7 +12,7 @@ from support.server import LoopbackServer
 from test_proxy import last, weather
 
 from flakestorm.chaos.faults import Target
-from flakestorm.chaos.proxy.reply import Reply
+from flakestorm.chaos.proxy.reply import HttpResponse
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.chaos.proxy.upstreams import registry
 from flakestorm.chaos.proxy.upstreams.base import Upstream, UpstreamRequest
@@ -35,13 +35,13 @@ class Echo:
     def load(cls, argument: str) -> Callable[[Upstream], Echo]:
         return lambda network: cls(argument, network)
 
-    def send(self, request: UpstreamRequest) -> Reply:
+    def send(self, request: UpstreamRequest) -> HttpResponse:
         call = request.call
         if not call.local:
             return self.network.send(request)
         call.upstream_status = 200
         body = f"{self.prefix}{call.rel_path}".encode()
-        return Reply(200, [("Content-Type", "text/plain")], body)
+        return HttpResponse(200, [("Content-Type", "text/plain")], body)
 
     def rewind(self) -> None:
         Echo.rewinds += 1

@@ -10,8 +10,7 @@ import pytest
 from support.server import LoopbackServer, Request, Response
 
 from flakestorm.agents.readiness import host_port, probe, resolve_url, wait_ready
-from flakestorm.config import Agent as AgentConfig
-from flakestorm.config import AgentType
+from flakestorm.config import AgentConfig, AgentType
 from flakestorm.errors import AgentNotReady
 
 

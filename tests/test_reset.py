@@ -13,8 +13,7 @@ import pytest
 from support.server import LoopbackServer, Response
 
 from flakestorm.agents.reset import EndpointReset, FunctionReset, Resets, build_resetter
-from flakestorm.config import Agent as AgentConfig
-from flakestorm.config import AgentType
+from flakestorm.config import AgentConfig, AgentType
 from flakestorm.errors import ConfigError, HarnessError
 
 _names = itertools.count()

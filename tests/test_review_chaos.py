@@ -21,8 +21,8 @@ from flakestorm.chaos.faults import ActiveScenario
 from flakestorm.chaos.interactions import InteractionLog
 from flakestorm.chaos.tool_results import poison_body
 from flakestorm.chaos.wrap import Wrapping
-from flakestorm.config import Agent as AgentConfig
 from flakestorm.config import (
+    AgentConfig,
     AgentType,
     ContextAttack,
     ContextAttackType,

@@ -13,7 +13,7 @@ from flakestorm.chaos.tool_modes import (
     DEFAULT_SLOW_MS,
     MALFORMED_TEXT,
     TOOL_MODES,
-    ToolResponse,
+    InjectedResponse,
     Tunnel,
     TunnelAction,
 )
@@ -21,7 +21,7 @@ from flakestorm.config import ToolFault, ToolFaultMode
 from flakestorm.errors import ToolFaultError
 
 
-def fault_response(fault: ToolFault) -> ToolResponse | None:
+def fault_response(fault: ToolFault) -> InjectedResponse | None:
     return TOOL_MODES[fault.mode].response(fault)
 
 
@@ -33,7 +33,7 @@ def tool_fault(mode: str, **fields: Any) -> ToolFault:
     return ToolFault(tool="market_data_api", mode=ToolFaultMode(mode), **fields)
 
 
-def header(response: ToolResponse, name: str) -> str | None:
+def header(response: InjectedResponse, name: str) -> str | None:
     return next((v for k, v in response.headers if k.lower() == name.lower()), None)
 
 

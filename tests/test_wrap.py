@@ -26,8 +26,8 @@ from flakestorm.chaos.interactions import Interaction, InteractionLog
 from flakestorm.chaos.llm import truncate_text
 from flakestorm.chaos.llm.values import reply_text
 from flakestorm.chaos.wrap import Wrapping
-from flakestorm.config import Agent as AgentConfig
 from flakestorm.config import (
+    AgentConfig,
     AgentType,
     ContextAttack,
     ContextAttackType,

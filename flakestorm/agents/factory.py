@@ -6,8 +6,7 @@ from pathlib import Path
 
 from flakestorm.agents import ManagedAgent
 from flakestorm.agents.importer import Locate, default_locate
-from flakestorm.config import Agent as AgentConfig
-from flakestorm.config import AgentType
+from flakestorm.config import AgentConfig, AgentType
 
 
 def build_agent(

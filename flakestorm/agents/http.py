@@ -37,7 +37,7 @@ from requests.adapters import HTTPAdapter
 from flakestorm import __version__
 from flakestorm.agents import NO_CALL, Call, Reply
 from flakestorm.agents.extraction import extract_auto, extract_path
-from flakestorm.config import Agent as AgentConfig
+from flakestorm.config import AgentConfig
 from flakestorm.errors import AgentError, AgentErrorKind
 from flakestorm.redaction import Redactor
 

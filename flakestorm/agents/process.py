@@ -28,7 +28,7 @@ from types import TracebackType
 from typing import IO
 
 from flakestorm.agents.readiness import Clock, Sleep, probe, wait_ready
-from flakestorm.config import Agent as AgentConfig
+from flakestorm.config import AgentConfig
 from flakestorm.errors import AgentNotReady, UsageError
 
 LOG_NAME = "agent.log"

@@ -32,7 +32,7 @@ from flakestorm.agents import NO_CALL, Call, Reply
 from flakestorm.agents.extraction import as_text, extract_auto, extract_path
 from flakestorm.agents.importer import Locate, default_locate, describe_exception, load_reference
 from flakestorm.agents.workers import DaemonPool, LoopThread
-from flakestorm.config import Agent as AgentConfig
+from flakestorm.config import AgentConfig
 from flakestorm.errors import AgentError, AgentErrorKind, ConfigError
 
 current_call: ContextVar[Call] = ContextVar("flakestorm_current_call")

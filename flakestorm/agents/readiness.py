@@ -16,8 +16,7 @@ from urllib.parse import urlsplit
 import requests
 
 from flakestorm.agents.http import network_reason
-from flakestorm.config import Agent as AgentConfig
-from flakestorm.config import AgentType
+from flakestorm.config import AgentConfig, AgentType
 from flakestorm.errors import AgentNotReady
 
 FIRST_BACKOFF_S = 0.05

@@ -19,7 +19,7 @@ from flakestorm.agents.http import network_reason, new_session
 from flakestorm.agents.importer import Locate, default_locate, describe_exception, load_reference
 from flakestorm.agents.readiness import resolve_url
 from flakestorm.agents.workers import DaemonPool
-from flakestorm.config import Agent as AgentConfig
+from flakestorm.config import AgentConfig
 from flakestorm.errors import ConfigError, HarnessError
 
 

@@ -43,7 +43,7 @@ _JSON = ("Content-Type", "application/json")
 
 
 @dataclass(frozen=True)
-class ToolResponse:
+class InjectedResponse:
     """What the proxy sends back for an injected tool fault.
 
     Wait ``delay_ms``, then either drop the connection (``drop``) or reply with ``status``,
@@ -126,7 +126,7 @@ class ToolMode(abc.ABC):
         return 0
 
     @abc.abstractmethod
-    def response(self, fault: ToolFault) -> ToolResponse | None:
+    def response(self, fault: ToolFault) -> InjectedResponse | None:
         """The response an HTTP call gets; None: it is forwarded after :meth:`delay_ms`."""
 
     def tunnel(self, fault: ToolFault) -> Tunnel:
@@ -148,8 +148,8 @@ class TimeoutMode(ToolMode):
     def delay_ms(self, fault: ToolFault) -> int:
         return DEFAULT_TIMEOUT_MS if fault.delay_ms is None else fault.delay_ms
 
-    def response(self, fault: ToolFault) -> ToolResponse:
-        return ToolResponse(504, (), b"", delay_ms=self.delay_ms(fault), drop=True)
+    def response(self, fault: ToolFault) -> InjectedResponse:
+        return InjectedResponse(504, (), b"", delay_ms=self.delay_ms(fault), drop=True)
 
     def tunnel(self, fault: ToolFault) -> Tunnel:
         return Tunnel(TunnelAction.DROP, self.delay_ms(fault))
@@ -166,13 +166,13 @@ class ErrorMode(ToolMode):
     def detail(self, fault: ToolFault) -> str:
         return f"({fault.error_code})"
 
-    def response(self, fault: ToolFault) -> ToolResponse:
+    def response(self, fault: ToolFault) -> InjectedResponse:
         code = fault.error_code
         body = {"error": {"code": code, "message": error_message(fault)}}
         headers = [_JSON]
         if code in (429, 503):
             headers.append(("Retry-After", "1"))
-        return ToolResponse(code, tuple(headers), _json_bytes(body))
+        return InjectedResponse(code, tuple(headers), _json_bytes(body))
 
     def tunnel(self, fault: ToolFault) -> Tunnel:
         return Tunnel(TunnelAction.REFUSE)
@@ -182,8 +182,8 @@ class ErrorMode(ToolMode):
 
 
 class MalformedMode(ToolMode):
-    def response(self, fault: ToolFault) -> ToolResponse:
-        return ToolResponse(200, (_JSON,), _MALFORMED_BODY)
+    def response(self, fault: ToolFault) -> InjectedResponse:
+        return InjectedResponse(200, (_JSON,), _MALFORMED_BODY)
 
     def plan(self, fault: ToolFault, tool: str) -> PythonPlan:
         return PythonPlan(value=MALFORMED_TEXT)
@@ -211,12 +211,12 @@ class SlowMode(ToolMode):
 class MaliciousResponseMode(ToolMode):
     fields = Fields(required=("payload",))
 
-    def response(self, fault: ToolFault) -> ToolResponse:
+    def response(self, fault: ToolFault) -> InjectedResponse:
         payload = fault.payload if fault.payload is not None else DEFAULT_INJECTION
         if isinstance(payload, str):
             content_type = "application/json" if _is_json(payload) else "text/plain; charset=utf-8"
-            return ToolResponse(200, (("Content-Type", content_type),), payload.encode())
-        return ToolResponse(200, (_JSON,), _json_bytes(payload))
+            return InjectedResponse(200, (("Content-Type", content_type),), payload.encode())
+        return InjectedResponse(200, (_JSON,), _json_bytes(payload))
 
     def plan(self, fault: ToolFault, tool: str) -> PythonPlan:
         payload = fault.payload

@@ -93,8 +93,7 @@ from flakestorm.chaos.llm.modes import LLM_MODES
 from flakestorm.chaos.llm.values import inject_arguments, takes_system, transform_reply
 from flakestorm.chaos.modes import CALL_THROUGH
 from flakestorm.chaos.tool_modes import TOOL_MODES
-from flakestorm.config import Agent as AgentConfig
-from flakestorm.config import LlmFault, ToolFault
+from flakestorm.config import AgentConfig, LlmFault, ToolFault
 from flakestorm.errors import ConfigError
 
 Sleep = Callable[[float], object]

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from flakestorm.config import (
     LEGACY_WEIGHT_KEYS,
-    Agent,
+    AgentConfig,
     Config,
     Invariant,
     LangsmithSource,
@@ -111,8 +111,8 @@ UPSTREAM_KEYS: dict[tuple[type[BaseModel], str], str] = {
     (AdvancedSection, "retries"): (
         "invocations are not retried; for a flaky agent use advanced.repeat and advanced.min_pass"
     ),
-    (Agent, "query_params"): "put query parameters in agent.endpoint itself",
-    (Agent, "parse_structured_input"): (
+    (AgentConfig, "query_params"): "put query parameters in agent.endpoint itself",
+    (AgentConfig, "parse_structured_input"): (
         "structured golden prompts are not parsed; request_template substitutes {prompt} only"
     ),
     (Mutations, "custom_templates"): (
@@ -133,7 +133,7 @@ UPSTREAM_KEYS: dict[tuple[type[BaseModel], str], str] = {
 """Upstream keys this version does not read -> what to write instead (by the model they are in)."""
 
 UPSTREAM_VALUES: dict[tuple[type[BaseModel], str, str], str] = {
-    (Agent, "type", "langchain"): (
+    (AgentConfig, "type", "langchain"): (
         "'langchain' is not supported: use type: python with endpoint "
         "'module:attr' of a function that invokes the chain"
     ),

@@ -1,4 +1,4 @@
-"""One data request being served (:class:`Call`): its route, and the interaction it logs."""
+"""One data request being served (:class:`ServedCall`): its route, and the interaction it logs."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ NOT_COUNTED = -1
 
 
 @dataclass
-class Call:
+class ServedCall:
     """One data request being served: its route, and what the interaction will record."""
 
     target: Target

@@ -46,7 +46,7 @@ from pydantic import Field
 from flakestorm import __version__
 from flakestorm.chaos.faults import UNATTRIBUTED, ActiveScenario
 from flakestorm.chaos.interactions import Interaction
-from flakestorm.chaos.proxy.reply import Reply, error_reply, json_reply
+from flakestorm.chaos.proxy.reply import HttpResponse, error_reply, json_reply
 from flakestorm.config import DEFAULT_SEED, Faults
 from flakestorm.errors import (
     HarnessError,
@@ -132,7 +132,9 @@ def is_control_path(path: str) -> bool:
     return path.startswith(CONTROL_PREFIX + "/") or path == CONTROL_PREFIX
 
 
-def answer(proxy: ChaosProxy, method: str, path: str, authorization: str, body: bytes) -> Reply:
+def answer(
+    proxy: ChaosProxy, method: str, path: str, authorization: str, body: bytes
+) -> HttpResponse:
     """The proxy's reply to the control request ``method path`` (``authorization``: the value
     of its ``Authorization`` header, ``""`` when it has none)."""
     expected = f"Bearer {proxy.token}" if proxy.token is not None else None
@@ -162,14 +164,14 @@ def answer(proxy: ChaosProxy, method: str, path: str, authorization: str, body: 
     )
 
 
-def _health(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> Reply:
+def _health(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> HttpResponse:
     active = proxy.scenario
     return json_reply(
         {"status": "ok", "version": __version__, "scenario": active.name if active else None}
     )
 
 
-def _put_scenario(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> Reply:
+def _put_scenario(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> HttpResponse:
     try:
         doc = json.loads(body) if body.strip() else None
     except ValueError as exc:
@@ -186,12 +188,12 @@ def _put_scenario(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> 
     )
 
 
-def _delete_scenario(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> Reply:
+def _delete_scenario(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> HttpResponse:
     proxy.activate(None)
     return json_reply({"scenario": None})
 
 
-def _reset(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> Reply:
+def _reset(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> HttpResponse:
     proxy.reset()
     return json_reply({"reset": True})
 
@@ -202,7 +204,7 @@ reply's last bytes reach the agent just before its interaction is logged, and th
 right after the agent answered (a call still held by a fault past that is a straggler)."""
 
 
-def _interactions(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> Reply:
+def _interactions(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> HttpResponse:
     since_text = params.get("since")
     try:
         since = int(since_text) if since_text is not None else None
@@ -221,7 +223,7 @@ def _interactions(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> 
     )
 
 
-_ROUTES: dict[tuple[str, str], Callable[[ChaosProxy, bytes, Mapping[str, str]], Reply]] = {
+_ROUTES: dict[tuple[str, str], Callable[[ChaosProxy, bytes, Mapping[str, str]], HttpResponse]] = {
     ("GET", "/health"): _health,
     ("PUT", "/scenario"): _put_scenario,
     ("DELETE", "/scenario"): _delete_scenario,

@@ -24,8 +24,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
 from flakestorm import __version__
-from flakestorm.chaos.proxy.call import Call
-from flakestorm.chaos.proxy.reply import ClientFailure, Reply, UpstreamFailure, error_reply
+from flakestorm.chaos.proxy.call import ServedCall
+from flakestorm.chaos.proxy.reply import ClientFailure, HttpResponse, UpstreamFailure, error_reply
 
 if TYPE_CHECKING:
     from flakestorm.chaos.proxy.server import ChaosProxy
@@ -210,7 +210,7 @@ class FramedHandler(BaseHTTPRequestHandler):
 
     # -- writing
 
-    def write(self, reply: Reply, head: bool) -> None:
+    def write(self, reply: HttpResponse, head: bool) -> None:
         """Send a complete (non-streamed) reply in one buffered write."""
         self.send_response_only(reply.status)
         for name, value in reply.headers:
@@ -229,7 +229,7 @@ class FramedHandler(BaseHTTPRequestHandler):
             self.wfile.write(reply.body)
         self.wfile.flush()
 
-    def send_reply(self, reply: Reply, call: Call) -> None:
+    def send_reply(self, reply: HttpResponse, call: ServedCall) -> None:
         """Send ``reply`` (delays, drops, streams). The call's interaction is logged just
         before the last byte leaves, so whoever got the reply can already read it."""
         if reply.delay_ms and reply.stall_after_chunks is None and not self.hold(reply.delay_ms):
@@ -244,7 +244,7 @@ class FramedHandler(BaseHTTPRequestHandler):
         else:
             self._stream(reply, call)
 
-    def _stream(self, reply: Reply, call: Call) -> None:
+    def _stream(self, reply: HttpResponse, call: ServedCall) -> None:
         assert reply.chunks is not None
         chunked = self.request_version != "HTTP/1.0"
         self.send_response_only(reply.status)

@@ -25,9 +25,9 @@ from flakestorm.chaos.faults import (
     tool_key,
 )
 from flakestorm.chaos.llm.modes import LLM_MODES
-from flakestorm.chaos.proxy.call import Call
+from flakestorm.chaos.proxy.call import ServedCall
 from flakestorm.chaos.proxy.framing import FramedHandler
-from flakestorm.chaos.proxy.reply import Reply, from_llm, from_tool
+from flakestorm.chaos.proxy.reply import HttpResponse, from_llm, from_tool
 from flakestorm.chaos.proxy.routes import attribute
 from flakestorm.chaos.proxy.upstreams.base import UpstreamRequest
 from flakestorm.chaos.tool_modes import TOOL_MODES
@@ -35,7 +35,7 @@ from flakestorm.chaos.tool_results import poison_body
 from flakestorm.config import LlmFault
 
 
-def serve(handler: FramedHandler, call: Call, body: bytes) -> Reply:
+def serve(handler: FramedHandler, call: ServedCall, body: bytes) -> HttpResponse:
     """The reply to ``call`` (attributed here) with its faults applied."""
     book = attribute(call, handler.proxy.book, handler.headers)
     if book is None or call.target is Target.OTHER:
@@ -46,13 +46,13 @@ def serve(handler: FramedHandler, call: Call, body: bytes) -> Reply:
     return _serve_llm(handler, call, body, book, book.llm_call(call.cell))
 
 
-def _upstream(handler: FramedHandler, call: Call, body: bytes) -> Reply:
+def _upstream(handler: FramedHandler, call: ServedCall, body: bytes) -> HttpResponse:
     return handler.proxy.upstream.send(UpstreamRequest(call, handler.headers, body))
 
 
 def _serve_tool(
-    handler: FramedHandler, call: Call, body: bytes, book: FaultBook, decision: Decision
-) -> Reply:
+    handler: FramedHandler, call: ServedCall, body: bytes, book: FaultBook, decision: Decision
+) -> HttpResponse:
     call.call_index, call.matched = decision.call_index, decision.matched
     if decision.tool_fault is not None:
         index, fault = decision.tool_fault
@@ -62,7 +62,7 @@ def _serve_tool(
         if injected is not None:
             return from_tool(injected)
         if not handler.hold(unit.delay_ms(fault)):
-            return Reply(503, [], drop=True)
+            return HttpResponse(503, [], drop=True)
         return _upstream(handler, call, body)
     reply = _upstream(handler, call, body)
     if decision.attacks and 200 <= reply.status < 300 and reply.chunks is None:
@@ -77,8 +77,8 @@ def _serve_tool(
 
 
 def _serve_llm(
-    handler: FramedHandler, call: Call, body: bytes, book: FaultBook, decision: Decision
-) -> Reply:
+    handler: FramedHandler, call: ServedCall, body: bytes, book: FaultBook, decision: Decision
+) -> HttpResponse:
     call.call_index, call.matched = decision.call_index, decision.matched
     assert call.provider is not None
     provider = call.provider
@@ -107,12 +107,12 @@ def _serve_llm(
 
 
 def _llm_fault_on(
-    reply: Reply, fault: LlmFault, provider: llm.Provider, rng: random.Random
-) -> Reply:
+    reply: HttpResponse, fault: LlmFault, provider: llm.Provider, rng: random.Random
+) -> HttpResponse:
     """Apply an LLM fault to a real (or mock, or replayed) 2xx reply, streamed or not."""
     if reply.chunks is not None:
         streamed = llm.fault_on_stream(fault, provider, reply.chunks, rng)
-        return Reply(reply.status, reply.headers, chunks=_closing(streamed, reply.chunks))
+        return HttpResponse(reply.status, reply.headers, chunks=_closing(streamed, reply.chunks))
     return from_llm(
         llm.fault_on_reply(fault, provider, reply.status, tuple(reply.headers), reply.body, rng)
     )

@@ -1,8 +1,8 @@
 """What the proxy sends back for one request, and the two failures that become a reply.
 
-A :class:`Reply` is whole (``body``) or streamed (``chunks``, e.g. server-sent events), and may
-carry the delivery of a fault: a delay, a drop, a stall after some chunks. The proxy's own
-errors are JSON, ``{"error": {"type": ..., "message": ...}}`` (:func:`error_reply`).
+An :class:`HttpResponse` is whole (``body``) or streamed (``chunks``, e.g. server-sent
+events), and may carry the delivery of a fault: a delay, a drop, a stall after some chunks.
+The proxy's own errors are JSON, ``{"error": {"type": ..., "message": ...}}`` (:func:`error_reply`).
 
 An :class:`UpstreamFailure` (unreachable, timed out, too large, cassette miss) is not a fault:
 it becomes a 502/504 and the interaction's ``upstream_error``. A :class:`ClientFailure` (a
@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from flakestorm.chaos import llm
-    from flakestorm.chaos.tool_modes import ToolResponse
+    from flakestorm.chaos.tool_modes import InjectedResponse
 
 
 @dataclass
-class Reply:
+class HttpResponse:
     """What the proxy sends back to the agent for one call."""
 
     status: int
@@ -44,14 +44,14 @@ class Reply:
         return next((v for k, v in self.headers if k.lower() == "content-type"), "")
 
 
-def error_reply(status: int, kind: str, message: str, **extra: Any) -> Reply:
+def error_reply(status: int, kind: str, message: str, **extra: Any) -> HttpResponse:
     """``{"error": {"type": kind, "message": message, ...}}`` with ``status``."""
     body = json.dumps({"error": {"type": kind, "message": message, **extra}}).encode()
-    return Reply(status, [("Content-Type", "application/json")], body)
+    return HttpResponse(status, [("Content-Type", "application/json")], body)
 
 
-def json_reply(value: Any, status: int = 200) -> Reply:
-    return Reply(status, [("Content-Type", "application/json")], json.dumps(value).encode())
+def json_reply(value: Any, status: int = 200) -> HttpResponse:
+    return HttpResponse(status, [("Content-Type", "application/json")], json.dumps(value).encode())
 
 
 def _pairs(headers: Any) -> list[tuple[str, str]]:
@@ -59,9 +59,9 @@ def _pairs(headers: Any) -> list[tuple[str, str]]:
     return [(str(k), str(v)) for k, v in items]
 
 
-def from_tool(response: ToolResponse) -> Reply:
+def from_tool(response: InjectedResponse) -> HttpResponse:
     """An injected tool response as a reply."""
-    return Reply(
+    return HttpResponse(
         response.status,
         _pairs(response.headers),
         response.body,
@@ -70,10 +70,10 @@ def from_tool(response: ToolResponse) -> Reply:
     )
 
 
-def from_llm(response: llm.LlmResponse) -> Reply:
+def from_llm(response: llm.LlmResponse) -> HttpResponse:
     """An LLM response (injected, distorted or the mock LLM's) as a reply."""
     chunks = response.chunks
-    return Reply(
+    return HttpResponse(
         response.status,
         _pairs(response.headers),
         response.body or b"",
@@ -94,7 +94,7 @@ class UpstreamFailure(Exception):
         self.extra = extra
 
     @property
-    def reply(self) -> Reply:
+    def reply(self) -> HttpResponse:
         return error_reply(self.status, self.kind, str(self), **self.extra)
 
     @property

@@ -37,8 +37,8 @@ from urllib.parse import unquote, urlsplit
 
 from flakestorm.chaos import llm
 from flakestorm.chaos.faults import UNATTRIBUTED, FaultBook, Target, tool_matches
-from flakestorm.chaos.proxy.call import Call
-from flakestorm.chaos.proxy.reply import Reply, error_reply
+from flakestorm.chaos.proxy.call import ServedCall
+from flakestorm.chaos.proxy.reply import HttpResponse, error_reply
 from flakestorm.errors import UsageError
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ SCENARIO_HEADER = "X-Flakestorm-Scenario"
 BAGGAGE_KEY = "flakestorm-cell"
 
 
-def route(proxy: ChaosProxy, method: str, path: str) -> Call | Reply:
+def route(proxy: ChaosProxy, method: str, path: str) -> ServedCall | HttpResponse:
     """The call a data request is, or the 404 it gets."""
     if path.startswith(("http://", "https://")):
         return _route_forward(proxy, method, path)
@@ -78,7 +78,7 @@ def route(proxy: ChaosProxy, method: str, path: str) -> Call | Reply:
             )
         rest = slash + rest
         upstream = _joined(proxy.tools[name], rest) + (f"?{query}" if query else "")
-        return Call(Target.TOOL, method, upstream, rest, query, tool=name)
+        return ServedCall(Target.TOOL, method, upstream, rest, query, tool=name)
     return error_reply(
         404,
         "not_found",
@@ -89,17 +89,17 @@ def route(proxy: ChaosProxy, method: str, path: str) -> Call | Reply:
 
 def _llm_call(
     proxy: ChaosProxy, provider: llm.Provider, rest: str, query: str, method: str
-) -> Call:
+) -> ServedCall:
     target = Target.LLM if llm.is_llm_path(rest) else Target.OTHER
     suffix = f"?{query}" if query else ""
     if proxy.llm_source is not None:
         upstream = f"{proxy.llm_source}:{rest}{suffix}"
-        return Call(target, method, upstream, rest, query, provider=provider, local=True)
+        return ServedCall(target, method, upstream, rest, query, provider=provider, local=True)
     base = proxy.llm_upstream or DEFAULT_LLM_UPSTREAMS[provider]
-    return Call(target, method, _joined(base, rest) + suffix, rest, query, provider=provider)
+    return ServedCall(target, method, _joined(base, rest) + suffix, rest, query, provider=provider)
 
 
-def _route_forward(proxy: ChaosProxy, method: str, url: str) -> Call:
+def _route_forward(proxy: ChaosProxy, method: str, url: str) -> ServedCall:
     parts = urlsplit(url)
     tool = tool_for_url(proxy, url)
     if tool is not None:
@@ -108,15 +108,15 @@ def _route_forward(proxy: ChaosProxy, method: str, url: str) -> Call:
             rel = url[len(base.rstrip("/")) :].split("?", 1)[0]
         else:
             rel = f"{parts.scheme}://{parts.netloc}{parts.path}"
-        return Call(Target.TOOL, method, url, rel, parts.query, tool=tool)
+        return ServedCall(Target.TOOL, method, url, rel, parts.query, tool=tool)
     if llm.is_llm_path(parts.path):
         provider = llm.provider_of(parts.path)
         if proxy.llm_source is not None:
             call = _llm_call(proxy, provider, parts.path, parts.query, method)
             call.target = Target.LLM
             return call
-        return Call(Target.LLM, method, url, parts.path, parts.query, provider=provider)
-    return Call(Target.OTHER, method, url, parts.path, parts.query)
+        return ServedCall(Target.LLM, method, url, parts.path, parts.query, provider=provider)
+    return ServedCall(Target.OTHER, method, url, parts.path, parts.query)
 
 
 def tool_for_url(proxy: ChaosProxy, url: str) -> str | None:
@@ -130,7 +130,7 @@ def tool_for_url(proxy: ChaosProxy, url: str) -> str | None:
     return None
 
 
-def attribute(call: Call, book: FaultBook, headers: Message) -> FaultBook | None:
+def attribute(call: ServedCall, book: FaultBook, headers: Message) -> FaultBook | None:
     """Set the call's scenario and cell; the book to decide with (None: a straggler)."""
     named = headers.get(SCENARIO_HEADER)
     if named is not None:

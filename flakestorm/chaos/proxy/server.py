@@ -25,7 +25,7 @@ from flakestorm.chaos.interactions import InteractionLog
 from flakestorm.chaos.proxy.control import MAX_BODY_BYTES, answer, is_control_path
 from flakestorm.chaos.proxy.framing import FramedHandler, ThreadedServer
 from flakestorm.chaos.proxy.injection import serve
-from flakestorm.chaos.proxy.reply import ClientFailure, Reply, UpstreamFailure, error_reply
+from flakestorm.chaos.proxy.reply import ClientFailure, HttpResponse, UpstreamFailure, error_reply
 from flakestorm.chaos.proxy.routes import check_url, route
 from flakestorm.chaos.proxy.tunnel import Tunnel
 from flakestorm.chaos.proxy.upstreams.base import Rewindable, Upstream
@@ -257,7 +257,7 @@ class _Handler(FramedHandler):
         seq = proxy.log.next_seq()
         body = self.read_body(proxy.max_request_bytes)
         call = route(proxy, self.command, self.path)
-        if isinstance(call, Reply):
+        if isinstance(call, HttpResponse):
             self.write(call, head=self.command == "HEAD")
             return
         call.begin(proxy.log, seq, started)

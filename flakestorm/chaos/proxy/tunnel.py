@@ -18,7 +18,7 @@ import time
 from urllib.parse import urlsplit
 
 from flakestorm.chaos.faults import Target, tool_fault_label, tool_matches
-from flakestorm.chaos.proxy.call import Call
+from flakestorm.chaos.proxy.call import ServedCall
 from flakestorm.chaos.proxy.framing import CHUNK_BYTES, FramedHandler, reset
 from flakestorm.chaos.proxy.reply import UpstreamFailure, error_reply
 from flakestorm.chaos.proxy.routes import attribute
@@ -45,14 +45,14 @@ class Tunnel:
             return
         tool, url = self._target(host, port)
         target = Target.TOOL if tool else Target.OTHER
-        call = Call(target, "CONNECT", f"{host}:{port}", "", "", tool=tool)
+        call = ServedCall(target, "CONNECT", f"{host}:{port}", "", "", tool=tool)
         call.begin(proxy.log, seq, started)
         try:
             self._serve(call, host, port, url)
         finally:
             call.done(call.status)
 
-    def _serve(self, call: Call, host: str, port: int, url: str) -> None:
+    def _serve(self, call: ServedCall, host: str, port: int, url: str) -> None:
         handler, proxy = self.handler, self.proxy
         book = attribute(call, proxy.book, handler.headers)
         fault: ToolFault | None = None

@@ -1,6 +1,6 @@
 """Where the proxy sends a call once its faults are decided: the upstream seam.
 
-:class:`~.base.Upstream` is one method wide, ``send(request) -> Reply`` (whole or streamed).
+:class:`~.base.Upstream` is one method wide, ``send(request) -> HttpResponse`` (whole or streamed).
 The proxy builds one at start-up (:func:`~.registry.local_upstream`): the network
 (:class:`~.network.NetworkUpstream`, with ``requests``), wrapped by
 :class:`~.cassette.CassetteRecording` when recording, under the mock LLM

@@ -6,15 +6,15 @@ from dataclasses import dataclass
 from email.message import Message
 from typing import Protocol, runtime_checkable
 
-from flakestorm.chaos.proxy.call import Call
-from flakestorm.chaos.proxy.reply import Reply
+from flakestorm.chaos.proxy.call import ServedCall
+from flakestorm.chaos.proxy.reply import HttpResponse
 
 
 @dataclass(frozen=True, slots=True)
 class UpstreamRequest:
     """One call as it goes upstream: after routing and any request-side fault."""
 
-    call: Call
+    call: ServedCall
     """Its route (``upstream_url``, ``rel_path``, ``provider``, ``local``...). The upstream
     notes what it learns on it: ``upstream_status``, as soon as it is known."""
     headers: Message
@@ -25,9 +25,9 @@ class UpstreamRequest:
 class Upstream(Protocol):
     """Where a call is sent once the proxy has decided its faults."""
 
-    def send(self, request: UpstreamRequest) -> Reply:
-        """The upstream's reply, whole or streamed (``Reply.chunks``). An upstream that cannot
-        answer raises :class:`~flakestorm.chaos.proxy.reply.UpstreamFailure`."""
+    def send(self, request: UpstreamRequest) -> HttpResponse:
+        """The upstream's reply, whole or streamed (``HttpResponse.chunks``). An upstream that
+        cannot answer raises :class:`~flakestorm.chaos.proxy.reply.UpstreamFailure`."""
         ...
 
 

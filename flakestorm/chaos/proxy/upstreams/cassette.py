@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import parse_qsl, urlencode
 
-from flakestorm.chaos.proxy.reply import Reply, UpstreamFailure
+from flakestorm.chaos.proxy.reply import HttpResponse, UpstreamFailure
 from flakestorm.chaos.proxy.upstreams.base import Upstream, UpstreamRequest
 from flakestorm.errors import UsageError
 
@@ -372,7 +372,7 @@ class CassetteReplay:
         cassette = Cassette.load(path)
         return lambda network: cls(cassette, network)
 
-    def send(self, request: UpstreamRequest) -> Reply:
+    def send(self, request: UpstreamRequest) -> HttpResponse:
         call = request.call
         cassette = self.cassette
         if not call.local and not cassette.has_target(call.cassette_target):
@@ -388,7 +388,7 @@ class CassetteReplay:
                 request=key.describe(),
             )
         call.upstream_status = exchange.status
-        return Reply(
+        return HttpResponse(
             exchange.status,
             list(exchange.headers),
             exchange.body,
@@ -413,7 +413,7 @@ class CassetteRecording:
         self.recorder = recorder
         self.in_background = in_background
 
-    def send(self, request: UpstreamRequest) -> Reply:
+    def send(self, request: UpstreamRequest) -> HttpResponse:
         reply = self.network.send(request)
         if not request.call.recorded:
             return reply

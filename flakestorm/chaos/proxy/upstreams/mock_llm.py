@@ -59,7 +59,7 @@ from flakestorm.chaos.llm import (
     error_body,
     truncate_text,
 )
-from flakestorm.chaos.proxy.reply import Reply, from_llm
+from flakestorm.chaos.proxy.reply import HttpResponse, from_llm
 from flakestorm.chaos.proxy.upstreams.base import Upstream, UpstreamRequest
 
 __all__ = ["CREATED", "MOCK", "MODEL", "MockLlm", "mock_reply", "reply_text"]
@@ -526,7 +526,7 @@ class MockLlm:
         """The mock takes no argument and needs nothing loaded."""
         return cls
 
-    def send(self, request: UpstreamRequest) -> Reply:
+    def send(self, request: UpstreamRequest) -> HttpResponse:
         call = request.call
         if not call.local:
             return self.network.send(request)

@@ -21,7 +21,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.exceptions import HTTPError, ReadTimeoutError
 
 from flakestorm.chaos.proxy.framing import CHUNK_BYTES, forwarded_headers
-from flakestorm.chaos.proxy.reply import ClientFailure, Reply, UpstreamFailure
+from flakestorm.chaos.proxy.reply import ClientFailure, HttpResponse, UpstreamFailure
 from flakestorm.chaos.proxy.upstreams.base import UpstreamRequest
 
 
@@ -50,7 +50,7 @@ class NetworkUpstream:
         self.upstream_timeout_s = upstream_timeout_s
         self.max_response_bytes = max_response_bytes
 
-    def send(self, request: UpstreamRequest) -> Reply:
+    def send(self, request: UpstreamRequest) -> HttpResponse:
         call = request.call
         url = call.upstream_url
         headers = forwarded_headers(request.headers)
@@ -58,10 +58,10 @@ class NetworkUpstream:
         call.upstream_status = response.status_code
         raw_headers = list(response.raw.headers.items())
         if _is_sse(response):
-            return Reply(response.status_code, raw_headers, chunks=self._iter(response, url))
+            return HttpResponse(response.status_code, raw_headers, chunks=self._iter(response, url))
         head = call.method == "HEAD"
         data = self._read(response, url) if not head else b""
-        reply = Reply(response.status_code, raw_headers, data)
+        reply = HttpResponse(response.status_code, raw_headers, data)
         if head:
             response.close()
             reply.head_length = response.headers.get("Content-Length", "")

@@ -4,7 +4,7 @@
 or names one of the proxy's own LLM upstreams, registered in :data:`LOCAL_UPSTREAMS`:
 ``mock`` (:class:`~.mock_llm.MockLlm`) or ``cassette:PATH``
 (:class:`~.cassette.CassetteReplay`). A local upstream serves the LLM calls routed to it
-(``Call.local``) and passes the rest to the network upstream it is built on; its calls are
+(``ServedCall.local``) and passes the rest to the network upstream it is built on; its calls are
 logged under ``NAME:/path`` (``mock:/v1/chat/completions``).
 
 Adding one is a class with ``send`` (and ``rewind`` if it replays in order) and one entry here.
