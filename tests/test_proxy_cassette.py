@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
+from support.llm_provider import ASK, MESSAGES, TEXT, fake_provider
 from support.server import LoopbackServer, Request, Response
 from test_proxy import session
-from test_proxy_llm import ASK, MESSAGES, fake_provider
 
-from flakestorm.chaos.faults import ActiveScenario
+from flakestorm.chaos.faults import ActiveScenario, Target
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.chaos.proxy.upstreams.cassette import Cassette, CassetteError, RequestKey
 from flakestorm.config import LlmFault
@@ -225,3 +227,112 @@ def test_tool_request_bodies_that_differ_in_user_do_not_share_a_recording(
             for u in ("bob", "alice")
         ]
     assert plans == [{"plan": "free"}, {"plan": "gold"}]
+
+
+# --------------------------------------------------------------------------- model listing
+
+OPENAI_MODELS = {
+    "object": "list",
+    "data": [{"id": "gpt-test", "object": "model", "created": 1, "owned_by": "flakestorm"}],
+}
+ANTHROPIC_MODELS = {
+    "data": [
+        {
+            "type": "model",
+            "id": "claude-test",
+            "display_name": "Claude Test",
+            "created_at": "2025-01-01T00:00:00Z",
+        }
+    ],
+    "has_more": False,
+    "first_id": "claude-test",
+    "last_id": "claude-test",
+}
+
+
+def llm_chaos(mode: str, **fields: Any) -> ActiveScenario:
+    """A scenario with one LLM fault."""
+    fault = LlmFault.model_validate({"mode": mode, **fields})
+    return ActiveScenario("cassette", 5, llm_faults=(fault,))
+
+
+def provider_with_models(request: Request) -> Response:
+    if request.method == "GET" and request.path.startswith("/v1/models"):
+        anthropic_call = "anthropic-version" in request.headers
+        return Response.json(ANTHROPIC_MODELS if anthropic_call else OPENAI_MODELS)
+    return fake_provider(request)
+
+
+def list_models(proxy: ChaosProxy) -> tuple[list[str], list[str]]:
+    import anthropic
+    import openai
+
+    oa = openai.OpenAI(base_url=f"{proxy.url}/llm/openai/v1", api_key="sk-test", max_retries=0)
+    an = anthropic.Anthropic(base_url=f"{proxy.url}/llm/anthropic", api_key="k", max_retries=0)
+    return [m.id for m in oa.models.list()], [m.id for m in an.models.list()]
+
+
+def test_model_listing_is_recorded_and_replayed_from_a_cassette(tmp_path: Path) -> None:
+    pytest.importorskip("openai")
+    pytest.importorskip("anthropic")
+    cassette = tmp_path / "models.jsonl"
+    garbage = llm_chaos("garbage")
+    with (
+        LoopbackServer(provider_with_models) as provider,
+        ChaosProxy(llm_upstream=provider.url, record=cassette) as proxy,
+    ):
+        proxy.activate(garbage)
+        recorded = list_models(proxy)
+    assert recorded == (["gpt-test"], ["claude-test"])
+    lines = [json.loads(line) for line in cassette.read_text().splitlines()[1:]]
+    assert [(x["target"], x["request"]["path"]) for x in lines] == [("llm", "/v1/models")] * 2
+    assert len(Cassette.load(cassette)) == 2
+
+    with ChaosProxy(llm_upstream=f"cassette:{cassette}") as proxy:
+        proxy.activate(garbage)  # no fault applies to a model listing
+        assert list_models(proxy) == recorded
+        calls = proxy.log.snapshot()
+    assert [(c.target, c.status, c.fired) for c in calls] == [(Target.OTHER, 200, ())] * 2
+    assert all(c.upstream_status == 200 and c.upstream_error is None for c in calls)
+
+
+# --------------------------------------------------------------------------- streams a fault cut
+
+
+def test_a_stream_cut_by_truncation_is_recorded_whole_without_delaying_the_agent(
+    tmp_path: Path,
+) -> None:
+    anthropic = pytest.importorskip("anthropic")
+    cassette = tmp_path / "cut.jsonl"
+    release = threading.Event()
+    body = {"model": "c", "max_tokens": 99, "messages": ASK, "stream": True}
+
+    def held_back(request: Request) -> Response:
+        reply = fake_provider(request)
+        assert reply.chunks is not None
+        chunks = list(reply.chunks)
+
+        def stream() -> Iterator[bytes]:
+            yield from chunks[:8]  # enough words for the cut
+            release.wait(10)  # the rest only once the agent has its (cut) reply (timeout 5)
+            yield from chunks[8:]
+
+        return Response(200, headers=reply.headers, chunks=stream())
+
+    with (
+        LoopbackServer(held_back) as provider,
+        ChaosProxy(llm_upstream=provider.url, record=cassette) as proxy,
+    ):
+        proxy.activate(llm_chaos("truncated_response", max_tokens=2))
+        # answered whole while the upstream still holds its rest back: not delayed by it
+        cut = requests.post(f"{proxy.url}/llm/anthropic/v1/messages", json=body, timeout=5)
+        release.set()
+    assert cut.status_code == 200 and '"stop_reason": "max_tokens"' in cut.text
+    assert "message_stop" in cut.text and "breeze" not in cut.text
+
+    with ChaosProxy(llm_upstream=f"cassette:{cassette}") as proxy:
+        client = anthropic.Anthropic(base_url=f"{proxy.url}/llm/anthropic", api_key="k")
+        with client.messages.stream(model="c", max_tokens=99, messages=ASK) as stream:
+            text = "".join(stream.text_stream)
+            final = stream.get_final_message()
+    assert text == TEXT and final.stop_reason == "end_turn"
