@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 import requests
+from support.fake_provider import ASK, MESSAGES, fake_provider
+from support.proxy_rig import session
 from support.server import LoopbackServer, Request, Response
-from test_proxy import session
-from test_proxy_llm import ASK, MESSAGES, fake_provider
 
 from flakestorm.chaos.faults import ActiveScenario
 from flakestorm.chaos.proxy.server import ChaosProxy

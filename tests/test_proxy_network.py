@@ -14,9 +14,9 @@ from collections.abc import Iterator
 
 import pytest
 import requests
+from support.proxy_rig import assert_still_serving, fault, last, scenario, session, weather
 from support.raw_server import RawUpstream
 from support.server import LoopbackServer, Response
-from test_proxy import assert_still_serving, fault, last, scenario, session, weather
 
 from flakestorm.chaos.proxy.server import ChaosProxy
 
