@@ -225,3 +225,22 @@ def test_tool_request_bodies_that_differ_in_user_do_not_share_a_recording(
             for u in ("bob", "alice")
         ]
     assert plans == [{"plan": "free"}, {"plan": "gold"}]
+
+
+def test_a_cassette_never_stores_credentials_from_the_query_string(tmp_path: Path) -> None:
+    """Cassettes are meant to be committed: an API key in a tool's query string
+    (``?apikey=...``, ``?key=...``) must not be written to it, and replay still matches."""
+    cassette = tmp_path / "c.jsonl"
+    key = "AKIA-query-secret-0123456789"
+    with LoopbackServer(lambda r: Response.json({"quote": 42})) as tool:
+        with ChaosProxy(tools={"market": tool.url}, record=cassette) as proxy:
+            query = f"symbol=ACME&apikey={key}&access_token={key}x"
+            recorded = requests.get(f"{proxy.url}/tools/market/quote?{query}", timeout=5)
+        dead = tool.url
+    assert recorded.json() == {"quote": 42}
+    text = cassette.read_text(encoding="utf-8")
+    assert key not in text
+    assert "symbol=ACME" in text
+    with ChaosProxy(llm_upstream=f"cassette:{cassette}", tools={"market": dead}) as proxy:
+        replayed = requests.get(f"{proxy.url}/tools/market/quote?{query}", timeout=5)
+    assert replayed.json() == {"quote": 42}
