@@ -396,3 +396,5 @@ def test_fake_github_runs_as_a_script() -> None:
     finally:
         process.terminate()
         process.wait(timeout=10)
+        assert process.stdout is not None
+        process.stdout.close()

@@ -11,6 +11,8 @@ tool faults, and calls through the proxy.
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 from typing import Any
 
 import requests
@@ -63,3 +65,9 @@ def session() -> requests.Session:
 def assert_still_serving(proxy: ChaosProxy) -> None:
     """The proxy still answers a plain call to the weather tool."""
     assert requests.get(f"{proxy.url}/tools/weather/ok", timeout=5).json()["path"] == "/ok"
+
+
+def connection(proxy: ChaosProxy) -> contextlib.closing[http.client.HTTPConnection]:
+    """A raw HTTP/1.1 connection to the proxy (for what requests hides), closed after the
+    ``with``."""
+    return contextlib.closing(http.client.HTTPConnection(proxy.host, proxy.port, timeout=5))
