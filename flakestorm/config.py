@@ -272,20 +272,12 @@ class Invariant(Model):
     kinds: list[PiiKind] | None = Field(default=None, min_length=1)
     expect: RefusalExpect | None = None
 
-    def type_fields_set(self) -> set[str]:
-        """The type-specific fields this invariant sets, by their YAML names."""
-        names = {"schema" if f == "json_schema" else f for f in self.model_fields_set}
-        return names & _ALL_TYPE_FIELDS
-
     @property
     def effective_threshold(self) -> float:
         """The similarity threshold for ``similarity`` / ``behavior_unchanged``."""
         if self.type is InvariantType.SIMILARITY:
             return self.threshold if self.threshold is not None else 0.75
         return self.similarity_threshold if self.similarity_threshold is not None else 0.75
-
-
-_ALL_TYPE_FIELDS = frozenset(f for req, opt in INVARIANT_FIELDS.values() for f in (*req, *opt))
 
 
 class ContractInvariant(Invariant):
@@ -327,14 +319,6 @@ class ContextAttack(Model):
     inject_tokens: Annotated[int, Field(gt=0, le=1_000_000)] | None = None
     statements: list[str] | None = Field(default=None, min_length=1)
     tool: str | None = None
-
-    def type_fields_set(self) -> set[str]:
-        return self.model_fields_set & _ALL_ATTACK_FIELDS
-
-
-_ALL_ATTACK_FIELDS = frozenset(
-    f for req, opt in CONTEXT_ATTACK_FIELDS.values() for f in (*req, *opt)
-)
 
 
 def _attacks_dict_to_list(value: Any) -> Any:

@@ -250,20 +250,6 @@ class GitHub:
         finally:
             self._command("endgroup", "")
 
-    @contextlib.contextmanager
-    def stop_commands(self) -> Iterator[str]:
-        """Turn workflow command processing off: nothing printed inside is a command.
-
-        Yields the random token that ends it (``::TOKEN::``); text printed inside must not
-        contain it (use :meth:`untrusted`, which checks).
-        """
-        token = _token()
-        self.log(f"::stop-commands::{token}")
-        try:
-            yield token
-        finally:
-            self.log(f"::{token}::")
-
     def untrusted(self, text: str) -> None:
         """Print ``text`` verbatim with workflow commands off, whatever it contains."""
         token = _token(text)
@@ -501,10 +487,6 @@ class GitHub:
             comment_id=comment_id if isinstance(comment_id, int) else None,
             url=html_url if isinstance(html_url, str) else None,
         )
-
-    def upsert_comment(self, body: str, marker: str) -> CommentOutcome:
-        """Create or update the sticky comment holding ``marker`` with ``body``."""
-        return self.sticky_comment(marker, lambda previous: body)
 
     def _comment_failed(self, exc: _ApiError) -> CommentOutcome:
         if exc.status in (401, 403, 404):

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from flakestorm.config import (
-    ContextAttackType,
     Contract,
     ContractInvariant,
     InvariantType,
@@ -64,11 +63,6 @@ class Plan:
                 seen.update(dict.fromkeys(cell.prompts))
         return tuple(seen)
 
-    def invocation_count(self, repeat: int, stateful_check: bool) -> int:
-        """Agent invocations a full run makes (matrix, baselines and the stateful check)."""
-        matrix = sum(len(c.prompts) for c in self.cells if c.applicable) * repeat
-        return matrix + len(self.baseline_prompts) + (2 if stateful_check else 0)
-
 
 def build_plan(contract: Contract, golden_prompts: list[str]) -> Plan:
     """Expand a contract into its cells (invariant-major, config order)."""
@@ -83,24 +77,3 @@ def build_plan(contract: Contract, golden_prompts: list[str]) -> Plan:
         for scenario in contract.chaos_matrix:
             cells.append(Cell(len(cells), invariant, scenario, prompts))
     return Plan(contract, tuple(cells))
-
-
-DELIVERABLE_ATTACKS = frozenset({ContextAttackType.MEMORY_POISONING})
-"""Context attacks the runner applies itself, on the agent's input."""
-
-
-def undeliverable_faults(scenario: Scenario) -> list[str]:
-    """Faults of ``scenario`` that this runner cannot deliver to the agent's dependencies.
-
-    Tool faults, LLM faults and the context attacks that live in tool results or LLM
-    requests need the chaos proxy or python tool wrapping; until a run has those, such a
-    scenario is refused rather than run without its faults.
-    """
-    found = [f"tool fault {f.mode.value} on {f.tool!r}" for f in scenario.tool_faults]
-    found += [f"LLM fault {f.mode.value}" for f in scenario.llm_faults]
-    found += [
-        f"context attack {a.type.value}"
-        for a in scenario.context_attacks
-        if a.type not in DELIVERABLE_ATTACKS
-    ]
-    return found

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -401,13 +402,6 @@ def _vocabulary_tables() -> list[str]:
     return lines
 
 
-def main() -> None:
-    print(render(), end="")
-
-
-if __name__ == "__main__":
-    main()
-
 __all__ = [
     "EDITOR_HEADER",
     "ENUM_DESCRIPTIONS",
@@ -419,3 +413,7 @@ __all__ = [
     "model_schema",
     "render",
 ]
+
+
+if __name__ == "__main__":
+    sys.stdout.write(render())

@@ -8,7 +8,7 @@ between a run and every reporter: ``flakestorm report`` renders any format from 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -342,7 +342,3 @@ def _cell(d: Mapping[str, Any]) -> CellResult:
             ),
         }
     )
-
-
-def cells_by_status(cells: Sequence[CellResult], status: Status) -> list[CellResult]:
-    return [c for c in cells if c.status is status]

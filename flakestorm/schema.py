@@ -189,11 +189,3 @@ def build_schema() -> dict[str, Any]:
 def render_schema() -> str:
     """The schema as the text of ``schema/flakestorm.schema.json``."""
     return json.dumps(build_schema(), indent=2, ensure_ascii=False) + "\n"
-
-
-def main() -> None:
-    print(render_schema(), end="")
-
-
-if __name__ == "__main__":
-    main()

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import itertools
 import sys
-import textwrap
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -19,29 +16,8 @@ from flakestorm.agents.python import PythonAgent, current_call
 from flakestorm.config import AgentConfig, AgentType
 from flakestorm.errors import AgentErrorKind, ConfigError, Problem
 
-_names = itertools.count()
-
 Write = Callable[[str], str]
-
-
-@pytest.fixture
-def write_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Write]:
-    """Write a uniquely named module into ``tmp_path``; returns its name. Cleans up after."""
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    written: list[str] = []
-
-    def write(source: str) -> str:
-        name = f"fs_agent_{next(_names)}"
-        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
-        written.append(name)
-        return name
-
-    yield write
-    for name in written:
-        module = sys.modules.pop(name, None)
-        release = getattr(module, "RELEASE", None)
-        if isinstance(release, threading.Event):
-            release.set()
+"""The ``write_module`` fixture (conftest.py)."""
 
 
 def python_agent(tmp_path: Path, endpoint: str, **fields: Any) -> PythonAgent:
@@ -189,11 +165,14 @@ def test_a_hung_agent_times_out_and_the_run_goes_on(
     )
     attr = "hang" if kind == "sync" else "ahang"
     agent = python_agent(tmp_path, f"{name}:{attr}", timeout=200)
-    reply = agent.invoke("hang")
-    assert reply.error is AgentErrorKind.TIMEOUT
-    assert "200 ms" in reply.error_message
-    assert 150 <= reply.latency_ms < 1000
-    assert agent.invoke("ok").output == "done"
+    try:
+        reply = agent.invoke("hang")
+        assert reply.error is AgentErrorKind.TIMEOUT
+        assert "200 ms" in reply.error_message
+        assert 150 <= reply.latency_ms < 1000
+        assert agent.invoke("ok").output == "done"
+    finally:
+        sys.modules[name].RELEASE.set()  # the hung worker thread ends
 
 
 def test_current_call_is_set_around_each_invocation(tmp_path: Path, write_module: Write) -> None:

@@ -1,10 +1,14 @@
 """Delivery judged from the proof a scenario keeps (SPEC §4): from the results alone, and
-again over several result files (a fault delivered in any of them is delivered)."""
+again over several result files (a fault delivered in any of them is delivered); and through a
+run, where the calls the wrapped tool received are the proof."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
+
+from support.quote_project import contract_cells, quote_project, run_config
 
 from flakestorm.chaos.delivery import judge
 from flakestorm.results import (
@@ -77,3 +81,62 @@ def test_the_proof_survives_results_json() -> None:
     info = back.phases["chaos"].scenarios[0]
     judged, _ = judge(info, back.phases["chaos"].cells)
     assert judged.undelivered == info.undelivered
+
+
+# --------------------------------------------------------------------------- through a run
+
+
+def test_a_tool_result_attack_alongside_a_firing_tool_fault_is_not_reported_undelivered(
+    tmp_path: Path,
+) -> None:
+    # every call to get_quote reached flakestorm; the error fault replaced the result, so
+    # the injection had nothing to poison: a matching call arrived, so it *was* delivered
+    # (SPEC §4: only "no matching call in any cell" is "fault not delivered")
+    path = quote_project(
+        tmp_path,
+        [
+            {
+                "name": "outage",
+                "tool_faults": [{"tool": "get_quote", "mode": "error"}],
+                "context_attacks": [{"type": "indirect_injection", "payloads": ["IGNORE"]}],
+            }
+        ],
+    )
+    result = run_config(path)
+    assert "contract" in result.phases
+    assert result.phases["contract"].scenarios[0].undelivered == ()
+    cell = contract_cells(result)["answers[outage]"]
+    assert cell.status is Status.PASSED, cell.reason
+    assert cell.faults_fired == ("tool_faults[0] error(503) on get_quote",)
+    assert result.exit_code == 0
+
+
+def test_faults_fired_are_attributed_to_cells_of_a_scenario_whose_name_has_a_hash(
+    tmp_path: Path,
+) -> None:
+    path = quote_project(
+        tmp_path, [{"name": "outage #2", "tool_faults": [{"tool": "get_quote", "mode": "error"}]}]
+    )
+    result = run_config(path)
+    cell = contract_cells(result)["answers[outage #2]"]
+    assert cell.status is Status.PASSED, cell.reason
+    assert cell.faults_fired == ("tool_faults[0] error(503) on get_quote",)
+    assert len(cell.calls) == 2  # one tool call per golden prompt
+
+
+def test_a_scenario_whose_resets_all_failed_is_not_reported_as_fault_not_delivered(
+    tmp_path: Path,
+) -> None:
+    # no cell invoked the agent, so nothing proves or disproves delivery: the cells keep the
+    # real reason (the reset failed) instead of a wiring hint about the proxy/wrappers
+    path = quote_project(
+        tmp_path,
+        [{"name": "down", "tool_faults": [{"tool": "get_quote", "mode": "error"}]}],
+        agent={"reset_function": "TOOLS:reset"},
+    )
+    result = run_config(path)
+    assert "contract" in result.phases
+    assert result.phases["contract"].scenarios[0].undelivered == ()
+    cell = contract_cells(result)["answers[down]"]
+    assert cell.status is Status.ERRORED
+    assert cell.reason.startswith("reset failed"), cell.reason

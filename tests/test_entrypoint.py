@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.config_text import LEAKY_CONFIG, LEAKY_ENV
 from support.fake_github import FakeGitHub
 from support.server import LoopbackServer, Request, Response
 
@@ -214,6 +215,87 @@ def test_secrets_are_masked_before_anything_else(workspace: Path, agent: Agent) 
     assert masks == list(range(len(masks)))  # all masks come first
     masked = {lines[i].removeprefix("::add-mask::") for i in masks}
     assert {SECRET, "ghs_token", "second", agent.server.url_for("/chat")} <= masked
+
+
+def test_the_action_never_prints_a_secret_in_a_config_error(workspace: Path, agent: Agent) -> None:
+    (workspace / "flakestorm.yaml").write_text(LEAKY_CONFIG, encoding="utf-8")
+    env = {**_env(workspace, agent), **LEAKY_ENV}
+    code, stdout = _run(env)
+    assert code == 2
+    assert "::error file=flakestorm.yaml" in stdout
+    for secret in LEAKY_ENV.values():
+        assert secret not in stdout
+
+
+def test_agent_output_cannot_issue_legacy_workflow_commands(workspace: Path, agent: Agent) -> None:
+    """The runner also parses ``##[command]data`` found *anywhere* in a line, so agent output
+    in ``##[`` form is defused like ``::`` (see test_reporters_terminal.py)."""
+    (workspace / "flakestorm.yaml").write_text(
+        """\
+agent:
+  endpoint: ${AGENT_URL}
+  ready_timeout: 5000
+golden_prompts: ["say hello"]
+contract:
+  name: Greeter
+  invariants:
+    - id: no-commands
+      type: excludes_pattern
+      patterns: ["#.*"]
+      severity: critical
+  chaos_matrix:
+    - name: calm
+""",
+        encoding="utf-8",
+    )
+    agent.answer = "##[stop-commands]agenttoken ##[error]pwned ##[set-output name=passed;]true"
+    code, stdout = _run(_env(workspace, agent))
+    assert code == 1, stdout
+    assert "##[" not in stdout
+    assert "::error file=flakestorm.yaml" in stdout  # the real annotation is still made
+
+
+class EchoAgent(Agent):
+    """An agent that repeats what it was sent, request headers included."""
+
+    def handle(self, request: Request) -> Response:
+        return Response.json({"output": f"you sent {dict(request.headers.items())}"})
+
+
+def test_reports_never_contain_secrets_the_agent_echoes(workspace: Path) -> None:
+    """Reports are files, the job summary and the PR comment: ``::add-mask::`` does not reach
+    them, so values from the environment must be redacted from the results themselves."""
+    (workspace / "flakestorm.yaml").write_text(
+        """\
+agent:
+  endpoint: ${AGENT_URL}
+  headers:
+    Authorization: "Bearer ${AGENT_TOKEN}"
+  ready_timeout: 5000
+golden_prompts: ["say hello"]
+contract:
+  name: Greeter
+  invariants:
+    - id: keeps-credentials
+      type: excludes_pattern
+      patterns: ["Bearer"]
+      severity: critical
+  chaos_matrix:
+    - name: calm
+""",
+        encoding="utf-8",
+    )
+    agent = EchoAgent()
+    with agent.server:
+        env = _env(workspace, agent)
+        code, stdout = _run(env)
+    assert code == 1, stdout
+    reports = workspace / "flakestorm-reports"
+    results = (reports / "results.json").read_text(encoding="utf-8")
+    assert "Bearer ***" in results  # the reply is there, redacted
+    for path in [*reports.iterdir(), Path(env["GITHUB_STEP_SUMMARY"])]:
+        assert SECRET not in path.read_text(encoding="utf-8"), path.name
+    json.loads(results)
 
 
 # --------------------------------------------------------------------------- exit 2 / 3

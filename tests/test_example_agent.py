@@ -72,13 +72,14 @@ class Processes:
         started = []
         for script, env in specs:
             log = self.log_dir / f"{script}-{len(self.children)}.log"
-            process = subprocess.Popen(
-                [sys.executable, str(EXAMPLE / script), "--host", "127.0.0.1", "--port", "0"],
-                stdout=subprocess.PIPE,
-                stderr=log.open("w"),
-                text=True,
-                env=child_env(env),
-            )
+            with log.open("w") as stderr:  # the child has its own copy
+                process = subprocess.Popen(
+                    [sys.executable, str(EXAMPLE / script), "--host", "127.0.0.1", "--port", "0"],
+                    stdout=subprocess.PIPE,
+                    stderr=stderr,
+                    text=True,
+                    env=child_env(env),
+                )
             self.children.append(process)
             started.append((process, log))
         return [self.address(process, log) for process, log in started]
@@ -560,13 +561,14 @@ def test_run_local_starts_everything_and_stops_it_on_sigterm(
     tmp_path: Path, http: requests.Session
 ) -> None:
     log = tmp_path / "run_local.log"
-    launcher = subprocess.Popen(
-        [sys.executable, str(EXAMPLE / "run_local.py"), "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=log.open("w"),
-        text=True,
-        env=child_env({}),
-    )
+    with log.open("w") as stderr:  # the launcher has its own copy
+        launcher = subprocess.Popen(
+            [sys.executable, str(EXAMPLE / "run_local.py"), "--port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            env=child_env({}),
+        )
     try:
         agent = Processes.address(launcher, log)
         reply = http.post(f"{agent}/chat", json={"input": "Price of AAPL?"}, timeout=5).json()

@@ -1,7 +1,9 @@
 """The executor: cells against an agent, with isolation, repeats, budgets and stopping.
 
 The agents here are python objects implementing the ``Agent`` protocol: the same seam the
-product's python agents use. Synchronisation is by events, never by sleeping.
+product's python agents use. Synchronisation is by events, never by sleeping. The last tests
+run a whole contract (:mod:`support.quote_project`) for what the executor does inside a run:
+resets before the baselines, and progress announced after the delivery check.
 """
 
 from __future__ import annotations
@@ -9,13 +11,15 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
+from support.quote_project import contract_cells, quote_project, run_config
 
 from flakestorm.agents import NO_CALL, Call, Reply
 from flakestorm.config import Advanced, Contract
 from flakestorm.errors import AgentErrorKind, HarnessError
-from flakestorm.executor import CellFinished, Executor, Options, ScenarioFinished
+from flakestorm.executor import CellFinished, Event, Executor, Options, ScenarioFinished
 from flakestorm.invariants import build_checker
 from flakestorm.plan import build_plan
 from flakestorm.results import Status
@@ -271,3 +275,43 @@ def test_scenario_events_arrive_once_per_scenario_with_its_cells() -> None:
     ).run(plan, {})
     assert sorted(e.name for e in events) == ["calm", "poisoned"]
     assert all(len(e.results) == 3 for e in events)
+
+
+# --------------------------------------------------------------------------- through a run
+
+
+def test_a_failing_reset_before_the_baselines_errors_cells_instead_of_aborting_the_run(
+    tmp_path: Path,
+) -> None:
+    path = quote_project(
+        tmp_path,
+        [{"name": "calm"}],
+        agent={"reset_function": "TOOLS:reset"},
+        invariants=[
+            {"id": "same", "type": "behavior_unchanged", "baseline": "auto"},
+            {"id": "answers", "type": "output_not_empty"},
+        ],
+    )
+    result = run_config(path)  # a HarnessError escaping here loses every report
+    by_id = contract_cells(result)
+    assert {c.status for c in by_id.values()} == {Status.ERRORED}
+    assert "reset failed" in by_id["answers[calm]"].reason
+    assert result.exit_code == 3
+
+
+def test_scenario_progress_reports_the_verdicts_after_the_delivery_check(tmp_path: Path) -> None:
+    # the agent never calls `other_tool`: the scenario's cells end ERRORED ("fault not
+    # delivered"); the progress line printed for the scenario must not say they passed
+    path = quote_project(
+        tmp_path,
+        [{"name": "misfire", "tool_faults": [{"tool": "other_tool", "mode": "error"}]}],
+    )
+    events: list[Event] = []
+    result = run_config(path, on_event=events.append)
+    final = [c.status for c in contract_cells(result).values()]
+    assert final == [Status.ERRORED]
+    announced = [e for e in events if isinstance(e, ScenarioFinished)]
+    assert [e.name for e in announced] == ["misfire"]
+    assert [c.status for c in announced[0].results] == final
+    # each cell is announced once, with its final verdict
+    assert [e.result.status for e in events if isinstance(e, CellFinished)] == final

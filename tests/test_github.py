@@ -194,22 +194,22 @@ def test_masks_each_line_of_a_multi_line_secret() -> None:
     ]
 
 
-def test_group_and_stop_commands() -> None:
+def test_group_and_untrusted_text() -> None:
     gh, out = _gh()
     with gh.group("running: a, b"):
         gh.log("inside")
-    with gh.stop_commands() as token:
-        gh.log("::error::not a command")
     gh.untrusted("::set-output name=passed::true\n::error::pwned")
+    gh.untrusted("::error::again")
     lines = out.getvalue().splitlines()
     assert lines[:3] == ["::group::running: a, b", "inside", "::endgroup::"]
+    start, end = lines[3], lines[6]
+    token = start.removeprefix("::stop-commands::")
     assert re.fullmatch(r"[0-9a-f]{32}", token)
-    assert lines[3:6] == [f"::stop-commands::{token}", "::error::not a command", f"::{token}::"]
-    start, end = lines[6], lines[9]
-    second = start.removeprefix("::stop-commands::")
+    assert lines[4:6] == ["::set-output name=passed::true", "::error::pwned"]
+    assert end == f"::{token}::"
+    second = lines[7].removeprefix("::stop-commands::")
     assert re.fullmatch(r"[0-9a-f]{32}", second) and second != token
-    assert lines[7:9] == ["::set-output name=passed::true", "::error::pwned"]
-    assert end == f"::{second}::"
+    assert lines[8:] == ["::error::again", f"::{second}::"]
 
 
 # --------------------------------------------------------------------------- pull requests
@@ -242,9 +242,9 @@ def test_pull_request_from_the_event(tmp_path: Path) -> None:
 
 def test_first_call_creates_second_updates(tmp_path: Path, api: FakeGitHub) -> None:
     gh, out = _gh(_pr_env(tmp_path, api))
-    first = gh.upsert_comment(f"{MARKER}\nscore 80", MARKER)
+    first = gh.sticky_comment(MARKER, lambda _: f"{MARKER}\nscore 80")
     assert first.action is CommentAction.CREATED and first.comment_id is not None
-    second = gh.upsert_comment(f"{MARKER}\nscore 90", MARKER)
+    second = gh.sticky_comment(MARKER, lambda _: f"{MARKER}\nscore 90")
     assert second.action is CommentAction.UPDATED and second.comment_id == first.comment_id
     comments = api.comments(REPO, 7)
     assert [c["body"] for c in comments] == [f"{MARKER}\nscore 90"]
@@ -282,8 +282,8 @@ def test_the_marker_comment_is_found_on_page_three(tmp_path: Path, api: FakeGitH
 
 def test_a_body_without_the_marker_gets_it(tmp_path: Path, api: FakeGitHub) -> None:
     gh, _ = _gh(_pr_env(tmp_path, api))
-    gh.upsert_comment("no marker here", MARKER)
-    gh.upsert_comment("still none", MARKER)
+    gh.sticky_comment(MARKER, lambda _: "no marker here")
+    gh.sticky_comment(MARKER, lambda _: "still none")
     assert [c["body"] for c in api.comments(REPO, 7)] == [f"{MARKER}\nstill none"]
 
 
@@ -296,7 +296,7 @@ def test_create_false_only_updates(tmp_path: Path, api: FakeGitHub) -> None:
 
 def test_fork_pull_request_is_skipped_with_a_notice(tmp_path: Path, api: FakeGitHub) -> None:
     gh, out = _gh(_pr_env(tmp_path, api, head="someone/agent"))
-    outcome = gh.upsert_comment(MARKER, MARKER)
+    outcome = gh.sticky_comment(MARKER, lambda _: MARKER)
     assert outcome.action is CommentAction.SKIPPED
     assert api.requests == []
     assert out.getvalue().startswith("::notice title=flakestorm%3A no PR comment::")
@@ -305,7 +305,7 @@ def test_fork_pull_request_is_skipped_with_a_notice(tmp_path: Path, api: FakeGit
 
 def test_read_only_token_gives_a_notice_not_an_exception(tmp_path: Path, api: FakeGitHub) -> None:
     gh, out = _gh(_pr_env(tmp_path, api, token="ro"))
-    outcome = gh.upsert_comment(MARKER, MARKER)
+    outcome = gh.sticky_comment(MARKER, lambda _: MARKER)
     assert outcome.action is CommentAction.SKIPPED
     assert [(r.method, r.status) for r in api.requests] == [("GET", 200), ("POST", 403)]
     assert out.getvalue().startswith("::notice ")
@@ -315,14 +315,14 @@ def test_read_only_token_gives_a_notice_not_an_exception(tmp_path: Path, api: Fa
 
 def test_bad_token_401_is_a_notice(tmp_path: Path, api: FakeGitHub) -> None:
     gh, out = _gh(_pr_env(tmp_path, api, token="nope"))
-    assert gh.upsert_comment(MARKER, MARKER).action is CommentAction.SKIPPED
+    assert gh.sticky_comment(MARKER, lambda _: MARKER).action is CommentAction.SKIPPED
     assert "HTTP 401" in out.getvalue() and out.getvalue().startswith("::notice ")
 
 
 def test_server_error_is_a_warning(tmp_path: Path, api: FakeGitHub) -> None:
     api.fail_next = [502]
     gh, out = _gh(_pr_env(tmp_path, api))
-    outcome = gh.upsert_comment(MARKER, MARKER)
+    outcome = gh.sticky_comment(MARKER, lambda _: MARKER)
     assert outcome.action is CommentAction.FAILED
     assert out.getvalue().startswith("::warning ") and "HTTP 502" in out.getvalue()
 
@@ -331,7 +331,7 @@ def test_network_error_is_a_warning(tmp_path: Path) -> None:
     with FakeGitHub() as dead:
         env = _pr_env(tmp_path, dead)
     gh, out = _gh(env)  # the server is gone: connection refused
-    outcome = gh.upsert_comment(MARKER, MARKER)
+    outcome = gh.sticky_comment(MARKER, lambda _: MARKER)
     assert outcome.action is CommentAction.FAILED
     assert out.getvalue().startswith("::warning ") and "ConnectionError" in out.getvalue()
 
@@ -340,7 +340,7 @@ def test_not_a_pull_request_does_nothing(tmp_path: Path, api: FakeGitHub) -> Non
     env = _pr_env(tmp_path, api)
     env["GITHUB_EVENT_PATH"] = _event(tmp_path, {"ref": "refs/heads/main"})
     gh, out = _gh(env)
-    assert gh.upsert_comment(MARKER, MARKER).action is CommentAction.SKIPPED
+    assert gh.sticky_comment(MARKER, lambda _: MARKER).action is CommentAction.SKIPPED
     assert api.requests == [] and out.getvalue() == ""
 
 
@@ -348,8 +348,8 @@ def test_github_api_url_is_honoured(tmp_path: Path) -> None:
     with FakeGitHub(tokens={"rw": "write"}, prefix="/api/v3") as ghes:
         assert ghes.url.endswith("/api/v3")
         gh, _ = _gh(_pr_env(tmp_path, ghes))
-        assert gh.upsert_comment(MARKER, MARKER).action is CommentAction.CREATED
-        assert gh.upsert_comment(MARKER, MARKER).action is CommentAction.UPDATED
+        assert gh.sticky_comment(MARKER, lambda _: MARKER).action is CommentAction.CREATED
+        assert gh.sticky_comment(MARKER, lambda _: MARKER).action is CommentAction.UPDATED
         assert len(ghes.comments(REPO, 7)) == 1
 
 
@@ -357,7 +357,7 @@ def test_link_to_another_host_is_not_followed(tmp_path: Path) -> None:
     with FakeGitHub(tokens={"rw": "write"}, public_url="http://evil.example") as api:
         api.add_comments(REPO, 7, [f"c{i}" for i in range(150)])
         gh, _ = _gh(_pr_env(tmp_path, api))
-        gh.upsert_comment(MARKER, MARKER)
+        gh.sticky_comment(MARKER, lambda _: MARKER)
         assert [r.method for r in api.requests] == ["GET", "POST"]
 
 
@@ -367,7 +367,7 @@ def test_requests_exceptions_never_escape(tmp_path: Path, api: FakeGitHub) -> No
             raise requests.exceptions.SSLError("certificate verify failed")
 
     gh, out = _gh(_pr_env(tmp_path, api), session=Exploding())
-    assert gh.upsert_comment(MARKER, MARKER).action is CommentAction.FAILED
+    assert gh.sticky_comment(MARKER, lambda _: MARKER).action is CommentAction.FAILED
     assert "SSLError" in out.getvalue()
 
 
@@ -396,3 +396,5 @@ def test_fake_github_runs_as_a_script() -> None:
     finally:
         process.terminate()
         process.wait(timeout=10)
+        assert process.stdout is not None
+        process.stdout.close()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from support.config_text import AGENT, load, problems
+from support.config_text import AGENT, LEAKY_CONFIG, LEAKY_ENV, LONG_SECRET, load, problems
 
 from flakestorm.errors import Problem
 from flakestorm.loader import load_config_text
@@ -106,3 +106,25 @@ def test_problems_never_quote_a_secret() -> None:
     problem = Problem("f.yaml", 1, 1, "a", "got 's3cret\\nline'")
     assert redacted([problem], secrets) == [Problem("f.yaml", 1, 1, "a", "got '***'")]
     assert redacted([problem], set()) == [problem]
+
+
+# --------------------------------------------------------------------------- secrets in messages
+
+
+def test_config_errors_never_quote_values_from_the_environment() -> None:
+    """A config error is printed before any ``::add-mask::`` (the config did not load), and
+    the CLI prints it as it is: it must not quote the value of an environment variable."""
+    shown = "\n".join(problems(LEAKY_CONFIG, LEAKY_ENV))
+    assert "agent.timeout" in shown and "severity" in shown and "agent.method" in shown
+    for secret in LEAKY_ENV.values():
+        assert secret not in shown
+        assert repr(secret)[1:-1] not in shown
+    assert LONG_SECRET[:30] not in shown  # not even the part a truncated quote keeps
+
+
+def test_semantic_config_errors_never_quote_values_from_the_environment() -> None:
+    config = LEAKY_CONFIG.replace('"${TIMEOUT}"', "1000").replace('"Bearer ${TOKEN}"', "POST")
+    config = config.replace('"${SEVERITY}"', "high")
+    shown = "\n".join(problems(config, LEAKY_ENV))
+    assert "agent.endpoint" in shown
+    assert LEAKY_ENV["AGENT_URL"] not in shown

@@ -1,13 +1,15 @@
 """The phase seam: a phase is one module plus one registration line, and the run loop,
-scoring, every report and the action's outputs pick it up; the matrix runner's checks."""
+scoring, every report and the action's outputs pick it up; the matrix runner's checks; the
+chaos phase after the contract phase, and its score."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support.quote_project import quote_project, run_config
 
 from flakestorm.config import Config, Contract
 from flakestorm.loader import LoadedConfig, load_config_text
@@ -17,7 +19,7 @@ from flakestorm.phases.registry import PHASES, register
 from flakestorm.plan import Plan, build_plan
 from flakestorm.reporters import comment, html, junit, markdown, terminal
 from flakestorm.reporters import json as json_report
-from flakestorm.results import PhaseOutcome, PhaseScore, from_document
+from flakestorm.results import PhaseOutcome, PhaseScore, Status, from_document
 from flakestorm.runner import configured_phases, run_ci
 from flakestorm.scoring import score_cells
 
@@ -155,3 +157,54 @@ def test_invocations_are_counted_by_the_run_rules(
     result = run_ci(loaded)
     # one cell of one prompt, plus the stateful check's two calls
     assert count.invocations == 3 == result.invocations
+
+
+# --------------------------------------------------------------------------- the chaos phase
+
+
+def test_the_chaos_phase_does_not_reuse_the_contract_phase_interactions(tmp_path: Path) -> None:
+    # the contract has a scenario named like the chaos phase's one ("chaos") and the chaos
+    # phase's invariant ids are the defaults; its cells must get only their own calls
+    path = quote_project(
+        tmp_path,
+        [{"name": "chaos", "tool_faults": [{"tool": "get_quote", "mode": "error"}]}],
+        invariants=[{"id": "completes", "type": "completes"}],
+        chaos={"tool_faults": [{"tool": "get_quote", "mode": "slow", "delay_ms": 1}]},
+    )
+    result = run_config(path, ("contract", "chaos"))
+    assert "chaos" in result.phases
+    for cell in result.phases["chaos"].cells:
+        assert len(cell.calls) == 2, (cell.id, cell.calls)
+        assert cell.faults_fired == ("tool_faults[0] slow(1 ms) on get_quote",)
+
+
+def test_the_chaos_phase_score_honours_min_pass(
+    tmp_path: Path, write_module: Callable[[str], str]
+) -> None:
+    # the first of three repeats of each prompt fails (the agent answers "" the first time it
+    # sees a prompt): 2 of 3 runs hold, min_pass 2 -> the cell passes, and so do the prompts
+    mod = write_module(
+        """
+        import threading
+        SEEN = {}
+        LOCK = threading.Lock()
+        def answer(prompt):
+            with LOCK:
+                n = SEEN[prompt] = SEEN.get(prompt, 0) + 1
+            return '' if n == 1 else 'fine'
+        """
+    )
+    doc = {
+        "agent": {"type": "python", "endpoint": f"{mod}:answer"},
+        "golden_prompts": ["a", "b"],
+        "invariants": [{"type": "output_not_empty"}],
+        "chaos": {"context_attacks": [{"type": "memory_poisoning", "payload": "x"}]},
+        "advanced": {"repeat": 3, "min_pass": 2, "concurrency": 1},
+    }
+    path = tmp_path / "flakestorm.yaml"
+    path.write_text(json.dumps(doc))
+    result = run_config(path, ("chaos",))
+    assert "chaos" in result.phases
+    assert [c.status for c in result.phases["chaos"].cells] == [Status.PASSED]
+    assert result.phases["chaos"].cells[0].flaky
+    assert result.phases["chaos"].score.score == 100.0

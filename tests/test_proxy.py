@@ -1,6 +1,5 @@
 """The chaos proxy's data calls: routes (reverse and HTTP_PROXY forward mode), tool faults,
-attribution and stopping, against real loopback servers. The helpers here are shared by the
-other ``test_proxy_*`` modules."""
+attribution and stopping, against real loopback servers."""
 
 from __future__ import annotations
 
@@ -13,18 +12,13 @@ from typing import Any
 
 import pytest
 import requests
-from support.server import LoopbackServer, Request, Response
+from support.proxy_rig import WEATHER, fault, last, scenario, weather
+from support.server import LoopbackServer, Response
 
-from flakestorm.chaos.faults import ActiveScenario, FaultBook, Target
+from flakestorm.chaos.faults import FaultBook, Target
 from flakestorm.chaos.interactions import Interaction, InteractionLog
 from flakestorm.chaos.proxy.server import ChaosProxy
-from flakestorm.config import ContextAttack, ToolFault
-
-WEATHER = {"city": "Paris", "forecast": "sunny with a light breeze", "temp_c": 21}
-
-
-def weather(request: Request) -> Response:
-    return Response.json({**WEATHER, "path": request.path})
+from flakestorm.config import ContextAttack
 
 
 @pytest.fixture
@@ -37,22 +31,6 @@ def upstream() -> Iterator[LoopbackServer]:
 def proxy(upstream: LoopbackServer) -> Iterator[ChaosProxy]:
     with ChaosProxy(tools={"weather": upstream.url}, upstream_timeout_s=0.5) as p:
         yield p
-
-
-def scenario(
-    *faults: ToolFault, attacks: tuple[ContextAttack, ...] = (), **kw: Any
-) -> ActiveScenario:
-    return ActiveScenario(
-        name=kw.pop("name", "storm"),
-        seed=kw.pop("seed", 7),
-        tool_faults=faults,
-        context_attacks=attacks,
-        **kw,
-    )
-
-
-def fault(mode: str, **kw: Any) -> ToolFault:
-    return ToolFault.model_validate({"tool": kw.pop("tool", "weather"), "mode": mode, **kw})
 
 
 Caller = Callable[..., requests.Response]
@@ -90,20 +68,6 @@ class WatchedLog(InteractionLog):
     def close(self, interaction: Interaction) -> None:
         super().close(interaction)
         self.appended.set()
-
-
-def last(proxy: ChaosProxy) -> Interaction:
-    return proxy.log.snapshot()[-1]
-
-
-def session() -> requests.Session:
-    s = requests.Session()
-    s.trust_env = False
-    return s
-
-
-def assert_still_serving(proxy: ChaosProxy) -> None:
-    assert requests.get(f"{proxy.url}/tools/weather/ok", timeout=5).json()["path"] == "/ok"
 
 
 # --------------------------------------------------------------------------- pass-through

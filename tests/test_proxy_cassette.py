@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 import requests
-from support.llm_provider import ASK, MESSAGES, TEXT, fake_provider
+from support.fake_provider import ASK, MESSAGES, TEXT, fake_provider
+from support.proxy_rig import session
 from support.server import LoopbackServer, Request, Response
-from test_proxy import session
 
 from flakestorm.chaos.faults import ActiveScenario, Target
 from flakestorm.chaos.proxy.server import ChaosProxy
@@ -336,3 +336,22 @@ def test_a_stream_cut_by_truncation_is_recorded_whole_without_delaying_the_agent
             text = "".join(stream.text_stream)
             final = stream.get_final_message()
     assert text == TEXT and final.stop_reason == "end_turn"
+
+
+def test_a_cassette_never_stores_credentials_from_the_query_string(tmp_path: Path) -> None:
+    """Cassettes are meant to be committed: an API key in a tool's query string
+    (``?apikey=...``, ``?key=...``) must not be written to it, and replay still matches."""
+    cassette = tmp_path / "c.jsonl"
+    key = "AKIA-query-secret-0123456789"
+    with LoopbackServer(lambda r: Response.json({"quote": 42})) as tool:
+        with ChaosProxy(tools={"market": tool.url}, record=cassette) as proxy:
+            query = f"symbol=ACME&apikey={key}&access_token={key}x"
+            recorded = requests.get(f"{proxy.url}/tools/market/quote?{query}", timeout=5)
+        dead = tool.url
+    assert recorded.json() == {"quote": 42}
+    text = cassette.read_text(encoding="utf-8")
+    assert key not in text
+    assert "symbol=ACME" in text
+    with ChaosProxy(llm_upstream=f"cassette:{cassette}", tools={"market": dead}) as proxy:
+        replayed = requests.get(f"{proxy.url}/tools/market/quote?{query}", timeout=5)
+    assert replayed.json() == {"quote": 42}

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 import requests
+from support.proxy_rig import fault, last, scenario, weather
 from support.server import LoopbackServer, Response
-from test_proxy import fault, last, scenario, weather
 
 from flakestorm.chaos.faults import ActiveScenario
 from flakestorm.chaos.proxy.control import ProxyControl, parse_scenario, scenario_document

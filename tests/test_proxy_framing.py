@@ -5,7 +5,6 @@ HEAD, against real loopback servers."""
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 import socket
 import threading
@@ -14,9 +13,9 @@ from typing import Any
 
 import pytest
 import requests
+from support.proxy_rig import assert_still_serving, connection, session, weather
 from support.raw_server import RawUpstream
 from support.server import LoopbackServer, Response
-from test_proxy import assert_still_serving, session, weather
 
 from flakestorm.chaos.proxy.server import ChaosProxy
 
@@ -142,8 +141,11 @@ def test_duplicate_set_cookie_headers_come_back_separately() -> None:
             b"Connection: close\r\n\r\nok"
         )
 
-    with RawUpstream(script) as upstream, ChaosProxy(tools={"t": upstream.url}) as proxy:
-        conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=5)
+    with (
+        RawUpstream(script) as upstream,
+        ChaosProxy(tools={"t": upstream.url}) as proxy,
+        connection(proxy) as conn,
+    ):
         conn.request("GET", "/tools/t/x")
         response = conn.getresponse()
         assert response.msg.get_all("Set-Cookie") == ["a=1", "b=2"]
@@ -157,8 +159,11 @@ def test_head_of_a_chunked_upstream_reply_does_not_claim_zero_length() -> None:
             b"Connection: close\r\n\r\n"
         )
 
-    with RawUpstream(script) as upstream, ChaosProxy(tools={"t": upstream.url}) as proxy:
-        conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=5)
+    with (
+        RawUpstream(script) as upstream,
+        ChaosProxy(tools={"t": upstream.url}) as proxy,
+        connection(proxy) as conn,
+    ):
         conn.request("HEAD", "/tools/t/x")
         response = conn.getresponse()
         response.read()

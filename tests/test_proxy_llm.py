@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import requests
-from support.llm_provider import ASK, MESSAGES, fake_provider
+from support.fake_provider import ASK, MESSAGES, fake_provider
 from support.server import LoopbackServer, Response
 
 from flakestorm.chaos.faults import ActiveScenario, Target

@@ -5,7 +5,6 @@ faults), against real loopback servers."""
 from __future__ import annotations
 
 import gzip
-import http.client
 import json
 import socket
 import threading
@@ -14,9 +13,17 @@ from collections.abc import Iterator
 
 import pytest
 import requests
+from support.proxy_rig import (
+    assert_still_serving,
+    connection,
+    fault,
+    last,
+    scenario,
+    session,
+    weather,
+)
 from support.raw_server import RawUpstream
 from support.server import LoopbackServer, Response
-from test_proxy import assert_still_serving, fault, last, scenario, session, weather
 
 from flakestorm.chaos.proxy.server import ChaosProxy
 
@@ -28,8 +35,11 @@ def upstream() -> Iterator[LoopbackServer]:
 
 
 def test_duplicate_request_headers_all_reach_the_upstream() -> None:
-    with LoopbackServer() as upstream, ChaosProxy(tools={"t": upstream.url}) as proxy:
-        conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=5)
+    with (
+        LoopbackServer() as upstream,
+        ChaosProxy(tools={"t": upstream.url}) as proxy,
+        connection(proxy) as conn,
+    ):
         conn.putrequest("GET", "/tools/t/x")
         conn.putheader("X-Tag", "a")
         conn.putheader("X-Tag", "b")
@@ -49,8 +59,11 @@ def test_gzip_reply_despite_identity_is_passed_decoded_with_its_length() -> None
             b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(packed), packed)
         )
 
-    with RawUpstream(script) as upstream, ChaosProxy(tools={"t": upstream.url}) as proxy:
-        conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=5)
+    with (
+        RawUpstream(script) as upstream,
+        ChaosProxy(tools={"t": upstream.url}) as proxy,
+        connection(proxy) as conn,
+    ):
         conn.request("GET", "/tools/t/x")
         response = conn.getresponse()
         assert response.getheader("Content-Encoding") is None

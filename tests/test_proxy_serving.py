@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from support.proxy_rig import weather
 from support.server import LoopbackServer
-from test_proxy import weather
 
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.chaos.proxy.serving import health_check, parse_tools, proxy_from_env

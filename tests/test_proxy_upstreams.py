@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import requests
+from support.proxy_rig import last, weather
 from support.server import LoopbackServer
-from test_proxy import last, weather
 
 from flakestorm.chaos.faults import Target
 from flakestorm.chaos.proxy.reply import HttpResponse

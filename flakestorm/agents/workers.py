@@ -80,7 +80,7 @@ class LoopThread:
         with self._lock:
             if self._loop is None:
                 loop = asyncio.new_event_loop()
-                threading.Thread(target=loop.run_forever, name=self._name, daemon=True).start()
+                threading.Thread(target=_serve, args=(loop,), name=self._name, daemon=True).start()
                 self._loop = loop
             return self._loop
 
@@ -89,3 +89,11 @@ class LoopThread:
             loop, self._loop = self._loop, None
         if loop is not None and loop.is_running():
             loop.call_soon_threadsafe(loop.stop)
+
+
+def _serve(loop: asyncio.AbstractEventLoop) -> None:
+    """Run ``loop`` until :meth:`LoopThread.close` stops it, then release its resources."""
+    try:
+        loop.run_forever()
+    finally:
+        loop.close()

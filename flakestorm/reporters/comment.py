@@ -78,11 +78,6 @@ def marker(key: str) -> str:
     return f"<!-- flakestorm:comment key={key} -->"
 
 
-def is_comment_for(body: str, key: str) -> bool:
-    """Whether ``body`` is the sticky comment for ``key``."""
-    return body.startswith(marker(key) + "\n") or body.startswith(marker(key) + "\r\n")
-
-
 def _json_string(value: str) -> str:
     # \u escapes keep "<", ">" and "&" (so "-->") out of the HTML comment.
     encoded = json.dumps(value, ensure_ascii=True)

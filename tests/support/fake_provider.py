@@ -1,5 +1,12 @@
-"""A fake OpenAI + Anthropic provider for a loopback server, with the prompts the proxy tests
-send it: shared by the tests of the chaos proxy's LLM faults and of its cassettes."""
+"""A fake OpenAI + Anthropic API for tests of LLM traffic through the chaos proxy: one fixed
+answer (:data:`TEXT`), whole or streamed word by word, and the messages tests send it.
+
+::
+
+    with LoopbackServer(fake_provider) as provider:
+        with ChaosProxy(llm_upstream=provider.url) as proxy:
+            ...  # POST {proxy.url}/llm/openai/v1/chat/completions with MESSAGES
+"""
 
 from __future__ import annotations
 
@@ -8,17 +15,7 @@ from typing import Any
 
 from support.server import Request, Response
 
-ASK = [{"role": "user", "content": "What is the weather in Paris today?"}]
-"""An Anthropic conversation (the system prompt is a separate argument there)."""
-
-MESSAGES = [
-    {"role": "system", "content": "You are a weather bot."},
-    {"role": "user", "content": "What is the weather in Paris today?"},
-]
-"""An OpenAI conversation."""
-
 TEXT = "The weather in Paris is sunny and warm today with a light breeze from the west"
-"""The provider's one answer."""
 WORDS = TEXT.split(" ")
 
 
@@ -108,3 +105,13 @@ def fake_provider(request: Request) -> Response:
             chunks=[_anthropic_event(e) for e in events],
         )
     return Response.json({"error": {"message": "no such route"}}, status=404)
+
+
+MESSAGES = [
+    {"role": "system", "content": "You are a weather bot."},
+    {"role": "user", "content": "What is the weather in Paris today?"},
+]
+"""An OpenAI chat: a system prompt and a question."""
+
+ASK = [{"role": "user", "content": "What is the weather in Paris today?"}]
+"""An Anthropic conversation: the question."""
