@@ -41,7 +41,7 @@ THIRD_PARTY = {
 """A library -> the only places (a file, or a folder ending in ``/``) that may import it."""
 THIRD_PARTY["urllib3"] = THIRD_PARTY["requests"]  # requests' transport goes with it
 
-VALIDATION_ERROR_AT = "flakestorm/loader/validation.py"
+VALIDATION_ERROR_AT = "flakestorm/validation/model.py"
 """The one module that sees pydantic's ``ValidationError``."""
 
 EDGES = frozenset(
@@ -178,7 +178,7 @@ def _validation_errors(path: Path) -> Iterator[int]:
             yield node.lineno
 
 
-def test_only_the_loader_validation_sees_pydantic_validation_errors() -> None:
+def test_only_the_validation_package_sees_pydantic_validation_errors() -> None:
     wrong = [
         f"{_relative(path)}:{line}: pydantic's ValidationError (only in {VALIDATION_ERROR_AT})"
         for path in SOURCES

@@ -11,7 +11,7 @@ the others raise :class:`~flakestorm.errors.ConfigError` at once.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,8 +19,8 @@ import yaml
 
 from flakestorm.errors import ConfigError, Problem
 from flakestorm.loader.env import expand
+from flakestorm.validation.paths import ConfigPath, format_path
 
-ConfigPath = tuple[str | int, ...]
 Location = tuple[int, int]
 
 MAX_NODES = 100_000
@@ -51,17 +51,6 @@ class Document:
     env_paths: set[ConfigPath] = field(default_factory=set)
     """Paths of the values that refer to an environment variable."""
     problems: list[Problem] = field(default_factory=list)
-
-
-def format_path(path: Sequence[str | int]) -> str:
-    """``("contract", "invariants", 0, "severity")`` -> ``contract.invariants[0].severity``."""
-    out = ""
-    for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out
 
 
 def sorted_error(problems: list[Problem]) -> ConfigError:

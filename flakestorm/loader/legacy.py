@@ -27,7 +27,8 @@ from flakestorm.config import (
 from flakestorm.config import Advanced as AdvancedSection
 from flakestorm.errors import Problem
 from flakestorm.loader.locations import Locator
-from flakestorm.loader.wording import unknown_key_message
+from flakestorm.validation import Hints
+from flakestorm.validation.wording import unknown_key_message
 
 SCORING_KEYS = ("weights", "min_score")
 """The keys ``scoring:`` offers (``legacy_form`` is the model's, not the user's)."""
@@ -142,3 +143,7 @@ UPSTREAM_VALUES: dict[tuple[type[BaseModel], str, str], str] = {
     ),
 }
 """Upstream values this version refuses -> the whole message (by model, field and value)."""
+
+
+LEGACY_HINTS = Hints(keys=UPSTREAM_KEYS, values=UPSTREAM_VALUES)
+"""How :func:`~flakestorm.validation.validate_model` words keys and values of older formats."""

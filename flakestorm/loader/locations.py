@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from flakestorm.errors import Problem
-from flakestorm.loader.document import ConfigPath, Document, Location, format_path
+from flakestorm.loader.document import Document, Location
+from flakestorm.validation.paths import ConfigPath, format_path
 
 
 class Locator:

@@ -18,17 +18,12 @@ from pathlib import Path
 from flakestorm import semantics
 from flakestorm.config import Config
 from flakestorm.errors import ConfigError, Problem
-from flakestorm.loader.document import (
-    ConfigPath,
-    Document,
-    format_path,
-    read_document,
-    sorted_error,
-)
+from flakestorm.loader.document import Document, read_document, sorted_error
 from flakestorm.loader.env import redacted
-from flakestorm.loader.legacy import precheck, prepare, version_warnings
+from flakestorm.loader.legacy import LEGACY_HINTS, precheck, prepare, version_warnings
 from flakestorm.loader.locations import Locator
-from flakestorm.loader.validation import InvalidData, validate_model
+from flakestorm.validation import InvalidData, validate_model
+from flakestorm.validation.paths import ConfigPath, format_path
 
 
 @dataclass(frozen=True)
@@ -99,7 +94,7 @@ def _validate(doc: Document, filename: str, digest: str, base_dir: Path | None) 
     problems.extend(precheck(data, where))
     config: Config | None = None
     try:
-        config = validate_model(Config, prepare(data), doc.secrets, doc.scalars)
+        config = validate_model(Config, prepare(data), doc.secrets, doc.scalars, LEGACY_HINTS)
     except InvalidData as exc:
         problems.extend(where.at(p.path, p.message, p.key) for p in exc.problems)
     warnings: list[Problem] = []

@@ -14,7 +14,7 @@ import enum
 import re
 import typing
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -27,11 +27,10 @@ from flakestorm.config import (
     Invariant,
     InvariantType,
 )
-from flakestorm.loader.document import ConfigPath, format_path
-from flakestorm.loader.error_path import UNION_TYPE_TAGS, ErrorPath, field_names, resolve
-from flakestorm.loader.legacy import UPSTREAM_KEYS, UPSTREAM_VALUES
-from flakestorm.loader.wording import describe, did_you_mean, kind, show, unknown_key_message
 from flakestorm.redaction import redact
+from flakestorm.validation.error_path import UNION_TYPE_TAGS, ErrorPath, field_names, resolve
+from flakestorm.validation.paths import ConfigPath, format_path
+from flakestorm.validation.wording import describe, did_you_mean, kind, show, unknown_key_message
 
 M = typing.TypeVar("M", bound=BaseModel)
 
@@ -56,22 +55,35 @@ class InvalidData(Exception):
         super().__init__("; ".join(dict.fromkeys(str(p) for p in self.problems)))
 
 
+@dataclass(frozen=True)
+class Hints:
+    """What to say instead of the usual message, for keys and values a document may hold
+    because it was written for another format (flakestorm 1.x, the public 2.0.0)."""
+
+    keys: Mapping[tuple[type[BaseModel], str], str] = field(default_factory=dict)
+    """(model, key) -> what to do instead of that unknown key."""
+    values: Mapping[tuple[type[BaseModel], str, str], str] = field(default_factory=dict)
+    """(model, field, value) -> the message for that invalid value."""
+
+
 def validate_model(
     model: type[M],
     data: Any,
     secrets: Collection[str] = (),
     scalars: Mapping[ConfigPath, str] | None = None,
+    hints: Hints = Hints(),
 ) -> M:
     """``data`` validated as ``model``, or :class:`InvalidData` naming every bad node.
 
     ``secrets`` are values that came from the environment: messages never quote them.
     ``scalars`` is the source text of the document's scalars by path (YAML), so that a value
-    YAML read as a number or a boolean where text was expected can be shown quoted.
+    YAML read as a number or a boolean where text was expected can be shown quoted. ``hints``
+    word keys and values of other formats.
     """
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        translator = _Translator(model, data, secrets, scalars or {})
+        translator = _Translator(model, data, secrets, scalars or {}, hints)
         raise InvalidData(translator.translate(exc.errors())) from None
 
 
@@ -103,11 +115,13 @@ class _Translator:
         data: Any,
         secrets: Collection[str],
         scalars: Mapping[ConfigPath, str],
+        hints: Hints,
     ) -> None:
         self.root = root
         self.data = data
         self.secrets = secrets
         self.scalars = scalars
+        self.hints = hints
 
     def translate(self, errors: Sequence[Any]) -> list[FieldProblem]:
         walked = [(e, resolve(self.root, self.data, tuple(e["loc"]), e["type"])) for e in errors]
@@ -206,8 +220,8 @@ class _Translator:
         key = ypath[-1] if ypath else ""
         parent = ypath[:-1]
         model = step.model
-        if model is not None and (model, str(key)) in UPSTREAM_KEYS:
-            text = f"unknown key {key!r}: {UPSTREAM_KEYS[(model, str(key))]}"
+        if model is not None and (model, str(key)) in self.hints.keys:
+            text = f"unknown key {key!r}: {self.hints.keys[(model, str(key))]}"
             return FieldProblem(ypath, text, key=True)
         if model is ContextAttack and key == "_":
             value = self.value_at(parent)
@@ -265,7 +279,7 @@ class _Translator:
         quote = self.quote_hint(ypath, value)
         if etype in ("enum", "literal_error"):
             special = (
-                UPSTREAM_VALUES.get((step.model, name, value))
+                self.hints.values.get((step.model, name, value))
                 if step.model is not None and isinstance(value, str)
                 else None
             )
