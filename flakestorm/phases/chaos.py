@@ -12,8 +12,8 @@ from __future__ import annotations
 from flakestorm.config import Chaos, Config, Contract, ContractInvariant, Severity
 from flakestorm.errors import UsageError
 from flakestorm.loader import LoadedConfig, load_profile
-from flakestorm.phases.matrix import run_matrix
-from flakestorm.phases.phase import PhaseContext, PhaseName, PhasePlan, PhaseRequest
+from flakestorm.phases.matrix import MatrixPhase
+from flakestorm.phases.phase import PhaseName, PhaseRequest
 from flakestorm.plan import Plan, build_plan
 from flakestorm.results import PhaseOutcome, PhaseScore, Status
 from flakestorm.scoring import score_cells
@@ -22,14 +22,9 @@ SCENARIO = "chaos"
 NAME = "chaos"
 
 
-class ChaosPhase:
-    name = PhaseName.CHAOS.value
-
-    def configured(self, config: Config) -> bool:
-        return PhaseName.CHAOS.configured(config)
-
-    def weight(self, config: Config) -> float:
-        return PhaseName.CHAOS.weight(config)
+class ChaosPhase(MatrixPhase):
+    kind = PhaseName.CHAOS
+    invariants_at = ("invariants",)
 
     def plan(self, loaded: LoadedConfig, request: PhaseRequest) -> Plan:
         config = loaded.config
@@ -42,15 +37,6 @@ class ChaosPhase:
                 "profile with --chaos-profile"
             )
         return build_plan(chaos_contract(config, profile), config.golden_prompts)
-
-    def run(self, plan: PhasePlan, context: PhaseContext) -> PhaseOutcome:
-        assert isinstance(plan, Plan)
-        loaded = context.loaded
-        lines = {
-            inv.id: loaded.line_of(("invariants", i))
-            for i, inv in enumerate(plan.contract.invariants)
-        }
-        return run_matrix(self.name, plan, context, lines)
 
     def score(self, outcome: PhaseOutcome, config: Config) -> PhaseScore:
         return score_prompts(outcome, config.advanced.effective_min_pass)

@@ -19,7 +19,7 @@ from flakestorm.chaos.delivery import (
 )
 from flakestorm.chaos.faults import ActiveScenario, FaultBook
 from flakestorm.config import AgentType, Config, Scenario
-from flakestorm.phases.phase import PhaseContext
+from flakestorm.phases.phase import PhaseContext, PhasePlan, SectionPhase
 from flakestorm.plan import Plan
 from flakestorm.results import CellResult, InvariantInfo, PhaseOutcome, ScenarioInfo
 from flakestorm.scoring import score_cells
@@ -166,6 +166,22 @@ def count_invocations(plan: Plan, config: Config, first: bool = True) -> MatrixC
         detection=2 if first and not has_reset else 0,
         probe=int(probe),
     )
+
+
+class MatrixPhase(SectionPhase):
+    """A built-in phase that runs a matrix of cells (:func:`run_matrix`); its invariants are
+    listed in the config at :attr:`invariants_at` (for their lines in annotations)."""
+
+    invariants_at: tuple[str, ...]
+
+    def run(self, plan: PhasePlan, context: PhaseContext) -> PhaseOutcome:
+        assert isinstance(plan, Plan)
+        loaded = context.loaded
+        lines = {
+            inv.id: loaded.line_of((*self.invariants_at, i))
+            for i, inv in enumerate(plan.contract.invariants)
+        }
+        return run_matrix(self.name, plan, context, lines)
 
 
 def _settler(

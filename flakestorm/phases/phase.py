@@ -110,3 +110,19 @@ class Phase(Protocol):
     def run(self, plan: PhasePlan, context: PhaseContext) -> PhaseOutcome: ...
 
     def score(self, outcome: PhaseOutcome, config: Config) -> PhaseScore: ...
+
+
+class SectionPhase:
+    """A built-in phase, turned on and weighted by its config section (:attr:`kind`)."""
+
+    kind: PhaseName
+
+    @property
+    def name(self) -> str:
+        return self.kind.value
+
+    def configured(self, config: Config) -> bool:
+        return self.kind.configured(config)
+
+    def weight(self, config: Config) -> float:
+        return self.kind.weight(config)
