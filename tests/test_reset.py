@@ -52,7 +52,7 @@ def test_an_absolute_reset_endpoint(server: LoopbackServer) -> None:
 
 def test_a_failing_reset_endpoint_is_a_harness_error(server: LoopbackServer) -> None:
     server.handler = lambda r: Response(500)
-    resetter = EndpointReset(server.url_for("/reset"))
+    resetter = EndpointReset(server.url_for("/reset"), 30_000)
     with pytest.raises(HarnessError) as caught:
         resetter.reset()
     assert str(caught.value) == f"reset failed: POST {server.url}/reset returned 500"
@@ -63,7 +63,7 @@ def test_an_unreachable_reset_endpoint_is_a_harness_error() -> None:
         sock.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{sock.getsockname()[1]}/reset"
         with pytest.raises(HarnessError, match=f"reset failed: POST {url}: connection refused"):
-            EndpointReset(url).reset()
+            EndpointReset(url, 30_000).reset()
 
 
 @pytest.fixture

@@ -32,9 +32,7 @@ class Resetter(Protocol):
 class EndpointReset:
     """POSTs to a reset URL; anything but a 2xx reply is a failure."""
 
-    def __init__(
-        self, url: str, timeout_ms: int = 30_000, headers: dict[str, str] | None = None
-    ) -> None:
+    def __init__(self, url: str, timeout_ms: int, headers: dict[str, str] | None = None) -> None:
         self.url = url
         self._timeout_s = timeout_ms / 1000
         self._headers = dict(headers or {})
@@ -56,7 +54,7 @@ class EndpointReset:
 class FunctionReset:
     """Calls a python function (sync or async) with no arguments, within a timeout."""
 
-    def __init__(self, fn: Callable[[], Any], name: str, timeout_ms: int = 30_000) -> None:
+    def __init__(self, fn: Callable[[], Any], name: str, timeout_ms: int) -> None:
         self._fn = fn
         self.name = name
         self._timeout_s = timeout_ms / 1000
