@@ -232,19 +232,6 @@ class FaultBook:
             call_index, llm_fault=chosen, attacks=tuple(attacks), matched=tuple(matched)
         )
 
-    @property
-    def order_dependent(self) -> bool:
-        """Whether decisions depend on call order within a cell (``probability`` < 1 or
-        ``after_calls``): such cells need exact attribution to run concurrently."""
-        s = self.scenario
-        faults: Sequence[ToolFault | LlmFault] = (*s.tool_faults, *s.llm_faults)
-        if any(f.probability < 1.0 or f.after_calls > 0 for f in faults):
-            return True
-        return any(
-            a.trigger_probability is not None and a.trigger_probability < 1.0
-            for a in s.context_attacks
-        )
-
     def declared(self) -> tuple[str, ...]:
         """Labels of every fault that must be delivered (proxy- or wrapper-side)."""
         s = self.scenario
