@@ -4,26 +4,117 @@
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
-from support.llm_shapes import fault
+from support.llm_shapes import API_IDS, APIS, LENGTH, NATURAL, Api, apply, baseline, fault
 
 from flakestorm.chaos.faults import llm_fault_label
 from flakestorm.chaos.llm import (
+    DEFAULT_MAX_TOKENS,
     LLM_MODES,
     RETRY_AFTER_S,
     STALL_COMMENT,
     Provider,
+    count_tokens,
+    drift_text,
     fault_before_upstream,
     rate_limit_body,
+    truncate_text,
 )
 from flakestorm.chaos.modes import CALL_THROUGH, DEFAULT_TIMEOUT_MS
-from flakestorm.config import LlmFault, LlmFaultMode
+from flakestorm.config import DriftType, LlmFault, LlmFaultMode
 from flakestorm.errors import RateLimitFaultError
+
+apis = pytest.mark.parametrize("api", APIS, ids=API_IDS)
+forms = pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 
 
 def test_every_llm_fault_mode_has_a_unit() -> None:
     assert set(LLM_MODES) == set(LlmFaultMode)
+
+
+# --------------------------------------------------------------------------- modes × shapes × forms
+# Each content mode does the same to every API shape, on a whole JSON reply
+# (llm/replies.py) and on an SSE stream (llm/streams.py).
+
+
+@apis
+@forms
+def test_untouched_baseline_reads_back(api: Api, stream: bool) -> None:
+    seen = baseline(api, stream)
+    assert seen.text.startswith("Answer to")
+    assert seen.stop == NATURAL[api.name]
+
+
+@apis
+@forms
+def test_truncated_response_cuts_to_max_tokens_and_stops_on_length(api: Api, stream: bool) -> None:
+    seen = apply(api, fault("truncated_response", max_tokens=6), stream)
+    full = baseline(api, stream).text
+    assert seen.text == truncate_text(full, 6)
+    assert count_tokens(seen.text) == 6
+    assert seen.stop == LENGTH.get(api.name, "max_tokens")
+    if seen.output_tokens is not None:
+        assert seen.output_tokens == 6
+
+
+@apis
+@forms
+def test_truncated_response_default_budget(api: Api, stream: bool) -> None:
+    seen = apply(api, fault("truncated_response"), stream)
+    assert count_tokens(seen.text) == DEFAULT_MAX_TOKENS
+
+
+@apis
+@forms
+def test_truncated_response_to_zero_tokens(api: Api, stream: bool) -> None:
+    seen = apply(api, fault("truncated_response", max_tokens=0), stream)
+    assert seen.text == ""
+    assert seen.stop == LENGTH.get(api.name, "max_tokens")
+
+
+@apis
+@forms
+def test_empty_gives_empty_content_and_a_normal_stop(api: Api, stream: bool) -> None:
+    seen = apply(api, fault("empty"), stream)
+    assert seen.text == ""
+    assert seen.stop == NATURAL[api.name]
+    if seen.output_tokens is not None:
+        assert seen.output_tokens == 0
+
+
+@apis
+@forms
+def test_garbage_replaces_content_with_noise(api: Api, stream: bool) -> None:
+    seen = apply(api, fault("garbage"), stream)
+    full = baseline(api, stream).text
+    assert seen.text and seen.text != full
+    assert not set(full.split()) & set(seen.text.split()) - {"|"}
+    assert seen.stop == NATURAL[api.name]
+    assert apply(api, fault("garbage"), stream).text == seen.text  # same seed, same garbage
+
+
+@apis
+@forms
+@pytest.mark.parametrize("drift", list(DriftType))
+def test_response_drift_rewrites_content(api: Api, drift: DriftType, stream: bool) -> None:
+    seen = apply(api, fault("response_drift", drift_type=drift), stream)
+    full = baseline(api, stream).text
+    # the RNG drift_text sees: nothing is drawn before it when the drift type is given
+    assert seen.text == drift_text(full, drift, random.Random(7))
+    if drift is not DriftType.JSON_FIELD_RENAME:  # prose without identifiers stays as it is
+        assert seen.text != full
+    assert seen.stop == NATURAL[api.name]
+    if seen.output_tokens is not None:
+        assert seen.output_tokens == count_tokens(seen.text)
+
+
+@apis
+@forms
+def test_response_drift_without_type_draws_one(api: Api, stream: bool) -> None:
+    seen = apply(api, fault("response_drift"), stream)
+    assert seen.text != baseline(api, stream).text
 
 
 # --------------------------------------------------------------------------- rate limit, timeout
