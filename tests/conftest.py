@@ -10,6 +10,10 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["support.proxy_rig"]
+"""Fixtures of the chaos proxy's tests: ``upstream`` (the weather tool) and ``proxy`` (a chaos
+proxy in front of it); a test module with fixtures of those names uses its own."""
+
 _names = itertools.count()
 
 WriteModule = Callable[[str], str]

@@ -6,32 +6,19 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 import requests
-from support.proxy_rig import WEATHER, fault, last, scenario, weather
+from support.proxy_rig import WEATHER, fault, last, scenario
 from support.server import LoopbackServer, Response
 
 from flakestorm.chaos.faults import FaultBook, Target
 from flakestorm.chaos.interactions import Interaction, InteractionLog
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.config import ContextAttack
-
-
-@pytest.fixture
-def upstream() -> Iterator[LoopbackServer]:
-    with LoopbackServer(weather) as server:
-        yield server
-
-
-@pytest.fixture
-def proxy(upstream: LoopbackServer) -> Iterator[ChaosProxy]:
-    with ChaosProxy(tools={"weather": upstream.url}, upstream_timeout_s=0.5) as p:
-        yield p
-
 
 Caller = Callable[..., requests.Response]
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import requests
-from support.proxy_rig import fault, last, scenario, weather
+from support.proxy_rig import fault, last, scenario
 from support.server import LoopbackServer, Response
 
 from flakestorm.chaos.faults import ActiveScenario
@@ -19,18 +18,6 @@ from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.chaos.proxy.serving import health_check
 from flakestorm.config import ContextAttack
 from flakestorm.errors import HarnessError, InfrastructureError, ProxyUnreachable
-
-
-@pytest.fixture
-def upstream() -> Iterator[LoopbackServer]:
-    with LoopbackServer(weather) as server:
-        yield server
-
-
-@pytest.fixture
-def proxy(upstream: LoopbackServer) -> Iterator[ChaosProxy]:
-    with ChaosProxy(tools={"weather": upstream.url}, upstream_timeout_s=0.5) as p:
-        yield p
 
 
 def put(proxy: ChaosProxy, doc: Any, token: str | None = None) -> requests.Response:

@@ -8,28 +8,15 @@ import contextlib
 import json
 import socket
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import requests
-from support.proxy_rig import assert_still_serving, connection, session, weather
+from support.proxy_rig import assert_still_serving, connection, session
 from support.raw_server import RawUpstream
 from support.server import LoopbackServer, Response
 
 from flakestorm.chaos.proxy.server import ChaosProxy
-
-
-@pytest.fixture
-def upstream() -> Iterator[LoopbackServer]:
-    with LoopbackServer(weather) as server:
-        yield server
-
-
-@pytest.fixture
-def proxy(upstream: LoopbackServer) -> Iterator[ChaosProxy]:
-    with ChaosProxy(tools={"weather": upstream.url}, upstream_timeout_s=0.5) as p:
-        yield p
 
 
 def raw_exchange(proxy: ChaosProxy, data: bytes) -> bytes:

@@ -9,9 +9,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
 
-import pytest
 import requests
 from support.proxy_rig import (
     assert_still_serving,
@@ -26,12 +24,6 @@ from support.raw_server import RawUpstream
 from support.server import LoopbackServer, Response
 
 from flakestorm.chaos.proxy.server import ChaosProxy
-
-
-@pytest.fixture
-def upstream() -> Iterator[LoopbackServer]:
-    with LoopbackServer(weather) as server:
-        yield server
 
 
 def test_duplicate_request_headers_all_reach_the_upstream() -> None:

@@ -4,28 +4,13 @@ environment, the health command, and the ``flakestorm proxy`` command."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from support.proxy_rig import weather
-from support.server import LoopbackServer
 
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.chaos.proxy.serving import health_check, parse_tools, proxy_from_env
 from flakestorm.errors import UsageError
-
-
-@pytest.fixture
-def upstream() -> Iterator[LoopbackServer]:
-    with LoopbackServer(weather) as server:
-        yield server
-
-
-@pytest.fixture
-def proxy(upstream: LoopbackServer) -> Iterator[ChaosProxy]:
-    with ChaosProxy(tools={"weather": upstream.url}, upstream_timeout_s=0.5) as p:
-        yield p
 
 
 def test_proxy_from_env() -> None:

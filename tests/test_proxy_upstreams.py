@@ -3,12 +3,12 @@ upstream once, and a new local upstream is a class plus one registration."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import requests
-from support.proxy_rig import last, weather
+from support.proxy_rig import last
 from support.server import LoopbackServer
 
 from flakestorm.chaos.faults import Target
@@ -45,12 +45,6 @@ class Echo:
 
     def rewind(self) -> None:
         Echo.rewinds += 1
-
-
-@pytest.fixture
-def upstream() -> Iterator[LoopbackServer]:
-    with LoopbackServer(weather) as server:
-        yield server
 
 
 def test_llm_upstream_chooses_the_upstream_once(tmp_path: Path) -> None:

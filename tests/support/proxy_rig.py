@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 import requests
 
 from flakestorm.chaos.faults import ActiveScenario
 from flakestorm.chaos.interactions import Interaction
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.config import ContextAttack, ToolFault
-from support.server import Request, Response
+from support.server import LoopbackServer, Request, Response
 
 WEATHER = {"city": "Paris", "forecast": "sunny with a light breeze", "temp_c": 21}
 """What the weather tool answers (with the path it was called on)."""
@@ -30,6 +32,20 @@ WEATHER = {"city": "Paris", "forecast": "sunny with a light breeze", "temp_c": 2
 def weather(request: Request) -> Response:
     """The weather tool: a :class:`~support.server.LoopbackServer` handler."""
     return Response.json({**WEATHER, "path": request.path})
+
+
+@pytest.fixture
+def upstream() -> Iterator[LoopbackServer]:
+    """The weather tool on a loopback port (a fixture: import it into the test module)."""
+    with LoopbackServer(weather) as server:
+        yield server
+
+
+@pytest.fixture
+def proxy(upstream: LoopbackServer) -> Iterator[ChaosProxy]:
+    """A chaos proxy with the weather tool as ``/tools/weather`` (a fixture)."""
+    with ChaosProxy(tools={"weather": upstream.url}, upstream_timeout_s=0.5) as p:
+        yield p
 
 
 def scenario(
