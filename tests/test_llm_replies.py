@@ -11,6 +11,8 @@ import pytest
 from support.llm_shapes import (
     API_IDS,
     APIS,
+    TEXT_FAULT_IDS,
+    TEXT_FAULTS,
     Api,
     Seen,
     fault,
@@ -23,7 +25,7 @@ from flakestorm.chaos.llm import (
     fault_on_reply,
 )
 from flakestorm.chaos.llm.replies import edit_texts
-from flakestorm.config import DriftType, LlmFault
+from flakestorm.config import LlmFault
 
 apis = pytest.mark.parametrize("api", APIS, ids=API_IDS)
 
@@ -181,15 +183,6 @@ def test_garbage_and_drift_keep_tool_calls(api: str, doc: dict[str, Any], mode: 
 WORDS = "one two three four five six seven eight nine ten eleven twelve"
 CHOICES = [f"Choice {i}: {WORDS}" for i in range(3)]
 BLOCKS = ["First block has five words.", f"Second block: {WORDS}", "Third block."]
-TEXT_FAULTS = [
-    fault("truncated_response", max_tokens=7),
-    fault("empty"),
-    fault("garbage"),
-    fault("response_drift", drift_type=DriftType.TONE_SHIFT),
-    fault("response_drift", drift_type=DriftType.VERBOSITY_SHIFT),
-    fault("response_drift"),
-]
-FAULT_IDS = ["truncated", "empty", "garbage", "tone_shift", "verbosity_shift", "drawn_drift"]
 
 
 def _chat(texts: list[str]) -> bytes:
@@ -205,7 +198,7 @@ def _message(texts: list[str]) -> bytes:
     return json.dumps({"type": "message", "content": content, "stop_reason": "end_turn"}).encode()
 
 
-@pytest.mark.parametrize("llm_fault", TEXT_FAULTS, ids=FAULT_IDS)
+@pytest.mark.parametrize("llm_fault", TEXT_FAULTS, ids=TEXT_FAULT_IDS)
 def test_edit_texts_rewrites_like_fault_on_reply(llm_fault: LlmFault) -> None:
     whole = fault_on_reply(
         llm_fault, Provider.OPENAI, 200, (), _chat(CHOICES), random.Random(3)

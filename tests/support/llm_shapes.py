@@ -11,13 +11,25 @@ from typing import Any
 
 from flakestorm.chaos.llm import LlmResponse, Provider, fault_on_reply, fault_on_stream
 from flakestorm.chaos.proxy.upstreams.mock_llm import mock_reply
-from flakestorm.config import LlmFault, LlmFaultMode
+from flakestorm.config import DriftType, LlmFault, LlmFaultMode
 
 QUESTION = "Please explain in detail why the sky looks blue on a clear summer afternoon, 2024."
 
 
 def fault(mode: str, **fields: Any) -> LlmFault:
     return LlmFault(mode=LlmFaultMode(mode), **fields)
+
+
+TEXT_FAULTS = [
+    fault("truncated_response", max_tokens=7),
+    fault("empty"),
+    fault("garbage"),
+    fault("response_drift", drift_type=DriftType.TONE_SHIFT),
+    fault("response_drift", drift_type=DriftType.VERBOSITY_SHIFT),
+    fault("response_drift"),
+]
+"""One fault of each content mode (the text of a reply changes), and a drift drawn at random."""
+TEXT_FAULT_IDS = ["truncated", "empty", "garbage", "tone_shift", "verbosity_shift", "drawn_drift"]
 
 
 @dataclass(frozen=True)
