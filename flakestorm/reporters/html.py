@@ -296,9 +296,9 @@ def render(result: RunResult) -> str:
     not_delivered = [
         _Undelivered(
             where=clean(u.outcome.label)
-            if u.where[1] is not None
-            else f"the {u.outcome.label} phase",
-            scenario=None if u.where[1] is None else clean(u.where[1]),
+            if u.shown_scenario is not None
+            else f"the {clean(u.outcome.label)} phase",
+            scenario=None if u.shown_scenario is None else clean(u.shown_scenario),
             fault=clean(u.fault),
             hint=excerpt(u.hint, 2000),
         )

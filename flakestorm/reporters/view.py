@@ -100,11 +100,10 @@ class Undelivered:
     """What is probably mis-wired, or empty."""
 
     @property
-    def where(self) -> tuple[str, str | None]:
-        """The phase's label, and the scenario when the phase has scenarios of its own (a
-        scenario named after its phase is the phase's only one)."""
-        phase = self.outcome.phase
-        return self.outcome.label, None if self.scenario == phase else self.scenario
+    def shown_scenario(self) -> str | None:
+        """The scenario, when the phase has scenarios of its own (a scenario named after its
+        phase is the phase's only one, and reports say "the chaos phase" instead)."""
+        return None if self.scenario == self.outcome.phase else self.scenario
 
 
 def undelivered(result: RunResult) -> list[Undelivered]:
@@ -178,7 +177,7 @@ def undelivered_items(result: RunResult, limit: int, hint_chars: int = 400) -> l
         label = label_text(fault.outcome, 100)
         where = (
             f"the {label} phase"
-            if fault.where[1] is None
+            if fault.shown_scenario is None
             else f"{label}, scenario **{text(fault.scenario, 100)}**"
         )
         line = f"- {where}: {text(fault.fault, 200)}"
