@@ -14,7 +14,7 @@
 Faults raised *into* a python agent's tools and LLM callables are not part of the tree: they
 must look like the failures real clients raise, so they subclass the builtin exceptions.
 
-Only ``cli.py`` and ``entrypoint.py`` map these to exit codes, through ``ExitCode``.
+Only the CLI (``cli/app.py``) and ``entrypoint.py`` map these to exit codes, through ``ExitCode``.
 """
 
 from __future__ import annotations

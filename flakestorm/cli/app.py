@@ -1,0 +1,118 @@
+"""The command line's root: the ``flakestorm`` group, and the one place that maps errors to
+exit codes.
+
+Exit codes (SPEC §5, :class:`flakestorm.errors.ExitCode`)::
+
+    0  passed / the command did what was asked
+    1  the gate failed (a critical cell failed, or the score is below min_score)
+    2  config or usage error: nothing ran (every config problem is printed, no traceback)
+    3  infrastructure error (agent never ready, proxy unreachable, harness errors), and also
+       an internal error: an unexpected exception, printed with its traceback and a request
+       to report it (it is not the user's fault, and the run did not happen)
+
+Every command is a subcommand of :data:`main`, a :class:`FlakestormGroup`; its ``invoke`` is
+the one place that turns a :class:`~flakestorm.errors.FlakestormError` into its message on
+stderr and its ``exit_code``, and anything else into exit 3. Commands only raise.
+
+Start-up is kept fast: the package imports only click and :mod:`flakestorm.errors` at import
+time; pydantic, yaml and the rest are imported inside the commands that need them.
+"""
+
+from __future__ import annotations
+
+import traceback
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from flakestorm import __version__
+from flakestorm.errors import ConfigError, ExitCode, FlakestormError, UsageError
+
+if TYPE_CHECKING:
+    from flakestorm.loader import LoadedConfig
+
+DEFAULT_CONFIG = "flakestorm.yaml"
+
+INTERNAL_ERROR = ExitCode.INFRASTRUCTURE_ERROR
+"""Exit code of an unexpected exception (a bug in flakestorm)."""
+
+BUG_REPORT = (
+    "error: internal error: this is a bug in flakestorm, please report it at "
+    "https://github.com/flakestorm/flakestorm/issues (with the traceback above)"
+)
+
+
+# --------------------------------------------------------------------------- error mapping
+
+
+def report_error(exc: FlakestormError) -> ExitCode:
+    """Print ``exc`` for the user (stderr) and return its exit code."""
+    if isinstance(exc, ConfigError):
+        for problem in exc.problems:
+            click.echo(str(problem), err=True)
+        files = ", ".join(dict.fromkeys(p.file for p in exc.problems)) or DEFAULT_CONFIG
+        count = len(exc.problems)
+        click.echo(f"error: {count} problem{'s' if count != 1 else ''} in {files}", err=True)
+    else:
+        # messages can quote what an agent, a proxy or an embeddings server sent: defuse them
+        # so a CI log never reads them as workflow commands
+        from flakestorm.reporters.terminal import safe
+
+        for i, line in enumerate(str(exc).splitlines() or [""]):
+            click.echo(("error: " if i == 0 else "  ") + safe(line, 4000), err=True)
+    return exc.exit_code
+
+
+class FlakestormGroup(click.Group):
+    """A click group whose commands' errors become messages and exit codes (see module doc)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise  # click's own usage errors (exit 2), --help, ctrl-c
+        except FlakestormError as exc:
+            code = report_error(exc)
+        except Exception:
+            traceback.print_exc()
+            click.echo(BUG_REPORT, err=True)
+            code = INTERNAL_ERROR
+        raise click.exceptions.Exit(int(code))
+
+
+# --------------------------------------------------------------------------- the groups
+
+
+@click.group(cls=FlakestormGroup)
+@click.version_option(__version__, prog_name="flakestorm")
+def main() -> None:
+    """flakestorm: chaos engineering and behavioural contracts for AI agents."""
+
+
+config_option = click.option(
+    "-c",
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=DEFAULT_CONFIG,
+    show_default=True,
+    help="The config file.",
+)
+
+
+def load(config_path: Path) -> LoadedConfig:
+    """Load the config, or raise a usage error that says how to create one."""
+    if not config_path.exists():
+        raise UsageError(
+            f"{config_path}: no such file (create one with `flakestorm init`, "
+            "or pass -c/--config FILE)"
+        )
+    from flakestorm.loader import load_config
+
+    return load_config(config_path)
+
+
+@main.group()
+def contract() -> None:
+    """Behavioural contracts: the invariants × scenarios matrix."""

@@ -1,0 +1,77 @@
+"""Commands about the project's files: ``validate`` (also ``contract validate``), ``schema`` and
+``init``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from flakestorm.cli.app import config_option, contract, load, main
+from flakestorm.errors import UsageError
+from flakestorm.redaction import Redactor
+
+
+@main.command()
+@config_option
+def validate(config_path: Path) -> None:
+    """Check the config and summarise what a run would do.
+
+    Runs nothing: prints the agent, the contract matrix, how many agent invocations a
+    contract run makes, the configured phases and any warnings. Exit 2 on a config error.
+    """
+    from flakestorm.preview import summary
+
+    loaded = load(config_path)
+    masked = Redactor(loaded.secrets)
+    click.echo(masked(f"ok: {config_path} is valid"))
+    for label, value in summary(loaded.config):
+        click.echo(masked(f"  {label + ':':<13}{value}"))
+    for warning in loaded.warnings:
+        click.echo(masked(f"warning: {warning}"), err=True)
+
+
+contract.add_command(validate, "validate")
+
+
+@main.command()
+def schema() -> None:
+    """Print the JSON Schema of flakestorm.yaml."""
+    from flakestorm.schema import render_schema
+
+    click.echo(render_schema(), nl=False)
+
+
+@main.command()
+@click.option("--github", is_flag=True, help="Also write .github/workflows/flakestorm.yml.")
+@click.option("--force", is_flag=True, help="Overwrite existing files.")
+@click.option(
+    "--path",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=".",
+    show_default=True,
+    help="The directory to write into.",
+)
+def init(github: bool, force: bool, directory: Path) -> None:
+    """Write a starter flakestorm.yaml (and with --github a workflow).
+
+    Existing files are kept unless --force is given.
+    """
+    from flakestorm.starter import starter_files
+
+    targets = {directory / name: text for name, text in starter_files(github).items()}
+    existing = [str(path) for path in targets if path.exists()]
+    if existing and not force:
+        raise UsageError(f"{', '.join(existing)} already exists (use --force to overwrite)")
+    for path, text in targets.items():
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write {path} ({exc.strerror})") from None
+        click.echo(f"wrote {path}")
+    click.echo(
+        "next: set agent.endpoint (or AGENT_URL), then run `flakestorm validate`"
+        + (" and commit the workflow" if github else "")
+    )

@@ -1,0 +1,83 @@
+"""``flakestorm proxy``: the chaos proxy as a standalone service."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import click
+
+from flakestorm.cli.app import load, main
+
+
+@main.command("proxy")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=8080, show_default=True, help="0: any."
+)
+@click.option(
+    "--llm-upstream",
+    metavar="URL|mock|cassette:PATH",
+    help="Where LLM calls go (default: each provider's public API, or the config's).",
+)
+@click.option(
+    "--tool",
+    "tool_routes",
+    multiple=True,
+    metavar="NAME=URL",
+    help="A tool route /tools/NAME/... -> URL (repeatable; adds to the config's).",
+)
+@click.option(
+    "--record",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Record real upstream exchanges to this cassette file.",
+)
+@click.option(
+    "-c",
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Take llm_upstream, tools and token from this config's `proxy` section.",
+)
+def proxy(
+    host: str,
+    port: int,
+    llm_upstream: str | None,
+    tool_routes: tuple[str, ...],
+    record: Path | None,
+    config_path: Path | None,
+) -> None:
+    """Run the chaos proxy until Ctrl-C (SIGINT) or SIGTERM.
+
+    Point the agent's OPENAI_BASE_URL at <url>/llm/openai/v1, ANTHROPIC_BASE_URL at
+    <url>/llm/anthropic, tools at <url>/tools/NAME, and HTTP_PROXY/HTTPS_PROXY at <url>.
+    Control calls (under /_flakestorm/) need `Authorization: Bearer $FLAKESTORM_PROXY_TOKEN`
+    when that variable (or proxy.token) is set.
+    """
+    import os
+
+    from flakestorm.chaos.proxy.server import ChaosProxy
+    from flakestorm.chaos.proxy.serving import parse_tools
+    from flakestorm.chaos.proxy.upstreams.cassette import resolve_cassette
+    from flakestorm.preview import without_userinfo
+    from flakestorm.stopping import stopping_on_signals
+
+    token = os.environ.get("FLAKESTORM_PROXY_TOKEN") or None
+    tools: dict[str, str] = {}
+    if config_path is not None:
+        loaded = load(config_path)
+        section = loaded.config.proxy
+        if section is not None:
+            tools.update(section.tools)
+            token = token or section.token
+            upstream = section.llm_upstream
+            llm_upstream = llm_upstream or resolve_cassette(upstream, loaded.base_dir)
+    tools.update(parse_tools(tool_routes, "--tool"))
+    chaos = ChaosProxy(host, port, llm_upstream, tools, token=token, record=record)
+    stop = threading.Event()
+    with stopping_on_signals(stop), chaos:
+        routes = ", ".join(sorted(tools)) or "none"
+        llm = without_userinfo(llm_upstream) if llm_upstream else "provider APIs"
+        click.echo(f"flakestorm proxy listening on {chaos.url} (llm: {llm}; tools: {routes})")
+        while not stop.wait(0.5):
+            pass

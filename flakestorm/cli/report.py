@@ -1,0 +1,69 @@
+"""``flakestorm report``: every report rendered again from a ``results.json``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from flakestorm.cli.app import main
+from flakestorm.errors import UsageError
+from flakestorm.reports import REPORTS
+
+DEFAULT_REPORT_FORMATS = ("junit", "markdown", "html", "json")
+
+
+@main.command()
+@click.argument("results_json", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "-f",
+    "--format",
+    "formats",
+    type=click.Choice(list(REPORTS)),
+    multiple=True,
+    help="A format to write (repeatable). Default: junit, markdown, html and json.",
+)
+@click.option(
+    "-o",
+    "--output",
+    "output_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="The directory to write into (default: the directory of RESULTS_JSON).",
+)
+def report(results_json: Path, formats: tuple[str, ...], output_dir: Path | None) -> None:
+    """Render reports from a results.json written by a run.
+
+    Files: junit.xml, summary.md, report.html, results.json, comment.md (the PR comment body,
+    without a previous score).
+    """
+    import json
+
+    from flakestorm.reports import write_report
+    from flakestorm.results import ResultsError, from_document
+
+    try:
+        document = json.loads(results_json.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"{results_json}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{results_json}: not UTF-8 text (expected a results.json)") from None
+    except ValueError as exc:
+        raise UsageError(f"{results_json}: not JSON ({exc}); expected a results.json") from None
+    if not isinstance(document, dict):
+        raise UsageError(f"{results_json}: not a results document (expected a JSON object)")
+    try:
+        result = from_document(document)
+    except ResultsError as exc:
+        raise UsageError(f"{results_json}: {exc}") from None
+    out = output_dir if output_dir is not None else results_json.parent
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create {out} ({exc.strerror})") from None
+    for name in dict.fromkeys(formats or DEFAULT_REPORT_FORMATS):
+        try:
+            path = write_report(result, out, name)
+        except OSError as exc:
+            raise UsageError(f"cannot write {exc.filename} ({exc.strerror})") from None
+        click.echo(f"wrote {path}")

@@ -1,0 +1,264 @@
+"""The commands that run phases: ``contract run``, ``contract score``, ``run`` and ``ci``, and the
+pieces every running command shares (:func:`run_options`, :func:`execute`, :func:`conclude`)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from flakestorm.cli.app import contract, load, main
+from flakestorm.errors import UsageError
+from flakestorm.redaction import Redactor
+
+
+def run_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(
+        [
+            click.option(
+                "-c",
+                "--config",
+                "config_path",
+                default="flakestorm.yaml",
+                show_default=True,
+                type=click.Path(dir_okay=False),
+                help="The flakestorm config file.",
+            ),
+            click.option(
+                "--min-score",
+                type=click.FloatRange(0, 100),
+                default=None,
+                help="Fail when the score is below this (overrides scoring.min_score).",
+            ),
+            click.option(
+                "--concurrency",
+                type=click.IntRange(1, 256),
+                default=None,
+                help="Invocations in flight at once (overrides advanced.concurrency).",
+            ),
+            click.option(
+                "--seed",
+                type=int,
+                default=None,
+                help="Seed for every random decision (overrides advanced.seed).",
+            ),
+            click.option(
+                "--record",
+                type=click.Path(dir_okay=False),
+                default=None,
+                help="Record the real LLM and tool exchanges into this cassette file "
+                "(replay with proxy.llm_upstream: cassette:PATH).",
+            ),
+            click.option(
+                "--output",
+                "output_dir",
+                type=click.Path(file_okay=False),
+                default=None,
+                help="Report directory (overrides output.dir).",
+            ),
+        ]
+    ):
+        function = option(function)
+    return function
+
+
+class Progress:
+    """A progress bar on a terminal; a line per finished scenario otherwise (CI logs)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self._enabled = enabled
+        self._tty = enabled and sys.stderr.isatty()
+        self._lock = threading.Lock()
+        self._total = 0
+        self._done = 0
+
+    def __call__(self, event: Any) -> None:
+        from flakestorm.executor import CellFinished, RunPlanned, ScenarioFinished
+        from flakestorm.reporters.terminal import scenario_line
+
+        if not self._enabled:
+            return
+        with self._lock:
+            if isinstance(event, RunPlanned):
+                self._total = event.cells
+            elif self._tty and isinstance(event, CellFinished):
+                # one bar for the whole run, across scenarios and phases
+                self._done += 1
+                total = max(self._total, self._done)
+                width = 30
+                filled = int(width * self._done / total)
+                bar = "#" * filled + "." * (width - filled)
+                click.echo(f"\r[{bar}] {self._done}/{total} cells", err=True, nl=False)
+                if self._done == total:
+                    click.echo("", err=True)
+            elif not self._tty and isinstance(event, ScenarioFinished):
+                click.echo(scenario_line(event.name, event.results), err=True)
+
+
+def execute(
+    config_path: str,
+    overrides: Any,
+    progress: bool,
+    ci: bool,
+    phases: tuple[str, ...] = (),
+    profile: str | None = None,
+) -> Any:
+    """Load, run with Ctrl-C/SIGTERM stopping cleanly, write the reports; return the result."""
+    from flakestorm.reports import write_reports
+    from flakestorm.runner import (
+        output_dir,
+        run_ci,
+        run_contract_phase,
+        run_phases,
+    )
+    from flakestorm.stopping import stopping_on_signals
+
+    loaded = load(Path(config_path))
+    for warning in loaded.warnings:
+        click.echo(Redactor(loaded.secrets)(f"warning: {warning}"), err=True)
+    stop = threading.Event()
+    run: Callable[..., Any] = run_ci if ci else run_contract_phase
+    if phases:
+
+        def run(loaded: Any, overrides: Any, **kwargs: Any) -> Any:
+            return run_phases(loaded, phases, overrides, chaos_profile=profile, **kwargs)
+
+    def stopping() -> None:
+        click.echo("\nstopping: finishing invocations in flight (Ctrl-C again to abort)", err=True)
+
+    with stopping_on_signals(stop, stopping, abort_on_repeat=True):
+        result = run(
+            loaded,
+            overrides,
+            stop=stop,
+            on_event=Progress(progress),
+            on_notice=(lambda text: click.echo(text, err=True)) if progress else None,
+        )
+    out = output_dir(loaded, overrides)
+    write_reports(result, out, loaded.config.output.formats)
+    return result, out
+
+
+def conclude(result: Any, out: Path) -> None:
+    """Print the matrix and verdict, where the reports are, and exit with the run's code."""
+    from flakestorm.reporters import terminal
+
+    click.echo(terminal.render(result), nl=False)
+    click.echo(f"Reports: {out}/")
+    sys.exit(result.exit_code)
+
+
+@contract.command("run")
+@run_options
+def contractexecute(
+    config_path: str,
+    min_score: float | None,
+    concurrency: int | None,
+    seed: int | None,
+    output_dir: str | None,
+    record: str | None,
+) -> None:
+    """Run every invariant under every scenario and print the matrix."""
+    from flakestorm.runner import Overrides
+
+    overrides = Overrides(concurrency, seed, min_score, output_dir, record=record)
+    result, out = execute(config_path, overrides, progress=True, ci=False)
+    conclude(result, out)
+
+
+@main.command("run")
+@run_options
+@click.option("--chaos", is_flag=True, help="Apply the top-level chaos (or --chaos-profile).")
+@click.option("--chaos-only", is_flag=True, help="Run only the chaos phase (needs --chaos).")
+@click.option(
+    "--chaos-profile",
+    default=None,
+    metavar="NAME",
+    help="A built-in chaos profile instead of the config's chaos section: api_outage, "
+    "degraded_llm, hostile_tools, high_latency, cascading_failure, indirect_injection, "
+    "model_version_drift.",
+)
+def run_command(
+    config_path: str,
+    min_score: float | None,
+    concurrency: int | None,
+    seed: int | None,
+    output_dir: str | None,
+    record: str | None,
+    chaos: bool,
+    chaos_only: bool,
+    chaos_profile: str | None,
+) -> None:
+    """Run the golden prompts under chaos and score them (the chaos-only phase)."""
+    from flakestorm.runner import Overrides
+
+    if (chaos_only or chaos_profile) and not chaos:
+        raise UsageError("--chaos-only and --chaos-profile need --chaos")
+    if not chaos_only:
+        raise UsageError(
+            "`flakestorm run` without --chaos-only includes the mutation phase, which this "
+            "version cannot run yet: use `flakestorm run --chaos --chaos-only` (golden prompts "
+            "under chaos), `flakestorm contract run`, or `flakestorm ci`"
+        )
+    overrides = Overrides(concurrency, seed, min_score, output_dir, record=record)
+    result, out = execute(
+        config_path, overrides, progress=True, ci=False, phases=("chaos",), profile=chaos_profile
+    )
+    conclude(result, out)
+
+
+@main.command("ci")
+@run_options
+@click.option("--agent-url", default=None, help="The agent's endpoint (overrides agent.endpoint).")
+@click.option("--proxy-url", default=None, help="The chaos proxy (overrides proxy.url).")
+@click.option(
+    "--ready-timeout",
+    "ready_timeout_ms",
+    type=click.IntRange(1),
+    default=None,
+    help="How long to wait for the agent, ms (overrides agent.ready_timeout).",
+)
+def ci(
+    config_path: str,
+    min_score: float | None,
+    concurrency: int | None,
+    seed: int | None,
+    output_dir: str | None,
+    record: str | None,
+    agent_url: str | None,
+    proxy_url: str | None,
+    ready_timeout_ms: int | None,
+) -> None:
+    """Run every configured phase, write every report, exit with the gate's code."""
+    from flakestorm.runner import Overrides
+
+    overrides = Overrides(
+        concurrency, seed, min_score, output_dir, agent_url, proxy_url, ready_timeout_ms, record
+    )
+    result, out = execute(config_path, overrides, progress=True, ci=True)
+    conclude(result, out)
+
+
+@contract.command("score")
+@run_options
+def contract_score(
+    config_path: str,
+    min_score: float | None,
+    concurrency: int | None,
+    seed: int | None,
+    output_dir: str | None,
+    record: str | None,
+) -> None:
+    """Run the contract and print only the resilience score; exit with the gate's code."""
+    from flakestorm.runner import Overrides
+
+    overrides = Overrides(concurrency, seed, min_score, output_dir, record=record)
+    result, _ = execute(config_path, overrides, progress=False, ci=False)
+    contract = result.phases.get("contract")
+    score = contract.score.score if contract is not None else None
+    click.echo("n/a" if score is None else f"{score:.2f}")
+    sys.exit(result.exit_code)
