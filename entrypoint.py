@@ -21,16 +21,20 @@ import sys
 import threading
 import traceback
 from collections.abc import Mapping
+from datetime import datetime, timezone
 from pathlib import Path
 
 from flakestorm import runner
-from flakestorm.action import Command, Settings, SettingsError, parse_settings
+from flakestorm.action import BaselineMode, Command, Settings, SettingsError, parse_settings
+from flakestorm.baseline import source
+from flakestorm.baseline.delta import FailOn, compare
 from flakestorm.config import OutputFormat
 from flakestorm.errors import ConfigError, ExitCode, FlakestormError, UsageError
 from flakestorm.executor import CellFinished, Event, ScenarioFinished
 from flakestorm.github import Annotation, CommentAction, GitHub, Level
 from flakestorm.loader import LoadedConfig, load_config
 from flakestorm.phases.phase import PhaseName
+from flakestorm.reporters import delta as delta_report
 from flakestorm.reporters.terminal import safe, scenario_line
 from flakestorm.reports import write_reports
 from flakestorm.results import RunResult, Status
@@ -188,14 +192,60 @@ class _Action:
             if summary_file is not None
             else markdown.render(result)
         )
-        gh.append_summary(summary)
-        self._outputs(result, out_dir)
+        compared, lead = self._compare(result)
+        gh.append_summary(f"{lead}\n{summary}" if lead else summary)
+        self._outputs(result, out_dir, compared)
         self._annotations(result)
-        self._comment(result)
+        self._comment(result, lead)
         self._verdict(result, out_dir)
-        return int(result.exit_code)
+        if compared is not None:
+            return compared.exit_code
+        return self.settings.fail_on.exit_code(result, None)
 
-    def _outputs(self, result: RunResult, out_dir: Path) -> None:
+    def _compare(self, result: RunResult) -> tuple[delta_report.Compared | None, str]:
+        """The delta against the base branch's newest successful run (``baseline: auto``),
+        and the block that leads the summary and the comment. Never fails the job: no baseline
+        is a notice."""
+        settings = self.settings
+        if settings.baseline is BaselineMode.OFF:
+            return None, ""
+        query = source.query_of(self.env, settings.baseline_branch, settings.baseline_artifact)
+        found = (
+            query if isinstance(query, source.NoBaseline) else source.find_baseline(self.gh, query)
+        )
+        if isinstance(found, source.Baseline) and found.result.config_path != result.config_path:
+            found = source.NoBaseline(
+                f"the baseline run {found.run.id} ran {found.result.config_path}, this run "
+                f"{result.config_path}: give each config its own `baseline-artifact`"
+            )
+        if isinstance(found, source.NoBaseline):
+            reason = found.reason
+            if settings.fail_on is FailOn.REGRESSION:
+                reason += (
+                    " — fail-on: regression has nothing to compare with, so no failure counts "
+                    "as new (only an infrastructure error fails this step)"
+                )
+            self.gh.notice(
+                f"flakestorm: no baseline: {safe(reason, 1500)}", title=f"{TITLE}: no baseline"
+            )
+            return None, delta_report.missing_markdown(reason)
+        delta = compare(found.result, result)
+        compared = delta_report.Compared(
+            delta=delta,
+            against=found.run.label,
+            age=source.age_text(found.run.created_at, datetime.now(timezone.utc)),
+            url=found.run.url,
+            fail_on=settings.fail_on,
+            exit_code=settings.fail_on.exit_code(result, delta),
+            own_exit_code=int(result.exit_code),
+        )
+        for line in delta_report.terminal_lines(compared):
+            self.gh.log(f"flakestorm: baseline: {line}" if not line.startswith(" ") else line)
+        return compared, delta_report.markdown(compared)
+
+    def _outputs(
+        self, result: RunResult, out_dir: Path, compared: delta_report.Compared | None
+    ) -> None:
         contract = result.phases.get(PhaseName.CONTRACT.value)
         score = result.overall.score
         contract_score = contract.score.score if contract is not None else None
@@ -207,6 +257,9 @@ class _Action:
         )
         self.gh.set_output("critical-failures", str(critical))
         self.gh.set_output("report-dir", self._relative(out_dir))
+        if compared is not None:  # unset outputs read as empty
+            self.gh.set_output("new-failures", str(compared.delta.new_failures))
+            self.gh.set_output("fixed", str(compared.delta.fixed))
 
     def _failed_outputs(self, out_dir: Path) -> None:
         self.gh.set_output("passed", "false")
@@ -251,7 +304,7 @@ class _Action:
             lambda n: f"{n} more critical invariant(s) failed: see the job summary",
         )
 
-    def _comment(self, result: RunResult) -> None:
+    def _comment(self, result: RunResult, lead: str) -> None:
         mode = self.settings.comment
         if not mode.updates:
             return
@@ -261,7 +314,7 @@ class _Action:
 
         def render(previous: str | None) -> str:
             state = comment.parse_state(previous) if previous is not None else None
-            return comment.render(result, state, key)
+            return comment.render(result, state, key, lead=lead)
 
         outcome = self.gh.sticky_comment(
             comment.marker(key), render, create=mode.creates(result.overall.passed)

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from flakestorm.baseline.delta import FailOn
 from flakestorm.errors import UsageError
 
 
@@ -50,6 +51,14 @@ class CommentMode(str, enum.Enum):
         return self is not CommentMode.OFF
 
 
+class BaselineMode(str, enum.Enum):
+    """Whether the run is compared with the base branch's (SPEC §8)."""
+
+    AUTO = "auto"
+    """Find the newest successful run of this workflow on the base branch and compare."""
+    OFF = "off"
+
+
 class SettingsError(UsageError):
     """An action input has a value that cannot be used (exit 2)."""
 
@@ -70,12 +79,25 @@ class Settings:
     """Milliseconds."""
     concurrency: int | None = None
     seed: int | None = None
+    baseline: BaselineMode = BaselineMode.OFF
+    baseline_branch: str | None = None
+    """Default: the pull request's base branch."""
+    baseline_artifact: str = "flakestorm-reports"
+    fail_on: FailOn = FailOn.ANY
 
 
 INPUTS: tuple[str, ...] = tuple(f.name.replace("_", "-") for f in dataclasses.fields(Settings))
 """The action's input names, in ``action.yml`` order."""
 
-OUTPUTS: tuple[str, ...] = ("score", "passed", "contract-score", "critical-failures", "report-dir")
+OUTPUTS: tuple[str, ...] = (
+    "score",
+    "passed",
+    "contract-score",
+    "critical-failures",
+    "report-dir",
+    "new-failures",
+    "fixed",
+)
 """The action's output names."""
 
 
@@ -141,12 +163,20 @@ def parse_settings(env: Mapping[str, str]) -> Settings:
 
     command = choice("command", Command, Command.CI)
     comment = choice("comment", CommentMode, CommentMode.ALWAYS)
+    baseline = choice("baseline", BaselineMode, BaselineMode.OFF)
+    fail_on = choice("fail-on", FailOn, FailOn.ANY)
     assert isinstance(command, Command) and isinstance(comment, CommentMode)
+    assert isinstance(baseline, BaselineMode) and isinstance(fail_on, FailOn)
     seed = get("seed")
     try:
         seed_value = None if seed is None else int(seed, 10)
     except ValueError:
         raise SettingsError(f"input `seed`: {seed!r} is not a whole number") from None
+    if fail_on is FailOn.REGRESSION and baseline is not BaselineMode.AUTO:
+        raise SettingsError(
+            "input `fail-on`: 'regression' needs a baseline to tell new failures from known "
+            "ones: set `baseline: auto` (and `permissions: actions: read`)"
+        )
     config = get("config") or Settings.config
     if "\x00" in config:
         raise SettingsError("input `config`: the path contains a NUL character")
@@ -162,4 +192,8 @@ def parse_settings(env: Mapping[str, str]) -> Settings:
         ready_timeout=integer("ready-timeout", 1),
         concurrency=integer("concurrency", 1, 256),
         seed=seed_value,
+        baseline=baseline,
+        baseline_branch=get("baseline-branch"),
+        baseline_artifact=get("baseline-artifact") or Settings.baseline_artifact,
+        fail_on=fail_on,
     )

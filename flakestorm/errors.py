@@ -9,7 +9,8 @@
     │   ├── AgentNotReady      the agent never became ready within ready_timeout
     │   └── ProxyUnreachable   faults need a proxy and none answers
     ├── AgentError             an invocation failed (no answer): fails a cell
-    └── HarnessError           a harness failure (reset, proxy): errors a cell
+    ├── HarnessError           a harness failure (reset, proxy): errors a cell
+    └── RestError              a GitHub REST read failed (the baseline): a notice, never a failure
 
 Faults raised *into* a python agent's tools and LLM callables are not part of the tree: they
 must look like the failures real clients raise, so they subclass the builtin exceptions.
@@ -106,6 +107,15 @@ class AgentError(FlakestormError):
 
 class HarnessError(FlakestormError):
     """flakestorm's own machinery failed for a cell (reset, proxy): the cell is ERRORED."""
+
+
+class RestError(FlakestormError):
+    """A GitHub REST read that failed (:mod:`flakestorm.baseline.source` turns it into a
+    notice): ``status`` is the HTTP status, None when there was no reply at all."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        self.status = status
+        super().__init__(message)
 
 
 class ToolFaultError(ConnectionError):

@@ -7,7 +7,10 @@ Everything the action tells GitHub goes through :class:`GitHub`:
 - **file commands**: step outputs (``GITHUB_OUTPUT``) and the job summary
   (``GITHUB_STEP_SUMMARY``);
 - **the sticky PR comment** through the REST API (``GITHUB_API_URL``, so GitHub Enterprise
-  works too).
+  works too);
+- **reads for the baseline** (:meth:`GitHub.get_json`, :meth:`GitHub.download`): the seam
+  :mod:`flakestorm.baseline.source` finds the base branch's run and its artifact through. They
+  raise :class:`RestError`, never requests' exceptions.
 
 Escaping (the runner's rules): command data ``%`` → ``%25``, ``\\r`` → ``%0D``, ``\\n`` →
 ``%0A``; property values additionally ``:`` → ``%3A`` and ``,`` → ``%2C``. The runner keeps 10
@@ -31,10 +34,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import requests
 
+from flakestorm.errors import RestError
 from flakestorm.reporters.terminal import safe
 
 ANNOTATION_LIMIT = 10
@@ -408,6 +412,41 @@ class GitHub:
         """Only follow ``Link`` URLs to the API itself (the token goes with every request)."""
         a, b = urlsplit(url), urlsplit(self.api_url)
         return (a.scheme, a.netloc) == (b.scheme, b.netloc)
+
+    def get_json(self, path: str, params: Mapping[str, str | int] | None = None) -> Any:
+        """GET ``path`` (under the API URL, e.g. ``/repos/o/r/actions/runs``) as JSON."""
+        query = f"?{urlencode(params)}" if params else ""
+        try:
+            response = self._request("GET", f"{self.api_url}{path}{query}")
+            return response.json()
+        except _ApiError as exc:
+            raise RestError(str(exc), exc.status) from None
+        except ValueError:
+            raise RestError(f"GET {path}: the reply is not JSON") from None
+
+    def download(self, path: str, max_bytes: int) -> bytes:
+        """GET a file under the API URL, following its redirect (an artifact's zip: GitHub
+        answers 302 to a storage URL, and requests drops the token for another host); at most
+        ``max_bytes`` bytes, else :class:`RestError`."""
+        if self._session is None:
+            self._session = requests.Session()
+        url = f"{self.api_url}{path}"
+        try:
+            with self._session.get(
+                url, headers=self._headers(), timeout=API_TIMEOUT_S, stream=True
+            ) as response:
+                if not 200 <= response.status_code < 300:
+                    raise RestError(
+                        f"GET {path}: HTTP {response.status_code}", response.status_code
+                    )
+                data = bytearray()
+                for chunk in response.iter_content(chunk_size=1 << 16):
+                    data += chunk
+                    if len(data) > max_bytes:
+                        raise RestError(f"GET {path}: larger than {max_bytes:,} bytes")
+                return bytes(data)
+        except requests.RequestException as exc:
+            raise RestError(f"GET {path}: {type(exc).__name__}: {exc}") from None
 
     def find_comment(self, pr: PullRequest, marker: str) -> Comment | None:
         """The first comment on ``pr`` whose body contains ``marker`` (all pages are read)."""

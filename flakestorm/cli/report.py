@@ -9,8 +9,31 @@ import click
 from flakestorm.cli.app import main
 from flakestorm.errors import UsageError
 from flakestorm.reports import REPORTS
+from flakestorm.results import RunResult
 
 DEFAULT_REPORT_FORMATS = ("junit", "markdown", "html", "json")
+
+
+def read_results(results_json: Path) -> RunResult:
+    """The run result in a ``results.json`` file; a :class:`UsageError` saying what is wrong."""
+    import json
+
+    from flakestorm.results import ResultsError, from_document
+
+    try:
+        document = json.loads(results_json.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"{results_json}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{results_json}: not UTF-8 text (expected a results.json)") from None
+    except ValueError as exc:
+        raise UsageError(f"{results_json}: not JSON ({exc}); expected a results.json") from None
+    if not isinstance(document, dict):
+        raise UsageError(f"{results_json}: not a results document (expected a JSON object)")
+    try:
+        return from_document(document)
+    except ResultsError as exc:
+        raise UsageError(f"{results_json}: {exc}") from None
 
 
 @main.command()
@@ -37,25 +60,9 @@ def report(results_json: Path, formats: tuple[str, ...], output_dir: Path | None
     Files: junit.xml, summary.md, report.html, results.json, comment.md (the PR comment body,
     without a previous score).
     """
-    import json
-
     from flakestorm.reports import write_report
-    from flakestorm.results import ResultsError, from_document
 
-    try:
-        document = json.loads(results_json.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"{results_json}: cannot read ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"{results_json}: not UTF-8 text (expected a results.json)") from None
-    except ValueError as exc:
-        raise UsageError(f"{results_json}: not JSON ({exc}); expected a results.json") from None
-    if not isinstance(document, dict):
-        raise UsageError(f"{results_json}: not a results document (expected a JSON object)")
-    try:
-        result = from_document(document)
-    except ResultsError as exc:
-        raise UsageError(f"{results_json}: {exc}") from None
+    result = read_results(results_json)
     out = output_dir if output_dir is not None else results_json.parent
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -142,15 +142,19 @@ def render(
     run_id: str | None = None,
     summary_url: str | None = None,
     limit_chars: int = COMMENT_LIMIT_CHARS,
+    lead: str = "",
 ) -> str:
     """The comment body for ``result``; ``previous`` is the state parsed from the old body.
 
     ``run_id`` is stored in the state (default: the run's start time); ``summary_url``, when
-    given (an ``https://`` URL), links the full job summary.
+    given (an ``https://`` URL), links the full job summary. ``lead`` (markdown we rendered,
+    the baseline delta of :mod:`flakestorm.reporters.delta`) comes first.
     """
     score = result.overall.score
     state = CommentState(score=score, run=run_id if run_id is not None else result.started_at)
     out = [marker(marker_key), state_line(state), ""]
+    if lead:
+        out += [lead.rstrip("\n"), ""]
     out.append(
         f"### flakestorm: {verdict(result)} · score {score_text(score)} ({_delta(score, previous)})"
     )

@@ -1,0 +1,223 @@
+"""The cell-by-cell delta between a baseline run and this run, and the gate on it.
+
+Cells are matched by their phase (the key in ``RunResult.phases``: ``contract``, ``chaos``,
+``mutation``, ``replay``…) and their stable id (``CellResult.id``: ``invariant[scenario]``, or
+whatever id a phase gives its items), so a renamed contract still matches, and a phase added
+later needs nothing here. A cell is *failing* when FAILED or ERRORED, *passing* when PASSED;
+SKIPPED and NOT_RUN cells are not verdicts and compare as neither.
+
+==================  =======================================================================
+change              when
+==================  =======================================================================
+``new failure``     failing now, not failing in the baseline (for a cell repeated at least
+                    :data:`MIN_REPEAT` times on both sides, only when the one-sided Fisher
+                    exact test on its pass counts gives p < :data:`ALPHA`)
+``within noise``    failing now, passing in the baseline, but not significantly worse
+                    (repeated cells only): a flaky cell does not block a merge
+``still failing``   failing in both
+``fixed``           failing in the baseline, passing now
+``new``             not in the baseline (a new invariant, scenario, mutation or session)
+``removed``         in the baseline only
+``unchanged``       anything else (passing in both, skipped, not run)
+==================  =======================================================================
+
+``fail-on: regression`` (:class:`FailOn`) gates on new failures only; a run's infrastructure
+error (exit 3) stays an error whatever the delta.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from flakestorm.baseline.fisher import fisher_one_sided
+from flakestorm.errors import ExitCode
+from flakestorm.results import CellResult, RunResult, Status
+
+__all__ = ["ALPHA", "MIN_REPEAT", "CellChange", "Change", "Delta", "FailOn", "compare"]
+
+MIN_REPEAT = 5
+"""Runs a cell needs on both sides before a failure must be significant to count as new."""
+
+ALPHA = 0.05
+"""The significance level of the Fisher test for repeated cells."""
+
+_FAILING = (Status.FAILED, Status.ERRORED)
+
+
+class Change(str, enum.Enum):
+    """How a cell changed since the baseline."""
+
+    NEW_FAILURE = "new failure"
+    WITHIN_NOISE = "within noise"
+    STILL_FAILING = "still failing"
+    FIXED = "fixed"
+    NEW = "new"
+    REMOVED = "removed"
+    UNCHANGED = "unchanged"
+
+    @property
+    def shown(self) -> bool:
+        """Whether reports list the cells with this change (all but unchanged)."""
+        return self is not Change.UNCHANGED
+
+
+@dataclass(frozen=True)
+class CellChange:
+    """One cell of either run, and how it changed."""
+
+    phase: str
+    cell_id: str
+    change: Change
+    base: Status | None
+    """The baseline's status (None: not in the baseline)."""
+    head: Status | None
+    """This run's status (None: not in this run)."""
+    severity: str
+    p_value: float | None = None
+    """The Fisher test's p-value, for a repeated cell that passed before and fails now."""
+    base_runs: tuple[int, int] = (0, 0)
+    """(passed, total) runs in the baseline."""
+    head_runs: tuple[int, int] = (0, 0)
+
+    @property
+    def key(self) -> str:
+        return f"{self.phase}:{self.cell_id}"
+
+
+@dataclass(frozen=True)
+class Delta:
+    """Every cell of both runs, in this run's report order then the removed ones."""
+
+    changes: tuple[CellChange, ...]
+
+    def of(self, change: Change) -> tuple[CellChange, ...]:
+        return tuple(c for c in self.changes if c.change is change)
+
+    @property
+    def new_failures(self) -> int:
+        return len(self.of(Change.NEW_FAILURE))
+
+    @property
+    def fixed(self) -> int:
+        return len(self.of(Change.FIXED))
+
+    def counts(self) -> dict[Change, int]:
+        """Cells per change, every change present (zero included)."""
+        return {change: len(self.of(change)) for change in Change}
+
+    def headline(self, against: str) -> str:
+        """``2 new failures vs main @ abc1234, 1 fixed`` (``against`` is what was compared)."""
+        counts = self.counts()
+        parts = [f"{_plural(counts[Change.NEW_FAILURE], 'new failure')} vs {against}"]
+        for change in (Change.FIXED, Change.STILL_FAILING, Change.WITHIN_NOISE):
+            if counts[change]:
+                parts.append(f"{counts[change]} {change.value}")
+        if counts[Change.NEW] or counts[Change.REMOVED]:
+            parts.append(f"{counts[Change.NEW]} new and {counts[Change.REMOVED]} removed cells")
+        return ", ".join(parts)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _cells(result: RunResult) -> Iterator[tuple[str, str, CellResult]]:
+    """(phase, id, cell) for every cell; a repeated id in one phase gets ``#2``, ``#3``…"""
+    for phase, outcome in result.phases.items():
+        seen: dict[str, int] = {}
+        for cell in outcome.cells:
+            seen[cell.id] = seen.get(cell.id, 0) + 1
+            cell_id = cell.id if seen[cell.id] == 1 else f"{cell.id}#{seen[cell.id]}"
+            yield phase, cell_id, cell
+
+
+def compare(
+    base: RunResult, head: RunResult, *, min_repeat: int = MIN_REPEAT, alpha: float = ALPHA
+) -> Delta:
+    """The delta of ``head`` against ``base``, cell by cell."""
+    before = {(phase, cell_id): cell for phase, cell_id, cell in _cells(base)}
+    changes: list[CellChange] = []
+    matched: set[tuple[str, str]] = set()
+    for phase, cell_id, cell in _cells(head):
+        old = before.get((phase, cell_id))
+        if old is not None:
+            matched.add((phase, cell_id))
+        changes.append(_change(phase, cell_id, old, cell, min_repeat, alpha))
+    for (phase, cell_id), old in before.items():
+        if (phase, cell_id) not in matched:
+            changes.append(_change(phase, cell_id, old, None, min_repeat, alpha))
+    return Delta(tuple(changes))
+
+
+def _runs(cell: CellResult | None) -> tuple[int, int]:
+    return (cell.runs_passed, cell.runs_total) if cell is not None else (0, 0)
+
+
+def _change(
+    phase: str,
+    cell_id: str,
+    old: CellResult | None,
+    new: CellResult | None,
+    min_repeat: int,
+    alpha: float,
+) -> CellChange:
+    p_value: float | None = None
+    if old is None:
+        change = Change.NEW
+    elif new is None:
+        change = Change.REMOVED
+    elif new.status in _FAILING:
+        if old.status in _FAILING:
+            change = Change.STILL_FAILING
+        elif (
+            old.status is Status.PASSED
+            and old.runs_total >= min_repeat
+            and new.runs_total >= min_repeat
+        ):
+            p_value = fisher_one_sided(
+                old.runs_passed,
+                old.runs_total - old.runs_passed,
+                new.runs_passed,
+                new.runs_total - new.runs_passed,
+            )
+            change = Change.NEW_FAILURE if p_value < alpha else Change.WITHIN_NOISE
+        else:
+            change = Change.NEW_FAILURE
+    elif new.status is Status.PASSED and old.status in _FAILING:
+        change = Change.FIXED
+    else:
+        change = Change.UNCHANGED
+    shown = new if new is not None else old
+    assert shown is not None
+    return CellChange(
+        phase=phase,
+        cell_id=cell_id,
+        change=change,
+        base=old.status if old is not None else None,
+        head=new.status if new is not None else None,
+        severity=shown.severity,
+        p_value=p_value,
+        base_runs=_runs(old),
+        head_runs=_runs(new),
+    )
+
+
+class FailOn(str, enum.Enum):
+    """What fails the job: ``any`` failure (the run's own gate) or only a ``regression``."""
+
+    ANY = "any"
+    REGRESSION = "regression"
+
+    def exit_code(self, head: RunResult, delta: Delta | None) -> int:
+        """The exit code of ``head`` under this rule; ``delta`` is None without a baseline.
+
+        ``regression``: 1 when a cell newly fails, else 0; with no baseline nothing is known
+        to be new, so 0 (the caller says so in a notice). An infrastructure error (3) stays 3.
+        """
+        if self is FailOn.ANY or head.exit_code == ExitCode.INFRASTRUCTURE_ERROR:
+            return int(head.exit_code)
+        if delta is not None and delta.new_failures:
+            return int(ExitCode.GATE_FAILED)
+        return int(ExitCode.PASSED)

@@ -1,0 +1,51 @@
+"""``flakestorm compare BASE.json HEAD.json``: the cell-by-cell delta of two runs (SPEC §8).
+
+Prints the headline (``1 new failure vs base.json, 2 fixed``), then one line per changed cell;
+the exit code follows ``--fail-on``: ``any`` (default) is HEAD's own exit code, ``regression``
+is 1 when a cell newly fails against BASE, else 0 (HEAD's infrastructure error, 3, stays 3).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from flakestorm.baseline.delta import FailOn, compare
+from flakestorm.cli.app import main
+from flakestorm.cli.report import read_results
+from flakestorm.reporters.delta import Compared, terminal_lines
+
+
+@main.command(name="compare")
+@click.argument("base_json", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("head_json", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--fail-on",
+    type=click.Choice([f.value for f in FailOn]),
+    default=FailOn.ANY.value,
+    show_default=True,
+    help="any: HEAD's own gate decides the exit code; regression: only new failures fail.",
+)
+def compare_command(base_json: Path, head_json: Path, fail_on: str) -> None:
+    """Compare two results.json files cell by cell: new failures, fixed, still failing, new
+    and removed cells.
+
+    A cell repeated at least 5 times on both sides counts as a new failure only when a
+    one-sided Fisher exact test on its pass counts gives p < 0.05.
+    """
+    base = read_results(base_json)
+    head = read_results(head_json)
+    rule = FailOn(fail_on)
+    delta = compare(base, head)
+    compared = Compared(
+        delta=delta,
+        against=base_json.name,
+        age=f"started {base.started_at}",
+        fail_on=rule,
+        exit_code=rule.exit_code(head, delta),
+        own_exit_code=int(head.exit_code),
+    )
+    for line in terminal_lines(compared):
+        click.echo(line)
+    raise click.exceptions.Exit(compared.exit_code)
