@@ -1,0 +1,179 @@
+"""The cell-by-cell delta, the fail-on gate, its rendering and ``flakestorm compare``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from support.runs import results_json, run_of
+
+from flakestorm.baseline.delta import Change, FailOn, compare
+from flakestorm.cli import main
+from flakestorm.reporters import delta as delta_report
+from flakestorm.results import Status
+
+BASE = run_of(
+    {
+        "contract": [
+            "cite[calm]=passed",
+            "cite[poisoned]=passed",
+            "leak[calm]=failed",
+            "leak[poisoned]=errored",
+            "pii[calm]=failed",
+            "gone[calm]=passed",
+            "skip[calm]=skipped",
+        ],
+        "mutation": ["rules[typo-1]=passed", "rules[jailbreak-3]=failed"],
+    }
+)
+HEAD = run_of(
+    {
+        "contract": [
+            "cite[calm]=passed",
+            "cite[poisoned]=failed",  # new failure
+            "leak[calm]=failed",  # still failing
+            "leak[poisoned]=failed",  # still failing (errored -> failed)
+            "pii[calm]=passed",  # fixed
+            "fresh[calm]=failed",  # new
+            "skip[calm]=failed",  # skipped before: a new failure
+        ],
+        "mutation": ["rules[typo-1]=errored", "rules[jailbreak-3]=passed"],
+        "replay": ["incident-4711[session]=passed"],
+    }
+)
+
+
+def _by_key(changes: tuple) -> dict[str, Change]:  # type: ignore[type-arg]
+    return {c.key: c.change for c in changes}
+
+
+def test_every_change_of_every_phase() -> None:
+    delta = compare(BASE, HEAD)
+    assert _by_key(delta.changes) == {
+        "contract:cite[calm]": Change.UNCHANGED,
+        "contract:cite[poisoned]": Change.NEW_FAILURE,
+        "contract:leak[calm]": Change.STILL_FAILING,
+        "contract:leak[poisoned]": Change.STILL_FAILING,
+        "contract:pii[calm]": Change.FIXED,
+        "contract:fresh[calm]": Change.NEW,
+        "contract:skip[calm]": Change.NEW_FAILURE,
+        "mutation:rules[typo-1]": Change.NEW_FAILURE,
+        "mutation:rules[jailbreak-3]": Change.FIXED,
+        "replay:incident-4711[session]": Change.NEW,
+        "contract:gone[calm]": Change.REMOVED,
+    }
+    assert delta.new_failures == 3 and delta.fixed == 2
+    assert delta.headline("main @ abc1234") == (
+        "3 new failures vs main @ abc1234, 2 fixed, 2 still failing, 2 new and 1 removed cells"
+    )
+    removed = delta.of(Change.REMOVED)[0]
+    assert removed.base is Status.PASSED and removed.head is None
+
+
+def test_the_headline_of_one_new_failure() -> None:
+    head = run_of({"contract": ["cite[calm]=failed", "pii[calm]=passed"]})
+    base = run_of({"contract": ["cite[calm]=passed", "pii[calm]=failed"]})
+    assert compare(base, head).headline("main @ abc1234") == (
+        "1 new failure vs main @ abc1234, 1 fixed"
+    )
+    assert compare(head, head).headline("main") == "0 new failures vs main, 1 still failing"
+
+
+def test_repeated_cells_need_a_significant_drop() -> None:
+    base = run_of({"contract": ["a[x]=passed 5/5", "b[x]=passed 4/5", "c[x]=passed 3/3"]})
+    head = run_of({"contract": ["a[x]=failed 0/5", "b[x]=failed 3/5", "c[x]=failed 2/3"]})
+    delta = compare(base, head)
+    changes = {c.cell_id: c for c in delta.changes}
+    assert changes["a[x]"].change is Change.NEW_FAILURE
+    assert changes["a[x]"].p_value == pytest.approx(1 / 252)
+    assert changes["b[x]"].change is Change.WITHIN_NOISE
+    assert changes["b[x]"].p_value == pytest.approx(0.5)
+    # fewer than 5 runs: no test, any failure is new
+    assert changes["c[x]"].change is Change.NEW_FAILURE and changes["c[x]"].p_value is None
+    assert delta.new_failures == 2
+    assert "1 within noise" in delta.headline("main")
+
+
+def test_a_repeated_id_in_one_phase_still_matches_one_to_one() -> None:
+    base = run_of({"mutation": ["m[x]=passed", "m[x]=failed"]})
+    head = run_of({"mutation": ["m[x]=passed", "m[x]=passed"]})
+    assert _by_key(compare(base, head).changes) == {
+        "mutation:m[x]": Change.UNCHANGED,
+        "mutation:m[x]#2": Change.FIXED,
+    }
+
+
+def test_fail_on() -> None:
+    head = run_of({"contract": ["a[x]=failed", "b[x]=passed"]})
+    known = run_of({"contract": ["a[x]=failed", "b[x]=passed"]})
+    broke = run_of({"contract": ["a[x]=failed", "b[x]=failed"]})
+    assert head.exit_code == 1
+    assert FailOn.ANY.exit_code(head, compare(known, head)) == 1
+    assert FailOn.REGRESSION.exit_code(head, compare(known, head)) == 0
+    assert FailOn.REGRESSION.exit_code(broke, compare(known, broke)) == 1
+    assert FailOn.REGRESSION.exit_code(head, None) == 0
+    errored = run_of({"contract": ["a[x]=errored"]}, exit_code=3)
+    assert FailOn.REGRESSION.exit_code(errored, compare(errored, errored)) == 3
+
+
+def test_markdown_block_escapes_and_leads_with_the_headline() -> None:
+    base = run_of({"contract": ["<b>x</b>[calm]=passed"]})
+    head = run_of({"contract": ["<b>x</b>[calm]=failed"]})
+    compared = delta_report.Compared(
+        delta=compare(base, head),
+        against="main @ abc1234",
+        age="3 hours old",
+        url="https://github.com/o/r/actions/runs/1",
+        fail_on=FailOn.REGRESSION,
+        exit_code=1,
+        own_exit_code=1,
+    )
+    block = delta_report.markdown(compared)
+    assert block.startswith("**1 new failure vs main @ abc1234**\n")
+    assert (
+        "Baseline: main @ abc1234, 3 hours old ([run](https://github.com/o/r/actions/runs/1))."
+        in block
+    )
+    assert "fail-on: regression: FAIL (1 new failure;" in block
+    assert "<b>" not in block
+    assert "| 🔴 | new failure |" in block
+
+
+def _write(tmp: Path, name: str, result: object) -> Path:
+    path = tmp / name
+    path.write_text(results_json(result), encoding="utf-8")  # type: ignore[arg-type]
+    return path
+
+
+def test_compare_command(tmp_path: Path) -> None:
+    base = _write(tmp_path, "base.json", run_of({"contract": ["a[x]=failed", "b[x]=passed"]}))
+    same = _write(tmp_path, "same.json", run_of({"contract": ["a[x]=failed", "b[x]=passed"]}))
+    broke = _write(tmp_path, "broke.json", run_of({"contract": ["a[x]=failed", "b[x]=failed"]}))
+    runner = CliRunner()
+
+    done = runner.invoke(main, ["compare", str(base), str(broke), "--fail-on", "regression"])
+    assert done.exit_code == 1, done.output
+    lines = done.output.splitlines()
+    assert lines[0] == "1 new failure vs base.json, 1 still failing"
+    assert lines[1].startswith("fail-on: regression: FAIL (1 new failure;")
+    assert "NEW FAILURE    contract: b[x]  passed -> failed" in done.output
+
+    done = runner.invoke(main, ["compare", str(base), str(same), "--fail-on", "regression"])
+    assert done.exit_code == 0, done.output
+    assert done.output.startswith("0 new failures vs base.json, 1 still failing\n")
+    assert "on every failure the gate would say FAIL" in done.output
+
+    done = runner.invoke(main, ["compare", str(base), str(same)])  # fail-on any: HEAD's code
+    assert done.exit_code == 1, done.output
+
+
+def test_compare_command_refuses_what_is_not_a_results_file(tmp_path: Path) -> None:
+    base = _write(tmp_path, "base.json", run_of({"contract": ["a[x]=passed"]}))
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema_version": 1}', encoding="utf-8")
+    done = CliRunner().invoke(main, ["compare", str(base), str(bad)])
+    assert done.exit_code == 2
+    assert "bad.json: results schema_version 1 is not supported" in done.output
+    done = CliRunner().invoke(main, ["compare", str(base), str(tmp_path / "missing.json")])
+    assert done.exit_code == 2 and "missing.json: cannot read" in done.output
