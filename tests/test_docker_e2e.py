@@ -13,7 +13,10 @@ Run 1, the good agent: exit 0, ``passed=true``, one PR comment created. Run 2, t
 restarted with ``BAD_AGENT=1``: exit 1, the critical failures in the step summary, the outputs,
 ``::error file=flakestorm.yaml,line=N::`` on the failing critical invariants, and the same
 comment updated in place (a PATCH, never a second POST). Both runs: junit.xml parses. The image
-is under 250 MB.
+is under 250 MB. The baseline: a run on main (the unsafe agent, known failures) becomes a
+workflow run with a ``flakestorm-reports`` artifact on the fake API; a pull request that breaks
+one more cell shows "1 new failure" and fails with ``fail-on: regression``, one that keeps only
+the known failures passes.
 
 Docker Hub is not needed: ``scripts/docker-engine`` starts an engine (as root) and
 ``scripts/base-image`` imports a debootstrapped stand-in for ``python:3.12-slim``; both
@@ -505,6 +508,46 @@ def start_chaos_agent(state: Env) -> None:
     wait_healthy(name)
 
 
+POST = """
+import sys, urllib.request as u
+request = u.Request(sys.argv[1], data=sys.stdin.buffer.read(), method="POST")
+with u.build_opener(u.ProxyHandler({})).open(request, timeout=30) as r:
+    sys.stdout.write(r.read().decode())
+"""
+
+
+def add_baseline_run(state: Env, branch: str, sha: str, results: str, created_at: str) -> int:
+    """A successful run of ``ci.yml`` on ``branch`` that uploaded ``results`` (a results.json)
+    as the ``flakestorm-reports`` artifact, added to the fake GitHub API."""
+    spec = {
+        "repo": REPOSITORY,
+        "workflow": "ci.yml",
+        "branch": branch,
+        "head_sha": sha,
+        "created_at": created_at,
+        "artifacts": [{"name": "flakestorm-reports", "files": {"results.json": results}}],
+    }
+    done = subprocess.run(
+        [
+            "docker",
+            "exec",
+            "-i",
+            state.name("github-api"),
+            "python",
+            "-c",
+            POST,
+            f"http://127.0.0.1:{FAKE_PORT}/_fake/runs",
+        ],
+        input=json.dumps(spec),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return int(json.loads(done.stdout)["id"])
+
+
 def fake_api(state: Env, what: str) -> Any:
     return json.loads(
         fetch_in(state.name("github-api"), f"http://127.0.0.1:{FAKE_PORT}/_fake/{what}")
@@ -592,6 +635,7 @@ def run_action(
         "GITHUB_RUN_ATTEMPT": "1",
         "GITHUB_ACTOR": "octocat",
         "GITHUB_WORKFLOW": "ci",
+        "GITHUB_WORKFLOW_REF": f"{REPOSITORY}/.github/workflows/ci.yml@refs/pull/{PR_NUMBER}/merge",
         "GITHUB_HEAD_REF": "feature",
         "GITHUB_BASE_REF": "main",
         "GITHUB_EVENT_NAME": "pull_request",
@@ -814,3 +858,55 @@ def test_action_with_the_chaos_proxy_service(env: Env, tmp_path: Path) -> None:
         )
     )
     assert seen, "the proxy saw no interactions"
+
+
+BROKEN_INVARIANT = """\
+    - id: output-not-empty
+      type: regex
+      pattern: 'a reply no agent ever writes'
+      severity: medium
+      when: no_chaos
+"""
+
+
+def test_action_baseline_from_the_base_branch(env: Env, tmp_path: Path) -> None:
+    """``baseline: auto`` against the fake GitHub API: the base branch's run is found, its
+    artifact downloaded (302 to the zip), and the pull request judged by what it changes.
+
+    The unsafe agent (``agent-bad``: known failures) on main gives the baseline. A pull request
+    that tightens one invariant so that exactly one more cell fails (``output-not-empty`` in
+    ``no-chaos``; its other cell becomes skipped) shows "1 new failure" and, with ``fail-on:
+    regression``, exits 1; a pull request that keeps only the known failures exits 0, where the
+    run's own gate (``fail-on: any``) would fail it."""
+    env.need_action()
+    inputs = {"agent-url": "http://agent-bad:8000/chat", "comment": "off"}
+    main_run = run_action(env, tmp_path / "main", run_id=201, **inputs)
+    assert main_run.code == 1, f"main: exit {main_run.code}\n{main_run.stdout[-3000:]}"
+    results = (main_run.workspace / "flakestorm-reports" / "results.json").read_text()
+    sha = "abc1234" + "0" * 33
+    add_baseline_run(env, "main", sha, results, "2026-01-01T00:00:00Z")
+
+    config = (HERE / "flakestorm.yaml").read_text(encoding="utf-8")
+    original = re.search(r"    - id: output-not-empty\n(?:      .*\n)+", config)
+    assert original, "tests/docker/flakestorm.yaml has no output-not-empty invariant"
+    broken = config.replace(original[0], BROKEN_INVARIANT)
+    (tmp_path / "pr1" / "workspace").mkdir(parents=True)
+    (tmp_path / "pr1" / "workspace" / "flakestorm.yaml").write_text(broken, encoding="utf-8")
+    gate = {"baseline": "auto", "fail-on": "regression"}
+
+    broke = run_action(env, tmp_path / "pr1", run_id=202, **inputs, **gate)
+    assert broke.code == 1, f"pr1: exit {broke.code}\n{broke.stdout[-4000:]}\n{broke.stderr}"
+    assert broke.summary.startswith("**1 new failure vs main @ abc1234"), broke.summary[:600]
+    assert "fail-on: regression: FAIL (1 new failure;" in broke.summary
+    assert "output-not-empty\\[no-chaos\\]" in broke.summary
+    assert broke.outputs.get("new-failures") == "1", broke.outputs
+    requests = [r["path"].split("?")[0] for r in fake_api(env, "requests")]
+    assert f"/repos/{REPOSITORY}/actions/workflows/ci.yml/runs" in requests
+    assert any(p.startswith("/_blobs/") for p in requests), requests
+
+    kept = run_action(env, tmp_path / "pr2", run_id=203, **inputs, **gate)
+    assert kept.code == 0, f"pr2: exit {kept.code}\n{kept.stdout[-4000:]}\n{kept.stderr}"
+    assert kept.summary.startswith("**0 new failures vs main @ abc1234"), kept.summary[:600]
+    assert "still failing" in kept.summary.split("\n", 1)[0]
+    assert "on every failure the gate would say FAIL" in kept.summary
+    assert kept.outputs.get("new-failures") == "0" and kept.outputs.get("passed") == "false"
