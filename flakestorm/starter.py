@@ -134,16 +134,18 @@ jobs:
     runs-on: ubuntu-latest
     services:
       agent:
-        image: ghcr.io/OWNER/my-agent:latest      # your agent's image
+        image: ghcr.io/OWNER/my-agent:1.0.0       # your agent's image, by version
         env:
           OPENAI_BASE_URL: http://flakestorm-proxy:8080/llm/openai/v1
           OPENAI_API_KEY: ${{ secrets.OPENAI_API_KEY }}
       flakestorm-proxy:
-        image: ghcr.io/flakestorm/flakestorm:v2
+        image: ghcr.io/flakestorm/flakestorm:v2  # the action's release
         env:
           FLAKESTORM_MODE: proxy
     steps:
-      - uses: actions/checkout@v4
+      - uses: actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.2
+        with:
+          persist-credentials: false
       - id: flakestorm
         uses: flakestorm/action@v2
         with:
@@ -151,7 +153,7 @@ jobs:
         env:
           AGENT_URL: http://agent:8000
       - if: always()
-        uses: actions/upload-artifact@v4
+        uses: actions/upload-artifact@ea165f8d65b6e75b540449e92b4886f43607fa02 # v4.6.2
         with:
           name: flakestorm-reports
           path: flakestorm-reports/
