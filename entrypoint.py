@@ -213,11 +213,14 @@ class _Action:
         found = (
             query if isinstance(query, source.NoBaseline) else source.find_baseline(self.gh, query)
         )
-        if isinstance(found, source.Baseline) and found.result.config_path != result.config_path:
+        if isinstance(found, source.Baseline) and not _same_config(found.result, result):
             found = source.NoBaseline(
                 f"the baseline run {found.run.id} ran {found.result.config_path}, this run "
                 f"{result.config_path}: give each config its own `baseline-artifact`"
             )
+        if isinstance(found, source.NoBaseline) and found.expected:
+            self.gh.log(f"flakestorm: baseline: none: {safe(found.reason, 400)}")
+            return None, ""
         if isinstance(found, source.NoBaseline):
             reason = found.reason
             if settings.fail_on is FailOn.REGRESSION:
@@ -337,6 +340,18 @@ class _Action:
         for reason in result.overall.reasons:
             self.gh.log(f"  - {safe(reason, 400)}")
         self.gh.log(f"flakestorm: reports in {self._relative(out_dir)}")
+
+
+def _same_config(base: RunResult, head: RunResult) -> bool:
+    """Whether two runs ran the same config file (``./a.yaml`` is ``a.yaml``)."""
+
+    def norm(path: str) -> str:
+        path = path.replace("\\", "/")
+        while path.startswith("./"):
+            path = path[2:]
+        return path
+
+    return norm(base.config_path) == norm(head.config_path)
 
 
 class _Progress:

@@ -434,3 +434,43 @@ def test_fail_on_regression_needs_the_baseline() -> None:
 
     with pytest.raises(SettingsError, match="input `fail-on`: 'regression' needs a baseline"):
         parse_settings({"INPUT_FAIL-ON": "regression"})
+
+
+def test_a_push_has_nothing_to_compare_and_says_so_in_the_log(
+    api: FakeGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from test_entrypoint import entrypoint
+
+    (tmp_path / "ws").mkdir()
+    monkeypatch.chdir(tmp_path / "ws")
+    agent = _Agent()
+    with agent.server:
+        env = _action_env(tmp_path, api, agent, 1, BASELINE="auto")
+        env["GITHUB_EVENT_NAME"] = "push"
+        del env["GITHUB_BASE_REF"], env["GITHUB_EVENT_PATH"]
+        out = io.StringIO()
+        assert entrypoint.main(env, GitHub(env, out=out)) == 0
+    log = out.getvalue()
+    assert "flakestorm: baseline: none: not a pull request" in log
+    assert "::notice" not in log
+    assert not [r for r in api.requests if "/actions/" in r.path]
+
+
+def test_a_baseline_of_another_config_is_refused(
+    api: FakeGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from test_entrypoint import entrypoint
+
+    (tmp_path / "ws").mkdir()
+    monkeypatch.chdir(tmp_path / "ws")
+    other = run_of({"contract": ["says-hello[calm]=passed"]}, config_path="./other.yaml")
+    api.add_run(REPO, "ci.yml", "main", SHA, artifacts={"flakestorm-reports": _artifact(other)})
+    agent = _Agent()
+    with agent.server:
+        env = _action_env(tmp_path, api, agent, 1, BASELINE="auto")
+        out = io.StringIO()
+        assert entrypoint.main(env, GitHub(env, out=out)) == 0
+    notices = [line for line in out.getvalue().splitlines() if line.startswith("::notice")]
+    assert any("ran ./other.yaml, this run flakestorm.yaml" in n for n in notices), notices
+    summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
+    assert "give each config its own" in summary.split("\n\n")[0]

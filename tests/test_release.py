@@ -1,8 +1,9 @@
 """The release workflow and the workflows we ship or document: structure, pins, tag logic, zizmor.
 
 - Every workflow in ``.github/workflows``, in README.md and docs/action.md, and the one
-  ``flakestorm init --github`` writes is valid against GitHub's workflow schema (the copy check-jsonschema ships), ``action.yml`` and
-  the release-time ``action.yml`` against the action schema.
+  ``flakestorm init --github`` writes is valid against GitHub's workflow schema (the copy
+  check-jsonschema ships); ``action.yml`` and the release-time ``action.yml`` against the
+  action schema.
 - Every action is pinned by a commit SHA with its release in a comment (flakestorm's own action
   in the copy-paste workflows excepted: ``@v2``, see ``.github/zizmor.yml``), and every checkout
   sets ``persist-credentials: false``.

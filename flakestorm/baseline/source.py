@@ -46,7 +46,7 @@ __all__ = [
 MAX_RUNS = 10
 """Successful runs on the base branch looked at for the artifact, newest first."""
 
-MAX_ZIP_BYTES = 512 * 1024 * 1024
+MAX_ZIP_BYTES = 256 * 1024 * 1024
 """The largest artifact zip downloaded."""
 
 PERMISSION_HINT = "give the job `permissions: actions: read` (reading workflow runs and artifacts)"
@@ -100,6 +100,9 @@ class NoBaseline:
     reason: str
     permission: bool = False
     """The token may not read workflow runs (HTTP 403): ``actions: read`` is missing."""
+    expected: bool = False
+    """Nothing to compare by design (a push to the base branch itself): a log line, not a
+    notice."""
 
 
 def query_of(env: Mapping[str, str], branch: str | None, artifact: str) -> Query | NoBaseline:
@@ -110,7 +113,9 @@ def query_of(env: Mapping[str, str], branch: str | None, artifact: str) -> Query
     base = branch or env.get("GITHUB_BASE_REF", "") or _event_base(env)
     if not base:
         return NoBaseline(
-            "not a pull request, so there is no base branch: set the `baseline-branch` input"
+            "not a pull request, so there is no base branch to compare with (the "
+            "`baseline-branch` input names one)",
+            expected=True,
         )
     run = env.get("GITHUB_RUN_ID", "")
     run_id = int(run) if run.isdigit() else None
@@ -176,6 +181,12 @@ def find_baseline(api: Api, query: Query, max_runs: int = MAX_RUNS) -> Baseline 
             if not usable:
                 continue
             artifact = max(usable, key=lambda a: int(a["id"]))
+            size = artifact.get("size_in_bytes")
+            if isinstance(size, int) and size > MAX_ZIP_BYTES:
+                return NoBaseline(
+                    f"the `{query.artifact}` artifact of run {run['id']} is {size:,} bytes "
+                    f"(at most {MAX_ZIP_BYTES:,} are downloaded)"
+                )
             data = api.download(
                 f"/repos/{repo}/actions/artifacts/{artifact['id']}/zip", MAX_ZIP_BYTES
             )
