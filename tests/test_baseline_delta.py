@@ -65,7 +65,7 @@ def test_every_change_of_every_phase() -> None:
     }
     assert delta.new_failures == 3 and delta.fixed == 2
     assert delta.headline("main @ abc1234") == (
-        "3 new failures vs main @ abc1234, 2 fixed, 2 still failing, 2 new and 1 removed cells"
+        "3 new failures vs main @ abc1234, 2 fixed, 2 still failing, 2 new cells, 1 removed cell"
     )
     removed = delta.of(Change.REMOVED)[0]
     assert removed.base is Status.PASSED and removed.head is None
@@ -162,7 +162,7 @@ def test_compare_command(tmp_path: Path) -> None:
     done = runner.invoke(main, ["compare", str(base), str(same), "--fail-on", "regression"])
     assert done.exit_code == 0, done.output
     assert done.output.startswith("0 new failures vs base.json, 1 still failing\n")
-    assert "on every failure the gate would say FAIL" in done.output
+    assert "fail-on: any would say FAIL" in done.output
 
     done = runner.invoke(main, ["compare", str(base), str(same)])  # fail-on any: HEAD's code
     assert done.exit_code == 1, done.output

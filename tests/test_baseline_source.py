@@ -383,7 +383,7 @@ def test_the_action_judges_a_pull_request_by_what_it_changes(
         assert code == 0, out.getvalue()
         summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
         assert summary.startswith("**0 new failures vs main @ fffffff, 1 still failing**\n")
-        assert "on every failure the gate would say FAIL" in summary
+        assert "fail-on: any would say FAIL" in summary
         assert _outputs(env)["new-failures"] == "0"
 
         # fail-on: any still fails it

@@ -908,5 +908,5 @@ def test_action_baseline_from_the_base_branch(env: Env, tmp_path: Path) -> None:
     assert kept.code == 0, f"pr2: exit {kept.code}\n{kept.stdout[-4000:]}\n{kept.stderr}"
     assert kept.summary.startswith("**0 new failures vs main @ abc1234"), kept.summary[:600]
     assert "still failing" in kept.summary.split("\n", 1)[0]
-    assert "on every failure the gate would say FAIL" in kept.summary
+    assert "fail-on: any would say FAIL" in kept.summary
     assert kept.outputs.get("new-failures") == "0" and kept.outputs.get("passed") == "false"

@@ -114,8 +114,9 @@ class Delta:
         for change in (Change.FIXED, Change.STILL_FAILING, Change.WITHIN_NOISE):
             if counts[change]:
                 parts.append(f"{counts[change]} {change.value}")
-        if counts[Change.NEW] or counts[Change.REMOVED]:
-            parts.append(f"{counts[Change.NEW]} new and {counts[Change.REMOVED]} removed cells")
+        for change in (Change.NEW, Change.REMOVED):
+            if counts[change]:
+                parts.append(f"{_plural(counts[change], change.value + ' cell')}")
         return ", ".join(parts)
 
 

@@ -78,7 +78,7 @@ def _gate_line(compared: Compared, verdict: str) -> str | None:
     own = {0: "PASS", 1: "FAIL"}.get(compared.own_exit_code, "ERROR")
     n = compared.delta.new_failures
     why = f"{n} new failure{'s' if n != 1 else ''}" if n else "no new failures"
-    return f"fail-on: regression: {verdict} ({why}; on every failure the gate would say {own})"
+    return f"fail-on: regression: {verdict} ({why}; fail-on: any would say {own})"
 
 
 def _verdict(code: int) -> str:
@@ -103,7 +103,7 @@ def markdown(compared: Compared) -> str:
     if changed:
         out += [
             "",
-            "<details><summary>Changed cells</summary>",
+            f"<details{' open' if delta.new_failures else ''}><summary>Changed cells</summary>",
             "",
             "| | change | cell | phase | baseline | now | note |",
             "|---|---|---|---|---|---|---|",
