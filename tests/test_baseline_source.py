@@ -474,3 +474,19 @@ def test_a_baseline_of_another_config_is_refused(
     assert any("ran ./other.yaml, this run flakestorm.yaml" in n for n in notices), notices
     summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
     assert "give each config its own" in summary.split("\n\n")[0]
+
+
+def test_a_download_is_bounded(api: FakeGitHub) -> None:
+    from flakestorm.errors import RestError
+
+    data = _artifact()
+    run = api.add_run(REPO, "ci.yml", "main", SHA, artifacts={"flakestorm-reports": data})
+    listing = _gh(api).get_json(f"/repos/{REPO}/actions/runs/{run}/artifacts")
+    artifact_id = listing["artifacts"][0]["id"]
+    path = f"/repos/{REPO}/actions/artifacts/{artifact_id}/zip"
+    assert _gh(api).download(path, 1 << 20) == data
+    with pytest.raises(RestError, match="larger than 10 bytes"):
+        _gh(api).download(path, 10)
+    with pytest.raises(RestError, match="HTTP 404") as raised:
+        _gh(api).download(f"/repos/{REPO}/actions/artifacts/1/zip", 1 << 20)
+    assert raised.value.status == 404
