@@ -197,10 +197,20 @@ class _Action:
         self._outputs(result, out_dir, compared)
         self._annotations(result)
         self._comment(result, lead)
+        code = self.settings.fail_on.exit_code(result, compared.delta if compared else None)
         self._verdict(result, out_dir)
-        if compared is not None:
-            return compared.exit_code
-        return self.settings.fail_on.exit_code(result, None)
+        if self.settings.fail_on is not FailOn.ANY:
+            # the last verdict line is the one the exit code follows
+            why = (
+                compared.delta.headline(compared.against)
+                if compared is not None
+                else "no baseline: no failure is known to be new"
+            )
+            shown = {0: "PASS", 1: "FAIL"}.get(code, "ERROR")
+            self.gh.log(
+                f"flakestorm: fail-on {self.settings.fail_on.value}: {shown} ({safe(why, 400)})"
+            )
+        return code
 
     def _compare(self, result: RunResult) -> tuple[delta_report.Compared | None, str]:
         """The delta against the base branch's newest successful run (``baseline: auto``),

@@ -362,6 +362,9 @@ def test_the_action_judges_a_pull_request_by_what_it_changes(
         assert "Baseline: main @ abc1234, " in summary and " old (" in summary
         assert "fail-on: regression: FAIL (1 new failure;" in summary
         assert "flakestorm: baseline: 1 new failure vs main @ abc1234" in log
+        assert log.rstrip().splitlines()[-1] == (
+            "flakestorm: fail-on regression: FAIL (1 new failure vs main @ abc1234)"
+        )
         assert _outputs(env)["new-failures"] == "1" and _outputs(env)["fixed"] == "0"
         body = api.comments(REPO, 7)[-1]["body"]
         lines = body.splitlines()
@@ -381,6 +384,10 @@ def test_the_action_judges_a_pull_request_by_what_it_changes(
         out = io.StringIO()
         code = entrypoint.main(env, GitHub(env, out=out))
         assert code == 0, out.getvalue()
+        assert out.getvalue().rstrip().splitlines()[-1] == (
+            "flakestorm: fail-on regression: PASS "
+            "(0 new failures vs main @ fffffff, 1 still failing)"
+        )
         summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
         assert summary.startswith("**0 new failures vs main @ fffffff, 1 still failing**\n")
         assert "fail-on: any would say FAIL" in summary
