@@ -27,7 +27,7 @@ from pathlib import Path
 from flakestorm import runner
 from flakestorm.action import BaselineMode, Command, Settings, SettingsError, parse_settings
 from flakestorm.baseline import source
-from flakestorm.baseline.delta import FailOn, compare
+from flakestorm.baseline.delta import Change, FailOn, compare
 from flakestorm.config import OutputFormat
 from flakestorm.errors import ConfigError, ExitCode, FlakestormError, UsageError
 from flakestorm.executor import CellFinished, Event, ScenarioFinished
@@ -195,9 +195,9 @@ class _Action:
         compared, lead = self._compare(result)
         gh.append_summary(f"{lead}\n{summary}" if lead else summary)
         self._outputs(result, out_dir, compared)
-        self._annotations(result)
-        self._comment(result, lead)
         code = self.settings.fail_on.exit_code(result, compared.delta if compared else None)
+        self._annotations(result, code, compared)
+        self._comment(result, lead)
         self._verdict(result, out_dir)
         if self.settings.fail_on is not FailOn.ANY:
             # the last verdict line is the one the exit code follows
@@ -278,11 +278,22 @@ class _Action:
         self.gh.set_output("passed", "false")
         self.gh.set_output("report-dir", self._relative(out_dir))
 
-    def _annotations(self, result: RunResult) -> None:
-        """One error per failing critical invariant, on its line in the config."""
+    def _annotations(
+        self, result: RunResult, code: int, compared: delta_report.Compared | None
+    ) -> None:
+        """One error per failing critical invariant, on its line in the config. Under
+        ``fail-on: regression`` a warning instead when each of its failing cells is a known
+        failure (still failing against the baseline), and the new failures as the error."""
+        regression = compared is not None and compared.fail_on is FailOn.REGRESSION
+        known = frozenset(
+            c.key
+            for c in (compared.delta.of(Change.STILL_FAILING) if compared else ())
+            if regression
+        )
         annotations: list[Annotation] = []
+        warnings: list[Annotation] = []
         bad = (Status.FAILED, Status.ERRORED)
-        for contract in result.phases.values():
+        for phase, contract in result.phases.items():
             for invariant in contract.invariants:
                 if invariant.severity != "critical":
                     continue
@@ -299,16 +310,34 @@ class _Action:
                     for c in cells[:5]
                 )
                 more = f"; and {len(cells) - 5} more" if len(cells) > 5 else ""
-                annotations.append(
+                is_known = all(f"{phase}:{c.id}" in known for c in cells)
+                (warnings if is_known else annotations).append(
                     Annotation(
                         f"critical invariant {safe(invariant.id, 80)} failed in {len(cells)} of "
-                        f"{scored} scenario(s): {detail}{more}",
+                        f"{scored} scenario(s)"
+                        f"{' (known: failing on the baseline too)' if is_known else ''}: "
+                        f"{detail}{more}",
                         file=self.config_name,
                         line=invariant.line,
                         title=f"{TITLE}: critical invariant {safe(invariant.id, 80)} failed",
                     )
                 )
-        if not result.overall.passed and not annotations:
+        self.gh.annotate_all(
+            Level.WARNING,
+            warnings,
+            lambda n: f"{n} more known critical failure(s): see the job summary",
+        )
+        if compared is not None and regression and code == 1 and not annotations:
+            new = compared.delta.of(Change.NEW_FAILURE)
+            listed = ", ".join(safe(c.cell_id, 120) for c in new[:10])
+            more = f" and {len(new) - 10} more" if len(new) > 10 else ""
+            annotations.append(
+                Annotation(
+                    f"{safe(compared.delta.headline(compared.against), 400)}: {listed}{more}",
+                    title=f"{TITLE}: new failures",
+                )
+            )
+        if code != 0 and not annotations:
             reasons = "; ".join(safe(r, 400) for r in result.overall.reasons) or "the gate failed"
             annotations.append(Annotation(reasons, title=f"{TITLE}: gate failed"))
         self.gh.annotate_all(

@@ -365,6 +365,9 @@ def test_the_action_judges_a_pull_request_by_what_it_changes(
         assert log.rstrip().splitlines()[-1] == (
             "flakestorm: fail-on regression: FAIL (1 new failure vs main @ abc1234)"
         )
+        (error,) = [line for line in log.splitlines() if line.startswith("::error")]
+        assert error.startswith("::error file=flakestorm.yaml,line=13,")
+        assert "(known" not in error
         assert _outputs(env)["new-failures"] == "1" and _outputs(env)["fixed"] == "0"
         body = api.comments(REPO, 7)[-1]["body"]
         lines = body.splitlines()
@@ -388,6 +391,11 @@ def test_the_action_judges_a_pull_request_by_what_it_changes(
             "flakestorm: fail-on regression: PASS "
             "(0 new failures vs main @ fffffff, 1 still failing)"
         )
+        # the known failure is a warning on its line, not an error: the step passes
+        lines = out.getvalue().splitlines()
+        assert not [line for line in lines if line.startswith("::error")], lines
+        (warning,) = [line for line in lines if line.startswith("::warning file=flakestorm.yaml")]
+        assert "critical invariant says-hello failed in 1 of 1 scenario(s) (known: " in warning
         summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
         assert summary.startswith("**0 new failures vs main @ fffffff, 1 still failing**\n")
         assert "fail-on: any would say FAIL" in summary
@@ -497,3 +505,36 @@ def test_a_download_is_bounded(api: FakeGitHub) -> None:
     with pytest.raises(RestError, match="HTTP 404") as raised:
         _gh(api).download(f"/repos/{REPO}/actions/artifacts/1/zip", 1 << 20)
     assert raised.value.status == 404
+
+
+def test_a_new_failure_that_is_not_critical_is_the_error(
+    api: FakeGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from test_entrypoint import entrypoint
+
+    (tmp_path / "ws").mkdir()
+    monkeypatch.chdir(tmp_path / "ws")
+    agent = _Agent()
+    with agent.server:
+        agent.answer = "good day"  # main: says-hello (critical) fails, not-empty passes
+        env = _action_env(tmp_path, api, agent, 1)
+        assert entrypoint.main(env, GitHub(env, out=io.StringIO())) == 1
+        results = Path("flakestorm-reports/results.json").read_text(encoding="utf-8")
+        api.add_run(
+            REPO,
+            "ci.yml",
+            "main",
+            SHA,
+            artifacts={"flakestorm-reports": zip_of({"results.json": results})},
+        )
+        agent.answer = ""  # the pull request: not-empty (low) fails too
+        env = _action_env(tmp_path, api, agent, 2, BASELINE="auto", **{"FAIL-ON": "regression"})
+        out = io.StringIO()
+        assert entrypoint.main(env, GitHub(env, out=out)) == 1
+    lines = out.getvalue().splitlines()
+    errors = [line for line in lines if line.startswith("::error")]
+    assert errors == [
+        "::error title=flakestorm%3A new failures::1 new failure vs main @ abc1234, "
+        "1 still failing: not-empty[calm]"
+    ], errors
+    assert [line for line in lines if line.startswith("::warning file=flakestorm.yaml")]
