@@ -146,6 +146,15 @@ def test_a_run_without_the_artifact_is_passed_over(api: FakeGitHub) -> None:
     assert isinstance(found, Baseline) and found.run.id == with_it
 
 
+def test_a_workflow_file_name_is_quoted(api: FakeGitHub) -> None:
+    api.add_run(REPO, "flake storm.yml", "main", SHA, artifacts={"flakestorm-reports": _artifact()})
+    found = find_baseline(_gh(api), Query(REPO, "main", "flakestorm-reports", "flake storm.yml"))
+    assert isinstance(found, Baseline), found
+    assert api.requests[0].path.startswith(
+        f"/repos/{REPO}/actions/workflows/flake%20storm.yml/runs?"
+    )
+
+
 def test_the_workflow_from_the_run_id(api: FakeGitHub) -> None:
     api.add_run(REPO, "ci.yml", "main", SHA, artifacts={"flakestorm-reports": _artifact()})
     this_run = api.add_run(REPO, "ci.yml", "feature", "5" * 40, event="pull_request")

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import quote
 
 from flakestorm.baseline.artifact import ArtifactError, results_from_zip
 from flakestorm.errors import RestError
@@ -152,7 +153,7 @@ def find_baseline(api: Api, query: Query, max_runs: int = MAX_RUNS) -> Baseline 
     try:
         workflow = query.workflow or _workflow_of_run(api, repo, query.run_id)
         listing = api.get_json(
-            f"/repos/{repo}/actions/workflows/{workflow}/runs",
+            f"/repos/{repo}/actions/workflows/{quote(workflow, safe='')}/runs",
             {
                 "branch": query.branch,
                 "status": "success",

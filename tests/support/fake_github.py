@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 __all__ = ["FakeGitHub", "Recorded"]
 
@@ -322,7 +322,7 @@ class FakeGitHub:
         runs, run, artifacts, archive = (r.match(path) for r in (_RUNS, _RUN, _RUN_ARTIFACTS, _ZIP))
         with self._lock:
             if runs:
-                repo, workflow = runs[1], runs[2]
+                repo, workflow = runs[1], unquote(runs[2])
                 branch = query.get("branch", [None])[0]
                 status = query.get("status", [None])[0]
                 found = [
