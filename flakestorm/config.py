@@ -192,8 +192,40 @@ class MutationType(str, enum.Enum):
         """Whether this mutation changes the HTTP request itself, not only the prompt."""
         return self in _REQUEST_LEVEL
 
+    @property
+    def default_weight(self) -> float:
+        """The type's weight in the mutation score when ``mutations.weights`` does not set it
+        (SPEC §6)."""
+        return _MUTATION_WEIGHTS[self.value]
+
 
 _REQUEST_LEVEL = frozenset(list(MutationType)[-9:])
+_MUTATION_WEIGHTS = {
+    "paraphrase": 1.0,
+    "noise": 0.8,
+    "tone_shift": 0.9,
+    "prompt_injection": 1.5,
+    "encoding_attacks": 1.3,
+    "context_manipulation": 1.1,
+    "length_extremes": 1.2,
+    "custom": 1.0,
+    "multi_turn_attack": 1.4,
+    "advanced_jailbreak": 2.0,
+    "semantic_similarity_attack": 1.3,
+    "format_poisoning": 1.6,
+    "language_mixing": 1.2,
+    "token_manipulation": 1.5,
+    "temporal_attack": 1.1,
+    "http_header_injection": 1.7,
+    "payload_size_attack": 1.4,
+    "content_type_confusion": 1.5,
+    "query_parameter_poisoning": 1.6,
+    "request_method_attack": 1.3,
+    "protocol_level_attack": 1.8,
+    "resource_exhaustion": 1.5,
+    "concurrent_request_pattern": 1.4,
+    "timeout_manipulation": 1.3,
+}
 
 
 class MutationGenerator(str, enum.Enum):
@@ -395,6 +427,8 @@ class LlmEndpoint(Model):
     base_url: str = Field(min_length=1)
     model: str = Field(min_length=1)
     api_key: str | None = None
+    temperature: Annotated[float, Field(ge=0.0, le=2.0)] | None = None
+    """Sampling temperature of the chat completions (the ``llm`` mutation generator)."""
 
 
 class Mutations(Model):
@@ -405,6 +439,12 @@ class Mutations(Model):
     llm: LlmEndpoint | None = None
     templates: list[str] | None = Field(default=None, min_length=1)
     """Templates for the ``custom`` type; each holds ``{prompt}``."""
+    cache_dir: str = ".flakestorm-cache"
+    """Where the ``llm`` generator keeps its answers (relative to the config file)."""
+
+    def weight(self, kind: MutationType) -> float:
+        """``kind``'s weight in the mutation score: ``weights``, else its default."""
+        return self.weights.get(kind, kind.default_weight)
 
 
 # --------------------------------------------------------------------------- replays

@@ -6,7 +6,9 @@ An invocation never raises for an agent failure: the failure is in ``Reply.error
 Modules: ``factory`` (``build_agent``: config -> agent), ``http`` and ``python`` (the two agent
 kinds), ``extraction`` (``response_path``), ``readiness`` (waiting for the agent), ``process``
 (``agent.start``), ``reset`` (``reset_endpoint`` / ``reset_function``), ``importer`` (importing
-``module:attr`` without tracebacks), ``workers`` (daemon threads for python agent calls).
+``module:attr`` without tracebacks), ``workers`` (daemon threads for python agent calls),
+``request`` (a described HTTP request: what a request-level mutation changes) and ``wire``
+(sending such a request byte by byte).
 """
 
 from __future__ import annotations
@@ -14,16 +16,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from flakestorm.agents.request import RequestShape
 from flakestorm.errors import AgentErrorKind
 
 
 @dataclass(frozen=True)
 class Call:
-    """Who is invoking: forwarded to the agent (headers, contextvars) for fault attribution."""
+    """Who is invoking: forwarded to the agent (headers, contextvars) for fault attribution,
+    and, for a request-level mutation, how the HTTP request differs (http agents only)."""
 
     cell_id: str = ""
     scenario: str = ""
     headers: tuple[tuple[str, str], ...] = ()
+    request: RequestShape | None = None
 
 
 NO_CALL = Call()

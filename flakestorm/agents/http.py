@@ -24,6 +24,7 @@ import http.cookiejar
 import json
 import re
 import socket
+import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -35,8 +36,10 @@ import urllib3
 from requests.adapters import HTTPAdapter
 
 from flakestorm import __version__
-from flakestorm.agents import NO_CALL, Call, Reply
+from flakestorm.agents import NO_CALL, Call, Reply, wire
 from flakestorm.agents.extraction import extract_auto, extract_path
+from flakestorm.agents.request import RequestShape, padding
+from flakestorm.agents.wire import WireRequest
 from flakestorm.config import AgentConfig
 from flakestorm.errors import AgentError, AgentErrorKind
 from flakestorm.redaction import Redactor
@@ -123,6 +126,8 @@ class HttpAgent:
         self._headers.update(config.headers)
 
     def invoke(self, prompt: str, call: Call = NO_CALL) -> Reply:
+        if call.request is not None:
+            return self._invoke_shaped(prompt, call, call.request)
         started = time.perf_counter()
         status: int | None = None
         raw = b""
@@ -135,7 +140,9 @@ class HttpAgent:
                 if 200 <= status < 300:
                     raise
                 # a non-2xx reply is a STATUS error however its body ends (too long, cut off)
-            output = self._answer(response, raw)
+            output = self._answer(
+                status, response.reason, response.headers.get("Content-Type", ""), raw
+            )
         except AgentError as exc:
             return Reply(
                 output=None,
@@ -221,16 +228,17 @@ class HttpAgent:
             response.close()
         return b"".join(chunks)
 
-    def _answer(self, response: requests.Response, raw: bytes) -> str:
-        status = response.status_code
+    def _answer(
+        self, status: int, reason: str | None, content_type: str, raw: bytes, method: str = ""
+    ) -> str:
         if not 200 <= status < 300:
-            reason = f" {response.reason}" if response.reason else ""
+            reason = f" {reason}" if reason else ""
             raise AgentError(
                 AgentErrorKind.STATUS,
-                f"{self.config.method} {self.config.endpoint} returned HTTP {status}{reason}",
+                f"{method or self.config.method} {self.config.endpoint} returned HTTP "
+                f"{status}{reason}",
                 status,
             )
-        content_type = response.headers.get("Content-Type", "")
         is_json = _is_json(content_type)
         path = self.config.response_path
         if is_json or path is not None:
@@ -242,6 +250,75 @@ class HttpAgent:
         except ValueError:
             return text
         return _auto(body, raw)
+
+    # -- a described request (request-level mutations)
+
+    def _invoke_shaped(self, prompt: str, call: Call, shape: RequestShape) -> Reply:
+        """Send the request ``shape`` describes (``copies`` of it at once) byte by byte;
+        the reply is the worst of the copies: a failure, else a rejection, else the first."""
+        started = time.perf_counter()
+        request = self._wire_request(prompt, call, shape)
+        deadline = started + self._timeout_s
+        if shape.copies <= 1:
+            return self._shaped_reply(request, deadline, started)
+        replies: list[Reply] = [Reply(output=None, latency_ms=0.0)] * shape.copies
+
+        def one(i: int) -> None:
+            replies[i] = self._shaped_reply(request, deadline, started)
+
+        threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(shape.copies)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return max(replies, key=_badness)
+
+    def _shaped_reply(self, request: WireRequest, deadline: float, started: float) -> Reply:
+        raw = b""
+        status: int | None = None
+        try:
+            sent = wire.send(request, deadline, self.config.max_response_bytes)
+            status, raw = sent.status, sent.body
+            output = self._answer(sent.status, sent.reason, sent.content_type, raw, request.method)
+        except AgentError as exc:
+            return Reply(
+                output=None,
+                latency_ms=_ms_since(started),
+                status=exc.status if exc.status is not None else status,
+                raw=_lenient(raw),
+                error=exc.kind,
+                error_message=self._redact(str(exc)),
+            )
+        return Reply(output=output, latency_ms=_ms_since(started), status=status, raw=_lenient(raw))
+
+    def _wire_request(self, prompt: str, call: Call, shape: RequestShape) -> WireRequest:
+        headers = dict(self._headers)
+        headers["User-Agent"] = f"flakestorm/{__version__}"
+        headers.update(call.headers)
+        if call.cell_id:
+            headers["X-Flakestorm-Cell"] = header_value(call.cell_id)
+        if shape.content_type is not None:
+            headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
+            if shape.content_type:
+                headers["Content-Type"] = shape.content_type
+        body = render_template(self.config.request_template, prompt + padding(shape.pad_bytes))
+        if shape.nest_depth or shape.extra_keys:
+            body = _reshape_body(body, shape.nest_depth, shape.extra_keys)
+        url = self.config.endpoint
+        if shape.query:
+            joiner = "&" if urllib.parse.urlsplit(url).query else "?"
+            url += joiner + urllib.parse.urlencode(shape.query)
+        return WireRequest(
+            url=url,
+            method=shape.method or self.config.method,
+            headers=(*headers.items(), *shape.headers),
+            body=body,
+            http_version=shape.http_version,
+            chunked=shape.chunked,
+            expect_continue=shape.expect_continue,
+            body_pieces=shape.body_pieces,
+            piece_pause_ms=shape.piece_pause_ms,
+        )
 
     # -- errors
 
@@ -289,6 +366,29 @@ def _stream(response: requests.Response, deadline: float) -> Iterator[bytes]:
                 raise _Deadline from exc
             raise
         yield chunk
+
+
+def _reshape_body(body: bytes, depth: int, extra_keys: int) -> bytes:
+    """A JSON body nested ``depth`` objects deep, with ``extra_keys`` more keys on top."""
+    try:
+        value: Any = json.loads(body)
+    except ValueError:
+        value = body.decode("utf-8", errors="replace")
+    if extra_keys:
+        top = value if isinstance(value, dict) else {"body": value}
+        value = {**top, **{f"k{i}": i for i in range(extra_keys)}}
+    text = json.dumps(value)
+    # nested by text, not recursion: thousands of levels deep
+    return ('{"a":' * depth + text + "}" * depth).encode("ascii")
+
+
+def _badness(reply: Reply) -> int:
+    """How bad a reply of concurrent copies is: no answer, a 5xx, a rejection, an answer."""
+    if reply.error is None:
+        return 0
+    if reply.status is not None and 400 <= reply.status < 500:
+        return 1
+    return 2
 
 
 def _is_json(content_type: str) -> bool:

@@ -1,0 +1,112 @@
+"""From the config to the mutations of a run (pure for the ``templates`` generator).
+
+``count`` mutations per golden prompt, dealt round-robin over the types in order (SPEC §6):
+mutation ``i`` of a prompt is of type ``types[i % len(types)]`` and is that type's variant
+``i // len(types)``, which takes transform ``variant`` mod the type's catalogue and its
+randomness from :func:`~flakestorm.mutations.unit.mutation_rng` (seed, type, prompt,
+variant). The mutations are numbered in that order, prompt-major: :attr:`Mutation.index` is
+stable for a config and seed, so shards can deal them and reports can name them.
+
+Every variant differs from its original: a transform that happens to return the prompt
+unchanged (an empty prompt, say) gets :data:`UNCHANGED_SUFFIX` appended, and says so in its
+transform name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from flakestorm.agents.request import RequestShape
+from flakestorm.config import Config, MutationGenerator, MutationType
+from flakestorm.mutations.registry import types_of, unit
+from flakestorm.mutations.unit import Target, mutation_rng
+
+UNCHANGED_SUFFIX = " ?"
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """One mutated request of the phase: what the agent is sent instead of a golden prompt."""
+
+    index: int
+    type: MutationType
+    transform: str
+    """The named transform of the type's catalogue (``base64``, ``template_2``, ``llm``)."""
+    prompt_index: int
+    variant: int
+    original: str
+    prompt: str
+    """The prompt the agent is sent (for request-level types, before any padding)."""
+    request: RequestShape | None
+    weight: float
+    generator: str = MutationGenerator.TEMPLATES.value
+
+    @property
+    def id(self) -> str:
+        """``prompt_injection#0.1``: type, golden prompt (0-based), variant."""
+        return f"{self.type.value}#{self.prompt_index}.{self.variant}"
+
+
+LlmWriter = Callable[[MutationType, str, int], str]
+"""Writes variant ``i`` of a prompt-level type for a prompt (the ``llm`` generator)."""
+
+
+def slots(config: Config) -> list[tuple[int, str, MutationType, int]]:
+    """(prompt index, prompt, type, variant) of every mutation, in index order."""
+    mutations = config.mutations
+    kinds = types_of(config)
+    if mutations is None or not kinds:
+        return []
+    out = []
+    for p, prompt in enumerate(config.golden_prompts):
+        for i in range(mutations.count):
+            out.append((p, prompt, kinds[i % len(kinds)], i // len(kinds)))
+    return out
+
+
+def generate(config: Config, llm: LlmWriter | None = None) -> tuple[Mutation, ...]:
+    """Every mutation of ``config``'s mutation phase, in index order. ``llm`` writes the
+    prompt-level ones when ``mutations.generator`` is ``llm`` (request-level types and
+    ``custom`` always use their catalogues)."""
+    mutations = config.mutations
+    if mutations is None:
+        return ()
+    seed = config.advanced.seed
+    target = Target(method=config.agent.method, timeout_ms=config.agent.timeout)
+    by_llm = mutations.generator is MutationGenerator.LLM and llm is not None
+    out: list[Mutation] = []
+    for p, prompt, kind, variant in slots(config):
+        weight = mutations.weight(kind)
+        if by_llm and not kind.request_level and kind is not MutationType.CUSTOM:
+            assert llm is not None
+            written = llm(kind, prompt, variant)
+            name = "llm"
+            if written == prompt:
+                written, name = written + UNCHANGED_SUFFIX, "llm+suffix"
+            out.append(
+                Mutation(len(out), kind, name, p, variant, prompt, written, None, weight, "llm")
+            )
+            continue
+        transform = unit(kind, mutations.templates).transform(variant)
+        made = transform.apply(prompt, mutation_rng(seed, kind, prompt, variant), target)
+        name = transform.name
+        text = made.prompt
+        if made.request is None and text == prompt:
+            text, name = text + UNCHANGED_SUFFIX, f"{name}+suffix"
+        out.append(Mutation(len(out), kind, name, p, variant, prompt, text, made.request, weight))
+    return tuple(out)
+
+
+def left_out(config: Config) -> list[MutationType]:
+    """Types ``count`` leaves out (fewer mutations per prompt than types): validate warns."""
+    mutations = config.mutations
+    kinds = types_of(config)
+    if mutations is None:
+        return []
+    return kinds[mutations.count :]
+
+
+def weights_of(mutations: Sequence[Mutation]) -> dict[str, float]:
+    """Each type's weight, as the phase scored it."""
+    return {m.type.value: m.weight for m in mutations}
