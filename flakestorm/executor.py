@@ -68,7 +68,38 @@ class RunPlanned:
     cells: int
 
 
-Event = CellFinished | ScenarioFinished | RunPlanned
+@dataclass(frozen=True)
+class ProbeFinished:
+    """A probe (one mutation) ran all its repeats: progress counts it like a cell."""
+
+    probe_id: str
+    passed: bool
+    done: int
+    total: int
+
+
+Event = CellFinished | ScenarioFinished | RunPlanned | ProbeFinished
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One input sent to the agent and judged as a whole against every invariant (a mutation),
+    rather than one invariant's cell. ``call`` carries a described request when the input is
+    an HTTP request of its own."""
+
+    id: str
+    prompt: str
+    call: Call = NO_CALL
+
+
+@dataclass(frozen=True)
+class ProbeRun:
+    """One run of a probe: the reply (None when the run stopped first) and ``judge``'s
+    verdict on it, or the harness error that prevented judging it."""
+
+    reply: Reply | None
+    verdict: object | None = None
+    error: str | None = None
 
 
 class _Budget:
@@ -157,6 +188,56 @@ class Executor:
         if first is None or second is None:
             return False
         return (first.output, first.error) != (second.output, second.error)
+
+    def check(self, invariant: Invariant, observation: Observation) -> Verdict:
+        """The run's checker on one observation (HarnessError when the checker failed)."""
+        return self._checker.check(invariant, observation)
+
+    # ----------------------------------------------------------------- probes
+
+    def run_probes(
+        self, probes: Sequence[Probe], judge: Callable[[Probe, Reply], object]
+    ) -> list[tuple[ProbeRun, ...]]:
+        """Each probe ``repeat`` times, judged by ``judge(probe, reply)`` (which may raise
+        :class:`HarnessError`); the runs of each probe, in probe order. Concurrent like cells,
+        or one at a time after a reset when one is configured; a stopped run leaves runs
+        with no reply."""
+        repeat = self._options.repeat
+        runs: list[list[ProbeRun | None]] = [[None] * repeat for _ in probes]
+        left = [repeat] * len(probes)
+        lock = threading.Lock()
+        done = [0]
+
+        def one(task: tuple[int, int]) -> None:
+            i, run = task
+            probe = probes[i]
+            outcome = ProbeRun(None)
+            if self._resetter is not None:
+                try:
+                    self._resetter.reset()
+                except HarnessError as exc:
+                    outcome = ProbeRun(None, error=str(exc))
+            if outcome.error is None:
+                reply = self._invoke(probe.prompt, probe.call)
+                if reply is not None:
+                    try:
+                        outcome = ProbeRun(reply, judge(probe, reply))
+                    except HarnessError as exc:
+                        outcome = ProbeRun(reply, error=str(exc))
+            with lock:
+                runs[i][run] = outcome
+                left[i] -= 1
+                finished = left[i] == 0
+                if finished:
+                    done[0] += 1
+                    count = done[0]
+            if finished:
+                passed = all(getattr(r.verdict, "passed", False) for r in runs[i] if r is not None)
+                self._on_event(ProbeFinished(probe.id, passed, count, len(probes)))
+
+        tasks = [(i, run) for i in range(len(probes)) for run in range(repeat)]
+        self._each(tasks, one, parallel=self._resetter is None)
+        return [tuple(r if r is not None else ProbeRun(None) for r in probe) for probe in runs]
 
     # ----------------------------------------------------------------- the matrix
 

@@ -117,6 +117,48 @@ class CellResult:
 
 
 @dataclass(frozen=True)
+class MutationResult:
+    """One mutation of the mutation phase (SPEC §6): what the agent was sent instead of a
+    golden prompt, what it answered, and the verdict. ``index`` is stable for a config and
+    seed (shards deal mutations by it); ``sent`` and ``request`` are the input exactly as the
+    agent got it, so a failed mutation can be replayed."""
+
+    index: int
+    id: str
+    """``type#prompt.variant``, e.g. ``prompt_injection#0.1``."""
+    type: str
+    transform: str
+    """The named transform of the type's catalogue (``base64``, ``template_2``, ``llm``)."""
+    generator: str
+    weight: float
+    original: str
+    """The golden prompt it mutates."""
+    sent: str
+    """The prompt the agent was sent (request-level: before any padding the request adds)."""
+    request: Mapping[str, Any] | None
+    """Request-level types: the request's changes as data (the fields of
+    :class:`flakestorm.agents.request.RequestShape` that differ from its defaults)."""
+    changes: tuple[str, ...]
+    """Request-level types: the request's changes, one line each, for people."""
+    status: Status
+    reason: str
+    failed_invariants: tuple[str, ...] = ()
+    output: str | None = None
+    """The reply's answer (capped), or None when the agent did not answer."""
+    http_status: int | None = None
+    latency_ms: float = 0.0
+    error: str | None = None
+    """The agent error kind when the agent did not answer."""
+    runs_passed: int = 0
+    runs_total: int = 0
+    flaky: bool = False
+
+    @property
+    def request_level(self) -> bool:
+        return self.request is not None
+
+
+@dataclass(frozen=True)
 class InvariantInfo:
     """What reports need to know about an invariant."""
 
@@ -181,6 +223,8 @@ class PhaseOutcome:
     cells: tuple[CellResult, ...]
     score: PhaseScore
     warnings: tuple[str, ...] = ()
+    mutations: tuple[MutationResult, ...] = ()
+    """The mutation phase's unit of work, instead of cells (empty for other phases)."""
 
     @property
     def label(self) -> str:
@@ -325,6 +369,19 @@ def _phase(d: Mapping[str, Any]) -> PhaseOutcome:
             }
         ),
         warnings=tuple(d.get("warnings", ())),
+        mutations=tuple(_mutation(m) for m in d.get("mutations", ())),
+    )
+
+
+def _mutation(d: Mapping[str, Any]) -> MutationResult:
+    return MutationResult(
+        **{
+            **d,
+            "status": Status(d["status"]),
+            "changes": tuple(d["changes"]),
+            "failed_invariants": tuple(d["failed_invariants"]),
+            "request": None if d["request"] is None else dict(d["request"]),
+        }
     )
 
 

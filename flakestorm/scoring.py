@@ -11,6 +11,14 @@ apply) and cells a stopped run never finished are left out. With no scored cell 
 
 A contract FAILS if any critical cell failed or errored, whatever the score.
 
+Mutation score (SPEC §6), over the mutations that ran (a stopped run's unfinished ones are
+left out)::
+
+    score = 100 × Σ w(type)·passed / Σ w(type)
+
+An errored mutation counts as failed (and makes the exit code 3). A mutation that failed a
+critical invariant is a critical failure, like a critical cell.
+
 Overall score over the phases that ran, with the configured weights re-normalised::
 
     overall = Σ wᵢ·sᵢ / Σ wᵢ      over the phases that ran and have a score
@@ -29,7 +37,14 @@ from collections.abc import Mapping, Sequence
 
 from flakestorm.config import Severity
 from flakestorm.errors import ExitCode
-from flakestorm.results import CellResult, Overall, PhaseOutcome, PhaseScore, Status
+from flakestorm.results import (
+    CellResult,
+    MutationResult,
+    Overall,
+    PhaseOutcome,
+    PhaseScore,
+    Status,
+)
 
 
 def score_cells(cells: Sequence[CellResult]) -> PhaseScore:
@@ -56,6 +71,35 @@ def score_cells(cells: Sequence[CellResult]) -> PhaseScore:
     )
 
 
+def score_mutations(
+    mutations: Sequence[MutationResult], critical: Sequence[str] = ()
+) -> PhaseScore:
+    """The mutation score of ``mutations`` (see the module docstring); ``critical`` names the
+    critical invariants."""
+    earned = total = 0.0
+    critical_failures = []
+    counts = Counter(m.status.value for m in mutations)
+    for m in mutations:
+        if not m.status.scored:
+            continue
+        total += m.weight
+        if m.status is Status.PASSED:
+            earned += m.weight
+        elif any(i in critical for i in m.failed_invariants):
+            critical_failures.append(m.id)
+    scored = sum(1 for m in mutations if m.status.scored)
+    passed = counts.get(Status.PASSED.value, 0)
+    score = round(100.0 * earned / total, 2) if total else None
+    return PhaseScore(
+        score=score,
+        passed=not critical_failures,
+        critical_failures=tuple(critical_failures),
+        counts={s.value: counts.get(s.value, 0) for s in Status}
+        | {"flaky": sum(1 for m in mutations if m.flaky), "mutations": len(mutations)},
+        summary=f"{passed} of {scored} mutations passed",
+    )
+
+
 def score_run(
     outcomes: Mapping[str, PhaseOutcome],
     weights: Mapping[str, float],
@@ -66,7 +110,11 @@ def score_run(
     critical = [c for o in outcomes.values() for c in o.score.critical_failures]
     scores = {name: o.score.score for name, o in outcomes.items()}
     verdict = overall(scores, weights, min_score, critical)
-    errored = sum(1 for o in outcomes.values() for c in o.cells if c.status is Status.ERRORED)
+    errored = sum(
+        sum(1 for c in o.cells if c.status is Status.ERRORED)
+        + sum(1 for m in o.mutations if m.status is Status.ERRORED)
+        for o in outcomes.values()
+    )
     return verdict, exit_code(verdict, errored, interrupted)
 
 
@@ -104,9 +152,9 @@ def overall(
 def exit_code(result_overall: Overall, errored_cells: int, interrupted: bool) -> ExitCode:
     """The process exit code for a finished run (SPEC §5).
 
-    Harness errors (errored cells) and an interrupted run are infrastructure failures (3): the
-    verdict cannot be trusted. Otherwise a failed gate is 1 and a pass is 0. A run cut short by
-    ``max_invocations`` is judged on what it did.
+    Harness errors (errored cells or mutations) and an interrupted run are infrastructure
+    failures (3): the verdict cannot be trusted. Otherwise a failed gate is 1 and a pass is 0.
+    A run cut short by ``max_invocations`` is judged on what it did.
     """
     if errored_cells or interrupted:
         return ExitCode.INFRASTRUCTURE_ERROR

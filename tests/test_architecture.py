@@ -36,6 +36,8 @@ THIRD_PARTY = {
         "flakestorm/chaos/proxy/",
         "flakestorm/similarity.py",
         "flakestorm/github.py",
+        # the llm mutation generator's chat completions client (like similarity's embeddings)
+        "flakestorm/mutations/llm.py",
     ),
 }
 """A library -> the only places (a file, or a folder ending in ``/``) that may import it."""

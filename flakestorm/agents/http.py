@@ -266,7 +266,9 @@ class HttpAgent:
         def one(i: int) -> None:
             replies[i] = self._shaped_reply(request, deadline, started)
 
-        threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(shape.copies)]
+        threads = [
+            threading.Thread(target=one, args=(i,), daemon=True) for i in range(shape.copies)
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:

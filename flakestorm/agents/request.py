@@ -60,7 +60,9 @@ class RequestShape:
             shown = value if len(value) <= 80 else f"{value[:40]}… ({len(value)} bytes)"
             out.append(f"header {name}: {shown!r}")
         if self.content_type is not None:
-            out.append(f"Content-Type {self.content_type!r}" if self.content_type else "no Content-Type")
+            out.append(
+                f"Content-Type {self.content_type!r}" if self.content_type else "no Content-Type"
+            )
         if self.query:
             out.append("query " + "&".join(f"{k}={v}" for k, v in self.query)[:200])
         if self.pad_bytes:

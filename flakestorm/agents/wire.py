@@ -130,9 +130,7 @@ def _exchange(
         raise _timeout(where) from exc
     except (OSError, http.client.HTTPException) as exc:
         cut = "" if written else " (the body could not be fully sent)"
-        raise AgentError(
-            AgentErrorKind.CONNECTION, f"{where} failed: {_reason(exc)}{cut}"
-        ) from exc
+        raise AgentError(AgentErrorKind.CONNECTION, f"{where} failed: {_reason(exc)}{cut}") from exc
     if len(body) > max_bytes:
         raise AgentError(
             AgentErrorKind.TOO_LARGE,

@@ -77,7 +77,7 @@ class Progress:
         self._done = 0
 
     def __call__(self, event: Any) -> None:
-        from flakestorm.executor import CellFinished, RunPlanned, ScenarioFinished
+        from flakestorm.executor import CellFinished, ProbeFinished, RunPlanned, ScenarioFinished
         from flakestorm.reporters.terminal import scenario_line
 
         if not self._enabled:
@@ -85,7 +85,7 @@ class Progress:
         with self._lock:
             if isinstance(event, RunPlanned):
                 self._total = event.cells
-            elif self._tty and isinstance(event, CellFinished):
+            elif self._tty and isinstance(event, (CellFinished, ProbeFinished)):
                 # one bar for the whole run, across scenarios and phases
                 self._done += 1
                 total = max(self._total, self._done)
@@ -97,6 +97,8 @@ class Progress:
                     click.echo("", err=True)
             elif not self._tty and isinstance(event, ScenarioFinished):
                 click.echo(scenario_line(event.name, event.results), err=True)
+            elif not self._tty and isinstance(event, ProbeFinished) and event.done == event.total:
+                click.echo(f"mutation: {event.total} mutations sent", err=True)
 
 
 def execute(
@@ -193,20 +195,16 @@ def run_command(
     chaos_only: bool,
     chaos_profile: str | None,
 ) -> None:
-    """Run the golden prompts under chaos and score them (the chaos-only phase)."""
+    """Run the mutation phase (--chaos adds the chaos-only phase, --chaos-only runs only that)
+    and score it."""
     from flakestorm.runner import Overrides
 
     if (chaos_only or chaos_profile) and not chaos:
         raise UsageError("--chaos-only and --chaos-profile need --chaos")
-    if not chaos_only:
-        raise UsageError(
-            "`flakestorm run` without --chaos-only includes the mutation phase, which this "
-            "version cannot run yet: use `flakestorm run --chaos --chaos-only` (golden prompts "
-            "under chaos), `flakestorm contract run`, or `flakestorm ci`"
-        )
+    phases = ("chaos",) if chaos_only else ("mutation", "chaos") if chaos else ("mutation",)
     overrides = Overrides(concurrency, seed, min_score, output_dir, record=record)
     result, out = execute(
-        config_path, overrides, progress=True, ci=False, phases=("chaos",), profile=chaos_profile
+        config_path, overrides, progress=True, ci=False, phases=phases, profile=chaos_profile
     )
     conclude(result, out)
 

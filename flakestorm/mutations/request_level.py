@@ -93,7 +93,9 @@ PAYLOAD_SIZE_ATTACK = MutationUnit(
 CONTENT_TYPE_CONFUSION = MutationUnit(
     MutationType.CONTENT_TYPE_CONFUSION,
     (
-        _shaped("text_plain", "Content-Type: text/plain, same JSON body", content_type="text/plain"),
+        _shaped(
+            "text_plain", "Content-Type: text/plain, same JSON body", content_type="text/plain"
+        ),
         _shaped(
             "form_urlencoded",
             "Content-Type: application/x-www-form-urlencoded",
@@ -171,8 +173,12 @@ PROTOCOL_LEVEL_ATTACK = MutationUnit(
     MutationType.PROTOCOL_LEVEL_ATTACK,
     (
         _shaped("http_1_0", "HTTP/1.0 request line, no Host header", http_version="1.0"),
-        _shaped("chunked_body", "Transfer-Encoding: chunked, in 7 chunks", chunked=True, body_pieces=7),
-        _shaped("expect_100_continue", "Expect: 100-continue, body after the wait", expect_continue=True),
+        _shaped(
+            "chunked_body", "Transfer-Encoding: chunked, in 7 chunks", chunked=True, body_pieces=7
+        ),
+        _shaped(
+            "expect_100_continue", "Expect: 100-continue, body after the wait", expect_continue=True
+        ),
         _shaped(
             "split_slow_writes",
             "the body in 4 writes, 150 ms apart",
@@ -190,7 +196,9 @@ RESOURCE_EXHAUSTION = MutationUnit(
     (
         _shaped("deep_nesting", "the body nested 5,000 JSON objects deep", nest_depth=5000),
         _shaped("key_heavy", "50,000 extra keys in the body", extra_keys=50_000),
-        _shaped("nested_and_wide", "1,000 levels deep and 5,000 keys", nest_depth=1000, extra_keys=5000),
+        _shaped(
+            "nested_and_wide", "1,000 levels deep and 5,000 keys", nest_depth=1000, extra_keys=5000
+        ),
     ),
     "Deeply nested or key-heavy JSON bodies.",
 )

@@ -50,7 +50,9 @@ class Transform:
     """What it does, in a few words (the mutation guide and ``mutations preview``)."""
 
 
-def prompt_transform(name: str, example: str = "") -> Callable[[Callable[[str, random.Random], str]], Transform]:
+def prompt_transform(
+    name: str, example: str = ""
+) -> Callable[[Callable[[str, random.Random], str]], Transform]:
     """Declare a prompt-level transform from ``fn(prompt, rng) -> mutated prompt``."""
 
     def wrap(fn: Callable[[str, random.Random], str]) -> Transform:

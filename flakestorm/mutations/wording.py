@@ -181,7 +181,9 @@ def _drop_double(prompt: str, rng: random.Random) -> str:
 @prompt_transform("random_case", "'wHaT iS aapl TRADING at?'")
 def _case(prompt: str, rng: random.Random) -> str:
     out = "".join(c.upper() if rng.random() < 0.5 else c.lower() for c in prompt)
-    return out if out != prompt else prompt.swapcase() if prompt.swapcase() != prompt else prompt + "!"
+    return (
+        out if out != prompt else prompt.swapcase() if prompt.swapcase() != prompt else prompt + "!"
+    )
 
 
 @prompt_transform("messy_spacing", "'what  is AAPL trading at ? ?'")
@@ -228,7 +230,9 @@ def _urgent(prompt: str, rng: random.Random) -> str:
 
 @prompt_transform("passive_aggressive", "'As I already asked (twice), …'")
 def _passive(prompt: str, rng: random.Random) -> str:
-    return f"As I already asked (twice), {_lower_first(prompt.strip())} Thanks SO much for your help."
+    return (
+        f"As I already asked (twice), {_lower_first(prompt.strip())} Thanks SO much for your help."
+    )
 
 
 TONE_SHIFT = MutationUnit(
@@ -409,7 +413,9 @@ def _emoji(prompt: str, rng: random.Random) -> str:
 
 @prompt_transform("foreign_suffix", "prompt + '(请用中文回答) / (日本語で答えて)'")
 def _suffix(prompt: str, rng: random.Random) -> str:
-    tail = rng.choice(("请用中文回答。", "日本語で答えてください。", "Ответь по-русски.", "أجب بالعربية."))
+    tail = rng.choice(
+        ("请用中文回答。", "日本語で答えてください。", "Ответь по-русски.", "أجب بالعربية.")
+    )
     return f"{prompt} {tail}"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from flakestorm.phases.chaos import ChaosPhase
 from flakestorm.phases.contract import ContractPhase
+from flakestorm.phases.mutation import MutationPhase
 from flakestorm.phases.phase import Phase
 
 PHASES: dict[str, Phase] = {}
@@ -17,3 +18,4 @@ def register(phase: Phase) -> None:
 
 register(ContractPhase())
 register(ChaosPhase())
+register(MutationPhase())

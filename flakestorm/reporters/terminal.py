@@ -11,6 +11,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
+from flakestorm.reporters.view import failed_mutations, mutation_input, mutation_types
 from flakestorm.results import CellResult, PhaseOutcome, RunResult, Status
 
 _CELL_TEXT = {
@@ -79,8 +80,11 @@ def render(result: RunResult) -> str:
         out.append(
             f"{label}: {safe(outcome.name)}" if outcome.name != outcome.phase else f"{label}:"
         )
-        out.append(render_matrix(outcome))
+        if outcome.cells or not outcome.mutations:
+            out.append(render_matrix(outcome))
         out.extend(_failing(outcome))
+        if outcome.mutations:
+            out.extend(render_mutations(outcome))
         score = outcome.score.score
         summary = "" if outcome.score.summary is None else f" ({outcome.score.summary})"
         out.append("")
@@ -99,6 +103,37 @@ def render(result: RunResult) -> str:
     out.append(f"Verdict: {verdict}")
     out.extend(f"  - {safe(r, 400)}" for r in result.overall.reasons)
     return "\n".join(out) + "\n"
+
+
+FAILED_MUTATIONS_SHOWN = 20
+
+
+def render_mutations(outcome: PhaseOutcome) -> list[str]:
+    """The per-type table of a mutation phase, then its failed mutations (at most
+    :data:`FAILED_MUTATIONS_SHOWN`; the reports have them all)."""
+    rows = [
+        [safe(r.type, 40), f"{r.weight:g}", str(r.total), str(r.passed), r.rate]
+        for r in mutation_types(outcome)
+    ]
+    head = ["type", "weight", "total", "passed", "pass rate"]
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+
+    def line(cols: list[str]) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)).rstrip()
+
+    out = [line(head), line(["-" * w for w in widths]), *(line(r) for r in rows)]
+    failed = failed_mutations(outcome)
+    if failed:
+        out += ["", "Failed mutations:"]
+        for m in failed[:FAILED_MUTATIONS_SHOWN]:
+            out.append(
+                f"  {m.status.value.upper()} {safe(m.id, 60)} ({safe(m.transform, 40)}): "
+                f"{safe(m.reason, 300)}"
+            )
+            out.append(f"    sent: {safe(mutation_input(m), 160)}")
+        if len(failed) > FAILED_MUTATIONS_SHOWN:
+            out.append(f"  … and {len(failed) - FAILED_MUTATIONS_SHOWN} more (see the reports)")
+    return out
 
 
 def _failing(outcome: PhaseOutcome) -> list[str]:

@@ -11,6 +11,7 @@ from flakestorm.results import (
     CELL_COUNTS,
     CallRecord,
     CellResult,
+    MutationResult,
     PhaseOutcome,
     RunResult,
     ScenarioInfo,
@@ -185,3 +186,54 @@ def undelivered_items(result: RunResult, limit: int, hint_chars: int = 400) -> l
     if len(faults) > limit:
         out.append(f"- … and {len(faults) - limit} more")
     return out
+
+
+# --------------------------------------------------------------------------- mutations
+
+
+@dataclass(frozen=True)
+class TypeRow:
+    """One mutation type's line of the per-type table."""
+
+    type: str
+    weight: float
+    total: int
+    passed: int
+
+    @property
+    def rate(self) -> str:
+        """The pass rate as text (``87.5%``), ``n/a`` when none ran."""
+        return "n/a" if not self.total else f"{100.0 * self.passed / self.total:.1f}%"
+
+
+def mutation_types(outcome: PhaseOutcome) -> list[TypeRow]:
+    """Per mutation type, in the order the phase ran them: total (scored), passed, weight."""
+    rows: dict[str, list[int]] = {}
+    weights: dict[str, float] = {}
+    for m in outcome.mutations:
+        row = rows.setdefault(m.type, [0, 0])
+        weights[m.type] = m.weight
+        if m.status.scored:
+            row[0] += 1
+            row[1] += m.status is Status.PASSED
+    return [TypeRow(t, weights[t], total, passed) for t, (total, passed) in rows.items()]
+
+
+def failed_mutations(outcome: PhaseOutcome) -> list[MutationResult]:
+    """Failed and errored mutations, in index order."""
+    return [m for m in outcome.mutations if m.status in (Status.FAILED, Status.ERRORED)]
+
+
+def mutation_input(mutation: MutationResult) -> str:
+    """What the mutation changed: its request changes, or the mutated prompt (untrusted
+    either way: escape it)."""
+    if mutation.changes:
+        return "; ".join(mutation.changes)
+    return mutation.sent
+
+
+def mutation_mark(mutation: MutationResult) -> str:
+    return FLAKY_MARK if mutation.flaky else mutation.status.symbol
+
+
+FLAKY_MARK = "⚠️"

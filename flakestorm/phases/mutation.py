@@ -1,0 +1,285 @@
+"""The mutation phase (SPEC §6): does the agent still obey its rules when users phrase things
+differently, attack it, or send it broken requests?
+
+The plan is the config's mutations (:func:`flakestorm.mutations.generation.generate`: ``count``
+per golden prompt, dealt round-robin over the types), made before the agent starts — with the
+``llm`` generator that is when the endpoint is asked, so a failure there stops the run before
+anything else (exit 3). Each mutation is one :class:`~flakestorm.executor.Probe`, run by the
+executor like a cell (``advanced.concurrency``, a reset before each run when one is configured,
+``repeat`` / ``min_pass``), and judged against every top-level invariant (or ``completes`` and
+``output_not_empty`` when there are none).
+
+The verdict of a request-level mutation is the SPEC's: the agent passes with a clean rejection
+(a 4xx, or 501 when the mutation changed the method) or a reply that satisfies the invariants;
+any other 5xx, a reset connection, a hang past ``agent.timeout``, or a failed readiness check
+right after the mutation fails it.
+
+Score: ``100 × Σ w(type)·passed / Σ w(type)`` (:func:`flakestorm.scoring.score_mutations`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import cast
+
+from flakestorm.agents import Call, Reply
+from flakestorm.agents.readiness import probe as readiness_probe
+from flakestorm.agents.request import RequestShape
+from flakestorm.config import (
+    AgentType,
+    Config,
+    ContractInvariant,
+    Invariant,
+    InvariantType,
+    Scenario,
+)
+from flakestorm.errors import AgentErrorKind, UsageError
+from flakestorm.executor import Probe, ProbeRun
+from flakestorm.invariants import Observation, Verdict
+from flakestorm.loader import LoadedConfig
+from flakestorm.mutations.generation import Mutation, generate
+from flakestorm.phases.chaos import chaos_contract
+from flakestorm.phases.phase import PhaseContext, PhaseName, PhasePlan, PhaseRequest, SectionPhase
+from flakestorm.results import InvariantInfo, MutationResult, PhaseOutcome, PhaseScore, Status
+from flakestorm.scoring import score_mutations
+
+CheckFn = Callable[[Invariant, Observation], Verdict]
+
+NAME = "mutation"
+OUTPUT_CAP = 4096
+"""Characters of a mutation's answer kept in the results (reports show an excerpt)."""
+READY_CHECK_S = 2.0
+"""How long the readiness check after a request-level mutation may take."""
+
+
+@dataclass(frozen=True)
+class MutationPlan:
+    """The phase's work: its mutations (the units that pass or fail) and the invariants."""
+
+    mutations: tuple[Mutation, ...]
+    invariants: tuple[ContractInvariant, ...]
+
+    @property
+    def cells(self) -> Sequence[object]:
+        return self.mutations
+
+    @property
+    def scenarios(self) -> Sequence[Scenario]:
+        return ()
+
+
+@dataclass(frozen=True)
+class Judged:
+    """The verdict on one reply to a mutation."""
+
+    passed: bool
+    reason: str
+    failed: tuple[str, ...] = ()
+
+
+class MutationPhase(SectionPhase):
+    kind = PhaseName.MUTATION
+
+    def plan(self, loaded: LoadedConfig, request: PhaseRequest) -> MutationPlan:
+        return plan_mutations(loaded)
+
+    def run(self, plan: PhasePlan, context: PhaseContext) -> PhaseOutcome:
+        assert isinstance(plan, MutationPlan)
+        return run_mutations(plan, context)
+
+    def score(self, outcome: PhaseOutcome, config: Config) -> PhaseScore:
+        critical = [i.id for i in outcome.invariants if i.severity == "critical"]
+        return score_mutations(outcome.mutations, critical)
+
+
+def plan_mutations(loaded: LoadedConfig) -> MutationPlan:
+    """The mutations of ``loaded`` and the invariants they are checked against."""
+    config = loaded.config
+    if config.mutations is None:
+        raise UsageError(f"{loaded.path.name} has no `mutations` section")
+    if not config.golden_prompts:
+        raise UsageError("the mutation phase mutates the golden prompts: add `golden_prompts`")
+    writer = None
+    if config.mutations.generator.value == "llm":
+        from flakestorm.mutations.llm import LlmGenerator
+
+        writer = LlmGenerator.for_config(config, loaded.base_dir)
+    try:
+        mutations = generate(config, llm=writer)
+    finally:
+        if writer is not None:
+            writer.close()
+    return MutationPlan(mutations, tuple(chaos_contract(config).invariants))
+
+
+def run_mutations(plan: MutationPlan, context: PhaseContext) -> PhaseOutcome:
+    """Send every mutation of ``plan`` and judge the replies."""
+    loaded = context.loaded
+    config = loaded.config
+    executor = context.executor
+    needs_baseline = any(
+        i.type is InvariantType.BEHAVIOR_UNCHANGED and (i.baseline or "auto") == "auto"
+        for i in plan.invariants
+    )
+    baselines: dict[str, Reply | None] = {}
+    if needs_baseline:
+        baselines = executor.baselines(list(dict.fromkeys(m.original for m in plan.mutations)))
+    by_id = {m.id: m for m in plan.mutations}
+
+    def judge(probe: Probe, reply: Reply) -> Judged:
+        mutation = by_id[probe.id]
+        base = baselines.get(mutation.original)
+        baseline = base.output if base is not None else None
+        if mutation.request is None:
+            return _check(plan, executor.check, mutation.prompt, reply, baseline)
+        verdict = _judge_request(plan, executor.check, mutation, reply, baseline)
+        if config.agent.type is AgentType.HTTP:
+            not_ready = readiness_probe(
+                config.agent, min(READY_CHECK_S, config.agent.timeout / 1000)
+            )
+            if not_ready is not None:
+                return Judged(
+                    False, f"the agent failed its readiness check right after: {not_ready}"
+                )
+        return verdict
+
+    probes = [
+        Probe(m.id, m.prompt, Call(cell_id=f"mutation:{m.id}", request=m.request))
+        for m in plan.mutations
+    ]
+    runs = executor.run_probes(probes, judge)
+    min_pass = config.advanced.effective_min_pass
+    results = tuple(_result(m, r, min_pass) for m, r in zip(plan.mutations, runs, strict=True))
+    lines = {
+        inv.id: loaded.line_of(("invariants", i)) if config.invariants else 1
+        for i, inv in enumerate(plan.invariants)
+    }
+    return PhaseOutcome(
+        phase=NAME,
+        name=NAME,
+        invariants=tuple(
+            InvariantInfo(
+                id=inv.id,
+                type=inv.type.value,
+                severity=inv.severity.value,
+                when=inv.when.value,
+                negate=inv.negate,
+                description=inv.description,
+                line=lines.get(inv.id, 1),
+            )
+            for inv in plan.invariants
+        ),
+        scenarios=(),
+        cells=(),
+        score=score_mutations(results),
+        mutations=results,
+    )
+
+
+def _check(
+    plan: MutationPlan,
+    check: CheckFn,
+    prompt: str,
+    reply: Reply,
+    baseline: str | None,
+) -> Judged:
+    """Every invariant on ``reply`` (HarnessError from the checker propagates: ERRORED)."""
+    observation = Observation(prompt, reply, baseline)
+    failed = []
+    reasons = []
+    for invariant in plan.invariants:
+        verdict = check(invariant, observation)
+        if not verdict.passed:
+            failed.append(invariant.id)
+            reasons.append(f"{invariant.id}: {verdict.reason}")
+    if failed:
+        return Judged(False, "; ".join(reasons), tuple(failed))
+    n = len(plan.invariants)
+    return Judged(True, f"held all {n} invariant{'s' if n != 1 else ''}")
+
+
+def _judge_request(
+    plan: MutationPlan, check: CheckFn, mutation: Mutation, reply: Reply, baseline: str | None
+) -> Judged:
+    """SPEC §6: a clean rejection or a reply satisfying the invariants passes."""
+    status = reply.status
+    assert mutation.request is not None
+    if reply.error is AgentErrorKind.STATUS and status is not None:
+        if 400 <= status < 500:
+            return Judged(True, f"rejected cleanly: HTTP {status}")
+        if status == 501 and mutation.request.method is not None:
+            return Judged(True, "rejected cleanly: HTTP 501 (method not implemented)")
+        return Judged(False, f"HTTP {status}: {reply.error_message}")
+    if reply.error is not None:
+        return Judged(False, f"{reply.error.value}: {reply.error_message}")
+    return _check(plan, check, mutation.prompt, reply, baseline)
+
+
+def _result(mutation: Mutation, runs: tuple[ProbeRun, ...], min_pass: int) -> MutationResult:
+    base = MutationResult(
+        index=mutation.index,
+        id=mutation.id,
+        type=mutation.type.value,
+        transform=mutation.transform,
+        generator=mutation.generator,
+        weight=mutation.weight,
+        original=mutation.original,
+        sent=mutation.prompt,
+        request=_shape_fields(mutation.request),
+        changes=mutation.request.changes if mutation.request is not None else (),
+        status=Status.NOT_RUN,
+        reason="",
+        runs_total=len(runs),
+    )
+    errored = next((r for r in runs if r.error is not None), None)
+    if errored is not None:
+        return _with_reply(base, errored.reply, Status.ERRORED, errored.error or "", ())
+    if any(r.reply is None for r in runs):
+        done = sum(1 for r in runs if r.reply is not None)
+        reason = f"the run stopped before this mutation finished ({done}/{len(runs)} runs)"
+        return dataclasses.replace(base, reason=reason)
+    verdicts = [cast(Judged, r.verdict) for r in runs]
+    passed_runs = sum(1 for v in verdicts if v.passed)
+    shown_at = next((i for i, v in enumerate(verdicts) if not v.passed), 0)
+    judged, shown = verdicts[shown_at], runs[shown_at]
+    status = Status.PASSED if passed_runs >= min_pass else Status.FAILED
+    reason = judged.reason
+    if len(runs) > 1:
+        reason = f"{passed_runs}/{len(runs)} runs passed (min_pass {min_pass}); {reason}"
+    result = _with_reply(base, shown.reply, status, reason, judged.failed)
+    return dataclasses.replace(result, runs_passed=passed_runs, flaky=0 < passed_runs < len(runs))
+
+
+def _with_reply(
+    base: MutationResult,
+    reply: Reply | None,
+    status: Status,
+    reason: str,
+    failed: tuple[str, ...],
+) -> MutationResult:
+    if reply is None:
+        return dataclasses.replace(base, status=status, reason=reason, failed_invariants=failed)
+    output = reply.output if reply.output is not None else (reply.raw or None)
+    return dataclasses.replace(
+        base,
+        status=status,
+        reason=reason,
+        failed_invariants=failed,
+        output=output[:OUTPUT_CAP] if output is not None else None,
+        http_status=reply.status,
+        latency_ms=round(reply.latency_ms, 3),
+        error=reply.error.value if reply.error is not None else None,
+    )
+
+
+def _shape_fields(shape: RequestShape | None) -> dict[str, object] | None:
+    """The fields of ``shape`` that differ from the defaults (None without a shape)."""
+    if shape is None:
+        return None
+    return {
+        f.name: getattr(shape, f.name)
+        for f in dataclasses.fields(shape)
+        if getattr(shape, f.name) != f.default
+    }
