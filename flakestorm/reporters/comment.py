@@ -32,15 +32,17 @@ from flakestorm.reporters.view import (
     UNDELIVERED_TITLE,
     all_bad_cells,
     cell_mark,
+    failed_mutations,
     faults_text,
     label_text,
+    mutation_mark,
     phase_state,
     phases,
     score_text,
     undelivered_items,
     verdict,
 )
-from flakestorm.results import CellResult, RunResult
+from flakestorm.results import CellResult, MutationResult, RunResult
 
 COMMENT_LIMIT_CHARS = 65_536
 """GitHub's limit for an issue or pull-request comment body."""
@@ -129,6 +131,34 @@ def _failing_row(cell: CellResult) -> str:
     )
 
 
+def _mutation_row(mutation: MutationResult) -> str:
+    failed = ", ".join(text(i, 60) for i in mutation.failed_invariants) or "–"
+    return (
+        f"| {mutation_mark(mutation)} | {text(mutation.id, 80)} | "
+        f"{text(mutation.transform, 60)} | {failed} | {text(mutation.reason, 200)} |"
+    )
+
+
+def _table(head: list[str], rows: list[str], budget: int, what: str) -> tuple[str, int]:
+    """``head`` and the leading ``rows`` that fit in ``budget`` characters, with a note of
+    how many were left out; and the budget left."""
+    budget -= sum(len(line) + 1 for line in head)
+    kept = []
+    for row in rows:
+        if len(row) + 1 > budget:
+            break
+        kept.append(row)
+        budget -= len(row) + 1
+    body = "\n".join(head + kept) + "\n"
+    if len(kept) < len(rows):
+        body += (
+            f"\n… and {len(rows) - len(kept)} more {what}: see the full report "
+            "(job summary, `report.html`, `results.json`).\n"
+        )
+        budget -= 200
+    return body, budget
+
+
 def render_first(result: RunResult) -> str:
     """The comment body for ``result`` as a first comment (no previous score to compare)."""
     return render(result, None, marker_key(result.config_path))
@@ -185,6 +215,8 @@ def render(
         link = f"[Full report (job summary)]({safe_url})"
 
     head = "\n".join(out) + "\n"
+    budget = limit_chars - len(head) - len(link) - _NOTE_RESERVE
+    body = head
     bad = all_bad_cells(result)
     if bad:
         table = [
@@ -193,23 +225,19 @@ def render(
             "| | cell | severity | reason | faults fired |",
             "|---|---|---|---|---|",
         ]
-        budget = limit_chars - len(head) - len(link) - _NOTE_RESERVE
-        budget -= sum(len(line) + 1 for line in table)
-        rows = []
-        for cell in bad:
-            row = _failing_row(cell)
-            if len(row) + 1 > budget:
-                break
-            rows.append(row)
-            budget -= len(row) + 1
-        body = head + "\n".join(table + rows) + "\n"
-        if len(rows) < len(bad):
-            body += (
-                f"\n… and {len(bad) - len(rows)} more failing cells: see the full report "
-                "(job summary, `report.html`, `results.json`).\n"
-            )
-    else:
-        body = head
+        part, budget = _table(table, [_failing_row(c) for c in bad], budget, "failing cells")
+        body += part
+    mutations = [m for outcome in phases(result) for m in failed_mutations(outcome)]
+    if mutations:
+        table = [
+            f"**Failed mutations ({len(mutations)})**",
+            "",
+            "| | mutation | transform | failed invariants | reason |",
+            "|---|---|---|---|---|",
+        ]
+        rows = [_mutation_row(m) for m in mutations]
+        part, budget = _table(table, rows, budget, "failed mutations")
+        body += ("\n" if bad else "") + part
     if link:
         body += f"\n{link}\n"
     return body

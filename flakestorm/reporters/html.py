@@ -26,6 +26,7 @@ linked to.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import functools
 import hashlib
 from dataclasses import dataclass
@@ -36,12 +37,17 @@ import jinja2
 from flakestorm.reporters.escape import clean, excerpt
 from flakestorm.reporters.view import (
     LEGEND,
+    MUTATION_LEGEND,
     UNDELIVERED_LEGEND,
+    TypeRow,
     all_warnings,
     call_status,
     call_target,
     cell_counts,
     cell_mark,
+    failed_mutations,
+    mutation_mark,
+    mutation_types,
     no_calls,
     phase_state,
     phases,
@@ -52,6 +58,7 @@ from flakestorm.reporters.view import (
 from flakestorm.results import (
     CallRecord,
     CellResult,
+    MutationResult,
     PhaseOutcome,
     PromptResult,
     RunResult,
@@ -135,6 +142,47 @@ class _Row:
 
 
 @dataclass(frozen=True)
+class _Mutation:
+    index: int
+    id: str
+    type: str
+    transform: str
+    generator: str
+    weight: float
+    status: str
+    mark: str
+    reason: str
+    failed: tuple[str, ...]
+    original: str
+    sent: str
+    changes: tuple[str, ...]
+    output: str | None
+    status_code: int | None
+    error: str
+
+
+def _mutation(m: MutationResult) -> _Mutation:
+    return _Mutation(
+        index=m.index,
+        id=clean(m.id),
+        type=clean(m.type),
+        transform=clean(m.transform),
+        generator=clean(m.generator),
+        weight=m.weight,
+        status=m.status.value,
+        mark=mutation_mark(m),
+        reason=excerpt(m.reason, 2000),
+        failed=tuple(clean(i) for i in m.failed_invariants),
+        original=excerpt(m.original, EXCERPT_CHARS),
+        sent=excerpt(m.sent, EXCERPT_CHARS),
+        changes=tuple(excerpt(c, 500) for c in m.changes),
+        output=None if m.output is None else excerpt(m.output, EXCERPT_CHARS),
+        status_code=m.http_status,
+        error=clean(m.error or "error"),
+    )
+
+
+@dataclass(frozen=True)
 class _Phase:
     key: str
     """The phase (``contract``, ``chaos``): the prefix of its section and cell ids."""
@@ -147,6 +195,9 @@ class _Phase:
     rows: tuple[_Row, ...]
     cells: tuple[_Cell, ...]
     legend: str
+    types: tuple[TypeRow, ...] = ()
+    """A mutation phase's per-type table; with it, ``mutations`` replaces the matrix."""
+    mutations: tuple[_Mutation, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -258,7 +309,9 @@ def _phase(outcome: PhaseOutcome) -> _Phase:
         scenarios=scenarios,
         rows=tuple(rows),
         cells=tuple(by_key[(c.invariant_id, c.scenario)] for c in outcome.cells),
-        legend=legend.replace("`", ""),
+        legend=(MUTATION_LEGEND if outcome.mutations else legend).replace("`", ""),
+        types=tuple(dataclasses.replace(r, type=clean(r.type)) for r in mutation_types(outcome)),
+        mutations=tuple(_mutation(m) for m in failed_mutations(outcome)),
     )
 
 

@@ -1,7 +1,10 @@
 """JUnit XML (the common ``testsuites/testsuite/testcase`` schema CI viewers read).
 
 - one ``<testsuite>`` per phase that ran: the contract suite is named after the contract, the
-  chaos-only phase's suite is named ``chaos``;
+  chaos-only phase's suite is named ``chaos``, the mutation phase's ``mutation``;
+- the mutation suite has one ``<testcase>`` per mutation: ``name`` = ``id transform``
+  (``prompt_injection#0.1 fake_system_message``), a ``<failure>`` or ``<error>`` quoting the
+  original, the mutated prompt or the request changes, the reply and the failed invariants;
 - one ``<testcase>`` per cell: ``classname`` = the suite name, ``name`` =
   ``invariant_id[scenario]``, ``time`` = the sum of the cell's invocation latencies, ``file`` /
   ``line`` = the config file and the invariant's line;
@@ -33,7 +36,14 @@ from junit_xml import TestCase, TestSuite
 
 from flakestorm.reporters.escape import clean, excerpt
 from flakestorm.reporters.view import call_status, call_target, phase_counts, phases, score_text
-from flakestorm.results import CellResult, PhaseOutcome, PromptResult, RunResult, Status
+from flakestorm.results import (
+    CellResult,
+    MutationResult,
+    PhaseOutcome,
+    PromptResult,
+    RunResult,
+    Status,
+)
 
 EXCERPT_CHARS = 1000
 """How much of a reply (or prompt) a failure quotes."""
@@ -124,6 +134,45 @@ def _case(cell: CellResult, classname: str, file: str, line: int | None) -> Any:
     return case
 
 
+def _mutation_details(mutation: MutationResult) -> str:
+    lines = [
+        f"type: {mutation.type} (weight {mutation.weight:g}), transform {mutation.transform} "
+        f"({mutation.generator})",
+        f"failed invariants: {', '.join(mutation.failed_invariants) or 'none'}",
+        f"original: {_one_line(mutation.original)}",
+    ]
+    if mutation.changes:
+        lines.append(f"request changes: {_one_line('; '.join(mutation.changes))}")
+    else:
+        lines.append(f"sent: {_one_line(mutation.sent)}")
+    if mutation.output is None:
+        status = f" (HTTP {mutation.http_status})" if mutation.http_status is not None else ""
+        lines.append(f"no reply{status}: {mutation.error or 'error'}")
+    else:
+        lines.append(f"reply: {_one_line(mutation.output)}")
+    lines.append(f"reason: {_one_line(mutation.reason)}")
+    return "\n".join(clean(line) for line in lines)
+
+
+def _mutation_case(mutation: MutationResult, classname: str, file: str) -> Any:
+    """One mutation: ``name`` is its id and transform, failures and errors kept apart."""
+    case = TestCase(
+        name=clean(f"{mutation.id} {mutation.transform}"),
+        classname=classname,
+        elapsed_sec=round(mutation.latency_ms / 1000.0, 6),
+        stdout=clean(f"status: {mutation.status.value}\nweight: {mutation.weight:g}"),
+        file=file,
+    )
+    message = _one_line(mutation.reason) or mutation.status.value
+    if mutation.status is Status.FAILED:
+        case.add_failure_info(message=message, output=_mutation_details(mutation))
+    elif mutation.status is Status.ERRORED:
+        case.add_error_info(message=message, output=_mutation_details(mutation))
+    elif mutation.status is Status.NOT_RUN:
+        case.add_skipped_info(message=f"not run: {message}")
+    return case
+
+
 def _suite(result: RunResult, outcome: PhaseOutcome) -> Any:
     name = clean(outcome.name)
     file = clean(result.config_path)
@@ -154,7 +203,8 @@ def _suite(result: RunResult, outcome: PhaseOutcome) -> Any:
         properties["stop_reason"] = clean(result.stop_reason or "unknown")
     return TestSuite(
         name=name,
-        test_cases=[_case(c, name, file, lines.get(c.invariant_id)) for c in outcome.cells],
+        test_cases=[_case(c, name, file, lines.get(c.invariant_id)) for c in outcome.cells]
+        + [_mutation_case(m, name, file) for m in outcome.mutations],
         timestamp=clean(result.started_at),
         properties=properties,
     )

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from flakestorm.reporters.escape import EXCERPT_CHARS, code_block, html_text, text, url_span
 from flakestorm.reporters.view import (
     LEGEND,
+    MUTATION_LEGEND,
     UNDELIVERED_LEGEND,
     UNDELIVERED_TITLE,
     all_warnings,
@@ -34,8 +35,11 @@ from flakestorm.reporters.view import (
     call_status,
     call_target,
     cell_mark,
+    failed_mutations,
     faults_text,
     label_text,
+    mutation_mark,
+    mutation_types,
     no_calls,
     phase_state,
     phases,
@@ -46,6 +50,7 @@ from flakestorm.reporters.view import (
 )
 from flakestorm.results import (
     CellResult,
+    MutationResult,
     PhaseOutcome,
     PromptResult,
     RunResult,
@@ -313,7 +318,9 @@ class _Section:
     scenarios_top: str
     scenarios: list[str]
     scenarios_end: str
-    bad: list[CellResult]
+    bad: list[str]
+    """A ``<details>`` block per failed or errored unit (cell or mutation)."""
+    what: str = "cells"
     kept_rows: int = 0
     kept_scenarios: int = 0
     details: tuple[str, ...] = ()
@@ -334,17 +341,20 @@ class _Section:
                 out.append(f"\n_… and {rest} more scenarios: {_FULL_REPORT}._\n")
             out.append(self.scenarios_end)
         if self.bad:
-            out.append(f"#### Failed and errored cells ({len(self.bad)})\n\n")
+            out.append(f"#### Failed and errored {self.what} ({len(self.bad)})\n\n")
             out.append("\n".join(self.details))
             if len(self.details) < len(self.bad):
                 dropped = len(self.bad) - len(self.details)
-                out.append(_omitted(dropped, len(self.bad), "failed or errored cells"))
+                out.append(_omitted(dropped, len(self.bad), f"failed or errored {self.what}"))
         return "".join(out)
 
 
 def _section(outcome: PhaseOutcome) -> _Section:
+    if outcome.mutations and not outcome.cells:
+        return _mutation_section(outcome)
     head, rows = _matrix(outcome)
     scenarios_top, scenarios, scenarios_end = _scenarios(outcome)
+    by_name = {s.name: s for s in outcome.scenarios}
     return _Section(
         outcome=outcome,
         top="\n".join(head) + "\n",
@@ -353,8 +363,69 @@ def _section(outcome: PhaseOutcome) -> _Section:
         scenarios_top=scenarios_top,
         scenarios=scenarios,
         scenarios_end=scenarios_end,
-        bad=bad_cells(outcome),
+        bad=[cell_details(c, by_name.get(c.scenario)) for c in bad_cells(outcome)],
     )
+
+
+def _mutation_section(outcome: PhaseOutcome) -> _Section:
+    """A mutation phase: the per-type table (its rows are cut like matrix rows) and a
+    ``<details>`` block per failed or errored mutation."""
+    head = [
+        f"### {label_text(outcome, 100, title=True)}: "
+        f"{score_text(outcome.score.score)} ({phase_state(outcome)})",
+        "",
+        "| type | weight | total | passed | pass rate |",
+        "|---|--:|--:|--:|--:|",
+    ]
+    rows = [
+        f"| {text(r.type, 60)} | {r.weight:g} | {r.total} | {r.passed} | {r.rate} |"
+        for r in mutation_types(outcome)
+    ]
+    return _Section(
+        outcome=outcome,
+        top="\n".join(head) + "\n",
+        rows=rows,
+        legend=f"\n{MUTATION_LEGEND}\n\n",
+        scenarios_top="",
+        scenarios=[],
+        scenarios_end="",
+        bad=[mutation_details(m) for m in failed_mutations(outcome)],
+        what="mutations",
+    )
+
+
+def mutation_details(mutation: MutationResult) -> str:
+    """One failed or errored mutation as a ``<details>`` block."""
+    summary = (
+        f"{mutation_mark(mutation)} {html_text(mutation.id, 120)} · "
+        f"{html_text(mutation.transform, 60)} · {html_text(mutation.reason, 300)}"
+    )
+    out = ["<details>", f"<summary>{summary}</summary>", ""]
+    out.append(f"- **Status:** {mutation.status.value}")
+    out.append(
+        f"- **Type:** {text(mutation.type)} (weight {mutation.weight:g}), transform "
+        f"{text(mutation.transform, 80)} ({text(mutation.generator)})"
+    )
+    failed = ", ".join(text(i, 100) for i in mutation.failed_invariants) or "none"
+    out.append(f"- **Failed invariants:** {failed}")
+    if mutation.runs_total > 1:
+        out.append(f"- **Runs passed:** {mutation.runs_passed} of {mutation.runs_total}")
+    out.append(f"- **Reason:** {text(mutation.reason, 1000)}")
+    out += ["", "Original:", "", code_block(mutation.original), ""]
+    if mutation.changes:
+        out.append("Request changes:")
+        out.append("")
+        out.extend(f"- {text(change, 300)}" for change in mutation.changes)
+    else:
+        out += ["Sent to the agent:", "", code_block(mutation.sent)]
+    out.append("")
+    if mutation.output is None:
+        status = f" (HTTP {mutation.http_status})" if mutation.http_status is not None else ""
+        out.append(f"No reply{status}: {text(mutation.error or 'error')}")
+    else:
+        out += ["Reply:", "", code_block(mutation.output)]
+    out += ["", "</details>"]
+    return "\n".join(out) + "\n"
 
 
 def render(result: RunResult, limit_bytes: int = SUMMARY_LIMIT_BYTES) -> str:
@@ -386,9 +457,7 @@ def render(result: RunResult, limit_bytes: int = SUMMARY_LIMIT_BYTES) -> str:
     for section in sections:
         if section.bad:
             budget -= 64  # the heading
-        by_name = {s.name: s for s in section.outcome.scenarios}
-        details = (cell_details(c, by_name.get(c.scenario)) for c in section.bad)
-        kept, used, _ = _fit(details, budget)
+        kept, used, _ = _fit(section.bad, budget)
         section.details = tuple(kept)
         budget -= used
     return head + "\n".join(section.render() for section in sections)

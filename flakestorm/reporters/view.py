@@ -190,6 +190,12 @@ def undelivered_items(result: RunResult, limit: int, hint_chars: int = 400) -> l
 
 # --------------------------------------------------------------------------- mutations
 
+MUTATION_LEGEND = (
+    "Pass rate per mutation type; the score weighs each mutation by its type's weight. "
+    "A request-level mutation passes with a clean rejection (4xx, or 501 for a method) or a "
+    "reply that satisfies the invariants."
+)
+
 
 @dataclass(frozen=True)
 class TypeRow:
