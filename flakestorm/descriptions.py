@@ -236,6 +236,10 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "`http://localhost:11434/v1`).",
     "mutations.llm.model": "Model name.",
     "mutations.llm.api_key": "API key; use `${VAR}` so it stays out of the file.",
+    "mutations.llm.temperature": "Sampling temperature of the chat completions (the "
+    "endpoint's default when unset).",
+    "mutations.cache_dir": "Where the `llm` generator caches its mutations, relative to the "
+    "config file (delete it to have them written again).",
     # replays
     "replays.sessions": "Sessions, inline or `{file: PATH}`.",
     "replays.sources": "External sources of sessions.",
@@ -385,9 +389,10 @@ ENUM_DESCRIPTIONS: dict[str, dict[str, str]] = {
     "MutationType": {
         "paraphrase": "The same request in other words.",
         "noise": "Typos and stray characters.",
-        "tone_shift": "An impatient, rude or overly formal tone.",
+        "tone_shift": "An angry, casual, stiffly formal, urgent or passive-aggressive tone.",
         "prompt_injection": "Instructions that try to override the agent's rules.",
-        "encoding_attacks": "Base64, URL-encoding, homoglyphs and zero-width characters.",
+        "encoding_attacks": "Base64, hex, ROT13, URL encoding, leetspeak, homoglyphs, "
+        "zero-width characters and combining marks.",
         "context_manipulation": "Misleading or irrelevant context around the request.",
         "length_extremes": "Very short or very long inputs.",
         "custom": "User templates with `{prompt}` (`mutations.templates`).",
@@ -398,12 +403,14 @@ ENUM_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "language_mixing": "Several languages mixed in one input.",
         "token_manipulation": "Unusual tokenisation: split words, special tokens.",
         "temporal_attack": "Wrong or impossible dates and times.",
-        "http_header_injection": "Unexpected or malicious HTTP headers.",
+        "http_header_injection": "Hostile, oversized, duplicated and spoofed headers (CR/LF "
+        "attempts as literal text).",
         "payload_size_attack": "An oversized request body.",
         "content_type_confusion": "A wrong `Content-Type` for the body.",
         "query_parameter_poisoning": "Unexpected query-string parameters.",
         "request_method_attack": "A different HTTP method.",
-        "protocol_level_attack": "Unusual HTTP framing (chunking, duplicate headers).",
+        "protocol_level_attack": "HTTP/1.0, a chunked body, `Expect: 100-continue`, a body "
+        "split across slow writes.",
         "resource_exhaustion": "Deeply nested or repetitive bodies.",
         "concurrent_request_pattern": "The same request sent concurrently.",
         "timeout_manipulation": "A slow upload of the request body.",

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from flakestorm.config import AgentType, Config
 from flakestorm.errors import UsageError
+from flakestorm.mutations.generation import left_out, slots
+from flakestorm.mutations.registry import types_of
 from flakestorm.phases.matrix import MatrixCount, count_invocations
 from flakestorm.phases.phase import PhaseName
 from flakestorm.plan import build_plan
@@ -32,6 +34,21 @@ def without_userinfo(url: str) -> str:
     if sep and "@" in rest.split("/", 1)[0]:
         return f"{scheme}://***@{rest.split('@', 1)[1]}"
     return url
+
+
+def notes(config: Config) -> list[str]:
+    """What ``validate`` warns about beyond the file's problems: mutation types that ``count``
+    leaves out (they are dealt round-robin)."""
+    mutations = config.mutations
+    skipped = left_out(config)
+    if mutations is None or not skipped:
+        return []
+    names = ", ".join(k.value for k in skipped)
+    return [
+        f"mutations.count {mutations.count} per golden prompt leaves out "
+        f"{_plural(len(skipped), 'type')}: {names} (types are dealt round-robin; raise count "
+        "to at least the number of types, or list fewer types)"
+    ]
 
 
 def summary(config: Config) -> list[tuple[str, str]]:
@@ -69,6 +86,17 @@ def summary(config: Config) -> list[tuple[str, str]]:
             lines.append(
                 ("budget", f"advanced.max_invocations = {budget}: the run will stop early")
             )
+    if config.mutations is not None:
+        kinds = types_of(config)
+        count = len(slots(config))
+        lines.append(
+            (
+                "mutations",
+                f"{count} = {len(config.golden_prompts)} prompts × {config.mutations.count} "
+                f"over {_plural(len(kinds), 'type')} ({config.mutations.generator.value}); "
+                f"{count * config.advanced.repeat} invocations",
+            )
+        )
     phases = [name.value for name in PhaseName if name.configured(config)]
     lines.append(("phases", ", ".join(phases) if phases else "none configured"))
     return lines

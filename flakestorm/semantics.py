@@ -29,8 +29,6 @@ from flakestorm.config import (
     Faults,
     Invariant,
     LlmFault,
-    MutationGenerator,
-    MutationType,
     Scenario,
     Session,
     SessionFile,
@@ -39,6 +37,7 @@ from flakestorm.config import (
     When,
 )
 from flakestorm.errors import Problem
+from flakestorm.mutations.checks import check_mutations
 
 ConfigPath = tuple[str | int, ...]
 
@@ -368,29 +367,8 @@ class _Checker:
     # ------------------------------------------------------------------- mutations
 
     def mutations(self) -> None:
-        mutations = self.config.mutations
-        if mutations is None:
-            return
-        at: ConfigPath = ("mutations",)
-        if mutations.generator is MutationGenerator.LLM and mutations.llm is None:
-            self.error(
-                (*at, "generator"),
-                "the llm generator needs mutations.llm {base_url, model, api_key}",
-            )
-        if (
-            "types" in mutations.model_fields_set
-            and MutationType.CUSTOM in mutations.types
-            and not mutations.templates
-        ):
-            i = mutations.types.index(MutationType.CUSTOM)
-            self.error(
-                (*at, "types", i),
-                "the 'custom' type needs mutations.templates (a list of strings, each "
-                "containing {prompt})",
-            )
-        for i, template in enumerate(mutations.templates or ()):
-            if "{prompt}" not in template:
-                self.error((*at, "templates", i), "a mutation template must contain {prompt}")
+        for found in check_mutations(self.config):
+            (self.warn if found.warning else self.error)(found.path, found.message, found.key)
 
     # ------------------------------------------------------------------- replays
 

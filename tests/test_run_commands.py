@@ -121,10 +121,11 @@ def test_run_chaos_only_with_a_profile_delivers_its_faults_to_the_wrapped_tool(
     assert (project / "tools.py").read_text() == TOOLS
 
 
-def test_run_without_chaos_only_says_what_it_cannot_do(project: Path) -> None:
+def test_run_without_mutations_says_what_to_do(project: Path) -> None:
     write_config(project)
     result = flakestorm(project, "run")
     assert result.returncode == 2
+    assert "no `mutations` section" in result.stderr
     assert "mutation phase" in result.stderr
     assert "flakestorm run --chaos --chaos-only" in result.stderr
     assert "Traceback" not in result.stderr
@@ -155,7 +156,7 @@ def test_ci_runs_every_configured_phase_and_weighs_them(project: Path) -> None:
 
 
 def test_ci_refuses_a_configured_phase_it_cannot_run(project: Path) -> None:
-    write_config(project, mutations={"count": 2})
+    write_config(project, replays={"sessions": []})
     result = flakestorm(project, "ci")
     assert result.returncode == 2
     assert "never skips a configured phase silently" in result.stderr

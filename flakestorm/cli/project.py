@@ -20,14 +20,14 @@ def validate(config_path: Path) -> None:
     Runs nothing: prints the agent, the contract matrix, how many agent invocations a
     contract run makes, the configured phases and any warnings. Exit 2 on a config error.
     """
-    from flakestorm.preview import summary
+    from flakestorm.preview import notes, summary
 
     loaded = load(config_path)
     masked = Redactor(loaded.secrets)
     click.echo(masked(f"ok: {config_path} is valid"))
     for label, value in summary(loaded.config):
         click.echo(masked(f"  {label + ':':<13}{value}"))
-    for warning in loaded.warnings:
+    for warning in [*loaded.warnings, *notes(loaded.config)]:
         click.echo(masked(f"warning: {warning}"), err=True)
 
 

@@ -98,7 +98,11 @@ def plan_mutations(loaded: LoadedConfig) -> MutationPlan:
     """The mutations of ``loaded`` and the invariants they are checked against."""
     config = loaded.config
     if config.mutations is None:
-        raise UsageError(f"{loaded.path.name} has no `mutations` section")
+        raise UsageError(
+            f"{loaded.path.name} has no `mutations` section, and `flakestorm run` runs the "
+            "mutation phase: add one, or use `flakestorm run --chaos --chaos-only` (golden "
+            "prompts under chaos), `flakestorm contract run`, or `flakestorm ci`"
+        )
     if not config.golden_prompts:
         raise UsageError("the mutation phase mutates the golden prompts: add `golden_prompts`")
     writer = None

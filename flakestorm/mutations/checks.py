@@ -1,0 +1,55 @@
+"""The meaning checks of the ``mutations`` section (called by :mod:`flakestorm.semantics`,
+which places each finding in the file)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from flakestorm.config import AgentType, Config, MutationGenerator, MutationType
+
+Path_ = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Finding:
+    path: Path_
+    message: str
+    warning: bool = False
+    """A warning, not an error (none of the checks below is one today)."""
+    key: bool = False
+
+
+def check_mutations(config: Config) -> Iterator[Finding]:
+    """Every problem of ``config.mutations``. (Types that ``count`` leaves out are not a
+    problem of the file: ``flakestorm validate`` names them, :func:`flakestorm.preview.notes`.)"""
+    mutations = config.mutations
+    if mutations is None:
+        return
+    at: Path_ = ("mutations",)
+    explicit = "types" in mutations.model_fields_set
+    if mutations.generator is MutationGenerator.LLM and mutations.llm is None:
+        yield Finding(
+            (*at, "generator"), "the llm generator needs mutations.llm {base_url, model, api_key}"
+        )
+    if explicit and MutationType.CUSTOM in mutations.types and not mutations.templates:
+        yield Finding(
+            (*at, "types", mutations.types.index(MutationType.CUSTOM)),
+            "the 'custom' type needs mutations.templates (a list of strings, each containing "
+            "{prompt})",
+        )
+    for i, template in enumerate(mutations.templates or ()):
+        if "{prompt}" not in template:
+            yield Finding((*at, "templates", i), "a mutation template must contain {prompt}")
+    if explicit and config.agent.type is AgentType.PYTHON:
+        for i, kind in enumerate(mutations.types):
+            if kind.request_level:
+                yield Finding(
+                    (*at, "types", i),
+                    f"'{kind.value}' is a request-level mutation: it changes the HTTP request, "
+                    "and a python agent has none (remove it, or test the agent over HTTP; "
+                    "by default python agents get the prompt-level types only)",
+                )
+    for i, kind in enumerate(mutations.types if explicit else ()):
+        if kind in mutations.types[:i]:
+            yield Finding((*at, "types", i), f"'{kind.value}' is listed twice")
