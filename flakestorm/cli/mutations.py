@@ -1,0 +1,76 @@
+"""``flakestorm mutations preview``: what the mutation phase would send, without calling the
+agent."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from flakestorm.cli.app import config_option, load, main
+from flakestorm.errors import UsageError
+from flakestorm.redaction import Redactor
+
+
+@main.group()
+def mutations() -> None:
+    """The mutation phase's mutations."""
+
+
+def _shown(value: str, limit: int = 2000) -> str:
+    """A prompt on one line, exactly: escapes (``\\n``) visible, workflow commands defused."""
+    from flakestorm.reporters.terminal import safe
+
+    return safe(json.dumps(value, ensure_ascii=False)[1:-1], limit)
+
+
+@mutations.command("preview")
+@config_option
+@click.option("--type", "kind", default=None, metavar="TYPE", help="Only this mutation type.")
+@click.option(
+    "--prompt",
+    "prompt_number",
+    type=click.IntRange(1),
+    default=None,
+    metavar="N",
+    help="Only the mutations of the N-th golden prompt (1-based).",
+)
+def preview(config_path: Path, kind: str | None, prompt_number: int | None) -> None:
+    """Print every mutation a run would send (the mutated prompt, or the request changes),
+    without calling the agent. With the llm generator, the endpoint is asked (or its cache
+    read)."""
+    from flakestorm.config import MutationType
+    from flakestorm.phases.mutation import plan_mutations
+
+    loaded = load(config_path)
+    config = loaded.config
+    if config.mutations is None:
+        raise UsageError(f"{config_path} has no `mutations` section: nothing to preview")
+    if kind is not None and kind not in {k.value for k in MutationType}:
+        known = ", ".join(k.value for k in MutationType)
+        raise UsageError(f"--type {kind!r} is not a mutation type ({known})")
+    if prompt_number is not None and prompt_number > len(config.golden_prompts):
+        raise UsageError(
+            f"--prompt {prompt_number}: the config has {len(config.golden_prompts)} golden prompts"
+        )
+    masked = Redactor(loaded.secrets)
+    shown = 0
+    for mutation in plan_mutations(loaded).mutations:
+        if kind is not None and mutation.type.value != kind:
+            continue
+        if prompt_number is not None and mutation.prompt_index != prompt_number - 1:
+            continue
+        shown += 1
+        click.echo(
+            masked(
+                f"#{mutation.index} {mutation.id} · {mutation.transform} "
+                f"(weight {mutation.weight:g}, {mutation.generator})"
+            )
+        )
+        click.echo(masked(f"  original: {_shown(mutation.original)}"))
+        click.echo(masked(f"  sent:     {_shown(mutation.prompt)}"))
+        if mutation.request is not None:
+            for change in mutation.request.changes:
+                click.echo(masked(f"  request:  {_shown(change, 300)}"))
+    click.echo(masked(f"{shown} mutation{'s' if shown != 1 else ''}"), err=True)
