@@ -75,9 +75,12 @@ def generate(config: Config, llm: LlmWriter | None = None) -> tuple[Mutation, ..
     seed = config.advanced.seed
     target = Target(method=config.agent.method, timeout_ms=config.agent.timeout)
     by_llm = mutations.generator is MutationGenerator.LLM and llm is not None
+    kinds = types_of(config)
+    units = {kind: unit(kind, mutations.templates) for kind in kinds}
+    weights = {kind: mutations.weight(kind) for kind in kinds}
     out: list[Mutation] = []
     for p, prompt, kind, variant in slots(config):
-        weight = mutations.weight(kind)
+        weight = weights[kind]
         if by_llm and not kind.request_level and kind is not MutationType.CUSTOM:
             assert llm is not None
             written = llm(kind, prompt, variant)
@@ -88,7 +91,7 @@ def generate(config: Config, llm: LlmWriter | None = None) -> tuple[Mutation, ..
                 Mutation(len(out), kind, name, p, variant, prompt, written, None, weight, "llm")
             )
             continue
-        transform = unit(kind, mutations.templates).transform(variant)
+        transform = units[kind].transform(variant)
         made = transform.apply(prompt, mutation_rng(seed, kind, prompt, variant), target)
         name = transform.name
         text = made.prompt

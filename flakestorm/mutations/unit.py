@@ -8,6 +8,7 @@ variant), so a seed gives byte-identical mutations on every machine and at any c
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 from collections.abc import Callable
@@ -82,5 +83,9 @@ def mutation_rng(seed: int, kind: MutationType, prompt: str, variant: int) -> ra
     """The RNG of variant ``variant`` of ``kind`` for ``prompt``: the one derivation of every
     random choice flakestorm makes (:func:`~flakestorm.chaos.faults.call_rng`), keyed by the
     type and the prompt's digest (so a long prompt costs nothing)."""
-    digest = hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).hexdigest()
-    return call_rng(seed, SCOPE, kind.value, digest, variant)
+    return call_rng(seed, SCOPE, kind.value, _digest(prompt), variant)
+
+
+@functools.lru_cache(maxsize=4096)
+def _digest(prompt: str) -> str:
+    return hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).hexdigest()
