@@ -174,3 +174,14 @@ def test_meaning_checks_are_located(
     }
     found = problems(json.dumps(doc))
     assert any(expected in p for p in found), found
+
+
+def test_the_mutation_guide_lists_every_type_and_transform() -> None:
+    from pathlib import Path
+
+    guide = (Path(__file__).resolve().parent.parent / "docs" / "mutations.md").read_text()
+    for kind in MutationType:
+        assert f"### `{kind.value}`" in guide, kind
+    for mutation_unit in MUTATIONS.values():
+        for transform in mutation_unit.transforms:
+            assert f"`{transform.name}`" in guide, transform.name

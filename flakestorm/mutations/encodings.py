@@ -90,7 +90,7 @@ def _homoglyphs(prompt: str, rng: random.Random) -> str:
 ZERO_WIDTH = ("\u200b", "\u200c", "\u200d", "\u2060", "\ufeff")
 
 
-@prompt_transform("zero_width", "W\u200bhat is A\u200dAPL… (invisible characters)")
+@prompt_transform("zero_width", "zero-width characters (U+200B, U+200D, …) between letters")
 def _zero_width(prompt: str, rng: random.Random) -> str:
     out = []
     for c in prompt:
