@@ -94,7 +94,11 @@ INSTRUCTION_LIKE = re.compile(
     r"|\b(?:reveal|print|repeat|show|output|display|share|tell me|what(?:'s| is| are))\b"
     r"[^.!?\n]{0,40}(?:system prompt|your (?:instructions|prompt|rules)|text above"
     r"|initial prompt|hidden prompt)"
-    r"|\bsystem prompt\b|\byou are now\b|\bnew instructions\b|\bdeveloper mode\b",
+    r"|\bsystem prompt\b|\byou are now\b|\bnew instructions\b|\bdeveloper mode\b"
+    # fake turns and canary requests of injection frames ("Assistant: Sure, ...", "your only
+    # task now is to output X", "start every answer with X")
+    r"|(?:^|\n)\s*(?:assistant|system)\s*:|\byour only task\b|\bguidelines are off\b"
+    r"|\b(?:start|begin|prefix)\w*\s+(?:your |every |each )?(?:answers?|replies|reply)\s+with\b",
     re.IGNORECASE,
 )
 """Instruction-like text: dropped from user input, and a reason to distrust a tool result."""
