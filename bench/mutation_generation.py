@@ -1,4 +1,6 @@
-"""Benchmark of offline mutation generation (run: ``.venv/bin/python bench/mutation_generation.py``).
+"""Benchmark of offline mutation generation.
+
+Run: ``.venv/bin/python bench/mutation_generation.py``.
 
 24 types × 50 variants × 10 golden prompts = 12,000 mutations with the ``templates``
 generator (``custom`` with two templates). Target: under 1 s (best of 5). Prints one line

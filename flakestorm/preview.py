@@ -4,7 +4,7 @@ Never a header value or a secret."""
 
 from __future__ import annotations
 
-from flakestorm.config import AgentType, Config
+from flakestorm.config import AgentType, Config, InvariantType
 from flakestorm.errors import UsageError
 from flakestorm.mutations.generation import left_out, slots
 from flakestorm.mutations.registry import types_of
@@ -89,12 +89,23 @@ def summary(config: Config) -> list[tuple[str, str]]:
     if config.mutations is not None:
         kinds = types_of(config)
         count = len(slots(config))
+        baselines = (
+            len(set(config.golden_prompts))
+            if any(
+                i.type is InvariantType.BEHAVIOR_UNCHANGED and (i.baseline or "auto") == "auto"
+                for i in config.invariants
+            )
+            else 0
+        )
+        runs = count * config.advanced.repeat + baselines
+        extra = f" + {_plural(baselines, 'baseline')}" if baselines else ""
         lines.append(
             (
                 "mutations",
-                f"{count} = {len(config.golden_prompts)} prompts × {config.mutations.count} "
-                f"over {_plural(len(kinds), 'type')} ({config.mutations.generator.value}); "
-                f"{count * config.advanced.repeat} invocations",
+                f"{count} = {_plural(len(config.golden_prompts), 'prompt')} × "
+                f"{config.mutations.count} over {_plural(len(kinds), 'type')} "
+                f"({config.mutations.generator.value}); {runs} invocations: {count} × repeat "
+                f"{config.advanced.repeat}{extra}",
             )
         )
     phases = [name.value for name in PhaseName if name.configured(config)]
