@@ -6,8 +6,10 @@
   a config generates;
 - the families: :mod:`~flakestorm.mutations.encodings` (encodings, special tokens),
   :mod:`~flakestorm.mutations.frames` (injection, jailbreak, multi-turn, context, formats),
-  :mod:`~flakestorm.mutations.wording` (paraphrase, noise, tone, lookalikes, languages,
-  length, dates), :mod:`~flakestorm.mutations.request_level` (the nine HTTP request types);
+  :mod:`~flakestorm.mutations.wording` (paraphrase, noise, tone),
+  :mod:`~flakestorm.mutations.lookalikes` (meaning swaps, languages and scripts),
+  :mod:`~flakestorm.mutations.extremes` (length, dates),
+  :mod:`~flakestorm.mutations.request_level` (the nine HTTP request types);
 - :mod:`~flakestorm.mutations.generation`: config -> :class:`Mutation` values, in a stable
   order;
 - :mod:`~flakestorm.mutations.llm`: the ``llm`` generator (an OpenAI-compatible chat

@@ -1,7 +1,8 @@
 """The mutation types, one registered unit each: :data:`MUTATIONS`.
 
 Each family module (:mod:`~flakestorm.mutations.encodings`, :mod:`~flakestorm.mutations.frames`,
-:mod:`~flakestorm.mutations.wording`, :mod:`~flakestorm.mutations.request_level`) declares its
+:mod:`~flakestorm.mutations.wording`, :mod:`~flakestorm.mutations.lookalikes`,
+:mod:`~flakestorm.mutations.extremes`, :mod:`~flakestorm.mutations.request_level`) declares its
 units; they are registered here, one line per family. ``custom`` is the one unit built from
 the config (:func:`custom_unit`): its catalogue is ``mutations.templates``. A type's default
 weight is :attr:`MutationType.default_weight`; ``mutations.weights`` overrides it
@@ -14,7 +15,14 @@ import random
 from collections.abc import Iterable, Sequence
 
 from flakestorm.config import AgentType, Config, MutationType
-from flakestorm.mutations import encodings, frames, request_level, wording
+from flakestorm.mutations import (
+    encodings,
+    extremes,
+    frames,
+    lookalikes,
+    request_level,
+    wording,
+)
 from flakestorm.mutations.unit import MutationUnit, Target, Transform, Variant
 
 MUTATIONS: dict[MutationType, MutationUnit] = {}
@@ -29,6 +37,8 @@ def register(units: Iterable[MutationUnit]) -> None:
 register(encodings.UNITS)
 register(frames.UNITS)
 register(wording.UNITS)
+register(lookalikes.UNITS)
+register(extremes.UNITS)
 register(request_level.UNITS)
 
 
