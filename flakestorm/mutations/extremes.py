@@ -19,13 +19,15 @@ LONG_CHARS = 12_000
 """About how long the ``very_long`` variant is (characters)."""
 
 
-@prompt_transform("minimal_keywords", "'AAPL trading?'")
+@prompt_transform("minimal_keywords", "'AAPL trading?' (its three main words)")
 def _minimal(prompt: str, rng: random.Random) -> str:
     words = [w for w in WORD.findall(prompt) if len(w) > 3 or w.isupper()]
     if not words:
         return prompt[: max(1, len(prompt) // 2)] if len(prompt) > 1 else "?"
-    out = " ".join(words[-2:]) + "?"
-    return out if out != prompt else words[-1]
+    # the three longest words (names and tickers first), in their order
+    ranked = sorted(range(len(words)), key=lambda i: (not words[i].isupper(), -len(words[i])))
+    out = " ".join(words[i] for i in sorted(ranked[:3])) + "?"
+    return out if out != prompt else words[0]
 
 
 @prompt_transform("half_prompt", "'What is AAPL tr'")

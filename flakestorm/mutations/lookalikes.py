@@ -58,7 +58,11 @@ def _negate(prompt: str) -> str:
         return _NEGATED.sub(lambda m: m.group(1), prompt, count=1)
     match = _NEGATABLE.search(prompt)
     if match:
-        return prompt[: match.end()] + " not" + prompt[match.end() :]
+        at = match.end()
+        if not prompt[: match.start()].strip():  # a question ("Is it safe"): after its subject
+            subject = re.match(r"\s+\w+", prompt[at:])
+            at += subject.end() if subject else 0
+        return prompt[:at] + " not" + prompt[at:]
     return f"Do not {lower_first(prompt.strip())}"
 
 

@@ -26,7 +26,12 @@ _LETTER = re.compile(r"[A-Za-z]")
 
 
 def lower_first(text: str) -> str:
-    return text[:1].lower() + text[1:] if text[:2] != "I " else text
+    """``text`` to follow a comma: its first letter lower-cased, unless the first word is
+    ``I`` or an acronym (``AAPL``)."""
+    first = WORD.match(text.lstrip())
+    if first is not None and (first.group(0) == "I" or first.group(0).isupper()):
+        return text
+    return text[:1].lower() + text[1:]
 
 
 def strip_end(text: str) -> str:
