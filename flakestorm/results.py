@@ -143,6 +143,8 @@ class MutationResult:
     status: Status
     reason: str
     failed_invariants: tuple[str, ...] = ()
+    severity: str = "medium"
+    """The highest severity among the invariants it failed (``medium`` when it failed none)."""
     output: str | None = None
     """The reply's answer (capped), or None when the agent did not answer."""
     http_status: int | None = None

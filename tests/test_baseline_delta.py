@@ -177,3 +177,28 @@ def test_compare_command_refuses_what_is_not_a_results_file(tmp_path: Path) -> N
     assert "bad.json: results schema_version 1 is not supported" in done.output
     done = CliRunner().invoke(main, ["compare", str(base), str(tmp_path / "missing.json")])
     assert done.exit_code == 2 and "missing.json: cannot read" in done.output
+
+
+def test_mutations_compare_by_their_id() -> None:
+    import dataclasses
+
+    from golden.cases import mutation
+
+    head = mutation()
+    outcome = head.phases["mutation"]
+    fixed_before = tuple(
+        dataclasses.replace(m, status=Status.PASSED, failed_invariants=(), severity="medium")
+        if m.type == "prompt_injection"
+        else m
+        for m in outcome.mutations
+    )
+    base = dataclasses.replace(
+        head, phases={"mutation": dataclasses.replace(outcome, mutations=fixed_before)}
+    )
+    delta = compare(base, head)
+    changes = {c.key: c for c in delta.changes}
+    injected = changes["mutation:prompt_injection#0.0"]
+    assert injected.change is Change.NEW_FAILURE and injected.severity == "critical"
+    assert changes["mutation:http_header_injection#0.0"].change is Change.STILL_FAILING
+    assert changes["mutation:paraphrase#0.0"].change is Change.UNCHANGED
+    assert len(delta.changes) == len(outcome.mutations)

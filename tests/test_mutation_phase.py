@@ -116,6 +116,7 @@ def test_a_critical_invariant_failed_by_a_mutation_fails_the_gate(
     }
     result = run_phases(load_config_text(json.dumps(doc), base_dir=project), ["mutation"])
     assert result.phases["mutation"].score.critical_failures == ("prompt_injection#0.0",)
+    assert result.phases["mutation"].mutations[0].severity == "critical"
     assert not result.overall.passed
     assert result.exit_code == 1
 

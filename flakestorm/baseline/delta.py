@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from flakestorm.baseline.fisher import fisher_one_sided
 from flakestorm.errors import ExitCode
-from flakestorm.results import CellResult, RunResult, Status
+from flakestorm.results import CellResult, MutationResult, RunResult, Status
 
 __all__ = ["ALPHA", "MIN_REPEAT", "CellChange", "Change", "Delta", "FailOn", "compare"]
 
@@ -124,11 +124,13 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def _cells(result: RunResult) -> Iterator[tuple[str, str, CellResult]]:
-    """(phase, id, cell) for every cell; a repeated id in one phase gets ``#2``, ``#3``…"""
+def _cells(result: RunResult) -> Iterator[tuple[str, str, CellResult | MutationResult]]:
+    """(phase, id, cell) for every cell and mutation; a repeated id in one phase gets ``#2``,
+    ``#3``…"""
     for phase, outcome in result.phases.items():
         seen: dict[str, int] = {}
-        for cell in outcome.cells:
+        items: list[CellResult | MutationResult] = [*outcome.cells, *outcome.mutations]
+        for cell in items:
             seen[cell.id] = seen.get(cell.id, 0) + 1
             cell_id = cell.id if seen[cell.id] == 1 else f"{cell.id}#{seen[cell.id]}"
             yield phase, cell_id, cell
@@ -152,15 +154,15 @@ def compare(
     return Delta(tuple(changes))
 
 
-def _runs(cell: CellResult | None) -> tuple[int, int]:
+def _runs(cell: CellResult | MutationResult | None) -> tuple[int, int]:
     return (cell.runs_passed, cell.runs_total) if cell is not None else (0, 0)
 
 
 def _change(
     phase: str,
     cell_id: str,
-    old: CellResult | None,
-    new: CellResult | None,
+    old: CellResult | MutationResult | None,
+    new: CellResult | MutationResult | None,
     min_repeat: int,
     alpha: float,
 ) -> CellChange:

@@ -34,6 +34,7 @@ from flakestorm.config import (
     Invariant,
     InvariantType,
     Scenario,
+    Severity,
 )
 from flakestorm.errors import AgentErrorKind, UsageError
 from flakestorm.executor import Probe, ProbeRun
@@ -155,7 +156,11 @@ def run_mutations(plan: MutationPlan, context: PhaseContext) -> PhaseOutcome:
     ]
     runs = executor.run_probes(probes, judge)
     min_pass = config.advanced.effective_min_pass
-    results = tuple(_result(m, r, min_pass) for m, r in zip(plan.mutations, runs, strict=True))
+    severities = {inv.id: inv.severity for inv in plan.invariants}
+    results = tuple(
+        _with_severity(_result(m, r, min_pass), severities)
+        for m, r in zip(plan.mutations, runs, strict=True)
+    )
     lines = {
         inv.id: loaded.line_of(("invariants", i)) if config.invariants else 1
         for i, inv in enumerate(plan.invariants)
@@ -254,6 +259,15 @@ def _result(mutation: Mutation, runs: tuple[ProbeRun, ...], min_pass: int) -> Mu
         reason = f"{passed_runs}/{len(runs)} runs passed (min_pass {min_pass}); {reason}"
     result = _with_reply(base, shown.reply, status, reason, judged.failed)
     return dataclasses.replace(result, runs_passed=passed_runs, flaky=0 < passed_runs < len(runs))
+
+
+def _with_severity(result: MutationResult, severities: dict[str, Severity]) -> MutationResult:
+    """``result`` with the highest severity of the invariants it failed."""
+    failed = [severities[i] for i in result.failed_invariants if i in severities]
+    if not failed:
+        return result
+    worst = max(failed, key=lambda s: (s.weight, s is Severity.CRITICAL))
+    return dataclasses.replace(result, severity=worst.value)
 
 
 def _with_reply(
