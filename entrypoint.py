@@ -37,7 +37,7 @@ from flakestorm.phases.phase import PhaseName
 from flakestorm.reporters import delta as delta_report
 from flakestorm.reporters.terminal import safe, scenario_line
 from flakestorm.reports import write_reports
-from flakestorm.results import RunResult, Status
+from flakestorm.results import InvariantInfo, MutationResult, PhaseOutcome, RunResult, Status
 from flakestorm.stopping import stopping_on_signals
 
 TITLE = "flakestorm"
@@ -300,6 +300,9 @@ class _Action:
                 cells = [
                     c for c in contract.cells if c.invariant_id == invariant.id and c.status in bad
                 ]
+                broke = [m for m in contract.mutations if invariant.id in m.failed_invariants]
+                if broke:
+                    annotations.append(self._mutation_annotation(invariant, broke, contract))
                 if not cells:
                     continue
                 scored = sum(
@@ -344,6 +347,22 @@ class _Action:
             Level.ERROR,
             annotations,
             lambda n: f"{n} more critical invariant(s) failed: see the job summary",
+        )
+
+    def _mutation_annotation(
+        self, invariant: InvariantInfo, broke: list[MutationResult], outcome: PhaseOutcome
+    ) -> Annotation:
+        """The error for a critical invariant that mutations broke, on its line."""
+        detail = "; ".join(
+            f"{safe(m.id, 60)} ({safe(m.transform, 40)}): {safe(m.reason, 300)}" for m in broke[:5]
+        )
+        more = f"; and {len(broke) - 5} more" if len(broke) > 5 else ""
+        return Annotation(
+            f"critical invariant {safe(invariant.id, 80)} failed in {len(broke)} of "
+            f"{len(outcome.mutations)} mutation(s): {detail}{more}",
+            file=self.config_name,
+            line=invariant.line,
+            title=f"{TITLE}: critical invariant {safe(invariant.id, 80)} failed",
         )
 
     def _comment(self, result: RunResult, lead: str) -> None:
