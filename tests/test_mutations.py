@@ -9,11 +9,12 @@ from typing import Any
 import pytest
 
 from flakestorm.config import Config, MutationType
+from flakestorm.errors import ConfigError
 from flakestorm.mutations.generation import generate, left_out
 from flakestorm.mutations.registry import MUTATIONS, types_of, unit
 from flakestorm.mutations.request_level import trickle_ms
 from flakestorm.mutations.unit import Target
-from tests.support.config_text import problems
+from tests.support.config_text import load, problems
 
 PROMPTS = [
     "What is AAPL trading at today?",
@@ -162,6 +163,16 @@ def test_a_trickle_ends_well_before_the_agent_timeout() -> None:
         ({"generator": "llm"}, None, "mutations.generator: the llm generator needs"),
         ({"templates": ["no placeholder"]}, None, "mutations.templates[0]: a mutation template"),
         ({"types": ["noise", "noise"]}, None, "mutations.types[1]: 'noise' is listed twice"),
+        (
+            {"types": ["noise"], "weights": {"paraphrase": 2}},
+            None,
+            "mutations.weights.paraphrase: 'paraphrase' has a weight but is not generated",
+        ),
+        (
+            {"llm": {"base_url": "http://127.0.0.1:9/v1", "model": "m"}},
+            None,
+            "mutations.llm: mutations.llm is set but the generator is `templates`",
+        ),
     ],
 )
 def test_meaning_checks_are_located(
@@ -172,7 +183,10 @@ def test_meaning_checks_are_located(
         "golden_prompts": ["hi"],
         "mutations": mutations,
     }
-    found = problems(json.dumps(doc))
+    try:
+        found = [str(w) for w in load(json.dumps(doc)).warnings]
+    except ConfigError:
+        found = problems(json.dumps(doc))
     assert any(expected in p for p in found), found
 
 

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from flakestorm.config import AgentType, Config, MutationGenerator, MutationType
+from flakestorm.mutations.registry import types_of
 
 Path_ = tuple[str | int, ...]
 
@@ -16,7 +17,7 @@ class Finding:
     path: Path_
     message: str
     warning: bool = False
-    """A warning, not an error (none of the checks below is one today)."""
+    """A warning, not an error."""
     key: bool = False
 
 
@@ -53,3 +54,21 @@ def check_mutations(config: Config) -> Iterator[Finding]:
     for i, kind in enumerate(mutations.types if explicit else ()):
         if kind in mutations.types[:i]:
             yield Finding((*at, "types", i), f"'{kind.value}' is listed twice")
+    generated = set(types_of(config))
+    for kind in mutations.weights:
+        if kind not in generated:
+            yield Finding(
+                (*at, "weights", kind.value),
+                f"'{kind.value}' has a weight but is not generated (not in mutations.types"
+                f"{'' if explicit else ', or left out by default'})",
+                warning=True,
+                key=True,
+            )
+    if mutations.llm is not None and mutations.generator is MutationGenerator.TEMPLATES:
+        yield Finding(
+            (*at, "llm"),
+            "mutations.llm is set but the generator is `templates`, which does not use it "
+            "(set generator: llm to have the LLM write the prompt-level mutations)",
+            warning=True,
+            key=True,
+        )
