@@ -165,3 +165,23 @@ def test_an_agent_down_after_a_mutation_fails_its_readiness_check(tmp_path: Path
     [mutation] = result.phases["mutation"].mutations
     assert mutation.status.value == "failed"
     assert "readiness check right after" in mutation.reason
+
+
+def test_one_failing_copy_of_a_burst_fails_the_mutation(tmp_path: Path) -> None:
+    import threading
+
+    lock = threading.Lock()
+    seen = {"n": 0}
+
+    def answer(received: Received) -> tuple[int, bytes] | None:
+        with lock:
+            seen["n"] += 1
+            third = seen["n"] == 3
+        return (500, b'{"error": "overloaded"}') if third else (200, b'{"output": "ok"}')
+
+    with RecordingServer(answer) as server:
+        result = run(tmp_path, server.url, ["concurrent_request_pattern"], 1)
+        assert len(server.received) == 5
+    [burst] = result.phases["mutation"].mutations
+    assert burst.transform == "burst_5" and burst.status.value == "failed"
+    assert burst.reason.startswith("HTTP 500: 1 of 5 concurrent copies: ")

@@ -19,6 +19,7 @@ Decisions worth knowing:
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import http.cookiejar
 import json
@@ -273,7 +274,12 @@ class HttpAgent:
             thread.start()
         for thread in threads:
             thread.join()
-        return max(replies, key=_badness)
+        worst = max(replies, key=_badness)
+        failed = sum(1 for r in replies if _badness(r) == _badness(worst))
+        if worst.error is None:
+            return worst
+        message = f"{failed} of {shape.copies} concurrent copies: {worst.error_message}"
+        return dataclasses.replace(worst, error_message=message)
 
     def _shaped_reply(self, request: WireRequest, deadline: float, started: float) -> Reply:
         raw = b""
