@@ -150,6 +150,7 @@ class _Mutation:
     generator: str
     weight: float
     status: str
+    severity: str
     mark: str
     reason: str
     failed: tuple[str, ...]
@@ -170,6 +171,7 @@ def _mutation(m: MutationResult) -> _Mutation:
         generator=clean(m.generator),
         weight=m.weight,
         status=m.status.value,
+        severity=clean(m.severity),
         mark=mutation_mark(m),
         reason=excerpt(m.reason, 2000),
         failed=tuple(clean(i) for i in m.failed_invariants),
