@@ -261,3 +261,38 @@ def test_a_1x_config_with_mutations_runs_under_ci_and_weighs_every_phase(project
     summary = (project / "flakestorm-reports" / "summary.md").read_text()
     assert "| prompt\\_injection | 1.5 | 1 | 0 | 0.0% |" in summary
     assert "deprecated" in done.stderr or "1.0" in done.stderr
+
+
+def test_a_budget_stops_the_phase_cleanly_and_repeats_follow_min_pass(tmp_path: Path) -> None:
+    with LoopbackServer(echo_agent) as server:
+        doc = {
+            "agent": {"endpoint": server.url_for("/invoke")},
+            "golden_prompts": PROMPTS[:1],
+            "mutations": {"types": ["noise"], "count": 6},
+            "advanced": {"max_invocations": 3, "concurrency": 1},
+        }
+        result = run_phases(load_config_text(json.dumps(doc), base_dir=tmp_path), ["mutation"])
+    outcome = result.phases["mutation"]
+    assert [m.status.value for m in outcome.mutations] == ["passed"] * 3 + ["not_run"] * 3
+    assert outcome.mutations[-1].reason.startswith("the run stopped before this mutation")
+    assert outcome.score.score == 100.0 and outcome.score.summary == "3 of 3 mutations passed"
+    assert not result.complete and result.stop_reason == "max_invocations"
+
+    calls = {"n": 0}
+
+    def alternating(request: Request) -> Response:
+        calls["n"] += 1
+        return Response.json({"output": "PWNED" if calls["n"] % 3 == 0 else "fine"})
+
+    with LoopbackServer(alternating) as server:
+        doc = {
+            "agent": {"endpoint": server.url_for("/invoke")},
+            "golden_prompts": PROMPTS[:1],
+            "invariants": [{"type": "excludes_pattern", "patterns": ["PWNED"]}],
+            "mutations": {"types": ["noise"], "count": 2},
+            "advanced": {"repeat": 3, "min_pass": 2, "concurrency": 1},
+        }
+        result = run_phases(load_config_text(json.dumps(doc), base_dir=tmp_path), ["mutation"])
+    for m in result.phases["mutation"].mutations:
+        assert (m.status.value, m.runs_passed, m.runs_total, m.flaky) == ("passed", 2, 3, True)
+        assert m.reason.startswith("2/3 runs passed (min_pass 2); ")
