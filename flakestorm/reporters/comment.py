@@ -2,7 +2,8 @@
 
 Below the score line: each phase's score, why the gate failed, the faults that were not
 delivered (SPEC §4: flagged, with the wiring hint), then one table of the failing cells of every
-phase, critical first.
+phase, critical first, and one of the failed mutations (id, transform, failed invariants,
+reason).
 
 One comment per pull request and config. Its body starts with two hidden lines::
 
@@ -16,7 +17,7 @@ body that starts with the marker, and every other line of the body is escaped te
 :mod:`flakestorm.reporters.markdown`), so agent output cannot forge either line.
 
 A body is at most :data:`COMMENT_LIMIT_CHARS` characters (GitHub rejects longer ones): failing
-cells are dropped from the end, with a note, to fit.
+cells, then failed mutations, are dropped from the end, with a note, to fit.
 """
 
 from __future__ import annotations

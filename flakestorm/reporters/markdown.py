@@ -6,7 +6,10 @@ chaos-only phase): its matrix (rows = invariants with their severity, columns = 
 on a scenario whose faults were not delivered) with a legend, a collapsed table of the
 scenarios with their declared faults, and every failed or errored cell in a ``<details>``
 block with its failing prompts, an excerpt of each reply, the reason, the faults that fired and
-the first tool and LLM calls the agent made.
+the first tool and LLM calls the agent made. A phase whose unit is the mutation (it has
+mutations and no cells) shows a per-type table (total, passed, pass rate) instead of the
+matrix, and a ``<details>`` block per failed or errored mutation: the original, the mutated
+prompt or the request changes, an excerpt of the reply and the failed invariants.
 
 Untrusted text goes through :mod:`flakestorm.reporters.escape`; the pieces every report shares
 are in :mod:`flakestorm.reporters.view`.
@@ -14,9 +17,9 @@ are in :mod:`flakestorm.reporters.view`.
 Size
 ----
 GitHub drops a step summary over 1 MiB. :func:`render` keeps the document under
-``limit_bytes`` (UTF-8): cell details are dropped from the end first, then scenario table
-rows, then matrix rows, and a note says how many were left out and where the full report is
-(``report.html``, ``results.json``).
+``limit_bytes`` (UTF-8): cell (or mutation) details are dropped from the end first, then
+scenario table rows, then matrix (or type table) rows, and a note says how many were left
+out and where the full report is (``report.html``, ``results.json``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The matrix and verdict as plain text for a terminal or a CI log.
+"""The matrix (or, for the mutation phase, the per-type table and the failed mutations) and
+the verdict as plain text for a terminal or a CI log.
 
 Agent output is untrusted: everything quoted from it goes through :func:`safe` so it cannot
 break lines, move the cursor, or be read by a CI runner as a workflow command (``::``, or
