@@ -215,12 +215,13 @@ def _judge_request(
     """SPEC §6: a clean rejection or a reply satisfying the invariants passes."""
     status = reply.status
     assert mutation.request is not None
-    if reply.error is AgentErrorKind.STATUS and status is not None:
+    if reply.error in (AgentErrorKind.STATUS, AgentErrorKind.TOO_LARGE) and status is not None:
         if 400 <= status < 500:
             return Judged(True, f"rejected cleanly: HTTP {status}")
         if status == 501 and mutation.request.method is not None:
             return Judged(True, "rejected cleanly: HTTP 501 (method not implemented)")
-        return Judged(False, f"HTTP {status}: {reply.error_message}")
+        if reply.error is AgentErrorKind.STATUS or not 200 <= status < 300:
+            return Judged(False, f"HTTP {status}: {reply.error_message}")
     if reply.error is not None:
         return Judged(False, f"{reply.error.value}: {reply.error_message}")
     return _check(plan, check, mutation.prompt, reply, baseline)
