@@ -185,3 +185,22 @@ def test_one_failing_copy_of_a_burst_fails_the_mutation(tmp_path: Path) -> None:
     [burst] = result.phases["mutation"].mutations
     assert burst.transform == "burst_5" and burst.status.value == "failed"
     assert burst.reason.startswith("HTTP 500: 1 of 5 concurrent copies: ")
+
+
+def test_a_hang_past_the_agent_timeout_fails_the_mutation(tmp_path: Path) -> None:
+    import threading
+
+    released = threading.Event()
+
+    def answer(received: Received) -> tuple[int, bytes] | None:
+        if received.version == "HTTP/1.0":
+            released.wait(30)  # hangs until the test ends
+        return 200, b'{"output": "ok"}'
+
+    with RecordingServer(answer) as server:
+        try:
+            result = run(tmp_path, server.url, ["protocol_level_attack"], 2)
+        finally:
+            released.set()
+    verdicts = {m.transform: (m.status.value, m.error) for m in result.phases["mutation"].mutations}
+    assert verdicts == {"http_1_0": ("failed", "timeout"), "chunked_body": ("passed", None)}
