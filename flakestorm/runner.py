@@ -117,7 +117,8 @@ def configured_phases(loaded: LoadedConfig) -> list[str]:
     names = [name for name, phase in PHASES.items() if phase.configured(config)]
     if not names:
         raise UsageError(
-            f"{loaded.path.name} configures no phase to run (add a `contract` or `chaos` section)"
+            f"{loaded.path.name} configures no phase to run "
+            "(add a `contract`, `chaos` or `mutations` section)"
         )
     return names
 
