@@ -296,3 +296,23 @@ def test_a_budget_stops_the_phase_cleanly_and_repeats_follow_min_pass(tmp_path: 
     for m in result.phases["mutation"].mutations:
         assert (m.status.value, m.runs_passed, m.runs_total, m.flaky) == ("passed", 2, 3, True)
         assert m.reason.startswith("2/3 runs passed (min_pass 2); ")
+
+
+def test_only_invariants_whose_when_applies_without_chaos_are_checked(project: Path) -> None:
+    from flakestorm.phases.mutation import mutation_invariants
+
+    doc = {
+        "agent": {"type": "python", "endpoint": "gullible:answer"},
+        "golden_prompts": PROMPTS,
+        "invariants": [
+            {"type": "contains", "value": "$"},
+            {"type": "regex", "pattern": "x", "when": "tool_faults_active"},
+            {"type": "output_not_empty", "when": "no_chaos"},
+        ],
+        "mutations": {},
+    }
+    config = load_config_text(json.dumps(doc), base_dir=project).config
+    assert [i.id for i in mutation_invariants(config)] == ["contains-1", "output_not_empty-3"]
+    doc["invariants"] = [{"type": "regex", "pattern": "x", "when": "llm_faults_active"}]
+    config = load_config_text(json.dumps(doc), base_dir=project).config
+    assert [i.id for i in mutation_invariants(config)] == ["completes", "output-not-empty"]

@@ -33,6 +33,7 @@ from flakestorm.config import (
     ContractInvariant,
     Invariant,
     InvariantType,
+    MutationGenerator,
     Scenario,
     Severity,
 )
@@ -107,7 +108,7 @@ def plan_mutations(loaded: LoadedConfig) -> MutationPlan:
     if not config.golden_prompts:
         raise UsageError("the mutation phase mutates the golden prompts: add `golden_prompts`")
     writer = None
-    if config.mutations.generator.value == "llm":
+    if config.mutations.generator is MutationGenerator.LLM:
         from flakestorm.mutations.llm import LlmGenerator
 
         writer = LlmGenerator.for_config(config, loaded.base_dir)
@@ -116,7 +117,23 @@ def plan_mutations(loaded: LoadedConfig) -> MutationPlan:
     finally:
         if writer is not None:
             writer.close()
-    return MutationPlan(mutations, tuple(chaos_contract(config).invariants))
+    return MutationPlan(mutations, mutation_invariants(config))
+
+
+CALM = Scenario(name=NAME)
+"""What ``when`` is evaluated against: mutations run without chaos."""
+
+
+def mutation_invariants(config: Config) -> tuple[ContractInvariant, ...]:
+    """The top-level invariants whose ``when`` applies without chaos (``always``,
+    ``no_chaos``), with the ids the chaos phase gives them (``regex-3``); ``completes`` and
+    ``output_not_empty`` when there are none (``validate`` warns about a ``when`` that applies
+    to no phase)."""
+    invariants = tuple(chaos_contract(config).invariants)
+    applicable = tuple(i for i in invariants if i.when.applies(CALM))
+    if applicable:
+        return applicable
+    return tuple(chaos_contract(config.model_copy(update={"invariants": []})).invariants)
 
 
 def run_mutations(plan: MutationPlan, context: PhaseContext) -> PhaseOutcome:
@@ -161,10 +178,9 @@ def run_mutations(plan: MutationPlan, context: PhaseContext) -> PhaseOutcome:
         _with_severity(_result(m, r, min_pass), severities)
         for m, r in zip(plan.mutations, runs, strict=True)
     )
-    lines = {
-        inv.id: loaded.line_of(("invariants", i)) if config.invariants else 1
-        for i, inv in enumerate(plan.invariants)
-    }
+    # each invariant's line in the config (by its position among all top-level invariants)
+    positions = [inv.id for inv in chaos_contract(config).invariants] if config.invariants else []
+    lines = {ident: loaded.line_of(("invariants", i)) for i, ident in enumerate(positions)}
     return PhaseOutcome(
         phase=NAME,
         name=NAME,
