@@ -30,6 +30,7 @@ SECTIONS: dict[str, str] = {
     "Session": "replays.sessions[]",
     "SessionFile": "replays.sessions[]",
     "ToolResponse": "replays.sessions[].tool_responses[]",
+    "LlmReply": "replays.sessions[].llm_responses[]",
     "LangsmithSource": "replays.sources[]",
     "Scoring": "scoring",
     "Weights": "scoring.weights",
@@ -68,10 +69,15 @@ SECTION_NOTES: dict[str, str] = {
     "generator, chat completions) and `advanced.embeddings` (the `embeddings` similarity "
     "backend, `/v1/embeddings`).",
     "replays": "The replay phase: recorded sessions are played back against the agent.",
-    "replays.sessions[]": "A recorded session, inline, or `{file: PATH}` to read one from a "
-    "YAML or JSON file.",
-    "replays.sessions[].tool_responses[]": "A recorded tool reply, served to the agent when "
-    "it calls that tool.",
+    "replays.sessions[]": "A recorded session, inline, or `{file: PATH}` to read sessions from "
+    "YAML or JSON files (a path or a glob such as `sessions/*.yaml`). See "
+    "[the replay guide](replay.md).",
+    "replays.sessions[].tool_responses[]": "A recorded tool reply. Per tool, the n-th call "
+    "the agent makes gets the n-th recorded reply, with its status and latency; a call with "
+    "nothing recorded is a replay miss (`replays.on_miss`).",
+    "replays.sessions[].llm_responses[]": "A recorded LLM reply, served in order to the "
+    "agent's LLM calls (OpenAI or Anthropic shape, streamed when the agent streams). Without "
+    "any, LLM calls go to the configured LLM.",
     "replays.sources[]": "Sessions imported from an external tracing system.",
     "scoring": "How phase scores combine into the overall score, and the gate. The flat "
     "legacy form (`scoring: {mutation: 0.2, chaos: 0.35, ...}`) is still accepted with a "
@@ -243,21 +249,43 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     # replays
     "replays.sessions": "Sessions, inline or `{file: PATH}`.",
     "replays.sources": "External sources of sessions.",
-    "replays.sessions[].id": "Session identifier.",
+    "replays.on_miss": "What a call with nothing recorded for it gets: `error` (a replay "
+    "miss, the session is errored naming the call) or `live` (the call goes to the real "
+    "tool or LLM).",
+    "replays.sessions[].id": "Session identifier (unique).",
     "replays.sessions[].name": "Human-readable name.",
     "replays.sessions[].input": "The input sent to the agent.",
-    "replays.sessions[].context": "Extra context passed with the input.",
-    "replays.sessions[].tool_responses": "Recorded tool replies served to the agent.",
+    "replays.sessions[].context": "Extra context: filled in for `{context}` in "
+    "`agent.request_template` (a python agent gets it as its `context` argument); without "
+    "`{context}`, prepended to the input as `Context:` text and a blank line.",
+    "replays.sessions[].tool_responses": "Recorded tool replies served to the agent, in call "
+    "order per tool.",
+    "replays.sessions[].llm_responses": "Recorded LLM replies, served in order; empty: LLM "
+    "calls are live.",
+    "replays.sessions[].expected_output": "The recorded good answer: `behavior_unchanged` "
+    "invariants compare with it (without it they are skipped).",
     "replays.sessions[].expected_failure": "What went wrong in the recorded incident "
     "(informational).",
     "replays.sessions[].contract": "The contract to verify the reply against: a contract "
-    "name in this config, or a path.",
+    "name in this config, or the path of a YAML file with a `contract` section (relative "
+    "to the config). Default: the config's contract.",
     "replays.sessions[].file": "File form, instead of the fields above: path of a YAML or "
-    "JSON session file (relative to the config file).",
-    "replays.sessions[].tool_responses[].tool": "The tool name.",
-    "replays.sessions[].tool_responses[].response": "The recorded result.",
-    "replays.sessions[].tool_responses[].status": "The recorded HTTP status.",
-    "replays.sessions[].tool_responses[].latency_ms": "The recorded latency, in milliseconds.",
+    "JSON session file, or a glob (relative to the config file). A file holds one session, "
+    "or `sessions:` with a list.",
+    "replays.sessions[].tool_responses[].tool": "The tool name (as `proxy.tools` or "
+    "`agent.tools` name it).",
+    "replays.sessions[].tool_responses[].response": "The recorded result: JSON, or text.",
+    "replays.sessions[].tool_responses[].status": "The recorded HTTP status; not 2xx "
+    "counts as a tool fault for `when`.",
+    "replays.sessions[].tool_responses[].latency_ms": "The recorded latency, in "
+    "milliseconds: the reply is held that long.",
+    "replays.sessions[].tool_responses[].arguments": "What the agent sent the tool (the "
+    "request body or query, or the python call's arguments); compared with what it sends "
+    "now in the divergence report.",
+    "replays.sessions[].llm_responses[].content": "The reply text.",
+    "replays.sessions[].llm_responses[].status": "The recorded HTTP status; not 2xx is "
+    "served as the provider's error and counts as an LLM fault for `when`.",
+    "replays.sessions[].llm_responses[].latency_ms": "The recorded latency, in milliseconds.",
     "replays.sources[].type": "The source kind.",
     "replays.sources[].project": "LangSmith project.",
     "replays.sources[].run_id": "LangSmith run id.",
@@ -380,6 +408,10 @@ ENUM_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "conflicting_context": "Add contradictory `statements` to tool results.",
         "injection_via_context": "Place `payload` instructions in the system/context "
         "messages of LLM requests.",
+    },
+    "OnMiss": {
+        "error": "A replay miss: the session is errored, naming the call (exit 3).",
+        "live": "The call goes to the real tool or LLM.",
     },
     "PoisonStrategy": {
         "prepend": "Payload before the input.",

@@ -30,8 +30,6 @@ from flakestorm.config import (
     Invariant,
     LlmFault,
     Scenario,
-    Session,
-    SessionFile,
     SimilarityBackend,
     ToolFault,
     When,
@@ -373,42 +371,9 @@ class _Checker:
     # ------------------------------------------------------------------- replays
 
     def replays(self) -> None:
-        replays = self.config.replays
-        if replays is None:
-            return
-        for i, session in enumerate(replays.sessions):
-            at: ConfigPath = ("replays", "sessions", i)
-            if isinstance(session, SessionFile):
-                if not (self.base_dir / session.file).is_file():
-                    self.error(
-                        (*at, "file"),
-                        f"replay session file {session.file!r} does not exist (paths are "
-                        "relative to the config's directory)",
-                    )
-            elif isinstance(session, Session):
-                self.contract_ref((*at, "contract"), at, session.contract)
-        for i, source in enumerate(replays.sources):
-            at = ("replays", "sources", i)
-            if source.project is None and source.run_id is None:
-                self.error(at, "a langsmith source needs 'project' or 'run_id'")
-            self.contract_ref((*at, "contract"), at, source.contract)
+        from flakestorm.replay.sessions import resolve_sessions
 
-    def contract_ref(self, at: ConfigPath, parent: ConfigPath, name: str | None) -> None:
-        contract = self.config.contract
-        if name is None:
-            if contract is None:
-                self.error(
-                    parent,
-                    "no contract to verify the replay against: set 'contract' (a contract "
-                    "file) or add a contract section",
-                )
-            return
-        if contract is not None and name == contract.name:
-            return
-        if (self.base_dir / name).is_file():
-            return
-        known = f" (the config's contract is {contract.name!r})" if contract else ""
-        self.error(at, f"{name!r} is neither the config's contract nor a contract file{known}")
+        self.found.errors += resolve_sessions(self.config, self.base_dir, self.locate)[1]
 
     # ------------------------------------------------------------------- proxy
 

@@ -58,8 +58,11 @@ def sorted_error(problems: list[Problem]) -> ConfigError:
     return ConfigError(sorted(problems, key=lambda p: (p.line, p.column)))
 
 
-def read_document(text: str, filename: str, env: Mapping[str, str]) -> Document:
-    """The data of ``text`` (a mapping at the top), or ConfigError for what cannot be data."""
+def read_document(
+    text: str, filename: str, env: Mapping[str, str], *, expand_env: bool = True
+) -> Document:
+    """The data of ``text`` (a mapping at the top), or ConfigError for what cannot be data.
+    ``expand_env=False`` keeps ``${...}`` as written (recorded data, e.g. replay sessions)."""
     try:
         node = _compose(text)
     except yaml.YAMLError as exc:
@@ -80,7 +83,7 @@ def read_document(text: str, filename: str, env: Mapping[str, str]) -> Document:
                 )
             ]
         )
-    builder = _Builder(filename, env)
+    builder = _Builder(filename, env, expand_env)
     try:
         return builder.build(node)
     except _Fail as fail:
@@ -112,9 +115,10 @@ class _Fail(Exception):
 class _Builder:
     """Turns a composed node tree into plain data, recording positions and expanding ``${VAR}``."""
 
-    def __init__(self, filename: str, env: Mapping[str, str]) -> None:
+    def __init__(self, filename: str, env: Mapping[str, str], expand_env: bool = True) -> None:
         self.filename = filename
         self.env = env
+        self.expand_env = expand_env
         self.doc = Document()
         self.budget = MAX_NODES
         self.active: set[int] = set()
@@ -230,7 +234,7 @@ class _Builder:
 
     def expanded(self, text: str, path: ConfigPath, loc: Location) -> str:
         """``text`` with ``${VAR}`` expanded; what came from the environment is recorded."""
-        if "${" not in text:
+        if "${" not in text or not self.expand_env:
             return text
         expansion = expand(text, self.env)
         self.doc.secrets.update(expansion.secrets)

@@ -1,0 +1,197 @@
+"""The sessions a config replays, resolved and checked (SPEC §7).
+
+:func:`resolve_sessions` gathers ``replays.sessions`` — inline, ``file:`` (YAML or JSON) and
+globs — in config order, resolves each session's contract (a contract name in the config, a
+contract file, or the config's contract by default), and checks what the models cannot:
+
+- session ids are unique (across files too);
+- the contract resolves;
+- every recorded tool is one the agent can call through flakestorm: for a python agent, an
+  ``agent.tools`` name (unless a ``tool_registry`` names them at run time); for an http agent
+  with ``proxy.tools``, one of those;
+- a python agent has something to serve recorded replies through (``agent.tools`` /
+  ``agent.tool_registry``, ``agent.llm``);
+- ``replays.sources`` is refused: sessions are imported ahead of the run
+  (``flakestorm replay import langsmith``) and committed.
+
+Every problem is located: in ``flakestorm.yaml`` (through the ``locate`` hook semantics
+passes) or in the session or contract file it is in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from flakestorm.config import AgentType, Config, Contract, Session, SessionFile
+from flakestorm.errors import Problem
+from flakestorm.loader.sessions import (
+    SessionSource,
+    is_glob,
+    read_contract,
+    read_sessions,
+    session_paths,
+)
+from flakestorm.validation.paths import ConfigPath
+from flakestorm.validation.wording import did_you_mean
+
+Locate = Callable[[ConfigPath, str], Problem]
+
+
+@dataclass(frozen=True)
+class ReplaySession:
+    """One session to replay, with its contract resolved; ``index`` is its stable place in
+    the config (sharding deals sessions by it)."""
+
+    index: int
+    session: Session
+    contract: Contract
+    line: int
+    """Where the session is written (its file's line, or the config's)."""
+
+    @property
+    def id(self) -> str:
+        return self.session.id
+
+
+def resolve_sessions(
+    config: Config, base_dir: Path, locate: Locate
+) -> tuple[list[ReplaySession], list[Problem]]:
+    """The config's sessions in order, and every problem with them (see the module doc)."""
+    replays = config.replays
+    if replays is None:
+        return [], []
+    problems: list[Problem] = []
+    sources: list[SessionSource] = []
+    for i, entry in enumerate(replays.sessions):
+        at: ConfigPath = ("replays", "sessions", i)
+        if isinstance(entry, SessionFile):
+            paths = session_paths(entry.file, base_dir)
+            if not paths:
+                what = "matches no file" if is_glob(entry.file) else "does not exist"
+                problems.append(
+                    locate(
+                        (*at, "file"),
+                        f"session file {entry.file!r} {what} (paths are relative to the "
+                        "config's directory)",
+                    )
+                )
+            for path in paths:
+                found, bad = read_sessions(path)
+                sources += found
+                problems += bad
+        else:
+            sources.append(SessionSource(entry, _under(locate, at), locate(at, "").line))
+    for i, _source in enumerate(replays.sources):
+        problems.append(
+            locate(
+                ("replays", "sources", i),
+                "importing sessions at run time is not available: import them ahead with "
+                "`flakestorm replay import langsmith ... -o DIR` and list the files under "
+                "replays.sessions (file: DIR/*.yaml)",
+            )
+        )
+    checker = _Checker(config, base_dir)
+    out = []
+    seen: set[str] = set()
+    for source in sources:
+        session = source.session
+        if session.id in seen:
+            problems.append(source.place(("id",), f"duplicate session id {session.id!r}"))
+        seen.add(session.id)
+        problems += checker.tools(source)
+        contract = checker.contract(source, problems)
+        if contract is not None:
+            out.append(ReplaySession(len(out), session, contract, source.line))
+    return out, problems
+
+
+def _under(locate: Locate, prefix: ConfigPath) -> Callable[[ConfigPath, str], Problem]:
+    def place(path: ConfigPath, message: str) -> Problem:
+        return locate((*prefix, *path), message)
+
+    return place
+
+
+class _Checker:
+    def __init__(self, config: Config, base_dir: Path) -> None:
+        self.config = config
+        self.base_dir = base_dir
+        self.contracts: dict[Path, Contract | None] = {}
+
+    def contract(self, source: SessionSource, problems: list[Problem]) -> Contract | None:
+        name = source.session.contract
+        own = self.config.contract
+        if name is None:
+            if own is None:
+                problems.append(
+                    source.place(
+                        ("contract",),
+                        "no contract to verify the session against: set 'contract' (a "
+                        "contract name or file) or add a contract section to the config",
+                    )
+                )
+            return own
+        if own is not None and name == own.name:
+            return own
+        path = self.base_dir / name
+        if not path.is_file():
+            known = f"the config's contract is {own.name!r}" if own else "the config has none"
+            problems.append(
+                source.place(
+                    ("contract",),
+                    f"{name!r} is neither the config's contract nor a contract file ({known}; "
+                    "a file path is relative to the config's directory)",
+                )
+            )
+            return None
+        if path not in self.contracts:
+            contract, bad = read_contract(path)
+            self.contracts[path] = contract
+            problems += bad
+        return self.contracts[path]
+
+    def tools(self, source: SessionSource) -> list[Problem]:
+        agent = self.config.agent
+        session = source.session
+        out = []
+        if agent.type is AgentType.PYTHON:
+            if session.llm_responses and agent.llm is None:
+                out.append(
+                    source.place(
+                        ("llm_responses",),
+                        "the python agent names no agent.llm callable to serve recorded "
+                        "LLM replies through: set agent.llm",
+                    )
+                )
+            if agent.tool_registry is not None:
+                return out
+            known = [ref.rpartition(":")[2].rpartition(".")[2] for ref in agent.tools or ()]
+            if session.tool_responses and not known:
+                out.append(
+                    source.place(
+                        ("tool_responses",),
+                        "the python agent names no agent.tools or agent.tool_registry to "
+                        "serve recorded tool responses through",
+                    )
+                )
+                return out
+        else:
+            known = sorted(self.config.proxy.tools) if self.config.proxy else []
+            if not known:
+                return out  # the agent calls <proxy>/tools/NAME itself: any name routes
+        for j, response in enumerate(session.tool_responses):
+            if response.tool in known:
+                continue
+            guess = did_you_mean(response.tool, known)
+            hint = f"; did you mean {guess!r}?" if guess else ""
+            where = "agent.tools" if agent.type is AgentType.PYTHON else "proxy.tools"
+            out.append(
+                source.place(
+                    ("tool_responses", j, "tool"),
+                    f"unknown tool {response.tool!r} (the tools in {where}: "
+                    f"{', '.join(known)}){hint}",
+                )
+            )
+        return out
