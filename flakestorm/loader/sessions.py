@@ -96,8 +96,16 @@ def _placer(locator: Locator, prefix: ConfigPath) -> Place:
     return place
 
 
+def shown(path: Path) -> str:
+    """``path`` as messages show it: relative to the working directory when under it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except (ValueError, OSError):
+        return str(path)
+
+
 def _read(path: Path) -> tuple[Locator | None, Any, list[Problem]]:
-    name = str(path)
+    name = shown(path)
     try:
         text = path.read_bytes().decode("utf-8-sig")
     except OSError as exc:

@@ -11,8 +11,6 @@ contract file, or the config's contract by default), and checks what the models 
   with ``proxy.tools``, one of those;
 - a python agent has something to serve recorded replies through (``agent.tools`` /
   ``agent.tool_registry``, ``agent.llm``);
-- ``replays.sources`` is refused: sessions are imported ahead of the run
-  (``flakestorm replay import langsmith``) and committed.
 
 Every problem is located: in ``flakestorm.yaml`` (through the ``locate`` hook semantics
 passes) or in the session or contract file it is in.
@@ -83,15 +81,6 @@ def resolve_sessions(
                 problems += bad
         else:
             sources.append(SessionSource(entry, _under(locate, at), locate(at, "").line))
-    for i, _source in enumerate(replays.sources):
-        problems.append(
-            locate(
-                ("replays", "sources", i),
-                "importing sessions at run time is not available: import them ahead with "
-                "`flakestorm replay import langsmith ... -o DIR` and list the files under "
-                "replays.sessions (file: DIR/*.yaml)",
-            )
-        )
     checker = _Checker(config, base_dir)
     out = []
     seen: set[str] = set()
