@@ -2,9 +2,10 @@
 
 :func:`check` looks at what pydantic cannot: type-specific fields of invariants, context attacks
 and faults, regexes that do not compile, duplicate ids and names, weights that do not sum to 1.0,
-python references, URLs, request templates, replay references, and ``when`` values that never
-apply. It knows nothing of files: every finding is turned into a Problem by the ``locate`` hook
-the loader passes in, given the config path of the value (``("contract", "invariants", 0,
+python references, URLs, request templates, and ``when`` values that never apply (replay
+sessions are checked by :mod:`flakestorm.loader.replays`, which reads their files). It knows
+nothing of files: every finding is turned into a Problem by the ``locate`` hook the loader
+passes in, given the config path of the value (``("contract", "invariants", 0,
 "pattern")``) and, with ``key=True``, asking for the position of the key rather than the value.
 """
 
@@ -116,7 +117,6 @@ class _Checker:
         self.tool_delivery()
         self.prompts()
         self.mutations()
-        self.replays()
         self.proxy()
         self.scoring()
         self.advanced()
@@ -369,11 +369,6 @@ class _Checker:
             (self.warn if found.warning else self.error)(found.path, found.message, found.key)
 
     # ------------------------------------------------------------------- replays
-
-    def replays(self) -> None:
-        from flakestorm.replay.sessions import resolve_sessions
-
-        self.found.errors += resolve_sessions(self.config, self.base_dir, self.locate)[1]
 
     # ------------------------------------------------------------------- proxy
 

@@ -84,18 +84,6 @@ def test_probes_make_golden_prompts_optional_for_contract_only() -> None:
     assert errors == ["golden_prompts: at least one golden prompt is required by mutations"]
 
 
-def test_replay_file_relative_to_base_dir(tmp_path: Path) -> None:
-    (tmp_path / "s.yaml").write_text("id: x\ninput: hi\ncontract: c.yaml\n", encoding="utf-8")
-    (tmp_path / "c.yaml").write_text(
-        "contract: {name: c, invariants: [{id: i, type: completes}], chaos_matrix: [{name: s}]}",
-        encoding="utf-8",
-    )
-    data = {"agent": AGENT, "replays": {"sessions": [{"file": "s.yaml"}]}}
-    assert run(data, tmp_path) == ([], [])
-    errors, _ = run(data, tmp_path / "elsewhere")
-    assert len(errors) == 1 and "does not exist" in errors[0]
-
-
 def test_when_warning_for_top_level_invariants() -> None:
     data = {
         "agent": AGENT,

@@ -22,6 +22,7 @@ from flakestorm.loader.document import Document, read_document, sorted_error
 from flakestorm.loader.env import redacted
 from flakestorm.loader.legacy import LEGACY_HINTS, precheck, prepare, version_warnings
 from flakestorm.loader.locations import Locator
+from flakestorm.loader.replays import resolve_sessions
 from flakestorm.validation import InvalidData, validate_model
 from flakestorm.validation.paths import ConfigPath, format_path
 
@@ -101,6 +102,7 @@ def _validate(doc: Document, filename: str, digest: str, base_dir: Path | None) 
     if config is not None:
         errors, found = semantics.check(config, where.locate, base_dir or Path("."))
         problems.extend(errors)
+        problems.extend(resolve_sessions(config, base_dir or Path("."), where.locate)[1])
         warnings.extend(found)
         warnings.extend(version_warnings(config, where))
     unknown = [p.path for p in problems if p.message.startswith("unknown key")]

@@ -75,18 +75,20 @@ def read_sessions(path: Path) -> tuple[list[SessionSource], list[Problem]]:
     return out, problems
 
 
-def read_contract(path: Path) -> tuple[Contract | None, list[Problem]]:
-    """The contract of a contract file, or the problems found in it (located there)."""
+def read_contract(path: Path) -> tuple[Contract | None, Place | None, list[Problem]]:
+    """The contract of a contract file, how to locate a problem with one of its fields
+    (a config path under ``contract``), and the problems found in it (located there)."""
     locator, data, problems = _read(path)
     if locator is None:
-        return None, problems
+        return None, None, problems
     prefix: ConfigPath = ("contract",) if isinstance(data, dict) and "contract" in data else ()
     value = data["contract"] if prefix else data
     try:
-        return validate_model(Contract, value), problems
+        contract = validate_model(Contract, value)
     except InvalidData as exc:
         problems += [locator.locate((*prefix, *p.path), p.message, p.key) for p in exc.problems]
-        return None, problems
+        return None, None, problems
+    return contract, _placer(locator, prefix), problems
 
 
 def _placer(locator: Locator, prefix: ConfigPath) -> Place:

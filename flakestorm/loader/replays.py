@@ -12,8 +12,9 @@ contract file, or the config's contract by default), and checks what the models 
 - a python agent has something to serve recorded replies through (``agent.tools`` /
   ``agent.tool_registry``, ``agent.llm``);
 
-Every problem is located: in ``flakestorm.yaml`` (through the ``locate`` hook semantics
-passes) or in the session or contract file it is in.
+Every problem is located: in ``flakestorm.yaml`` (through the loader's ``locate``) or in the
+session or contract file it is in. The loader runs these checks beside
+:func:`flakestorm.semantics.check`; the replay phase resolves its sessions with them.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from flakestorm import semantics
 from flakestorm.config import AgentType, Config, Contract, Session, SessionFile
 from flakestorm.errors import Problem
 from flakestorm.loader.sessions import (
+    Place,
     SessionSource,
     is_glob,
     read_contract,
@@ -82,7 +85,7 @@ def resolve_sessions(
         else:
             sources.append(SessionSource(entry, _under(locate, at), locate(at, "").line))
     checker = _Checker(config, base_dir)
-    out = []
+    out: list[ReplaySession] = []
     seen: set[str] = set()
     for source in sources:
         session = source.session
@@ -136,10 +139,28 @@ class _Checker:
             )
             return None
         if path not in self.contracts:
-            contract, bad = read_contract(path)
+            contract, place, bad = read_contract(path)
             self.contracts[path] = contract
             problems += bad
+            if contract is not None and place is not None:
+                problems += self.meaning(contract, place)
         return self.contracts[path]
+
+    def meaning(self, contract: Contract, place: Place) -> list[Problem]:
+        """The meaning checks of a contract file's contract (regexes, type fields, ids),
+        as :mod:`flakestorm.semantics` makes them for the config's own contract."""
+        config = self.config.model_copy(update={"contract": contract})
+
+        kept: list[Problem] = []
+
+        def locate(path: ConfigPath, message: str, key: bool = False) -> Problem:
+            problem = place(path[1:], message)
+            if path[:1] == ("contract",):  # the rest is the config's, reported for it
+                kept.append(problem)
+            return problem
+
+        semantics.check(config, locate, self.base_dir)
+        return kept
 
     def tools(self, source: SessionSource) -> list[Problem]:
         agent = self.config.agent
