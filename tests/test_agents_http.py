@@ -390,3 +390,17 @@ def test_build_agent_makes_an_http_agent_and_close_works(server: LoopbackServer)
     assert isinstance(agent, HttpAgent)
     assert agent.invoke("hi").output == "ok"
     agent.close()
+
+
+def test_render_template_fills_context_beside_the_prompt() -> None:
+    template = {"input": "{prompt}", "context": "{context}", "note": "ctx: {context}"}
+    body = json.loads(render_template(template, "q {context}", "the {prompt} ctx"))
+    assert body == {
+        "input": "q {context}",
+        "context": "the {prompt} ctx",
+        "note": "ctx: the {prompt} ctx",
+    }
+    assert render_template('{"c": "{context}", "p": "{prompt}"}', "p", 'x"') == (
+        b'{"c": "x\\"", "p": "p"}'
+    )
+    assert render_template({"input": "{prompt}"}, "p", "ignored") == b'{"input": "p"}'

@@ -29,6 +29,8 @@ class Call:
     scenario: str = ""
     headers: tuple[tuple[str, str], ...] = ()
     request: RequestShape | None = None
+    context: str = ""
+    """A replayed session's ``context``, for ``{context}`` in an http agent's template."""
 
 
 NO_CALL = Call()

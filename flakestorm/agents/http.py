@@ -54,35 +54,50 @@ POOL_SIZE = 64
 CHUNK_BYTES = 65_536
 
 PROMPT = "{prompt}"
-_PROMPT_IN_JSON = re.compile(r'"\{prompt\}"|\{prompt\}')
+CONTEXT = "{context}"
+_PLACEHOLDER = re.compile(r"\{(prompt|context)\}")
+_PLACEHOLDER_IN_JSON = re.compile(r'"\{(prompt|context)\}"|\{(prompt|context)\}')
 
 
-def render_template(template: str | dict[str, Any] | list[Any], prompt: str) -> bytes:
-    """The request body for ``prompt`` (SPEC §2.1 ``request_template``).
+def takes_context(template: str | dict[str, Any] | list[Any]) -> bool:
+    """Whether ``request_template`` has a ``{context}`` placeholder (a replayed session's
+    ``context`` goes there; otherwise it is prepended to the input)."""
+    return CONTEXT in (template if isinstance(template, str) else json.dumps(template))
+
+
+def render_template(
+    template: str | dict[str, Any] | list[Any], prompt: str, context: str = ""
+) -> bytes:
+    """The request body for ``prompt`` (SPEC §2.1 ``request_template``); ``{context}`` is
+    filled the same way with ``context`` (a replayed session's, SPEC §7; else empty).
 
     A dict/list template is walked: a string that is exactly ``"{prompt}"`` becomes the prompt,
     ``{prompt}`` inside a longer string is replaced textually; the result is serialised as JSON.
     A string template is JSON text: ``"{prompt}"`` (quotes included) becomes the prompt as a JSON
     string, a bare ``{prompt}`` (inside a JSON string) the prompt's escaped content.
     """
+    values = {"prompt": prompt, "context": context}
     if isinstance(template, str):
-        quoted = json.dumps(prompt)
 
         def substitute(match: re.Match[str]) -> str:
+            quoted = json.dumps(values[match.group(1) or match.group(2)])
             return quoted if match.group(0).startswith('"') else quoted[1:-1]
 
-        return _PROMPT_IN_JSON.sub(substitute, template).encode("utf-8")
+        return _PLACEHOLDER_IN_JSON.sub(substitute, template).encode("utf-8")
     # ensure_ascii: a prompt may hold lone surrogates (encoding attacks); escaped, they stay valid
-    return json.dumps(_fill(template, prompt)).encode("ascii")
+    return json.dumps(_fill(template, prompt, context)).encode("ascii")
 
 
-def _fill(node: Any, prompt: str) -> Any:
+def _fill(node: Any, prompt: str, context: str) -> Any:
     if isinstance(node, str):
-        return prompt if node == PROMPT else node.replace(PROMPT, prompt)
+        if node in (PROMPT, CONTEXT):
+            return prompt if node == PROMPT else context
+        values = {"prompt": prompt, "context": context}
+        return _PLACEHOLDER.sub(lambda m: values[m.group(1)], node)
     if isinstance(node, dict):
-        return {key: _fill(value, prompt) for key, value in node.items()}
+        return {key: _fill(value, prompt, context) for key, value in node.items()}
     if isinstance(node, list):
-        return [_fill(value, prompt) for value in node]
+        return [_fill(value, prompt, context) for value in node]
     return node
 
 
@@ -183,7 +198,7 @@ class HttpAgent:
             response = self._session.request(
                 self.config.method,
                 self.config.endpoint,
-                data=render_template(self.config.request_template, prompt),
+                data=render_template(self.config.request_template, prompt, call.context),
                 headers=headers,
                 timeout=(self._timeout_s, self._timeout_s),
                 stream=True,
