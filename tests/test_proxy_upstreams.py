@@ -49,15 +49,15 @@ class Echo:
 
 def test_llm_upstream_chooses_the_upstream_once(tmp_path: Path) -> None:
     with ChaosProxy() as proxy:
-        assert proxy.llm_source is None and isinstance(proxy.upstream, NetworkUpstream)
+        assert proxy.llm_source is None and isinstance(proxy.upstream.inner, NetworkUpstream)
     with ChaosProxy(llm_upstream="https://llm.example") as proxy:
-        assert proxy.llm_source is None and isinstance(proxy.upstream, NetworkUpstream)
+        assert proxy.llm_source is None and isinstance(proxy.upstream.inner, NetworkUpstream)
     with ChaosProxy(llm_upstream="mock") as proxy:
-        assert proxy.llm_source == "mock" and isinstance(proxy.upstream, MockLlm)
+        assert proxy.llm_source == "mock" and isinstance(proxy.upstream.inner, MockLlm)
     cassette = tmp_path / "c.jsonl"
     cassette.write_text('{"flakestorm_cassette": 1}\n')
     with ChaosProxy(llm_upstream=f"cassette:{cassette}") as proxy:
-        assert proxy.llm_source == "cassette" and isinstance(proxy.upstream, CassetteReplay)
+        assert proxy.llm_source == "cassette" and isinstance(proxy.upstream.inner, CassetteReplay)
     for setting in ("api.openai.com", "mock:x", "cassette"):
         with pytest.raises(UsageError, match=r"proxy\.llm_upstream"):
             ChaosProxy(llm_upstream=setting)

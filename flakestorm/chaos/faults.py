@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from flakestorm.chaos.llm.modes import LLM_MODES
+from flakestorm.chaos.recording import Recording
 from flakestorm.chaos.tool_modes import TOOL_MODES
 from flakestorm.config import ContextAttack, ContextAttackType, LlmFault, ToolFault
 
@@ -67,6 +68,9 @@ class ActiveScenario:
     llm_faults: tuple[LlmFault, ...] = ()
     context_attacks: tuple[ContextAttack, ...] = ()
     cell_id: str = UNATTRIBUTED
+    replay: Recording | None = None
+    """A replayed session's recorded responses, served instead of the real tools (and LLM,
+    when it recorded replies) by both delivery paths (SPEC §7)."""
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,7 @@ from flakestorm.chaos.interactions import Interaction, InteractionLog
 from flakestorm.chaos.llm.modes import LLM_MODES
 from flakestorm.chaos.llm.values import inject_arguments, takes_system, transform_reply
 from flakestorm.chaos.modes import CALL_THROUGH
+from flakestorm.chaos.recording import Miss, python_plan
 from flakestorm.chaos.tool_modes import TOOL_MODES
 from flakestorm.config import AgentConfig, LlmFault, ToolFault
 from flakestorm.errors import ConfigError
@@ -234,6 +235,8 @@ class _Call:
             self.decision = book.tool_call(site.name, site.url, cell)
         self.fired = list(self.decision.fired)
         self.recorded = False
+        self.miss: str | None = None
+        """A replay miss's ``upstream_error`` (a replayed session recorded no such call)."""
 
     def rng(self) -> random.Random:
         """Randomness for this call's payload choices, fixed by the call's identity as the
@@ -263,7 +266,7 @@ class _Call:
                 matched=self.decision.matched,
                 fired=tuple(self.fired),
                 status=status,
-                upstream_error=upstream_error,
+                upstream_error=upstream_error or self.miss,
                 latency_ms=(self.wrapping.clock() - self.started) * 1000,
             )
         )
@@ -283,7 +286,24 @@ class _Plan:
     kwargs: Mapping[str, Any] = field(default_factory=dict)
 
 
+def _replayed(call: _Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Plan | None:
+    """The plan of a call a replayed session answers (:mod:`flakestorm.chaos.recording`)."""
+    recording = call.book.scenario.replay
+    if recording is None:
+        return None
+    tool = call.site.target is Target.TOOL
+    index = call.decision.call_index
+    served = recording.tool(call.site.name, index) if tool else recording.llm(index)
+    if isinstance(served, Miss):
+        call.miss = served.error
+    plan = python_plan(served, tool)
+    return _Plan(plan.delay_s, plan.error, plan.value, args, kwargs)
+
+
 def _tool_plan(call: _Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Plan:
+    replayed = _replayed(call, args, kwargs)
+    if replayed is not None:
+        return replayed
     chosen = call.decision.tool_fault
     if chosen is None:
         return _Plan(args=args, kwargs=kwargs)
@@ -304,6 +324,9 @@ def _tool_result(call: _Call, result: Any) -> Any:
 
 
 def _llm_plan(call: _Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Plan:
+    replayed = _replayed(call, args, kwargs)
+    if replayed is not None:
+        return replayed
     injections = call.decision.attacks
     if injections:
         system_param = takes_system(call.site.original, args, kwargs)

@@ -47,7 +47,8 @@ from flakestorm import __version__
 from flakestorm.chaos.faults import UNATTRIBUTED, ActiveScenario
 from flakestorm.chaos.interactions import Interaction
 from flakestorm.chaos.proxy.reply import HttpResponse, error_reply, json_reply
-from flakestorm.config import DEFAULT_SEED, Faults
+from flakestorm.chaos.recording import Recording
+from flakestorm.config import DEFAULT_SEED, Faults, LlmReply, Model, OnMiss, ToolResponse
 from flakestorm.errors import (
     HarnessError,
     InfrastructureError,
@@ -70,12 +71,23 @@ class ScenarioDocumentError(UsageError):
     """A scenario document is invalid; the message names every bad field."""
 
 
+class ReplayDocument(Model):
+    """A replayed session's recordings (:meth:`Recording.to_document`)."""
+
+    session: str = Field(min_length=1)
+    tool_responses: list[ToolResponse] = []
+    llm_responses: list[LlmReply] = []
+    on_miss: OnMiss = OnMiss.ERROR
+
+
 class ScenarioDocument(Faults):
-    """The body of ``PUT /_flakestorm/scenario``: a scenario plus its seed and default cell."""
+    """The body of ``PUT /_flakestorm/scenario``: a scenario plus its seed and default cell,
+    and, when a session is replayed, its recordings."""
 
     name: str = Field(min_length=1)
     seed: int = DEFAULT_SEED
     cell_id: str = UNATTRIBUTED
+    replay: ReplayDocument | None = None
 
 
 # --------------------------------------------------------------------------- (de)serialisation
@@ -87,7 +99,7 @@ def scenario_document(active: ActiveScenario) -> dict[str, Any]:
     def dump(items: Sequence[Any]) -> list[dict[str, Any]]:
         return [item.model_dump(mode="json", exclude_none=True, by_alias=True) for item in items]
 
-    return {
+    doc = {
         "name": active.name,
         "seed": active.seed,
         "cell_id": active.cell_id,
@@ -95,6 +107,9 @@ def scenario_document(active: ActiveScenario) -> dict[str, Any]:
         "llm_faults": dump(active.llm_faults),
         "context_attacks": dump(active.context_attacks),
     }
+    if active.replay is not None:
+        doc["replay"] = active.replay.to_document()
+    return doc
 
 
 def parse_scenario(doc: Any) -> ActiveScenario:
@@ -114,6 +129,14 @@ def parse_scenario(doc: Any) -> ActiveScenario:
         llm_faults=tuple(model.llm_faults),
         context_attacks=tuple(model.context_attacks),
         cell_id=model.cell_id,
+        replay=None
+        if model.replay is None
+        else Recording.build(
+            model.replay.session,
+            model.replay.tool_responses,
+            model.replay.llm_responses,
+            model.replay.on_miss,
+        ),
     )
 
 
@@ -180,7 +203,7 @@ def _put_scenario(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> 
         active = parse_scenario(doc)
     except ScenarioDocumentError as exc:
         return error_reply(400, "invalid_scenario", str(exc))
-    has_faults = active.tool_faults or active.llm_faults or active.context_attacks
+    has_faults = active.tool_faults or active.llm_faults or active.context_attacks or active.replay
     proxy.activate(active)
     book = proxy.book
     return json_reply(

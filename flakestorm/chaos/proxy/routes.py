@@ -12,7 +12,8 @@ What is a call of what:
 - ``/llm/...``: an LLM call when the path is a generation endpoint (``is_llm_path``); other
   LLM-API paths (``GET /v1/models``) pass through untouched (no faults), but are recorded to
   and served from a cassette like LLM calls (cassette target ``llm``).
-- ``/tools/NAME/...``: a call of tool ``NAME``.
+- ``/tools/NAME/...``: a call of tool ``NAME`` (while a replayed session is active, also a
+  ``NAME`` with no route: the recording answers it, logged as ``replay:/REST``).
 - forward mode: a call of tool ``NAME`` when the URL starts with ``tools[NAME]``, or when it
   matches the ``match_url`` of a tool fault (then the tool is that fault's ``tool``); else an LLM
   call when the path ends with ``/chat/completions``, ``/completions``, ``/responses`` or
@@ -68,6 +69,11 @@ def route(proxy: ChaosProxy, method: str, path: str) -> ServedCall | HttpRespons
     if rel.startswith("/tools/"):
         name, slash, rest = rel[len("/tools/") :].partition("/")
         name = unquote(name)
+        rest = slash + rest
+        if name not in proxy.tools and proxy.book.scenario.replay is not None:
+            # a replayed session serves it (a tool recorded nowhere is a replay miss)
+            upstream = f"replay:{rest}" + (f"?{query}" if query else "")
+            return ServedCall(Target.TOOL, method, upstream, rest, query, tool=name)
         if name not in proxy.tools:
             configured = ", ".join(sorted(proxy.tools)) or "none"
             return error_reply(
@@ -76,7 +82,6 @@ def route(proxy: ChaosProxy, method: str, path: str) -> ServedCall | HttpRespons
                 f"no tool {name!r} is configured on this proxy (configured: {configured}); "
                 "add it under proxy.tools or with --tool NAME=URL",
             )
-        rest = slash + rest
         upstream = _joined(proxy.tools[name], rest) + (f"?{query}" if query else "")
         return ServedCall(Target.TOOL, method, upstream, rest, query, tool=name)
     return error_reply(

@@ -32,6 +32,7 @@ from flakestorm.chaos.proxy.upstreams.base import Rewindable, Upstream
 from flakestorm.chaos.proxy.upstreams.cassette import CassetteRecorder, CassetteRecording
 from flakestorm.chaos.proxy.upstreams.network import NetworkUpstream, network_session
 from flakestorm.chaos.proxy.upstreams.registry import local_upstream
+from flakestorm.chaos.proxy.upstreams.replay import ReplayUpstream
 from flakestorm.errors import UsageError
 
 __all__ = ["ChaosProxy"]
@@ -89,7 +90,10 @@ class ChaosProxy:
         )
         if self._recorder is not None:
             network = CassetteRecording(network, self._recorder, self.in_background)
-        self.upstream = build(network) if build is not None else network
+        # a replayed session's recordings answer first, on top of the chosen upstream
+        self.upstream: Upstream = ReplayUpstream(
+            build(network) if build is not None else network, lambda: self._book.scenario
+        )
         """Where every data call goes once its faults are decided."""
         self._connections: set[socket.socket] = set()
         self._background: set[threading.Thread] = set()

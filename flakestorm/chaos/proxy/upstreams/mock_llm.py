@@ -181,15 +181,23 @@ def reply_text(request: dict[str, Any]) -> str:
 class _Call:
     """One parsed request and the reply it gets."""
 
-    def __init__(self, request: dict[str, Any], body: bytes, limit_keys: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        request: dict[str, Any],
+        body: bytes,
+        limit_keys: tuple[str, ...],
+        text: str | None = None,
+    ) -> None:
         self.request = request
         self.model = str(request.get("model") or MODEL)
         self.digest = hashlib.sha256(body).hexdigest()[:24]
-        full = reply_text(request)
+        full = reply_text(request) if text is None else text
         limit = next(
             (request[k] for k in limit_keys if isinstance(request.get(k), int)),
             None,
         )
+        if text is not None:
+            limit = None  # a recorded reply is served as it was recorded
         self.text = full if limit is None else truncate_text(full, limit)
         self.cut = self.text != full or (limit is not None and count_tokens(full) > limit)
         _, _, every = _conversation(request)
@@ -478,9 +486,13 @@ _OPENAI_ROUTES = (
 )
 
 
-def mock_reply(provider: Provider, path: str, request_body: bytes) -> LlmResponse:
+def mock_reply(
+    provider: Provider, path: str, request_body: bytes, text: str | None = None
+) -> LlmResponse:
     """The mock LLM's reply to a request for ``path`` (any prefix; a query string is ignored)
-    with ``request_body`` (empty for ``GET .../models``)."""
+    with ``request_body`` (empty for ``GET .../models``). With ``text``, the reply says that
+    instead (a recorded reply served by a replay, shaped like the mock's: whole or streamed,
+    in the API the agent called)."""
     clean = path.split("?", 1)[0].rstrip("/")
     if clean.endswith("/models"):
         return _anthropic_models() if provider is Provider.ANTHROPIC else _openai_models()
@@ -490,7 +502,7 @@ def mock_reply(provider: Provider, path: str, request_body: bytes) -> LlmRespons
         request = _request(request_body)
         if request is None:
             return _error(provider, 400, "The request body is not a JSON object.")
-        call = _Call(request, request_body, ("max_tokens",))
+        call = _Call(request, request_body, ("max_tokens",), text)
         if clean.endswith("/count_tokens"):
             return _json({"input_tokens": call.input_tokens})
         return _message(call)
@@ -499,7 +511,7 @@ def mock_reply(provider: Provider, path: str, request_body: bytes) -> LlmRespons
             request = _request(request_body)
             if request is None:
                 return _error(provider, 400, "We could not parse the JSON body of your request.")
-            return build(_Call(request, request_body, limit_keys))
+            return build(_Call(request, request_body, limit_keys, text))
     return _error(provider, 404, f"Invalid URL ({clean or '/'})")
 
 

@@ -8,6 +8,8 @@ or names one of the proxy's own LLM upstreams, registered in :data:`LOCAL_UPSTRE
 logged under ``NAME:/path`` (``mock:/v1/chat/completions``).
 
 Adding one is a class with ``send`` (and ``rewind`` if it replays in order) and one entry here.
+Whatever is chosen, the proxy puts :class:`~.replay.ReplayUpstream` on top: it answers from a
+replayed session's recordings while one is active, and passes everything else through.
 """
 
 from __future__ import annotations
