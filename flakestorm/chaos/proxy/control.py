@@ -75,8 +75,8 @@ class ReplayDocument(Model):
     """A replayed session's recordings (:meth:`Recording.to_document`)."""
 
     session: str = Field(min_length=1)
-    tool_responses: list[ToolResponse] = []
-    llm_responses: list[LlmReply] = []
+    tool_responses: list[ToolResponse] = Field(default_factory=list)
+    llm_responses: list[LlmReply] = Field(default_factory=list)
     on_miss: OnMiss = OnMiss.ERROR
 
 
