@@ -54,15 +54,22 @@ class When(str, enum.Enum):
 
     def applies(self, scenario: Scenario) -> bool:
         """Whether an invariant with this ``when`` is evaluated under ``scenario``."""
+        return self.applies_to(
+            bool(scenario.tool_faults), bool(scenario.llm_faults), scenario.has_chaos
+        )
+
+    def applies_to(self, tool_faults: bool, llm_faults: bool, any_chaos: bool) -> bool:
+        """Whether it is evaluated where tool faults / LLM faults / any chaos are active (a
+        scenario, or a replayed session whose recorded responses failed)."""
         if self is When.ALWAYS:
             return True
         if self is When.TOOL_FAULTS_ACTIVE:
-            return bool(scenario.tool_faults)
+            return tool_faults
         if self is When.LLM_FAULTS_ACTIVE:
-            return bool(scenario.llm_faults)
+            return llm_faults
         if self is When.ANY_CHAOS_ACTIVE:
-            return scenario.has_chaos
-        return not scenario.has_chaos
+            return any_chaos
+        return not any_chaos
 
 
 class InvariantType(str, enum.Enum):

@@ -176,6 +176,28 @@ class Executor:
         self._each(list(prompts), one, parallel=self._resetter is None)
         return out
 
+    def invoke(self, prompt: str, call: Call) -> Reply | None:
+        """One invocation outside a matrix (a replayed session), within the budget; None when
+        the run is stopping or the budget is spent."""
+        return self._invoke(prompt, call)
+
+    def check(self, invariant: Invariant, observation: Observation) -> Verdict:
+        """The run's verdict of ``invariant`` on one invocation (HarnessError when the
+        checker cannot decide, e.g. an embeddings backend that is down)."""
+        return self._checker.check(invariant, observation)
+
+    def reset(self) -> bool:
+        """Reset the agent when a reset is configured (HarnessError when it fails); whether
+        one is configured."""
+        if self._resetter is None:
+            return False
+        self._resetter.reset()
+        return True
+
+    def announce(self, event: Event) -> None:
+        """Pass a phase's own progress event on (``CellFinished``, ``ScenarioFinished``)."""
+        self._on_event(event)
+
     def probe(self, prompt: str, cell_id: str) -> Reply | None:
         """One chaos-free invocation outside the matrix (e.g. to learn whether the agent
         forwards the cell header)."""

@@ -80,6 +80,12 @@ class CallRecord:
     fired: tuple[str, ...] = ()
     upstream_error: str | None = None
     latency_ms: float = 0.0
+    invocation: str = ""
+    """Which invocation of the cell made it: ``RUN.PROMPT`` (0-based), "" when unknown."""
+    request: str | None = None
+    """What the agent sent (bounded; see ``docs/results.md``): a replay's arguments."""
+    response: str | None = None
+    """What the agent got (bounded): what ``replay export`` serves again."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +112,9 @@ class CellResult:
     ERRORED (a fault was not delivered); None otherwise. Delivery can be judged again from
     this (:func:`flakestorm.chaos.delivery.judge`), e.g. over the shards of a run."""
     checked_reason: str | None = None
+    notes: tuple[str, ...] = ()
+    """What the phase adds about the cell, one line each, shown with its details (a replayed
+    session: how its tool calls diverged from the recorded ones)."""
 
     @property
     def id(self) -> str:
@@ -396,6 +405,7 @@ def _cell(d: Mapping[str, Any]) -> CellResult:
             "checked": None if checked is None else Status(checked),
             "prompts": tuple(PromptResult(**p) for p in d["prompts"]),
             "faults_fired": tuple(d["faults_fired"]),
+            "notes": tuple(d.get("notes", ())),
             "calls": tuple(
                 CallRecord(**{**c, "fired": tuple(c["fired"])}) for c in d.get("calls", ())
             ),

@@ -116,6 +116,9 @@ def prove(
                 fired=i.fired,
                 upstream_error=i.upstream_error,
                 latency_ms=round(i.latency_ms, 3),
+                invocation=invocation_of(i.cell_id),
+                request=i.request,
+                response=i.response,
             )
             for i in own
         )
@@ -181,6 +184,12 @@ def judge(info: ScenarioInfo, cells: Sequence[CellResult]) -> tuple[ScenarioInfo
 
 
 _INVOCATION_SUFFIX = re.compile(r"#\d+\.\d+$")
+
+
+def invocation_of(attribution: str) -> str:
+    """``RUN.PROMPT`` of an interaction's attribution (``cell#0.2`` → ``0.2``), else ""."""
+    found = _INVOCATION_SUFFIX.search(attribution)
+    return found.group(0)[1:] if found else ""
 
 
 def cell_of(attribution: str) -> str:

@@ -8,12 +8,40 @@ delivered (SPEC §4).
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import threading
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from flakestorm.chaos.faults import Target
+
+BODY_CHARS = 16_384
+"""The most of one request or response body an interaction keeps (the rest is cut, with a
+note of how much)."""
+RUN_BODY_CHARS = 8 * 1024 * 1024
+"""The most body text the interactions of one run keep in all; later interactions keep none
+(:attr:`InteractionLog.bodies_dropped` counts them)."""
+
+
+def value_text(value: Any) -> str | None:
+    """A python value (a call's arguments, a tool's result) as bounded JSON text (objects
+    JSON cannot hold are written with ``repr``)."""
+    try:
+        return body_text(json.dumps(value, default=repr, ensure_ascii=False))
+    except (TypeError, ValueError, RecursionError):
+        return body_text(repr(value))
+
+
+def body_text(data: bytes | str | None) -> str | None:
+    """``data`` as text of at most :data:`BODY_CHARS` characters (None stays None)."""
+    if data is None:
+        return None
+    text = data if isinstance(data, str) else data.decode("utf-8", errors="replace")
+    if len(text) <= BODY_CHARS:
+        return text
+    return text[:BODY_CHARS] + f"…[{len(text) - BODY_CHARS} more characters]"
 
 
 @dataclass(frozen=True)
@@ -39,6 +67,13 @@ class Interaction:
     upstream_error: str | None = None
     """Why the real upstream failed (unreachable, timed out): not an injected fault."""
     latency_ms: float = 0.0
+    request: str | None = None
+    """What the agent sent (the body, else the path and query; a python call's arguments as
+    JSON), at most :data:`BODY_CHARS` characters: the arguments a replay compares."""
+    response: str | None = None
+    """What the agent got (a whole body; a python call's return value as JSON), at most
+    :data:`BODY_CHARS` characters: what ``replay export`` serves again. None for a stream,
+    a dropped connection, or once the run's :data:`RUN_BODY_CHARS` are spent."""
 
     def to_document(self) -> dict[str, Any]:
         doc = asdict(self)
@@ -70,6 +105,8 @@ class InteractionLog:
         self._open = 0
         self._limit = limit
         self.dropped = 0
+        self._body_chars = 0
+        self.bodies_dropped = 0
 
     def next_seq(self) -> int:
         with self._lock:
@@ -98,6 +135,12 @@ class InteractionLog:
         if len(self._items) >= self._limit:
             self.dropped += 1
             return
+        size = len(interaction.request or "") + len(interaction.response or "")
+        if size and self._body_chars + size > RUN_BODY_CHARS:
+            interaction = dataclasses.replace(interaction, request=None, response=None)
+            self.bodies_dropped += 1
+        else:
+            self._body_chars += size
         self._items.append(interaction)
 
     def snapshot(self, scenario: str | None = None, wait_s: float = 0.0) -> list[Interaction]:
@@ -115,3 +158,5 @@ class InteractionLog:
         with self._lock:
             self._items.clear()
             self.dropped = 0
+            self._body_chars = 0
+            self.bodies_dropped = 0

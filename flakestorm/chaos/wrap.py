@@ -88,7 +88,7 @@ from flakestorm.chaos.faults import (
     llm_fault_label,
     tool_key,
 )
-from flakestorm.chaos.interactions import Interaction, InteractionLog
+from flakestorm.chaos.interactions import Interaction, InteractionLog, value_text
 from flakestorm.chaos.llm.modes import LLM_MODES
 from flakestorm.chaos.llm.values import inject_arguments, takes_system, transform_reply
 from flakestorm.chaos.modes import CALL_THROUGH
@@ -237,6 +237,8 @@ class _Call:
         self.recorded = False
         self.miss: str | None = None
         """A replay miss's ``upstream_error`` (a replayed session recorded no such call)."""
+        self.request: str | None = None
+        self.response: str | None = None
 
     def rng(self) -> random.Random:
         """Randomness for this call's payload choices, fixed by the call's identity as the
@@ -268,6 +270,8 @@ class _Call:
                 status=status,
                 upstream_error=upstream_error or self.miss,
                 latency_ms=(self.wrapping.clock() - self.started) * 1000,
+                request=self.request,
+                response=self.response,
             )
         )
 
@@ -288,6 +292,7 @@ class _Plan:
 
 def _replayed(call: _Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Plan | None:
     """The plan of a call a replayed session answers (:mod:`flakestorm.chaos.recording`)."""
+    call.request = value_text({"args": list(args), "kwargs": kwargs} if kwargs else list(args))
     recording = call.book.scenario.replay
     if recording is None:
         return None
@@ -297,6 +302,8 @@ def _replayed(call: _Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Pl
     if isinstance(served, Miss):
         call.miss = served.error
     plan = python_plan(served, tool)
+    if plan.value is not CALL_THROUGH:
+        call.response = value_text(plan.value)
     return _Plan(plan.delay_s, plan.error, plan.value, args, kwargs)
 
 
@@ -309,10 +316,18 @@ def _tool_plan(call: _Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _P
         return _Plan(args=args, kwargs=kwargs)
     fault: ToolFault = chosen[1]
     plan = TOOL_MODES[fault.mode].plan(fault, call.site.name)
+    if plan.value is not CALL_THROUGH:
+        call.response = value_text(plan.value)
     return _Plan(plan.delay_s, plan.error, plan.value, args, kwargs)
 
 
 def _tool_result(call: _Call, result: Any) -> Any:
+    result = _poisoned(call, result)
+    call.response = value_text(result)
+    return result
+
+
+def _poisoned(call: _Call, result: Any) -> Any:
     attacks = call.decision.attacks
     if not attacks:
         return result
@@ -349,6 +364,12 @@ def _llm_plan(call: _Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Pl
 
 
 def _llm_result(call: _Call, result: Any) -> Any:
+    result = _distorted(call, result)
+    call.response = value_text(result)
+    return result
+
+
+def _distorted(call: _Call, result: Any) -> Any:
     chosen = call.decision.llm_fault
     if chosen is None:
         return result

@@ -37,6 +37,8 @@ class ServedCall:
     status: int | None = None
     upstream_status: int | None = None
     upstream_error: str | None = None
+    request: str | None = None
+    response: str | None = None
     _log: InteractionLog | None = None
     _seq: int = 0
     _started: float = 0.0
@@ -67,6 +69,8 @@ class ServedCall:
                 upstream_status=self.upstream_status,
                 upstream_error=self.upstream_error,
                 latency_ms=round((time.perf_counter() - self._started) * 1000, 3),
+                request=self.request,
+                response=self.response,
             )
         )
 

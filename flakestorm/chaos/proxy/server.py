@@ -21,7 +21,7 @@ from pathlib import Path
 from types import TracebackType
 
 from flakestorm.chaos.faults import ActiveScenario, FaultBook
-from flakestorm.chaos.interactions import InteractionLog
+from flakestorm.chaos.interactions import InteractionLog, body_text
 from flakestorm.chaos.proxy.control import MAX_BODY_BYTES, answer, is_control_path
 from flakestorm.chaos.proxy.framing import FramedHandler, ThreadedServer
 from flakestorm.chaos.proxy.injection import serve
@@ -265,12 +265,15 @@ class _Handler(FramedHandler):
             self.write(call, head=self.command == "HEAD")
             return
         call.begin(proxy.log, seq, started)
+        call.request = body_text(body or (call.rel_path + (f"?{call.query}" if call.query else "")))
         try:
             try:
                 reply = serve(self, call, body)
             except UpstreamFailure as exc:
                 call.upstream_error = exc.summary
                 reply = exc.reply
+            if reply.chunks is None and not reply.drop:
+                call.response = body_text(reply.body)
             self.send_reply(reply, call)
         finally:
             call.done(call.status)  # when the agent hung up before its reply was ready

@@ -1,0 +1,66 @@
+"""How the tool calls an agent makes now differ from the ones a session recorded (SPEC §7):
+which tools, in which order, with which arguments. Pure: recorded responses and the calls
+flakestorm saw in, lines for the report out (empty when nothing diverged)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from flakestorm.chaos.recording import ordinal
+from flakestorm.config import ToolResponse
+from flakestorm.results import CallRecord
+
+MAX_LINES = 10
+"""Divergence lines kept per session; the rest are counted."""
+SHOWN_CHARS = 120
+
+
+def divergence(recorded: Sequence[ToolResponse], calls: Sequence[CallRecord]) -> list[str]:
+    """One line per difference between the recorded tool calls and the ones in ``calls``."""
+    then = [r.tool for r in recorded]
+    made = [c for c in calls if c.target == "tool"]
+    now = [c.tool or c.url for c in made]
+    out = []
+    if then != now:
+        out.append(f"tools called: recorded {_sequence(then)}; now {_sequence(now)}")
+        if sorted(then) == sorted(now):
+            out[-1] += " (same calls, another order)"
+    seen: dict[str, int] = {}
+    by_tool: dict[str, list[ToolResponse]] = {}
+    for response in recorded:
+        by_tool.setdefault(response.tool, []).append(response)
+    for call in made:
+        name = call.tool or call.url
+        n = seen.get(name, 0)
+        seen[name] = n + 1
+        responses = by_tool.get(name, [])
+        if n >= len(responses) or responses[n].arguments is None or call.request is None:
+            continue
+        before, after = _canonical(responses[n].arguments), _canonical(call.request)
+        if before != after:
+            out.append(
+                f"arguments of the {ordinal(n + 1)} call to {name}: recorded "
+                f"{_short(before)}, now {_short(after)}"
+            )
+    if len(out) > MAX_LINES:
+        out = [*out[:MAX_LINES], f"… and {len(out) - MAX_LINES} more differences"]
+    return out
+
+
+def _sequence(names: Sequence[str]) -> str:
+    return " → ".join(names) if names else "none"
+
+
+def _canonical(value: Any) -> str:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return str(value).strip()
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
