@@ -189,7 +189,9 @@ def run_phases(
         max_invocations=advanced.max_invocations,
     )
     scenarios = [s for plan in plans.values() for s in plan.scenarios]
-    chaos = any(needs_delivery(s) for s in scenarios)
+    chaos = any(needs_delivery(s) for s in scenarios) or any(
+        getattr(plan, "needs_channel", False) for plan in plans.values()
+    )
     if chaos and config.agent.type is AgentType.PYTHON:
         _check_python_delivery(config, scenarios)
     outcomes: dict[str, PhaseOutcome] = {}

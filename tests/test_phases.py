@@ -116,8 +116,8 @@ def test_a_section_without_a_phase_is_refused_not_skipped(
     from flakestorm.errors import UsageError
 
     loaded = loaded_config(tmp_path, monkeypatch)
-    config = loaded.config.model_copy(update={"replays": {"sessions": []}})
-    with pytest.raises(UsageError, match=r"`replays` \(the replay phase\)"):
+    config = loaded.config.model_copy(update={"mutations": {}})
+    with pytest.raises(UsageError, match=r"`mutations` \(the mutation phase\)"):
         configured_phases(LoadedConfig(**{**loaded.__dict__, "config": config}))
 
 

@@ -6,6 +6,7 @@ from flakestorm.phases.chaos import ChaosPhase
 from flakestorm.phases.contract import ContractPhase
 from flakestorm.phases.mutation import MutationPhase
 from flakestorm.phases.phase import Phase
+from flakestorm.phases.replay import ReplayPhase
 
 PHASES: dict[str, Phase] = {}
 """Every phase by name, in the order reports show them."""
@@ -19,3 +20,4 @@ def register(phase: Phase) -> None:
 register(ContractPhase())
 register(ChaosPhase())
 register(MutationPhase())
+register(ReplayPhase())

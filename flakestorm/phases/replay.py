@@ -1,0 +1,343 @@
+"""The replay phase: recorded sessions played back against the agent (SPEC §7).
+
+Each session (``replays.sessions``, resolved by :mod:`flakestorm.loader.replays`) is one
+invocation of the agent with the session's input, while its recorded tool responses (and LLM
+replies) are served on the fault channel — the proxy's replay upstream for an http agent, the
+wrappers for a python agent — from a :class:`~flakestorm.chaos.recording.Recording` on the
+active scenario. Sessions run one at a time (the channel serves one recording at a time), each
+after a reset when one is configured.
+
+The reply is checked against every invariant of the session's contract. ``when`` is evaluated
+as a scenario with tool faults when a recorded tool status is not 2xx, and LLM faults when a
+recorded LLM reply is an error; ``behavior_unchanged`` compares with the session's
+``expected_output``, and is skipped without one.
+
+The outcome has one cell per session (rows = sessions, one column ``replay``), so every report
+shows it without knowing the phase: the cell passes when every applicable invariant held, and
+fails otherwise; its prompts are the invariants' verdicts, its severity the highest of the
+invariants that failed (of all, when it passed), its calls what the agent called now, and its
+notes how those calls diverged from the recorded ones. A call with nothing recorded (a replay
+miss) makes the session ERRORED naming the call, as does a failed reset. Score:
+``100 × passed sessions / sessions`` (errored sessions count as failed, and exit 3).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from flakestorm.agents import Call, Reply
+from flakestorm.agents.http import takes_context
+from flakestorm.chaos.delivery import CALM, prove
+from flakestorm.chaos.faults import ActiveScenario, FaultBook
+from flakestorm.chaos.interactions import Interaction
+from flakestorm.chaos.recording import MISS_PREFIX, Recording
+from flakestorm.config import (
+    AgentType,
+    Config,
+    ContractInvariant,
+    InvariantType,
+    OnMiss,
+    Scenario,
+    Severity,
+)
+from flakestorm.errors import ConfigError, HarnessError, Problem, UsageError
+from flakestorm.executor import CellFinished, Executor, ScenarioFinished
+from flakestorm.invariants import Observation
+from flakestorm.loader import LoadedConfig
+from flakestorm.loader.replays import ReplaySession, resolve_sessions
+from flakestorm.phases.phase import PhaseContext, PhaseName, PhasePlan, PhaseRequest, SectionPhase
+from flakestorm.replay.divergence import divergence
+from flakestorm.results import (
+    CallRecord,
+    CellResult,
+    InvariantInfo,
+    PhaseOutcome,
+    PhaseScore,
+    PromptResult,
+    ScenarioInfo,
+    Status,
+)
+from flakestorm.scoring import score_cells
+from flakestorm.validation.paths import ConfigPath, format_path
+
+COLUMN = "replay"
+"""The one column of the replay matrix (rows are sessions)."""
+CONTEXT_HEAD = "Context:"
+
+
+@dataclass(frozen=True)
+class ReplayPlan:
+    """The sessions to replay, in config order (their ``index`` is stable for sharding)."""
+
+    sessions: tuple[ReplaySession, ...]
+    on_miss: OnMiss
+
+    @property
+    def cells(self) -> Sequence[object]:
+        return self.sessions
+
+    @property
+    def scenarios(self) -> Sequence[Scenario]:
+        return ()
+
+    @property
+    def needs_channel(self) -> bool:
+        """Recorded responses are served on the fault channel (the runner opens it)."""
+        return any(s.session.tool_responses or s.session.llm_responses for s in self.sessions)
+
+
+class ReplayPhase(SectionPhase):
+    kind = PhaseName.REPLAY
+
+    def plan(self, loaded: LoadedConfig, request: PhaseRequest) -> ReplayPlan:
+        config = loaded.config
+        replays = config.replays
+        if replays is None:
+            raise UsageError(f"{loaded.path.name} has no `replays` section")
+        if replays.sources:
+            raise UsageError(
+                "replays.sources: importing sessions at run time is not available yet; import "
+                "them ahead with `flakestorm replay import langsmith ... -o DIR` and list the "
+                "files under replays.sessions (file: DIR/*.yaml)"
+            )
+
+        sessions, problems = resolve_sessions(config, loaded.base_dir, _locator(loaded))
+        if problems:  # the loader reported them already, unless a file changed since
+            raise ConfigError(problems)
+        if not sessions:
+            raise UsageError(f"{loaded.path.name}: replays.sessions lists no session")
+        return ReplayPlan(tuple(sessions), replays.on_miss)
+
+    def run(self, plan: PhasePlan, context: PhaseContext) -> PhaseOutcome:
+        assert isinstance(plan, ReplayPlan)
+        return run_sessions(plan, context)
+
+    def score(self, outcome: PhaseOutcome, config: Config) -> PhaseScore:
+        return score_sessions(outcome)
+
+
+def _locator(loaded: LoadedConfig) -> Callable[[ConfigPath, str], Problem]:
+    def locate(path: ConfigPath, message: str) -> Problem:
+        return Problem(loaded.path.name, loaded.line_of(path), 1, format_path(path), message)
+
+    return locate
+
+
+def run_sessions(plan: ReplayPlan, context: PhaseContext) -> PhaseOutcome:
+    """Replay every session of ``plan``, one at a time (see the module doc)."""
+    executor = context.executor
+    cells = []
+    for done, replay in enumerate(plan.sessions, 1):
+        cell = _replay(replay, plan, context)
+        cells.append(cell)
+        executor.announce(CellFinished(cell, done, len(plan.sessions)))
+    executor.announce(ScenarioFinished(COLUMN, tuple(cells)))
+    if context.channel is not None:
+        context.channel.activate(ActiveScenario(CALM, context.loaded.config.advanced.seed))
+    return PhaseOutcome(
+        phase=PhaseName.REPLAY.value,
+        name=PhaseName.REPLAY.value,
+        invariants=tuple(_info(s) for s in plan.sessions),
+        scenarios=(ScenarioInfo(COLUMN, ()),),
+        cells=tuple(cells),
+        score=score_sessions_of(cells),
+    )
+
+
+def _info(replay: ReplaySession) -> InvariantInfo:
+    session = replay.session
+    severities = [i.severity for i in replay.contract.invariants]
+    return InvariantInfo(
+        id=session.id,
+        type="session",
+        severity=_highest(severities).value,
+        when="always",
+        negate=False,
+        description=session.name or session.expected_failure,
+        line=replay.line,
+    )
+
+
+def _highest(severities: Sequence[Severity]) -> Severity:
+    order = list(Severity)
+    return min(severities, key=order.index) if severities else Severity.MEDIUM
+
+
+def _active_name(replay: ReplaySession) -> str:
+    return f"replay:{replay.id}"
+
+
+def _replay(replay: ReplaySession, plan: ReplayPlan, context: PhaseContext) -> CellResult:
+    session = replay.session
+    executor, channel = context.executor, context.channel
+    config = context.loaded.config
+    name = _active_name(replay)
+    base = CellResult(
+        index=replay.index,
+        invariant_id=session.id,
+        scenario=COLUMN,
+        severity=_info(replay).severity,
+        status=Status.NOT_RUN,
+        reason="",
+    )
+    invocation = f"{base.id}#0.0"  # the cell's calls are attributed to it (delivery.prove)
+    if context.stop.is_set():
+        return dataclasses.replace(base, reason="the run stopped before this session")
+    try:
+        executor.reset()
+    except HarnessError as exc:
+        return dataclasses.replace(base, status=Status.ERRORED, reason=str(exc))
+    earlier: set[int] = set()
+    if channel is not None:
+        earlier = {i.seq for i in channel.interactions(name)}
+        channel.activate(
+            ActiveScenario(
+                name,
+                config.advanced.seed,
+                cell_id=invocation,
+                replay=Recording.of(session, plan.on_miss),
+            )
+        )
+    elif session.tool_responses or session.llm_responses:
+        return dataclasses.replace(
+            base,
+            status=Status.ERRORED,
+            reason="no fault channel to serve the recorded responses through",
+        )
+    prompt, context_text = _input(replay, config)
+    reply = executor.invoke(prompt, Call(cell_id=invocation, scenario=name, context=context_text))
+    seen: list[Interaction] = []
+    if channel is not None:
+        seen = [i for i in channel.interactions(name) if i.seq not in earlier]
+    if reply is None:
+        return dataclasses.replace(
+            base, reason="the run stopped before this session (interrupted or out of budget)"
+        )
+    calls: tuple[CallRecord, ...] = ()
+    if channel is not None:
+        book = FaultBook(ActiveScenario(name, 0))
+        proven, _ = prove([base], seen, book, channel, ScenarioInfo(name, ()))
+        calls = proven[0].calls
+    notes = tuple(divergence(session.tool_responses, calls))
+    misses = [i.upstream_error for i in seen if (i.upstream_error or "").startswith(MISS_PREFIX)]
+    prompts = _verdicts(replay, prompt, reply, executor)
+    if isinstance(prompts, str):
+        return dataclasses.replace(
+            base, status=Status.ERRORED, reason=prompts, calls=calls, notes=notes
+        )
+    if misses:
+        shown = "; ".join(m.removeprefix(MISS_PREFIX) for m in misses[:3] if m)
+        return dataclasses.replace(
+            base,
+            status=Status.ERRORED,
+            reason=f"replay miss: {shown} (replays.on_miss: live sends such calls upstream)",
+            prompts=prompts,
+            calls=calls,
+            notes=notes,
+        )
+    failed = [p for p in prompts if not p.passed]
+    severity = {i.id: i.severity for i in replay.contract.invariants}
+    if failed:
+        ids = [p.reason.split(":", 1)[0] for p in failed]
+        worst = _highest([severity[i] for i in ids if i in severity])
+        reason = f"{len(failed)} invariant(s) failed: " + "; ".join(p.reason for p in failed)
+        status, cell_severity = Status.FAILED, worst.value
+    else:
+        reason = f"all {len(prompts)} applicable invariant(s) held"
+        status, cell_severity = Status.PASSED, base.severity
+    return dataclasses.replace(
+        base,
+        status=status,
+        severity=cell_severity,
+        reason=reason,
+        prompts=prompts,
+        calls=calls,
+        notes=notes,
+        runs_passed=int(status is Status.PASSED),
+        runs_total=1,
+    )
+
+
+def _input(replay: ReplaySession, config: Config) -> tuple[str, str]:
+    """The prompt to send and the context for ``{context}`` (SPEC §7): the session's context
+    goes into ``{context}`` of an http agent's request template when it has one, else it is
+    prepended to the input (``Context: ...``, a blank line, the input)."""
+    session = replay.session
+    value = session.context
+    if value is None:
+        return session.input, ""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    agent = config.agent
+    if agent.type is AgentType.HTTP and takes_context(agent.request_template):
+        return session.input, text
+    return f"{CONTEXT_HEAD} {text}\n\n{session.input}", ""
+
+
+def _verdicts(
+    replay: ReplaySession, prompt: str, reply: Reply, executor: Executor
+) -> tuple[PromptResult, ...] | str:
+    """Every applicable invariant's verdict on the reply (a HarnessError's message when one
+    cannot be judged)."""
+    session = replay.session
+    out = []
+    for invariant in replay.contract.invariants:
+        if not invariant.when.applies_to(
+            session.has_tool_faults,
+            session.has_llm_faults,
+            session.has_tool_faults or session.has_llm_faults,
+        ):
+            continue
+        checked: ContractInvariant = invariant
+        baseline = None
+        if invariant.type is InvariantType.BEHAVIOR_UNCHANGED:
+            if session.expected_output is None:
+                continue
+            checked = invariant.model_copy(update={"baseline": "auto"})
+            baseline = session.expected_output
+        try:
+            verdict = executor.check(checked, Observation(prompt, reply, baseline))
+        except HarnessError as exc:
+            return f"{invariant.id}: {exc}"
+        out.append(
+            PromptResult(
+                prompt=session.input,
+                sent=prompt,
+                run=0,
+                passed=verdict.passed,
+                reason=f"{invariant.id}: {verdict.reason}",
+                output=reply.output,
+                latency_ms=round(reply.latency_ms, 3),
+                status=reply.status,
+                error=reply.error.value if reply.error is not None else None,
+                error_message=reply.error_message,
+                similarity=verdict.score,
+                similarity_backend=verdict.backend,
+            )
+        )
+    return tuple(out)
+
+
+def score_sessions_of(cells: Sequence[CellResult]) -> PhaseScore:
+    scored = [c for c in cells if c.status.scored]
+    passed = sum(1 for c in scored if c.status is Status.PASSED)
+    critical = tuple(
+        c.id
+        for c in scored
+        if c.status is not Status.PASSED and c.severity == Severity.CRITICAL.value
+    )
+    counts = dict(score_cells(cells).counts) | {"sessions": len(scored), "sessions_passed": passed}
+    return PhaseScore(
+        score=round(100.0 * passed / len(scored), 2) if scored else None,
+        passed=not critical,
+        critical_failures=critical,
+        counts=counts,
+        summary=f"{passed} of {len(scored)} sessions passed",
+    )
+
+
+def score_sessions(outcome: PhaseOutcome) -> PhaseScore:
+    """The replay score: ``100 × passed sessions / sessions`` (errored count as failed)."""
+    return score_sessions_of(outcome.cells)
