@@ -118,7 +118,7 @@ def configured_phases(loaded: LoadedConfig) -> list[str]:
     if not names:
         raise UsageError(
             f"{loaded.path.name} configures no phase to run "
-            "(add a `contract`, `chaos` or `mutations` section)"
+            "(add a `contract`, `chaos`, `mutations` or `replays` section)"
         )
     return names
 

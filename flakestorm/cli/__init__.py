@@ -4,10 +4,21 @@
 exit codes) and the ``contract`` group; each other module registers its commands on them when
 imported: ``project.py`` (validate, schema, init), ``run.py`` (contract run/score, run, ci),
 ``report.py`` (report), ``compare.py`` (compare), ``proxy.py`` (proxy), ``mutations.py``
-(mutations preview). A new command group is a module here and one line below.
+(mutations preview), ``replay.py`` (replay run, export, import). A new command group is a
+module here and one line below.
 """
 
-from flakestorm.cli import compare, mutations, project, proxy, report, run
+from flakestorm.cli import compare, mutations, project, proxy, replay, report, run
 from flakestorm.cli.app import FlakestormGroup, main
 
-__all__ = ["FlakestormGroup", "compare", "main", "mutations", "project", "proxy", "report", "run"]
+__all__ = [
+    "FlakestormGroup",
+    "compare",
+    "main",
+    "mutations",
+    "project",
+    "proxy",
+    "replay",
+    "report",
+    "run",
+]

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from flakestorm.config import Contract, Session
 from flakestorm.errors import ConfigError, Problem
 from flakestorm.loader.document import read_document
@@ -89,6 +91,14 @@ def read_contract(path: Path) -> tuple[Contract | None, Place | None, list[Probl
         problems += [locator.locate((*prefix, *p.path), p.message, p.key) for p in exc.problems]
         return None, None, problems
     return contract, _placer(locator, prefix), problems
+
+
+def session_text(session: Session) -> str:
+    """``session`` as a YAML session file (what ``replay export`` and ``replay import``
+    write): its fields in model order, unset ones left out."""
+    data = session.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+    data = {"id": session.id, "input": session.input, **data}
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
 
 
 def _placer(locator: Locator, prefix: ConfigPath) -> Place:

@@ -29,7 +29,11 @@ from flakestorm.chaos.proxy.reply import ClientFailure, HttpResponse, UpstreamFa
 from flakestorm.chaos.proxy.routes import check_url, route
 from flakestorm.chaos.proxy.tunnel import Tunnel
 from flakestorm.chaos.proxy.upstreams.base import Rewindable, Upstream
-from flakestorm.chaos.proxy.upstreams.cassette import CassetteRecorder, CassetteRecording
+from flakestorm.chaos.proxy.upstreams.cassette import (
+    CassetteRecorder,
+    CassetteRecording,
+    redact_query,
+)
 from flakestorm.chaos.proxy.upstreams.network import NetworkUpstream, network_session
 from flakestorm.chaos.proxy.upstreams.registry import local_upstream
 from flakestorm.chaos.proxy.upstreams.replay import ReplayUpstream
@@ -265,7 +269,8 @@ class _Handler(FramedHandler):
             self.write(call, head=self.command == "HEAD")
             return
         call.begin(proxy.log, seq, started)
-        call.request = body_text(body or (call.rel_path + (f"?{call.query}" if call.query else "")))
+        query = f"?{redact_query(call.query)}" if call.query else ""
+        call.request = body_text(body or call.rel_path + query)
         try:
             try:
                 reply = serve(self, call, body)

@@ -1,0 +1,212 @@
+"""Every failure of a run as a session file (SPEC §7): ``flakestorm replay export``.
+
+For each failed or errored cell of a matrix phase (contract, chaos) in a ``results.json``,
+one session is written (``DIR/<phase>-<invariant>-<scenario>.yaml``) from its first failing
+invocation:
+
+- ``input``: what the agent really got (``sent``: the poisoned memory, the mutated prompt);
+- ``tool_responses``: the tool calls that invocation made, in order, with the status, body and
+  latency the agent saw — injected faults included (a dropped connection is recorded as a 504)
+  — and what it sent as ``arguments``;
+- ``llm_responses``: its LLM replies (their text, or an error status), when every one was
+  kept whole; a streamed reply is not kept, and then the session's LLM calls are live;
+- ``expected_failure``: the invariant that failed and why; ``contract``: the contract's name.
+
+Bodies come from the interactions ``results.json`` keeps (bounded, see ``docs/results.md``);
+the run already redacted its secrets, and the values of the optional ``secrets`` (a config's
+environment values) are redacted again, in every string, before anything is written.
+A replayed session that failed is not exported again: its session file already exists.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from flakestorm.config import LlmReply, Session, ToolResponse
+from flakestorm.errors import UsageError
+from flakestorm.loader.sessions import session_text
+from flakestorm.redaction import Redactor
+from flakestorm.results import (
+    CallRecord,
+    CellResult,
+    PhaseOutcome,
+    PromptResult,
+    ResultsError,
+    RunResult,
+    Status,
+    from_document,
+)
+
+DROPPED_STATUS = 504
+"""The status a call whose connection was dropped (a timeout fault) is exported with."""
+_SLUG = re.compile(r"[^A-Za-z0-9._-]+")
+SKIPPED_PHASES = frozenset({"replay"})
+"""Phases whose failures are already sessions."""
+
+
+def read_results(path: Path) -> RunResult:
+    """A ``results.json`` file, or a UsageError saying what is wrong with it."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except (UnicodeDecodeError, ValueError):
+        raise UsageError(f"{path}: not a JSON results document (expected a results.json)") from None
+    if not isinstance(document, dict):
+        raise UsageError(f"{path}: not a results document (expected a JSON object)")
+    try:
+        return from_document(document)
+    except ResultsError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+
+
+def export_sessions(
+    result: RunResult, out_dir: Path, secrets: Iterable[str] = ()
+) -> tuple[list[Path], list[str]]:
+    """Write a session file per failed or errored cell; the paths and notes on what could not
+    be kept (streamed LLM replies, calls without attribution)."""
+    redactor = Redactor(secrets)
+    written: list[Path] = []
+    notes: list[str] = []
+    sessions = []
+    for outcome in result.phases.values():
+        if outcome.phase in SKIPPED_PHASES:
+            continue
+        for cell in outcome.cells:
+            if cell.status not in (Status.FAILED, Status.ERRORED):
+                continue
+            session, cell_notes = cell_session(outcome, cell)
+            notes += [f"{cell.id}: {n}" for n in cell_notes]
+            if session is not None:
+                sessions.append(session)
+    if not sessions:
+        return written, notes
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create {out_dir} ({exc.strerror})") from None
+    for session in sessions:
+        path = out_dir / f"{session.id}.yaml"
+        text = redactor(session_text(session)) if redactor else session_text(session)
+        try:
+            path.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write {path} ({exc.strerror})") from None
+        written.append(path)
+    return written, notes
+
+
+def cell_session(outcome: PhaseOutcome, cell: CellResult) -> tuple[Session | None, list[str]]:
+    """The session that reproduces ``cell``'s first failing invocation, and notes."""
+    failing = next((p for p in cell.prompts if not p.passed), None)
+    if failing is None:
+        return None, ["no invocation of the agent to export (the cell errored before one)"]
+    notes: list[str] = []
+    calls = _calls_of(cell, failing, notes)
+    tools = [_tool_response(c) for c in calls if c.target == "tool"]
+    llm_calls = [c for c in calls if c.target == "llm"]
+    replies = [_llm_reply(c) for c in llm_calls]
+    llm: list[LlmReply] = []
+    if llm_calls and any(r is None for r in replies):
+        notes.append("an LLM reply was streamed or not kept: the session's LLM calls are live")
+    else:
+        llm = [r for r in replies if r is not None]
+    session = Session(
+        id=_slug(f"{outcome.phase}-{cell.invariant_id}-{cell.scenario}"),
+        name=f"{cell.id} ({outcome.label})",
+        input=failing.sent,
+        tool_responses=tools,
+        llm_responses=llm,
+        expected_failure=f"{cell.invariant_id}: {cell.reason}",
+        contract=outcome.name if outcome.phase == "contract" else None,
+    )
+    return session, notes
+
+
+def _calls_of(cell: CellResult, failing: PromptResult, notes: list[str]) -> list[CallRecord]:
+    """The calls of the failing invocation (``RUN.PROMPT``)."""
+    of_run = [p for p in cell.prompts if p.run == failing.run]
+    invocation = f"{failing.run}.{of_run.index(failing)}"
+    own = [c for c in cell.calls if c.invocation == invocation]
+    if own or not cell.calls:
+        return own
+    unattributed = [c for c in cell.calls if not c.invocation]
+    if unattributed and len(cell.prompts) == 1:
+        return unattributed
+    notes.append("its calls could not be told apart by invocation: none exported")
+    return []
+
+
+def _tool_response(call: CallRecord) -> ToolResponse:
+    status = call.status if call.status is not None else DROPPED_STATUS
+    return ToolResponse(
+        tool=call.tool or call.url,
+        status=status,
+        response=_value(call.response),
+        latency_ms=round(call.latency_ms),
+        arguments=_value(call.request),
+    )
+
+
+def _llm_reply(call: CallRecord) -> LlmReply | None:
+    status = call.status if call.status is not None else DROPPED_STATUS
+    if not 200 <= status < 300:
+        return LlmReply(
+            status=status, content=call.response or "", latency_ms=round(call.latency_ms)
+        )
+    if call.response is None:
+        return None
+    text = reply_text(call.response)
+    if text is None:
+        return None
+    return LlmReply(content=text, latency_ms=round(call.latency_ms))
+
+
+def _value(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def reply_text(body: str) -> str | None:
+    """The text of an LLM reply body: OpenAI chat completions, completions or Responses, an
+    Anthropic message, or a python agent.llm's text; None when it is none of them."""
+    value = _value(body)
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, dict):
+        return None
+    choices = value.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        first = choices[0]
+        message = first.get("message")
+        if isinstance(message, dict) and isinstance(message.get("content"), str):
+            return str(message["content"])
+        if isinstance(first.get("text"), str):
+            return str(first["text"])
+    blocks = value.get("content")
+    if isinstance(blocks, list):
+        return _texts(blocks)
+    output = value.get("output")
+    if isinstance(output, list):
+        parts = [i.get("content") for i in output if isinstance(i, dict)]
+        return _texts([b for p in parts if isinstance(p, list) for b in p])
+    return None
+
+
+def _texts(blocks: Sequence[Any]) -> str | None:
+    texts = [
+        str(b["text"]) for b in blocks if isinstance(b, dict) and isinstance(b.get("text"), str)
+    ]
+    return "".join(texts) if texts else None
+
+
+def _slug(text: str) -> str:
+    return _SLUG.sub("-", text).strip("-")[:120] or "session"
