@@ -95,9 +95,9 @@ def read_contract(path: Path) -> tuple[Contract | None, Place | None, list[Probl
 
 def session_text(session: Session) -> str:
     """``session`` as a YAML session file (what ``replay export`` and ``replay import``
-    write): its fields in model order, unset ones left out."""
-    data = session.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
-    data = {"id": session.id, "input": session.input, **data}
+    write): its fields in model order, empty ones left out."""
+    data = session.model_dump(mode="json", exclude_none=True)
+    data = {k: v for k, v in data.items() if v != []}
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
 
 
