@@ -124,8 +124,10 @@ def test_an_exported_failure_replays_the_same_failure_and_passes_once_fixed(
 
     report = tmp_path / "flakestorm-reports" / "results.json"
     export = subprocess.run(
-        [sys.executable, "-m", "flakestorm", "replay", "export", "--from-report", str(report)]
-        + ["-o", str(tmp_path / "sessions")],
+        [
+            *(sys.executable, "-m", "flakestorm", "replay", "export"),
+            *("--from-report", str(report), "-o", str(tmp_path / "sessions")),
+        ],
         capture_output=True,
         text=True,
         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},

@@ -126,9 +126,10 @@ def _delta(score: float | None, previous: CommentState | None) -> str:
 
 
 def _failing_row(cell: CellResult) -> str:
+    notes = "".join(f"<br>{text(note, 160)}" for note in cell.notes[:2])
     return (
         f"| {cell_mark(cell)} | {text(cell.id, 120)} | {text(cell.severity)} | "
-        f"{text(cell.reason, 200)} | {faults_text(cell)} |"
+        f"{text(cell.reason, 200)}{notes} | {faults_text(cell)} |"
     )
 
 

@@ -118,6 +118,7 @@ class _Cell:
     invocations: tuple[_Invocation, ...]
     calls: tuple[_Call, ...]
     no_calls: bool
+    notes: tuple[str, ...] = ()
     """The agent was invoked under declared faults, yet no call reached flakestorm."""
 
 
@@ -264,6 +265,7 @@ def _cell(cell: CellResult, prefix: str, scenario: ScenarioInfo | None) -> _Cell
         invocations=tuple(_invocation(n, p) for n, p in enumerate(cell.prompts, 1)),
         calls=tuple(_call(n, c) for n, c in enumerate(cell.calls, 1)),
         no_calls=no_calls(cell, scenario),
+        notes=tuple(excerpt(n, 2000) for n in cell.notes),
     )
 
 

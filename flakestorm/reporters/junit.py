@@ -97,6 +97,7 @@ def _details(cell: CellResult) -> str:
     if len(failing) > MAX_PROMPTS_PER_CELL:
         parts.append(f"... and {len(failing) - MAX_PROMPTS_PER_CELL} more failing invocations")
     parts.append(f"faults fired: {_faults(cell)}")
+    parts.extend(_one_line(note, 600) for note in cell.notes)
     if cell.calls:
         parts.append(_calls(cell))
     return "\n\n".join(parts)

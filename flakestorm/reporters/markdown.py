@@ -269,6 +269,7 @@ def cell_details(cell: CellResult, scenario: ScenarioInfo | None = None) -> str:
         out.append(f"- **Runs passed:** {cell.runs_passed} of {cell.runs_total}")
     out.append(f"- **Reason:** {text(cell.reason, 1000)}")
     out.append(f"- **Faults fired:** {faults_text(cell)}")
+    out.extend(f"- {text(note, 600)}" for note in cell.notes)
     out.extend(_calls(cell, scenario))
     failing = [p for p in cell.prompts if not p.passed]
     for number, prompt in enumerate(failing[:MAX_PROMPTS_PER_CELL], 1):

@@ -157,4 +157,5 @@ def _failing(outcome: PhaseOutcome) -> list[str]:
                 f"  {cell.status.value.upper()} {safe(cell.id, 80)} [{cell.severity}]: "
                 f"{safe(cell.reason, 400)}{fired}"
             )
+            out.extend(f"    {safe(note, 400)}" for note in cell.notes)
     return out
