@@ -31,6 +31,7 @@ THIRD_PARTY = {
     "jinja2": ("flakestorm/reporters/html.py",),
     "junit_xml": ("flakestorm/reporters/junit.py",),
     "click": ("flakestorm/cli/",),
+    "langsmith": ("flakestorm/replay/langsmith.py",),
     "requests": (
         "flakestorm/agents/",
         "flakestorm/chaos/proxy/",

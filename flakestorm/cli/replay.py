@@ -61,3 +61,62 @@ def replay_export(report: Path, out_dir: Path) -> None:
     for path in written:
         click.echo(str(path))
     click.echo(f"{len(written)} session file(s) written to {out_dir}/", err=True)
+
+
+@replay.group("import")
+def import_group() -> None:
+    """Import recorded sessions from a tracing system."""
+
+
+@import_group.command("langsmith")
+@click.option("--project", default=None, help="A LangSmith project: its root runs.")
+@click.option("--run", "run_id", default=None, help="One root run, by id.")
+@click.option("--filter", "filter_", default=None, help="A LangSmith filter (FQL) on the runs.")
+@click.option("--limit", type=click.IntRange(1), default=None, help="At most this many runs.")
+@click.option(
+    "--input-key",
+    default=None,
+    help="The root run's input that becomes the session's input (default: its only input, "
+    "else `input`).",
+)
+@click.option("--with-llm", is_flag=True, help="Record the LLM runs as llm_responses too.")
+@click.option("--contract", default=None, help="The contract the sessions are verified against.")
+@click.option(
+    "-o",
+    "--output",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory the session files are written to.",
+)
+def import_langsmith(
+    project: str | None,
+    run_id: str | None,
+    filter_: str | None,
+    limit: int | None,
+    input_key: str | None,
+    with_llm: bool,
+    contract: str | None,
+    out_dir: Path,
+) -> None:
+    """Write a session file per LangSmith root run (credentials: LANGSMITH_API_KEY and
+    LANGSMITH_ENDPOINT from the environment)."""
+    import os
+
+    from flakestorm.replay.export import write_sessions
+    from flakestorm.replay.langsmith import import_sessions
+
+    sessions = import_sessions(
+        os.environ,
+        project=project,
+        run_id=run_id,
+        filter=filter_,
+        limit=limit,
+        input_key=input_key,
+        with_llm=with_llm,
+        contract=contract,
+    )
+    secrets = [v for k, v in os.environ.items() if k == "LANGSMITH_API_KEY"]
+    for path in write_sessions(sessions, out_dir, secrets):
+        click.echo(str(path))
+    click.echo(f"{len(sessions)} session file(s) written to {out_dir}/", err=True)

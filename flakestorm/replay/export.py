@@ -69,8 +69,6 @@ def export_sessions(
 ) -> tuple[list[Path], list[str]]:
     """Write a session file per failed or errored cell; the paths and notes on what could not
     be kept (streamed LLM replies, calls without attribution)."""
-    redactor = Redactor(secrets)
-    written: list[Path] = []
     notes: list[str] = []
     sessions = []
     for outcome in result.phases.values():
@@ -83,21 +81,30 @@ def export_sessions(
             notes += [f"{cell.id}: {n}" for n in cell_notes]
             if session is not None:
                 sessions.append(session)
+    return write_sessions(sessions, out_dir, secrets), notes
+
+
+def write_sessions(
+    sessions: Sequence[Session], out_dir: Path, secrets: Iterable[str] = ()
+) -> list[Path]:
+    """Write each session to ``DIR/<id>.yaml``, every string redacted of ``secrets``."""
+    redactor = Redactor(secrets)
+    written: list[Path] = []
     if not sessions:
-        return written, notes
+        return written
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create {out_dir} ({exc.strerror})") from None
     for session in sessions:
-        path = out_dir / f"{session.id}.yaml"
+        path = out_dir / f"{_slug(session.id)}.yaml"
         text = redactor(session_text(session)) if redactor else session_text(session)
         try:
             path.write_text(text, encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"cannot write {path} ({exc.strerror})") from None
         written.append(path)
-    return written, notes
+    return written
 
 
 def cell_session(outcome: PhaseOutcome, cell: CellResult) -> tuple[Session | None, list[str]]:

@@ -1,0 +1,189 @@
+"""`flakestorm replay import langsmith` driven by the real langsmith client against a fake
+LangSmith REST API on loopback: a project of three traces becomes the expected session files
+(tests/replay_langsmith/; `FLAKESTORM_REGENERATE=1` rewrites them after review)."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from flakestorm.cli import main
+from tests.support.server import LoopbackServer, Request, Response
+
+EXPECTED = Path(__file__).resolve().parent / "replay_langsmith"
+PROJECT_ID = "5b2a8d6e-0000-4000-8000-000000000001"
+TENANT_ID = "5b2a8d6e-0000-4000-8000-0000000000ff"
+KEY = "lsv2-test-key-0123456789"
+
+
+def run_doc(
+    trace: int,
+    step: int,
+    name: str,
+    run_type: str,
+    inputs: dict[str, Any],
+    outputs: dict[str, Any] | None = None,
+    error: str | None = None,
+    duration_ms: int = 10,
+) -> dict[str, Any]:
+    trace_id = f"00000000-0000-4000-8000-{trace:012d}"
+    run_id = trace_id if step == 0 else f"00000000-0000-4000-9{step:03d}-{trace:012d}"
+    start = f"2026-01-0{trace}T10:00:{step:02d}.000000+00:00"
+    end = f"2026-01-0{trace}T10:00:{step:02d}.{duration_ms:03d}000+00:00"
+    stamp = f"2026010{trace}T1000{step:02d}000000Z"
+    root_stamp = f"2026010{trace}T100000000000Z"
+    dotted = f"{root_stamp}{trace_id}" + ("" if step == 0 else f".{stamp}{run_id}")
+    return {
+        "id": run_id,
+        "name": name,
+        "run_type": run_type,
+        "start_time": start,
+        "end_time": end,
+        "inputs": inputs,
+        "outputs": outputs,
+        "error": error,
+        "trace_id": trace_id,
+        "dotted_order": dotted,
+        "parent_run_id": None if step == 0 else trace_id,
+        "session_id": PROJECT_ID,
+    }
+
+
+RUNS = [
+    # 1: two tool calls and an LLM run (listed out of order: dotted_order decides)
+    run_doc(1, 0, "quote_agent", "chain", {"input": "What is AAPL at?"}, {"output": "187.50"}),
+    run_doc(
+        1,
+        3,
+        "ChatOpenAI",
+        "llm",
+        {"messages": []},
+        {"generations": [[{"text": "AAPL is at $187.50 according to the feed."}]]},
+    ),
+    run_doc(1, 2, "news_api", "tool", {"input": "AAPL"}, {"output": "no news today"}),
+    run_doc(1, 1, "market_data_api", "tool", {"ticker": "AAPL"}, {"output": {"price": 187.5}}),
+    # 2: the tool errored
+    run_doc(2, 0, "quote_agent", "chain", {"input": "Quote MSFT"}, {"output": "sorry"}),
+    run_doc(2, 1, "market_data_api", "tool", {"ticker": "MSFT"}, None, "HTTPError: 503 down", 120),
+    # 3: another input key, no tools
+    run_doc(3, 0, "faq_agent", "chain", {"question": "What is diversification?"}, {"answer": "…"}),
+]
+
+
+def fake_langsmith() -> LoopbackServer:
+    """The parts of the LangSmith REST API the client's list_runs and read_run use."""
+
+    def handle(request: Request) -> Response:
+        if request.headers.get("x-api-key") != KEY:
+            return Response.json({"detail": "unauthorized"}, status=401)
+        path = request.path.split("?", 1)[0]
+        if path == "/sessions":
+            if "name=finance-prod" not in request.path:
+                return Response.json([])
+            project = {
+                "id": PROJECT_ID,
+                "name": "finance-prod",
+                "tenant_id": TENANT_ID,
+                "reference_dataset_id": None,
+                "start_time": "2026-01-01T00:00:00+00:00",
+            }
+            return Response.json([project])
+        if path == "/runs/query":
+            query = request.json()
+            runs = RUNS
+            if "trace" in query:
+                runs = [r for r in runs if r["trace_id"] == query["trace"]]
+            if query.get("is_root"):
+                runs = [r for r in runs if r["parent_run_id"] is None]
+                assert query["session"] == [PROJECT_ID]
+            if "limit" in query:
+                runs = runs[: query["limit"]]
+            return Response.json({"runs": runs, "cursors": {"next": None}})
+        if path.startswith("/runs/"):
+            run_id = path.rsplit("/", 1)[1]
+            found = [r for r in RUNS if r["id"] == run_id]
+            if not found:
+                return Response.json({"detail": "not found"}, status=404)
+            return Response.json(found[0])
+        return Response.json({}, status=200)
+
+    return LoopbackServer(handle)
+
+
+def import_cli(server: LoopbackServer, out: Path, *args: str) -> Any:
+    env = {"LANGSMITH_API_KEY": KEY, "LANGSMITH_ENDPOINT": server.url, "LANGSMITH_TRACING": "false"}
+    return CliRunner().invoke(
+        main, ["replay", "import", "langsmith", *args, "-o", str(out)], env=env
+    )
+
+
+def test_a_project_of_three_traces_becomes_the_expected_session_files(tmp_path: Path) -> None:
+    with fake_langsmith() as server:
+        result = import_cli(server, tmp_path, "--project", "finance-prod", "--with-llm")
+    assert result.exit_code == 0, result.output
+    written = {p.name: p.read_text() for p in tmp_path.glob("*.yaml")}
+    if os.environ.get("FLAKESTORM_REGENERATE") == "1":
+        EXPECTED.mkdir(exist_ok=True)
+        for name, text in written.items():
+            (EXPECTED / name).write_text(text)
+    expected = {p.name: p.read_text() for p in EXPECTED.glob("*.yaml")}
+    assert written == expected
+    assert len(written) == 3
+    for text in written.values():
+        assert KEY not in text
+    # the written files are sessions the loader accepts
+    config = tmp_path / "flakestorm.yaml"
+    config.write_text(
+        "agent: {endpoint: 'http://127.0.0.1:9/chat'}\n"
+        "golden_prompts: [x]\n"
+        "contract: {name: c, invariants: [{id: i, type: completes}], chaos_matrix: [{name: s}]}\n"
+        "replays: {sessions: [{file: 'langsmith-*.yaml'}]}\n"
+    )
+    from flakestorm.loader import load_config
+
+    load_config(config)
+
+
+def test_one_run_and_a_missing_input_key_names_the_keys_present(tmp_path: Path) -> None:
+    with fake_langsmith() as server:
+        run_id = RUNS[0]["id"]
+        ok = import_cli(server, tmp_path / "one", "--run", run_id)
+        assert ok.exit_code == 0, ok.output
+        (written,) = (tmp_path / "one").glob("*.yaml")
+        assert "llm_responses" not in written.read_text()  # without --with-llm
+        missing = import_cli(server, tmp_path / "two", "--run", RUNS[-1]["id"], "--input-key", "q")
+    assert missing.exit_code == 2
+    assert "has no input 'q' (its input keys: question)" in missing.output
+
+
+@pytest.mark.parametrize(
+    ("env", "args", "message"),
+    [
+        ({}, ["--project", "finance-prod"], "set LANGSMITH_API_KEY"),
+        ({"LANGSMITH_API_KEY": "wrong-key-000"}, ["--project", "finance-prod"], "refused the key"),
+        ({"LANGSMITH_API_KEY": KEY}, ["--project", "nope"], "LangSmith has no project 'nope'"),
+        ({"LANGSMITH_API_KEY": KEY}, [], "give --project NAME or --run ID"),
+    ],
+)
+def test_credentials_and_names_are_checked(
+    env: dict[str, str], args: list[str], message: str, tmp_path: Path
+) -> None:
+    with fake_langsmith() as server:
+        result = CliRunner().invoke(
+            main,
+            ["replay", "import", "langsmith", *args, "-o", str(tmp_path)],
+            env={"LANGSMITH_API_KEY": None, "LANGSMITH_ENDPOINT": server.url, **env},
+        )
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert not list(tmp_path.glob("*.yaml"))
+
+
+def test_session_ids_are_stable_uuids() -> None:
+    assert uuid.UUID(RUNS[0]["id"]) and json.dumps(RUNS)
