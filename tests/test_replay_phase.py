@@ -246,3 +246,36 @@ def test_recorded_llm_replies_keep_the_api_shape_and_stream_when_asked() -> None
         assert "4th call to the LLM; the session recorded 3" in missed.text
         errors = [i.upstream_error for i in proxy.log.snapshot("replay:s")]
         assert errors[-1] == "replay_miss: 4th call to the LLM; the session recorded 3"
+
+
+def test_every_report_shows_the_session_its_failure_and_the_divergence(tmp_path: Path) -> None:
+    from flakestorm.reporters import comment, html, junit, markdown, terminal
+
+    result = run(tmp_path, python_config(tmp_path, calls=3))
+    divergence = "tools called: recorded quotes → quotes; now quotes → quotes → quotes"
+    xml = junit.render(result)
+    assert '<testsuite disabled="0" errors="1"' in xml and 'name="replay"' in xml
+    assert 'name="outage[replay]"' in xml and 'classname="replay"' in xml
+    assert "3rd call to quotes; the session recorded 2" in xml and divergence in xml
+    for rendered in (
+        terminal.render(result),
+        markdown.render(result),
+        comment.render(result, None, "k"),
+    ):
+        assert "outage" in rendered and "3rd call to quotes" in rendered
+        assert "tools called: recorded quotes" in rendered
+    assert "tools called: recorded quotes → quotes; now quotes → quotes → quotes" in html.render(
+        result
+    )
+
+
+def test_ci_runs_the_replay_phase_with_the_contract(tmp_path: Path) -> None:
+    from flakestorm.runner import run_ci
+
+    (tmp_path / "sessions").mkdir()
+    (tmp_path / "sessions" / "outage.yaml").write_text(SESSION)
+    loaded = load_config_text(python_config(tmp_path), base_dir=tmp_path, env={})
+    result = run_ci(loaded)
+    assert list(result.phases) == ["contract", "replay"]
+    assert result.overall.phases_ran == ("contract", "replay")
+    assert result.phases["replay"].score.summary == "1 of 1 sessions passed"

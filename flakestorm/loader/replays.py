@@ -19,6 +19,7 @@ session or contract file it is in. The loader runs these checks beside
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +50,7 @@ class ReplaySession:
     session: Session
     contract: Contract
     line: int
-    """Where the session is written (its file's line, or the config's)."""
+    """The line of its entry in the config (inline, or the ``file:`` that names its file)."""
 
     @property
     def id(self) -> str:
@@ -78,9 +79,11 @@ def resolve_sessions(
                         "config's directory)",
                     )
                 )
+            entry_line = locate(at, "").line
             for path in paths:
                 found, bad = read_sessions(path)
-                sources += found
+                # reports point at the config's entry (annotations are on flakestorm.yaml)
+                sources += [dataclasses.replace(f, line=entry_line) for f in found]
                 problems += bad
         else:
             sources.append(SessionSource(entry, _under(locate, at), locate(at, "").line))
