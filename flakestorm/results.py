@@ -236,6 +236,8 @@ class PhaseOutcome:
     warnings: tuple[str, ...] = ()
     mutations: tuple[MutationResult, ...] = ()
     """The mutation phase's unit of work, instead of cells (empty for other phases)."""
+    rows: str = "invariant"
+    """What the matrix's rows (``invariants``) are: ``invariant``, or ``session`` (replay)."""
 
     @property
     def label(self) -> str:
@@ -381,6 +383,7 @@ def _phase(d: Mapping[str, Any]) -> PhaseOutcome:
         ),
         warnings=tuple(d.get("warnings", ())),
         mutations=tuple(_mutation(m) for m in d.get("mutations", ())),
+        rows=d.get("rows", "invariant"),
     )
 
 

@@ -264,9 +264,10 @@ def test_every_report_shows_the_session_its_failure_and_the_divergence(tmp_path:
     ):
         assert "outage" in rendered and "3rd call to quotes" in rendered
         assert "tools called: recorded quotes" in rendered
-    assert "tools called: recorded quotes → quotes; now quotes → quotes → quotes" in html.render(
-        result
-    )
+    page = html.render(result)
+    assert divergence in page and "<th>session</th>" in page
+    assert any(line.startswith("session  ") for line in terminal.render(result).splitlines())
+    assert "| session | severity | replay |" in markdown.render(result)
 
 
 def test_ci_runs_the_replay_phase_with_the_contract(tmp_path: Path) -> None:

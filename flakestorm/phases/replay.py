@@ -144,6 +144,7 @@ def run_sessions(plan: ReplayPlan, context: PhaseContext) -> PhaseOutcome:
         scenarios=(ScenarioInfo(COLUMN, ()),),
         cells=tuple(cells),
         score=score_sessions_of(cells),
+        rows="session",
     )
 
 

@@ -201,6 +201,7 @@ class _Phase:
     types: tuple[TypeRow, ...] = ()
     """A mutation phase's per-type table; with it, ``mutations`` replaces the matrix."""
     mutations: tuple[_Mutation, ...] = ()
+    row_kind: str = "invariant"
 
 
 @dataclass(frozen=True)
@@ -316,6 +317,7 @@ def _phase(outcome: PhaseOutcome) -> _Phase:
         legend=(MUTATION_LEGEND if outcome.mutations else legend).replace("`", ""),
         types=tuple(dataclasses.replace(r, type=clean(r.type)) for r in mutation_types(outcome)),
         mutations=tuple(_mutation(m) for m in failed_mutations(outcome)),
+        row_kind=clean(outcome.rows),
     )
 
 

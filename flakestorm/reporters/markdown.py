@@ -157,7 +157,7 @@ def _matrix(contract: PhaseOutcome) -> tuple[list[str], list[str]]:
     ]
     names = [s.name for s in contract.scenarios]
     head.append(
-        "| invariant | severity | "
+        f"| {text(contract.rows, 40)} | severity | "
         + " | ".join(_scenario_name(s) for s in contract.scenarios)
         + " |"
     )

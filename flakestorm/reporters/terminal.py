@@ -55,7 +55,7 @@ def render_matrix(outcome: PhaseOutcome) -> str:
     """The pass/fail matrix: rows = invariants (with severity), columns = scenarios."""
     scenarios = [s.name for s in outcome.scenarios]
     by_key = {(c.invariant_id, c.scenario): c for c in outcome.cells}
-    head = ["invariant", "severity", *scenarios]
+    head = [outcome.rows, "severity", *scenarios]
     rows = []
     for inv in outcome.invariants:
         row = [safe(inv.id, 40), inv.severity]
