@@ -65,7 +65,9 @@ class PhaseRequest:
 
 
 class PhasePlan(Protocol):
-    """A phase's work, known before the agent starts."""
+    """A phase's work, known before the agent starts. A plan whose work needs the fault
+    channel without declaring chaos scenarios (the replay phase serves recorded responses on
+    it) also has ``needs_channel = True``."""
 
     @property
     def cells(self) -> Sequence[object]:

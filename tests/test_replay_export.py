@@ -1,0 +1,109 @@
+"""Sessions written from a run's failed cells: the invocation's own calls, faults included,
+LLM replies in every provider shape, secrets redacted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from flakestorm.replay.export import cell_session, reply_text, write_sessions
+from flakestorm.results import (
+    CallRecord,
+    CellResult,
+    PhaseOutcome,
+    PhaseScore,
+    PromptResult,
+    Status,
+)
+
+SCORE = PhaseScore(score=0.0, passed=False, critical_failures=(), counts={})
+
+
+def prompt(text: str, passed: bool, sent: str | None = None, run: int = 0) -> PromptResult:
+    return PromptResult(text, sent or text, run, passed, "r", "out", 1.0)
+
+
+def outcome(cell: CellResult) -> PhaseOutcome:
+    return PhaseOutcome("contract", "Finance", (), (), (cell,), SCORE)
+
+
+def test_the_first_failing_invocation_with_its_own_calls() -> None:
+    tool = "market_data_api"
+    cell = CellResult(
+        index=0,
+        invariant_id="no-fabrication",
+        scenario="down",
+        severity="critical",
+        status=Status.FAILED,
+        reason="matched $1.00",
+        prompts=(prompt("p1", True), prompt("p2", False, sent="POISON p2")),
+        calls=(
+            CallRecord("tool", tool, "GET", "u", 200, invocation="0.0", response='{"ok": 1}'),
+            CallRecord(
+                "tool", tool, "GET", "u", 503, invocation="0.1", request="/q", response='{"e": 1}'
+            ),
+            CallRecord("tool", tool, "GET", "u", None, invocation="0.1", latency_ms=1500.4),
+            CallRecord(
+                "llm",
+                None,
+                "POST",
+                "u",
+                200,
+                invocation="0.1",
+                response='{"content": [{"type": "text", "text": "hi"}]}',
+            ),
+        ),
+    )
+    session, notes = cell_session(outcome(cell), cell)
+    assert notes == [] and session is not None
+    assert session.input == "POISON p2"  # what the agent really got
+    assert [(r.status, r.response, r.arguments) for r in session.tool_responses] == [
+        (503, {"e": 1}, "/q"),
+        (504, None, None),  # a dropped connection
+    ]
+    assert session.tool_responses[1].latency_ms == 1500
+    assert [r.content for r in session.llm_responses] == ["hi"]
+    assert session.contract == "Finance" and session.id == "contract-no-fabrication-down"
+
+
+def test_a_streamed_llm_reply_leaves_the_llm_live_and_says_so() -> None:
+    cell = CellResult(
+        0,
+        "i",
+        "s",
+        "low",
+        Status.ERRORED,
+        "x",
+        prompts=(prompt("p", False),),
+        calls=(CallRecord("llm", None, "POST", "u", 200, invocation="0.0", response=None),),
+    )
+    session, notes = cell_session(outcome(cell), cell)
+    assert session is not None and session.llm_responses == []
+    assert notes == ["an LLM reply was streamed or not kept: the session's LLM calls are live"]
+
+
+def test_reply_text_of_every_shape() -> None:
+    assert reply_text('{"choices": [{"message": {"content": "chat"}}]}') == "chat"
+    assert reply_text('{"choices": [{"text": "completion"}]}') == "completion"
+    assert reply_text('{"content": [{"type": "text", "text": "a"}, {"text": "b"}]}') == "ab"
+    responses = '{"output": [{"content": [{"type": "output_text", "text": "resp"}]}]}'
+    assert reply_text(responses) == "resp"
+    assert reply_text('"python text"') == "python text" and reply_text("plain") == "plain"
+    assert reply_text("[1, 2]") is None
+
+
+def test_written_sessions_are_redacted(tmp_path: Path) -> None:
+    cell = CellResult(
+        0,
+        "i",
+        "s",
+        "low",
+        Status.FAILED,
+        "x",
+        prompts=(prompt("key sk-live-123456 in the prompt", False),),
+    )
+    session, _ = cell_session(outcome(cell), cell)
+    assert session is not None
+    (path,) = write_sessions([session], tmp_path, ["sk-live-123456"])
+    assert yaml.safe_load(path.read_text())["input"] == "key *** in the prompt"
