@@ -52,7 +52,8 @@ def replay_run(
 )
 def replay_export(report: Path, out_dir: Path) -> None:
     """Write one session file per failed or errored cell of a run."""
-    from flakestorm.replay.export import export_sessions, read_results
+    from flakestorm.cli.report import read_results
+    from flakestorm.replay.export import export_sessions
 
     result = read_results(report)
     written, notes = export_sessions(result, out_dir)

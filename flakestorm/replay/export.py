@@ -35,10 +35,8 @@ from flakestorm.results import (
     CellResult,
     PhaseOutcome,
     PromptResult,
-    ResultsError,
     RunResult,
     Status,
-    from_document,
 )
 
 DROPPED_STATUS = 504
@@ -46,22 +44,6 @@ DROPPED_STATUS = 504
 _SLUG = re.compile(r"[^A-Za-z0-9._-]+")
 SKIPPED_PHASES = frozenset({"replay"})
 """Phases whose failures are already sessions."""
-
-
-def read_results(path: Path) -> RunResult:
-    """A ``results.json`` file, or a UsageError saying what is wrong with it."""
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except (UnicodeDecodeError, ValueError):
-        raise UsageError(f"{path}: not a JSON results document (expected a results.json)") from None
-    if not isinstance(document, dict):
-        raise UsageError(f"{path}: not a results document (expected a JSON object)")
-    try:
-        return from_document(document)
-    except ResultsError as exc:
-        raise UsageError(f"{path}: {exc}") from None
 
 
 def export_sessions(
