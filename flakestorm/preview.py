@@ -4,8 +4,11 @@ Never a header value or a secret."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from flakestorm.config import AgentType, Config, InvariantType
-from flakestorm.errors import UsageError
+from flakestorm.errors import Problem, UsageError
+from flakestorm.loader.replays import resolve_sessions
 from flakestorm.mutations.generation import left_out, slots
 from flakestorm.mutations.registry import types_of
 from flakestorm.phases.matrix import MatrixCount, count_invocations
@@ -51,8 +54,9 @@ def notes(config: Config) -> list[str]:
     ]
 
 
-def summary(config: Config) -> list[tuple[str, str]]:
-    """(label, value) lines describing a valid config; never a header value or a secret."""
+def summary(config: Config, base_dir: Path = Path(".")) -> list[tuple[str, str]]:
+    """(label, value) lines describing a valid config (its files relative to ``base_dir``);
+    never a header value or a secret."""
     agent = config.agent
     if agent.type is AgentType.HTTP:
         target = f"http {agent.method} {without_userinfo(agent.endpoint)}"
@@ -106,6 +110,17 @@ def summary(config: Config) -> list[tuple[str, str]]:
                 f"{config.mutations.count} over {_plural(len(kinds), 'type')} "
                 f"({config.mutations.generator.value}); {runs} invocations: {count} × repeat "
                 f"{config.advanced.repeat}{extra}",
+            )
+        )
+    if config.replays is not None:
+        sessions, _ = resolve_sessions(config, base_dir, lambda path, m: Problem("", 1, 1, "", m))
+        responses = _plural(
+            sum(len(s.session.tool_responses) for s in sessions), "recorded tool response"
+        )
+        lines.append(
+            (
+                "replays",
+                f"{_plural(len(sessions), 'session')} ({responses}), one invocation each",
             )
         )
     phases = [name.value for name in PhaseName if name.configured(config)]

@@ -199,7 +199,7 @@ def test_missing_config_suggests_init(
 def test_unexpected_exception_is_reported_as_a_bug(
     runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(config: object) -> list[tuple[str, str]]:
+    def broken(*args: object) -> list[tuple[str, str]]:
         raise RuntimeError("boom")
 
     monkeypatch.setattr("flakestorm.preview.summary", broken)

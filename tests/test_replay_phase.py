@@ -280,3 +280,20 @@ def test_ci_runs_the_replay_phase_with_the_contract(tmp_path: Path) -> None:
     assert list(result.phases) == ["contract", "replay"]
     assert result.overall.phases_ran == ("contract", "replay")
     assert result.phases["replay"].score.summary == "1 of 1 sessions passed"
+
+
+def test_validate_says_what_the_replay_phase_will_do(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from flakestorm.cli import main
+
+    (tmp_path / "sessions").mkdir()
+    (tmp_path / "sessions" / "outage.yaml").write_text(SESSION)
+    config = tmp_path / "flakestorm.yaml"
+    config.write_text(python_config(tmp_path))
+    result = CliRunner().invoke(main, ["validate", "-c", str(config)])
+    assert result.exit_code == 0, result.output
+    assert (
+        "replays:     1 session (2 recorded tool responses), one invocation each" in result.output
+    )
+    assert "phases:      contract, replay" in result.output

@@ -25,7 +25,7 @@ def validate(config_path: Path) -> None:
     loaded = load(config_path)
     masked = Redactor(loaded.secrets)
     click.echo(masked(f"ok: {config_path} is valid"))
-    for label, value in summary(loaded.config):
+    for label, value in summary(loaded.config, loaded.base_dir):
         click.echo(masked(f"  {label + ':':<13}{value}"))
     for warning in [*loaded.warnings, *notes(loaded.config)]:
         click.echo(masked(f"warning: {warning}"), err=True)
