@@ -78,7 +78,9 @@ SECTION_NOTES: dict[str, str] = {
     "replays.sessions[].llm_responses[]": "A recorded LLM reply, served in order to the "
     "agent's LLM calls (OpenAI or Anthropic shape, streamed when the agent streams). Without "
     "any, LLM calls go to the configured LLM.",
-    "replays.sources[]": "Sessions imported from an external tracing system.",
+    "replays.sources[]": "Sessions imported from LangSmith when the replay phase starts "
+    "(credentials from `LANGSMITH_API_KEY` / `LANGSMITH_ENDPOINT`; needs "
+    "`flakestorm[langsmith]`), replayed after the listed sessions.",
     "scoring": "How phase scores combine into the overall score, and the gate. The flat "
     "legacy form (`scoring: {mutation: 0.2, chaos: 0.35, ...}`) is still accepted with a "
     "deprecation warning; it cannot be mixed with `scoring.weights`.",

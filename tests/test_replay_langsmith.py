@@ -187,3 +187,33 @@ def test_credentials_and_names_are_checked(
 
 def test_session_ids_are_stable_uuids() -> None:
     assert uuid.UUID(RUNS[0]["id"]) and json.dumps(RUNS)
+
+
+def test_replays_sources_are_imported_when_the_phase_is_planned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flakestorm.loader import load_config_text
+    from flakestorm.phases.phase import PhaseRequest
+    from flakestorm.phases.replay import ReplayPhase
+
+    text = (
+        "agent: {endpoint: 'http://127.0.0.1:9/chat'}\n"
+        "golden_prompts: [x]\n"
+        "contract: {name: c, invariants: [{id: i, type: completes}], chaos_matrix: [{name: s}]}\n"
+        "replays:\n"
+        "  sessions: [{id: listed, input: hi}]\n"
+        "  sources: [{type: langsmith, project: finance-prod, contract: c}]\n"
+    )
+    loaded = load_config_text(text, base_dir=tmp_path, env={})
+    with fake_langsmith() as server:
+        monkeypatch.setenv("LANGSMITH_API_KEY", KEY)
+        monkeypatch.setenv("LANGSMITH_ENDPOINT", server.url)
+        plan = ReplayPhase().plan(loaded, PhaseRequest())
+    assert [(s.index, s.id) for s in plan.sessions] == [
+        (0, "listed"),
+        (1, "langsmith-00000000-0000-4000-8000-000000000001"),
+        (2, "langsmith-00000000-0000-4000-8000-000000000002"),
+        (3, "langsmith-00000000-0000-4000-8000-000000000003"),
+    ]
+    assert plan.sessions[2].session.tool_responses[0].status == 500
+    assert {s.contract.name for s in plan.sessions} == {"c"}

@@ -20,7 +20,7 @@ session or contract file it is in. The loader runs these checks beside
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,6 +88,11 @@ def resolve_sessions(
         else:
             sources.append(SessionSource(entry, _under(locate, at), locate(at, "").line))
     checker = _Checker(config, base_dir)
+    for i, langsmith in enumerate(replays.sources):
+        at = ("replays", "sources", i)
+        if langsmith.project is None and langsmith.run_id is None:
+            problems.append(locate(at, "a langsmith source needs 'project' or 'run_id'"))
+        checker.contract_named(langsmith.contract, _under(locate, at), problems)
     out: list[ReplaySession] = []
     seen: set[str] = set()
     for source in sources:
@@ -99,6 +104,35 @@ def resolve_sessions(
         contract = checker.contract(source, problems)
         if contract is not None:
             out.append(ReplaySession(len(out), session, contract, source.line))
+    return out, problems
+
+
+def resolve_imported(
+    config: Config,
+    base_dir: Path,
+    locate: Locate,
+    source_index: int,
+    sessions: Sequence[Session],
+    taken: Sequence[ReplaySession],
+) -> tuple[list[ReplaySession], list[Problem]]:
+    """Sessions imported at run time for ``replays.sources[source_index]``, numbered after
+    ``taken`` (the sessions before them), with their contracts resolved; problems are located
+    at the source."""
+    place = _under(locate, ("replays", "sources", source_index))
+    checker = _Checker(config, base_dir)
+    problems: list[Problem] = []
+    seen = {s.id for s in taken}
+    out: list[ReplaySession] = []
+    line = locate(("replays", "sources", source_index), "").line
+    for session in sessions:
+        if session.id in seen:
+            problems.append(place((), f"imported session {session.id!r} repeats a session id"))
+        seen.add(session.id)
+        source = SessionSource(session, place, line)
+        problems += checker.tools(source)
+        contract = checker.contract(source, problems)
+        if contract is not None:
+            out.append(ReplaySession(len(taken) + len(out), session, contract, line))
     return out, problems
 
 
@@ -116,12 +150,16 @@ class _Checker:
         self.contracts: dict[Path, Contract | None] = {}
 
     def contract(self, source: SessionSource, problems: list[Problem]) -> Contract | None:
-        name = source.session.contract
+        return self.contract_named(source.session.contract, source.place, problems)
+
+    def contract_named(
+        self, name: str | None, place: Place, problems: list[Problem]
+    ) -> Contract | None:
         own = self.config.contract
         if name is None:
             if own is None:
                 problems.append(
-                    source.place(
+                    place(
                         ("contract",),
                         "no contract to verify the session against: set 'contract' (a "
                         "contract name or file) or add a contract section to the config",
@@ -134,7 +172,7 @@ class _Checker:
         if not path.is_file():
             known = f"the config's contract is {own.name!r}" if own else "the config has none"
             problems.append(
-                source.place(
+                place(
                     ("contract",),
                     f"{name!r} is neither the config's contract nor a contract file ({known}; "
                     "a file path is relative to the config's directory)",
@@ -142,11 +180,11 @@ class _Checker:
             )
             return None
         if path not in self.contracts:
-            contract, place, bad = read_contract(path)
+            contract, in_file, bad = read_contract(path)
             self.contracts[path] = contract
             problems += bad
-            if contract is not None and place is not None:
-                problems += self.meaning(contract, place)
+            if contract is not None and in_file is not None:
+                problems += self.meaning(contract, in_file)
         return self.contracts[path]
 
     def meaning(self, contract: Contract, place: Place) -> list[Problem]:

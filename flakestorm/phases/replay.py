@@ -5,7 +5,9 @@ invocation of the agent with the session's input, while its recorded tool respon
 replies) are served on the fault channel — the proxy's replay upstream for an http agent, the
 wrappers for a python agent — from a :class:`~flakestorm.chaos.recording.Recording` on the
 active scenario. Sessions run one at a time (the channel serves one recording at a time), each
-after a reset when one is configured.
+after a reset when one is configured. ``replays.sources`` are imported from LangSmith when the
+phase is planned (:mod:`flakestorm.replay.langsmith`, credentials from the environment) and
+replayed after the listed sessions.
 
 The reply is checked against every invariant of the session's contract. ``when`` is evaluated
 as a scenario with tool faults when a recorded tool status is not 2xx, and LLM faults when a
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -47,9 +50,10 @@ from flakestorm.errors import ConfigError, HarnessError, Problem, UsageError
 from flakestorm.executor import CellFinished, Executor, ScenarioFinished
 from flakestorm.invariants import Observation
 from flakestorm.loader import LoadedConfig
-from flakestorm.loader.replays import ReplaySession, resolve_sessions
+from flakestorm.loader.replays import ReplaySession, resolve_imported, resolve_sessions
 from flakestorm.phases.phase import PhaseContext, PhaseName, PhasePlan, PhaseRequest, SectionPhase
 from flakestorm.replay.divergence import divergence
+from flakestorm.replay.langsmith import import_sessions
 from flakestorm.results import (
     CallRecord,
     CellResult,
@@ -97,16 +101,24 @@ class ReplayPhase(SectionPhase):
         replays = config.replays
         if replays is None:
             raise UsageError(f"{loaded.path.name} has no `replays` section")
-        if replays.sources:
-            raise UsageError(
-                "replays.sources: importing sessions at run time is not available yet; import "
-                "them ahead with `flakestorm replay import langsmith ... -o DIR` and list the "
-                "files under replays.sessions (file: DIR/*.yaml)"
-            )
 
-        sessions, problems = resolve_sessions(config, loaded.base_dir, _locator(loaded))
+        locate = _locator(loaded)
+        sessions, problems = resolve_sessions(config, loaded.base_dir, locate)
         if problems:  # the loader reported them already, unless a file changed since
             raise ConfigError(problems)
+        for i, source in enumerate(replays.sources):
+            imported = import_sessions(
+                os.environ,
+                project=source.project,
+                run_id=source.run_id,
+                contract=source.contract,
+            )
+            more, problems = resolve_imported(
+                config, loaded.base_dir, locate, i, imported, sessions
+            )
+            if problems:
+                raise ConfigError(problems)
+            sessions += more
         if not sessions:
             raise UsageError(f"{loaded.path.name}: replays.sessions lists no session")
         return ReplayPlan(tuple(sessions), replays.on_miss)
