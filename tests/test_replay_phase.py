@@ -297,3 +297,14 @@ def test_validate_says_what_the_replay_phase_will_do(tmp_path: Path) -> None:
         "replays:     1 session (2 recorded tool responses), one invocation each" in result.output
     )
     assert "phases:      contract, replay" in result.output
+
+
+def test_a_tool_call_in_a_session_that_recorded_none_is_a_miss(tmp_path: Path) -> None:
+    text = python_config(tmp_path)
+    (tmp_path / "sessions").mkdir()
+    (tmp_path / "sessions" / "quiet.yaml").write_text("id: quiet\ninput: quote ACME\n")
+    result = run_phases(load_config_text(text, base_dir=tmp_path, env={}), ["replay"])
+    cell = session_cell(result)
+    assert cell.status is Status.ERRORED
+    assert "1st call to quotes; the session recorded 0" in cell.reason
+    assert result.exit_code == 3

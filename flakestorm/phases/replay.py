@@ -89,8 +89,10 @@ class ReplayPlan:
 
     @property
     def needs_channel(self) -> bool:
-        """Recorded responses are served on the fault channel (the runner opens it)."""
-        return any(s.session.tool_responses or s.session.llm_responses for s in self.sessions)
+        """Recorded responses are served on the fault channel (the runner opens it), and every
+        tool call of a session, recorded or not, must reach it: one the session did not record
+        is a replay miss, even in a session that recorded none."""
+        return True
 
 
 class ReplayPhase(SectionPhase):
