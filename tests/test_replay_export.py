@@ -107,3 +107,13 @@ def test_written_sessions_are_redacted(tmp_path: Path) -> None:
     assert session is not None
     (path,) = write_sessions([session], tmp_path, ["sk-live-123456"])
     assert yaml.safe_load(path.read_text())["input"] == "key *** in the prompt"
+
+
+def test_a_cell_of_a_scenario_without_faults_is_exported_with_a_note() -> None:
+    from flakestorm.results import ScenarioInfo
+
+    cell = CellResult(0, "i", "calm", "low", Status.FAILED, "x", prompts=(prompt("p", False),))
+    calm = PhaseOutcome("contract", "Finance", (), (ScenarioInfo("calm", ()),), (cell,), SCORE)
+    session, notes = cell_session(calm, cell)
+    assert session is not None and session.tool_responses == []
+    assert notes and "replay misses" in notes[0]

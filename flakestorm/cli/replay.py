@@ -50,13 +50,24 @@ def replay_run(
     type=click.Path(file_okay=False, path_type=Path),
     help="Directory the session files are written to.",
 )
-def replay_export(report: Path, out_dir: Path) -> None:
+@click.option(
+    "-c",
+    "--config",
+    "config_path",
+    default=None,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The run's config: the values it takes from the environment are redacted too (the "
+    "run already redacted them in results.json).",
+)
+def replay_export(report: Path, out_dir: Path, config_path: Path | None) -> None:
     """Write one session file per failed or errored cell of a run."""
+    from flakestorm.cli.app import load
     from flakestorm.cli.report import read_results
     from flakestorm.replay.export import export_sessions
 
     result = read_results(report)
-    written, notes = export_sessions(result, out_dir)
+    secrets = load(config_path).secrets if config_path is not None else frozenset()
+    written, notes = export_sessions(result, out_dir, secrets)
     for note in notes:
         click.echo(f"note: {note}", err=True)
     for path in written:

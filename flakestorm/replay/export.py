@@ -96,6 +96,13 @@ def cell_session(outcome: PhaseOutcome, cell: CellResult) -> tuple[Session | Non
         return None, ["no invocation of the agent to export (the cell errored before one)"]
     notes: list[str] = []
     calls = _calls_of(cell, failing, notes)
+    scenario = next((s for s in outcome.scenarios if s.name == cell.scenario), None)
+    if not cell.calls and scenario is not None and not scenario.faults:
+        notes.append(
+            "calls are recorded in chaos scenarios only, and this one has no faults: the session "
+            "records no responses, so its tool calls will be replay misses (add them, or set "
+            "replays.on_miss: live)"
+        )
     tools = [_tool_response(c) for c in calls if c.target == "tool"]
     llm_calls = [c for c in calls if c.target == "llm"]
     replies = [_llm_reply(c) for c in llm_calls]
