@@ -368,8 +368,6 @@ class _Checker:
         for found in check_mutations(self.config):
             (self.warn if found.warning else self.error)(found.path, found.message, found.key)
 
-    # ------------------------------------------------------------------- replays
-
     # ------------------------------------------------------------------- proxy
 
     def proxy(self) -> None:
