@@ -80,7 +80,7 @@ def test_a_streamed_llm_reply_leaves_the_llm_live_and_says_so() -> None:
     )
     session, notes = cell_session(outcome(cell), cell)
     assert session is not None and session.llm_responses == []
-    assert notes == ["an LLM reply was streamed or not kept: the session's LLM calls are live"]
+    assert notes == ["an LLM reply was not kept whole: the session's LLM calls are live"]
 
 
 def test_reply_text_of_every_shape() -> None:
@@ -117,3 +117,47 @@ def test_a_cell_of_a_scenario_without_faults_is_exported_with_a_note() -> None:
     session, notes = cell_session(calm, cell)
     assert session is not None and session.tool_responses == []
     assert notes and "replay misses" in notes[0]
+
+
+def test_streamed_replies_are_kept_and_read_back_in_every_shape() -> None:
+    import json
+
+    import requests
+
+    from flakestorm.chaos.llm import Provider
+    from flakestorm.chaos.proxy.server import ChaosProxy
+    from flakestorm.chaos.proxy.upstreams.mock_llm import mock_reply
+
+    for provider, path in (
+        (Provider.OPENAI, "/v1/chat/completions"),
+        (Provider.OPENAI, "/v1/completions"),
+        (Provider.OPENAI, "/v1/responses"),
+        (Provider.ANTHROPIC, "/v1/messages"),
+    ):
+        body = json.dumps(
+            {
+                "model": "m",
+                "stream": True,
+                "max_tokens": 50,
+                "prompt": "say hi",
+                "input": "say hi",
+                "messages": [{"role": "user", "content": "say hi"}],
+            }
+        ).encode()
+        reply = mock_reply(provider, path, body, text="the recorded words")
+        assert reply.chunks is not None
+        sse = b"".join(reply.chunks).decode()
+        assert reply_text(sse) == "the recorded words", path
+    with ChaosProxy(llm_upstream="mock") as proxy, requests.Session() as http:
+        http.trust_env = False
+        streamed = http.post(
+            f"{proxy.url}/llm/openai/v1/chat/completions",
+            json={"model": "m", "stream": True, "messages": [{"role": "user", "content": "q"}]},
+        )
+        assert streamed.ok
+        (call,) = proxy.log.snapshot(wait_s=5)
+    assert call.response is not None and call.response.startswith("data:")
+    assert (
+        reply_text(call.response) == 'Answer to "q": this is a deterministic reply from the '
+        "flakestorm mock LLM. (source: flakestorm mock LLM; no live data)"
+    )

@@ -71,9 +71,9 @@ class Interaction:
     """What the agent sent (the body, else the path and query; a python call's arguments as
     JSON), at most :data:`BODY_CHARS` characters: the arguments a replay compares."""
     response: str | None = None
-    """What the agent got (a whole body; a python call's return value as JSON), at most
-    :data:`BODY_CHARS` characters: what ``replay export`` serves again. None for a stream,
-    a dropped connection, or once the run's :data:`RUN_BODY_CHARS` are spent."""
+    """What the agent got (a body, whole or streamed; a python call's return value as JSON),
+    at most :data:`BODY_CHARS` characters: what ``replay export`` serves again. None for a
+    dropped connection, or once the run's :data:`RUN_BODY_CHARS` are spent."""
 
     def to_document(self) -> dict[str, Any]:
         doc = asdict(self)

@@ -108,7 +108,7 @@ def cell_session(outcome: PhaseOutcome, cell: CellResult) -> tuple[Session | Non
     replies = [_llm_reply(c) for c in llm_calls]
     llm: list[LlmReply] = []
     if llm_calls and any(r is None for r in replies):
-        notes.append("an LLM reply was streamed or not kept: the session's LLM calls are live")
+        notes.append("an LLM reply was not kept whole: the session's LLM calls are live")
     else:
         llm = [r for r in replies if r is not None]
     session = Session(
@@ -173,7 +173,10 @@ def _value(text: str | None) -> Any:
 
 def reply_text(body: str) -> str | None:
     """The text of an LLM reply body: OpenAI chat completions, completions or Responses, an
-    Anthropic message, or a python agent.llm's text; None when it is none of them."""
+    Anthropic message — whole, or streamed as server-sent events — or a python agent.llm's
+    text; None when it is none of them."""
+    if body.startswith(("data:", "event:")):
+        return _streamed_text(body)
     value = _value(body)
     if isinstance(value, str):
         return value
@@ -195,6 +198,32 @@ def reply_text(body: str) -> str | None:
         parts = [i.get("content") for i in output if isinstance(i, dict)]
         return _texts([b for p in parts if isinstance(p, list) for b in p])
     return None
+
+
+def _streamed_text(body: str) -> str | None:
+    """The text of an SSE reply: OpenAI chat and completion chunks, Responses text deltas,
+    Anthropic content block deltas."""
+    parts: list[str] = []
+    for line in body.splitlines():
+        if not line.startswith("data:"):
+            continue
+        event = _value(line[5:].strip())
+        if not isinstance(event, dict):
+            continue
+        choices = event.get("choices")
+        if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+            delta = choices[0].get("delta")
+            text = delta.get("content") if isinstance(delta, dict) else choices[0].get("text")
+        elif event.get("type") == "content_block_delta":
+            delta = event.get("delta")
+            text = delta.get("text") if isinstance(delta, dict) else None
+        elif event.get("type") == "response.output_text.delta":
+            text = event.get("delta")
+        else:
+            text = None
+        if isinstance(text, str):
+            parts.append(text)
+    return "".join(parts) if parts else None
 
 
 def _texts(blocks: Sequence[Any]) -> str | None:

@@ -16,12 +16,13 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 
 from flakestorm.chaos.faults import ActiveScenario, FaultBook
-from flakestorm.chaos.interactions import InteractionLog, body_text
+from flakestorm.chaos.interactions import BODY_CHARS, InteractionLog, body_text
+from flakestorm.chaos.proxy.call import ServedCall
 from flakestorm.chaos.proxy.control import MAX_BODY_BYTES, answer, is_control_path
 from flakestorm.chaos.proxy.framing import FramedHandler, ThreadedServer
 from flakestorm.chaos.proxy.injection import serve
@@ -277,8 +278,28 @@ class _Handler(FramedHandler):
             except UpstreamFailure as exc:
                 call.upstream_error = exc.summary
                 reply = exc.reply
-            if reply.chunks is None and not reply.drop:
+            if reply.chunks is not None:
+                reply.chunks = _kept(reply.chunks, call)
+            elif not reply.drop:
                 call.response = body_text(reply.body)
             self.send_reply(reply, call)
         finally:
             call.done(call.status)  # when the agent hung up before its reply was ready
+
+
+def _kept(chunks: Iterator[bytes], call: ServedCall) -> Iterator[bytes]:
+    """``chunks`` passed through, their first :data:`BODY_CHARS` kept as the call's
+    ``response`` once the stream ends (however it ends: the inner stream is closed too)."""
+    seen: list[bytes] = []
+    size = 0
+    try:
+        for chunk in chunks:
+            if size < BODY_CHARS:
+                seen.append(chunk)
+                size += len(chunk)
+            yield chunk
+    finally:
+        call.response = body_text(b"".join(seen))
+        close = getattr(chunks, "close", None)
+        if close is not None:
+            close()
