@@ -157,6 +157,11 @@ def test_one_run_and_a_missing_input_key_names_the_keys_present(tmp_path: Path) 
         assert ok.exit_code == 0, ok.output
         (written,) = (tmp_path / "one").glob("*.yaml")
         assert "llm_responses" not in written.read_text()  # without --with-llm
+        limited = import_cli(
+            server, tmp_path / "limited", "--project", "finance-prod", "--limit", "1"
+        )
+        assert limited.exit_code == 0, limited.output
+        assert len(list((tmp_path / "limited").glob("*.yaml"))) == 1
         missing = import_cli(server, tmp_path / "two", "--run", RUNS[-1]["id"], "--input-key", "q")
     assert missing.exit_code == 2
     assert "has no input 'q' (its input keys: question)" in missing.output
