@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-from flakestorm.chaos.modes import CALL_THROUGH, PythonPlan
+from flakestorm.chaos.modes import PythonPlan
 from flakestorm.config import LlmReply, OnMiss, Session, ToolResponse
 from flakestorm.errors import RateLimitFaultError, ToolFaultError
 
@@ -180,7 +180,6 @@ def _error_text(served: ToolResponse | LlmReply) -> str:
 
 
 __all__ = [
-    "CALL_THROUGH",
     "LIVE",
     "MISS_PREFIX",
     "Live",
