@@ -181,11 +181,6 @@ class Executor:
         the run is stopping or the budget is spent."""
         return self._invoke(prompt, call)
 
-    def check(self, invariant: Invariant, observation: Observation) -> Verdict:
-        """The run's verdict of ``invariant`` on one invocation (HarnessError when the
-        checker cannot decide, e.g. an embeddings backend that is down)."""
-        return self._checker.check(invariant, observation)
-
     def reset(self) -> bool:
         """Reset the agent when a reset is configured (HarnessError when it fails); whether
         one is configured."""

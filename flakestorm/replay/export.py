@@ -1,7 +1,8 @@
 """Every failure of a run as a session file (SPEC §7): ``flakestorm replay export``.
 
 For each failed or errored cell of a matrix phase (contract, chaos) in a ``results.json``,
-one session is written (``DIR/<phase>-<invariant>-<scenario>.yaml``) from its first failing
+and each failed or errored prompt-level mutation (its mutated prompt as the input), one
+session is written (``DIR/<phase>-<invariant>-<scenario>.yaml``) from its first failing
 invocation:
 
 - ``input``: what the agent really got (``sent``: the poisoned memory, the mutated prompt);
@@ -33,6 +34,7 @@ from flakestorm.redaction import Redactor
 from flakestorm.results import (
     CallRecord,
     CellResult,
+    MutationResult,
     PhaseOutcome,
     PromptResult,
     RunResult,
@@ -61,6 +63,13 @@ def export_sessions(
                 continue
             session, cell_notes = cell_session(outcome, cell)
             notes += [f"{cell.id}: {n}" for n in cell_notes]
+            if session is not None:
+                sessions.append(session)
+        for mutation in outcome.mutations:
+            if mutation.status not in (Status.FAILED, Status.ERRORED):
+                continue
+            session, why = mutation_session(mutation)
+            notes += [f"mutation {mutation.id}: {n}" for n in why]
             if session is not None:
                 sessions.append(session)
     return write_sessions(sessions, out_dir, secrets), notes
@@ -121,6 +130,29 @@ def cell_session(outcome: PhaseOutcome, cell: CellResult) -> tuple[Session | Non
         contract=outcome.name if outcome.phase == "contract" else None,
     )
     return session, notes
+
+
+def mutation_session(mutation: MutationResult) -> tuple[Session | None, list[str]]:
+    """The session that replays a failed mutation: the mutated prompt as its input. A
+    request-level mutation changes the request itself, which a session cannot hold: it is
+    not exported. The mutation phase records no tool calls, so the session has none."""
+    if mutation.request is not None:
+        return None, [
+            "a request-level mutation changes the HTTP request, which a session cannot replay: "
+            "not exported"
+        ]
+    failed = ", ".join(mutation.failed_invariants) or mutation.status.value
+    session = Session(
+        id=_slug(f"mutation-{mutation.id}"),
+        name=f"{mutation.id} ({mutation.type}: {mutation.transform})",
+        input=mutation.sent,
+        expected_failure=f"{failed}: {mutation.reason}",
+    )
+    return session, [
+        "the mutation phase records no tool calls: the session has no recorded responses, and "
+        "is verified against the config's contract (the mutation was checked against the "
+        "top-level invariants)"
+    ]
 
 
 def _calls_of(cell: CellResult, failing: PromptResult, notes: list[str]) -> list[CallRecord]:
