@@ -115,9 +115,12 @@ def test_a_section_without_a_phase_is_refused_not_skipped(
 ) -> None:
     from flakestorm.errors import UsageError
 
+    from flakestorm.phases.registry import PHASES
+
     loaded = loaded_config(tmp_path, monkeypatch)
-    config = loaded.config.model_copy(update={"mutations": {}})
-    with pytest.raises(UsageError, match=r"`mutations` \(the mutation phase\)"):
+    monkeypatch.delitem(PHASES, "replay")  # a version that cannot run the replay phase
+    config = loaded.config.model_copy(update={"replays": {"sessions": []}})
+    with pytest.raises(UsageError, match=r"`replays` \(the replay phase\)"):
         configured_phases(LoadedConfig(**{**loaded.__dict__, "config": config}))
 
 
