@@ -114,7 +114,6 @@ def test_a_section_without_a_phase_is_refused_not_skipped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from flakestorm.errors import UsageError
-
     from flakestorm.phases.registry import PHASES
 
     loaded = loaded_config(tmp_path, monkeypatch)
