@@ -308,3 +308,21 @@ def test_a_tool_call_in_a_session_that_recorded_none_is_a_miss(tmp_path: Path) -
     assert cell.status is Status.ERRORED
     assert "1st call to quotes; the session recorded 0" in cell.reason
     assert result.exit_code == 3
+
+
+def test_a_passing_session_that_diverged_says_so_in_the_terminal(tmp_path: Path) -> None:
+    from flakestorm.reporters import terminal
+
+    (tmp_path / "sessions").mkdir()
+    (tmp_path / "sessions" / "outage.yaml").write_text(
+        SESSION.replace('arguments: {"ticker": "ACME"}', 'arguments: ["EVIL"]')
+    )
+    loaded = load_config_text(python_config(tmp_path), base_dir=tmp_path, env={})
+    result = run_phases(loaded, ["replay"])
+    cell = session_cell(result)
+    assert cell.status is Status.PASSED
+    shown = terminal.render(result)
+    assert (
+        "Notes:\n  PASSED outage[replay]:\n    arguments of the 2nd call to quotes: recorded"
+        in shown
+    )

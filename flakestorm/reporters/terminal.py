@@ -138,7 +138,8 @@ def render_mutations(outcome: PhaseOutcome) -> list[str]:
 
 
 def _failing(outcome: PhaseOutcome) -> list[str]:
-    """Failed and errored cells with their reasons, and undelivered faults."""
+    """Failed and errored cells with their reasons and notes, undelivered faults, and the
+    notes of the other cells (a passing replayed session that diverged)."""
     out = []
     for info in outcome.scenarios:
         if info.undelivered:
@@ -157,5 +158,12 @@ def _failing(outcome: PhaseOutcome) -> list[str]:
                 f"  {cell.status.value.upper()} {safe(cell.id, 80)} [{cell.severity}]: "
                 f"{safe(cell.reason, 400)}{fired}"
             )
+            out.extend(f"    {safe(note, 400)}" for note in cell.notes)
+    noted = [c for c in outcome.cells if c.notes and c not in bad]
+    if noted:
+        out.append("")
+        out.append("Notes:")
+        for cell in noted:
+            out.append(f"  {cell.status.value.upper()} {safe(cell.id, 80)}:")
             out.extend(f"    {safe(note, 400)}" for note in cell.notes)
     return out
