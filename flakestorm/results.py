@@ -198,7 +198,10 @@ class ScenarioInfo:
     matched: tuple[str, ...] = ()
     """…the labels some call of the scenario matched (fired or not)…"""
     hints: Mapping[str, str] = field(default_factory=dict)
-    """…and, per declared label, what is probably mis-wired if it is not delivered."""
+    """…and, per declared label, what is probably mis-wired if it is not delivered…"""
+    unapplied: Mapping[str, str] = field(default_factory=dict)
+    """…and the labels that matched a call but could not be applied to it, with why (the
+    first reason): not delivered either (SPEC §10)."""
 
 
 @dataclass(frozen=True)
@@ -369,6 +372,7 @@ def _phase(d: Mapping[str, Any]) -> PhaseOutcome:
                     **s,
                     **_tuples(s, "faults", "undelivered", "declared", "matched"),
                     "hints": dict(s["hints"]),
+                    "unapplied": dict(s.get("unapplied", {})),
                 }
             )
             for s in d["scenarios"]

@@ -366,7 +366,7 @@ def _agent_up(
             wait_ready(agent_config)
         if agent_config.type is AgentType.PYTHON and chaos:
             from flakestorm.chaos.interactions import InteractionLog
-            from flakestorm.chaos.wrap import Wrapping
+            from flakestorm.chaos.wrappers.wrapping import Wrapping
 
             wrapping = stack.enter_context(
                 Wrapping(agent_config, loaded.base_dir, InteractionLog(), _locator(loaded))

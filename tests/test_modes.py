@@ -21,7 +21,7 @@ from flakestorm.chaos.llm.modes import LLM_MODES
 from flakestorm.chaos.modes import Fields, field_names, registry
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.chaos.tool_modes import TOOL_MODES
-from flakestorm.chaos.wrap import Wrapping
+from flakestorm.chaos.wrappers.wrapping import Wrapping
 from flakestorm.config import (
     AgentConfig,
     AgentType,

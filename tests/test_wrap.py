@@ -25,7 +25,7 @@ from flakestorm.chaos.faults import ActiveScenario, Target
 from flakestorm.chaos.interactions import Interaction, InteractionLog
 from flakestorm.chaos.llm import truncate_text
 from flakestorm.chaos.llm.values import reply_text
-from flakestorm.chaos.wrap import Wrapping
+from flakestorm.chaos.wrappers.wrapping import Wrapping
 from flakestorm.config import (
     AgentConfig,
     AgentType,
@@ -625,7 +625,10 @@ def test_a_tool_that_is_not_callable_is_a_config_error(tmp_path: Path, write_mod
     name = write_module("RATE = 3\n")
     problem = wrapping_error(tmp_path, tools=[f"{name}:RATE"])
     assert problem.path == "agent.tools[0]"
-    assert problem.message == f'"{name}:RATE" is a int: expected a callable'
+    assert problem.message == (
+        f'"{name}:RATE" is a int: expected a callable or a framework tool object (an OpenAI '
+        "Agents SDK FunctionTool, a LangChain BaseTool, a Strands @tool or a Pydantic AI Tool)"
+    )
     problem = wrapping_error(tmp_path, llm=f"{name}:RATE")
     assert problem.path == "agent.llm"
 

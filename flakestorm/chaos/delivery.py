@@ -28,7 +28,7 @@ from flakestorm.chaos.interactions import Interaction
 
 if TYPE_CHECKING:
     from flakestorm.chaos.proxy.control import ProxyControl
-    from flakestorm.chaos.wrap import Wrapping
+    from flakestorm.chaos.wrappers.wrapping import Wrapping
 from flakestorm.config import Scenario
 from flakestorm.results import CallRecord, CellResult, ScenarioInfo, Status
 
@@ -87,14 +87,18 @@ def prove(
 
     Returns the cells with ``faults_fired`` and ``calls`` filled in from their interactions,
     and ``info`` with the labels of the faults that must be delivered (``declared``), those
-    some call matched (``matched``) and a wiring hint per declared label. Whether a fault was
+    some call matched (``matched``), those that matched a call but could not be applied to it
+    (``unapplied``, with why) and a wiring hint per declared label. Whether a fault was
     delivered is decided from these alone by :func:`judge`.
     """
     by_cell: dict[str, list[Interaction]] = {}
     matched: dict[str, None] = {}
+    unapplied: dict[str, str] = {}
     for interaction in interactions:
         by_cell.setdefault(cell_of(interaction.cell_id), []).append(interaction)
         matched.update(dict.fromkeys(interaction.matched))
+        for label, why in interaction.unapplied:
+            unapplied.setdefault(label, why)
     declared = book.declared()
     tools = {f"tool_faults[{i}]": f.tool for i, f in enumerate(book.scenario.tool_faults)}
     hints = {
@@ -128,6 +132,7 @@ def prove(
         declared=declared,
         matched=tuple(label for label in matched if label in declared),
         hints=hints,
+        unapplied={label: why for label, why in unapplied.items() if label in declared},
     )
     return out, proof
 
@@ -137,9 +142,10 @@ NOT_DELIVERED = "fault not delivered: "
 
 
 def judge(info: ScenarioInfo, cells: Sequence[CellResult]) -> tuple[ScenarioInfo, list[CellResult]]:
-    """Delivery judged from a scenario's proof alone (SPEC §4): a declared fault that no call
-    matched is not delivered, and then every scored cell of the scenario is ERRORED with the
-    reason (the invariant's own verdict kept in ``checked``). Judging again — e.g. with the
+    """Delivery judged from a scenario's proof alone (SPEC §4, §10): a declared fault that no
+    call matched, or that matched a call but could not be applied to it, is not delivered, and
+    then every scored cell of the scenario is ERRORED with the reason (the invariant's own
+    verdict kept in ``checked``). Judging again — e.g. with the
     calls of every shard — first gives the cells their own verdicts back."""
     own = [
         cell
@@ -161,13 +167,15 @@ def judge(info: ScenarioInfo, cells: Sequence[CellResult]) -> tuple[ScenarioInfo
         cell.status is Status.NOT_RUN for cell in own
     )
     matched = set(info.matched)
-    undelivered = tuple(label for label in info.declared if label not in matched and ran)
+    undelivered = tuple(
+        label
+        for label in info.declared
+        if ran and (label not in matched or label in info.unapplied)
+    )
     judged = dataclasses.replace(info, undelivered=undelivered)
     if not undelivered:
         return judged, own
-    reason = "; ".join(
-        f"{NOT_DELIVERED}{label}: {info.hints.get(label, '')}" for label in undelivered
-    )
+    reason = "; ".join(f"{NOT_DELIVERED}{label}: {_why(info, label)}" for label in undelivered)
     out = [
         dataclasses.replace(
             cell,
@@ -181,6 +189,12 @@ def judge(info: ScenarioInfo, cells: Sequence[CellResult]) -> tuple[ScenarioInfo
         for cell in own
     ]
     return judged, out
+
+
+def _why(info: ScenarioInfo, label: str) -> str:
+    if label in info.unapplied:
+        return f"it matched a call but could not be applied: {info.unapplied[label]}"
+    return info.hints.get(label, "")
 
 
 _INVOCATION_SUFFIX = re.compile(r"#\d+\.\d+$")
@@ -254,6 +268,13 @@ class WrapperChannel:
         return self._wrapping.log.snapshot(scenario)
 
     def wiring_hint(self, label: str, tool: str | None) -> str:
+        kind = self._wrapping.tool_kind(tool) if tool is not None else None
+        if kind is not None:
+            return (
+                f"the agent made no call to `{tool}`, {kind} wrapped from the inside — is "
+                "that object the one the agent gives its framework, and did the model ask "
+                "for the tool?"
+            )
         if tool is not None and tool != "*":
             return (
                 f"the agent made no call to the wrapped tool `{tool}` — does it call it "

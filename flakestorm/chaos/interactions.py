@@ -74,12 +74,16 @@ class Interaction:
     """What the agent got (a body, whole or streamed; a python call's return value as JSON),
     at most :data:`BODY_CHARS` characters: what ``replay export`` serves again. None for a
     dropped connection, or once the run's :data:`RUN_BODY_CHARS` are spent."""
+    unapplied: tuple[tuple[str, str], ...] = ()
+    """Faults that fired on this call but could not be applied to it, each with why (a stream
+    shape flakestorm cannot edit, a reply without text): not delivered (SPEC §10)."""
 
     def to_document(self) -> dict[str, Any]:
         doc = asdict(self)
         doc["target"] = self.target.value
         doc["matched"] = list(self.matched)
         doc["fired"] = list(self.fired)
+        doc["unapplied"] = [list(pair) for pair in self.unapplied]
         return doc
 
     @classmethod
@@ -90,6 +94,9 @@ class Interaction:
                 "target": Target(doc["target"]),
                 "matched": tuple(doc["matched"]),
                 "fired": tuple(doc["fired"]),
+                "unapplied": tuple(
+                    (str(label), str(reason)) for label, reason in doc.get("unapplied", ())
+                ),
             }
         )
 

@@ -10,7 +10,7 @@ The unit holds, in one place, everything flakestorm knows about its mode:
 - its HTTP behaviour, for the chaos proxy: a tool unit's injected response and ``CONNECT``
   tunnel action, an LLM unit's reply before upstream or its text rewrite (which the reply
   and stream editors of :mod:`flakestorm.chaos.llm` apply, protocol by protocol);
-- ``plan(...)``: its python behaviour, for the wrappers (:mod:`flakestorm.chaos.wrap`): a
+- ``plan(...)``: its python behaviour, for the wrappers (:mod:`flakestorm.chaos.wrappers`): a
   :class:`PythonPlan`.
 
 The tool units are :data:`flakestorm.chaos.tool_modes.TOOL_MODES`; the LLM units are

@@ -1,7 +1,7 @@
 """LLM faults that speak the providers' protocols (SPEC §4.1).
 
 The chaos proxy calls these functions on the LLM traffic it relays; the python wrappers
-(:mod:`flakestorm.chaos.wrap`) use the same text editing and injection on python values.
+(:mod:`flakestorm.chaos.wrappers`) use the same text editing and injection on python values.
 Nothing here does I/O: every function maps bytes (or text) to bytes (or text), with randomness
 only from the ``random.Random`` it is given.
 

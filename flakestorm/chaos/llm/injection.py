@@ -3,7 +3,7 @@ its instructions.
 
 One rule for both ways a request reaches the model: :func:`inject_context` edits the JSON body
 of an HTTP request (the chaos proxy); :func:`with_payload` and :func:`messages_with_payload`
-edit python values (the python wrappers, :mod:`flakestorm.chaos.wrap`, where messages may be
+edit python values (the python wrappers, :mod:`flakestorm.chaos.wrappers`, where messages may be
 SDK objects). Instructions are a string or a list of content blocks:
 
 - a non-empty string gets ``"\\n\\n" + payload`` appended;

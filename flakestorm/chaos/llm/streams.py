@@ -37,7 +37,7 @@ from flakestorm.chaos.llm.replies import TOOL_BLOCKS, TextEditor, set_usage
 from flakestorm.chaos.llm.text import count_tokens, truncate_text
 from flakestorm.config import LlmFault
 
-__all__ = ["fault_on_stream"]
+__all__ = ["StreamFaulter", "fault_on_stream"]
 
 # --------------------------------------------------------------------------- SSE frames
 
@@ -73,20 +73,6 @@ class _Frame:
         except ValueError:
             return None
         return value if isinstance(value, dict) else None
-
-
-def _frames(chunks: Iterable[bytes]) -> Iterator[_Frame]:
-    buffer = b""
-    for chunk in chunks:
-        buffer += chunk
-        while True:
-            match = _FRAME_END.search(buffer)
-            if match is None:
-                break
-            raw, buffer = buffer[: match.end()], buffer[match.end() :]
-            yield _Frame.parse(raw)
-    if buffer.strip():
-        yield _Frame.parse(buffer)
 
 
 def _data_frame(value: Any) -> bytes:
@@ -521,6 +507,63 @@ def _stream_edit(fault: LlmFault, doc: dict[str, Any], rng: random.Random) -> _S
     return None
 
 
+class StreamFaulter:
+    """:func:`fault_on_stream` fed chunk by chunk, for a caller that reads upstream itself (an
+    SDK stream read with ``async for``): :meth:`feed` each chunk and send on what it returns
+    until :attr:`done`, then send :meth:`end`'s frames."""
+
+    def __init__(self, fault: LlmFault, rng: random.Random) -> None:
+        self._fault = fault
+        self._rng = rng
+        self._through = LLM_MODES[fault.mode].replaces_upstream
+        self._buffer = b""
+        self._edit: _StreamEdit | None = None
+        self.done = False
+        """The fault has ended the stream early: stop reading upstream."""
+
+    @property
+    def recognised(self) -> bool:
+        """Whether the stream was recognised as one the fault can act on (a protocol's)."""
+        return self._edit is not None
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The frames to send on after upstream's next ``chunk`` (split anywhere)."""
+        if self._through:
+            return [chunk]
+        out: list[bytes] = []
+        self._buffer += chunk
+        while not self.done:
+            match = _FRAME_END.search(self._buffer)
+            if match is None:
+                break
+            raw, self._buffer = self._buffer[: match.end()], self._buffer[match.end() :]
+            out += self._frame(_Frame.parse(raw))
+        return out
+
+    def end(self) -> list[bytes]:
+        """The frames to send when upstream has ended."""
+        if self._through or self.done:
+            return []
+        out: list[bytes] = []
+        if self._buffer.strip():
+            out += self._frame(_Frame.parse(self._buffer))
+        self._buffer = b""
+        if self._edit is not None and not self.done:
+            out += self._edit.end()
+        return out
+
+    def _frame(self, frame: _Frame) -> list[bytes]:
+        doc = frame.json()
+        if self._edit is None and doc is not None:
+            self._edit = _stream_edit(self._fault, doc, self._rng)
+        edit = self._edit
+        if edit is None:
+            return [frame.raw]
+        out = edit.other(frame) if doc is None else edit.frame(frame, doc)
+        self.done = edit.done
+        return out
+
+
 def fault_on_stream(
     fault: LlmFault, provider: Provider, chunks: Iterable[bytes], rng: random.Random
 ) -> Iterator[bytes]:
@@ -533,21 +576,9 @@ def fault_on_stream(
     :func:`~flakestorm.chaos.llm.modes.fault_before_upstream` answers them. ``provider``
     is not needed to tell the protocols apart: each stream says which one it speaks.
     """
-    if LLM_MODES[fault.mode].replaces_upstream:
-        yield from chunks
-        return
-    edit: _StreamEdit | None = None
-    for frame in _frames(chunks):
-        doc = frame.json()
-        if edit is None and doc is not None:
-            edit = _stream_edit(fault, doc, rng)
-        if edit is None:
-            yield frame.raw
-        elif doc is None:
-            yield from edit.other(frame)
-        else:
-            yield from edit.frame(frame, doc)
-        if edit is not None and edit.done:
+    faulter = StreamFaulter(fault, rng)
+    for chunk in chunks:
+        yield from faulter.feed(chunk)
+        if faulter.done:
             return
-    if edit is not None:
-        yield from edit.end()
+    yield from faulter.end()

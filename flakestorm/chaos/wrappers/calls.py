@@ -1,0 +1,220 @@
+"""One wrapped call: its decision (from the scenario's
+:class:`~flakestorm.chaos.faults.FaultBook`), what the wrapper does before calling through
+(:class:`Plan`), what it does to the result, and the :class:`~flakestorm.chaos.interactions.
+Interaction` it logs.
+
+A fault that fired on the call but could not be applied to it (an LLM callable without a
+recognisable ``messages`` argument, a reply without text, a stream shape flakestorm cannot
+edit, a tool result with no text to carry an attack) is taken out of ``fired`` and logged in
+``unapplied`` with the reason: it was not delivered (SPEC §10), and its scenario's cells are
+ERRORED, never passed.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from flakestorm.chaos import tool_results
+from flakestorm.chaos.faults import (
+    LLM_KEY,
+    FaultBook,
+    Target,
+    attack_label,
+    call_rng,
+    llm_fault_label,
+    tool_key,
+)
+from flakestorm.chaos.interactions import Interaction
+from flakestorm.chaos.llm.modes import LLM_MODES
+from flakestorm.chaos.llm.values import inject_arguments, takes_system, transform_reply
+from flakestorm.chaos.modes import CALL_THROUGH
+from flakestorm.chaos.tool_modes import TOOL_MODES
+from flakestorm.chaos.wrappers.sdk_errors import sdk_of
+from flakestorm.chaos.wrappers.sdk_streams import fault_stream, fault_stream_manager, is_sdk_stream
+from flakestorm.chaos.wrappers.sites import Site
+from flakestorm.config import LlmFault, ToolFault
+
+if TYPE_CHECKING:
+    from flakestorm.chaos.interactions import InteractionLog
+
+METHOD = "CALL"
+"""The ``method`` of a python interaction."""
+
+
+class Call:
+    """One wrapped call in progress: its decision, and what actually reached the agent."""
+
+    def __init__(
+        self,
+        log: InteractionLog,
+        clock: Callable[[], float],
+        site: Site,
+        original: Callable[..., Any],
+        book: FaultBook,
+        cell: str,
+    ) -> None:
+        self.log = log
+        self.clock = clock
+        self.site = site
+        self.original = original
+        self.book = book
+        self.cell = cell
+        self.seq = log.next_seq()
+        self.started = clock()
+        if site.target is Target.LLM:
+            self.decision = book.llm_call(cell)
+        else:
+            self.decision = book.tool_call(site.name, site.url, cell)
+        self.fired = list(self.decision.fired)
+        self.unapplied: dict[str, str] = {}
+        self.recorded = False
+        self.deferred = False
+        """The result is a stream: the call is logged when the agent has read it."""
+
+    def rng(self) -> random.Random:
+        """Randomness for this call's payload choices, fixed by the call's identity as the
+        proxy fixes it for the same call (:func:`~flakestorm.chaos.faults.call_rng`)."""
+        s = self.book.scenario
+        key = tool_key(self.site.name) if self.site.target is Target.TOOL else LLM_KEY
+        return call_rng(s.seed, s.name, self.cell, key, self.decision.call_index)
+
+    def not_applied(self, label: str, reason: str) -> None:
+        """The fault ``label`` fired but could not be applied to this call, because ``reason``."""
+        if label in self.fired:
+            self.fired.remove(label)
+            self.unapplied.setdefault(label, reason)
+
+    def settle(self, status: int | None, upstream_error: str | None = None) -> None:
+        """Log the call as the wrapper left it (not yet when its result is a stream the agent
+        reads later: the stream logs it when it ends)."""
+        if not self.deferred:
+            self.record(status, upstream_error)
+
+    def record(self, status: int | None, upstream_error: str | None = None) -> None:
+        if self.recorded:
+            return
+        self.recorded = True
+        self.log.append(
+            Interaction(
+                seq=self.seq,
+                scenario=self.book.scenario.name,
+                cell_id=self.cell,
+                target=self.site.target,
+                tool=self.site.name if self.site.target is Target.TOOL else None,
+                method=METHOD,
+                url=self.site.url,
+                call_index=self.decision.call_index,
+                matched=self.decision.matched,
+                fired=tuple(self.fired),
+                status=status,
+                upstream_error=upstream_error,
+                latency_ms=(self.clock() - self.started) * 1000,
+                unapplied=tuple(self.unapplied.items()),
+            )
+        )
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a wrapper does before (and instead of) calling through: the fault's
+    :class:`~flakestorm.chaos.modes.PythonPlan`, and the arguments to call with."""
+
+    delay_s: float = 0.0
+    error: BaseException | None = None
+    """Raised into the agent after the delay."""
+    value: Any = CALL_THROUGH
+    """Returned instead of calling through."""
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+
+def tool_plan(call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Plan:
+    chosen = call.decision.tool_fault
+    if chosen is None:
+        return Plan(args=args, kwargs=kwargs)
+    fault: ToolFault = chosen[1]
+    plan = TOOL_MODES[fault.mode].plan(fault, call.site.name)
+    return Plan(plan.delay_s, plan.error, plan.value, args, kwargs)
+
+
+def tool_result(call: Call, result: Any) -> Any:
+    attacks = call.decision.attacks
+    if not attacks:
+        return result
+    poisoned, delivered = tool_results.try_poison_value(result, [a for _, a in attacks], call.rng())
+    if not delivered:
+        for index, attack in attacks:
+            call.not_applied(
+                attack_label(index, attack),
+                f"the tool's result (a {type(result).__name__}) has no text to carry it",
+            )
+    return poisoned
+
+
+def llm_plan(call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Plan:
+    injections = call.decision.attacks
+    if injections:
+        system_param = takes_system(call.original, args, kwargs)
+        injected = inject_arguments(args, kwargs, [a for _, a in injections], system_param)
+        if injected is None:
+            for index, attack in injections:
+                call.not_applied(
+                    attack_label(index, attack),
+                    "the LLM callable was called without a recognisable messages argument",
+                )
+        else:
+            args, kwargs = injected
+    chosen = call.decision.llm_fault
+    if chosen is None:
+        return Plan(args=args, kwargs=kwargs)
+    fault: LlmFault = chosen[1]
+    unit = LLM_MODES[fault.mode]
+    if unit.replaces_upstream:  # the request never reaches the LLM: not an undelivered attack
+        for index, attack in injections:
+            if attack_label(index, attack) in call.fired:
+                call.fired.remove(attack_label(index, attack))
+    plan = unit.plan(fault)
+    error = plan.error
+    sdk = sdk_of(args)
+    if error is not None and sdk is not None:
+        error = sdk.error(fault, error)
+    return Plan(plan.delay_s, error, plan.value, args, kwargs)
+
+
+def llm_result(call: Call, result: Any) -> Any:
+    chosen = call.decision.llm_fault
+    if chosen is None:
+        return result
+    index, fault = chosen
+    label = llm_fault_label(index, fault)
+
+    def done(reason: str | None) -> None:
+        if reason is not None:
+            call.not_applied(label, reason)
+        call.record(200)
+
+    if is_sdk_stream(result):
+        call.deferred = True
+        return fault_stream(result, fault, call.rng(), done)
+    helper = hasattr(result, "__enter__") or hasattr(result, "__aenter__")
+    if helper and fault_stream_manager(result, fault, call.rng(), done):
+        call.deferred = True
+        return result
+    changed = transform_reply(result, fault, call.rng())
+    if changed is None:
+        call.not_applied(label, _why_not(result))
+        return result
+    return changed
+
+
+def _why_not(result: Any) -> str:
+    kind = type(result).__name__
+    if hasattr(result, "__iter__") or hasattr(result, "__aiter__"):
+        return (
+            f"the LLM callable returned a {kind}, a stream flakestorm cannot edit "
+            "(it edits the OpenAI and Anthropic SDKs' streams and whole replies)"
+        )
+    return f"the LLM callable's reply (a {kind}) has no text flakestorm can find"

@@ -1,0 +1,143 @@
+"""LLM faults on the streams of the OpenAI and Anthropic SDKs (SPEC §10): a ``stream=True``
+call's ``Stream`` / ``AsyncStream``, and the raw stream inside the SDKs' stream helpers
+(``client.chat.completions.stream(...)``, ``client.messages.stream(...)``).
+
+The fault acts where the proxy's does, on the SSE bytes
+(:class:`~flakestorm.chaos.llm.streams.StreamFaulter`, the same editor): the SDK's stream is
+rebuilt around a response of the SDK's own HTTP library whose body is upstream's bytes with the
+fault applied, so the agent gets a genuine ``openai.Stream`` (``isinstance`` checks hold), parsed
+by the SDK's own decoder: truncation ends it with ``finish_reason: "length"`` / ``stop_reason:
+"max_tokens"``, ``empty`` sends no text, ``garbage`` and ``response_drift`` rewrite the text.
+
+The fault is applied lazily, as the agent reads. When the stream ends or is closed, ``done``
+is told whether the fault was applied (None) or why it was not (the stream was not one of the
+protocols', or the agent closed it before its first event): a fault that matched a call but
+could not be applied is not delivered (:mod:`flakestorm.chaos.delivery`).
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+from flakestorm.chaos.llm.streams import StreamFaulter
+from flakestorm.config import LlmFault
+
+__all__ = ["Done", "fault_stream", "fault_stream_manager", "is_sdk_stream"]
+
+Done = Callable[[str | None], None]
+"""``done(reason)``: the stream ended; ``reason`` why the fault was not applied, or None."""
+
+UNRECOGNISED = "the stream was not an OpenAI or Anthropic server-sent event stream"
+_DROPPED_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
+
+
+def is_sdk_stream(value: object) -> bool:
+    """Whether ``value`` is an SDK's ``Stream`` / ``AsyncStream`` (what it is built on)."""
+    return all(hasattr(value, a) for a in ("response", "_cast_to", "_client")) and hasattr(
+        getattr(value, "response", None), "iter_bytes"
+    )
+
+
+class _Body:
+    """The faulted body: upstream's bytes through the faulter; tells ``done`` once."""
+
+    def __init__(self, upstream: Any, faulter: StreamFaulter, done: Done) -> None:
+        self._upstream = upstream
+        self._faulter = faulter
+        self._done: Done | None = done
+
+    def _finish(self) -> None:
+        done, self._done = self._done, None
+        if done is not None:
+            done(None if self._faulter.recognised else UNRECOGNISED)
+
+
+class _SyncBody(_Body):
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            for chunk in self._upstream.iter_bytes():
+                yield from self._faulter.feed(chunk)
+                if self._faulter.done:
+                    return
+            yield from self._faulter.end()
+        finally:
+            self._finish()
+
+    def close(self) -> None:
+        self._upstream.close()
+        self._finish()
+
+
+class _AsyncBody(_Body):
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._upstream.aiter_bytes():
+                for frame in self._faulter.feed(chunk):
+                    yield frame
+                if self._faulter.done:
+                    return
+            for frame in self._faulter.end():
+                yield frame
+        finally:
+            self._finish()
+
+    async def aclose(self) -> None:
+        await self._upstream.aclose()
+        self._finish()
+
+
+def fault_stream(stream: Any, fault: LlmFault, rng: random.Random, done: Done) -> Any:
+    """A stream of ``stream``'s type whose events are ``stream``'s with ``fault`` applied."""
+    response = stream.response
+    http = sys.modules[type(response).__module__.partition(".")[0]]
+    asynchronous = hasattr(stream, "__aiter__")
+    body: type[_Body] = type(
+        "FaultedSseBody",
+        (_AsyncBody, http.AsyncByteStream) if asynchronous else (_SyncBody, http.SyncByteStream),
+        {},
+    )
+    headers = [(k, v) for k, v in response.headers.items() if k.lower() not in _DROPPED_HEADERS]
+    faulted = http.Response(
+        response.status_code,
+        headers=headers,
+        stream=body(response, StreamFaulter(fault, rng), done),
+        request=response.request,
+    )
+    return type(stream)(
+        cast_to=stream._cast_to,
+        response=faulted,
+        client=stream._client,
+        options=getattr(stream, "_options", None),
+    )
+
+
+def fault_stream_manager(manager: Any, fault: LlmFault, rng: random.Random, done: Done) -> bool:
+    """Fault the raw stream an SDK stream helper's manager opens when entered (its private
+    ``__api_request``); False when ``manager`` has none (not a stream helper flakestorm knows)."""
+    names = [n for n in vars(manager) if n.endswith("__api_request")]
+    if len(names) != 1 or not callable(vars(manager)[names[0]]):
+        return False
+    request = vars(manager)[names[0]]
+
+    def faulted_request() -> Any:
+        opened = request()
+        if hasattr(opened, "__await__"):
+            return _faulted_later(opened, fault, rng, done)
+        return _fault_or_report(opened, fault, rng, done)
+
+    vars(manager)[names[0]] = faulted_request
+    return True
+
+
+def _fault_or_report(opened: Any, fault: LlmFault, rng: random.Random, done: Done) -> Any:
+    if is_sdk_stream(opened):
+        return fault_stream(opened, fault, rng, done)
+    done(f"the stream helper opened a {type(opened).__name__}, not an SDK stream")
+    return opened
+
+
+async def _faulted_later(opened: Any, fault: LlmFault, rng: random.Random, done: Done) -> Any:
+    return _fault_or_report(await opened, fault, rng, done)

@@ -1,0 +1,282 @@
+"""The wrapping of a python agent's tools and LLM callable for one run (SPEC §4.1, §4.2, §10).
+
+One :class:`Wrapping` per run. Entering it puts a wrapper in every slot of every
+:class:`~flakestorm.chaos.wrappers.sites.Site` (``agent.tools``, ``agent.llm``, the tools of
+``agent.tool_registry``); leaving it puts every original back, whatever happened in between.
+
+:meth:`Wrapping.activate` switches the scenario; every wrapped call then asks that
+scenario's :class:`~flakestorm.chaos.faults.FaultBook` what to do, attributing the call to the
+cell in :data:`~flakestorm.agents.python.current_call` (the scenario's ``cell_id`` when unset,
+e.g. in a thread the agent started itself), and appends one
+:class:`~flakestorm.chaos.interactions.Interaction` to the log (:mod:`.calls`). A call made by
+an invocation of another scenario (one that outlived its timeout, say) goes through untouched
+and is logged under its own scenario.
+
+Sync callables get sync wrappers, coroutine functions async ones, async generator functions
+async generators (their items are not transformed, like a sync generator's). Waiting goes
+through the injected ``sleep`` / ``async_sleep``; the default sync wait ends early when the
+wrapping is exited.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import inspect
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from flakestorm.agents.importer import Locate, default_locate, describe_exception
+from flakestorm.agents.python import current_call
+from flakestorm.chaos.faults import UNATTRIBUTED, ActiveScenario, FaultBook, Target
+from flakestorm.chaos.interactions import InteractionLog
+from flakestorm.chaos.modes import CALL_THROUGH
+from flakestorm.chaos.wrappers.calls import Call, Plan, llm_plan, llm_result, tool_plan, tool_result
+from flakestorm.chaos.wrappers.sites import CALLABLE, Site, attribute_site, registry_sites
+from flakestorm.config import AgentConfig
+
+Sleep = Callable[[float], object]
+"""``sleep(seconds)``: how a sync wrapper waits."""
+AsyncSleep = Callable[[float], Awaitable[object]]
+"""``await async_sleep(seconds)``: how an async wrapper waits."""
+
+_IDLE = ActiveScenario(name="", seed=0)
+
+
+class Wrapping:
+    """Wraps a python agent's tools and LLM callable for one run (module doc)."""
+
+    def __init__(
+        self,
+        agent: AgentConfig,
+        base_dir: Path,
+        log: InteractionLog,
+        locate: Locate = default_locate,
+        *,
+        sleep: Sleep | None = None,
+        async_sleep: AsyncSleep = asyncio.sleep,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.log = log
+        self.clock = clock
+        self._closing = threading.Event()
+        self._sleep: Sleep = sleep if sleep is not None else self._closing.wait
+        self._async_sleep = async_sleep
+        self._book = FaultBook(_IDLE)
+        self._idle: dict[str, FaultBook] = {}
+        self._lock = threading.Lock()
+        self._installed: list[Callable[[], None]] = []
+        sites = [
+            attribute_site(ref, f"agent.tools[{i}]", Target.TOOL, base_dir, locate)
+            for i, ref in enumerate(agent.tools or ())
+        ]
+        if agent.tool_registry is not None:
+            sites += registry_sites(agent.tool_registry, base_dir, locate)
+        if agent.llm is not None:
+            sites.append(attribute_site(agent.llm, "agent.llm", Target.LLM, base_dir, locate))
+        self._sites = sites
+        self.tool_names: tuple[str, ...] = tuple(
+            dict.fromkeys(s.name for s in sites if s.target is Target.TOOL)
+        )
+        """The names ``tool_faults[].tool`` can refer to, in config order."""
+        self.has_llm = agent.llm is not None
+
+    def tool_kind(self, name: str) -> str | None:
+        """What framework tool object the tool ``name`` is (``a Strands @tool``); None for a
+        callable."""
+        return next((s.kind for s in self._sites if s.name == name and s.kind != CALLABLE), None)
+
+    # -- scenarios
+
+    def activate(self, scenario: ActiveScenario | None) -> None:
+        """Decide the following calls with ``scenario``'s faults (None: no faults).
+
+        Activating the active scenario again with only another ``cell_id`` (the runner does
+        so before each cell) keeps the per-cell call counts of cells still running.
+        """
+        scenario = scenario if scenario is not None else _IDLE
+        book = self._book
+        if dataclasses.replace(scenario, cell_id=book.scenario.cell_id) == book.scenario:
+            book.scenario = scenario
+        else:
+            self._book = FaultBook(scenario)
+
+    @property
+    def scenario(self) -> ActiveScenario:
+        return self._book.scenario
+
+    def _book_for(self, scenario: str) -> FaultBook:
+        """The active book; an empty one for a call made by another scenario's invocation."""
+        book = self._book
+        if not scenario or scenario == book.scenario.name:
+            return book
+        with self._lock:
+            idle = self._idle.get(scenario)
+            if idle is None:
+                idle = self._idle[scenario] = FaultBook(ActiveScenario(name=scenario, seed=0))
+            return idle
+
+    def _begin(self, site: Site, original: Callable[..., Any]) -> Call:
+        invocation = current_call.get(None)
+        book = self._book_for(invocation.scenario if invocation is not None else "")
+        attributed = invocation.cell_id if invocation is not None else UNATTRIBUTED
+        return Call(self.log, self.clock, site, original, book, book.cell_of(attributed))
+
+    # -- entering and leaving
+
+    def __enter__(self) -> Wrapping:
+        self._closing.clear()
+        try:
+            for site in self._sites:
+                for slot in site.slots:
+                    slot.install(self._wrapper(site, slot.original))
+                    self._installed.append(slot.restore)
+        except BaseException:
+            self._restore()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._closing.set()
+        self._restore()
+
+    def _restore(self) -> None:
+        failure: BaseException | None = None
+        while self._installed:
+            restore = self._installed.pop()
+            try:
+                restore()
+            except Exception as exc:  # restore the others, then report the first failure
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+
+    # -- wrappers
+
+    def _wrapper(self, site: Site, original: Callable[..., Any]) -> Callable[..., Any]:
+        plan: Callable[[Call, tuple[Any, ...], dict[str, Any]], Plan]
+        finish: Callable[[Call, Any], Any]
+        if site.target is Target.LLM:
+            plan, finish = llm_plan, llm_result
+        else:
+            plan, finish = tool_plan, tool_result
+
+        if _is_coroutine_function(original):
+
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                call = self._begin(site, original)
+                try:
+                    step = plan(call, args, kwargs)
+                    if step.delay_s:
+                        await self._async_sleep(step.delay_s)
+                    if step.error is not None:
+                        call.settle(None)
+                        raise step.error
+                    if step.value is not CALL_THROUGH:
+                        call.settle(200)
+                        return step.value
+                    try:
+                        result = await original(*step.args, **step.kwargs)
+                    except BaseException as exc:
+                        call.settle(None, describe_exception(exc))
+                        raise
+                    result = finish(call, result)
+                    call.settle(200)
+                    return result
+                finally:
+                    call.settle(None)
+
+            return functools.wraps(original)(async_wrapper)
+
+        if inspect.isasyncgenfunction(original):
+
+            async def async_gen_wrapper(*args: Any, **kwargs: Any) -> Any:
+                call = self._begin(site, original)
+                try:
+                    step = plan(call, args, kwargs)
+                    if step.delay_s:
+                        await self._async_sleep(step.delay_s)
+                    if step.error is not None:
+                        call.settle(None)
+                        raise step.error
+                    if step.value is not CALL_THROUGH:
+                        call.settle(200)
+                        yield step.value
+                        return
+                    try:
+                        # a stream has no whole result to transform: like a sync generator's,
+                        # result faults are left out of ``fired``
+                        async for item in finish(call, original(*step.args, **step.kwargs)):
+                            yield item
+                    except GeneratorExit:  # the agent stopped reading
+                        call.settle(200)
+                        raise
+                    except BaseException as exc:
+                        call.settle(None, describe_exception(exc))
+                        raise
+                    call.settle(200)
+                finally:
+                    call.settle(None)
+
+            return functools.wraps(original)(async_gen_wrapper)
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            call = self._begin(site, original)
+            deferred = False
+            try:
+                step = plan(call, args, kwargs)
+                if step.delay_s:
+                    self._sleep(step.delay_s)
+                if step.error is not None:
+                    call.settle(None)
+                    raise step.error
+                if step.value is not CALL_THROUGH:
+                    call.settle(200)
+                    return step.value
+                try:
+                    result = original(*step.args, **step.kwargs)
+                except BaseException as exc:
+                    call.settle(None, describe_exception(exc))
+                    raise
+                if inspect.isawaitable(result):  # a sync callable handing back a coroutine
+                    deferred = True
+                    return _finished_later(call, result, finish)
+                result = finish(call, result)
+                call.settle(200)
+                return result
+            finally:
+                if not deferred:
+                    call.settle(None)
+
+        return functools.wraps(original)(wrapper)
+
+
+async def _finished_later(
+    call: Call, awaitable: Awaitable[Any], finish: Callable[[Call, Any], Any]
+) -> Any:
+    try:
+        result = await awaitable
+    except BaseException as exc:
+        call.settle(None, describe_exception(exc))
+        raise
+    result = finish(call, result)
+    call.settle(200)
+    return result
+
+
+def _is_coroutine_function(fn: Any) -> bool:
+    # also a function whose decorator hides it (the SDKs' ``async def create``)
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(inspect.unwrap(fn)):
+        return True
+    # a callable object with an ``async def __call__``
+    return not inspect.isfunction(fn) and inspect.iscoroutinefunction(type(fn).__call__)
