@@ -1,0 +1,132 @@
+"""A Strands agent under flakestorm (SPEC §10): its ``@tool`` wrapped from the inside and
+``AsyncCompletions.create`` wrapped, driven by a fake OpenAI server that calls the tool.
+Strands always streams, so every LLM fault here acts on an SDK stream."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import pytest
+from strands import Agent, ModelRetryStrategy, tool
+from strands.models.openai import OpenAIModel
+from strands.tools.decorator import DecoratedFunctionTool
+from strands.types.exceptions import MaxTokensReachedException, ModelThrottledException
+from support.framework_rig import OPENAI_ASYNC, PAYLOAD, Rig, llm_fault, tool_fault, wrapped
+from support.server import LoopbackServer
+from support.tool_provider import answer_to, tool_provider
+
+from flakestorm.chaos.faults import llm_fault_label, tool_fault_label
+
+
+@tool
+def get_weather(city: str) -> str:
+    """The weather in a city.
+
+    Args:
+        city: the city
+    """
+    return f"sunny in {city}"
+
+
+RESULT = "sunny in Paris"
+
+
+class SeenRetries(ModelRetryStrategy):
+    """Strands' own retry strategy, without waiting, remembering what it was asked about."""
+
+    def __init__(self) -> None:
+        super().__init__(max_attempts=2, initial_delay=0, max_delay=0)
+        self.seen: list[Exception] = []
+
+    def is_retryable(self, exception: Exception) -> bool:
+        self.seen.append(exception)
+        return super().is_retryable(exception)
+
+
+@pytest.fixture(scope="module")
+def provider() -> Iterator[LoopbackServer]:
+    with LoopbackServer(tool_provider) as server:
+        yield server
+
+
+def run(provider: LoopbackServer, retries: ModelRetryStrategy | None = None) -> str:
+    model = OpenAIModel(
+        client_args={"base_url": provider.url_for("/v1"), "api_key": "k", "max_retries": 0},
+        model_id="gpt-test",
+    )
+    agent = Agent(
+        model=model,
+        tools=[get_weather],
+        callback_handler=None,
+        retry_strategy=retries or ModelRetryStrategy(max_attempts=1, initial_delay=0),
+    )
+    return str(agent("Weather in Paris?")).strip()
+
+
+@pytest.fixture
+def rig() -> Iterator[Rig]:
+    with wrapped(llm=OPENAI_ASYNC, tools=[f"{__name__}:get_weather"]) as r:
+        yield r
+
+
+def test_with_no_fault_the_agent_answers_as_unwrapped(provider: LoopbackServer) -> None:
+    unwrapped = run(provider)
+    with wrapped(llm=OPENAI_ASYNC, tools=[f"{__name__}:get_weather"]) as rig:
+        assert run(provider) == unwrapped == answer_to(RESULT)
+        assert isinstance(get_weather, DecoratedFunctionTool)
+        assert get_weather.tool_name == "get_weather"
+        calls = rig.interactions()
+    assert [(i.target.value, i.fired) for i in calls] == [("llm", ()), ("tool", ()), ("llm", ())]
+
+
+@pytest.mark.parametrize(
+    ("fault", "told"),
+    [
+        (tool_fault("error"), "Error: ToolFaultError - 503 Service Unavailable"),
+        (tool_fault("timeout", delay_ms=5), "Error: TimeoutError - "),
+        (tool_fault("malicious_response", payload=PAYLOAD), PAYLOAD),
+        (tool_fault("slow", delay_ms=5), RESULT),
+    ],
+    ids=["error", "timeout", "malicious_response", "slow"],
+)
+def test_tool_faults_reach_the_strands_tool_result(
+    provider: LoopbackServer, rig: Rig, fault: Any, told: str
+) -> None:
+    rig.activate(fault)
+    assert run(provider).startswith(answer_to(told))
+    assert rig.fired() == [tool_fault_label(0, fault)]
+
+
+def test_the_retry_strategy_sees_openai_rate_limit_error(
+    provider: LoopbackServer, rig: Rig
+) -> None:
+    retries = SeenRetries()
+    rig.activate(llm_fault("rate_limit"))
+    with pytest.raises(ModelThrottledException) as raised:
+        run(provider, retries)
+    assert isinstance(raised.value.__cause__, openai.RateLimitError)
+    assert [type(e.__cause__) for e in retries.seen] == [openai.RateLimitError] * 2
+    assert len(rig.interactions()) == 2  # Strands retried once, then gave up
+
+
+def test_a_truncated_stream_is_strands_max_tokens_reached(
+    provider: LoopbackServer, rig: Rig
+) -> None:
+    """The stream ends with ``finish_reason: "length"``, which Strands reads as the model
+    stopping at its token limit, keeping the cut text."""
+    fault = llm_fault("truncated_response", max_tokens=3, after_calls=1)
+    rig.activate(fault)
+    with pytest.raises(MaxTokensReachedException):
+        run(provider)
+    assert rig.fired() == [llm_fault_label(0, fault)]
+
+
+@pytest.mark.parametrize("mode", ["empty", "garbage"])
+def test_text_faults_reach_the_answer(provider: LoopbackServer, rig: Rig, mode: str) -> None:
+    rig.activate(llm_fault(mode, after_calls=1))
+    answer = run(provider)
+    assert answer != answer_to(RESULT)
+    assert (answer == "") is (mode == "empty")
+    assert rig.fired() == [f"llm_faults[0] {mode}"]
