@@ -33,7 +33,13 @@ from flakestorm.chaos.llm.values import inject_arguments, takes_system, transfor
 from flakestorm.chaos.modes import CALL_THROUGH
 from flakestorm.chaos.tool_modes import TOOL_MODES
 from flakestorm.chaos.wrappers.sdk_errors import sdk_of
-from flakestorm.chaos.wrappers.sdk_streams import fault_stream, fault_stream_manager, is_sdk_stream
+from flakestorm.chaos.wrappers.sdk_streams import (
+    fault_raw_response,
+    fault_stream,
+    fault_stream_manager,
+    is_raw_response,
+    is_sdk_stream,
+)
 from flakestorm.chaos.wrappers.sites import Site
 from flakestorm.config import LlmFault, ToolFault
 
@@ -190,20 +196,33 @@ def llm_result(call: Call, result: Any) -> Any:
         return result
     index, fault = chosen
     label = llm_fault_label(index, fault)
+    rng = call.rng()
 
     def done(reason: str | None) -> None:
         if reason is not None:
             call.not_applied(label, reason)
         call.record(200)
 
+    def whole(reply: Any) -> Any:
+        """A parsed reply, whole or a stream, with the fault applied."""
+        if is_sdk_stream(reply):
+            return fault_stream(reply, fault, rng, done)
+        changed = transform_reply(reply, fault, rng)
+        done(None if changed is not None else _why_not(reply))
+        return reply if changed is None else changed
+
+    if is_raw_response(result):  # ``with_raw_response``: the reply is what .parse() gives
+        call.deferred = True
+        fault_raw_response(result, whole)
+        return result
     if is_sdk_stream(result):
         call.deferred = True
-        return fault_stream(result, fault, call.rng(), done)
+        return fault_stream(result, fault, rng, done)
     helper = hasattr(result, "__enter__") or hasattr(result, "__aenter__")
-    if helper and fault_stream_manager(result, fault, call.rng(), done):
+    if helper and fault_stream_manager(result, fault, rng, done):
         call.deferred = True
         return result
-    changed = transform_reply(result, fault, call.rng())
+    changed = transform_reply(result, fault, rng)
     if changed is None:
         call.not_applied(label, _why_not(result))
         return result

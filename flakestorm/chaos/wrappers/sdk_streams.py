@@ -1,6 +1,8 @@
 """LLM faults on the streams of the OpenAI and Anthropic SDKs (SPEC §10): a ``stream=True``
 call's ``Stream`` / ``AsyncStream``, and the raw stream inside the SDKs' stream helpers
-(``client.chat.completions.stream(...)``, ``client.messages.stream(...)``).
+(``client.chat.completions.stream(...)``, ``client.messages.stream(...)``); and on the raw
+responses of their ``with_raw_response`` methods, whose ``parse()`` gives the reply (whole or
+a stream) the fault then acts on.
 
 The fault acts where the proxy's does, on the SSE bytes
 (:class:`~flakestorm.chaos.llm.streams.StreamFaulter`, the same editor): the SDK's stream is
@@ -17,6 +19,7 @@ could not be applied is not delivered (:mod:`flakestorm.chaos.delivery`).
 
 from __future__ import annotations
 
+import inspect
 import random
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -25,7 +28,14 @@ from typing import Any
 from flakestorm.chaos.llm.streams import StreamFaulter
 from flakestorm.config import LlmFault
 
-__all__ = ["Done", "fault_stream", "fault_stream_manager", "is_sdk_stream"]
+__all__ = [
+    "Done",
+    "fault_raw_response",
+    "fault_stream",
+    "fault_stream_manager",
+    "is_raw_response",
+    "is_sdk_stream",
+]
 
 Done = Callable[[str | None], None]
 """``done(reason)``: the stream ended; ``reason`` why the fault was not applied, or None."""
@@ -39,6 +49,29 @@ def is_sdk_stream(value: object) -> bool:
     return all(hasattr(value, a) for a in ("response", "_cast_to", "_client")) and hasattr(
         getattr(value, "response", None), "iter_bytes"
     )
+
+
+def is_raw_response(value: object) -> bool:
+    """Whether ``value`` is what an SDK's ``with_raw_response`` method returns (LangChain's
+    ``ChatOpenAI`` calls ``create`` so): the HTTP response, whose ``parse()`` gives the reply."""
+    return callable(getattr(value, "parse", None)) and hasattr(value, "http_response")
+
+
+def fault_raw_response(raw: Any, fault: Callable[[Any], Any]) -> None:
+    """Make ``raw.parse()`` (sync or async) give ``fault(reply)`` for the reply it parses."""
+    parse = raw.parse
+    if inspect.iscoroutinefunction(parse):
+
+        async def parse_async(*args: Any, **kwargs: Any) -> Any:
+            return fault(await parse(*args, **kwargs))
+
+        raw.parse = parse_async
+    else:
+
+        def parse_sync(*args: Any, **kwargs: Any) -> Any:
+            return fault(parse(*args, **kwargs))
+
+        raw.parse = parse_sync
 
 
 class _Body:
