@@ -42,7 +42,7 @@ def chat_model(provider: LoopbackServer, *, stream: bool) -> ChatOpenAI:
     return ChatOpenAI(
         model="gpt-test",
         base_url=provider.url_for("/v1"),
-        api_key="k",  # type: ignore[arg-type]
+        api_key="k",
         max_retries=0,
         streaming=stream,
     )
@@ -52,7 +52,7 @@ def run(provider: LoopbackServer, *, stream: bool, retries: int = 1) -> Any:
     """The agent's last message."""
     model = chat_model(provider, stream=stream).bind_tools([get_weather])
     if retries > 1:
-        model = model.with_retry(  # type: ignore[assignment]
+        model = model.with_retry(
             retry_if_exception_type=(openai.RateLimitError,),
             stop_after_attempt=retries,
             wait_exponential_jitter=False,
