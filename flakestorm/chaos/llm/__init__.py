@@ -42,8 +42,8 @@ from flakestorm.chaos.llm.protocol import (
     provider_of,
     rate_limit_body,
 )
-from flakestorm.chaos.llm.replies import DEFAULT_MAX_TOKENS, fault_on_reply
-from flakestorm.chaos.llm.streams import fault_on_stream
+from flakestorm.chaos.llm.replies import DEFAULT_MAX_TOKENS, fault_on_reply, is_reply_document
+from flakestorm.chaos.llm.streams import StreamFaulter, fault_on_stream
 from flakestorm.chaos.llm.text import count_tokens, drift_text, garbage_text, truncate_text
 
 __all__ = [
@@ -56,6 +56,7 @@ __all__ = [
     "LlmMode",
     "LlmResponse",
     "Provider",
+    "StreamFaulter",
     "count_tokens",
     "drift_text",
     "error_body",
@@ -65,6 +66,7 @@ __all__ = [
     "garbage_text",
     "inject_context",
     "is_llm_path",
+    "is_reply_document",
     "is_streaming",
     "provider_of",
     "rate_limit_body",

@@ -302,6 +302,12 @@ def _header_items(headers: Any) -> tuple[tuple[str, str], ...]:
     return tuple((str(k), str(v)) for k, v in items)
 
 
+def is_reply_document(body: bytes) -> bool:
+    """Whether ``body`` is a whole reply document a content fault can act on."""
+    doc = json_object(body)
+    return doc is not None and _reply_kind(doc) is not None
+
+
 def fault_on_reply(
     fault: LlmFault,
     provider: Provider,

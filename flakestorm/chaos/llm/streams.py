@@ -522,6 +522,11 @@ class StreamFaulter:
         """The fault has ended the stream early: stop reading upstream."""
 
     @property
+    def passes_through(self) -> bool:
+        """The fault never acts on a stream (``rate_limit``, ``timeout``: they replace it)."""
+        return self._through
+
+    @property
     def recognised(self) -> bool:
         """Whether the stream was recognised as one the fault can act on (a protocol's)."""
         return self._edit is not None

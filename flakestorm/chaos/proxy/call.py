@@ -34,6 +34,8 @@ class ServedCall:
     call_index: int = NOT_COUNTED
     matched: tuple[str, ...] = ()
     fired: list[str] = field(default_factory=list)
+    unapplied: dict[str, str] = field(default_factory=dict)
+    """Faults that fired but could not be applied to the reply, with why (SPEC §10)."""
     status: int | None = None
     upstream_status: int | None = None
     upstream_error: str | None = None
@@ -46,6 +48,13 @@ class ServedCall:
     def begin(self, log: InteractionLog, seq: int, started: float) -> None:
         self._log, self._seq, self._started = log, seq, started
         log.open()
+
+    def not_applied(self, label: str, reason: str) -> None:
+        """The fault ``label`` fired but could not be applied, because ``reason``: it is not
+        delivered."""
+        if label in self.fired:
+            self.fired.remove(label)
+        self.unapplied.setdefault(label, reason)
 
     def done(self, status: int | None) -> None:
         """Log the interaction with the status the agent got (once; later calls are no-ops)."""
@@ -71,6 +80,7 @@ class ServedCall:
                 latency_ms=round((time.perf_counter() - self._started) * 1000, 3),
                 request=self.request,
                 response=self.response,
+                unapplied=tuple(self.unapplied.items()),
             )
         )
 

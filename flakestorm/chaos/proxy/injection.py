@@ -10,7 +10,7 @@ upstream untouched. Randomness comes only from an RNG seeded by the scenario and
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from flakestorm.chaos import llm
 from flakestorm.chaos.faults import (
@@ -65,6 +65,12 @@ def _serve_tool(
             return HttpResponse(503, [], drop=True)
         return _upstream(handler, call, body)
     reply = _upstream(handler, call, body)
+    if decision.attacks and 200 <= reply.status < 300 and reply.chunks is not None:
+        for index, attack in decision.attacks:
+            call.not_applied(
+                attack_label(index, attack),
+                "the tool's reply is streamed: tool-result attacks poison whole replies",
+            )
     if decision.attacks and 200 <= reply.status < 300 and reply.chunks is None:
         scenario = book.scenario
         key = tool_key(str(call.tool))
@@ -103,19 +109,44 @@ def _serve_llm(
     scenario = book.scenario
     rng = call_rng(scenario.seed, scenario.name, call.cell, LLM_KEY, decision.call_index)
     call.fired.append(label)
-    return _llm_fault_on(reply, fault, provider, rng)
+    return _llm_fault_on(reply, fault, provider, rng, lambda why: call.not_applied(label, why))
 
 
 def _llm_fault_on(
-    reply: HttpResponse, fault: LlmFault, provider: llm.Provider, rng: random.Random
+    reply: HttpResponse,
+    fault: LlmFault,
+    provider: llm.Provider,
+    rng: random.Random,
+    not_applied: Callable[[str], None],
 ) -> HttpResponse:
-    """Apply an LLM fault to a real (or mock, or replayed) 2xx reply, streamed or not."""
+    """Apply an LLM fault to a real (or mock, or replayed) 2xx reply, streamed or not;
+    ``not_applied(why)`` when the reply is not one the fault can act on."""
     if reply.chunks is not None:
-        streamed = llm.fault_on_stream(fault, provider, reply.chunks, rng)
+        faulter = llm.StreamFaulter(fault, rng)
+        streamed = _faulted(faulter, reply.chunks, not_applied)
         return HttpResponse(reply.status, reply.headers, chunks=_closing(streamed, reply.chunks))
+    if not llm.is_reply_document(reply.body):
+        not_applied(
+            "upstream's reply is not an OpenAI or Anthropic reply document flakestorm can edit"
+        )
     return from_llm(
         llm.fault_on_reply(fault, provider, reply.status, tuple(reply.headers), reply.body, rng)
     )
+
+
+def _faulted(
+    faulter: llm.StreamFaulter, chunks: Iterator[bytes], not_applied: Callable[[str], None]
+) -> Iterator[bytes]:
+    """Upstream's stream through ``faulter``; ``not_applied`` when it ends unrecognised."""
+    try:
+        for chunk in chunks:
+            yield from faulter.feed(chunk)
+            if faulter.done:
+                return
+        yield from faulter.end()
+    finally:
+        if not faulter.recognised and not faulter.passes_through:
+            not_applied("the stream was not an OpenAI or Anthropic server-sent event stream")
 
 
 def _closing(outer: Iterator[bytes], inner: Iterator[bytes]) -> Iterator[bytes]:
