@@ -940,12 +940,30 @@ def test_garbage_and_drift_change_the_text_reproducibly(
     assert llm_rig.interaction().fired == llm_rig.interaction().matched
 
 
-def test_a_reply_without_text_is_not_transformed(llm_rig: LlmRig) -> None:
-    llm_rig.module.REPLIES["tools"] = {"choices": [{"message": {"content": None}}]}
-    reply = llm_rig.call(scenario(llm=[llm_fault("garbage")]), "tools")
-    assert reply is llm_rig.module.REPLIES["tools"]
+def test_a_reply_document_without_text_is_faulted_as_the_proxy_faults_it(
+    llm_rig: LlmRig,
+) -> None:
+    tool_call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    original = {"choices": [{"message": {"content": None, "tool_calls": [tool_call]}}]}
+    llm_rig.module.REPLIES["tools"] = original
+    assert llm_rig.call(scenario(llm=[llm_fault("garbage")]), "tools") == original  # kept
+    assert llm_rig.interaction().fired == ("llm_faults[0] garbage",)
+    emptied = llm_rig.call(scenario(llm=[llm_fault("empty")]), "tools")
+    assert emptied["choices"][0]["message"].get("tool_calls") is None  # dropped, as over HTTP
+    assert original["choices"][0]["message"]["tool_calls"] == [tool_call]  # a copy changed
+
+
+def test_a_reply_of_no_known_shape_is_not_applied_with_the_reason(llm_rig: LlmRig) -> None:
+    llm_rig.module.REPLIES["number"] = 42
+    assert llm_rig.call(scenario(llm=[llm_fault("garbage")]), "number") == 42
     call = llm_rig.interaction()
     assert call.matched == ("llm_faults[0] garbage",) and call.fired == ()
+    assert call.unapplied == (
+        (
+            "llm_faults[0] garbage",
+            "the LLM callable's reply (a int) has no text flakestorm can find",
+        ),
+    )
 
 
 BLOCKS: dict[str, Any] = {

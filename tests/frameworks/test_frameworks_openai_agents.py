@@ -15,6 +15,7 @@ from agents import (
     FunctionTool,
     ModelSettings,
     OpenAIChatCompletionsModel,
+    OpenAIResponsesModel,
     RunConfig,
     Runner,
     function_tool,
@@ -169,3 +170,42 @@ def test_text_faults_reach_the_final_answer(
     assert answer != answer_to(RESULT)
     assert (answer == "") is (mode == "empty")
     assert rig.fired() == [f"llm_faults[0] {mode}"]
+
+
+RESPONSES = "openai.resources.responses:AsyncResponses.create"
+
+
+def run_responses(provider: LoopbackServer) -> str:
+    """The agent on the SDK's default model, the Responses API (whole replies)."""
+
+    async def main() -> str:
+        client = openai.AsyncOpenAI(base_url=provider.url_for("/v1"), api_key="k", max_retries=0)
+        agent = Agent(
+            name="weather",
+            instructions="Answer with the tool.",
+            tools=[get_weather],
+            model=OpenAIResponsesModel(model="gpt-test", openai_client=client),
+        )
+        try:
+            config = RunConfig(tracing_disabled=True)
+            result = await Runner.run(agent, "Weather in Paris?", run_config=config)
+            return str(result.final_output)
+        finally:
+            await client.close()
+
+    return asyncio.run(main())
+
+
+def test_the_responses_api_model_gets_its_faults(provider: LoopbackServer) -> None:
+    unwrapped = run_responses(provider)
+    with wrapped(llm=RESPONSES, tools=[f"{__name__}:get_weather"]) as rig:
+        assert run_responses(provider) == unwrapped == answer_to(RESULT)
+        rig.activate(tool_fault("malicious_response", payload=PAYLOAD))
+        assert run_responses(provider) == answer_to(PAYLOAD)
+        rig.activate(llm_fault("garbage", after_calls=1))
+        garbled = run_responses(provider)
+        assert garbled and garbled != answer_to(RESULT)
+        rig.activate(llm_fault("rate_limit"))
+        with pytest.raises(openai.RateLimitError):
+            run_responses(provider)
+        assert [i.unapplied for i in rig.interactions()] == [()] * len(rig.interactions())

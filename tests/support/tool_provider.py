@@ -1,5 +1,5 @@
 """A fake OpenAI chat completions + Anthropic messages API that does tool calling, whole and
-streamed, for tests of agents built on frameworks.
+streamed (and the OpenAI Responses API, whole), for tests of agents built on frameworks.
 
 A request that offers tools and carries no tool result yet gets a call of its first tool with
 ``{"city": "Paris"}``; any other request gets the answer ``The tool said: <the last tool
@@ -174,9 +174,60 @@ def _anthropic(body: dict[str, Any]) -> Response:
     return Response(200, headers=SSE, chunks=[_event(e) for e in events])
 
 
+# --------------------------------------------------------------------------- OpenAI Responses
+
+
+def _responses(body: dict[str, Any]) -> Response:
+    """The Responses API, whole replies only."""
+    items = body.get("input") if isinstance(body.get("input"), list) else []
+    outputs = [i for i in items if isinstance(i, dict) and i.get("type") == "function_call_output"]
+    tool_text = _text_of(outputs[-1].get("output")) if outputs else None
+    tools = body.get("tools") or []
+    if tools and tool_text is None:
+        output: dict[str, Any] = {
+            "type": "function_call",
+            "id": "fc_1",
+            "call_id": "call_1",
+            "name": tools[0]["name"],
+            "arguments": json.dumps(ARGUMENTS),
+            "status": "completed",
+        }
+    else:
+        text = {"type": "output_text", "text": answer_to(tool_text), "annotations": []}
+        output = {
+            "type": "message",
+            "id": "msg_1",
+            "role": "assistant",
+            "status": "completed",
+            "content": [text],
+        }
+    return Response.json(
+        {
+            "id": "resp_1",
+            "object": "response",
+            "created_at": 1,
+            "model": "gpt-test",
+            "status": "completed",
+            "output": [output],
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": tools,
+            "usage": {
+                "input_tokens": 5,
+                "output_tokens": 15,
+                "total_tokens": 20,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens_details": {"reasoning_tokens": 0},
+            },
+        }
+    )
+
+
 def tool_provider(request: Request) -> Response:
     """The fake API (module doc)."""
     body = request.json()
+    if request.path.endswith("/responses") and body.get("stream") is not True:
+        return _responses(body)
     if request.path.endswith("/chat/completions"):
         return _openai(body)
     if request.path.endswith("/messages"):

@@ -282,7 +282,7 @@ _EDITORS = {
 }
 
 
-def _edit_document(doc: dict[str, Any], fault: LlmFault, rng: random.Random) -> bool:
+def edit_document(doc: dict[str, Any], fault: LlmFault, rng: random.Random) -> bool:
     """Apply ``fault`` to a reply document in place; False when its shape is unknown."""
     kind = _reply_kind(doc)
     if kind is None:
@@ -339,7 +339,7 @@ def fault_on_reply(
     if not 200 <= status < 300:
         return passthrough
     doc = json_object(body)
-    if doc is None or not _edit_document(doc, fault, rng):
+    if doc is None or not edit_document(doc, fault, rng):
         return passthrough
     kept = tuple((k, v) for k, v in items if k.lower() not in _FRAMING)
     return LlmResponse(status, kept, body=dump_json(doc), delay_ms=delay_ms)

@@ -9,6 +9,7 @@ over HTTP.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import random
 from collections.abc import Callable, Mapping, Sequence
@@ -17,7 +18,7 @@ from typing import Any
 from flakestorm.chaos import tool_results
 from flakestorm.chaos.llm.injection import messages_with_payload, with_payload
 from flakestorm.chaos.llm.modes import LLM_MODES
-from flakestorm.chaos.llm.replies import edit_texts
+from flakestorm.chaos.llm.replies import edit_document, edit_texts
 from flakestorm.config import ContextAttack, LlmFault
 
 _MISSING = object()
@@ -77,15 +78,20 @@ def reply_text(reply: Any) -> str | None:
 
 
 def transform_reply(reply: Any, fault: LlmFault, rng: random.Random) -> Any | None:
-    """``reply`` with ``fault`` applied to all its texts (a copy), or None when it has none.
+    """``reply`` with ``fault`` applied to all its texts (a copy), or None when it is no reply
+    flakestorm knows (no text it can find, and not a reply document of a provider's shape,
+    such as a Responses API ``Response`` or a chat completion holding only tool calls, which
+    are edited as the proxy edits their JSON).
 
     The texts change as the proxy changes them in an HTTP reply
     (:func:`flakestorm.chaos.llm.replies.edit_texts`): the ``truncated_response`` budget per
     OpenAI choice and shared by an Anthropic message's text blocks."""
     groups = _text_groups(reply)
     unit = LLM_MODES[fault.mode]
-    if not groups or unit.replaces_upstream:
+    if unit.replaces_upstream:
         return None
+    if not groups:
+        return _transform_document(reply, fault, rng)
     texts = [[tool_results.get_at(reply, path) for path in paths] for paths, _ in groups]
     out = reply
     for (paths, stop), new_texts in zip(groups, edit_texts(fault, texts, rng), strict=True):
@@ -94,6 +100,25 @@ def transform_reply(reply: Any, fault: LlmFault, rng: random.Random) -> Any | No
         if unit.truncates and stop is not None:
             out = tool_results.replace_at(out, stop[0], stop[1])
     return out
+
+
+def _transform_document(reply: Any, fault: LlmFault, rng: random.Random) -> Any | None:
+    """A reply of another shape the proxy edits (a Responses API ``Response``), as a dict or
+    a pydantic model: edited as its JSON document, then rebuilt (None: not such a reply)."""
+    if isinstance(reply, Mapping):
+        doc: Any = copy.deepcopy(dict(reply))
+    elif callable(getattr(reply, "model_dump", None)):
+        doc = reply.model_dump(mode="json", exclude_unset=True)  # the fields the API sent
+    else:
+        return None
+    if not isinstance(doc, dict) or not edit_document(doc, fault, rng):
+        return None
+    if isinstance(reply, Mapping):
+        return doc
+    try:
+        return type(reply).model_validate(doc)
+    except ValueError:  # as the SDKs build their replies: without validation
+        return type(reply).model_construct(**doc)
 
 
 def _is_message(value: Any) -> bool:
