@@ -15,7 +15,16 @@ from langchain_core.tools import StructuredTool, tool
 from langchain_openai import ChatOpenAI
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
-from support.framework_rig import OPENAI, PAYLOAD, Rig, llm_fault, tool_fault, wrapped
+from support.framework_rig import (
+    OPENAI,
+    PAYLOAD,
+    TEXT_MODES,
+    Rig,
+    llm_fault,
+    text_fault,
+    tool_fault,
+    wrapped,
+)
 from support.server import LoopbackServer
 from support.tool_provider import answer_to, tool_provider
 
@@ -126,10 +135,14 @@ def test_the_retry_hook_sees_openai_rate_limit_error(
     assert len(rig.interactions()) == 2  # with_retry retried on RateLimitError, then gave up
 
 
-def test_an_llm_timeout_is_openai_api_timeout_error(provider: LoopbackServer, rig: Rig) -> None:
+@STREAMS
+def test_an_llm_timeout_is_openai_api_timeout_error(
+    provider: LoopbackServer, rig: Rig, stream: bool
+) -> None:
     rig.activate(llm_fault("timeout", delay_ms=5))
     with pytest.raises(openai.APITimeoutError):
-        run(provider, stream=True)
+        run(provider, stream=stream)
+    assert rig.waits_s == [0.005]
 
 
 @STREAMS
@@ -143,12 +156,22 @@ def test_a_truncated_reply_is_cut_with_finish_reason_length(
 
 
 @STREAMS
-@pytest.mark.parametrize("mode", ["empty", "garbage"])
+@pytest.mark.parametrize("mode", TEXT_MODES)
 def test_text_faults_reach_the_answer(
     provider: LoopbackServer, rig: Rig, stream: bool, mode: str
 ) -> None:
-    rig.activate(llm_fault(mode, after_calls=1))
+    rig.activate(text_fault(mode))
     answer = run(provider, stream=stream).content
     assert answer != answer_to(RESULT)
     assert (answer == "") is (mode == "empty")
-    assert rig.fired() == [f"llm_faults[0] {mode}"]
+    assert [label.split("(")[0] for label in rig.fired()] == [f"llm_faults[0] {mode}"]
+
+
+@STREAMS
+def test_a_malformed_tool_result_reaches_the_model(
+    provider: LoopbackServer, rig: Rig, stream: bool
+) -> None:
+    rig.activate(tool_fault("malformed"))
+    answer = run(provider, stream=stream).content
+    assert answer.startswith("The tool said: ") and answer != answer_to(RESULT)
+    assert rig.fired() == ["tool_faults[0] malformed on get_weather"]

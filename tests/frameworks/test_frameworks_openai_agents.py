@@ -21,7 +21,16 @@ from agents import (
     function_tool,
 )
 from agents.retry import ModelRetrySettings, RetryDecision, RetryPolicyContext
-from support.framework_rig import OPENAI_ASYNC, PAYLOAD, Rig, llm_fault, tool_fault, wrapped
+from support.framework_rig import (
+    OPENAI_ASYNC,
+    PAYLOAD,
+    TEXT_MODES,
+    Rig,
+    llm_fault,
+    text_fault,
+    tool_fault,
+    wrapped,
+)
 from support.server import LoopbackServer
 from support.tool_provider import answer_to, tool_provider
 
@@ -118,9 +127,12 @@ def test_tool_faults_reach_the_sdk_tool_pipeline(
     assert rig.fired() == [tool_fault_label(0, fault)]
 
 
-def test_a_malformed_tool_result_reaches_the_model(provider: LoopbackServer, rig: Rig) -> None:
+@STREAMS
+def test_a_malformed_tool_result_reaches_the_model(
+    provider: LoopbackServer, rig: Rig, stream: bool
+) -> None:
     rig.activate(tool_fault("malformed"))
-    answer = run(provider, stream=False)
+    answer = run(provider, stream=stream)
     assert answer.startswith("The tool said: ") and answer != answer_to(RESULT)
 
 
@@ -144,10 +156,13 @@ def test_the_retry_policy_sees_openai_rate_limit_error_with_retry_after(
     assert len(rig.interactions()) == 2  # the SDK retried once, then gave up
 
 
-def test_an_llm_timeout_is_openai_api_timeout_error(provider: LoopbackServer, rig: Rig) -> None:
+@STREAMS
+def test_an_llm_timeout_is_openai_api_timeout_error(
+    provider: LoopbackServer, rig: Rig, stream: bool
+) -> None:
     rig.activate(llm_fault("timeout", delay_ms=5))
     with pytest.raises(openai.APITimeoutError):
-        run(provider, stream=True)
+        run(provider, stream=stream)
     assert rig.waits_s == [0.005]
 
 
@@ -161,15 +176,15 @@ def test_a_truncated_reply_is_the_agent_answer_cut(
 
 
 @STREAMS
-@pytest.mark.parametrize("mode", ["empty", "garbage"])
+@pytest.mark.parametrize("mode", TEXT_MODES)
 def test_text_faults_reach_the_final_answer(
     provider: LoopbackServer, rig: Rig, stream: bool, mode: str
 ) -> None:
-    rig.activate(llm_fault(mode, after_calls=1))
+    rig.activate(text_fault(mode))
     answer = run(provider, stream=stream)
     assert answer != answer_to(RESULT)
     assert (answer == "") is (mode == "empty")
-    assert rig.fired() == [f"llm_faults[0] {mode}"]
+    assert [label.split("(")[0] for label in rig.fired()] == [f"llm_faults[0] {mode}"]
 
 
 RESPONSES = "openai.resources.responses:AsyncResponses.create"

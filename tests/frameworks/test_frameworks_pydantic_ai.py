@@ -13,12 +13,20 @@ import anthropic
 import openai
 import pytest
 from pydantic_ai import Agent, RunContext, Tool
-from pydantic_ai.exceptions import ModelRateLimitError, ModelTimeoutError
+from pydantic_ai.exceptions import ModelRateLimitError, ModelTimeoutError, UnexpectedModelBehavior
 from pydantic_ai.models.anthropic import AnthropicModel
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.providers.openai import OpenAIProvider
-from support.framework_rig import OPENAI_ASYNC, PAYLOAD, Rig, llm_fault, tool_fault, wrapped
+from support.framework_rig import (
+    OPENAI_ASYNC,
+    PAYLOAD,
+    Rig,
+    llm_fault,
+    text_fault,
+    tool_fault,
+    wrapped,
+)
 from support.server import LoopbackServer
 from support.tool_provider import answer_to, tool_provider
 
@@ -165,10 +173,31 @@ def test_a_truncated_reply_is_the_output_cut(
 
 
 @STREAMS
-def test_garbage_reaches_the_output(
-    server: LoopbackServer, provider: str, rig: Rig, stream: bool
+@pytest.mark.parametrize("mode", ["garbage", "response_drift"])
+def test_text_faults_reach_the_output(
+    server: LoopbackServer, provider: str, rig: Rig, stream: bool, mode: str
 ) -> None:
-    rig.activate(llm_fault("garbage", after_calls=1))
+    rig.activate(text_fault(mode))
     answer = run(server, provider, stream=stream)
     assert answer and answer != answer_to(RESULT)
-    assert rig.fired() == ["llm_faults[0] garbage"]
+    assert [label.split("(")[0] for label in rig.fired()] == [f"llm_faults[0] {mode}"]
+
+
+@STREAMS
+def test_an_empty_reply_makes_pydantic_ai_retry_then_give_up(
+    server: LoopbackServer, provider: str, rig: Rig, stream: bool
+) -> None:
+    rig.activate(text_fault("empty"))
+    with pytest.raises(UnexpectedModelBehavior, match="output retries"):
+        run(server, provider, stream=stream)
+    assert rig.fired() == ["llm_faults[0] empty"] * 2  # the first answer and its retry
+
+
+@STREAMS
+def test_a_malformed_tool_result_reaches_the_model(
+    server: LoopbackServer, provider: str, rig: Rig, stream: bool
+) -> None:
+    rig.activate(tool_fault("malformed"))
+    answer = run(server, provider, stream=stream)
+    assert answer.startswith("The tool said: ") and answer != answer_to(RESULT)
+    assert rig.fired() == ["tool_faults[0] malformed on get_weather"]

@@ -13,7 +13,16 @@ from strands import Agent, ModelRetryStrategy, tool
 from strands.models.openai import OpenAIModel
 from strands.tools.decorator import DecoratedFunctionTool
 from strands.types.exceptions import MaxTokensReachedException, ModelThrottledException
-from support.framework_rig import OPENAI_ASYNC, PAYLOAD, Rig, llm_fault, tool_fault, wrapped
+from support.framework_rig import (
+    OPENAI_ASYNC,
+    PAYLOAD,
+    TEXT_MODES,
+    Rig,
+    llm_fault,
+    text_fault,
+    tool_fault,
+    wrapped,
+)
 from support.server import LoopbackServer
 from support.tool_provider import answer_to, tool_provider
 
@@ -123,10 +132,24 @@ def test_a_truncated_stream_is_strands_max_tokens_reached(
     assert rig.fired() == [llm_fault_label(0, fault)]
 
 
-@pytest.mark.parametrize("mode", ["empty", "garbage"])
+@pytest.mark.parametrize("mode", TEXT_MODES)
 def test_text_faults_reach_the_answer(provider: LoopbackServer, rig: Rig, mode: str) -> None:
-    rig.activate(llm_fault(mode, after_calls=1))
+    rig.activate(text_fault(mode))
     answer = run(provider)
     assert answer != answer_to(RESULT)
     assert (answer == "") is (mode == "empty")
-    assert rig.fired() == [f"llm_faults[0] {mode}"]
+    assert [label.split("(")[0] for label in rig.fired()] == [f"llm_faults[0] {mode}"]
+
+
+def test_a_malformed_tool_result_reaches_the_model(provider: LoopbackServer, rig: Rig) -> None:
+    rig.activate(tool_fault("malformed"))
+    answer = run(provider)
+    assert answer.startswith("The tool said: ") and answer != answer_to(RESULT)
+    assert rig.fired() == ["tool_faults[0] malformed on get_weather"]
+
+
+def test_an_llm_timeout_is_openai_api_timeout_error(provider: LoopbackServer, rig: Rig) -> None:
+    rig.activate(llm_fault("timeout", delay_ms=5))
+    with pytest.raises(openai.APITimeoutError):
+        run(provider)
+    assert rig.waits_s == [0.005]
