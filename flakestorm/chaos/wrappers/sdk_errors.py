@@ -8,8 +8,9 @@ imported), and :meth:`Sdk.error` turns a fault's python error into the exception
 raises for the reply the chaos proxy would have sent:
 
 - ``rate_limit``: the proxy's 429 (the provider's error JSON, ``Retry-After``, the rate-limit
-  headers) as a real HTTP response of the SDK's HTTP library, through the client's own
-  ``_make_status_error``: ``openai.RateLimitError`` / ``anthropic.RateLimitError``, with
+  headers) as a real HTTP response of the SDK's HTTP library, read by the client's own
+  ``_make_status_error_from_response`` (as the SDK reads a failed response):
+  ``openai.RateLimitError`` / ``anthropic.RateLimitError``, with
   ``.response.headers["retry-after"]``;
 - ``timeout``: after the wait, ``openai.APITimeoutError`` / ``anthropic.APITimeoutError`` on
   the request the call would have sent;
@@ -75,14 +76,17 @@ class Sdk:
         else:
             return error
         response = self.http.Response(status, headers=headers, content=body, request=self.request())
+        from_response = getattr(self.client, "_make_status_error_from_response", None)
+        if callable(from_response):  # the SDK's own reading of an error response
+            made: BaseException = from_response(response)
+            return made
         try:
             parsed: Any = response.json()
         except ValueError:
             parsed = None
-        message = _message(parsed) or f"Error code: {status}"
-        made: BaseException = self.client._make_status_error(
-            f"Error code: {status} - {message}", body=parsed, response=response
-        )
+        message = _message(parsed)
+        text = f"Error code: {status}" + (f" - {message}" if message else "")
+        made = self.client._make_status_error(text, body=parsed, response=response)
         return made
 
 
