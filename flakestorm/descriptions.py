@@ -130,12 +130,16 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "reset the agent's state. A failed reset makes that cell errored.",
     "agent.reset_function": "Python `module:attr` called (sync or async) before each cell to "
     "reset the agent's state.",
-    "agent.tools": "Python agents: `module:attr` of each tool callable to wrap with faults. A "
-    "tool's name in `tool_faults[].tool` is its attribute name.",
+    "agent.tools": "Python agents: `module:attr` of each tool to wrap with faults: a callable, "
+    "or a framework's tool object (an OpenAI Agents SDK `FunctionTool`, a LangChain `BaseTool`, "
+    "a Strands `@tool`, a Pydantic AI `Tool`), whose function is wrapped inside it. A tool's "
+    "name in `tool_faults[].tool` is its attribute name.",
     "agent.tool_registry": "Python agents: `module:attr` of an object with `names()`, "
     "`get(name)` and `set(name, callable)` whose tools are wrapped with faults.",
     "agent.llm": "Python agents: `module:attr` of the callable the agent uses to call its "
-    "LLM; LLM faults apply to it.",
+    "LLM; LLM faults apply to it. On an OpenAI or Anthropic SDK method "
+    "(`openai.resources.chat.completions:AsyncCompletions.create`) they raise the SDK's own "
+    "exceptions and act on its streams.",
     "agent.start.command": "Shell command that starts the agent.",
     "agent.start.cwd": "Working directory of the command (relative to the config file).",
     "agent.start.env": "Extra environment variables for the command.",
