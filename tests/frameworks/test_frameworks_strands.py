@@ -4,12 +4,15 @@ Strands always streams, so every LLM fault here acts on an SDK stream."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
+import anthropic
 import openai
 import pytest
 from strands import Agent, ModelRetryStrategy, tool
+from strands.models.anthropic import AnthropicModel
 from strands.models.openai import OpenAIModel
 from strands.tools.decorator import DecoratedFunctionTool
 from strands.types.exceptions import MaxTokensReachedException, ModelThrottledException
@@ -153,3 +156,79 @@ def test_an_llm_timeout_is_openai_api_timeout_error(provider: LoopbackServer, ri
     with pytest.raises(openai.APITimeoutError):
         run(provider)
     assert rig.waits_s == [0.005]
+
+
+# --------------------------------------------------------------------------- on Anthropic
+
+ANTHROPIC_STREAM = "anthropic.resources.messages:AsyncMessages.stream"
+"""Strands' ``AnthropicModel`` calls the SDK's stream helper, ``messages.stream(...)``."""
+
+
+def run_anthropic(provider: LoopbackServer, retries: ModelRetryStrategy | None = None) -> str:
+    model = AnthropicModel(
+        client_args={"base_url": provider.url, "api_key": "k", "max_retries": 0},
+        model_id="claude-test",
+        max_tokens=100,
+    )
+    agent = Agent(
+        model=model,
+        tools=[get_weather],
+        callback_handler=None,
+        retry_strategy=retries or ModelRetryStrategy(max_attempts=1, initial_delay=0),
+    )
+
+    async def main() -> str:
+        try:
+            return str(await agent.invoke_async("Weather in Paris?")).strip()
+        finally:  # Strands keeps one client per model: close it in the loop that used it
+            await model.client.close()
+
+    return asyncio.run(main())
+
+
+@pytest.fixture
+def anthropic_rig() -> Iterator[Rig]:
+    with wrapped(llm=ANTHROPIC_STREAM, tools=[f"{__name__}:get_weather"]) as r:
+        yield r
+
+
+def test_on_anthropic_with_no_fault_the_agent_answers_as_unwrapped(
+    provider: LoopbackServer,
+) -> None:
+    unwrapped = run_anthropic(provider)
+    with wrapped(llm=ANTHROPIC_STREAM, tools=[f"{__name__}:get_weather"]) as rig:
+        assert run_anthropic(provider) == unwrapped == answer_to(RESULT)
+        calls = rig.interactions()
+    assert [(i.target.value, i.fired) for i in calls] == [("llm", ()), ("tool", ()), ("llm", ())]
+
+
+def test_on_anthropic_the_retry_strategy_sees_anthropic_rate_limit_error(
+    provider: LoopbackServer, anthropic_rig: Rig
+) -> None:
+    retries = SeenRetries()
+    anthropic_rig.activate(llm_fault("rate_limit"))
+    with pytest.raises(ModelThrottledException):
+        run_anthropic(provider, retries)
+    assert [type(e.__cause__) for e in retries.seen] == [anthropic.RateLimitError] * 2
+
+
+def test_on_anthropic_a_truncated_stream_stops_at_max_tokens(
+    provider: LoopbackServer, anthropic_rig: Rig
+) -> None:
+    anthropic_rig.activate(llm_fault("truncated_response", max_tokens=3, after_calls=1))
+    with pytest.raises(MaxTokensReachedException):
+        run_anthropic(provider)
+    assert anthropic_rig.fired() == ["llm_faults[0] truncated_response(3 tokens)"]
+
+
+@pytest.mark.parametrize("mode", TEXT_MODES)
+def test_on_anthropic_text_faults_and_tool_faults_reach_the_answer(
+    provider: LoopbackServer, anthropic_rig: Rig, mode: str
+) -> None:
+    anthropic_rig.activate(text_fault(mode), tool_fault("malicious_response", payload=PAYLOAD))
+    answer = run_anthropic(provider)
+    assert answer != answer_to(PAYLOAD) and (answer == "") is (mode == "empty")
+    assert [label.split("(")[0] for label in anthropic_rig.fired()] == [
+        "tool_faults[0] malicious_response on get_weather",
+        f"llm_faults[0] {mode}",
+    ]

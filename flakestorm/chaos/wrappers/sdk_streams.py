@@ -149,11 +149,17 @@ def fault_stream(stream: Any, fault: LlmFault, rng: random.Random, done: Done) -
 
 def fault_stream_manager(manager: Any, fault: LlmFault, rng: random.Random, done: Done) -> bool:
     """Fault the raw stream an SDK stream helper's manager opens when entered (its private
-    ``__api_request``); False when ``manager`` has none (not a stream helper flakestorm knows)."""
+    ``__api_request``: a function to call, or, in an async manager, the request's awaitable);
+    False when ``manager`` has none (not a stream helper flakestorm knows)."""
     names = [n for n in vars(manager) if n.endswith("__api_request")]
-    if len(names) != 1 or not callable(vars(manager)[names[0]]):
+    if len(names) != 1:
         return False
     request = vars(manager)[names[0]]
+    if hasattr(request, "__await__"):  # awaited once by the async manager
+        vars(manager)[names[0]] = _faulted_later(request, fault, rng, done)
+        return True
+    if not callable(request):
+        return False
 
     def faulted_request() -> Any:
         opened = request()
