@@ -13,7 +13,8 @@ an invocation of another scenario (one that outlived its timeout, say) goes thro
 and is logged under its own scenario.
 
 Sync callables get sync wrappers, coroutine functions async ones, async generator functions
-async generators (their items are not transformed, like a sync generator's). Waiting goes
+async generators (their items are not transformed, like a sync generator's: a result fault on
+them is logged as not applied, so it is not delivered). Waiting goes
 through the injected ``sleep`` / ``async_sleep``; the default sync wait ends early when the
 wrapping is exited.
 """
@@ -214,8 +215,8 @@ class Wrapping:
                         yield step.value
                         return
                     try:
-                        # a stream has no whole result to transform: like a sync generator's,
-                        # result faults are left out of ``fired``
+                        # a stream of its own has no whole result to transform: like a sync
+                        # generator's, result faults are logged as not applied
                         async for item in finish(call, original(*step.args, **step.kwargs)):
                             yield item
                     except GeneratorExit:  # the agent stopped reading
