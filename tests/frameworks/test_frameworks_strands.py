@@ -232,3 +232,12 @@ def test_on_anthropic_text_faults_and_tool_faults_reach_the_answer(
         "tool_faults[0] malicious_response on get_weather",
         f"llm_faults[0] {mode}",
     ]
+
+
+def test_on_anthropic_an_llm_timeout_waits_without_blocking_then_times_out(
+    provider: LoopbackServer, anthropic_rig: Rig
+) -> None:
+    anthropic_rig.activate(llm_fault("timeout", delay_ms=5))
+    with pytest.raises(anthropic.APITimeoutError):
+        run_anthropic(provider)
+    assert anthropic_rig.waits_s == [0.005]  # the async wait, where entering the stream waits

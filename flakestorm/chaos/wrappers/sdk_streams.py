@@ -22,7 +22,7 @@ from __future__ import annotations
 import inspect
 import random
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 from flakestorm.chaos.llm.streams import StreamFaulter
@@ -168,6 +168,43 @@ def fault_stream_manager(manager: Any, fault: LlmFault, rng: random.Random, done
         return _fault_or_report(opened, fault, rng, done)
 
     vars(manager)[names[0]] = faulted_request
+    return True
+
+
+def is_async_stream_helper(method: Callable[..., Any], args: tuple[Any, ...]) -> bool:
+    """Whether ``method`` is an async SDK client's stream helper (``AsyncMessages.stream``):
+    a plain method that hands back a manager whose request is awaited when it is entered."""
+    return (
+        getattr(method, "__name__", "") == "stream"
+        and bool(args)
+        and type(args[0]).__name__.startswith("Async")
+        and getattr(getattr(args[0], "_client", None), "_make_status_error", None) is not None
+    )
+
+
+def fail_stream_manager(
+    manager: Any,
+    error: BaseException,
+    delay_s: float,
+    sleep: Callable[[float], Awaitable[object]],
+) -> bool:
+    """Make entering an async stream helper's ``manager`` wait ``delay_s`` and raise ``error``,
+    where the SDK would raise it, instead of sending the request; False when ``manager`` is not
+    one flakestorm knows (nothing changed)."""
+    names = [n for n in vars(manager) if n.endswith("__api_request")]
+    if len(names) != 1 or not hasattr(vars(manager)[names[0]], "__await__"):
+        return False
+    request = vars(manager)[names[0]]
+    close = getattr(request, "close", None)
+    if close is not None:
+        close()  # the request never goes out
+
+    async def failing() -> Any:
+        if delay_s:
+            await sleep(delay_s)
+        raise error
+
+    vars(manager)[names[0]] = failing()
     return True
 
 

@@ -38,6 +38,7 @@ from flakestorm.chaos.faults import UNATTRIBUTED, ActiveScenario, FaultBook, Tar
 from flakestorm.chaos.interactions import InteractionLog
 from flakestorm.chaos.modes import CALL_THROUGH
 from flakestorm.chaos.wrappers.calls import Call, Plan, llm_plan, llm_result, tool_plan, tool_result
+from flakestorm.chaos.wrappers.sdk_streams import fail_stream_manager, is_async_stream_helper
 from flakestorm.chaos.wrappers.sites import CALLABLE, Site, attribute_site, registry_sites
 from flakestorm.config import AgentConfig
 
@@ -236,6 +237,16 @@ class Wrapping:
             deferred = False
             try:
                 step = plan(call, args, kwargs)
+                if step.error is not None and is_async_stream_helper(original, step.args):
+                    # the async client's stream helper: wait and fail where it would, when the
+                    # agent enters its manager, without blocking the event loop
+                    manager = original(*step.args, **step.kwargs)
+                    failing = fail_stream_manager(
+                        manager, step.error, step.delay_s, self._async_sleep
+                    )
+                    if failing:
+                        call.settle(None)
+                        return manager
                 if step.delay_s:
                     self._sleep(step.delay_s)
                 if step.error is not None:
