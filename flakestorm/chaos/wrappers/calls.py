@@ -27,10 +27,11 @@ from flakestorm.chaos.faults import (
     llm_fault_label,
     tool_key,
 )
-from flakestorm.chaos.interactions import Interaction
+from flakestorm.chaos.interactions import Interaction, value_text
 from flakestorm.chaos.llm.modes import LLM_MODES
 from flakestorm.chaos.llm.values import inject_arguments, takes_system, transform_reply
 from flakestorm.chaos.modes import CALL_THROUGH
+from flakestorm.chaos.recording import Miss, python_plan
 from flakestorm.chaos.tool_modes import TOOL_MODES
 from flakestorm.chaos.wrappers.sdk_errors import sdk_of
 from flakestorm.chaos.wrappers.sdk_streams import (
@@ -77,6 +78,10 @@ class Call:
         self.fired = list(self.decision.fired)
         self.unapplied: dict[str, str] = {}
         self.recorded = False
+        self.miss: str | None = None
+        """A replay miss's ``upstream_error`` (a replayed session recorded no such call)."""
+        self.request: str | None = None
+        self.response: str | None = None
         self.deferred = False
         """The result is a stream: the call is logged when the agent has read it."""
 
@@ -116,8 +121,10 @@ class Call:
                 matched=self.decision.matched,
                 fired=tuple(self.fired),
                 status=status,
-                upstream_error=upstream_error,
+                upstream_error=upstream_error or self.miss,
                 latency_ms=(self.clock() - self.started) * 1000,
+                request=self.request,
+                response=self.response,
                 unapplied=tuple(self.unapplied.items()),
             )
         )
@@ -137,16 +144,44 @@ class Plan:
     kwargs: Mapping[str, Any] = field(default_factory=dict)
 
 
+def _replayed(call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Plan | None:
+    """The plan of a call a replayed session answers (:mod:`flakestorm.chaos.recording`)."""
+    call.request = value_text({"args": list(args), "kwargs": kwargs} if kwargs else list(args))
+    recording = call.book.scenario.replay
+    if recording is None:
+        return None
+    tool = call.site.target is Target.TOOL
+    index = call.decision.call_index
+    served = recording.tool(call.site.name, index) if tool else recording.llm(index)
+    if isinstance(served, Miss):
+        call.miss = served.error
+    plan = python_plan(served, tool)
+    if plan.value is not CALL_THROUGH:
+        call.response = value_text(plan.value)
+    return Plan(plan.delay_s, plan.error, plan.value, args, kwargs)
+
+
 def tool_plan(call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Plan:
+    replayed = _replayed(call, args, kwargs)
+    if replayed is not None:
+        return replayed
     chosen = call.decision.tool_fault
     if chosen is None:
         return Plan(args=args, kwargs=kwargs)
     fault: ToolFault = chosen[1]
     plan = TOOL_MODES[fault.mode].plan(fault, call.site.name)
+    if plan.value is not CALL_THROUGH:
+        call.response = value_text(plan.value)
     return Plan(plan.delay_s, plan.error, plan.value, args, kwargs)
 
 
 def tool_result(call: Call, result: Any) -> Any:
+    result = _poisoned(call, result)
+    call.response = value_text(result)
+    return result
+
+
+def _poisoned(call: Call, result: Any) -> Any:
     attacks = call.decision.attacks
     if not attacks:
         return result
@@ -161,6 +196,9 @@ def tool_result(call: Call, result: Any) -> Any:
 
 
 def llm_plan(call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Plan:
+    replayed = _replayed(call, args, kwargs)
+    if replayed is not None:
+        return replayed
     injections = call.decision.attacks
     if injections:
         system_param = takes_system(call.original, args, kwargs)
@@ -191,6 +229,13 @@ def llm_plan(call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Plan:
 
 
 def llm_result(call: Call, result: Any) -> Any:
+    result = _distorted(call, result)
+    if not call.deferred:  # a stream is read later: what it carried is not kept
+        call.response = value_text(result)
+    return result
+
+
+def _distorted(call: Call, result: Any) -> Any:
     chosen = call.decision.llm_fault
     if chosen is None:
         return result
