@@ -6,8 +6,9 @@ leaves this module.
 
 Decisions worth knowing:
 
-- The body is read streamed, in chunks, against a deadline of ``agent.timeout`` that covers the
-  whole invocation (a server that stalls mid-body times out too), and against
+- ``agent.timeout`` is a wall-clock deadline on the whole invocation: connect, headers and the
+  body however slowly it trickles (:mod:`flakestorm.agents.deadline` cuts the connection when it
+  passes). The body is read streamed, in chunks, against that deadline and against
   ``agent.max_response_bytes`` (reading stops at the cap: TOO_LARGE).
 - A JSON reply (by content type, or because ``response_path`` is set) must be UTF-8; other text
   is decoded with its declared charset, else as strict UTF-8. Undecodable bytes make the reply
@@ -34,10 +35,10 @@ from typing import Any
 
 import requests
 import urllib3
-from requests.adapters import HTTPAdapter
 
 from flakestorm import __version__
 from flakestorm.agents import NO_CALL, Call, Reply, wire
+from flakestorm.agents.deadline import DeadlineAdapter, deadline
 from flakestorm.agents.extraction import extract_auto, extract_path
 from flakestorm.agents.request import RequestShape, padding
 from flakestorm.agents.wire import WireRequest
@@ -107,12 +108,13 @@ class _NoCookies(http.cookiejar.DefaultCookiePolicy):
 
 
 def new_session(pool_size: int = POOL_SIZE) -> requests.Session:
-    """A session for talking to agents and their helpers: pooled, cookieless, no env proxies."""
+    """A session for talking to agents and their helpers: pooled, cookieless, no env proxies,
+    its exchanges bounded by the calling thread's :func:`flakestorm.agents.deadline.deadline`."""
     session = requests.Session()
     session.trust_env = False
     session.cookies.set_policy(_NoCookies())
     session.headers["User-Agent"] = f"flakestorm/{__version__}"
-    adapter = HTTPAdapter(pool_connections=4, pool_maxsize=pool_size, max_retries=0)
+    adapter = DeadlineAdapter(pool_connections=4, pool_maxsize=pool_size, max_retries=0)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     return session
@@ -148,17 +150,25 @@ class HttpAgent:
         status: int | None = None
         raw = b""
         try:
-            response = self._send(prompt, call, started)
-            status = response.status_code
-            try:
-                raw = self._read(response, started + self._timeout_s)
-            except AgentError:
-                if 200 <= status < 300:
+            with deadline(self._timeout_s) as limit:
+                try:
+                    response = self._send(prompt, call, started)
+                    status = response.status_code
+                    try:
+                        raw = self._read(response, started + self._timeout_s)
+                    except AgentError:
+                        if 200 <= status < 300:
+                            raise
+                        # a non-2xx reply is a STATUS error however its body ends (too long, ...)
+                    if limit.expired:  # a close-delimited body cut at the deadline looks whole
+                        raise self._timed_out(status)
+                    output = self._answer(
+                        status, response.reason, response.headers.get("Content-Type", ""), raw
+                    )
+                except AgentError as exc:
+                    if limit.expired and exc.kind is not AgentErrorKind.TOO_LARGE:
+                        raise self._timed_out(status) from exc
                     raise
-                # a non-2xx reply is a STATUS error however its body ends (too long, cut off)
-            output = self._answer(
-                status, response.reason, response.headers.get("Content-Type", ""), raw
-            )
         except AgentError as exc:
             return Reply(
                 output=None,

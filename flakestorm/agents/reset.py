@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import requests
 
+from flakestorm.agents.deadline import deadline
 from flakestorm.agents.http import network_reason, new_session
 from flakestorm.agents.importer import Locate, default_locate, describe_exception, load_reference
 from flakestorm.agents.readiness import resolve_url
@@ -30,7 +31,8 @@ class Resetter(Protocol):
 
 
 class EndpointReset:
-    """POSTs to a reset URL; anything but a 2xx reply is a failure."""
+    """POSTs to a reset URL; anything but a 2xx reply is a failure, and so is no complete reply
+    within ``agent.timeout`` (a wall-clock deadline, however slowly the server answers)."""
 
     def __init__(self, url: str, timeout_ms: int, headers: dict[str, str] | None = None) -> None:
         self.url = url
@@ -39,11 +41,20 @@ class EndpointReset:
         self._session = new_session(pool_size=2)
 
     def reset(self) -> None:
-        try:
-            response = self._session.post(self.url, headers=self._headers, timeout=self._timeout_s)
-            response.close()
-        except requests.RequestException as exc:
-            raise HarnessError(f"reset failed: POST {self.url}: {network_reason(exc)}") from None
+        with deadline(self._timeout_s) as limit:
+            try:
+                response = self._session.post(
+                    self.url, headers=self._headers, timeout=self._timeout_s
+                )
+                response.close()
+            except requests.RequestException as exc:
+                reason = "timed out" if limit.expired else network_reason(exc)
+                raise HarnessError(f"reset failed: POST {self.url}: {reason}") from None
+        if limit.expired:
+            raise HarnessError(
+                f"reset failed: POST {self.url}: no complete reply within "
+                f"{self._timeout_s * 1000:.0f} ms (agent.timeout)"
+            )
         if not 200 <= response.status_code < 300:
             raise HarnessError(f"reset failed: POST {self.url} returned {response.status_code}")
 

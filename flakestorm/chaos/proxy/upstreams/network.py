@@ -1,14 +1,17 @@
 """The real upstream: the call's URL over HTTP(S), with ``requests``.
 
 The agent's headers are forwarded (``Authorization``, ``x-api-key``, ``anthropic-version``...)
-except hop-by-hop headers, ``Host``, ``Accept-Encoding`` (the proxy asks for identity, so it
-can read and rewrite replies) and the ``X-Flakestorm-*`` headers. No redirects are followed
-(the agent sees them), no cookies kept, and the proxy's own environment proxies are ignored.
+except hop-by-hop headers, ``Host``, ``Accept-Encoding`` (the proxy asks for identity, so it can
+read and rewrite replies) and the ``X-Flakestorm-*`` headers. No redirects are followed (the
+agent sees them), no cookies kept, and the proxy's own environment proxies are ignored.
 
-A server-sent-events reply is streamed chunk by chunk as it arrives; any other is read whole,
-up to ``max_response_bytes``. Failures are :class:`UpstreamFailure`, not faults: unreachable
-(502 ``upstream_unreachable``), timed out (504 ``upstream_timeout``), too large (502
-``upstream_too_large``); they are translated here and no ``requests`` error escapes.
+A server-sent-events reply is streamed chunk by chunk as it arrives (each read may wait
+``upstream_timeout``); any other is read whole, up to ``max_response_bytes``, within a
+wall-clock deadline of ``upstream_timeout`` from the request to the last byte
+(:mod:`flakestorm.agents.deadline`: a server trickling its reply is cut there, a 504). Failures
+are :class:`UpstreamFailure`, not faults: unreachable (502 ``upstream_unreachable``), timed out
+(504 ``upstream_timeout``), too large (502 ``upstream_too_large``); they are translated here and
+no ``requests`` error escapes.
 """
 
 from __future__ import annotations
@@ -17,9 +20,9 @@ from collections.abc import Iterator, Sequence
 from urllib.parse import urlsplit
 
 import requests
-from requests.adapters import HTTPAdapter
 from urllib3.exceptions import HTTPError, ReadTimeoutError
 
+from flakestorm.agents.deadline import DeadlineAdapter, deadline
 from flakestorm.chaos.proxy.framing import CHUNK_BYTES, forwarded_headers
 from flakestorm.chaos.proxy.reply import ClientFailure, HttpResponse, UpstreamFailure
 from flakestorm.chaos.proxy.upstreams.base import UpstreamRequest
@@ -29,7 +32,7 @@ def network_session() -> requests.Session:
     """The pooled session every upstream request goes through (closed with the proxy)."""
     session = requests.Session()
     session.trust_env = False  # the proxy's own environment must not reroute agent traffic
-    adapter = HTTPAdapter(pool_connections=32, pool_maxsize=64, max_retries=0)
+    adapter = DeadlineAdapter(pool_connections=32, pool_maxsize=64, max_retries=0)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     return session
@@ -54,13 +57,23 @@ class NetworkUpstream:
         call = request.call
         url = call.upstream_url
         headers = forwarded_headers(request.headers)
-        response = self._request(call.method, url, headers, request.body)
-        call.upstream_status = response.status_code
-        raw_headers = list(response.raw.headers.items())
-        if _is_sse(response):
-            return HttpResponse(response.status_code, raw_headers, chunks=self._iter(response, url))
-        head = call.method == "HEAD"
-        data = self._read(response, url) if not head else b""
+        with deadline(self.upstream_timeout_s) as limit:
+            try:
+                response = self._request(call.method, url, headers, request.body)
+                call.upstream_status = response.status_code
+                raw_headers = list(response.raw.headers.items())
+                if _is_sse(response):  # streamed on after this returns: per-read timeouts
+                    return HttpResponse(
+                        response.status_code, raw_headers, chunks=self._iter(response, url)
+                    )
+                head = call.method == "HEAD"
+                data = self._read(response, url) if not head else b""
+            except UpstreamFailure as exc:
+                if limit.expired and exc.kind != "upstream_too_large":
+                    raise self._timed_out(url) from exc
+                raise
+            if limit.expired:  # a close-delimited body cut at the deadline looks whole
+                raise self._timed_out(url)
         reply = HttpResponse(response.status_code, raw_headers, data)
         if head:
             response.close()
@@ -131,6 +144,13 @@ class NetworkUpstream:
             ) from exc
         finally:
             response.close()
+
+    def _timed_out(self, url: str) -> UpstreamFailure:
+        return UpstreamFailure(
+            504,
+            "upstream_timeout",
+            f"{_origin(url)} did not send its whole reply within {self.upstream_timeout_s:g} s",
+        )
 
     def _too_large(self, url: str) -> UpstreamFailure:
         return UpstreamFailure(
