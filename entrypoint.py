@@ -38,7 +38,7 @@ from flakestorm.reporters import delta as delta_report
 from flakestorm.reporters.terminal import safe, scenario_line
 from flakestorm.reports import write_reports
 from flakestorm.results import InvariantInfo, MutationResult, PhaseOutcome, RunResult, Status
-from flakestorm.stopping import stopping_on_signals
+from flakestorm.stopping import GRACE_S, Stop, stopping_on_signals
 
 TITLE = "flakestorm"
 
@@ -122,8 +122,22 @@ class _Action:
                 title=f"{TITLE}: config warning",
             )
         out_dir = self.workspace / (self.settings.report_dir or loaded.config.output.dir)
+        stop = Stop()
+
+        def stopping() -> None:
+            gh.log(
+                f"flakestorm: cancelled: invocations in flight get {GRACE_S:g} s, then the "
+                f"partial reports are written to {self._relative(out_dir)}"
+            )
+
+        # SIGINT then SIGTERM (a cancelled job): the run stops, and the reports still get written
+        with stopping_on_signals(stop, stopping):
+            return self._run_and_report(loaded, out_dir, stop)
+
+    def _run_and_report(self, loaded: LoadedConfig, out_dir: Path, stop: Stop) -> int:
+        gh = self.gh
         try:
-            result = self._execute(loaded, out_dir)
+            result = self._execute(loaded, out_dir, stop)
         except ConfigError as exc:
             return self._config_error(exc)
         except FlakestormError as exc:
@@ -155,7 +169,7 @@ class _Action:
             )
         return int(ExitCode.CONFIG_ERROR)
 
-    def _execute(self, loaded: LoadedConfig, out_dir: Path) -> RunResult:
+    def _execute(self, loaded: LoadedConfig, out_dir: Path, stop: Stop) -> RunResult:
         """Run the configured command with progress in a log group; return the result."""
         overrides = runner.Overrides(
             concurrency=self.settings.concurrency,
@@ -166,13 +180,9 @@ class _Action:
             proxy_url=self.settings.proxy_url,
             ready_timeout_ms=self.settings.ready_timeout,
         )
-        stop = threading.Event()
         progress = _Progress(self.gh)
         what = "every configured phase" if self.settings.command is Command.CI else "the contract"
-        with (
-            self.gh.group(f"flakestorm {self.settings.command.value}: {what}"),
-            stopping_on_signals(stop),
-        ):
+        with self.gh.group(f"flakestorm {self.settings.command.value}: {what}"):
             if self.settings.command is Command.CONTRACT:
                 return runner.run_contract_phase(
                     loaded, overrides, stop=stop, on_event=progress, on_notice=progress.notice
@@ -398,6 +408,12 @@ class _Action:
         for reason in result.overall.reasons:
             self.gh.log(f"  - {safe(reason, 400)}")
         self.gh.log(f"flakestorm: reports in {self._relative(out_dir)}")
+        if result.stop_reason == "interrupted":
+            self.gh.warning(
+                "the run was cancelled before it finished: cells it did not finish are not_run; "
+                f"the partial reports are in {self._relative(out_dir)}",
+                title=f"{TITLE}: cancelled",
+            )
 
 
 def _same_config(base: RunResult, head: RunResult) -> bool:

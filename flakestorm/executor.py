@@ -9,8 +9,11 @@ concurrency 8 keep 8 in flight the whole time. When a reset is configured, a res
 reset, then that cell's prompts in order.
 
 Stopping. Setting ``stop`` (Ctrl-C, SIGTERM) or spending ``max_invocations`` stops new
-invocations; invocations in flight finish, finished cells keep their verdicts, and cells
-that did not finish are ``not_run`` with what they did recorded.
+invocations and resets. Work in flight (an invocation, a reset) runs on worker threads, never
+on the caller's: after a stop it gets the grace of :mod:`flakestorm.stopping` (2 s, none after
+a second signal) to finish, then it is abandoned and the executor returns at once. Finished
+cells keep their verdicts; cells that did not finish are ``not_run`` with what they did
+recorded, and whatever an abandoned invocation returns later is ignored.
 """
 
 from __future__ import annotations
@@ -28,8 +31,12 @@ from flakestorm.errors import HarnessError
 from flakestorm.invariants import Observation, Verdict
 from flakestorm.plan import Cell, Plan
 from flakestorm.results import CellResult, PromptResult, Status
+from flakestorm.stopping import abandoned
 
 _T = TypeVar("_T")
+
+POLL_S = 0.05
+"""How often the caller's thread looks whether work in flight is to be abandoned."""
 
 
 class Checker(Protocol):
@@ -139,6 +146,7 @@ class Executor:
         self._stop = stop or threading.Event()
         self._on_event = on_event or (lambda event: None)
         self._budget = _Budget(options.max_invocations)
+        self._noticed: list[float] = []
 
     @property
     def invocations(self) -> int:
@@ -166,6 +174,8 @@ class Executor:
 
         def one(prompt: str) -> None:
             if self._resetter is not None:
+                if self._stop.is_set():
+                    return
                 try:
                     self._resetter.reset()
                 except HarnessError:  # no baseline: the cells needing it are ERRORED
@@ -174,7 +184,7 @@ class Executor:
             out[prompt] = self._invoke(prompt, Call(cell_id="baseline", scenario=""))
 
         self._each(list(prompts), one, parallel=self._resetter is None)
-        return out
+        return {prompt: out.get(prompt) for prompt in prompts}
 
     def invoke(self, prompt: str, call: Call) -> Reply | None:
         """One invocation outside a matrix (a replayed session), within the budget; None when
@@ -196,12 +206,16 @@ class Executor:
     def probe(self, prompt: str, cell_id: str) -> Reply | None:
         """One chaos-free invocation outside the matrix (e.g. to learn whether the agent
         forwards the cell header)."""
-        return self._invoke(prompt, Call(cell_id=cell_id))
+        return self._one(lambda: self._invoke(prompt, Call(cell_id=cell_id)))
 
     def looks_stateful(self, prompt: str) -> bool:
         """Send ``prompt`` twice without chaos; True when the two answers differ."""
-        first = self._invoke(prompt, Call(cell_id="stateful-check"))
-        second = self._invoke(prompt, Call(cell_id="stateful-check"))
+
+        def twice() -> tuple[Reply | None, Reply | None]:
+            first = self._invoke(prompt, Call(cell_id="stateful-check"))
+            return first, self._invoke(prompt, Call(cell_id="stateful-check"))
+
+        first, second = self._one(twice) or (None, None)
         if first is None or second is None:
             return False
         return (first.output, first.error) != (second.output, second.error)
@@ -256,6 +270,12 @@ class Executor:
         self._each(tasks, one, parallel=self._resetter is None)
         return [tuple(r if r is not None else ProbeRun(None) for r in probe) for probe in runs]
 
+    def _one(self, work: Callable[[], _T]) -> _T | None:
+        """``work()`` on a worker thread; None if it was abandoned (the run is stopping)."""
+        out: list[_T] = []
+        self._each([None], lambda _: out.append(work()), parallel=False)
+        return out[0] if out else None
+
     # ----------------------------------------------------------------- the matrix
 
     def run(self, plan: Plan, baselines: Mapping[str, Reply | None]) -> list[CellResult]:
@@ -291,11 +311,15 @@ class Executor:
                 for run in range(self._options.repeat)
                 for i in range(len(cell.prompts))
             ]
-            self._each(tasks, lambda t: self._do(t, tracker, baselines), parallel=True)
+            finished = self._each(tasks, lambda t: self._do(t, tracker, baselines), parallel=True)
         else:
-            for cell in runnable:
-                for run in range(self._options.repeat):
-                    self._run_isolated(cell, run, tracker, baselines, before_invocation)
+            finished = self._each(
+                [(cell, run) for cell in runnable for run in range(self._options.repeat)],
+                lambda item: self._run_isolated(*item, tracker, baselines, before_invocation),
+                parallel=False,
+            )
+        if not finished:
+            tracker.abandon()
         results = tracker.results()
         if settle is None:
             return results
@@ -364,36 +388,45 @@ class Executor:
         )
         tracker.record(cell, task.run, task.prompt_index, result, fired)
 
-    def _each(self, items: list[_T], work: Callable[[_T], None], parallel: bool) -> None:
-        """Apply ``work`` to every item on up to ``concurrency`` threads; re-raise a bug."""
+    def _each(self, items: list[_T], work: Callable[[_T], None], parallel: bool) -> bool:
+        """Apply ``work`` to every item on up to ``concurrency`` worker threads (one when not
+        ``parallel``); re-raise a bug. False when the run stopped and the work still in flight
+        was abandoned after the grace (the workers are left to finish on their own)."""
+        if not items:
+            return True
         workers = min(self._options.concurrency, len(items)) if parallel else 1
-        if workers <= 1:
-            for item in items:
-                work(item)
-            return
         source: Iterator[_T] = iter(items)
         lock = threading.Lock()
         failures: list[BaseException] = []
+        done = threading.Event()
+        running = [workers]
 
         def worker() -> None:
-            while not failures:
+            try:
+                while not failures:
+                    with lock:
+                        item = next(source, _DONE)
+                    if item is _DONE:
+                        return
+                    try:
+                        work(item)  # type: ignore[arg-type]  # _DONE was ruled out above
+                    except BaseException as exc:  # a bug: stop everyone and re-raise in the caller
+                        failures.append(exc)
+                        return
+            finally:
                 with lock:
-                    item = next(source, _DONE)
-                if item is _DONE:
-                    return
-                try:
-                    work(item)  # type: ignore[arg-type]  # _DONE was ruled out above
-                except BaseException as exc:  # a bug: stop everyone and re-raise in the caller
-                    failures.append(exc)
-                    return
+                    running[0] -= 1
+                    if running[0] == 0:
+                        done.set()
 
-        threads = [threading.Thread(target=worker, daemon=True) for _ in range(workers)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        for _ in range(workers):
+            threading.Thread(target=worker, name="flakestorm-invocation", daemon=True).start()
+        while not done.wait(POLL_S):
+            if abandoned(self._stop, self._noticed):
+                return False
         if failures:
             raise failures[0]
+        return True
 
 
 _DONE = object()
@@ -432,6 +465,7 @@ class _Tracker:
         self._fired: dict[int, dict[str, None]] = {}
         self._errors: dict[int, str] = {}
         self._total = len(cells)
+        self._frozen = False
         self._by_scenario: dict[str, list[Cell]] = {}
         for cell in cells:
             self._by_scenario.setdefault(cell.scenario.name, []).append(cell)
@@ -474,7 +508,7 @@ class _Tracker:
         error: str | None = None,
     ) -> None:
         with self._lock:
-            if cell.index in self._results:
+            if cell.index in self._results or self._frozen:
                 return
             if error is not None:
                 self._errors.setdefault(cell.index, error)
@@ -488,6 +522,21 @@ class _Tracker:
                 return
             finished = self._finalise(cell)
         self._finish(cell, finished)
+
+    def abandon(self) -> None:
+        """Finish every cell still open as it stands (``not_run`` unless errored), and ignore
+        whatever the abandoned invocations report later."""
+        with self._lock:
+            self._frozen = True
+            open_cells = [
+                cell
+                for cells in self._by_scenario.values()
+                for cell in cells
+                if cell.applicable and cell.index not in self._results
+            ]
+            finished = [(cell, self._finalise(cell)) for cell in open_cells]
+        for cell, result in finished:
+            self._finish(cell, result)
 
     def _finalise(self, cell: Cell) -> CellResult:
         prompts = tuple(p for p in self._slots[cell.index] if p is not None)

@@ -34,6 +34,7 @@ from flakestorm.phases.phase import PhaseContext, PhaseName, PhaseRequest
 from flakestorm.phases.registry import PHASES
 from flakestorm.results import PhaseOutcome, RunResult, redact
 from flakestorm.scoring import score_run
+from flakestorm.stopping import Stop
 
 
 @dataclass(frozen=True)
@@ -177,7 +178,7 @@ def run_phases(
     phases = [phase for name, phase in PHASES.items() if name in names]
     request = PhaseRequest(chaos_profile=chaos_profile)
     plans = {phase.name: phase.plan(loaded, request) for phase in phases}
-    stop = stop or threading.Event()
+    stop = stop or Stop()
     started = datetime.datetime.now(datetime.timezone.utc)
     t0 = time.perf_counter()
     out_dir = output_dir(loaded, overrides)
@@ -197,7 +198,7 @@ def run_phases(
     outcomes: dict[str, PhaseOutcome] = {}
     if on_event is not None:
         on_event(RunPlanned(sum(len(plan.cells) for plan in plans.values())))
-    with _agent_up(loaded, out_dir, notice, chaos, overrides.record) as (agent, channel):
+    with _agent_up(loaded, out_dir, notice, chaos, overrides.record, stop) as (agent, channel):
         resetter = build_resetter(config.agent, loaded.base_dir, _locator(loaded))
         checker = build_checker(advanced)
         try:
@@ -308,9 +309,11 @@ def _agent_up(
     notice: Callable[[str], None],
     chaos: bool,
     record: str | None = None,
+    stop: threading.Event | None = None,
 ) -> Iterator[tuple[Agent, Channel | None]]:
     """The agent, started (``agent.start``) and ready, and the channel its faults go through
-    (``chaos``: some scenario needs one); everything stopped and closed afterwards."""
+    (``chaos``: some scenario needs one); everything stopped and closed afterwards. A ``stop``
+    while waiting for readiness ends the wait (the run then reports its cells ``not_run``)."""
     from flakestorm.chaos.proxy.control import ProxyControl
 
     config: Config = loaded.config
@@ -356,14 +359,14 @@ def _agent_up(
         if agent_config.type is AgentType.HTTP and agent_config.start is not None:
             log = out_dir / "agent.log"
             process = stack.enter_context(
-                AgentProcess(agent_config, loaded.base_dir, log, extra_env=extra_env)
+                AgentProcess(agent_config, loaded.base_dir, log, extra_env=extra_env, stop=stop)
             )
             if process.already_running:
                 notice(f"agent already answers at {agent_config.endpoint}: not starting it")
             else:
                 notice(f"started the agent: {agent_config.start.command} (log: {log})")
         elif agent_config.type is AgentType.HTTP:
-            wait_ready(agent_config)
+            wait_ready(agent_config, stop=stop)
         if agent_config.type is AgentType.PYTHON and chaos:
             from flakestorm.chaos.interactions import InteractionLog
             from flakestorm.chaos.wrappers.wrapping import Wrapping

@@ -21,6 +21,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -35,6 +36,8 @@ LOG_NAME = "agent.log"
 """The log's usual name, in the report directory."""
 TAIL_LINES = 20
 GRACE_S = 5.0
+STOPPING_GRACE_S = 1.0
+"""The grace a run that is stopping (SIGINT, SIGTERM) gives the agent process."""
 _POLL_S = 0.02
 
 
@@ -51,6 +54,7 @@ class AgentProcess:
         grace_s: float = GRACE_S,
         clock: Clock = time.monotonic,
         sleep: Sleep = time.sleep,
+        stop: threading.Event | None = None,
     ) -> None:
         if config.start is None:
             raise UsageError("agent.start is not configured: there is no command to run")
@@ -62,6 +66,7 @@ class AgentProcess:
         self._grace_s = grace_s
         self._clock = clock
         self._sleep = sleep
+        self._stop = stop
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
         self.started = False
@@ -100,7 +105,13 @@ class AgentProcess:
             ) from None
         self.started = True
         try:
-            wait_ready(self.config, clock=self._clock, sleep=self._sleep, check=self._check_alive)
+            wait_ready(
+                self.config,
+                clock=self._clock,
+                sleep=self._sleep,
+                check=self._check_alive,
+                stop=self._stop,
+            )
         except _ExitedEarly as exc:
             self.stop()
             raise AgentNotReady(str(exc)) from None
@@ -117,7 +128,11 @@ class AgentProcess:
         """Stop the whole process group: SIGTERM, then SIGKILL after the grace period."""
         process, self._process = self._process, None
         if process is not None:
-            _stop_group(process, self._grace_s)
+            stopping = self._stop is not None and self._stop.is_set()
+            # a run that is stopping has seconds left before it is killed: a short grace
+            _stop_group(
+                process, min(self._grace_s, STOPPING_GRACE_S) if stopping else self._grace_s
+            )
         self._close_log()
 
     def __enter__(self) -> AgentProcess:

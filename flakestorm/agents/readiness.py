@@ -4,11 +4,15 @@ With ``agent.health_endpoint`` the agent is ready when a GET of it returns 2xx; 
 the endpoint's host:port accepts a TCP connection. Attempts back off from 50 ms to 500 ms until
 ``agent.ready_timeout``; then :class:`AgentNotReady` carries the last error and what to do.
 Python agents are ready once imported. Time is injected (``clock``, ``sleep``) for tests.
+
+A run that is stopping (``stop`` set: SIGINT, SIGTERM) does not wait: :func:`wait_ready` returns
+at once, even from an attempt in flight, and the run reports its cells ``not_run``.
 """
 
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from collections.abc import Callable
 from urllib.parse import urlsplit
@@ -77,18 +81,22 @@ def wait_ready(
     clock: Clock = time.monotonic,
     sleep: Sleep = time.sleep,
     check: Callable[[], None] | None = None,
+    stop: threading.Event | None = None,
 ) -> None:
-    """Return once the agent is ready; raise :class:`AgentNotReady` after ``timeout_ms``
-    (default ``agent.ready_timeout``). ``check`` runs before each attempt and may raise to give
-    up early (a started agent process that exited)."""
+    """Return once the agent is ready, or at once when ``stop`` is set; raise
+    :class:`AgentNotReady` after ``timeout_ms`` (default ``agent.ready_timeout``). ``check``
+    runs before each attempt and may raise to give up early (a started agent process that
+    exited)."""
     budget_s = (timeout_ms if timeout_ms is not None else config.ready_timeout) / 1000
     deadline = clock() + budget_s
     backoff = FIRST_BACKOFF_S
     while True:
+        if stop is not None and stop.is_set():
+            return
         if check is not None:
             check()
         remaining = deadline - clock()
-        error = probe(config, max(min(ATTEMPT_TIMEOUT_S, remaining), 0.05))
+        error = _attempt(config, max(min(ATTEMPT_TIMEOUT_S, remaining), 0.05), stop)
         if error is None:
             return
         remaining = deadline - clock()
@@ -96,6 +104,28 @@ def wait_ready(
             raise AgentNotReady(not_ready_message(config, budget_s, error))
         sleep(min(backoff, remaining))
         backoff = min(backoff * 2, MAX_BACKOFF_S)
+
+
+_POLL_S = 0.05
+
+
+def _attempt(config: AgentConfig, timeout_s: float, stop: threading.Event | None) -> str | None:
+    """:func:`probe`, given up (None: the caller then sees ``stop``) when ``stop`` is set."""
+    if stop is None:
+        return probe(config, timeout_s)
+    outcome: list[str | None] = []
+    thread = threading.Thread(
+        target=lambda: outcome.append(probe(config, timeout_s)),
+        name="flakestorm-readiness",
+        daemon=True,
+    )
+    thread.start()
+    while not outcome:
+        if stop.wait(_POLL_S):
+            return None
+        if not thread.is_alive() and not outcome:
+            return "the readiness probe failed"  # pragma: no cover - probe does not raise
+    return outcome[0]
 
 
 def not_ready_message(config: AgentConfig, budget_s: float, error: str) -> str:

@@ -117,12 +117,12 @@ def execute(
         run_contract_phase,
         run_phases,
     )
-    from flakestorm.stopping import stopping_on_signals
+    from flakestorm.stopping import GRACE_S, Stop, stopping_on_signals
 
     loaded = load(Path(config_path))
     for warning in loaded.warnings:
         click.echo(Redactor(loaded.secrets)(f"warning: {warning}"), err=True)
-    stop = threading.Event()
+    stop = Stop()
     run: Callable[..., Any] = run_ci if ci else run_contract_phase
     if phases:
 
@@ -130,9 +130,14 @@ def execute(
             return run_phases(loaded, phases, overrides, chaos_profile=profile, **kwargs)
 
     def stopping() -> None:
-        click.echo("\nstopping: finishing invocations in flight (Ctrl-C again to abort)", err=True)
+        click.echo(
+            f"\nstopping: invocations in flight get {GRACE_S:g} s to finish, then the reports are "
+            "written (Ctrl-C again: write them now)",
+            err=True,
+        )
 
-    with stopping_on_signals(stop, stopping, abort_on_repeat=True):
+    out = output_dir(loaded, overrides)
+    with stopping_on_signals(stop, stopping):
         result = run(
             loaded,
             overrides,
@@ -140,8 +145,7 @@ def execute(
             on_event=Progress(progress),
             on_notice=(lambda text: click.echo(text, err=True)) if progress else None,
         )
-    out = output_dir(loaded, overrides)
-    write_reports(result, out, loaded.config.output.formats)
+        write_reports(result, out, loaded.config.output.formats)
     return result, out
 
 
