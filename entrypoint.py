@@ -34,6 +34,7 @@ from flakestorm.executor import CellFinished, Event, ScenarioFinished
 from flakestorm.github import Annotation, CommentAction, GitHub, Level
 from flakestorm.loader import LoadedConfig, load_config
 from flakestorm.phases.phase import PhaseName
+from flakestorm.redaction import Redactor, redacting
 from flakestorm.reporters import delta as delta_report
 from flakestorm.reporters.terminal import safe, scenario_line
 from flakestorm.reports import write_reports
@@ -130,8 +131,9 @@ class _Action:
                 f"partial reports are written to {self._relative(out_dir)}"
             )
 
-        # SIGINT then SIGTERM (a cancelled job): the run stops, and the reports still get written
-        with stopping_on_signals(stop, stopping):
+        # SIGINT then SIGTERM (a cancelled job): the run stops, and the reports still get written;
+        # every log line and report is redacted before any cut (redaction.active)
+        with stopping_on_signals(stop, stopping), redacting(Redactor(loaded.secrets)):
             return self._run_and_report(loaded, out_dir, stop)
 
     def _run_and_report(self, loaded: LoadedConfig, out_dir: Path, stop: Stop) -> int:

@@ -18,6 +18,7 @@ recorded, and whatever an abandoned invocation returns later is ignored.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -419,8 +420,11 @@ class Executor:
                     if running[0] == 0:
                         done.set()
 
-        for _ in range(workers):
-            threading.Thread(target=worker, name="flakestorm-invocation", daemon=True).start()
+        for _ in range(workers):  # each in a copy of the caller's context (the run's redactor)
+            context = contextvars.copy_context()
+            threading.Thread(
+                target=context.run, args=(worker,), name="flakestorm-invocation", daemon=True
+            ).start()
         while not done.wait(POLL_S):
             if abandoned(self._stop, self._noticed):
                 return False

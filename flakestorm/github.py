@@ -39,6 +39,7 @@ from urllib.parse import urlencode, urlsplit
 import requests
 
 from flakestorm.errors import RestError
+from flakestorm.redaction import active
 from flakestorm.reporters.terminal import safe
 
 ANNOTATION_LIMIT = 10
@@ -104,6 +105,7 @@ def command(name: str, data: str, properties: Mapping[str, str | int | None] = {
 
 
 def _cut(text: str, limit: int) -> str:
+    text = active()(text)  # redact, then cut
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

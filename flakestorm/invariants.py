@@ -48,6 +48,7 @@ from flakestorm.config import (
 )
 from flakestorm.errors import UsageError
 from flakestorm.pii import find_pii
+from flakestorm.redaction import active
 from flakestorm.refusal import find_refusal
 from flakestorm.similarity import EmbeddingsSimilarity, LexicalSimilarity, Similarity
 
@@ -161,10 +162,13 @@ def _registers(kind: InvariantType) -> Callable[[_Check], _Check]:
 def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
     """``text`` as one safe line of at most ``limit`` characters (plus an ellipsis).
 
-    Newlines, tabs and other control or format characters (bidi overrides, zero-width
-    characters) are escaped as ``\\n`` / ``\\u202e``; backticks become ``'`` so the excerpt can
-    sit inside inline code.
+        Newlines, tabs and other control or format characters (bidi overrides, zero-width
+        characters) are escaped as ``\\n`` / ``\\u202e``; backticks become ``'`` so the excerpt can
+        sit inside inline code.
+    Secrets are redacted before the cut
+        (:func:`flakestorm.redaction.active`), so no part of one is quoted.
     """
+    text = active()(text)
     out: list[str] = []
     size = 0
     for char in text:

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, TypeGuard
 
+from flakestorm.redaction import active
+
 ASSERTIONS = frozenset(
     {
         "type", "enum", "const", "allOf", "anyOf", "oneOf", "not",
@@ -149,7 +151,7 @@ def _json_equal(a: Any, b: Any) -> bool:
 
 
 def _show(value: Any, limit: int = 40) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
+    text = active()(json.dumps(value, ensure_ascii=False, default=str))  # redact, then cut
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -6,11 +6,25 @@ value. Each is replaced by ``***`` wherever it appears, as it is and as ``repr``
 (a secret with a newline or a quote, quoted in an error message). Values shorter than
 :data:`MIN_SECRET_CHARS` (a port, a flag) are left alone: masking ``80`` everywhere would
 garble every report and hide nothing.
+
+Redact first, then cut. A secret cut in two (an 80-character excerpt of a reply ending in the
+middle of it) can no longer be found, so every text is redacted *whole* before any excerpt of it
+is taken. The entry points:
+
+- :class:`Redactor` — the one redaction function: ``Redactor(secrets)(text)``. Results are
+  redacted with it before any report renders them (``results.redact``), and the action's log
+  lines (progress, errors) go through it too.
+- :func:`redacting` / :func:`active` — the run's redactor for code that cuts texts while the run
+  is going (invariant reasons quoting the reply, error messages quoting a body): the runner
+  installs it with ``redacting``; those excerpt functions call ``active()(text)`` first. Worker
+  threads the executor starts inherit it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+import contextvars
+from collections.abc import Iterable, Iterator
 
 REDACTED = "***"
 MIN_SECRET_CHARS = 4
@@ -38,3 +52,26 @@ class Redactor:
 def redact(text: str, secrets: Iterable[str]) -> str:
     """``text`` with every secret replaced by ``***``."""
     return Redactor(secrets)(text)
+
+
+NO_SECRETS = Redactor(())
+
+_ACTIVE: contextvars.ContextVar[Redactor] = contextvars.ContextVar(
+    "flakestorm_redactor", default=NO_SECRETS
+)
+
+
+@contextlib.contextmanager
+def redacting(redactor: Redactor) -> Iterator[Redactor]:
+    """Make ``redactor`` the one :func:`active` in this context (a run) while inside."""
+    token = _ACTIVE.set(redactor)
+    try:
+        yield redactor
+    finally:
+        _ACTIVE.reset(token)
+
+
+def active() -> Redactor:
+    """The redactor of the run in progress (one that changes nothing outside a run): call it
+    on a whole text before cutting an excerpt of it."""
+    return _ACTIVE.get()

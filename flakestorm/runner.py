@@ -32,6 +32,7 @@ from flakestorm.invariants import build_checker
 from flakestorm.loader import LoadedConfig
 from flakestorm.phases.phase import PhaseContext, PhaseName, PhaseRequest
 from flakestorm.phases.registry import PHASES
+from flakestorm.redaction import Redactor, redacting
 from flakestorm.results import PhaseOutcome, RunResult, redact
 from flakestorm.scoring import score_run
 from flakestorm.stopping import Stop
@@ -198,7 +199,10 @@ def run_phases(
     outcomes: dict[str, PhaseOutcome] = {}
     if on_event is not None:
         on_event(RunPlanned(sum(len(plan.cells) for plan in plans.values())))
-    with _agent_up(loaded, out_dir, notice, chaos, overrides.record, stop) as (agent, channel):
+    with (
+        redacting(Redactor(loaded.secrets)),
+        _agent_up(loaded, out_dir, notice, chaos, overrides.record, stop) as (agent, channel),
+    ):
         resetter = build_resetter(config.agent, loaded.base_dir, _locator(loaded))
         checker = build_checker(advanced)
         try:

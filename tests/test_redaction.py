@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from flakestorm.redaction import MIN_SECRET_CHARS, Redactor, redact
 
 
@@ -18,3 +20,110 @@ def test_a_secret_containing_another_is_hidden_whole() -> None:
 def test_no_secret_worth_hiding_is_a_false_redactor_that_changes_nothing() -> None:
     redactor = Redactor({"", "ab"})
     assert not redactor and redactor("ab cd") == "ab cd"
+
+
+# ------------------------------------------------------------- redact before any cut, end to end
+
+SECRET = "Qx7Zk9Wv2Jm4Tp8R"
+"""A value the config takes from the environment (``${API_KEY}``)."""
+BOUNDARIES = (40, 60, 80, 120, 160, 200, 300, 400, 500, 1000, 2000, 4000)
+"""Where reports and log lines cut a text (reasons, error messages, progress, excerpts)."""
+SPLITS = (4, len(SECRET) // 2, len(SECRET) - 4)
+"""How much of the secret falls before the cut."""
+
+
+def _answer(offset: int) -> str:
+    """A reply whose secret starts at ``offset``, padded far past the last boundary."""
+    return "." * offset + SECRET + "." * 4200
+
+
+def _leaks(text: str) -> list[str]:
+    runs = {SECRET[i : i + 4] for i in range(len(SECRET) - 3)}
+    return sorted(run for run in runs if run in text)
+
+
+def test_a_secret_straddling_every_excerpt_boundary_leaks_nowhere(tmp_path: Path) -> None:
+    import io
+    import json
+
+    from support.fake_github import FakeGitHub
+    from support.server import LoopbackServer, Request, Response
+    from test_entrypoint import entrypoint
+
+    from flakestorm.github import GitHub
+    from flakestorm.reporters import terminal
+    from flakestorm.results import from_document
+
+    offsets = {f"b{b}-{k}": b - k for b in BOUNDARIES for k in SPLITS}
+
+    def agent(request: Request) -> Response:
+        cell = request.headers.get("X-Flakestorm-Cell", "")
+        invariant = cell.split("[")[0]  # invariant[scenario]#run.prompt
+        offset = offsets.get(invariant.partition("-")[2], 70)
+        if invariant.startswith("json-"):  # not JSON: the error message quotes the body
+            return Response(200, _answer(offset), {"Content-Type": "application/json"})
+        return Response.json({"output": _answer(offset)})
+
+    invariants = [
+        {"id": f"{kind}-{name}", "type": "contains", "value": "absent", "severity": "critical"}
+        for kind in ("text", "json")
+        for name in offsets
+    ]
+    config = {
+        "agent": {"endpoint": "${AGENT_URL}", "headers": {"X-Api-Key": "${API_KEY}"}},
+        "golden_prompts": ["hello"],
+        "contract": {"name": "c", "invariants": invariants, "chaos_matrix": [{"name": "calm"}]},
+        "advanced": {"concurrency": 8},
+    }
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "flakestorm.yaml").write_text(json.dumps(config))
+    files = tmp_path / "files"
+    files.mkdir()
+    event = tmp_path / "event.json"
+    event.write_text(
+        json.dumps({"pull_request": {"number": 9, "head": {"repo": {"full_name": "o/r"}}}})
+    )
+    with LoopbackServer(agent) as server, FakeGitHub(tokens={"rw": "write"}) as api:
+        env = {
+            "GITHUB_ACTIONS": "true",
+            "GITHUB_WORKSPACE": str(workspace),
+            "GITHUB_OUTPUT": str(files / "output"),
+            "GITHUB_STEP_SUMMARY": str(files / "summary"),
+            "GITHUB_REPOSITORY": "o/r",
+            "GITHUB_EVENT_NAME": "pull_request",
+            "GITHUB_EVENT_PATH": str(event),
+            "GITHUB_API_URL": api.url,
+            "AGENT_URL": server.url_for("/chat"),
+            "API_KEY": SECRET,
+            "INPUT_CONFIG": "flakestorm.yaml",
+            "INPUT_COMMAND": "ci",
+            "INPUT_COMMENT": "always",
+            "INPUT_GITHUB-TOKEN": "rw",
+        }
+        log = io.StringIO()
+        code = entrypoint.main(env, GitHub(env, out=log))
+        comments = [c["body"] for c in api.comments("o/r", 9)]
+    assert code == 1, log.getvalue()
+    out = workspace / "flakestorm-reports"
+    results = from_document(json.loads((out / "results.json").read_text()))
+    cells = results.phases["contract"].cells
+    assert len(cells) == 2 * len(offsets) and all(c.status.value == "failed" for c in cells)
+    # the reasons quote 80 characters of the reply (text) or of the body, in the error message
+    # (json): the cells whose secret straddles that cut show it redacted, whole
+    quoted = [c.reason for c in cells if c.invariant_id.startswith("text-b80-")]
+    messages = [c.prompts[0].error_message for c in cells if c.invariant_id.startswith("json-b80-")]
+    assert len(quoted) == len(messages) == len(SPLITS)
+    assert all("***" in text for text in quoted + messages), quoted + messages
+    texts = {
+        # the one line that must carry it: the mask command that hides it in the job log
+        "action log": log.getvalue().replace(f"::add-mask::{SECRET}\n", ""),
+        "summary": (files / "summary").read_text(),
+        "PR comment": "\n".join(comments),
+        "terminal": terminal.render(results),
+        **{p.name: p.read_text() for p in out.iterdir()},
+    }
+    assert {"results.json", "junit.xml", "summary.md", "report.html"} <= set(texts)
+    assert "::error" in texts["action log"] and comments  # annotations and the comment were made
+    leaks = {name: _leaks(text) for name, text in texts.items() if _leaks(text)}
+    assert leaks == {}

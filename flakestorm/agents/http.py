@@ -44,7 +44,7 @@ from flakestorm.agents.request import RequestShape, padding
 from flakestorm.agents.wire import WireRequest
 from flakestorm.config import AgentConfig
 from flakestorm.errors import AgentError, AgentErrorKind
-from flakestorm.redaction import Redactor
+from flakestorm.redaction import Redactor, active
 
 RAW_CAP = 65_536
 """Characters of the raw reply kept for reports."""
@@ -442,7 +442,7 @@ def _parse_json(raw: bytes, status: int, content_type: str, path: str | None) ->
     try:
         return json.loads(text)
     except ValueError as exc:
-        excerpt = text[:80].replace("\n", " ")
+        excerpt = active()(text)[:80].replace("\n", " ")  # redact, then cut
         raise AgentError(
             AgentErrorKind.UNPARSEABLE,
             f"the reply is not valid JSON ({exc}), expected JSON because {why}; "

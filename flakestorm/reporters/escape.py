@@ -1,5 +1,8 @@
 """Untrusted text made safe for every report format.
 
+Every function here that may cut a text redacts secrets from it first (the run's
+:func:`flakestorm.redaction.active` redactor), so no excerpt ends inside a secret.
+
 Untrusted text
 --------------
 Agent output is untrusted, and so is every string the config supplies (ids, scenario names,
@@ -30,6 +33,8 @@ from __future__ import annotations
 import re
 from urllib.parse import quote
 
+from flakestorm.redaction import active
+
 EXCERPT_CHARS = 500
 """How much of a reply (or prompt) the reports quote."""
 
@@ -54,7 +59,9 @@ def clean(value: str) -> str:
 
 
 def excerpt(value: str, limit: int) -> str:
-    """:func:`clean` ``value``, cut to ``limit`` characters with a note of how much was cut."""
+    """:func:`clean` ``value``, cut to ``limit`` characters with a note of how much was cut
+    (secrets redacted before the cut: :func:`flakestorm.redaction.active`)."""
+    value = active()(value)
     if len(value) > limit:
         return f"{clean(value[:limit])}… ({len(value) - limit:,} more characters)"
     return clean(value)
@@ -71,6 +78,7 @@ def _one_line(value: str) -> str:
 
 def text(value: str, limit: int | None = None) -> str:
     """``value`` as one line of inline markdown that renders as exactly that text."""
+    value = active()(value)
     if limit is not None and len(value) > limit:
         value = value[: limit - 1] + "…"
     value = _html_escape(_one_line(value))
@@ -80,6 +88,7 @@ def text(value: str, limit: int | None = None) -> str:
 
 def html_text(value: str, limit: int | None = None) -> str:
     """``value`` as one line of text inside raw HTML in a markdown document."""
+    value = active()(value)
     if limit is not None and len(value) > limit:
         value = value[: limit - 1] + "…"
     return _REFERENCE.sub(r"\1" + _ZWJ, _html_escape(_one_line(value)))
@@ -103,6 +112,7 @@ def url_span(value: str, limit: int = 200) -> str:
     percent-encoded, as a browser's address bar shows them: nothing can end the span or the
     table cell, and no markup appears even in the markdown source.
     """
+    value = active()(value)
     if len(value) > limit:
         value = value[: limit - 1] + "…"
     value = _URL_UNSAFE.sub(lambda m: quote(m.group(), safe=""), clean(value))

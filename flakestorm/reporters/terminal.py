@@ -12,6 +12,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
+from flakestorm.redaction import active
 from flakestorm.reporters.view import failed_mutations, mutation_input, mutation_types
 from flakestorm.results import CellResult, PhaseOutcome, RunResult, Status
 
@@ -28,8 +29,8 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 def safe(text: str, limit: int = 200) -> str:
     """One printable line of at most ``limit`` characters, with workflow commands defused:
     ``::`` (a command at the start of a line) and ``##[`` (the runner's legacy form, which it
-    reads anywhere in a line)."""
-    text = _CONTROL.sub(" ", text)
+    reads anywhere in a line). Secrets are redacted first (:func:`flakestorm.redaction.active`)."""
+    text = _CONTROL.sub(" ", active()(text))
     text = "".join(" " if unicodedata.category(ch) in ("Cf", "Zl", "Zp") else ch for ch in text)
     text = text.replace("::", ":\u200b:") if "::" in text else text
     text = text.replace("##[", "#\u200b#[") if "##[" in text else text
