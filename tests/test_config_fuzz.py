@@ -7,9 +7,11 @@ config's data and 300 of its text (truncation, tabs, lost or doubled lines, inse
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -182,3 +184,148 @@ def test_mutated_valid_text(at: int, op: str, junk: str) -> None:
     else:
         text = text[:at] + junk + text[at:]
     _check(text)
+
+
+# --------------------------------------------------------------------------- hostile shapes
+# Each is refused by `flakestorm validate` with a located exit-2 error, quickly and in little
+# memory, measured in a child process after its imports (bench/loader_scaling.py times them).
+
+BASE = "agent:\n  endpoint: http://127.0.0.1:9/chat\n"
+MB = 1024 * 1024
+HOSTILE = {
+    "deep flow lists": BASE + "golden_prompts: " + "[" * 100_000 + "]" * 100_000 + "\n",
+    "deep flow mappings": BASE + "golden_prompts: " + "{a: " * 100_000 + "1" + "}" * 100_000,
+    "deep block lists": BASE + "golden_prompts:\n" + "- " * 100_000 + "x\n",
+    "deep block mappings": BASE + "golden_prompts:\n" + "- " * 100_000 + "a: 1\n",
+    "10,000 unknown keys": BASE + "".join(f"key{i}: 1\n" for i in range(10_000)),
+    "10,000 unknown nested keys": BASE
+    + "advanced:\n"
+    + "".join(f"  k{i}: 1\n" for i in range(10_000)),
+    "1 MB anchor aliased 20,000 times": BASE
+    + 'big: &a "'
+    + "x" * MB
+    + '"\nrefs: ['
+    + ",".join(["*a"] * 20_000)
+    + "]\n",
+    "billion laughs": BASE
+    + "l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
+    + "".join(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]\n" for i in range(1, 10)),
+    "3 MB file": BASE + "golden_prompts: ['" + "x" * (3 * MB) + "']\n",
+    "tagged key": BASE + "!!int abc: 1\n",
+    "booleans in numeric fields": """\
+agent:
+  endpoint: http://127.0.0.1:9/chat
+  timeout: true
+golden_prompts: [hi]
+contract:
+  name: c
+  invariants:
+    - {id: a, type: contains, value: x, case_sensitive: 1}
+    - {id: b, type: similarity, expected: hi, threshold: yes}
+    - {id: c, type: latency, max_ms: true}
+  chaos_matrix: [{name: calm}]
+scoring: {min_score: false}
+advanced: {concurrency: yes, repeat: on}
+""",
+}
+EXPECTED = {
+    "deep flow lists": "nested more than 64 levels deep",
+    "deep flow mappings": "nested more than 64 levels deep",
+    "deep block lists": "nested more than 64 levels deep",
+    "deep block mappings": "nested more than 64 levels deep",
+    "10,000 unknown keys": "unknown key 'key9999'",
+    "10,000 unknown nested keys": "advanced.k9999: unknown key 'k9999'",
+    "1 MB anchor aliased 20,000 times": "with its aliases expanded the document is larger",
+    "billion laughs": "with its aliases expanded the document is larger",
+    "3 MB file": "the file is larger than 2 MiB",
+    "tagged key": "hostile.yaml:3:1: invalid YAML key 'abc': it is not a valid !!int value",
+    "booleans in numeric fields": "agent.timeout: expected an integer, got a boolean true",
+}
+RAISE_HINTS = {
+    "nested more than": "FLAKESTORM_CONFIG_MAX_DEPTH",
+    "aliases expanded": "FLAKESTORM_CONFIG_MAX_BYTES",
+    "file is larger": "FLAKESTORM_CONFIG_MAX_BYTES",
+}
+DRIVER = """\
+import json, resource, sys, time
+import flakestorm.cli, flakestorm.config, flakestorm.loader, flakestorm.semantics
+from flakestorm.cli import main
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+started = time.perf_counter()
+try:
+    main(["validate", "-c", sys.argv[1]], standalone_mode=True)
+    code = 0
+except SystemExit as exc:
+    code = exc.code
+elapsed = time.perf_counter() - started
+grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+print(json.dumps({"code": code, "elapsed_s": elapsed, "grown_mb": grown_mb}), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def validate_in_child(path: Path) -> tuple[dict[str, Any], str]:
+    """Run `flakestorm validate` on ``path`` in a child: its measurements and its output."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", DRIVER, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = proc.stderr.strip().splitlines()
+    assert lines, proc.stdout + proc.stderr
+    measured: dict[str, Any] = json.loads(lines[-1])
+    assert measured["code"] == proc.returncode
+    return measured, proc.stdout + "\n".join(lines[:-1])
+
+
+@pytest.mark.parametrize("shape", list(HOSTILE))
+def test_a_hostile_config_is_refused_quickly_in_little_memory(tmp_path: Path, shape: str) -> None:
+    path = tmp_path / "hostile.yaml"
+    path.write_text(HOSTILE[shape], encoding="utf-8")
+    measured, output = validate_in_child(path)
+    assert measured["code"] == 2, output
+    assert EXPECTED[shape] in output, output
+    assert re.search(r"hostile\.yaml:\d+:\d+: ", output), output
+    for limit, variable in RAISE_HINTS.items():
+        if limit in EXPECTED[shape]:
+            assert f"raise it with {variable}=" in output
+    assert "Traceback" not in output
+    # generous bounds (the issue's were minutes and a crash): the exact numbers are in
+    # bench/loader_scaling.py
+    assert measured["elapsed_s"] < 5, measured
+    assert measured["grown_mb"] < 100, measured
+
+
+def test_a_limit_can_be_raised_for_a_legitimate_config(tmp_path: Path) -> None:
+    deep = BASE + "golden_prompts: [" + "[" * 70 + "x" + "]" * 70 + "]\n"
+    with pytest.raises(ConfigError, match="nested more than 64 levels deep"):
+        load_config_text(deep, env={})
+    with pytest.raises(ConfigError) as raised:  # past the depth limit: the type is checked
+        load_config_text(deep, env={"FLAKESTORM_CONFIG_MAX_DEPTH": "100"})
+    assert "nested more than" not in str(raised.value)
+    big = BASE + "golden_prompts: ['" + "x" * (3 * MB) + "']\n"
+    with pytest.raises(ConfigError, match="larger than 2 MiB"):
+        load_config_text(big, env={})
+    loaded = load_config_text(
+        big + "contract: {name: c, invariants: [{id: a, type: output_not_empty}], "
+        "chaos_matrix: [{name: calm}]}\n",
+        env={"FLAKESTORM_CONFIG_MAX_BYTES": str(4 * MB)},
+    )
+    assert len(loaded.config.golden_prompts[0]) == 3 * MB
+
+
+def test_yaml_integers_stay_valid_for_number_fields() -> None:
+    text = BASE + (
+        "golden_prompts: [hi]\ncontract:\n  name: c\n  invariants:\n"
+        "    - {id: s, type: similarity, expected: hi, threshold: 1}\n"
+        "  chaos_matrix: [{name: calm}]\n"
+        "scoring: {min_score: 80}\n"
+    )
+    loaded = load_config_text(text, env={})
+    assert loaded.config.scoring.min_score == 80.0
+    assert loaded.config.contract is not None
+    assert loaded.config.contract.invariants[0].threshold == 1.0

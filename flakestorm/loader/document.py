@@ -3,14 +3,22 @@
 :func:`read_document` composes the YAML (libyaml when available; errors always from the
 pure-python parser) and builds plain data from the nodes, recording where each value and key
 came from, expanding ``${VAR}`` in string values (:mod:`flakestorm.loader.env`) and refusing
-what cannot become data: more than :data:`MAX_NODES` values (alias bombs), nesting deeper
-than :data:`MAX_DEPTH`, recursive aliases, tags other than the standard ones. Problems it can
-continue past (duplicate keys, unset variables) are collected in :attr:`Document.problems`;
-the others raise :class:`~flakestorm.errors.ConfigError` at once.
+what cannot become data: recursive aliases, tags other than the standard ones, keys that are
+not plain values. Problems it can continue past (duplicate keys, unset variables) are collected
+in :attr:`Document.problems`; the others raise :class:`~flakestorm.errors.ConfigError` at once.
+
+Limits hold before any expensive work (:class:`Limits`; each rejection is located and says how
+to raise the limit). The document's size is checked first; then one pass over the parser's
+event stream (iterative: no recursion, whatever the nesting) checks the nesting depth and the
+bytes the aliases expand to (each alias counts the source bytes of its anchor, aliases inside
+it expanded too, so a billion-laughs document is refused at its first few aliases), and only a
+document within the limits is composed (the C composer recurses, and would overflow the stack
+on 100,000 nested brackets). :data:`MAX_NODES` still bounds the values the data may have.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +35,40 @@ MAX_NODES = 100_000
 """How many values a document may expand to (aliases included): a guard against alias bombs."""
 
 MAX_DEPTH = 64
-"""How deeply collections may nest."""
+"""How deeply collections may nest (raise it with ``FLAKESTORM_CONFIG_MAX_DEPTH``)."""
+
+MAX_BYTES = 2 * 1024 * 1024
+"""How large a config may be, and what its aliases may expand it to (raise it with
+``FLAKESTORM_CONFIG_MAX_BYTES``)."""
+
+DEPTH_VAR = "FLAKESTORM_CONFIG_MAX_DEPTH"
+BYTES_VAR = "FLAKESTORM_CONFIG_MAX_BYTES"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a config may be: at most ``bytes`` (aliases expanded), nested ``depth`` deep."""
+
+    bytes: int = MAX_BYTES
+    depth: int = MAX_DEPTH
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Limits:
+        """The defaults, raised (or lowered) by ``FLAKESTORM_CONFIG_MAX_BYTES`` / ``_DEPTH``
+        when they hold a positive whole number."""
+        return cls(
+            bytes=_positive(env.get(BYTES_VAR, os.environ.get(BYTES_VAR)), MAX_BYTES),
+            depth=_positive(env.get(DEPTH_VAR, os.environ.get(DEPTH_VAR)), MAX_DEPTH),
+        )
+
+
+def _positive(text: str | None, default: int) -> int:
+    try:
+        value = int(text or "")
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
 
 _MAP_TAG = "tag:yaml.org,2002:map"
 _SEQ_TAG = "tag:yaml.org,2002:seq"
@@ -59,10 +100,34 @@ def sorted_error(problems: list[Problem]) -> ConfigError:
 
 
 def read_document(
-    text: str, filename: str, env: Mapping[str, str], *, expand_env: bool = True
+    text: str,
+    filename: str,
+    env: Mapping[str, str],
+    *,
+    expand_env: bool = True,
+    limits: Limits | None = None,
 ) -> Document:
-    """The data of ``text`` (a mapping at the top), or ConfigError for what cannot be data.
-    ``expand_env=False`` keeps ``${...}`` as written (recorded data, e.g. replay sessions)."""
+    """The data of ``text`` (a mapping at the top), or ConfigError for what cannot be data or
+    is over ``limits`` (default: :meth:`Limits.from_env` of ``env``). ``expand_env=False``
+    keeps ``${...}`` as written (recorded data, e.g. replay sessions)."""
+    limits = limits or Limits.from_env(env)
+    if len(text) > limits.bytes:  # characters: at most as many as the file's bytes
+        line = text.count("\n", 0, limits.bytes) + 1
+        raise sorted_error(
+            [
+                Problem(
+                    filename,
+                    line,
+                    1,
+                    "",
+                    f"the file is larger than {_size(limits.bytes)} (the limit for a config; "
+                    f"if it is legitimate, raise it with {BYTES_VAR}=<bytes>)",
+                )
+            ]
+        )
+    problem = _scan(text, filename, limits)
+    if problem is not None:
+        raise sorted_error([problem])
     try:
         node = _compose(text)
     except yaml.YAMLError as exc:
@@ -83,11 +148,70 @@ def read_document(
                 )
             ]
         )
-    builder = _Builder(filename, env, expand_env)
+    builder = _Builder(filename, env, expand_env, limits.depth)
     try:
         return builder.build(node)
     except _Fail as fail:
         raise sorted_error([*builder.doc.problems, fail.problem]) from None
+
+
+def _size(n: int) -> str:
+    return f"{n / 1024 / 1024:g} MiB" if n % 1024 == 0 and n >= 1024 * 1024 else f"{n} bytes"
+
+
+def _scan(text: str, filename: str, limits: Limits) -> Problem | None:
+    """The first limit ``text`` breaks, found on the parser's event stream; None when within
+    them (a YAML syntax error is left for the composer to report)."""
+    loader = _FAST_LOADER or yaml.SafeLoader
+    anchors: dict[str, int] = {}  # anchor -> the bytes it expands to
+    # open collections: [anchor, start index, bytes added inside by aliases]
+    stack: list[list[Any]] = []
+    expanded = len(text)
+    try:
+        for event in yaml.parse(text, Loader=loader):
+            if isinstance(event, yaml.CollectionStartEvent):
+                stack.append([event.anchor, _index(event.start_mark), 0])
+                if len(stack) > limits.depth:
+                    return _over(
+                        filename,
+                        event.start_mark,
+                        f"nested more than {limits.depth} levels deep (the limit for a "
+                        f"config; if it is legitimate, raise it with {DEPTH_VAR}=<levels>)",
+                    )
+            elif isinstance(event, yaml.CollectionEndEvent) and stack:
+                anchor, start, added = stack.pop()
+                if anchor is not None:
+                    anchors[anchor] = _index(event.end_mark) - start + added
+                if stack:
+                    stack[-1][2] += added
+            elif isinstance(event, yaml.ScalarEvent) and event.anchor is not None:
+                anchors[event.anchor] = _index(event.end_mark) - _index(event.start_mark)
+            elif isinstance(event, yaml.AliasEvent):
+                size = anchors.get(event.anchor or "", 0)
+                expanded += size
+                if stack:
+                    stack[-1][2] += size
+                if expanded > limits.bytes:
+                    return _over(
+                        filename,
+                        event.start_mark,
+                        f"with its aliases expanded the document is larger than "
+                        f"{_size(limits.bytes)} (the limit for a config; if it is legitimate, "
+                        f"raise it with {BYTES_VAR}=<bytes>)",
+                    )
+    except yaml.YAMLError:
+        return None
+    return None
+
+
+def _index(mark: Any) -> int:
+    index: int = getattr(mark, "index", 0)
+    return index
+
+
+def _over(filename: str, mark: Any, message: str) -> Problem:
+    line, col = _where(mark)
+    return Problem(filename, line, col, "", message)
 
 
 def _compose(text: str) -> yaml.Node | None:
@@ -115,8 +239,15 @@ class _Fail(Exception):
 class _Builder:
     """Turns a composed node tree into plain data, recording positions and expanding ``${VAR}``."""
 
-    def __init__(self, filename: str, env: Mapping[str, str], expand_env: bool = True) -> None:
+    def __init__(
+        self,
+        filename: str,
+        env: Mapping[str, str],
+        expand_env: bool = True,
+        max_depth: int = MAX_DEPTH,
+    ) -> None:
         self.filename = filename
+        self.max_depth = max_depth
         self.env = env
         self.expand_env = expand_env
         self.doc = Document()
@@ -143,8 +274,8 @@ class _Builder:
                     "(too many aliases of large anchors?)",
                 )
             )
-        if depth > MAX_DEPTH:
-            raise _Fail(self.problem(loc, path, f"nested more than {MAX_DEPTH} levels deep"))
+        if depth > self.max_depth:  # the scan refused it first: kept as a backstop
+            raise _Fail(self.problem(loc, path, f"nested more than {self.max_depth} levels deep"))
         self.doc.values.setdefault(path, loc)
         if id(node) in self.active:
             raise _Fail(self.problem(loc, path, "an alias refers to the anchor that contains it"))
@@ -227,7 +358,17 @@ class _Builder:
         loc = _where(node.start_mark)
         if not isinstance(node, yaml.ScalarNode):
             raise _Fail(self.problem(loc, path, "a mapping key must be a plain value"))
-        value = self.scalar_loader.construct_object(node) if node.tag != _STR_TAG else node.value
+        try:
+            value = (
+                self.scalar_loader.construct_object(node) if node.tag != _STR_TAG else node.value
+            )
+        except yaml.YAMLError as exc:  # a tagged key the tag does not fit: !!int abc
+            problem = getattr(exc, "problem", None) or str(exc)
+            raise _Fail(self.problem(loc, path, f"invalid YAML key: {problem}")) from None
+        except (ValueError, TypeError, OverflowError):
+            tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+            message = f"invalid YAML key {node.value!r}: it is not a valid {tag} value"
+            raise _Fail(self.problem(loc, path, message)) from None
         if isinstance(value, bool) or value is None or not isinstance(value, (str, int, float)):
             return str(node.value)
         return value if isinstance(value, (str, int)) else str(node.value)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -105,12 +105,13 @@ def _validate(doc: Document, filename: str, digest: str, base_dir: Path | None) 
         problems.extend(resolve_sessions(config, base_dir or Path("."), where.locate)[1])
         warnings.extend(found)
         warnings.extend(version_warnings(config, where))
-    unknown = [p.path for p in problems if p.message.startswith("unknown key")]
+    # linear in the number of problems: each problem's ancestors are looked up in sets
+    unknown = {p.path for p in problems if p.message.startswith("unknown key")}
+    unset = _unset_paths(doc)
     problems = [
         p
         for p in problems
-        if not _masked(p, doc)
-        and not any(p.path.startswith(u + ".") or p.path.startswith(u + "[") for u in unknown)
+        if not _masked(p, unset) and not any(a in unknown for a in _ancestors(p.path, ".["))
     ]
     if problems or config is None:
         raise sorted_error(redacted(_dedupe(problems), doc.secrets))
@@ -136,22 +137,25 @@ def _dedupe(problems: list[Problem]) -> list[Problem]:
     return out
 
 
-def _masked(problem: Problem, doc: Document) -> bool:
+def _ancestors(path: str, separators: str) -> Iterator[str]:
+    """The paths ``path`` is under: ``a.b[0].c`` -> ``a``, ``a.b``, ``a.b[0]`` (with ``.[``)."""
+    for i, char in enumerate(path):
+        if char in separators and i:
+            yield path[:i]
+
+
+def _env_problem(problem: Problem) -> bool:
+    return "environment variable" in problem.message or "'${'" in problem.message
+
+
+def _unset_paths(doc: Document) -> set[str]:
+    """The paths of values whose variable was unset (or malformed): they have their problem."""
+    flagged = {p.path for p in doc.problems if _env_problem(p)}
+    return {shown for shown in (format_path(p) for p in doc.env_paths) if shown in flagged}
+
+
+def _masked(problem: Problem, unset: set[str]) -> bool:
     """A value whose variable was unset already has its problem: do not report it twice."""
-    if "environment variable" in problem.message or "variable reference" in problem.message:
+    if _env_problem(problem) or "variable reference" in problem.message:
         return False
-    if "'${'" in problem.message:
-        return False
-    return any(
-        problem.path == format_path(p) or problem.path.startswith(format_path(p) + ".")
-        for p in doc.env_paths
-        if _had_env_problem(p, doc)
-    )
-
-
-def _had_env_problem(path: ConfigPath, doc: Document) -> bool:
-    shown = format_path(path)
-    return any(
-        p.path == shown and ("environment variable" in p.message or "'${'" in p.message)
-        for p in doc.problems
-    )
+    return problem.path in unset or any(a in unset for a in _ancestors(problem.path, "."))

@@ -106,6 +106,10 @@ def _expected_choices(expected: str) -> list[str]:
     return re.findall(r"'([^']*)'", expected)
 
 
+MAX_GUESSES = 200
+"""How many "did you mean" guesses one document gets (the rest of its problems go without)."""
+
+
 class _Translator:
     """Turns pydantic error dicts into FieldProblems about the document's nodes."""
 
@@ -122,6 +126,18 @@ class _Translator:
         self.secrets = secrets
         self.scalars = scalars
         self.hints = hints
+        self._guesses: dict[tuple[str, tuple[str, ...]], str | None] = {}
+        self._valid_keys: dict[tuple[type[BaseModel] | None, ConfigPath], list[str]] = {}
+
+    def guess(self, word: str, choices: Sequence[str]) -> str | None:
+        """:func:`did_you_mean`, for the first :data:`MAX_GUESSES` words of a document only (a
+        guess costs ~0.1 ms: 10,000 unknown keys must not take seconds)."""
+        key = (word, tuple(choices))
+        if key not in self._guesses:
+            if len(self._guesses) >= MAX_GUESSES:
+                return None
+            self._guesses[key] = did_you_mean(word, choices)
+        return self._guesses[key]
 
     def translate(self, errors: Sequence[Any]) -> list[FieldProblem]:
         walked = [(e, resolve(self.root, self.data, tuple(e["loc"]), e["type"])) for e in errors]
@@ -148,7 +164,7 @@ class _Translator:
         for err, step in errors:
             if err["type"] == "extra_forbidden" and step.ypath:
                 parent = tuple(step.ypath[:-1])
-                guess = did_you_mean(str(step.ypath[-1]), self.valid_keys(step.model, parent))
+                guess = self.guess(str(step.ypath[-1]), self.valid_keys(step.model, parent))
                 if guess is not None:
                     out.add((*parent, guess))
         return out
@@ -230,9 +246,16 @@ class _Translator:
                 parent, f"expected a mapping of {attack}'s fields, got {kind(value)}"
             )
         valid = self.valid_keys(model, parent)
-        return FieldProblem(ypath, unknown_key_message(str(key), valid), key=True)
+        guess = self.guess(str(key), valid)
+        return FieldProblem(ypath, unknown_key_message(str(key), valid, guess), key=True)
 
     def valid_keys(self, model: type[BaseModel] | None, parent: ConfigPath) -> list[str]:
+        key = (model, parent)
+        if key not in self._valid_keys:
+            self._valid_keys[key] = self._valid_keys_of(model, parent)
+        return self._valid_keys[key]
+
+    def _valid_keys_of(self, model: type[BaseModel] | None, parent: ConfigPath) -> list[str]:
         if model is None:
             return []
         names = field_names(model)
@@ -260,7 +283,7 @@ class _Translator:
         key = ypath[-1] if ypath else ""
         ctx = err.get("ctx") or {}
         choices = _expected_choices(ctx.get("expected", ""))
-        guess = did_you_mean(str(key), choices)
+        guess = self.guess(str(key), choices)
         hint = f"; did you mean {guess!r}?" if guess else ""
         what = "context attack" if step.model is ContextAttack else "key"
         text = f"{what} {show(key)} is not valid (expected one of: {', '.join(choices)}{hint})"
@@ -286,7 +309,7 @@ class _Translator:
             if special:
                 return special
             choices = _expected_choices(str(ctx.get("expected", "")))
-            guess = did_you_mean(value, choices) if isinstance(value, str) else None
+            guess = self.guess(value, choices) if isinstance(value, str) else None
             hint = f"; did you mean {guess!r}?" if guess else ""
             return f"{show(value)} is not valid (expected one of: {', '.join(choices)}{hint})"
         if etype == "string_type":

@@ -59,8 +59,12 @@ def did_you_mean(word: str, choices: Sequence[str]) -> str | None:
     return found[0] if found else None
 
 
-def unknown_key_message(key: str, valid: Sequence[str]) -> str:
-    """``unknown key 'x' (did you mean 'y'?; valid keys: ...)``."""
-    guess = did_you_mean(str(key), valid)
+_GUESS = object()
+
+
+def unknown_key_message(key: str, valid: Sequence[str], guess: Any = _GUESS) -> str:
+    """``unknown key 'x' (did you mean 'y'?; valid keys: ...)``; ``guess`` if already made."""
+    if guess is _GUESS:
+        guess = did_you_mean(str(key), valid)
     hint = f"did you mean {guess!r}?; " if guess else ""
     return f"unknown key {key!r} ({hint}valid keys: {', '.join(valid)})"
