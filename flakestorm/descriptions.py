@@ -118,7 +118,9 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "`data.answer`, `choices.0.text`). If given and missing, the invocation errors. Auto: the "
     "first of `output`, `response`, `answer`, `result`, `text`, `content`, `message`, else the "
     "whole body as text.",
-    "agent.timeout": "Per-invocation timeout, in milliseconds.",
+    "agent.timeout": "Per-invocation timeout, in milliseconds: a wall-clock deadline on the "
+    "whole invocation (connect, headers and the body however slowly it arrives); also the "
+    "timeout of `reset_endpoint` and `reset_function`.",
     "agent.max_response_bytes": "Largest reply body accepted; a larger reply fails the invocation.",
     "agent.health_endpoint": "URL polled with GET (2xx = ready) before the run. Without it, "
     "the agent is ready when its endpoint accepts a TCP connection.",

@@ -34,6 +34,7 @@ from flakestorm.descriptions import (
     SECTION_NOTES,
     SECTIONS,
 )
+from flakestorm.loader.document import BYTES_VAR, DEPTH_VAR, MAX_BYTES, MAX_DEPTH
 
 SCHEMA_URL = (
     "https://raw.githubusercontent.com/flakestorm/flakestorm/main/schema/flakestorm.schema.json"
@@ -286,6 +287,16 @@ def render() -> str:
         "",
         "The schema is also printed by `flakestorm schema`. Check a file with "
         "`flakestorm validate -c flakestorm.yaml`.",
+        "",
+        "**Types are strict for numbers and booleans:** a boolean is not a number "
+        "(`timeout: true`, `repeat: yes` are errors) and a number is not a boolean "
+        "(`case_sensitive: 1` is an error); an integer is a valid number (`threshold: 1`).",
+        "",
+        f"**Limits:** a config may be at most {MAX_BYTES // 1024 // 1024} MiB, with its YAML "
+        f"aliases expanded (an alias counts the bytes of its anchor), and nest at most "
+        f"{MAX_DEPTH} levels deep. They are checked before anything else, and a file over one is "
+        f"refused with the place and the limit. If a legitimate config needs more, raise them "
+        f"with the environment variables `{BYTES_VAR}` (bytes) and `{DEPTH_VAR}` (levels).",
         "",
         "## Sections",
         "",
