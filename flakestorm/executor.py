@@ -10,7 +10,7 @@ reset, then that cell's prompts in order.
 
 Stopping. Setting ``stop`` (Ctrl-C, SIGTERM) or spending ``max_invocations`` stops new
 invocations and resets. Work in flight (an invocation, a reset) runs on worker threads, never
-on the caller's: after a stop it gets the grace of :mod:`flakestorm.stopping` (2 s, none after
+on the caller's: after a stop it gets the grace of :mod:`flakestorm.stopping` (1.5 s, none after
 a second signal) to finish, then it is abandoned and the executor returns at once. Finished
 cells keep their verdicts; cells that did not finish are ``not_run`` with what they did
 recorded, and whatever an abandoned invocation returns later is ignored.

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-GRACE_S = 2.0
+GRACE_S = 1.5
 """How long invocations in flight may finish after the first signal before they are abandoned."""
 
 

@@ -120,8 +120,9 @@ def execute(
     from flakestorm.stopping import GRACE_S, Stop, stopping_on_signals
 
     loaded = load(Path(config_path))
+    redact = Redactor(loaded.secrets)  # the one redaction function, for every line printed
     for warning in loaded.warnings:
-        click.echo(Redactor(loaded.secrets)(f"warning: {warning}"), err=True)
+        click.echo(redact(f"warning: {warning}"), err=True)
     stop = Stop()
     run: Callable[..., Any] = run_ci if ci else run_contract_phase
     if phases:
@@ -143,7 +144,7 @@ def execute(
             overrides,
             stop=stop,
             on_event=Progress(progress),
-            on_notice=(lambda text: click.echo(text, err=True)) if progress else None,
+            on_notice=(lambda text: click.echo(redact(text), err=True)) if progress else None,
         )
         write_reports(result, out, loaded.config.output.formats)
     return result, out
