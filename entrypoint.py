@@ -231,6 +231,9 @@ class _Action:
         settings = self.settings
         if settings.baseline is BaselineMode.OFF:
             return None, ""
+        if result.stop_reason == "interrupted":  # cancelled: report now, nothing to compare
+            self.gh.log("flakestorm: baseline: not compared (the run was cancelled)")
+            return None, ""
         query = source.query_of(self.env, settings.baseline_branch, settings.baseline_artifact)
         found = (
             query if isinstance(query, source.NoBaseline) else source.find_baseline(self.gh, query)
