@@ -3,8 +3,14 @@
 Cells are matched by their phase (the key in ``RunResult.phases``: ``contract``, ``chaos``,
 ``mutation``, ``replay``…) and their stable id (``CellResult.id``: ``invariant[scenario]``, or
 whatever id a phase gives its items), so a renamed contract still matches, and a phase added
-later needs nothing here. A cell is *failing* when FAILED or ERRORED, *passing* when PASSED;
-SKIPPED and NOT_RUN cells are not verdicts and compare as neither.
+later needs nothing here. A mutation's id (``type#prompt.variant``) numbers its golden prompt
+by position, so mutations are matched by type, golden prompt *text* and variant instead (what
+the mutation is made from, SPEC §6): a pull request that adds, removes or reorders golden
+prompts does not turn a known failure into a new one or a fixed one. Reports show the run's
+own id (the baseline's for a removed mutation).
+
+A cell is *failing* when FAILED or ERRORED, *passing* when PASSED; SKIPPED and NOT_RUN cells
+are not verdicts and compare as neither.
 
 ==================  =======================================================================
 change              when
@@ -124,33 +130,51 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def _cells(result: RunResult) -> Iterator[tuple[str, str, CellResult | MutationResult]]:
-    """(phase, id, cell) for every cell and mutation; a repeated id in one phase gets ``#2``,
-    ``#3``…"""
+def _identity(item: CellResult | MutationResult) -> str:
+    """What matches an item across runs: a cell's id; a mutation's type, golden prompt and
+    variant (its id without the prompt's position)."""
+    if isinstance(item, MutationResult):
+        variant = item.id.rpartition(".")[2]
+        return "\0".join(("mutation", item.type, item.original, variant))
+    return item.id
+
+
+def _cells(
+    result: RunResult,
+) -> Iterator[tuple[tuple[str, str], str, CellResult | MutationResult]]:
+    """((phase, identity), id, cell) for every cell and mutation; a repeated id in one phase
+    gets ``#2``, ``#3``…, and so does a repeated identity (a golden prompt listed twice)."""
     for phase, outcome in result.phases.items():
-        seen: dict[str, int] = {}
+        ids: dict[str, int] = {}
+        identities: dict[str, int] = {}
         items: list[CellResult | MutationResult] = [*outcome.cells, *outcome.mutations]
         for cell in items:
-            seen[cell.id] = seen.get(cell.id, 0) + 1
-            cell_id = cell.id if seen[cell.id] == 1 else f"{cell.id}#{seen[cell.id]}"
-            yield phase, cell_id, cell
+            ids[cell.id] = ids.get(cell.id, 0) + 1
+            cell_id = cell.id if ids[cell.id] == 1 else f"{cell.id}#{ids[cell.id]}"
+            identity = _identity(cell)
+            identities[identity] = identities.get(identity, 0) + 1
+            if identities[identity] > 1:
+                identity = f"{identity}#{identities[identity]}"
+            yield (phase, identity), cell_id, cell
 
 
 def compare(
     base: RunResult, head: RunResult, *, min_repeat: int = MIN_REPEAT, alpha: float = ALPHA
 ) -> Delta:
     """The delta of ``head`` against ``base``, cell by cell."""
-    before = {(phase, cell_id): cell for phase, cell_id, cell in _cells(base)}
+    before = {key: (cell_id, cell) for key, cell_id, cell in _cells(base)}
     changes: list[CellChange] = []
     matched: set[tuple[str, str]] = set()
-    for phase, cell_id, cell in _cells(head):
-        old = before.get((phase, cell_id))
+    for key, cell_id, cell in _cells(head):
+        old = before.get(key)
         if old is not None:
-            matched.add((phase, cell_id))
-        changes.append(_change(phase, cell_id, old, cell, min_repeat, alpha))
-    for (phase, cell_id), old in before.items():
-        if (phase, cell_id) not in matched:
-            changes.append(_change(phase, cell_id, old, None, min_repeat, alpha))
+            matched.add(key)
+        changes.append(
+            _change(key[0], cell_id, None if old is None else old[1], cell, min_repeat, alpha)
+        )
+    for key, (cell_id, old_cell) in before.items():
+        if key not in matched:
+            changes.append(_change(key[0], cell_id, old_cell, None, min_repeat, alpha))
     return Delta(tuple(changes))
 
 
