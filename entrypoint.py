@@ -297,8 +297,9 @@ class _Action:
         self, result: RunResult, code: int, compared: delta_report.Compared | None
     ) -> None:
         """One error per failing critical invariant, on its line in the config. Under
-        ``fail-on: regression`` a warning instead when each of its failing cells is a known
-        failure (still failing against the baseline), and the new failures as the error."""
+        ``fail-on: regression`` a warning instead when each of its failing cells (or mutations)
+        is a known failure (still failing against the baseline), and the new failures as the
+        error."""
         regression = compared is not None and compared.fail_on is FailOn.REGRESSION
         known = frozenset(
             c.key
@@ -317,7 +318,10 @@ class _Action:
                 ]
                 broke = [m for m in contract.mutations if invariant.id in m.failed_invariants]
                 if broke:
-                    annotations.append(self._mutation_annotation(invariant, broke, contract))
+                    broke_known = all(f"{phase}:{m.id}" in known for m in broke)
+                    (warnings if broke_known else annotations).append(
+                        self._mutation_annotation(invariant, broke, contract, broke_known)
+                    )
                 if not cells:
                     continue
                 scored = sum(
@@ -365,16 +369,22 @@ class _Action:
         )
 
     def _mutation_annotation(
-        self, invariant: InvariantInfo, broke: list[MutationResult], outcome: PhaseOutcome
+        self,
+        invariant: InvariantInfo,
+        broke: list[MutationResult],
+        outcome: PhaseOutcome,
+        is_known: bool,
     ) -> Annotation:
-        """The error for a critical invariant that mutations broke, on its line."""
+        """The annotation for a critical invariant that mutations broke, on its line
+        (``is_known``: each of those mutations failed on the baseline too)."""
         detail = "; ".join(
             f"{safe(m.id, 60)} ({safe(m.transform, 40)}): {safe(m.reason, 300)}" for m in broke[:5]
         )
         more = f"; and {len(broke) - 5} more" if len(broke) > 5 else ""
         return Annotation(
             f"critical invariant {safe(invariant.id, 80)} failed in {len(broke)} of "
-            f"{len(outcome.mutations)} mutation(s): {detail}{more}",
+            f"{len(outcome.mutations)} mutation(s)"
+            f"{' (known: failing on the baseline too)' if is_known else ''}: {detail}{more}",
             file=self.config_name,
             line=invariant.line,
             title=f"{TITLE}: critical invariant {safe(invariant.id, 80)} failed",

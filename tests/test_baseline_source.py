@@ -286,13 +286,13 @@ class _Agent:
 
 
 def _action_env(
-    root: Path, api: FakeGitHub, agent: _Agent, run: int, **inputs: str
+    root: Path, api: FakeGitHub, agent: _Agent, run: int, config: str = CONFIG, **inputs: str
 ) -> dict[str, str]:
     """The environment of run ``run`` in the one workspace ``root/ws`` (the working directory,
     as in the action: reports then name the config as the repository does)."""
     workspace = root / "ws"
     workspace.mkdir(exist_ok=True)
-    (workspace / "flakestorm.yaml").write_text(CONFIG, encoding="utf-8")
+    (workspace / "flakestorm.yaml").write_text(config, encoding="utf-8")
     files = root / f"files{run}"
     files.mkdir()
     event = files / "event.json"
@@ -547,3 +547,77 @@ def test_a_new_failure_that_is_not_critical_is_the_error(
         "1 still failing: not-empty[calm]"
     ], errors
     assert [line for line in lines if line.startswith("::warning file=flakestorm.yaml")]
+
+
+MUTATION_CONFIG = """\
+version: "2.0"
+agent:
+  endpoint: ${AGENT_URL}
+  ready_timeout: 5000
+golden_prompts:
+  - "say hello"
+invariants:
+  - id: says-hello
+    type: contains
+    value: hello
+    severity: critical
+mutations:
+  count: 2
+  types: [noise, tone_shift]
+"""
+
+
+def test_a_known_mutation_failure_is_a_warning_under_fail_on_regression(
+    api: FakeGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from test_entrypoint import entrypoint
+
+    (tmp_path / "ws").mkdir()
+    monkeypatch.chdir(tmp_path / "ws")
+    agent = _Agent()
+    with agent.server:
+        agent.answer = "good day"  # main: both mutations fail the critical says-hello
+        env = _action_env(tmp_path, api, agent, 1, MUTATION_CONFIG)
+        assert entrypoint.main(env, GitHub(env, out=io.StringIO())) == 1
+        results = Path("flakestorm-reports/results.json").read_text(encoding="utf-8")
+        api.add_run(
+            REPO,
+            "ci.yml",
+            "main",
+            SHA,
+            artifacts={"flakestorm-reports": zip_of({"results.json": results})},
+        )
+        # the pull request keeps the known failures: the step passes, and says so as a warning
+        env = _action_env(
+            tmp_path, api, agent, 2, MUTATION_CONFIG, BASELINE="auto", **{"FAIL-ON": "regression"}
+        )
+        out = io.StringIO()
+        assert entrypoint.main(env, GitHub(env, out=out)) == 0, out.getvalue()
+        lines = out.getvalue().splitlines()
+        assert not [line for line in lines if line.startswith("::error")], lines
+        (warning,) = [line for line in lines if line.startswith("::warning file=flakestorm.yaml")]
+        assert warning.startswith("::warning file=flakestorm.yaml,line=8,")
+        assert "says-hello failed in 2 of 2 mutation(s) (known: failing on the baseline too)" in (
+            warning
+        )
+
+        # one mutation newly failing (the baseline had it passing) is the error again
+        base = json.loads(results)
+        for m in base["phases"]["mutation"]["mutations"]:
+            if m["type"] == "noise":
+                m.update(status="passed", failed_invariants=[], runs_passed=1)
+        api.add_run(
+            REPO,
+            "ci.yml",
+            "main",
+            "f" * 40,
+            created_at="2026-01-02T00:00:00Z",
+            artifacts={"flakestorm-reports": zip_of({"results.json": json.dumps(base)})},
+        )
+        env = _action_env(
+            tmp_path, api, agent, 3, MUTATION_CONFIG, BASELINE="auto", **{"FAIL-ON": "regression"}
+        )
+        out = io.StringIO()
+        assert entrypoint.main(env, GitHub(env, out=out)) == 1, out.getvalue()
+        errors = [line for line in out.getvalue().splitlines() if line.startswith("::error")]
+        assert len(errors) == 1 and "says-hello failed in 2 of 2 mutation(s): " in errors[0]
