@@ -57,3 +57,30 @@ def test_validate_counts_mutations_and_names_the_types_count_leaves_out(tmp_path
         in result.stdout
     )
     assert "mutations.count 3 per golden prompt leaves out 1 type: noise" in result.stderr
+
+
+def test_preview_piped_into_a_reader_that_stops_early(tmp_path: Path) -> None:
+    """``flakestorm mutations preview | head``: the reader leaves after a few lines; the
+    command ends quietly with its own exit code, no traceback and no "internal error"."""
+    import subprocess
+    import sys
+
+    prompts = ", ".join(f'"Question number {i} about AAPL?"' for i in range(20))
+    config = write(
+        tmp_path,
+        "agent: {endpoint: 'http://127.0.0.1:9/invoke'}\n"
+        f"golden_prompts: [{prompts}]\nmutations: {{count: 50}}\n",
+    )
+    with subprocess.Popen(
+        [sys.executable, "-m", "flakestorm", "mutations", "preview", "-c", config],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as process:
+        assert process.stdout is not None and process.stderr is not None
+        first = process.stdout.readline()
+        process.stdout.close()  # like `head -1`: the pipe's reader is gone
+        stderr = process.stderr.read().decode()
+        code = process.wait(timeout=60)
+    assert first.startswith(b"#0 ")
+    assert "Traceback" not in stderr and "internal error" not in stderr, stderr
+    assert code == 0, stderr

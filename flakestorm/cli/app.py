@@ -14,15 +14,21 @@ Every command is a subcommand of :data:`main`, a :class:`FlakestormGroup`; its `
 the one place that turns a :class:`~flakestorm.errors.FlakestormError` into its message on
 stderr and its ``exit_code``, and anything else into exit 3. Commands only raise.
 
+A reader of the output may leave early (``flakestorm mutations preview | head``): from then on
+what is printed is dropped (:class:`ReaderMayLeave`), so the command still finishes — a run
+writes its reports and keeps its exit code — instead of dying in a ``BrokenPipeError``.
+
 Start-up is kept fast: the package imports only click and :mod:`flakestorm.errors` at import
 time; pydantic, yaml and the rest are imported inside the commands that need them.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 
@@ -64,10 +70,57 @@ def report_error(exc: FlakestormError) -> ExitCode:
     return exc.exit_code
 
 
+class ReaderMayLeave:
+    """A text stream (stdout, stderr) whose reader may go away: after the first
+    ``BrokenPipeError`` everything written to it is dropped, and its descriptor points at
+    ``os.devnull`` so the interpreter's last flush succeeds too."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.gone = False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                return self.stream.write(text)
+            except BrokenPipeError:
+                self._leave()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self.stream.flush()
+            except BrokenPipeError:
+                self._leave()
+
+    def _leave(self) -> None:
+        self.gone = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, self.stream.fileno())
+            finally:
+                os.close(devnull)
+        except (OSError, ValueError):  # no descriptor (a test's stream): nothing to flush
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
 class FlakestormGroup(click.Group):
     """A click group whose commands' errors become messages and exit codes (see module doc)."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        streams = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = ReaderMayLeave(sys.stdout), ReaderMayLeave(sys.stderr)
+        try:
+            return self._invoke(ctx)
+        finally:
+            sys.stdout, sys.stderr = streams
+
+    def _invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
