@@ -7,6 +7,7 @@ between a run and every reporter: ``flakestorm report`` renders any format from 
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -336,7 +337,7 @@ def from_document(doc: Mapping[str, Any]) -> RunResult:
             f"{SCHEMA_VERSION})"
         )
     try:
-        return RunResult(
+        result = RunResult(
             flakestorm_version=doc["flakestorm_version"],
             config_path=doc["config_path"],
             config_digest=doc["config_digest"],
@@ -355,6 +356,46 @@ def from_document(doc: Mapping[str, Any]) -> RunResult:
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ResultsError(f"results document is malformed: {exc!r}") from None
+    _check_fields(result, "")
+    return result
+
+
+_SCALARS: dict[str, tuple[str, tuple[type, ...]]] = {
+    "str": ("a string", (str,)),
+    "int": ("an int", (int,)),
+    "float": ("a number", (int, float)),
+    "bool": ("a boolean", (bool,)),
+}
+
+
+def _check_fields(value: Any, where: str) -> None:
+    """Raise :class:`ResultsError` naming the first field of ``value`` (a result dataclass)
+    whose value is not of its annotated type: a hand-edited or truncated document must be
+    refused here, not crash a reporter later."""
+    for f in dataclasses.fields(value):
+        _check(getattr(value, f.name), str(f.type), f"{where}.{f.name}" if where else f.name)
+
+
+def _check(value: Any, kind: str, where: str) -> None:
+    if kind.endswith(" | None"):
+        if value is None:
+            return
+        kind = kind.removesuffix(" | None")
+    if kind in _SCALARS:
+        noun, types = _SCALARS[kind]
+        if not isinstance(value, types) or (kind != "bool" and isinstance(value, bool)):
+            raise ResultsError(
+                f"results document is malformed: {where}: {value!r:.60} is not {noun}"
+            )
+    elif kind.startswith("tuple[") and kind.endswith(", ...]"):
+        for i, item in enumerate(value):
+            _check(item, kind[len("tuple[") : -len(", ...]")], f"{where}[{i}]")
+    elif kind.startswith("Mapping[str, "):
+        for key, item in value.items():
+            _check(key, "str", f"{where} key")
+            _check(item, kind[len("Mapping[str, ") : -1], f"{where}.{key}")
+    elif dataclasses.is_dataclass(value):
+        _check_fields(value, where)
 
 
 def _tuples(d: Mapping[str, Any], *keys: str) -> dict[str, tuple[Any, ...]]:

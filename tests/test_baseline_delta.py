@@ -252,3 +252,27 @@ def test_a_mutation_is_matched_by_its_golden_prompt_not_its_position() -> None:
     assert delta.fixed == 0 and delta.new_failures == 0
     assert [c.cell_id for c in delta.of(Change.NEW)] == ["prompt_injection#0.0"]
     assert [c.cell_id for c in delta.of(Change.STILL_FAILING)] == ["prompt_injection#2.0"]
+
+
+def test_compare_command_refuses_a_results_file_with_a_wrongly_typed_field(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    from golden.cases import mutation
+
+    from flakestorm.results import to_document
+
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(to_document(mutation())), encoding="utf-8")
+    edited = to_document(mutation())
+    edited["phases"]["mutation"]["mutations"][1]["runs_total"] = "5"
+    head = tmp_path / "head.json"
+    head.write_text(json.dumps(edited), encoding="utf-8")
+    done = CliRunner().invoke(main, ["compare", str(base), str(head)])
+    assert done.exit_code == 2, done.output
+    assert done.output == (
+        f"error: {head}: results document is malformed: "
+        "phases.mutation.mutations[1].runs_total: '5' is not an int\n"
+    )
+    assert done.exception is None or isinstance(done.exception, SystemExit)
