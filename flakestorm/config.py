@@ -499,10 +499,16 @@ class LlmEndpoint(Model):
     """Sampling temperature of the chat completions (the ``llm`` mutation generator)."""
 
 
+MAX_TYPE_WEIGHT = 1000.0
+"""The largest weight ``mutations.weights`` accepts: an infinite weight made the mutation
+score NaN (``0 × inf / inf``), which passes any ``min_score``."""
+
+
 class Mutations(Model):
     count: Annotated[int, Field(ge=1, le=50)] = 10
     types: list[MutationType] = Field(default_factory=lambda: list(MutationType), min_length=1)
-    weights: dict[MutationType, Annotated[float, Field(ge=0.0)]] = {}
+    weights: dict[MutationType, Annotated[float, Field(ge=0.0, le=MAX_TYPE_WEIGHT)]] = {}
+    """Per type, relative to the defaults (0.8–2.0); bounded so the score stays a number."""
     generator: MutationGenerator = MutationGenerator.TEMPLATES
     llm: LlmEndpoint | None = None
     templates: list[str] | None = Field(default=None, min_length=1)

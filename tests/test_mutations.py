@@ -199,3 +199,19 @@ def test_the_mutation_guide_lists_every_type_and_transform() -> None:
     for mutation_unit in MUTATIONS.values():
         for transform in mutation_unit.transforms:
             assert f"`{transform.name}`" in guide, transform.name
+
+
+@pytest.mark.parametrize("weight", [".inf", "1.0e+308"])
+def test_a_type_weight_is_bounded_so_the_score_stays_a_number(weight: str) -> None:
+    # an infinite weight (or two that add up to one) made the score NaN, which passes any
+    # min_score: 0 × inf / inf
+    text = (
+        "agent: {endpoint: 'http://127.0.0.1:9/'}\ngolden_prompts: [hi]\n"
+        "mutations: {types: [noise, tone_shift],"
+        f" weights: {{noise: {weight}, tone_shift: 1.0}}}}\n"
+    )
+    found = problems(text)
+    assert found == [
+        "flakestorm.yaml:3:58: mutations.weights.noise: must be at most 1000.0, got "
+        + ("inf" if weight == ".inf" else "1e+308")
+    ], found
