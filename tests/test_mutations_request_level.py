@@ -204,3 +204,50 @@ def test_a_hang_past_the_agent_timeout_fails_the_mutation(tmp_path: Path) -> Non
             released.set()
     verdicts = {m.transform: (m.status.value, m.error) for m in result.phases["mutation"].mutations}
     assert verdicts == {"http_1_0": ("failed", "timeout"), "chunked_body": ("passed", None)}
+
+
+def test_a_request_that_breaks_the_agent_fails_its_critical_invariants(tmp_path: Path) -> None:
+    """A 5xx, a reset or a hang is no answer: like a prompt the agent did not answer, it fails
+    every invariant checked, so a critical one fails the gate (it used to fail the mutation
+    with no invariant, and an agent killed by a GET passed)."""
+    state = {"up": True}
+    server = RecordingServer()
+
+    def answer(received: Received) -> tuple[int, bytes] | None:
+        if received.method == "GET":
+            return 500, b'{"error": "boom"}'
+        if received.method == "PUT" and state["up"]:
+            state["up"] = False
+            server.close()  # the agent process died handling it
+        return 200, b'{"output": "ok"}'
+
+    server.answer = answer
+    invariants = [
+        {"id": "answers", "type": "output_not_empty", "severity": "critical"},
+        {"id": "polite", "type": "excludes_pattern", "patterns": ["PWNED"]},
+    ]
+    try:
+        result = run(
+            tmp_path,
+            server.url,
+            ["request_method_attack"],
+            2,
+            invariants=invariants,
+            advanced={"concurrency": 1},
+        )
+    finally:
+        server.close()
+    outcome = result.phases["mutation"]
+    verdicts = {m.transform: m for m in outcome.mutations}
+    assert set(verdicts) == {"method_get", "method_put"}
+    for broken in verdicts.values():
+        assert broken.status.value == "failed"
+        assert broken.failed_invariants == ("answers", "polite"), broken
+        assert broken.severity == "critical"
+    assert verdicts["method_get"].reason.startswith("HTTP 500")
+    assert "readiness check right after" in verdicts["method_put"].reason
+    assert outcome.score.critical_failures == (
+        "request_method_attack#0.0",
+        "request_method_attack#0.1",
+    )
+    assert result.exit_code == 1

@@ -12,7 +12,8 @@ executor like a cell (``advanced.concurrency``, a reset before each run when one
 The verdict of a request-level mutation is the SPEC's: the agent passes with a clean rejection
 (a 4xx, or 501 when the mutation changed the method) or a reply that satisfies the invariants;
 any other 5xx, a reset connection, a hang past ``agent.timeout``, or a failed readiness check
-right after the mutation fails it.
+right after the mutation fails it — and, as for any invocation the agent did not answer
+(:mod:`flakestorm.invariants`), every invariant checked, so a critical one fails the gate.
 
 Score: ``100 × Σ w(type)·passed / Σ w(type)`` (:func:`flakestorm.scoring.score_mutations`).
 """
@@ -163,7 +164,9 @@ def run_mutations(plan: MutationPlan, context: PhaseContext) -> PhaseOutcome:
             )
             if not_ready is not None:
                 return Judged(
-                    False, f"the agent failed its readiness check right after: {not_ready}"
+                    False,
+                    f"the agent failed its readiness check right after: {not_ready}",
+                    _every(plan),
                 )
         return verdict
 
@@ -237,10 +240,15 @@ def _judge_request(
         if status == 501 and mutation.request.method is not None:
             return Judged(True, "rejected cleanly: HTTP 501 (method not implemented)")
         if reply.error is AgentErrorKind.STATUS or not 200 <= status < 300:
-            return Judged(False, f"HTTP {status}: {reply.error_message}")
+            return Judged(False, f"HTTP {status}: {reply.error_message}", _every(plan))
     if reply.error is not None:
-        return Judged(False, f"{reply.error.value}: {reply.error_message}")
+        return Judged(False, f"{reply.error.value}: {reply.error_message}", _every(plan))
     return _check(plan, check, mutation.prompt, reply, baseline)
+
+
+def _every(plan: MutationPlan) -> tuple[str, ...]:
+    """The invariants a request fails when the agent did not stay up to answer it: all."""
+    return tuple(invariant.id for invariant in plan.invariants)
 
 
 def _result(mutation: Mutation, runs: tuple[ProbeRun, ...], min_pass: int) -> MutationResult:
