@@ -96,6 +96,25 @@ def test_repeated_cells_need_a_significant_drop() -> None:
     assert "1 within noise" in delta.headline("main")
 
 
+def test_a_flaky_cell_that_now_always_fails_is_a_new_failure() -> None:
+    # with min_pass = repeat a flaky cell already FAILED on the base branch; the Fisher test on
+    # its pass counts still decides whether the pull request made it significantly worse
+    base = run_of(
+        {"contract": ["a[x]=failed 4/5", "b[x]=failed 4/5", "c[x]=failed 1/5", "d[x]=failed 4/5"]}
+    )
+    head = run_of(
+        {"contract": ["a[x]=failed 0/5", "b[x]=failed 3/5", "c[x]=failed 0/5", "d[x]=failed 4/5"]}
+    )
+    delta = compare(base, head)
+    changes = {c.cell_id: c for c in delta.changes}
+    assert changes["a[x]"].change is Change.NEW_FAILURE
+    assert changes["a[x]"].p_value == pytest.approx(5 / 210)
+    assert [changes[k].change for k in ("b[x]", "c[x]", "d[x]")] == [Change.STILL_FAILING] * 3
+    assert changes["b[x]"].p_value == pytest.approx(0.5)
+    assert FailOn.REGRESSION.exit_code(head, delta) == 1
+    assert delta.headline("main") == ("1 new failure vs main, 3 still failing")
+
+
 def test_a_repeated_id_in_one_phase_still_matches_one_to_one() -> None:
     base = run_of({"mutation": ["m[x]=passed", "m[x]=failed"]})
     head = run_of({"mutation": ["m[x]=passed", "m[x]=passed"]})

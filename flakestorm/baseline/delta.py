@@ -15,12 +15,14 @@ are not verdicts and compare as neither.
 ==================  =======================================================================
 change              when
 ==================  =======================================================================
-``new failure``     failing now, not failing in the baseline (for a cell repeated at least
-                    :data:`MIN_REPEAT` times on both sides, only when the one-sided Fisher
-                    exact test on its pass counts gives p < :data:`ALPHA`)
+``new failure``     failing now, not failing in the baseline; for a cell repeated at least
+                    :data:`MIN_REPEAT` times on both sides, failing now and significantly
+                    worse than in the baseline (the one-sided Fisher exact test on its pass
+                    counts gives p < :data:`ALPHA`), even when it already failed there as
+                    flaky (4/5 before, 0/5 now)
 ``within noise``    failing now, passing in the baseline, but not significantly worse
                     (repeated cells only): a flaky cell does not block a merge
-``still failing``   failing in both
+``still failing``   failing in both (repeated cells: and not significantly worse)
 ``fixed``           failing in the baseline, passing now
 ``new``             not in the baseline (a new invariant, scenario, mutation or session)
 ``removed``         in the baseline only
@@ -82,7 +84,7 @@ class CellChange:
     """This run's status (None: not in this run)."""
     severity: str
     p_value: float | None = None
-    """The Fisher test's p-value, for a repeated cell that passed before and fails now."""
+    """The Fisher test's p-value, for a repeated cell that fails now."""
     base_runs: tuple[int, int] = (0, 0)
     """(passed, total) runs in the baseline."""
     head_runs: tuple[int, int] = (0, 0)
@@ -196,20 +198,24 @@ def _change(
     elif new is None:
         change = Change.REMOVED
     elif new.status in _FAILING:
-        if old.status in _FAILING:
-            change = Change.STILL_FAILING
-        elif (
-            old.status is Status.PASSED
-            and old.runs_total >= min_repeat
-            and new.runs_total >= min_repeat
-        ):
+        judged = old.status is Status.PASSED or old.status in _FAILING
+        if judged and old.runs_total >= min_repeat and new.runs_total >= min_repeat:
+            # repeated on both sides: the pass counts decide, whatever the base's label (a
+            # flaky cell below min_pass was already FAILED; 4/5 -> 0/5 is still a regression)
             p_value = fisher_one_sided(
                 old.runs_passed,
                 old.runs_total - old.runs_passed,
                 new.runs_passed,
                 new.runs_total - new.runs_passed,
             )
-            change = Change.NEW_FAILURE if p_value < alpha else Change.WITHIN_NOISE
+            if p_value < alpha:
+                change = Change.NEW_FAILURE
+            elif old.status is Status.PASSED:
+                change = Change.WITHIN_NOISE
+            else:
+                change = Change.STILL_FAILING
+        elif old.status in _FAILING:
+            change = Change.STILL_FAILING
         else:
             change = Change.NEW_FAILURE
     elif new.status is Status.PASSED and old.status in _FAILING:

@@ -31,8 +31,9 @@ def compare_command(base_json: Path, head_json: Path, fail_on: str) -> None:
     """Compare two results.json files cell by cell: new failures, fixed, still failing, new
     and removed cells.
 
-    A cell repeated at least 5 times on both sides counts as a new failure only when a
-    one-sided Fisher exact test on its pass counts gives p < 0.05.
+    A cell repeated at least 5 times on both sides counts as a new failure when, and only
+    when, a one-sided Fisher exact test on its pass counts gives p < 0.05 (also when it was
+    already failing as flaky).
     """
     base = read_results(base_json)
     head = read_results(head_json)
