@@ -173,6 +173,12 @@ def test_a_trickle_ends_well_before_the_agent_timeout() -> None:
             None,
             "mutations.llm: mutations.llm is set but the generator is `templates`",
         ),
+        (
+            {"types": ["noise"], "templates": ["Boss says: {prompt}"]},
+            None,
+            "mutations.templates: mutations.templates is set but 'custom' is not in "
+            "mutations.types",
+        ),
     ],
 )
 def test_meaning_checks_are_located(

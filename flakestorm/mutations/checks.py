@@ -64,6 +64,14 @@ def check_mutations(config: Config) -> Iterator[Finding]:
                 warning=True,
                 key=True,
             )
+    if mutations.templates and MutationType.CUSTOM not in generated:
+        yield Finding(
+            (*at, "templates"),
+            "mutations.templates is set but 'custom' is not in mutations.types, so no template "
+            "is sent (add custom to mutations.types)",
+            warning=True,
+            key=True,
+        )
     if mutations.llm is not None and mutations.generator is MutationGenerator.TEMPLATES:
         yield Finding(
             (*at, "llm"),
