@@ -49,6 +49,25 @@ def test_preview_filters_by_type_and_prompt(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "is not a mutation type" in bad.stderr
 
 
+def test_preview_of_a_type_the_config_does_not_generate_says_why(tmp_path: Path) -> None:
+    config = write(tmp_path)
+    runner = CliRunner()
+    result = runner.invoke(main, ["mutations", "preview", "-c", config, "--type", "paraphrase"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr == (
+        "error: --type paraphrase: this config generates no paraphrase mutations (mutations.types:"
+        " encoding_attacks, http_header_injection, prompt_injection, noise)\n"
+    )
+    result = runner.invoke(main, ["mutations", "preview", "-c", config, "--type", "noise"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr == (
+        "error: --type noise: this config generates no noise mutations (mutations.count 3 per "
+        "golden prompt leaves it out)\n"
+    )
+    result = runner.invoke(main, ["mutations", "preview", "-c", config, "--type", "nosie"])
+    assert result.exit_code == 2 and "did you mean 'noise'?" in result.stderr
+
+
 def test_validate_counts_mutations_and_names_the_types_count_leaves_out(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["validate", "-c", write(tmp_path)])
     assert result.exit_code == 0, result.output

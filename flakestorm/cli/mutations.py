@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from flakestorm.cli.app import config_option, load, main
 from flakestorm.errors import UsageError
 from flakestorm.redaction import Redactor
+
+if TYPE_CHECKING:
+    from flakestorm.loader import LoadedConfig
 
 
 @main.group()
@@ -48,15 +52,24 @@ def preview(config_path: Path, kind: str | None, prompt_number: int | None) -> N
     if config.mutations is None:
         raise UsageError(f"{config_path} has no `mutations` section: nothing to preview")
     if kind is not None and kind not in {k.value for k in MutationType}:
+        from flakestorm.validation.wording import did_you_mean
+
+        guess = did_you_mean(kind, [k.value for k in MutationType])
+        hint = f"did you mean {guess!r}?; " if guess else ""
         known = ", ".join(k.value for k in MutationType)
-        raise UsageError(f"--type {kind!r} is not a mutation type ({known})")
+        raise UsageError(f"--type {kind!r} is not a mutation type ({hint}{known})")
     if prompt_number is not None and prompt_number > len(config.golden_prompts):
         raise UsageError(
             f"--prompt {prompt_number}: the config has {len(config.golden_prompts)} golden prompts"
         )
     masked = Redactor(loaded.secrets)
+    planned = plan_mutations(loaded).mutations
+    if kind is not None and not any(m.type.value == kind for m in planned):
+        raise UsageError(
+            f"--type {kind}: this config generates no {kind} mutations ({_why(loaded, kind)})"
+        )
     shown = 0
-    for mutation in plan_mutations(loaded).mutations:
+    for mutation in planned:
         if kind is not None and mutation.type.value != kind:
             continue
         if prompt_number is not None and mutation.prompt_index != prompt_number - 1:
@@ -74,3 +87,15 @@ def preview(config_path: Path, kind: str | None, prompt_number: int | None) -> N
             for change in mutation.request.changes:
                 click.echo(masked(f"  request:  {_shown(change, 300)}"))
     click.echo(masked(f"{shown} mutation{'s' if shown != 1 else ''}"), err=True)
+
+
+def _why(loaded: LoadedConfig, kind: str) -> str:
+    """Why the config generates no mutation of type ``kind``."""
+    from flakestorm.mutations.registry import types_of
+
+    config = loaded.config
+    assert config.mutations is not None
+    generated = [k.value for k in types_of(config)]
+    if kind in generated:
+        return f"mutations.count {config.mutations.count} per golden prompt leaves it out"
+    return f"mutations.types: {', '.join(generated)}"
