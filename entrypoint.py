@@ -27,7 +27,7 @@ from pathlib import Path
 from flakestorm import runner
 from flakestorm.action import BaselineMode, Command, Settings, SettingsError, parse_settings
 from flakestorm.baseline import source
-from flakestorm.baseline.delta import Change, FailOn, compare
+from flakestorm.baseline.delta import Change, FailOn, compare, same_config
 from flakestorm.config import OutputFormat
 from flakestorm.errors import ConfigError, ExitCode, FlakestormError, UsageError
 from flakestorm.executor import CellFinished, Event, ScenarioFinished
@@ -238,7 +238,7 @@ class _Action:
         found = (
             query if isinstance(query, source.NoBaseline) else source.find_baseline(self.gh, query)
         )
-        if isinstance(found, source.Baseline) and not _same_config(found.result, result):
+        if isinstance(found, source.Baseline) and not same_config(found.result, result):
             found = source.NoBaseline(
                 f"the baseline run {found.run.id} ran {found.result.config_path}, this run "
                 f"{result.config_path}: give each config its own `baseline-artifact`"
@@ -429,18 +429,6 @@ class _Action:
                 f"the partial reports are in {self._relative(out_dir)}",
                 title=f"{TITLE}: cancelled",
             )
-
-
-def _same_config(base: RunResult, head: RunResult) -> bool:
-    """Whether two runs ran the same config file (``./a.yaml`` is ``a.yaml``)."""
-
-    def norm(path: str) -> str:
-        path = path.replace("\\", "/")
-        while path.startswith("./"):
-            path = path[2:]
-        return path
-
-    return norm(base.config_path) == norm(head.config_path)
 
 
 class _Progress:

@@ -295,3 +295,23 @@ def test_compare_command_refuses_a_results_file_with_a_wrongly_typed_field(
         "phases.mutation.mutations[1].runs_total: '5' is not an int\n"
     )
     assert done.exception is None or isinstance(done.exception, SystemExit)
+
+
+def test_compare_command_warns_when_the_runs_ran_different_configs(tmp_path: Path) -> None:
+    base = _write(
+        tmp_path, "base.json", run_of({"contract": ["a[x]=passed"]}, config_path="a.yaml")
+    )
+    head = _write(
+        tmp_path, "head.json", run_of({"contract": ["a[x]=passed"]}, config_path="./b.yaml")
+    )
+    done = CliRunner().invoke(main, ["compare", str(base), str(head)])
+    assert done.exit_code == 0, done.output
+    assert done.stderr == (
+        "warning: base.json ran a.yaml and head.json ran ./b.yaml: cells of different configs "
+        "are matched by id (the action refuses such a baseline)\n"
+    )
+    same = _write(
+        tmp_path, "same.json", run_of({"contract": ["a[x]=passed"]}, config_path="./a.yaml")
+    )
+    done = CliRunner().invoke(main, ["compare", str(base), str(same)])
+    assert done.exit_code == 0 and done.stderr == "", done.output

@@ -43,7 +43,16 @@ from flakestorm.baseline.fisher import fisher_one_sided
 from flakestorm.errors import ExitCode
 from flakestorm.results import CellResult, MutationResult, RunResult, Status
 
-__all__ = ["ALPHA", "MIN_REPEAT", "CellChange", "Change", "Delta", "FailOn", "compare"]
+__all__ = [
+    "ALPHA",
+    "MIN_REPEAT",
+    "CellChange",
+    "Change",
+    "Delta",
+    "FailOn",
+    "compare",
+    "same_config",
+]
 
 MIN_REPEAT = 5
 """Runs a cell needs on both sides before a failure must be significant to count as new."""
@@ -235,6 +244,20 @@ def _change(
         base_runs=_runs(old),
         head_runs=_runs(new),
     )
+
+
+def same_config(base: RunResult, head: RunResult) -> bool:
+    """Whether two runs ran the same config file (``./a.yaml`` is ``a.yaml``): cells of
+    different configs are matched by id all the same, so the action refuses such a baseline
+    and ``flakestorm compare`` warns."""
+
+    def norm(path: str) -> str:
+        path = path.replace("\\", "/")
+        while path.startswith("./"):
+            path = path[2:]
+        return path
+
+    return norm(base.config_path) == norm(head.config_path)
 
 
 class FailOn(str, enum.Enum):

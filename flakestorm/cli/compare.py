@@ -11,10 +11,11 @@ from pathlib import Path
 
 import click
 
-from flakestorm.baseline.delta import FailOn, compare
+from flakestorm.baseline.delta import FailOn, compare, same_config
 from flakestorm.cli.app import main
 from flakestorm.cli.report import read_results
 from flakestorm.reporters.delta import Compared, terminal_lines
+from flakestorm.reporters.terminal import safe
 
 
 @main.command(name="compare")
@@ -37,6 +38,13 @@ def compare_command(base_json: Path, head_json: Path, fail_on: str) -> None:
     """
     base = read_results(base_json)
     head = read_results(head_json)
+    if not same_config(base, head):
+        click.echo(
+            f"warning: {base_json.name} ran {safe(base.config_path, 200)} and {head_json.name} "
+            f"ran {safe(head.config_path, 200)}: cells of different configs are matched by id "
+            "(the action refuses such a baseline)",
+            err=True,
+        )
     rule = FailOn(fail_on)
     delta = compare(base, head)
     compared = Compared(
