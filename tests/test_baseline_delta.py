@@ -273,6 +273,14 @@ def test_a_mutation_is_matched_by_its_golden_prompt_not_its_position() -> None:
     assert [c.cell_id for c in delta.of(Change.STILL_FAILING)] == ["prompt_injection#2.0"]
 
 
+def test_compare_command_refuses_json_nested_too_deeply(tmp_path: Path) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    done = CliRunner().invoke(main, ["compare", str(deep), str(deep)])
+    assert done.exit_code == 2, done.output
+    assert done.output == f"error: {deep}: not JSON (nested too deeply); expected a results.json\n"
+
+
 def test_compare_command_refuses_a_results_file_with_a_wrongly_typed_field(
     tmp_path: Path,
 ) -> None:

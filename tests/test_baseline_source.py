@@ -172,6 +172,13 @@ def test_the_workflow_from_the_run_id(api: FakeGitHub) -> None:
         ("not-zip", "rw", "the artifact is not a zip archive", False),
         ("two-results", "rw", "the artifact has 2 results.json files", False),
         ("old-schema", "rw", "results schema_version 1 is not supported", False),
+        ("too-deep", "rw", "results.json: not JSON (nested too deeply)", False),
+        (
+            "wrong-type",
+            "rw",
+            "results.json: results document is malformed: seed: '1' is not an int",
+            False,
+        ),
         ("ok", "noactions", "HTTP 403", True),
         ("ok", "unknown", "HTTP 401", False),
     ],
@@ -191,6 +198,21 @@ def test_no_baseline_says_why(
             )
         },
         "old-schema": {"flakestorm-reports": zip_of({"results.json": '{"schema_version": 1}'})},
+        "too-deep": {
+            "flakestorm-reports": zip_of(
+                {
+                    "results.json": '{"schema_version": 2, "x": '
+                    + "[" * 100_000
+                    + "]" * 100_000
+                    + "}"
+                }
+            )
+        },
+        "wrong-type": {
+            "flakestorm-reports": zip_of(
+                {"results.json": results_json(PASSING).replace('"seed": 1,', '"seed": "1",')}
+            )
+        },
         "ok": {"flakestorm-reports": _artifact()},
     }[setup]
     if artifact is not None:

@@ -68,6 +68,8 @@ def results_from_zip(data: bytes, max_bytes: int = MAX_RESULTS_BYTES) -> RunResu
         document = json.loads(raw)
     except ValueError as exc:  # UnicodeDecodeError included
         raise ArtifactError(f"{info.filename}: not JSON ({exc})") from None
+    except RecursionError:
+        raise ArtifactError(f"{info.filename}: not JSON (nested too deeply)") from None
     if not isinstance(document, dict):
         raise ArtifactError(f"{info.filename}: not a results document")
     try:

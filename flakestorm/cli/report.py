@@ -28,6 +28,10 @@ def read_results(results_json: Path) -> RunResult:
         raise UsageError(f"{results_json}: not UTF-8 text (expected a results.json)") from None
     except ValueError as exc:
         raise UsageError(f"{results_json}: not JSON ({exc}); expected a results.json") from None
+    except RecursionError:
+        raise UsageError(
+            f"{results_json}: not JSON (nested too deeply); expected a results.json"
+        ) from None
     if not isinstance(document, dict):
         raise UsageError(f"{results_json}: not a results document (expected a JSON object)")
     try:
