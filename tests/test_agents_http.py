@@ -224,6 +224,19 @@ def test_auto_extraction_prefers_the_earlier_key(server: LoopbackServer) -> None
     assert agent_for(server).invoke("hi").output == "first"
 
 
+def test_json_nested_too_deeply_is_unparseable_not_a_crash(server: LoopbackServer) -> None:
+    """A hostile agent's reply nested deeper than the parser recurses (json.loads raises
+    RecursionError, not ValueError) used to stop the whole run with an internal error."""
+    deep = b"[" * 100_000 + b"]" * 100_000
+    server.handler = lambda r: Response(200, deep, {"Content-Type": "application/json"})
+    reply = agent_for(server).invoke("hi")
+    assert reply.error is AgentErrorKind.UNPARSEABLE
+    assert "nested too deeply" in reply.error_message
+    # without a JSON content type the reply is text: the answer
+    server.handler = lambda r: Response(200, deep, {"Content-Type": "text/plain"})
+    assert agent_for(server).invoke("hi").output == deep.decode()
+
+
 def test_auto_extraction_falls_back_to_the_whole_body(server: LoopbackServer) -> None:
     server.handler = lambda r: Response.json({"weird": "shape"})
     assert json.loads(agent_for(server).invoke("hi").output or "") == {"weird": "shape"}

@@ -273,7 +273,7 @@ class HttpAgent:
         text = _decode(raw, content_type, status)
         try:
             body = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             return text
         return _auto(body, raw)
 
@@ -441,6 +441,12 @@ def _parse_json(raw: bytes, status: int, content_type: str, path: str | None) ->
         ) from exc
     try:
         return json.loads(text)
+    except RecursionError:
+        raise AgentError(
+            AgentErrorKind.UNPARSEABLE,
+            f"the reply is JSON nested too deeply to read, expected JSON because {why}",
+            status,
+        ) from None
     except ValueError as exc:
         excerpt = active()(text)[:80].replace("\n", " ")  # redact, then cut
         raise AgentError(
