@@ -120,6 +120,12 @@ def closed_port() -> int:
         (lambda request: completion('  ""  '), "empty once cleaned"),
         (lambda request: completion(""), "the answer is empty"),
         (lambda request: Response.json({"choices": []}), "not a chat completion"),
+        (
+            lambda request: Response(
+                200, b"[" * 100_000 + b"]" * 100_000, {"Content-Type": "application/json"}
+            ),
+            "not a chat completion",
+        ),
     ],
 )
 def test_every_failure_names_the_endpoint_and_the_mutation(

@@ -170,7 +170,7 @@ class LlmGenerator:
             raise self._error(what, f"it returned HTTP {response.status_code}")
         try:
             content = response.json()["choices"][0]["message"]["content"]
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
+        except (ValueError, KeyError, IndexError, TypeError, RecursionError) as exc:
             raise self._error(what, "the reply is not a chat completion with a message") from exc
         if not isinstance(content, str) or not content.strip():
             raise self._error(what, "the answer is empty")
@@ -187,7 +187,7 @@ class LlmGenerator:
 def _read_cache(path: Path) -> str | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     text = data.get("text") if isinstance(data, dict) else None
     return text if isinstance(text, str) and text else None
