@@ -391,9 +391,17 @@ def _check(value: Any, kind: str, where: str) -> None:
                 f"results document is malformed: {where}: {value!r:.60} is not {noun}"
             )
     elif kind.startswith("tuple[") and kind.endswith(", ...]"):
+        if not isinstance(value, tuple):
+            raise ResultsError(
+                f"results document is malformed: {where}: {value!r:.60} is not a list"
+            )
         for i, item in enumerate(value):
             _check(item, kind[len("tuple[") : -len(", ...]")], f"{where}[{i}]")
     elif kind.startswith("Mapping[str, "):
+        if not isinstance(value, Mapping):
+            raise ResultsError(
+                f"results document is malformed: {where}: {value!r:.60} is not an object"
+            )
         for key, item in value.items():
             _check(key, "str", f"{where} key")
             _check(item, kind[len("Mapping[str, ") : -1], f"{where}.{key}")

@@ -303,6 +303,12 @@ def test_compare_command_refuses_a_results_file_with_a_wrongly_typed_field(
         "phases.mutation.mutations[1].runs_total: '5' is not an int\n"
     )
     assert done.exception is None or isinstance(done.exception, SystemExit)
+    edited = to_document(mutation())
+    edited["overall"]["weights"] = [0.2, 0.8]
+    head.write_text(json.dumps(edited), encoding="utf-8")
+    done = CliRunner().invoke(main, ["compare", str(base), str(head)])
+    assert done.exit_code == 2, done.output
+    assert "overall.weights: [0.2, 0.8] is not an object" in done.output
 
 
 def test_compare_command_warns_when_the_runs_ran_different_configs(tmp_path: Path) -> None:
