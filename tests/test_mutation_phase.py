@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.server import LoopbackServer, Request, Response
 
 from flakestorm.config import MutationType
 from flakestorm.loader import load_config_text
 from flakestorm.results import RunResult, from_document, to_document
 from flakestorm.runner import run_phases
-from tests.support.server import LoopbackServer, Request, Response
 
 GULLIBLE = textwrap.dedent(
     """

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import pytest
+from support.config_text import load, problems
 
 from flakestorm.config import Config, MutationType
 from flakestorm.errors import ConfigError
@@ -14,7 +15,6 @@ from flakestorm.mutations.generation import generate, left_out
 from flakestorm.mutations.registry import MUTATIONS, types_of, unit
 from flakestorm.mutations.request_level import trickle_ms
 from flakestorm.mutations.unit import Target
-from tests.support.config_text import load, problems
 
 PROMPTS = [
     "What is AAPL trading at today?",

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.server import LoopbackServer, Request, Response
 
 from flakestorm.loader import load_config_text
 from flakestorm.mutations.llm import LlmGeneratorError, clean
 from flakestorm.runner import run_phases
-from tests.support.server import LoopbackServer, Request, Response
 
 AGENT = "def answer(prompt: str) -> str:\n    return 'fine: ' + prompt[:40]\n"
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from support.server import LoopbackServer, Request, Response
 
 from flakestorm.cli import main
-from tests.support.server import LoopbackServer, Request, Response
 
 EXPECTED = Path(__file__).resolve().parent / "replay_langsmith"
 PROJECT_ID = "5b2a8d6e-0000-4000-8000-000000000001"

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import requests
+from support.server import LoopbackServer, Request, Response
 
 from flakestorm.chaos.faults import ActiveScenario
 from flakestorm.chaos.proxy.server import ChaosProxy
@@ -21,7 +22,6 @@ from flakestorm.config import LlmReply, OnMiss, ToolResponse
 from flakestorm.loader import load_config_text
 from flakestorm.results import RunResult, Status
 from flakestorm.runner import run_phases
-from tests.support.server import LoopbackServer, Request, Response
 
 SESSION = """\
 id: outage

@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from tests.test_contract_run import EXAMPLE, free_port
+from test_contract_run import EXAMPLE, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 """The checkout under test (the subprocesses import flakestorm from it)."""
