@@ -473,10 +473,17 @@ def start_agent(state: Env, bad: bool) -> str:
 
 
 def use_bad_agent(state: Env) -> None:
-    """Give the alias `agent` to the bad agent (as if the service were redeployed)."""
+    """Give the alias `agent` to the bad agent (as if the service were redeployed); it keeps
+    its own alias `agent-bad`, which later tests address it by."""
     docker("network", "disconnect", state.network, state.name("agent"))
     docker("network", "disconnect", state.network, state.name("agent-bad"))
-    docker("network", "connect", "--alias", "agent", state.network, state.name("agent-bad"))
+    docker(
+        "network",
+        "connect",
+        *("--alias", "agent", "--alias", "agent-bad"),
+        state.network,
+        state.name("agent-bad"),
+    )
 
 
 def start_proxy(state: Env) -> None:
