@@ -20,7 +20,7 @@ import os
 import sys
 import threading
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -98,6 +98,8 @@ class _Action:
 
     def run(self) -> int:
         gh = self.gh
+        if self.settings.command is Command.MERGE:
+            return self._merge()
         if not self.config_path.is_file():
             gh.error(
                 f"{self.config_name}: no such file (set the `config` input to your "
@@ -137,9 +139,16 @@ class _Action:
             return self._run_and_report(loaded, out_dir, stop)
 
     def _run_and_report(self, loaded: LoadedConfig, out_dir: Path, stop: Stop) -> int:
+        result = self._guarded(lambda: self._execute(loaded, out_dir, stop), out_dir)
+        if isinstance(result, int):
+            return result
+        return self._report(result, out_dir, loaded.config.output.formats)
+
+    def _guarded(self, work: Callable[[], RunResult], out_dir: Path) -> RunResult | int:
+        """``work()``, or the exit code of its error (reported, with the failed outputs)."""
         gh = self.gh
         try:
-            result = self._execute(loaded, out_dir, stop)
+            return work()
         except ConfigError as exc:
             return self._config_error(exc)
         except FlakestormError as exc:
@@ -157,7 +166,29 @@ class _Action:
             )
             self._failed_outputs(out_dir)
             return int(ExitCode.INFRASTRUCTURE_ERROR)
-        return self._report(loaded, result, out_dir)
+
+    def _merge(self) -> int:
+        """``command: merge``: the shards' results merged into the run's result, reported
+        like a run (the one summary, comment and outputs)."""
+        from flakestorm.merge import merge, output_formats, read_shards
+
+        paths = [self.workspace / p for p in self.settings.shard_results]
+        formats: tuple[OutputFormat, ...] = ()
+
+        def work() -> RunResult:
+            nonlocal formats
+            with self.gh.group(f"flakestorm merge: {' '.join(self.settings.shard_results)}"):
+                shards = read_shards(paths)
+                for shard in shards:
+                    self.gh.log(f"shard {shard.result.shard}: {self._relative(shard.path)}")
+                formats = output_formats(shards)
+                return merge(shards)
+
+        out_dir = self.workspace / (self.settings.report_dir or "flakestorm-reports")
+        result = self._guarded(work, out_dir)
+        if isinstance(result, int):
+            return result
+        return self._report(result, out_dir, formats)
 
     # -- steps
 
@@ -181,9 +212,12 @@ class _Action:
             agent_url=self.settings.agent_url,
             proxy_url=self.settings.proxy_url,
             ready_timeout_ms=self.settings.ready_timeout,
+            shard=self.settings.shard,
         )
         progress = _Progress(self.gh)
         what = "every configured phase" if self.settings.command is Command.CI else "the contract"
+        if self.settings.shard is not None:
+            what += f", shard {self.settings.shard}"
         with self.gh.group(f"flakestorm {self.settings.command.value}: {what}"):
             if self.settings.command is Command.CONTRACT:
                 return runner.run_contract_phase(
@@ -193,11 +227,13 @@ class _Action:
                 loaded, overrides, stop=stop, on_event=progress, on_notice=progress.notice
             )
 
-    def _report(self, loaded: LoadedConfig, result: RunResult, out_dir: Path) -> int:
+    def _report(
+        self, result: RunResult, out_dir: Path, formats: Iterable[OutputFormat] | None
+    ) -> int:
         from flakestorm.reporters import markdown
 
         gh = self.gh
-        written = write_reports(result, out_dir, loaded.config.output.formats)
+        written = write_reports(result, out_dir, formats)
         summary_file = written.get(OutputFormat.MARKDOWN)
         summary = (
             summary_file.read_text(encoding="utf-8")
@@ -233,6 +269,9 @@ class _Action:
             return None, ""
         if result.stop_reason == "interrupted":  # cancelled: report now, nothing to compare
             self.gh.log("flakestorm: baseline: not compared (the run was cancelled)")
+            return None, ""
+        if result.shard is not None:  # a part of the run: the merge job compares the whole
+            self.gh.log(f"flakestorm: baseline: shard {result.shard} is compared by the merge job")
             return None, ""
         query = source.query_of(self.env, settings.baseline_branch, settings.baseline_artifact)
         found = (
@@ -394,6 +433,12 @@ class _Action:
         mode = self.settings.comment
         if not mode.updates:
             return
+        if result.shard is not None:
+            self.gh.log(
+                f"flakestorm: shard {result.shard}: no pull request comment (the merge job "
+                "posts the run's one comment)"
+            )
+            return
         from flakestorm.reporters import comment
 
         key = comment.marker_key(self.config_name)
@@ -423,6 +468,11 @@ class _Action:
         for reason in result.overall.reasons:
             self.gh.log(f"  - {safe(reason, 400)}")
         self.gh.log(f"flakestorm: reports in {self._relative(out_dir)}")
+        if result.shard is not None:
+            self.gh.log(
+                f"flakestorm: this is shard {result.shard} (its part of the run): a job with "
+                "`command: merge` gives the run's verdict"
+            )
         if result.stop_reason == "interrupted":
             self.gh.warning(
                 "the run was cancelled before it finished: cells it did not finish are not_run; "

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 from flakestorm.baseline.delta import FailOn
 from flakestorm.errors import UsageError
+from flakestorm.shards import Shard, ShardError
 
 
 class Command(str, enum.Enum):
@@ -31,6 +32,8 @@ class Command(str, enum.Enum):
     """Every configured phase (mutation, chaos, contract, replay), the overall score and gate."""
     CONTRACT = "contract"
     """The contract matrix only."""
+    MERGE = "merge"
+    """The shards' results (``shard-results``) merged into the run's verdict: no agent runs."""
 
 
 class CommentMode(str, enum.Enum):
@@ -84,6 +87,10 @@ class Settings:
     """Default: the pull request's base branch."""
     baseline_artifact: str = "flakestorm-reports"
     fail_on: FailOn = FailOn.ANY
+    shard: Shard | None = None
+    shard_results: tuple[str, ...] = ("flakestorm-shards",)
+    """Where ``command: merge`` finds the shards' results.json: paths relative to the
+    workspace (files, or directories searched for them)."""
 
 
 INPUTS: tuple[str, ...] = tuple(f.name.replace("_", "-") for f in dataclasses.fields(Settings))
@@ -177,6 +184,20 @@ def parse_settings(env: Mapping[str, str]) -> Settings:
             "input `fail-on`: 'regression' needs a baseline to tell new failures from known "
             "ones: set `baseline: auto` (and `permissions: actions: read`)"
         )
+    shard_text = get("shard")
+    try:
+        shard = None if shard_text is None else Shard.parse(shard_text)
+    except ShardError as exc:
+        raise SettingsError(f"input `shard`: {exc}") from None
+    if shard is not None and command is Command.MERGE:
+        raise SettingsError(
+            "input `shard`: `command: merge` merges every shard; set `shard` on the shard "
+            "jobs' ci or contract steps"
+        )
+    shard_results = tuple((get("shard-results") or "").split()) or Settings.shard_results
+    for path in shard_results:
+        if "\x00" in path:
+            raise SettingsError("input `shard-results`: a path contains a NUL character")
     config = get("config") or Settings.config
     if "\x00" in config:
         raise SettingsError("input `config`: the path contains a NUL character")
@@ -196,4 +217,6 @@ def parse_settings(env: Mapping[str, str]) -> Settings:
         baseline_branch=get("baseline-branch"),
         baseline_artifact=get("baseline-artifact") or Settings.baseline_artifact,
         fail_on=fail_on,
+        shard=shard,
+        shard_results=shard_results,
     )

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flakestorm.redaction import Redactor
+from flakestorm.shards import Shard
 
 SCHEMA_VERSION = 2
 """2: phases under one ``phases`` mapping; delivery proof per scenario (``declared``,
@@ -279,6 +280,12 @@ class RunResult:
     overall: Overall
     exit_code: int
     warnings: tuple[str, ...] = field(default=())
+    shard: Shard | None = None
+    """Which part of the run this is (``--shard K/N``); None for a whole run. A shard's
+    ``exit_code`` is its own part's: ``flakestorm merge`` gives the run's."""
+    config: Mapping[str, Any] | None = None
+    """A shard's resolved config (:func:`flakestorm.shards.config_document`, secrets as
+    ``***``): what ``config_digest`` is the digest of, and what the merge scores with."""
 
 
 # --------------------------------------------------------------------------- JSON
@@ -286,7 +293,17 @@ class RunResult:
 
 def to_document(result: RunResult) -> dict[str, Any]:
     """The ``results.json`` document for ``result``."""
-    return {"schema_version": SCHEMA_VERSION, **_plain(result)}
+    doc = {"schema_version": SCHEMA_VERSION, **_plain(result)}
+    for key in OPTIONAL:  # only a shard has them: a whole run's document is unchanged
+        if doc.get(key) is None:
+            doc.pop(key, None)
+    if result.shard is not None:
+        doc["shard"] = str(result.shard)
+    return doc
+
+
+OPTIONAL = ("shard", "config")
+"""Top-level keys written only when set."""
 
 
 def _plain(value: Any) -> Any:
@@ -355,6 +372,8 @@ def from_document(doc: Mapping[str, Any], *, check_types: bool = True) -> RunRes
             ),
             exit_code=doc["exit_code"],
             warnings=tuple(doc.get("warnings", ())),
+            shard=None if doc.get("shard") is None else Shard.parse(doc["shard"]),
+            config=doc.get("config"),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ResultsError(f"results document is malformed: {exc!r}") from None

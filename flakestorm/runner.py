@@ -35,6 +35,7 @@ from flakestorm.phases.registry import PHASES
 from flakestorm.redaction import Redactor, redacting
 from flakestorm.results import PhaseOutcome, RunResult, redact
 from flakestorm.scoring import score_run
+from flakestorm.shards import Shard, config_document, digest_of
 from flakestorm.stopping import Stop
 
 
@@ -54,6 +55,8 @@ class Overrides:
     """Replaces ``agent.ready_timeout``."""
     record: str | None = None
     """Record the real LLM and tool exchanges of the run into this cassette file."""
+    shard: Shard | None = None
+    """Run only this part of every phase's items (``--shard K/N``)."""
 
 
 def _rebase(url: str, old_endpoint: str, new_endpoint: str) -> str:
@@ -177,7 +180,7 @@ def run_phases(
     if unknown:
         raise UsageError(f"unknown phase(s): {', '.join(unknown)} (known: {', '.join(PHASES)})")
     phases = [phase for name, phase in PHASES.items() if name in names]
-    request = PhaseRequest(chaos_profile=chaos_profile)
+    request = PhaseRequest(chaos_profile=chaos_profile, shard=overrides.shard)
     plans = {phase.name: phase.plan(loaded, request) for phase in phases}
     stop = stop or Stop()
     started = datetime.datetime.now(datetime.timezone.utc)
@@ -232,10 +235,11 @@ def run_phases(
     verdict, code = score_run(
         outcomes, weights, min_score, interrupted=stop_reason == "interrupted"
     )
+    document = config_document(config, loaded.secrets)
     result = RunResult(
         flakestorm_version=__version__,
         config_path=str(loaded.path),
-        config_digest=loaded.digest,
+        config_digest=digest_of(document),
         seed=advanced.seed,
         started_at=started.isoformat(timespec="seconds"),
         duration_s=round(time.perf_counter() - t0, 3),
@@ -246,6 +250,8 @@ def run_phases(
         overall=verdict,
         exit_code=int(code),
         warnings=tuple(str(w) for w in loaded.warnings),
+        shard=overrides.shard,
+        config=document if overrides.shard is not None else None,
     )
     return redact(result, loaded.secrets)
 

@@ -526,3 +526,69 @@ def test_a_critical_invariant_broken_by_a_mutation_is_annotated(
     )
     _assert_safe(stdout)
     assert _outputs(env)["passed"] == "false"
+
+
+# --------------------------------------------------------------------------- shards and merge
+
+
+def test_shard_jobs_then_a_merge_job_post_one_comment_with_the_runs_outputs(
+    workspace: Path, agent: Agent
+) -> None:
+    agent.answer = "hi"  # says-hello (critical) fails in both scenarios, in different shards
+    with FakeGitHub(tokens={"rw": "write"}) as api:
+        for k in (1, 2):
+            env = _pr(workspace, api, _env(workspace, agent, shard=f"{k}/2", report_dir=f"s{k}"))
+            code, stdout = _run(env)
+            assert code == 1, stdout
+            assert f"shard {k}/2: no pull request comment" in stdout
+            assert "::group::flakestorm ci: every configured phase, shard " + f"{k}/2" in stdout
+        assert api.comments(REPO, 9) == []
+        env = _pr(workspace, api, _env(workspace, agent, command="merge", shard_results="s1 s2"))
+        env.pop("AGENT_URL")  # the merge job runs no agent
+        Path(env["GITHUB_OUTPUT"]).write_text("")  # the merge job's own
+        code, stdout = _run(env)
+        assert code == 1, stdout
+        assert "shard 1/2: s1/results.json" in stdout
+        (body,) = [c["body"] for c in api.comments(REPO, 9)]
+        state = comment.parse_state(body)
+        assert state is not None and state.score == 25.0
+    assert _outputs(env) == {
+        "score": "25.00",
+        "passed": "false",
+        "contract-score": "25.00",
+        "critical-failures": "2",
+        "report-dir": "flakestorm-reports",
+    }
+    merged = json.loads((workspace / "flakestorm-reports" / "results.json").read_text("utf-8"))
+    assert "shard" not in merged
+    assert [c["index"] for c in merged["phases"]["contract"]["cells"]] == [0, 1, 2, 3]
+    summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
+    assert summary.endswith((workspace / "flakestorm-reports" / "summary.md").read_text("utf-8"))
+    errors = [line for line in stdout.splitlines() if line.startswith("::error")]
+    assert len(errors) == 1 and "critical invariant says-hello failed in 2 of 2" in errors[0]
+
+
+def test_merge_of_incomplete_shards_is_an_input_error(workspace: Path, agent: Agent) -> None:
+    env = _env(workspace, agent, shard="2/3", report_dir="s2")
+    assert _run(env)[0] == 0
+    env = _env(workspace, agent, command="merge", shard_results="s2")
+    Path(env["GITHUB_OUTPUT"]).write_text("")  # the merge job's own
+    code, stdout = _run(env)
+    assert code == 2
+    assert "::error title=flakestorm%3A input error::shard(s) 1/3, 3/3 missing" in stdout
+    assert _outputs(env) == {"passed": "false", "report-dir": "flakestorm-reports"}
+
+
+@pytest.mark.parametrize(
+    ("inputs", "message"),
+    [
+        ({"shard": "4/3"}, "input `shard`: shard 4/3 does not exist"),
+        ({"shard": "1/2", "command": "merge"}, "input `shard`: `command: merge` merges every"),
+    ],
+)
+def test_bad_shard_inputs_exit_2(
+    workspace: Path, agent: Agent, inputs: dict[str, str], message: str
+) -> None:
+    code, stdout = _run(_env(workspace, agent, **inputs))
+    assert code == 2
+    assert stdout.startswith("::error title=flakestorm%3A bad input::" + message)

@@ -3,18 +3,19 @@
 ``app.py`` holds the root group (:data:`main`, whose :class:`FlakestormGroup` maps errors to
 exit codes) and the ``contract`` group; each other module registers its commands on them when
 imported: ``project.py`` (validate, schema, init), ``run.py`` (contract run/score, run, ci),
-``report.py`` (report), ``compare.py`` (compare), ``proxy.py`` (proxy), ``mutations.py``
-(mutations preview), ``replay.py`` (replay run, export, import). A new command group is a
-module here and one line below.
+``report.py`` (report), ``compare.py`` (compare), ``merge.py`` (merge), ``proxy.py`` (proxy),
+``mutations.py`` (mutations preview), ``replay.py`` (replay run, export, import). A new command
+group is a module here and one line below.
 """
 
-from flakestorm.cli import compare, mutations, project, proxy, replay, report, run
+from flakestorm.cli import compare, merge, mutations, project, proxy, replay, report, run
 from flakestorm.cli.app import FlakestormGroup, main
 
 __all__ = [
     "FlakestormGroup",
     "compare",
     "main",
+    "merge",
     "mutations",
     "project",
     "proxy",

@@ -60,10 +60,29 @@ def run_options(function: Callable[..., Any]) -> Callable[..., Any]:
                 default=None,
                 help="Report directory (overrides output.dir).",
             ),
+            click.option(
+                "--shard",
+                default=None,
+                metavar="K/N",
+                callback=_shard,
+                help="Run only shard K of N: every N-th cell from the K-th, in every phase "
+                "(combine the shards' results.json with `flakestorm merge`).",
+            ),
         ]
     ):
         function = option(function)
     return function
+
+
+def _shard(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    from flakestorm.shards import Shard, ShardError
+
+    if value is None:
+        return None
+    try:
+        return Shard.parse(value)
+    except ShardError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 class Progress:
@@ -156,6 +175,13 @@ def conclude(result: Any, out: Path) -> None:
 
     click.echo(terminal.render(result), nl=False)
     click.echo(f"Reports: {out}/")
+    if result.shard is not None:
+        click.echo(
+            f"This is shard {result.shard} of the run (its part only): merge the "
+            f"{result.shard.total} shards' results.json with `flakestorm merge PATHS... -o DIR` "
+            "for the run's verdict.",
+            err=True,
+        )
     sys.exit(result.exit_code)
 
 
@@ -168,11 +194,12 @@ def contractexecute(
     seed: int | None,
     output_dir: str | None,
     record: str | None,
+    shard: Any,
 ) -> None:
     """Run every invariant under every scenario and print the matrix."""
     from flakestorm.runner import Overrides
 
-    overrides = Overrides(concurrency, seed, min_score, output_dir, record=record)
+    overrides = Overrides(concurrency, seed, min_score, output_dir, record=record, shard=shard)
     result, out = execute(config_path, overrides, progress=True, ci=False)
     conclude(result, out)
 
@@ -196,6 +223,7 @@ def run_command(
     seed: int | None,
     output_dir: str | None,
     record: str | None,
+    shard: Any,
     chaos: bool,
     chaos_only: bool,
     chaos_profile: str | None,
@@ -207,7 +235,7 @@ def run_command(
     if (chaos_only or chaos_profile) and not chaos:
         raise UsageError("--chaos-only and --chaos-profile need --chaos")
     phases = ("chaos",) if chaos_only else ("mutation", "chaos") if chaos else ("mutation",)
-    overrides = Overrides(concurrency, seed, min_score, output_dir, record=record)
+    overrides = Overrides(concurrency, seed, min_score, output_dir, record=record, shard=shard)
     result, out = execute(
         config_path, overrides, progress=True, ci=False, phases=phases, profile=chaos_profile
     )
@@ -232,6 +260,7 @@ def ci(
     seed: int | None,
     output_dir: str | None,
     record: str | None,
+    shard: Any,
     agent_url: str | None,
     proxy_url: str | None,
     ready_timeout_ms: int | None,
@@ -240,7 +269,15 @@ def ci(
     from flakestorm.runner import Overrides
 
     overrides = Overrides(
-        concurrency, seed, min_score, output_dir, agent_url, proxy_url, ready_timeout_ms, record
+        concurrency,
+        seed,
+        min_score,
+        output_dir,
+        agent_url,
+        proxy_url,
+        ready_timeout_ms,
+        record,
+        shard,
     )
     result, out = execute(config_path, overrides, progress=True, ci=True)
     conclude(result, out)
@@ -255,11 +292,12 @@ def contract_score(
     seed: int | None,
     output_dir: str | None,
     record: str | None,
+    shard: Any,
 ) -> None:
     """Run the contract and print only the resilience score; exit with the gate's code."""
     from flakestorm.runner import Overrides
 
-    overrides = Overrides(concurrency, seed, min_score, output_dir, record=record)
+    overrides = Overrides(concurrency, seed, min_score, output_dir, record=record, shard=shard)
     result, _ = execute(config_path, overrides, progress=False, ci=False)
     contract = result.phases.get("contract")
     score = contract.score.score if contract is not None else None

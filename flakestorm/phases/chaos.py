@@ -12,7 +12,7 @@ from __future__ import annotations
 from flakestorm.config import Chaos, Config, Contract, ContractInvariant, Severity
 from flakestorm.errors import UsageError
 from flakestorm.loader import LoadedConfig, load_profile
-from flakestorm.phases.matrix import MatrixPhase
+from flakestorm.phases.matrix import MatrixPhase, dealt
 from flakestorm.phases.phase import PhaseName, PhaseRequest
 from flakestorm.plan import Plan, build_plan
 from flakestorm.results import PhaseOutcome, PhaseScore, Status
@@ -36,7 +36,7 @@ class ChaosPhase(MatrixPhase):
                 f"{loaded.path.name} has no `chaos` section: add one, or pick a built-in "
                 "profile with --chaos-profile"
             )
-        return build_plan(chaos_contract(config, profile), config.golden_prompts)
+        return dealt(build_plan(chaos_contract(config, profile), config.golden_prompts), request)
 
     def score(self, outcome: PhaseOutcome, config: Config) -> PhaseScore:
         return score_prompts(outcome, config.advanced.effective_min_pass)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from flakestorm.config import Config
 from flakestorm.errors import UsageError
 from flakestorm.loader import LoadedConfig
-from flakestorm.phases.matrix import MatrixPhase
+from flakestorm.phases.matrix import MatrixPhase, dealt
 from flakestorm.phases.phase import PhaseName, PhaseRequest
 from flakestorm.plan import Plan, build_plan
 from flakestorm.results import PhaseOutcome, PhaseScore
@@ -21,7 +21,7 @@ class ContractPhase(MatrixPhase):
         config = loaded.config
         if config.contract is None:
             raise UsageError(f"{loaded.path.name} has no `contract` section")
-        return build_plan(config.contract, config.golden_prompts)
+        return dealt(build_plan(config.contract, config.golden_prompts), request)
 
     def score(self, outcome: PhaseOutcome, config: Config) -> PhaseScore:
         return score_cells(outcome.cells)

@@ -19,7 +19,7 @@ from flakestorm.chaos.delivery import (
 )
 from flakestorm.chaos.faults import ActiveScenario, FaultBook
 from flakestorm.config import AgentType, Config, Scenario
-from flakestorm.phases.phase import PhaseContext, PhasePlan, SectionPhase
+from flakestorm.phases.phase import PhaseContext, PhasePlan, PhaseRequest, SectionPhase
 from flakestorm.plan import Plan
 from flakestorm.results import CellResult, InvariantInfo, PhaseOutcome, ScenarioInfo
 from flakestorm.scoring import score_cells
@@ -48,6 +48,9 @@ def run_matrix(
     executor, channel = context.executor, context.channel
     golden_prompts = context.loaded.config.golden_prompts
     seed = context.loaded.config.advanced.seed
+    infos = {s.name: ScenarioInfo(s.name, describe_faults(s)) for s in plan.scenarios}
+    if not plan.cells:  # a shard with none of this phase's cells
+        return _outcome(phase, plan, lines, infos, [], [])
     warnings = []
     calm = ActiveScenario(CALM, seed)
     if channel is not None:
@@ -69,7 +72,6 @@ def run_matrix(
     calm_cells = [c for c in plan.cells if c.scenario not in chaos]
     for result in executor.run_cells(calm_cells, baselines):
         by_index[result.index] = result
-    infos = {s.name: ScenarioInfo(s.name, describe_faults(s)) for s in plan.scenarios}
     for scenario in chaos:
         assert channel is not None
         # an earlier phase may have run a scenario of the same name ("chaos"): not ours
@@ -96,6 +98,17 @@ def run_matrix(
     if channel is not None:
         channel.activate(calm)
     cells_out = [by_index[i] for i in sorted(by_index)]
+    return _outcome(phase, plan, lines, infos, cells_out, warnings)
+
+
+def _outcome(
+    phase: str,
+    plan: Plan,
+    lines: dict[str, int],
+    infos: dict[str, ScenarioInfo],
+    cells_out: list[CellResult],
+    warnings: list[str],
+) -> PhaseOutcome:
     contract = plan.contract
     return PhaseOutcome(
         phase=phase,
@@ -166,6 +179,13 @@ def count_invocations(plan: Plan, config: Config, first: bool = True) -> MatrixC
         detection=2 if first and not has_reset else 0,
         probe=int(probe),
     )
+
+
+def dealt(plan: Plan, request: PhaseRequest) -> Plan:
+    """``plan`` with only this run's part of its cells (``--shard``), indexes kept."""
+    if request.shard is None:
+        return plan
+    return dataclasses.replace(plan, cells=tuple(request.deal(plan.cells)))
 
 
 class MatrixPhase(SectionPhase):

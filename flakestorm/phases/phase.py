@@ -10,6 +10,15 @@ A run is a loop over phases (:mod:`flakestorm.runner`). Each phase is one object
 
 The outcome is all the reports need: they iterate :attr:`RunResult.phases` and never name a
 phase, so adding a phase is one module plus one registration line.
+
+Shards (``--shard K/N``, SPEC §9). A sharded run gives every phase the shard in
+``request.shard``; a phase plans all its items in a stable order and keeps its part with one
+call, ``request.deal(items)`` (item ``i`` is shard ``i mod N + 1``'s; unsharded, every item),
+then runs only those. Its outcome holds only its part of the items, each with its stable
+index, so ``flakestorm merge`` can put the shards' outcomes back together
+(:mod:`flakestorm.merge`) and score them again with ``score(outcome, config)``. Anything a
+phase judges across items (like a scenario's fault delivery) must be judged again from what
+the outcome stores, over all shards.
 """
 
 from __future__ import annotations
@@ -18,13 +27,16 @@ import enum
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from flakestorm.chaos.delivery import Channel
 from flakestorm.config import Config, Scenario
 from flakestorm.executor import Executor
 from flakestorm.loader import LoadedConfig
 from flakestorm.results import PhaseOutcome, PhaseScore
+from flakestorm.shards import Shard, deal
+
+_T = TypeVar("_T")
 
 
 class PhaseName(str, enum.Enum):
@@ -62,6 +74,13 @@ class PhaseRequest:
 
     chaos_profile: str | None = None
     """A built-in chaos profile that replaces the top-level ``chaos`` section."""
+    shard: Shard | None = None
+    """The part of the run to do (``--shard K/N``); None: all of it."""
+
+    def deal(self, items: Sequence[_T]) -> list[_T]:
+        """This run's part of a phase's ``items``, listed in their stable order (the position
+        is the item's index): all of them unsharded, else every N-th from the K-th."""
+        return deal(self.shard, items)
 
 
 class PhasePlan(Protocol):

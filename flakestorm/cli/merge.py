@@ -1,0 +1,41 @@
+"""``flakestorm merge``: the shards of a run (``--shard K/N``) merged into the run's result,
+reports and exit code."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from flakestorm.cli.app import main
+
+
+@main.command("merge")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "-o",
+    "--output",
+    "output_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="The directory to write the run's reports into.",
+)
+def merge_command(paths: tuple[Path, ...], output_dir: Path) -> None:
+    """Merge the shards' results.json (files, or directories searched for them) into the
+    run's verdict: every report in OUTPUT, and the gate's exit code.
+
+    The shards must be 1..N of one run (same config digest and seed); otherwise nothing is
+    written and the exit code is 2, with what is missing or foreign.
+    """
+    from flakestorm.merge import merge, output_formats, read_shards
+    from flakestorm.reporters import terminal
+    from flakestorm.reports import write_reports
+
+    shards = read_shards(paths)
+    result = merge(shards)
+    write_reports(result, output_dir, output_formats(shards))
+    click.echo(f"merged {len(shards)} shards", err=True)
+    click.echo(terminal.render(result), nl=False)
+    click.echo(f"Reports: {output_dir}/")
+    sys.exit(result.exit_code)

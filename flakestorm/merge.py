@@ -1,0 +1,259 @@
+"""The shards of one run put back together into the run's result (SPEC §9).
+
+:func:`read_shards` finds the shards' ``results.json`` files; :func:`merge` checks that they
+belong together — one config digest, one seed, one flakestorm version, one gate, shards
+``1..N`` each exactly once — and raises :class:`MergeError` (exit 2) naming the problem
+otherwise. It then rebuilds each phase from the shards' parts:
+
+- the cells of every shard, by their stable index (each cell ran in exactly one shard);
+- each scenario's delivery proof, over all shards: the declared faults, and the faults *some*
+  shard's calls matched; delivery is judged again from it (:func:`~flakestorm.chaos.delivery.
+  judge`), so a fault only one shard's calls matched is delivered, and the cells another shard
+  errored for it get their own verdicts back;
+- the phase's score, by the phase itself (``Phase.score``, with the shards' resolved config),
+  and the overall score and gate with :func:`~flakestorm.scoring.score_run`.
+
+The merged result is what an unsharded run with the same seed gives, timings and the
+invocation count (each shard checks the agent before its cells) aside.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from flakestorm.chaos.delivery import judge
+from flakestorm.config import Config, OutputFormat
+from flakestorm.errors import UsageError
+from flakestorm.phases.registry import PHASES
+from flakestorm.results import (
+    CellResult,
+    PhaseOutcome,
+    ResultsError,
+    RunResult,
+    ScenarioInfo,
+    from_document,
+)
+from flakestorm.scoring import score_run
+from flakestorm.shards import digest_of
+from flakestorm.validation import InvalidData, validate_model
+
+RESULTS_FILE = "results.json"
+
+
+class MergeError(UsageError):
+    """Shards that cannot be merged: what is missing, foreign or unreadable (exit 2)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardFile:
+    """A shard's result and the file it came from."""
+
+    path: Path
+    result: RunResult
+
+    @property
+    def name(self) -> str:
+        return f"{self.path} (shard {self.result.shard})"
+
+
+def find_results(paths: Iterable[Path]) -> list[Path]:
+    """The ``results.json`` files of ``paths``: a file as given, a directory searched
+    (recursively, as downloaded CI artifacts nest them), in path order."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found.extend(sorted(path.rglob(RESULTS_FILE)))
+        elif path.is_file():
+            found.append(path)
+        else:
+            raise MergeError(f"{path}: no such file or directory")
+    if not found:
+        shown = ", ".join(str(p) for p in paths) or "(no paths)"
+        raise MergeError(f"no {RESULTS_FILE} found in {shown}: give the shards' results")
+    return found
+
+
+def read_shards(paths: Iterable[Path]) -> list[ShardFile]:
+    """Every shard result under ``paths`` (see :func:`find_results`)."""
+    shards = []
+    for path in find_results(paths):
+        try:
+            document = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise MergeError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        except ValueError as exc:  # JSON and UTF-8 errors alike
+            raise MergeError(f"{path}: not a results.json ({exc})") from None
+        if not isinstance(document, dict):
+            raise MergeError(f"{path}: not a results document (expected a JSON object)")
+        try:
+            result = from_document(document)
+        except ResultsError as exc:
+            raise MergeError(f"{path}: {exc}") from None
+        if result.shard is None:
+            raise MergeError(f"{path}: a whole run, not a shard (run each part with --shard K/N)")
+        shards.append(ShardFile(path, result))
+    return shards
+
+
+def check_together(shards: Sequence[ShardFile]) -> None:
+    """Raise :class:`MergeError` unless ``shards`` are shards 1..N of one run."""
+    first = shards[0]
+    head = first.result
+    assert head.shard is not None
+    for shard in shards:
+        result = shard.result
+        if result.config is None or digest_of(result.config) != result.config_digest:
+            raise MergeError(
+                f"{shard.name}: its recorded config does not match its config digest "
+                "(the file was edited, or written by another tool)"
+            )
+        checks = (
+            ("flakestorm version", head.flakestorm_version, result.flakestorm_version),
+            ("seed", head.seed, result.seed),
+            ("config digest", head.config_digest, result.config_digest),
+            ("shard count", head.shard.total, result.shard.total if result.shard else None),
+            ("min_score", head.overall.min_score, result.overall.min_score),
+            ("phases", list(head.phases), list(result.phases)),
+        )
+        for what, expected, got in checks:
+            if expected != got:
+                raise MergeError(
+                    f"{shard.name} is not a shard of the same run as {first.name}: its {what} "
+                    f"is {_short(got)}, not {_short(expected)} (merge the shards of one run: "
+                    "same config, seed and flakestorm version, and the same --shard N)"
+                )
+    seen: dict[int, ShardFile] = {}
+    for shard in shards:
+        assert shard.result.shard is not None
+        index = shard.result.shard.index
+        if index in seen:
+            raise MergeError(
+                f"shard {shard.result.shard} is given twice: {seen[index].path} and {shard.path}"
+            )
+        seen[index] = shard
+    total = head.shard.total
+    missing = [f"{k}/{total}" for k in range(1, total + 1) if k not in seen]
+    if missing:
+        have = ", ".join(f"{k}/{total}" for k in sorted(seen))
+        raise MergeError(
+            f"shard(s) {', '.join(missing)} missing (have {have}): every shard's results.json "
+            "is needed for the run's verdict"
+        )
+
+
+def merge(shards: Sequence[ShardFile]) -> RunResult:
+    """The run's result from its shards (see the module docstring)."""
+    if not shards:
+        raise MergeError("no shards to merge")
+    check_together(shards)
+    ordered = sorted(shards, key=lambda s: s.result.shard.index if s.result.shard else 0)
+    results = [s.result for s in ordered]
+    head = results[0]
+    assert head.config is not None
+    try:
+        config = validate_model(Config, dict(head.config))
+    except InvalidData as exc:
+        raise MergeError(f"{ordered[0].name}: its recorded config cannot be read: {exc}") from None
+    outcomes: dict[str, PhaseOutcome] = {}
+    for name in head.phases:
+        phase = PHASES.get(name)
+        if phase is None:
+            raise MergeError(
+                f"the shards ran the {name} phase, which this version of flakestorm cannot "
+                f"score (known: {', '.join(PHASES)})"
+            )
+        parts = [r.phases[name] for r in results]
+        outcome = merge_phase(parts, [str(s.name) for s in ordered])
+        outcomes[name] = dataclasses.replace(outcome, score=phase.score(outcome, config))
+    interrupted = any(r.stop_reason == "interrupted" for r in results)
+    verdict, code = score_run(
+        outcomes, head.overall.weights, head.overall.min_score, interrupted=interrupted
+    )
+    stop_reason = next((r.stop_reason for r in results if r.stop_reason), None)
+    return RunResult(
+        flakestorm_version=head.flakestorm_version,
+        config_path=head.config_path,
+        config_digest=head.config_digest,
+        seed=head.seed,
+        started_at=min(r.started_at for r in results),
+        duration_s=max(r.duration_s for r in results),
+        complete=all(r.complete for r in results),
+        stop_reason=stop_reason,
+        invocations=sum(r.invocations for r in results),
+        phases=outcomes,
+        overall=verdict,
+        exit_code=int(code),
+        warnings=_union(w for r in results for w in r.warnings),
+    )
+
+
+def output_formats(shards: Sequence[ShardFile]) -> tuple[OutputFormat, ...]:
+    """The report formats the shards' config asks for (``output.formats``)."""
+    config = shards[0].result.config or {}
+    formats = config.get("output", {}).get("formats", [f.value for f in OutputFormat])
+    return tuple(OutputFormat(f) for f in formats if f in OutputFormat._value2member_map_)
+
+
+def merge_phase(parts: Sequence[PhaseOutcome], names: Sequence[str]) -> PhaseOutcome:
+    """One phase of the run from its shards' parts (in shard order): cells by index, each
+    scenario's delivery proof over all parts and judged again. Unscored."""
+    head = parts[0]
+    cells: dict[int, CellResult] = {}
+    owner: dict[int, str] = {}
+    for part, name in zip(parts, names, strict=True):
+        for cell in part.cells:
+            if cell.index in cells:
+                raise MergeError(
+                    f"cell {cell.id} ran in two shards ({owner[cell.index]} and {name}): "
+                    "these are not shards of one run"
+                )
+            cells[cell.index] = cell
+            owner[cell.index] = name
+    merged = [cells[i] for i in sorted(cells)]
+    infos = [
+        merge_proof([p.scenarios[i] for p in parts if i < len(p.scenarios)])
+        for i in range(len(head.scenarios))
+    ]
+    judged: dict[str, ScenarioInfo] = {}
+    by_index: dict[int, CellResult] = {}
+    for info in infos:
+        own = [c for c in merged if c.scenario == info.name]
+        judged[info.name], settled = judge(info, own)
+        by_index.update((c.index, c) for c in settled)
+    return dataclasses.replace(
+        head,
+        scenarios=tuple(judged[i.name] for i in infos),
+        cells=tuple(by_index.get(c.index, c) for c in merged),
+        warnings=_union(w for p in parts for w in p.warnings),
+    )
+
+
+def merge_proof(infos: Sequence[ScenarioInfo]) -> ScenarioInfo:
+    """A scenario's delivery proof over the shards: declared by any, matched by any."""
+    head = infos[0]
+    declared = _union(label for i in infos for label in i.declared)
+    matched = {label for i in infos for label in i.matched}
+    hints: dict[str, str] = {}
+    for info in infos:
+        for label, hint in info.hints.items():
+            hints.setdefault(label, hint)
+    return dataclasses.replace(
+        head,
+        serial=any(i.serial for i in infos),
+        declared=declared,
+        matched=tuple(label for label in declared if label in matched),
+        hints=hints,
+        undelivered=(),
+    )
+
+
+def _union(items: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(items))
+
+
+def _short(value: object) -> str:
+    text = str(value)
+    return text[:12] + "…" if len(text) == 64 else text
