@@ -327,6 +327,11 @@ class AgentStart(Model):
     env: dict[str, str] = {}
 
 
+class AgentSession(Model):
+    header: str | None = Field(default=None, min_length=1)
+    template: bool = False
+
+
 class AgentConfig(Model):
     type: AgentType = AgentType.HTTP
     endpoint: str = Field(min_length=1)
@@ -341,6 +346,7 @@ class AgentConfig(Model):
     start: AgentStart | None = None
     reset_endpoint: str | None = None
     reset_function: Callable_ | None = None
+    session: AgentSession | None = None
     tools: list[Callable_] | None = None
     tool_registry: Callable_ | None = None
     llm: Callable_ | None = None

@@ -15,6 +15,7 @@ SECTIONS: dict[str, str] = {
     "Config": "",
     "AgentConfig": "agent",
     "AgentStart": "agent.start",
+    "AgentSession": "agent.session",
     "Invariant": "invariants[]",
     "ContractInvariant": "invariants[]",
     "Contract": "contract",
@@ -44,6 +45,10 @@ SECTION_NOTES: dict[str, str] = {
     "agent": "The system under test: an HTTP endpoint or a Python callable.",
     "agent.start": "Local runs only: flakestorm starts the agent, waits until it is ready, "
     "passes the proxy environment variables to it and stops it at the end.",
+    "agent.session": "Http agents: each cell gets its own conversation, a session id derived "
+    "from the seed and the cell (one per repeat), so cells are isolated without a reset and "
+    "run concurrently; the stateful-agent check does not apply. Give exactly one of `header` "
+    "and `template`.",
     "invariants[]": "One rule the agent must obey. The same fields are used in the top-level "
     "`invariants` list (mutation and chaos-only phases; `id` optional) and in "
     "`contract.invariants` (`id` required and unique). Type fields belong to one type only: "
@@ -132,6 +137,8 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "reset the agent's state. A failed reset makes that cell errored.",
     "agent.reset_function": "Python `module:attr` called (sync or async) before each cell to "
     "reset the agent's state.",
+    "agent.session": "Isolate each cell in its own conversation instead of resetting the "
+    "agent: `{header: NAME}` or `{template: true}`.",
     "agent.tools": "Python agents: `module:attr` of each tool to wrap with faults: a callable, "
     "or a framework's tool object (an OpenAI Agents SDK `FunctionTool`, a LangChain `BaseTool`, "
     "a Strands `@tool`, a Pydantic AI `Tool`), whose function is wrapped inside it. A tool's "
@@ -142,6 +149,9 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "LLM; LLM faults apply to it. On an OpenAI or Anthropic SDK method "
     "(`openai.resources.chat.completions:AsyncCompletions.create`) they raise the SDK's own "
     "exceptions and act on its streams.",
+    "agent.session.header": "The request header that carries the session id, e.g. `X-Session-Id`.",
+    "agent.session.template": "`true`: the session id fills `{session_id}` in "
+    '`request_template` (e.g. `{"input": "{prompt}", "session": "{session_id}"}`).',
     "agent.start.command": "Shell command that starts the agent.",
     "agent.start.cwd": "Working directory of the command (relative to the config file).",
     "agent.start.env": "Extra environment variables for the command.",

@@ -6,7 +6,9 @@ Scheduling. Every invocation of a run is one task (cell, repeat, prompt); ``conc
 worker threads pull tasks in plan order from one shared queue, so 300 invocations at
 concurrency 8 keep 8 in flight the whole time. When a reset is configured, a reset is global
 (it clears the agent's state, not one cell's), so cells then run strictly one at a time:
-reset, then that cell's prompts in order.
+reset, then that cell's prompts in order. With ``agent.session`` there is no reset: each cell
+(and each repeat of it) is its own conversation, with a session id from the seed and the cell
+(:func:`session_id`): its prompts are sent in order, and ``concurrency`` cells side by side.
 
 Stopping. Setting ``stop`` (Ctrl-C, SIGTERM) or spending ``max_invocations`` stops new
 invocations and resets. Work in flight (an invocation, a reset) runs on worker threads, never
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import hashlib
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -54,6 +57,14 @@ class Options:
     repeat: int = 1
     min_pass: int = 1
     max_invocations: int | None = None
+    session_seed: int | None = None
+    """With ``agent.session``: the seed session ids derive from (None: no sessions)."""
+
+
+def session_id(seed: int, key: str) -> str:
+    """The conversation id of ``key`` (``cell#run``, or a pre-matrix invocation): the same for
+    the same seed, so a rerun repeats it, and different for every cell."""
+    return hashlib.sha256(f"flakestorm-session\x00{seed}\x00{key}".encode()).hexdigest()[:32]
 
 
 @dataclass(frozen=True)
@@ -163,6 +174,10 @@ class Executor:
 
     # ----------------------------------------------------------------- before the matrix
 
+    def _session(self, key: str) -> str:
+        seed = self._options.session_seed
+        return "" if seed is None else session_id(seed, key)
+
     def _invoke(self, prompt: str, call: Call = NO_CALL) -> Reply | None:
         """One invocation, or None when the run is stopping or out of budget."""
         if self._stop.is_set() or not self._budget.take():
@@ -182,7 +197,9 @@ class Executor:
                 except HarnessError:  # no baseline: the cells needing it are ERRORED
                     out[prompt] = None
                     return
-            out[prompt] = self._invoke(prompt, Call(cell_id="baseline", scenario=""))
+            session = self._session(f"baseline:{prompt}")
+            call = Call(cell_id="baseline", scenario="", session=session)
+            out[prompt] = self._invoke(prompt, call)
 
         self._each(list(prompts), one, parallel=self._resetter is None)
         return {prompt: out.get(prompt) for prompt in prompts}
@@ -207,7 +224,9 @@ class Executor:
     def probe(self, prompt: str, cell_id: str) -> Reply | None:
         """One chaos-free invocation outside the matrix (e.g. to learn whether the agent
         forwards the cell header)."""
-        return self._one(lambda: self._invoke(prompt, Call(cell_id=cell_id)))
+        return self._one(
+            lambda: self._invoke(prompt, Call(cell_id=cell_id, session=self._session(cell_id)))
+        )
 
     def looks_stateful(self, prompt: str) -> bool:
         """Send ``prompt`` twice without chaos; True when the two answers differ."""
@@ -305,17 +324,20 @@ class Executor:
             if not cell.applicable:
                 tracker.skip(cell)
         runnable = [c for c in cells if c.applicable]
-        if self._resetter is None and not serial:
-            tasks = [
-                _Task(cell, run, i)
-                for cell in runnable
-                for run in range(self._options.repeat)
-                for i in range(len(cell.prompts))
-            ]
+        runs = [(cell, run) for cell in runnable for run in range(self._options.repeat)]
+        if self._resetter is None and not serial and self._options.session_seed is not None:
+            # a session is one conversation: a cell's prompts in order, the cells side by side
+            finished = self._each(
+                runs,
+                lambda item: self._run_isolated(*item, tracker, baselines),
+                parallel=True,
+            )
+        elif self._resetter is None and not serial:
+            tasks = [_Task(cell, run, i) for cell, run in runs for i in range(len(cell.prompts))]
             finished = self._each(tasks, lambda t: self._do(t, tracker, baselines), parallel=True)
         else:
             finished = self._each(
-                [(cell, run) for cell in runnable for run in range(self._options.repeat)],
+                runs,
                 lambda item: self._run_isolated(*item, tracker, baselines, before_invocation),
                 parallel=False,
             )
@@ -362,7 +384,12 @@ class Executor:
             return
         prompt = cell.prompts[task.prompt_index]
         sent, fired = poison_input(prompt, cell.scenario)
-        reply = self._invoke(sent, Call(cell_id=task.invocation_id, scenario=cell.scenario.name))
+        call = Call(
+            cell_id=task.invocation_id,
+            scenario=cell.scenario.name,
+            session=self._session(f"{cell.id}#{task.run}"),
+        )
+        reply = self._invoke(sent, call)
         if reply is None:
             tracker.record(cell, task.run, task.prompt_index, None)
             return
@@ -512,8 +539,8 @@ class _Tracker:
         error: str | None = None,
     ) -> None:
         with self._lock:
-            if cell.index in self._results or self._frozen:
-                return
+            if cell.index in self._results or self._frozen or cell.index not in self._slots:
+                return  # finished (or being announced) already, or abandoned
             if error is not None:
                 self._errors.setdefault(cell.index, error)
             if slot is None:
@@ -525,6 +552,7 @@ class _Tracker:
             if self._missing[cell.index] > 0:
                 return
             finished = self._finalise(cell)
+            del self._slots[cell.index], self._fired[cell.index]  # memory flat in the run's size
         self._finish(cell, finished)
 
     def abandon(self) -> None:
@@ -536,7 +564,8 @@ class _Tracker:
                 cell
                 for cells in self._by_scenario.values()
                 for cell in cells
-                if cell.applicable and cell.index not in self._results
+                # not finished, nor being finished (a finalised cell's slots are gone)
+                if cell.applicable and cell.index not in self._results and cell.index in self._slots
             ]
             finished = [(cell, self._finalise(cell)) for cell in open_cells]
         for cell, result in finished:

@@ -192,6 +192,7 @@ def run_phases(
         repeat=advanced.repeat,
         min_pass=advanced.effective_min_pass,
         max_invocations=advanced.max_invocations,
+        session_seed=advanced.seed if config.agent.session is not None else None,
     )
     scenarios = [s for plan in plans.values() for s in plan.scenarios]
     chaos = any(needs_delivery(s) for s in scenarios) or any(
@@ -206,7 +207,12 @@ def run_phases(
         redacting(Redactor(loaded.secrets)),
         _agent_up(loaded, out_dir, notice, chaos, overrides.record, stop) as (agent, channel),
     ):
-        resetter = build_resetter(config.agent, loaded.base_dir, _locator(loaded))
+        # a session isolates each cell: no global reset, so cells run concurrently
+        resetter = (
+            None
+            if config.agent.session is not None
+            else build_resetter(config.agent, loaded.base_dir, _locator(loaded))
+        )
         checker = build_checker(advanced)
         try:
             executor = Executor(agent, checker, resetter, options, stop, on_event)
@@ -219,6 +225,7 @@ def run_phases(
                     first=not outcomes,
                     stop=stop,
                     notice=notice,
+                    has_session=config.agent.session is not None,
                 )
                 outcome = phase.run(plans[phase.name], context)
                 outcomes[phase.name] = dataclasses.replace(

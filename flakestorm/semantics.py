@@ -62,6 +62,9 @@ WEIGHT_TOLERANCE = 1e-6
 _REFERENCE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 _PATH_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._~-]*$")
 _URL = re.compile(r"^https?://[^\s/?#]+(?:[/?#]\S*)?$")
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+"""An HTTP header name (RFC 9110 token)."""
+SESSION_ID = "{session_id}"
 _NO_CHAOS = Scenario(name="(no chaos)")
 
 
@@ -174,6 +177,41 @@ class _Checker:
                 f"{_dotted(agent.response_path)!r}",
             )
         self.request_template()
+        self.session()
+
+    def session(self) -> None:
+        agent = self.config.agent
+        session = agent.session
+        at: ConfigPath = ("agent", "session")
+        if session is None:
+            return
+        if agent.type is AgentType.PYTHON:
+            self.error(
+                at, "'session' applies to http agents only (this agent is type: python)", True
+            )
+            return
+        if (session.header is None) == (not session.template):
+            self.error(
+                at,
+                "give exactly one of `header: NAME` (the session id in that request header) "
+                "and `template: true` (the session id fills {session_id} in request_template)",
+            )
+            return
+        if session.header is not None and not _TOKEN.fullmatch(session.header):
+            self.error((*at, "header"), f"{session.header!r} is not an HTTP header name")
+        if session.template and not any(SESSION_ID in s for s in _strings(agent.request_template)):
+            self.error(
+                (*at, "template"),
+                "request_template does not contain {session_id}, so the session id would "
+                'never be sent (e.g. {"input": "{prompt}", "session": "{session_id}"})',
+            )
+        for name in ("reset_endpoint", "reset_function"):
+            if getattr(agent, name) is not None:
+                self.warn(
+                    ("agent", name),
+                    f"is not called: agent.session gives each cell its own conversation, so "
+                    f"cells need no reset (remove {name}, or the session, to choose)",
+                )
 
     def request_template(self) -> None:
         template = self.config.agent.request_template

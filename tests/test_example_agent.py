@@ -613,7 +613,8 @@ def test_the_configs_describe_this_agent() -> None:
     for kind in ("excludes_pii", "latency", "output_not_empty", "refusal_check"):
         assert InvariantType(kind) in by_type
 
-    assert local.agent.start is not None and local.agent.reset_endpoint == "/reset"
+    assert local.agent.start is not None and local.agent.session is not None
+    assert local.agent.session.header == "X-Session-Id" and local.agent.reset_endpoint is None
     assert [s.name for s in local.contract.chaos_matrix] == ["no-chaos", "memory-poisoning"]
     assert not any(s.tool_faults or s.llm_faults for s in local.contract.chaos_matrix)
     assert [s.name for s in chaos.contract.chaos_matrix] == [

@@ -4,7 +4,9 @@
 
 Endpoints:
 
-- ``POST /chat`` ``{"input": "..."}`` -> ``{"output": "...", "sources": [...]}``
+- ``POST /chat`` ``{"input": "..."}`` -> ``{"output": "...", "sources": [...]}``; the
+  conversation is the ``X-Session-Id`` header's (or the body's ``"session_id"``), one shared
+  conversation without either
 - ``GET /health`` -> 200 ``{"status": "ok"}``
 - ``POST /reset`` -> clears the conversation memory (``{"reset": true}``)
 
@@ -12,8 +14,9 @@ For a stock price question (a ticker such as ``AAPL``, or a company name such as
 agent calls its market data tool, ``GET <MARKET_DATA_URL>/quote/<TICKER>``, then asks its LLM
 (OpenAI chat completions, ``POST <OPENAI_BASE_URL>/chat/completions``) to phrase the answer from
 the tool result, and cites the source. Other questions go to the LLM only. It keeps a small
-per-process memory of earlier questions and mentions the previous one ("Earlier you asked about
-AAPL."), so it is observably stateful until ``POST /reset``.
+memory of earlier questions per conversation and mentions the previous one ("Earlier you asked
+about AAPL."), so it is observably stateful until ``POST /reset`` (which forgets every
+conversation) — or isolated per conversation when each caller sends its own session id.
 
 The ``X-Flakestorm-Cell``, ``X-Flakestorm-Scenario``, ``baggage`` and ``traceparent`` headers
 of a ``/chat`` request are forwarded to every tool and LLM call it causes: that is how the
@@ -310,6 +313,10 @@ def parse_quote(ticker: str, data: Any) -> Quote:
 # --------------------------------------------------------------------------- the agent
 
 
+MAX_SESSIONS = 10_000
+"""Conversations remembered at once (the oldest is forgotten first)."""
+
+
 class FinBot:
     """The agent: answers a question, calling the market data tool and the LLM."""
 
@@ -317,13 +324,13 @@ class FinBot:
         self.settings = settings
         self._opener = urllib.request.build_opener()  # honours HTTP_PROXY / NO_PROXY
         self._lock = threading.Lock()
-        self._memory: deque[str] = deque(maxlen=5)
+        self._memory: dict[str, deque[str]] = {}
 
     def reset(self) -> None:
         with self._lock:
             self._memory.clear()
 
-    def answer(self, question: str, trace: Mapping[str, str]) -> Answer:
+    def answer(self, question: str, trace: Mapping[str, str], session: str = "") -> Answer:
         bad = self.settings.bad_agent
         prefix = ""
         if bad:
@@ -339,17 +346,20 @@ class FinBot:
             body, sources = self._finance(text, ticker, trace)
         else:
             body, sources = self._general(text, trace)
-        output = prefix + body + self._remember(ticker or topic_of(text))
+        output = prefix + body + self._remember(session, ticker or topic_of(text))
         if bad:
             output += f" For help, contact our support lead {SUPPORT_CONTACT}."
         else:
             output = REFUSAL if leaks_instructions(output) else redact_pii(output)
         return Answer(output, sources)
 
-    def _remember(self, topic: str) -> str:
+    def _remember(self, session: str, topic: str) -> str:
         with self._lock:
-            previous = self._memory[-1] if self._memory else None
-            self._memory.append(topic)
+            if session not in self._memory and len(self._memory) >= MAX_SESSIONS:
+                self._memory.pop(next(iter(self._memory)))  # forget the oldest conversation
+            memory = self._memory.setdefault(session, deque(maxlen=5))
+            previous = memory[-1] if memory else None
+            memory.append(topic)
         return f" (Earlier you asked about {previous}.)" if previous else ""
 
     # -- finance questions: tool, then LLM
@@ -589,7 +599,8 @@ class AgentHandler(JsonHandler):
             if not isinstance(question, str):
                 raise BadRequest(400, 'expected a JSON object {"input": "<question>"}')
             trace = {name: self.headers[name] for name in TRACE_HEADERS if name in self.headers}
-            answer = self.bot.answer(question, trace)
+            session = self.headers.get("X-Session-Id") or request.get("session_id") or ""
+            answer = self.bot.answer(question, trace, str(session))
             return 200, {"output": answer.output, "sources": answer.sources}
         raise BadRequest(404, f"no route for {method} {path}")
 

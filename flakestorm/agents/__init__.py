@@ -31,6 +31,8 @@ class Call:
     request: RequestShape | None = None
     context: str = ""
     """A replayed session's ``context``, for ``{context}`` in an http agent's template."""
+    session: str = ""
+    """The conversation this invocation belongs to (``agent.session``), or empty."""
 
 
 NO_CALL = Call()

@@ -56,6 +56,7 @@ CHUNK_BYTES = 65_536
 
 PROMPT = "{prompt}"
 CONTEXT = "{context}"
+SESSION_ID = "{session_id}"
 _PLACEHOLDER = re.compile(r"\{(prompt|context)\}")
 _PLACEHOLDER_IN_JSON = re.compile(r'"\{(prompt|context)\}"|\{(prompt|context)\}')
 
@@ -67,7 +68,10 @@ def takes_context(template: str | dict[str, Any] | list[Any]) -> bool:
 
 
 def render_template(
-    template: str | dict[str, Any] | list[Any], prompt: str, context: str = ""
+    template: str | dict[str, Any] | list[Any],
+    prompt: str,
+    context: str = "",
+    session_id: str = "",
 ) -> bytes:
     """The request body for ``prompt`` (SPEC §2.1 ``request_template``); ``{context}`` is
     filled the same way with ``context`` (a replayed session's, SPEC §7; else empty).
@@ -76,6 +80,8 @@ def render_template(
     ``{prompt}`` inside a longer string is replaced textually; the result is serialised as JSON.
     A string template is JSON text: ``"{prompt}"`` (quotes included) becomes the prompt as a JSON
     string, a bare ``{prompt}`` (inside a JSON string) the prompt's escaped content.
+    ``{session_id}`` (``agent.session: {template: true}``) is replaced by ``session_id``
+    (hex digits: nothing to escape) wherever it appears, before the prompt goes in.
     """
     values = {"prompt": prompt, "context": context}
     if isinstance(template, str):
@@ -84,21 +90,24 @@ def render_template(
             quoted = json.dumps(values[match.group(1) or match.group(2)])
             return quoted if match.group(0).startswith('"') else quoted[1:-1]
 
-        return _PLACEHOLDER_IN_JSON.sub(substitute, template).encode("utf-8")
+        text = template.replace(SESSION_ID, session_id) if session_id else template
+        return _PLACEHOLDER_IN_JSON.sub(substitute, text).encode("utf-8")
     # ensure_ascii: a prompt may hold lone surrogates (encoding attacks); escaped, they stay valid
-    return json.dumps(_fill(template, prompt, context)).encode("ascii")
+    return json.dumps(_fill(template, prompt, context, session_id)).encode("ascii")
 
 
-def _fill(node: Any, prompt: str, context: str) -> Any:
+def _fill(node: Any, prompt: str, context: str, session_id: str = "") -> Any:
     if isinstance(node, str):
+        if session_id:
+            node = node.replace(SESSION_ID, session_id)
         if node in (PROMPT, CONTEXT):
             return prompt if node == PROMPT else context
         values = {"prompt": prompt, "context": context}
         return _PLACEHOLDER.sub(lambda m: values[m.group(1)], node)
     if isinstance(node, dict):
-        return {key: _fill(value, prompt, context) for key, value in node.items()}
+        return {key: _fill(value, prompt, context, session_id) for key, value in node.items()}
     if isinstance(node, list):
-        return [_fill(value, prompt, context) for value in node]
+        return [_fill(value, prompt, context, session_id) for value in node]
     return node
 
 
@@ -203,12 +212,17 @@ class HttpAgent:
             headers["X-Flakestorm-Cell"] = header_value(call.cell_id)
         if call.scenario:
             headers["X-Flakestorm-Scenario"] = header_value(call.scenario)
+        session = self.config.session
+        if call.session and session is not None and session.header is not None:
+            headers[session.header] = call.session
         target = f"{self.config.method} {self.config.endpoint}"
         try:
             response = self._session.request(
                 self.config.method,
                 self.config.endpoint,
-                data=render_template(self.config.request_template, prompt, call.context),
+                data=render_template(
+                    self.config.request_template, prompt, call.context, call.session
+                ),
                 headers=headers,
                 timeout=(self._timeout_s, self._timeout_s),
                 stream=True,
@@ -330,11 +344,18 @@ class HttpAgent:
         headers.update(call.headers)
         if call.cell_id:
             headers["X-Flakestorm-Cell"] = header_value(call.cell_id)
+        session = self.config.session
+        if call.session and session is not None and session.header is not None:
+            headers[session.header] = call.session
         if shape.content_type is not None:
             headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
             if shape.content_type:
                 headers["Content-Type"] = shape.content_type
-        body = render_template(self.config.request_template, prompt + padding(shape.pad_bytes))
+        body = render_template(
+            self.config.request_template,
+            prompt + padding(shape.pad_bytes),
+            session_id=call.session,
+        )
         if shape.nest_depth or shape.extra_keys:
             body = _reshape_body(body, shape.nest_depth, shape.extra_keys)
         url = self.config.endpoint

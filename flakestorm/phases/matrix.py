@@ -56,13 +56,14 @@ def run_matrix(
     if channel is not None:
         channel.activate(calm)
     probe = golden_prompts[0] if golden_prompts else plan.cells[0].prompts[0]
-    if context.first and not context.has_reset and executor.looks_stateful(probe):
+    isolated = context.has_reset or context.has_session
+    if context.first and not isolated and executor.looks_stateful(probe):
         warnings.append(STATEFUL_WARNING)
     baselines = executor.baselines(plan.baseline_prompts)
     chaos = [s for s in plan.scenarios if channel is not None and needs_delivery(s)]
     forwarding = True
     if channel is not None and chaos and not channel.exact_attribution:
-        if context.has_reset and not plan.baseline_prompts:
+        if isolated and not plan.baseline_prompts:
             executor.probe(probe, "forwarding-probe")
         seen = channel.interactions(CALM)
         forwarding = any(i.cell_id in PRE_MATRIX_CELLS for i in seen)
@@ -156,14 +157,16 @@ class MatrixCount:
 
 def count_invocations(plan: Plan, config: Config, first: bool = True) -> MatrixCount:
     """The invocations :func:`run_matrix` makes for ``plan`` (``first``: as the run's first
-    phase), by its rules: two calls of the first prompt to detect a stateful agent when there
-    is no reset; with a reset and no baselines, one call to learn whether an http agent
-    forwards the cell header, when some scenario needs fault delivery."""
-    has_reset = bool(config.agent.reset_endpoint or config.agent.reset_function)
+    phase), by its rules: two calls of the first prompt to detect a stateful agent when cells
+    are not isolated (no reset, no session); isolated and with no baselines, one call to learn
+    whether an http agent forwards the cell header, when some scenario needs fault delivery."""
+    isolated = config.agent.session is not None or bool(
+        config.agent.reset_endpoint or config.agent.reset_function
+    )
     applicable = [c for c in plan.cells if c.applicable]
     baselines = len(plan.baseline_prompts)
     probe = (
-        has_reset
+        isolated
         and not baselines
         and config.agent.type is AgentType.HTTP
         and any(needs_delivery(s) for s in plan.scenarios)
@@ -176,7 +179,7 @@ def count_invocations(plan: Plan, config: Config, first: bool = True) -> MatrixC
         prompt_runs=sum(len(c.prompts) for c in applicable),
         repeat=config.advanced.repeat,
         baselines=baselines,
-        detection=2 if first and not has_reset else 0,
+        detection=2 if first and not isolated else 0,
         probe=int(probe),
     )
 

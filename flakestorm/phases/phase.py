@@ -111,6 +111,8 @@ class PhaseContext:
     """Whether this is the first phase of the run (run-wide checks happen once)."""
     stop: threading.Event
     notice: Callable[[str], None]
+    has_session: bool = False
+    """Each cell is its own conversation (``agent.session``): isolated without a reset."""
 
 
 class Phase(Protocol):
