@@ -24,6 +24,7 @@ many words with ``finish_reason: "length"``. With ``"stream": true`` the reply i
 server-sent events (``chat.completion.chunk`` objects, one per word, a final chunk carrying
 ``finish_reason``, then ``data: [DONE]``). If ``FAKE_LLM_API_KEY`` is set, requests must carry
 it as ``Authorization: Bearer <key>`` (401 otherwise). Errors use OpenAI's error JSON shape.
+``FAKE_LLM_DELAY_MS`` (default 0) makes each completion take that long, like a real model.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from typing import Any
 
 from service import BadRequest, JsonHandler, Recorder, arguments, serve
@@ -164,6 +166,9 @@ class FakeLlmHandler(JsonHandler):
         if key and self.headers.get("Authorization") != f"Bearer {key}":
             return self._error(401, "Incorrect API key provided.", "invalid_request_error")
         request = self.read_json()
+        delay_ms = float(os.environ.get("FAKE_LLM_DELAY_MS") or 0)
+        if delay_ms > 0:
+            time.sleep(delay_ms / 1000)  # the model's own latency
         messages = request.get("messages") if isinstance(request, dict) else None
         if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
             return self._error(400, "'messages' must be a list of objects", "invalid_request_error")
