@@ -182,7 +182,7 @@ class _Action:
                 for shard in shards:
                     self.gh.log(f"shard {shard.result.shard}: {self._relative(shard.path)}")
                 formats = output_formats(shards)
-                return merge(shards)
+                return merge(shards, self.settings.min_score)
 
         out_dir = self.workspace / (self.settings.report_dir or "flakestorm-reports")
         result = self._guarded(work, out_dir)

@@ -309,8 +309,12 @@ class Executor:
         serial: bool = False,
         before_invocation: Callable[[str], None] | None = None,
         settle: Callable[[list[CellResult]], list[CellResult]] | None = None,
+        sink: Callable[[CellResult], None] | None = None,
     ) -> list[CellResult]:
         """Run ``cells``; results in their order.
+
+        With ``sink`` (and no ``settle``), each cell goes to ``sink`` as it finishes and is not
+        kept: the results returned then hold no prompts and calls (memory stays flat).
 
         ``serial`` runs one invocation at a time (as a configured reset always does), calling
         ``before_invocation(invocation_id)`` first — how fault delivery attributes calls to
@@ -319,7 +323,7 @@ class Executor:
         are announced (:class:`CellFinished`, :class:`ScenarioFinished`) only after it, so
         every verdict is announced once, final.
         """
-        tracker = _Tracker(cells, self._options, self._on_event, announce=settle is None)
+        tracker = _Tracker(cells, self._options, self._on_event, announce=settle is None, sink=sink)
         for cell in cells:
             if not cell.applicable:
                 tracker.skip(cell)
@@ -485,10 +489,12 @@ class _Tracker:
         options: Options,
         on_event: Callable[[Event], None],
         announce: bool = True,
+        sink: Callable[[CellResult], None] | None = None,
     ) -> None:
         self._options = options
         self._on_event = on_event
         self._announce = announce
+        self._sink = sink
         self._lock = threading.Lock()
         self._results: dict[int, CellResult] = {}
         self._slots: dict[int, list[PromptResult | None]] = {}
@@ -595,8 +601,11 @@ class _Tracker:
         )
 
     def _finish(self, cell: Cell, result: CellResult) -> None:
+        if self._sink is not None:
+            self._sink(result)
+        kept = result if self._sink is None else dataclasses.replace(result, prompts=(), calls=())
         with self._lock:
-            self._results[cell.index] = result
+            self._results[cell.index] = kept
             done = len(self._results)
             siblings = self._by_scenario[cell.scenario.name]
             scenario_done = all(c.index in self._results for c in siblings)

@@ -144,8 +144,9 @@ def check_together(shards: Sequence[ShardFile]) -> None:
         )
 
 
-def merge(shards: Sequence[ShardFile]) -> RunResult:
-    """The run's result from its shards (see the module docstring)."""
+def merge(shards: Sequence[ShardFile], min_score: float | None = None) -> RunResult:
+    """The run's result from its shards (see the module docstring); ``min_score`` replaces
+    the shards' own (``--min-score`` on the merge: the gate is the merge's)."""
     if not shards:
         raise MergeError("no shards to merge")
     check_together(shards)
@@ -169,9 +170,8 @@ def merge(shards: Sequence[ShardFile]) -> RunResult:
         outcome = merge_phase(parts, [str(s.name) for s in ordered])
         outcomes[name] = dataclasses.replace(outcome, score=phase.score(outcome, config))
     interrupted = any(r.stop_reason == "interrupted" for r in results)
-    verdict, code = score_run(
-        outcomes, head.overall.weights, head.overall.min_score, interrupted=interrupted
-    )
+    gate = head.overall.min_score if min_score is None else min_score
+    verdict, code = score_run(outcomes, head.overall.weights, gate, interrupted=interrupted)
     stop_reason = next((r.stop_reason for r in results if r.stop_reason), None)
     return RunResult(
         flakestorm_version=head.flakestorm_version,

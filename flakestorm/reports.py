@@ -32,6 +32,17 @@ class Report:
         text: str = getattr(module, self.function)(result)
         return text
 
+    def write(self, result: RunResult, path: Path) -> None:
+        """Render into ``path``: streamed when the renderer module can (a ``write(result,
+        file)`` beside ``render``, as ``results.json`` does), else in one piece."""
+        module = importlib.import_module(f"flakestorm.reporters.{self.module}")
+        stream = getattr(module, "write", None) if self.function == "render" else None
+        if stream is None:
+            path.write_text(self.render(result), encoding="utf-8")
+            return
+        with path.open("w", encoding="utf-8") as out:
+            stream(result, out)
+
 
 REPORTS: dict[str, Report] = {
     "junit": Report("junit.xml", "junit"),
@@ -47,7 +58,7 @@ def write_report(result: RunResult, out_dir: Path, name: str) -> Path:
     """Render format ``name`` of ``result`` into its file in ``out_dir`` (which must exist)."""
     report = REPORTS[name]
     path = out_dir / report.file_name
-    path.write_text(report.render(result), encoding="utf-8")
+    report.write(result, path)
     return path
 
 

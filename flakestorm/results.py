@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from flakestorm.redaction import Redactor
@@ -236,7 +236,9 @@ class PhaseOutcome:
     """What the phase ran: the contract's name, or the phase's name when it has none."""
     invariants: tuple[InvariantInfo, ...]
     scenarios: tuple[ScenarioInfo, ...]
-    cells: tuple[CellResult, ...]
+    cells: Sequence[CellResult]
+    """In index order: a tuple, or a run's cells read back from disk as they are used
+    (:class:`flakestorm.spool.SpooledCells`, already redacted)."""
     score: PhaseScore
     warnings: tuple[str, ...] = ()
     mutations: tuple[MutationResult, ...] = ()
@@ -313,9 +315,20 @@ def _plain(value: Any) -> Any:
         return {name: _plain(getattr(value, name)) for name in value.__dataclass_fields__}
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, Sequence) and not isinstance(value, str):
         return [_plain(v) for v in value]
     return value
+
+
+def cell_document(cell: CellResult) -> dict[str, Any]:
+    """``cell`` as it is in ``results.json``."""
+    document: dict[str, Any] = _plain(cell)
+    return document
+
+
+def cell_from_document(d: Mapping[str, Any]) -> CellResult:
+    """A cell of ``results.json`` read back."""
+    return _cell(d)
 
 
 def redact(result: RunResult, secrets: Iterable[str]) -> RunResult:
@@ -328,6 +341,17 @@ def redact(result: RunResult, secrets: Iterable[str]) -> RunResult:
     redactor = Redactor(secrets)
     if not redactor:
         return result
+    # cells streamed to disk were redacted as they were written: keep them as they are
+    streamed = {
+        name: o.cells for name, o in result.phases.items() if not isinstance(o.cells, tuple)
+    }
+    if streamed:
+        bare = {n: replace(o, cells=()) if n in streamed else o for n, o in result.phases.items()}
+        done = redact(replace(result, phases=bare), secrets)
+        return replace(
+            done,
+            phases={n: replace(o, cells=streamed.get(n, o.cells)) for n, o in done.phases.items()},
+        )
 
     def scrub(value: Any) -> Any:
         if isinstance(value, str):

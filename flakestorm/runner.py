@@ -226,6 +226,7 @@ def run_phases(
                     stop=stop,
                     notice=notice,
                     has_session=config.agent.session is not None,
+                    spool_dir=out_dir,
                 )
                 outcome = phase.run(plans[phase.name], context)
                 outcomes[phase.name] = dataclasses.replace(

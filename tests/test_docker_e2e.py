@@ -51,6 +51,8 @@ from typing import Any
 import pytest
 import yaml
 
+from flakestorm.reporters import comment
+
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent / "docker"
 AGENT_DIR = ROOT / "examples" / "finance_agent"
@@ -917,3 +919,66 @@ def test_action_baseline_from_the_base_branch(env: Env, tmp_path: Path) -> None:
     assert "still failing" in kept.summary.split("\n", 1)[0]
     assert "fail-on: any would say FAIL" in kept.summary
     assert kept.outputs.get("new-failures") == "0" and kept.outputs.get("passed") == "false"
+
+
+def test_sharded_run_two_shard_jobs_and_a_merge_job(env: Env, tmp_path: Path) -> None:
+    """A run split over two shard containers side by side (a `strategy.matrix` of jobs), each
+    uploading its results.json, and a merge container (`command: merge`) that posts the one PR
+    comment and sets the outputs. The agent isolates cells by session (`agent.session`), so the
+    shards share it without resets; it is the unsafe FinBot, so the verdict fails."""
+    env.need_action()
+    name = "flakestorm.sharded.yaml"
+    text = (HERE / "flakestorm.yaml").read_text(encoding="utf-8")
+    reset = re.search(r"^  reset_endpoint: .*$", text, re.M)
+    assert reset, "tests/docker/flakestorm.yaml has no reset_endpoint line to replace"
+    text = text.replace(reset[0], "  session: {header: X-Session-Id}")
+    for job in ("shard-1", "shard-2", "merge"):
+        workspace = tmp_path / job / "workspace"
+        workspace.mkdir(parents=True)
+        (workspace / name).write_text(text, encoding="utf-8")
+    agent = f"http://{env.name('agent-bad')}:8000/chat"  # by container name: aliases move
+    before = len(fake_api(env, "requests"))
+
+    def shard(k: int) -> ActionRun:
+        return run_action(
+            env,
+            tmp_path / f"shard-{k}",
+            300 + k,
+            config=name,
+            shard=f"{k}/2",
+            **{"agent-url": agent},
+        )
+
+    with ThreadPoolExecutor(2) as pool:
+        shards = list(pool.map(shard, (1, 2)))
+    cells = []
+    for k, run in enumerate(shards, 1):
+        assert run.code == 1, f"shard {k}: exit {run.code}\n{run.stdout[-4000:]}\n{run.stderr}"
+        assert f"shard {k}/2: no pull request comment" in run.stdout
+        results = run.workspace / "flakestorm-reports" / "results.json"
+        doc = json.loads(results.read_text(encoding="utf-8"))
+        assert doc["shard"] == f"{k}/2"
+        cells += [c["index"] for c in doc["phases"]["contract"]["cells"]]
+        artifact = tmp_path / "merge" / "workspace" / "flakestorm-shards" / f"flakestorm-shard-{k}"
+        artifact.mkdir(parents=True)
+        shutil.copy(results, artifact / "results.json")
+    assert sorted(cells) == list(range(len(cells))) and len(cells) == 16
+    assert not fake_api(env, "requests")[before:], "a shard job wrote to the pull request"
+
+    merged = run_action(env, tmp_path / "merge", 303, config=name, command="merge")
+    assert merged.code == 1, f"merge: exit {merged.code}\n{merged.stdout[-4000:]}\n{merged.stderr}"
+    assert merged.outputs.get("passed") == "false", merged.outputs
+    assert int(merged.outputs["critical-failures"]) > 0, merged.outputs
+    assert merged.outputs["contract-score"] == merged.outputs["score"], merged.outputs
+    assert merged.outputs["report-dir"] == "flakestorm-reports", merged.outputs
+    assert "❌" in merged.summary
+    assert [a for a in annotations(merged.stdout) if a.get("file") == name]
+    doc = json.loads((merged.workspace / "flakestorm-reports" / "results.json").read_text())
+    assert "shard" not in doc and len(doc["phases"]["contract"]["cells"]) == 16
+    check_junit(merged.workspace, "flakestorm-reports")
+    writes = [r for r in fake_api(env, "requests")[before:] if r["method"] in ("POST", "PATCH")]
+    assert [r["method"] for r in writes] == ["POST"], writes
+    key = comment.marker_key(name)
+    ours = [c for c in fake_api(env, "comments") if c["body"].startswith(comment.marker(key))]
+    assert len(ours) == 1, [c["body"][:80] for c in fake_api(env, "comments")]
+    assert "### flakestorm: ❌ FAIL" in ours[0]["body"]

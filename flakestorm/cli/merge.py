@@ -21,7 +21,13 @@ from flakestorm.cli.app import main
     required=True,
     help="The directory to write the run's reports into.",
 )
-def merge_command(paths: tuple[Path, ...], output_dir: Path) -> None:
+@click.option(
+    "--min-score",
+    type=click.FloatRange(0, 100),
+    default=None,
+    help="Fail when the score is below this (overrides the shards' min_score).",
+)
+def merge_command(paths: tuple[Path, ...], output_dir: Path, min_score: float | None) -> None:
     """Merge the shards' results.json (files, or directories searched for them) into the
     run's verdict: every report in OUTPUT, and the gate's exit code.
 
@@ -33,7 +39,7 @@ def merge_command(paths: tuple[Path, ...], output_dir: Path) -> None:
     from flakestorm.reports import write_reports
 
     shards = read_shards(paths)
-    result = merge(shards)
+    result = merge(shards, min_score)
     write_reports(result, output_dir, output_formats(shards))
     click.echo(f"merged {len(shards)} shards", err=True)
     click.echo(terminal.render(result), nl=False)

@@ -6,7 +6,7 @@ delivery proof."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from flakestorm.chaos.delivery import (
@@ -21,8 +21,10 @@ from flakestorm.chaos.faults import ActiveScenario, FaultBook
 from flakestorm.config import AgentType, Config, Scenario
 from flakestorm.phases.phase import PhaseContext, PhasePlan, PhaseRequest, SectionPhase
 from flakestorm.plan import Plan
+from flakestorm.redaction import Redactor
 from flakestorm.results import CellResult, InvariantInfo, PhaseOutcome, ScenarioInfo
 from flakestorm.scoring import score_cells
+from flakestorm.spool import CellSpool, SpooledCells
 
 STATEFUL_WARNING = (
     "Warning: No reset_endpoint configured. Contract matrix cells may share state. "
@@ -69,10 +71,11 @@ def run_matrix(
         forwarding = any(i.cell_id in PRE_MATRIX_CELLS for i in seen)
         if not forwarding:
             warnings.append(NOT_FORWARDING_WARNING)
-    by_index = {}
+    # finished cells go to disk (memory stays flat in the run's size); a chaos scenario's
+    # cells once settled with its delivery proof, the others as each finishes
+    spool = CellSpool(context.spool_dir, Redactor(context.loaded.secrets))
     calm_cells = [c for c in plan.cells if c.scenario not in chaos]
-    for result in executor.run_cells(calm_cells, baselines):
-        by_index[result.index] = result
+    executor.run_cells(calm_cells, baselines, sink=spool.add)
     for scenario in chaos:
         assert channel is not None
         # an earlier phase may have run a scenario of the same name ("chaos"): not ours
@@ -94,12 +97,11 @@ def run_matrix(
             before_invocation=before_invocation,
             settle=settle,
         )
-        for result in results:
-            by_index[result.index] = result
+        spool.extend(results)
+        del results
     if channel is not None:
         channel.activate(calm)
-    cells_out = [by_index[i] for i in sorted(by_index)]
-    return _outcome(phase, plan, lines, infos, cells_out, warnings)
+    return _outcome(phase, plan, lines, infos, spool.cells, warnings)
 
 
 def _outcome(
@@ -107,7 +109,7 @@ def _outcome(
     plan: Plan,
     lines: dict[str, int],
     infos: dict[str, ScenarioInfo],
-    cells_out: list[CellResult],
+    cells_out: Sequence[CellResult],
     warnings: list[str],
 ) -> PhaseOutcome:
     contract = plan.contract
@@ -127,7 +129,7 @@ def _outcome(
             for inv in contract.invariants
         ),
         scenarios=tuple(infos[s.name] for s in plan.scenarios),
-        cells=tuple(cells_out),
+        cells=cells_out if isinstance(cells_out, SpooledCells) else tuple(cells_out),
         score=score_cells(cells_out),
         warnings=tuple(warnings),
     )

@@ -27,6 +27,7 @@ import enum
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol, TypeVar
 
 from flakestorm.chaos.delivery import Channel
@@ -113,6 +114,9 @@ class PhaseContext:
     notice: Callable[[str], None]
     has_session: bool = False
     """Each cell is its own conversation (``agent.session``): isolated without a reset."""
+    spool_dir: Path | None = None
+    """Where finished cells are streamed to (:mod:`flakestorm.spool`): the report directory;
+    None: the system's temporary directory."""
 
 
 class Phase(Protocol):

@@ -29,8 +29,10 @@ import base64
 import dataclasses
 import functools
 import hashlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 import jinja2
 
@@ -196,7 +198,9 @@ class _Phase:
     counts: dict[str, int]
     scenarios: tuple[_Scenario, ...]
     rows: tuple[_Row, ...]
-    cells: tuple[_Cell, ...]
+    cells: Iterable[_Cell]
+    """Each cell with its invocations and calls, made as the template reaches it (a run's
+    cells are not all held in memory at once: :class:`_CellViews`)."""
     legend: str
     types: tuple[TypeRow, ...] = ()
     """A mutation phase's per-type table; with it, ``mutations`` replaces the matrix."""
@@ -248,7 +252,23 @@ def _call(number: int, call: CallRecord) -> _Call:
     )
 
 
-def _cell(cell: CellResult, prefix: str, scenario: ScenarioInfo | None) -> _Cell:
+class _CellViews:
+    """The views of a phase's cells, made one at a time each time they are iterated."""
+
+    def __init__(self, outcome: PhaseOutcome, prefix: str) -> None:
+        self._outcome = outcome
+        self._prefix = prefix
+        self._infos = {s.name: s for s in outcome.scenarios}
+
+    def __iter__(self) -> Iterator[_Cell]:
+        for cell in self._outcome.cells:
+            yield _cell(cell, self._prefix, self._infos.get(cell.scenario))
+
+
+def _cell(
+    cell: CellResult, prefix: str, scenario: ScenarioInfo | None, detail: bool = True
+) -> _Cell:
+    """The view of ``cell``; without ``detail``, no invocations and calls (the matrix)."""
     return _Cell(
         index=cell.index,
         anchor=f"{prefix}cell-{cell.index}",
@@ -263,8 +283,10 @@ def _cell(cell: CellResult, prefix: str, scenario: ScenarioInfo | None) -> _Cell
         reason=excerpt(cell.reason, 2000),
         runs=f"{cell.runs_passed} of {cell.runs_total}" if cell.runs_total > 1 else None,
         faults=tuple(excerpt(f, 500) for f in cell.faults_fired),
-        invocations=tuple(_invocation(n, p) for n, p in enumerate(cell.prompts, 1)),
-        calls=tuple(_call(n, c) for n, c in enumerate(cell.calls, 1)),
+        invocations=tuple(_invocation(n, p) for n, p in enumerate(cell.prompts, 1))
+        if detail
+        else (),
+        calls=tuple(_call(n, c) for n, c in enumerate(cell.calls, 1)) if detail else (),
         no_calls=no_calls(cell, scenario),
         notes=tuple(excerpt(n, 2000) for n in cell.notes),
     )
@@ -275,7 +297,8 @@ def _phase(outcome: PhaseOutcome) -> _Phase:
     prefix = f"{key}-"
     infos = {s.name: s for s in outcome.scenarios}
     by_key = {
-        (c.invariant_id, c.scenario): _cell(c, prefix, infos.get(c.scenario)) for c in outcome.cells
+        (c.invariant_id, c.scenario): _cell(c, prefix, infos.get(c.scenario), detail=False)
+        for c in outcome.cells
     }
     rows = []
     for inv in outcome.invariants:
@@ -313,7 +336,7 @@ def _phase(outcome: PhaseOutcome) -> _Phase:
         counts=cell_counts(outcome),
         scenarios=scenarios,
         rows=tuple(rows),
-        cells=tuple(by_key[(c.invariant_id, c.scenario)] for c in outcome.cells),
+        cells=_CellViews(outcome, prefix),
         legend=(MUTATION_LEGEND if outcome.mutations else legend).replace("`", ""),
         types=tuple(dataclasses.replace(r, type=clean(r.type)) for r in mutation_types(outcome)),
         mutations=tuple(_mutation(m) for m in failed_mutations(outcome)),
@@ -350,6 +373,16 @@ def content_security_policy(script_source: str) -> str:
 
 def render(result: RunResult) -> str:
     """The HTML report for ``result``."""
+    return "".join(_generate(result))
+
+
+def write(result: RunResult, out: TextIO) -> None:
+    """The HTML report for ``result``, written to ``out`` as it is rendered."""
+    for chunk in _generate(result):
+        out.write(chunk)
+
+
+def _generate(result: RunResult) -> Iterator[str]:
     script, script_source = _script()
     phase_views = [_phase(outcome) for outcome in phases(result)]
     not_delivered = [
@@ -364,7 +397,7 @@ def render(result: RunResult) -> str:
         for u in undelivered(result)
     ]
     template = _environment().get_template("report.html.j2")
-    return template.render(
+    return template.generate(
         csp=content_security_policy(script_source),
         script=script,
         result=result,
