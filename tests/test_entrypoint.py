@@ -592,3 +592,11 @@ def test_bad_shard_inputs_exit_2(
     code, stdout = _run(_env(workspace, agent, **inputs))
     assert code == 2
     assert stdout.startswith("::error title=flakestorm%3A bad input::" + message)
+
+
+def test_a_shard_leaves_the_baseline_to_the_merge_job(workspace: Path, agent: Agent) -> None:
+    env = _env(workspace, agent, shard="1/2", baseline="auto")
+    code, stdout = _run(env)
+    assert code == 0, stdout
+    assert "flakestorm: baseline: shard 1/2 is compared by the merge job" in stdout
+    assert "no baseline" not in stdout

@@ -77,9 +77,10 @@ def _uses_lines(text: str) -> list[str]:
 
 
 def test_the_documented_workflows_are_found() -> None:
-    """The README's workflow, docs/action.md's complete one and its `workflow_run` pair."""
+    """The README's workflow, docs/action.md's complete one, its `workflow_run` pair and the
+    sharded one (shard jobs and the merge job)."""
     workflows = documented_workflows()
-    assert len(workflows) == 4, sorted(workflows)
+    assert len(workflows) == 5, sorted(workflows)
     assert sum(name.startswith("README") for name in workflows) == 1
     assert sum("workflow_run:" in body for body in workflows.values()) == 1
 
