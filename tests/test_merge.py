@@ -350,3 +350,33 @@ def json_result(path: Path) -> RunResult:
     from flakestorm.results import from_document
 
     return from_document(json.loads(path.read_text()))
+
+
+def test_every_phase_is_dealt_and_merged_chaos_only_included(tmp_path: Path) -> None:
+    path = project(
+        tmp_path,
+        SCENARIOS[:3],
+        chaos={"tool_faults": [{"tool": "get_quote", "mode": "error", "probability": 0.5}]},
+        invariants=INVARIANTS[:3],
+    )
+    doc = json.loads(path.read_text())
+    doc["invariants"] = [{"type": "regex", "pattern": "According"}, {"type": "output_not_empty"}]
+    path.write_text(json.dumps(doc))
+
+    def ci(shard: Shard | None) -> RunResult:
+        return run_phases(load_config(path), ["contract", "chaos"], Overrides(shard=shard))
+
+    whole = ci(None)
+    files = [save(ci(Shard(k, 3)), tmp_path / f"s{k}") for k in (1, 2, 3)]
+    chaos_parts = [json.loads(f.read_text())["phases"]["chaos"]["cells"] for f in files]
+    assert [[c["index"] for c in part] for part in chaos_parts] == [[0], [1], []]
+    done = merge(*files, "-o", tmp_path / "out", cwd=tmp_path)
+    merged = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert done.returncode == whole.exit_code, done.stderr
+    expected = to_document(whole)
+    for name in ("contract", "chaos"):
+        assert merged["phases"][name]["score"] == expected["phases"][name]["score"]
+        assert [c["status"] for c in merged["phases"][name]["cells"]] == [
+            c["status"] for c in expected["phases"][name]["cells"]
+        ]
+    assert merged["overall"] == expected["overall"]
