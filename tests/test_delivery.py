@@ -8,6 +8,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import pytest
 from support.quote_project import contract_cells, quote_project, run_config
 
 from flakestorm.chaos.delivery import judge
@@ -140,3 +141,32 @@ def test_a_scenario_whose_resets_all_failed_is_not_reported_as_fault_not_deliver
     cell = contract_cells(result)["answers[down]"]
     assert cell.status is Status.ERRORED
     assert cell.reason.startswith("reset failed"), cell.reason
+
+
+def test_a_settled_scenarios_calls_are_forgotten_so_a_long_run_never_drops_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The interaction log is bounded; each scenario's calls leave it once they are in its
+    cells, so a run with many more calls than the bound still proves every scenario."""
+    from flakestorm.chaos import interactions
+
+    class SmallLog(interactions.InteractionLog):
+        def __init__(self) -> None:
+            super().__init__(limit=8)  # one scenario's calls (2 cells x 2 prompts) fit
+
+    monkeypatch.setattr(interactions, "InteractionLog", SmallLog)
+    scenarios = [
+        {"name": f"down-{n}", "tool_faults": [{"tool": "get_quote", "mode": "error"}]}
+        for n in range(4)
+    ]
+    invariants = [
+        {"id": "answers", "type": "output_not_empty"},
+        {"id": "cites", "type": "contains", "value": "source"},
+    ]
+    result = run_config(quote_project(tmp_path, scenarios, invariants=invariants))
+    cells = contract_cells(result)
+    assert len(cells) == 8
+    for cell in cells.values():
+        assert cell.status.value == "passed", cell.reason
+        assert len(cell.calls) == 2 and cell.faults_fired
+    assert all(not s.undelivered for s in result.phases["contract"].scenarios)

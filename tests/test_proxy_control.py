@@ -128,6 +128,27 @@ def test_interactions_filter_by_scenario_and_since(proxy: ChaosProxy) -> None:
     assert bad.status_code == 400
 
 
+def test_a_read_scenarios_interactions_are_forgotten(proxy: ChaosProxy) -> None:
+    url = f"{proxy.url}/tools/weather/x"
+    for name, cell in (("a", "stateful-check"), ("a", "c#0.0"), ("b", "c#0.0")):
+        proxy.activate(scenario(name=name, cell_id=cell))
+        requests.get(url, timeout=5)
+    control = ProxyControl(proxy.url)
+    assert control.forget("a", keep=["stateful-check"]) == 1
+    assert [(i.scenario, i.cell_id) for i in proxy.log.snapshot()] == [
+        ("a", "stateful-check"),
+        ("b", "c#0.0"),
+    ]
+    assert control.forget("b") == 1 and control.forget("b") == 0
+    route = f"{proxy.url}/_flakestorm/interactions"
+    assert requests.delete(route, timeout=5).status_code == 400  # which scenario?
+    control.close()
+    # a proxy of an older version, without the route, keeps them: not an error
+    older = LoopbackServer(lambda r: Response.json({"error": {"message": "GET only"}}, status=405))
+    with older:
+        assert ProxyControl(older.url).forget("a") == 0
+
+
 def test_unknown_control_route_and_wrong_method(proxy: ChaosProxy) -> None:
     missing = requests.get(f"{proxy.url}/_flakestorm/nope", timeout=5)
     assert missing.status_code == 404 and "PUT /_flakestorm/scenario" in missing.text

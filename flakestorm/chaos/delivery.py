@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from flakestorm.chaos.faults import (
@@ -72,6 +72,11 @@ class Channel(Protocol):
     def activate(self, scenario: ActiveScenario) -> None: ...
 
     def interactions(self, scenario: str) -> list[Interaction]: ...
+
+    def forget(self, scenario: str, keep: Collection[str] = ()) -> None:
+        """Drop ``scenario``'s interactions (but those of the cells in ``keep``): they are in
+        the results now, so a long run's interaction log stays small."""
+        ...
 
     def wiring_hint(self, label: str, tool: str | None) -> str: ...
 
@@ -230,6 +235,9 @@ class ProxyChannel:
     def interactions(self, scenario: str) -> list[Interaction]:
         return self._control.interactions(scenario=scenario)
 
+    def forget(self, scenario: str, keep: Collection[str] = ()) -> None:
+        self._control.forget(scenario, keep)
+
     def wiring_hint(self, label: str, tool: str | None) -> str:
         url = self._control.url
         if tool is not None and tool != "*":
@@ -266,6 +274,9 @@ class WrapperChannel:
 
     def interactions(self, scenario: str) -> list[Interaction]:
         return self._wrapping.log.snapshot(scenario)
+
+    def forget(self, scenario: str, keep: Collection[str] = ()) -> None:
+        self._wrapping.log.forget(scenario, keep)
 
     def wiring_hint(self, label: str, tool: str | None) -> str:
         kind = self._wrapping.tool_kind(tool) if tool is not None else None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -167,3 +167,12 @@ class InteractionLog:
             self.dropped = 0
             self._body_chars = 0
             self.bodies_dropped = 0
+
+    def forget(self, scenario: str, keep: Collection[str] = ()) -> int:
+        """Drop the interactions of ``scenario`` (except those of the cells in ``keep``) once
+        the runner has read them into its results, so a long run's log stays small (and under
+        its limit); return how many were dropped."""
+        with self._lock:
+            before = len(self._items)
+            self._items = [i for i in self._items if i.scenario != scenario or i.cell_id in keep]
+            return before - len(self._items)

@@ -76,6 +76,8 @@ def run_matrix(
     spool = CellSpool(context.spool_dir, Redactor(context.loaded.secrets))
     calm_cells = [c for c in plan.cells if c.scenario not in chaos]
     executor.run_cells(calm_cells, baselines, sink=spool.add)
+    if channel is not None:  # calls outside chaos scenarios: only the checks' are read again
+        channel.forget(CALM, keep=PRE_MATRIX_CELLS)
     for scenario in chaos:
         assert channel is not None
         # an earlier phase may have run a scenario of the same name ("chaos"): not ours
@@ -99,6 +101,7 @@ def run_matrix(
         )
         spool.extend(results)
         del results
+        channel.forget(scenario.name)  # its calls are in its cells now
     if channel is not None:
         channel.activate(calm)
     return _outcome(phase, plan, lines, infos, spool.cells, warnings)

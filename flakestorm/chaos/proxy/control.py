@@ -30,13 +30,16 @@ TOKEN``, else 401)::
                                                  {"interactions": [...], "next": SEQ,
                                                   "dropped": N}; ``since`` keeps seq >= SEQ,
                                                  so polling passes the previous ``next``
+    DELETE /_flakestorm/interactions?scenario=NAME[&keep=CELL,...]
+                                                 forget a scenario's interactions (but the
+                                                 cells in ``keep``) once read -> {"forgotten": N}
 """
 
 from __future__ import annotations
 
 import hmac
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -246,12 +249,21 @@ def _interactions(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> 
     )
 
 
+def _forget(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> HttpResponse:
+    scenario = params.get("scenario")
+    if not scenario:
+        return error_reply(400, "bad_request", "scenario: required (the scenario to forget)")
+    keep = [c for c in params.get("keep", "").split(",") if c]
+    return json_reply({"forgotten": proxy.log.forget(scenario, keep)})
+
+
 _ROUTES: dict[tuple[str, str], Callable[[ChaosProxy, bytes, Mapping[str, str]], HttpResponse]] = {
     ("GET", "/health"): _health,
     ("PUT", "/scenario"): _put_scenario,
     ("DELETE", "/scenario"): _delete_scenario,
     ("POST", "/reset"): _reset,
     ("GET", "/interactions"): _interactions,
+    ("DELETE", "/interactions"): _forget,
 }
 
 
@@ -306,13 +318,25 @@ class ProxyControl:
                 f"chaos proxy at {self.url} sent an unreadable interaction list: {exc}"
             ) from exc
 
+    def forget(self, scenario: str, keep: Collection[str] = ()) -> int:
+        """Have the proxy forget ``scenario``'s interactions (but those of the cells in
+        ``keep``) once they are read; how many it forgot. A proxy of an older version, without
+        the route, keeps them (0)."""
+        params = {"scenario": scenario, "keep": ",".join(keep)}
+        reply = self._call("DELETE", "/interactions", params=params, missing_ok=True)
+        forgotten = reply.get("forgotten", 0)
+        return forgotten if isinstance(forgotten, int) else 0
+
     def _call(
         self,
         method: str,
         path: str,
         body: Any = None,
         params: Mapping[str, str] | None = None,
+        missing_ok: bool = False,
     ) -> dict[str, Any]:
+        """One control call; with ``missing_ok``, a route this proxy does not have (404, 405)
+        answers ``{}``."""
         url = f"{self.url}{CONTROL_PREFIX}{path}"
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         try:
@@ -344,6 +368,8 @@ class ProxyControl:
                 f"{url} answered HTTP {response.status_code} without a flakestorm JSON reply: "
                 f"is the chaos proxy (and not another server) running at {self.url}?"
             )
+        if missing_ok and response.status_code in (404, 405):
+            return {}
         if response.status_code >= 400:
             error = reply.get("error")
             message = error.get("message") if isinstance(error, dict) else None
