@@ -269,7 +269,11 @@ class Executor:
                 except HarnessError as exc:
                     outcome = ProbeRun(None, error=str(exc))
             if outcome.error is None:
-                reply = self._invoke(probe.prompt, probe.call)
+                call = probe.call
+                if self._options.session_seed is not None:  # each run its own conversation
+                    key = f"{call.cell_id or probe.id}#{run}"
+                    call = dataclasses.replace(call, session=self._session(key))
+                reply = self._invoke(probe.prompt, call)
                 if reply is not None:
                     try:
                         outcome = ProbeRun(reply, judge(probe, reply))

@@ -5,7 +5,8 @@ belong together — one config digest, one seed, one flakestorm version, one gat
 ``1..N`` each exactly once — and raises :class:`MergeError` (exit 2) naming the problem
 otherwise. It then rebuilds each phase from the shards' parts:
 
-- the cells of every shard, by their stable index (each cell ran in exactly one shard);
+- the cells (and mutations) of every shard, by their stable index (each ran in exactly one
+  shard);
 - each scenario's delivery proof, over all shards: the declared faults, and the faults *some*
   shard's calls matched; delivery is judged again from it (:func:`~flakestorm.chaos.delivery.
   judge`), so a fault only one shard's calls matched is delivered, and the cells another shard
@@ -30,6 +31,7 @@ from flakestorm.errors import UsageError
 from flakestorm.phases.registry import PHASES
 from flakestorm.results import (
     CellResult,
+    MutationResult,
     PhaseOutcome,
     ResultsError,
     RunResult,
@@ -213,6 +215,15 @@ def merge_phase(parts: Sequence[PhaseOutcome], names: Sequence[str]) -> PhaseOut
             cells[cell.index] = cell
             owner[cell.index] = name
     merged = [cells[i] for i in sorted(cells)]
+    mutations: dict[int, MutationResult] = {}
+    for part, name in zip(parts, names, strict=True):
+        for mutation in part.mutations:
+            if mutation.index in mutations:
+                raise MergeError(
+                    f"mutation {mutation.id} ran in two shards (the other before {name}): "
+                    "these are not shards of one run"
+                )
+            mutations[mutation.index] = mutation
     infos = [
         merge_proof([p.scenarios[i] for p in parts if i < len(p.scenarios)])
         for i in range(len(head.scenarios))
@@ -227,6 +238,7 @@ def merge_phase(parts: Sequence[PhaseOutcome], names: Sequence[str]) -> PhaseOut
         head,
         scenarios=tuple(judged[i.name] for i in infos),
         cells=tuple(by_index.get(c.index, c) for c in merged),
+        mutations=tuple(mutations[i] for i in sorted(mutations)),
         warnings=_union(w for p in parts for w in p.warnings),
     )
 

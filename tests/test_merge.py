@@ -20,7 +20,7 @@ import pytest
 
 from flakestorm.loader import load_config
 from flakestorm.results import RunResult, Status, to_document
-from flakestorm.runner import Overrides, run_phases
+from flakestorm.runner import Overrides, configured_phases, run_phases
 from flakestorm.shards import Shard
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,6 +59,7 @@ def project(tmp_path: Path, scenarios: list[dict[str, Any]], **extra: Any) -> Pa
     agent_mod, tools_mod = f"shard_agent_{suffix}", f"shard_tools_{suffix}"
     (tmp_path / f"{agent_mod}.py").write_text(AGENT.format(tools=tools_mod))
     (tmp_path / f"{tools_mod}.py").write_text(TOOLS)
+    top = extra.pop("invariants_top", None)
     doc: dict[str, Any] = {
         "agent": {
             "type": "python",
@@ -73,6 +74,8 @@ def project(tmp_path: Path, scenarios: list[dict[str, Any]], **extra: Any) -> Pa
         },
         **extra,
     }
+    if top is not None:
+        doc["invariants"] = top
     path = tmp_path / "flakestorm.yaml"
     path.write_text(json.dumps(doc))
     return path
@@ -113,8 +116,10 @@ SCENARIOS: list[dict[str, Any]] = [
 
 
 def run(path: Path, shard: Shard | None = None, seed: int = 7) -> RunResult:
+    """Every configured phase (``ci``) of ``path``."""
     overrides = Overrides(seed=seed, shard=shard, concurrency=3)
-    return run_phases(load_config(path), ["contract"], overrides)
+    loaded = load_config(path)
+    return run_phases(loaded, configured_phases(loaded), overrides)
 
 
 def save(result: RunResult, directory: Path) -> Path:
@@ -145,14 +150,34 @@ def without_counts(path: Path) -> dict[str, Any]:
     return doc
 
 
+MUTATIONS = {
+    "count": 3,
+    "types": ["paraphrase", "noise", "prompt_injection", "encoding_attacks", "length_extremes"],
+}
+TOP_LEVEL = [
+    {"type": "regex", "pattern": "According", "severity": "high"},
+    {"type": "excludes_pattern", "patterns": ["(?i)ignore"], "severity": "critical"},
+    {"type": "contains", "value": "headline", "severity": "low"},  # news prompts only
+]
+
+
 def test_four_shards_merged_equal_the_unsharded_run_cell_by_cell(tmp_path: Path) -> None:
-    path = project(tmp_path, SCENARIOS, advanced={"repeat": 3, "min_pass": 1})
+    path = project(
+        tmp_path,
+        SCENARIOS,
+        advanced={"repeat": 3, "min_pass": 1},
+        mutations=MUTATIONS,
+        invariants_top=TOP_LEVEL,
+    )
     whole = save(run(path), tmp_path / "whole")
     shards = shards_of(path, 4, tmp_path / "shards")
     parts = [json.loads(p.read_text()) for p in shards]
     assert [p["shard"] for p in parts] == ["1/4", "2/4", "3/4", "4/4"]
     cells = [c["index"] for p in parts for c in p["phases"]["contract"]["cells"]]
     assert sorted(cells) == list(range(30))  # every cell in exactly one shard
+    mutations = [m["index"] for p in parts for m in p["phases"]["mutation"]["mutations"]]
+    assert sorted(mutations) == list(range(9))  # 3 per golden prompt, dealt too
+    assert [m["index"] for m in parts[2]["phases"]["mutation"]["mutations"]] == [2, 6]
     assert [c["index"] for c in parts[1]["phases"]["contract"]["cells"]] == [
         1,
         5,
@@ -178,12 +203,20 @@ def test_four_shards_merged_equal_the_unsharded_run_cell_by_cell(tmp_path: Path)
         for cell in (x, y):  # a cell's prompts run concurrently: its calls in any order
             cell["calls"].sort(key=json.dumps)
         assert x == y
+    for x, y in zip(
+        a["phases"]["mutation"]["mutations"], b["phases"]["mutation"]["mutations"], strict=True
+    ):
+        assert {**x, "latency_ms": 0} == {**y, "latency_ms": 0}
     assert a["overall"] == b["overall"]
     assert a["phases"]["contract"]["score"] == b["phases"]["contract"]["score"]
+    assert a["phases"]["mutation"]["score"] == b["phases"]["mutation"]["score"]
+    assert sorted(a["phases"]) == sorted(b["phases"]) == ["contract", "mutation"]
     # and by the project's own comparison (timings aside)
     for doc in (a, b):
         for cell in doc["phases"]["contract"]["cells"]:
             cell["calls"].sort(key=json.dumps)
+        for mutation in doc["phases"]["mutation"]["mutations"]:
+            mutation.pop("latency_ms", None)
     (tmp_path / "a.json").write_text(json.dumps(a))
     (tmp_path / "b.json").write_text(json.dumps(b))
     diff = subprocess.run(
@@ -201,6 +234,7 @@ def test_four_shards_merged_equal_the_unsharded_run_cell_by_cell(tmp_path: Path)
     statuses = {c["status"] for c in a["phases"]["contract"]["cells"]}
     assert {"passed", "failed", "skipped"} <= statuses
     assert any(c["flaky"] for c in a["phases"]["contract"]["cells"])
+    assert {m["status"] for m in a["phases"]["mutation"]["mutations"]} == {"passed", "failed"}
     assert not a["overall"]["passed"]
     assert "merged 4 shards" in done.stderr
     for name in ("junit.xml", "summary.md", "report.html"):

@@ -189,3 +189,17 @@ def test_a_python_agent_has_no_session() -> None:
     with pytest.raises(ConfigError) as caught:
         load_config_text(text.format(extra="session: {header: X-S}"))
     assert "'session' applies to http agents only" in str(caught.value)
+
+
+def test_each_mutation_is_its_own_conversation(tmp_path: Path, memory: Memory) -> None:
+    path = config(tmp_path, memory, session={"header": "X-Session-Id"})
+    doc = json.loads(path.read_text())
+    doc["mutations"] = {"count": 2, "types": ["paraphrase", "noise"]}
+    path.write_text(json.dumps(doc))
+    result = run_phases(load_config(path), ["mutation"])
+    mutations = result.phases["mutation"].mutations
+    assert len(mutations) == 4
+    assert sorted(memory.sessions) == sorted(
+        session_id(11, f"mutation:{m.id}#0") for m in mutations
+    )
+    assert all("after" not in (m.output or "") for m in mutations)  # none saw another's turn

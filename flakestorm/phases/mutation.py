@@ -86,7 +86,9 @@ class MutationPhase(SectionPhase):
     kind = PhaseName.MUTATION
 
     def plan(self, loaded: LoadedConfig, request: PhaseRequest) -> MutationPlan:
-        return plan_mutations(loaded)
+        plan = plan_mutations(loaded)
+        # a shard's part (--shard K/N), dealt by index; every shard generates them all alike
+        return dataclasses.replace(plan, mutations=tuple(request.deal(plan.mutations)))
 
     def run(self, plan: PhasePlan, context: PhaseContext) -> PhaseOutcome:
         assert isinstance(plan, MutationPlan)
