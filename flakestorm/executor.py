@@ -206,7 +206,10 @@ class Executor:
 
     def invoke(self, prompt: str, call: Call) -> Reply | None:
         """One invocation outside a matrix (a replayed session), within the budget; None when
-        the run is stopping or the budget is spent."""
+        the run is stopping or the budget is spent. With ``agent.session`` it is a
+        conversation of its own (keyed by its cell id)."""
+        if not call.session and self._options.session_seed is not None:
+            call = dataclasses.replace(call, session=self._session(call.cell_id))
         return self._invoke(prompt, call)
 
     def reset(self) -> bool:

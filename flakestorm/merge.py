@@ -31,6 +31,7 @@ from flakestorm.errors import UsageError
 from flakestorm.phases.registry import PHASES
 from flakestorm.results import (
     CellResult,
+    InvariantInfo,
     MutationResult,
     PhaseOutcome,
     ResultsError,
@@ -236,11 +237,26 @@ def merge_phase(parts: Sequence[PhaseOutcome], names: Sequence[str]) -> PhaseOut
         by_index.update((c.index, c) for c in settled)
     return dataclasses.replace(
         head,
+        invariants=_rows(parts, merged),
         scenarios=tuple(judged[i.name] for i in infos),
         cells=tuple(by_index.get(c.index, c) for c in merged),
         mutations=tuple(mutations[i] for i in sorted(mutations)),
         warnings=_union(w for p in parts for w in p.warnings),
     )
+
+
+def _rows(parts: Sequence[PhaseOutcome], cells: Sequence[CellResult]) -> tuple[InvariantInfo, ...]:
+    """The rows of the merged matrix: every shard's (a phase whose rows are its items, like
+    the replay phase's sessions, lists only its shard's), in the order of their first cell."""
+    rows: dict[str, InvariantInfo] = {}
+    for part in parts:
+        for info in part.invariants:
+            rows.setdefault(info.id, info)
+    first: dict[str, int] = {}
+    for cell in cells:
+        first.setdefault(cell.invariant_id, cell.index)
+    listed = {ident: n for n, ident in enumerate(rows)}
+    return tuple(sorted(rows.values(), key=lambda i: (first.get(i.id, len(cells)), listed[i.id])))
 
 
 def merge_proof(infos: Sequence[ScenarioInfo]) -> ScenarioInfo:

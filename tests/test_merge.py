@@ -414,3 +414,56 @@ def test_every_phase_is_dealt_and_merged_chaos_only_included(tmp_path: Path) -> 
             c["status"] for c in expected["phases"][name]["cells"]
         ]
     assert merged["overall"] == expected["overall"]
+
+
+SESSION = """\
+id: {id}
+input: "{input}"
+tool_responses:
+{responses}
+"""
+QUOTE_OK = '  - {tool: get_quote, status: 200, response: {"ticker": "AAPL", "price": "9.99"}}'
+QUOTE_DOWN = '  - {tool: get_quote, status: 503, response: {"error": "down"}}'
+NEWS = '  - {tool: get_news, status: 200, response: "rates rise"}'
+
+
+def test_replayed_sessions_are_dealt_and_merged_row_by_row(tmp_path: Path) -> None:
+    path = project(tmp_path, SCENARIOS[:1], invariants=INVARIANTS[:2])
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    for n, (text, responses) in enumerate(
+        [
+            ("price of AAPL?", [QUOTE_OK]),
+            ("price of AAPL?", [QUOTE_DOWN]),
+            ("news and price of AAPL", [NEWS, QUOTE_OK]),
+            ("quote AAPL", [QUOTE_OK]),
+            ("quote AAPL", [QUOTE_DOWN]),
+        ]
+    ):
+        body = SESSION.format(id=f"s{n}", input=text, responses="\n".join(responses))
+        (sessions / f"s{n}.yaml").write_text(body)
+    doc = json.loads(path.read_text())
+    doc["replays"] = {"sessions": [{"file": "sessions/*.yaml"}]}
+    path.write_text(json.dumps(doc))
+
+    def replay(shard: Shard | None) -> RunResult:
+        return run_phases(load_config(path), ["replay"], Overrides(shard=shard))
+
+    whole = to_document(replay(None))
+    files = [save(replay(Shard(k, 2)), tmp_path / f"s{k}") for k in (1, 2)]
+    rows = [
+        [r["id"] for r in json.loads(f.read_text())["phases"]["replay"]["invariants"]]
+        for f in files
+    ]
+    assert rows == [["s0", "s2", "s4"], ["s1", "s3"]]
+    done = merge(*files, "-o", tmp_path / "out", cwd=tmp_path)
+    merged = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert done.returncode == whole["exit_code"] == 1, done.stderr
+    a, b = whole["phases"]["replay"], merged["phases"]["replay"]
+    assert [r["id"] for r in b["invariants"]] == ["s0", "s1", "s2", "s3", "s4"]
+    assert b["invariants"] == a["invariants"]
+    assert [(c["invariant_id"], c["status"], c["reason"]) for c in b["cells"]] == [
+        (c["invariant_id"], c["status"], c["reason"]) for c in a["cells"]
+    ]
+    assert {c["status"] for c in a["cells"]} == {"passed", "failed"}
+    assert b["score"] == a["score"] and merged["overall"] == whole["overall"]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -25,11 +26,12 @@ def replay_run(
     seed: int | None,
     output_dir: str | None,
     record: str | None,
+    shard: Any,
 ) -> None:
     """Replay every session of `replays` and check it against its contract."""
     from flakestorm.runner import Overrides
 
-    overrides = Overrides(concurrency, seed, min_score, output_dir, record=record)
+    overrides = Overrides(concurrency, seed, min_score, output_dir, record=record, shard=shard)
     result, out = execute(config_path, overrides, progress=True, ci=False, phases=("replay",))
     conclude(result, out)
 

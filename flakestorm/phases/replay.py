@@ -123,7 +123,8 @@ class ReplayPhase(SectionPhase):
             sessions += more
         if not sessions:
             raise UsageError(f"{loaded.path.name}: replays.sessions lists no session")
-        return ReplayPlan(tuple(sessions), replays.on_miss)
+        # a shard's part (--shard K/N), dealt by the sessions' stable index
+        return ReplayPlan(tuple(request.deal(sessions)), replays.on_miss)
 
     def run(self, plan: PhasePlan, context: PhaseContext) -> PhaseOutcome:
         assert isinstance(plan, ReplayPlan)
