@@ -135,7 +135,7 @@ def test_a_session_template_fills_the_request_body(tmp_path: Path, memory: Memor
     assert {b["session"] for b in bodies} == {
         session_id(11, f"{c.id}#0") for c in result.phases["contract"].cells
     }
-    assert render_template('{"q": "{prompt}", "s": "{session_id}"}', 'a"b', "abc") == (
+    assert render_template('{"q": "{prompt}", "s": "{session_id}"}', 'a"b', session_id="abc") == (
         b'{"q": "a\\"b", "s": "abc"}'
     )
 
