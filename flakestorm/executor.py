@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
-import hashlib
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from flakestorm.agents import NO_CALL, Agent, Call, Reply
+from flakestorm.agents.session import session_id
 from flakestorm.chaos.attacks import poison_input
 from flakestorm.config import Invariant
 from flakestorm.errors import HarnessError
@@ -59,12 +59,6 @@ class Options:
     max_invocations: int | None = None
     session_seed: int | None = None
     """With ``agent.session``: the seed session ids derive from (None: no sessions)."""
-
-
-def session_id(seed: int, key: str) -> str:
-    """The conversation id of ``key`` (``cell#run``, or a pre-matrix invocation): the same for
-    the same seed, so a rerun repeats it, and different for every cell."""
-    return hashlib.sha256(f"flakestorm-session\x00{seed}\x00{key}".encode()).hexdigest()[:32]
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ import pytest
 from support.server import LoopbackServer, Request, Response
 
 from flakestorm.agents.http import render_template
+from flakestorm.agents.session import session_id
 from flakestorm.errors import ConfigError
-from flakestorm.executor import session_id
 from flakestorm.loader import load_config, load_config_text
 from flakestorm.phases.matrix import STATEFUL_WARNING
 from flakestorm.runner import Overrides, run_phases
