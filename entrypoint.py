@@ -30,7 +30,7 @@ from flakestorm.baseline import source
 from flakestorm.baseline.delta import Change, FailOn, compare, same_config
 from flakestorm.config import OutputFormat
 from flakestorm.errors import ConfigError, ExitCode, FlakestormError, UsageError
-from flakestorm.executor import CellFinished, Event, ScenarioFinished
+from flakestorm.events import CellFinished, Event, ScenarioFinished
 from flakestorm.github import Annotation, CommentAction, GitHub, Level
 from flakestorm.loader import LoadedConfig, load_config
 from flakestorm.phases.phase import PhaseName

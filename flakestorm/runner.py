@@ -27,7 +27,8 @@ from flakestorm.chaos.delivery import Channel, ProxyChannel, WrapperChannel, nee
 from flakestorm.chaos.faults import LLM_REQUEST_ATTACKS, TOOL_RESULT_ATTACKS
 from flakestorm.config import AgentType, Config, Proxy, Scenario
 from flakestorm.errors import Problem, UsageError
-from flakestorm.executor import Event, Executor, Options, RunPlanned
+from flakestorm.events import Event, RunPlanned
+from flakestorm.executor import Executor, Options
 from flakestorm.invariants import build_checker
 from flakestorm.loader import LoadedConfig
 from flakestorm.phases.phase import PhaseContext, PhaseName, PhaseRequest

@@ -19,7 +19,8 @@ from support.quote_project import contract_cells, quote_project, run_config
 from flakestorm.agents import NO_CALL, Call, Reply
 from flakestorm.config import Advanced, Contract
 from flakestorm.errors import AgentErrorKind, HarnessError
-from flakestorm.executor import CellFinished, Event, Executor, Options, ScenarioFinished
+from flakestorm.events import CellFinished, Event, ScenarioFinished
+from flakestorm.executor import Executor, Options
 from flakestorm.invariants import build_checker
 from flakestorm.plan import build_plan
 from flakestorm.results import Status

@@ -96,7 +96,7 @@ class Progress:
         self._done = 0
 
     def __call__(self, event: Any) -> None:
-        from flakestorm.executor import CellFinished, ProbeFinished, RunPlanned, ScenarioFinished
+        from flakestorm.events import CellFinished, ProbeFinished, RunPlanned, ScenarioFinished
         from flakestorm.reporters.terminal import scenario_line
 
         if not self._enabled:

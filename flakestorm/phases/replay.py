@@ -47,7 +47,8 @@ from flakestorm.config import (
     Severity,
 )
 from flakestorm.errors import ConfigError, HarnessError, Problem, UsageError
-from flakestorm.executor import CellFinished, Executor, ScenarioFinished
+from flakestorm.events import CellFinished, ScenarioFinished
+from flakestorm.executor import Executor
 from flakestorm.invariants import Observation
 from flakestorm.loader import LoadedConfig
 from flakestorm.loader.replays import ReplaySession, resolve_imported, resolve_sessions
