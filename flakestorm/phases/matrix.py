@@ -1,7 +1,9 @@
 """Running a matrix of cells — every invariant under every scenario (SPEC §5) — for the
 phases shaped that way (contract, chaos): the stateful check, the ``auto`` baselines, the
 forwarding check, then the scenarios one at a time on the fault channel, each settled with its
-delivery proof."""
+delivery proof. The calls of a scenario without faults are kept with its cells too, when they
+can be attributed to their invocations (python wrappers, a forwarded cell header, or cells run
+one at a time for a reset); else its cells run concurrently under the calm scenario."""
 
 from __future__ import annotations
 
@@ -71,14 +73,22 @@ def run_matrix(
         forwarding = any(i.cell_id in PRE_MATRIX_CELLS for i in seen)
         if not forwarding:
             warnings.append(NOT_FORWARDING_WARNING)
-    # finished cells go to disk (memory stays flat in the run's size); a chaos scenario's
+    # a scenario without faults is activated too when each of its calls can be attributed to
+    # its invocation without running its cells one at a time (a reset runs them so anyway):
+    # its calls are then kept with its cells, as a chaos scenario's are (replay export turns
+    # them into sessions)
+    exact = channel is not None and (
+        channel.exact_attribution or context.has_reset or (bool(chaos) and forwarding)
+    )
+    recorded = [s for s in plan.scenarios if s in chaos or exact]
+    # finished cells go to disk (memory stays flat in the run's size); a recorded scenario's
     # cells once settled with its delivery proof, the others as each finishes
     spool = CellSpool(context.spool_dir, Redactor(context.loaded.secrets))
-    calm_cells = [c for c in plan.cells if c.scenario not in chaos]
+    calm_cells = [c for c in plan.cells if c.scenario not in recorded]
     executor.run_cells(calm_cells, baselines, sink=spool.add)
-    if channel is not None:  # calls outside chaos scenarios: only the checks' are read again
+    if channel is not None:  # calls outside recorded scenarios: only the checks' are read again
         channel.forget(CALM, keep=PRE_MATRIX_CELLS)
-    for scenario in chaos:
+    for scenario in recorded:
         assert channel is not None
         # an earlier phase may have run a scenario of the same name ("chaos"): not ours
         earlier = {i.seq for i in channel.interactions(scenario.name)}

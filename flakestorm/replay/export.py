@@ -106,11 +106,12 @@ def cell_session(outcome: PhaseOutcome, cell: CellResult) -> tuple[Session | Non
     notes: list[str] = []
     calls = _calls_of(cell, failing, notes)
     scenario = next((s for s in outcome.scenarios if s.name == cell.scenario), None)
-    if not cell.calls and scenario is not None and not scenario.faults:
+    if not cell.calls and scenario is not None and not scenario.declared:
         notes.append(
-            "calls are recorded in chaos scenarios only, and this one has no faults: the session "
-            "records no responses, so its tool calls will be replay misses (add them, or set "
-            "replays.on_miss: live)"
+            "the run kept no calls for this cell: it made none, or its scenario (without faults "
+            "to deliver) ran with calls that could not be attributed to their cell (forward "
+            "the X-Flakestorm-Cell header, or configure a reset); its tool calls would be replay "
+            "misses (add the responses, or set replays.on_miss: live)"
         )
     tools = [_tool_response(c) for c in calls if c.target == "tool"]
     llm_calls = [c for c in calls if c.target == "llm"]
