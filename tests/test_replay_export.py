@@ -257,3 +257,26 @@ def test_a_failed_cell_of_a_scenario_without_faults_keeps_the_responses_the_agen
     }
     assert notes == []
 
+
+def test_an_error_fault_raised_into_a_python_tool_is_exported_as_its_status(
+    tmp_path: Path,
+) -> None:
+    # the agent got ToolFaultError(418, "teapot"): the session replays exactly that, not a
+    # dropped connection (504)
+    from support.quote_project import contract_cells, quote_project, run_config
+
+    from flakestorm.replay.export import export_sessions
+
+    fault = {"tool": "get_quote", "mode": "error", "error_code": 418, "message": "teapot"}
+    path = quote_project(
+        tmp_path,
+        [{"name": "down", "tool_faults": [fault]}],
+        invariants=[{"id": "never", "type": "contains", "value": "no such words"}],
+    )
+    result = run_config(path)
+    call = contract_cells(result)["never[down]"].calls[0]
+    assert (call.status, call.response) == (418, "teapot")
+    (written,), _ = export_sessions(result, tmp_path / "sessions")
+    session = yaml.safe_load(written.read_text())
+    assert session["tool_responses"][0]["status"] == 418
+    assert session["tool_responses"][0]["response"] == "teapot"

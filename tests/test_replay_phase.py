@@ -122,7 +122,7 @@ def test_a_python_agent_gets_the_recorded_responses_in_order(tmp_path: Path) -> 
     # a recorded 503 is a tool fault for `when`; nothing made it an LLM fault
     assert verdicts(cell) == {"cites": True, "says-it-failed": True, "same-as-recorded": True}
     assert [(c.tool, c.status) for c in cell.calls if c.target == "tool"] == [
-        ("quotes", None),
+        ("quotes", 503),  # raised into the agent as ToolFaultError(503)
         ("quotes", 200),
     ]
     assert result.phases["replay"].score.score == 100.0

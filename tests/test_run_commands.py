@@ -115,7 +115,7 @@ def test_run_chaos_only_with_a_profile_delivers_its_faults_to_the_wrapped_tool(
     assert list(doc["phases"]) == ["chaos"]
     [cell] = doc["phases"]["chaos"]["cells"]
     assert cell["faults_fired"] == ["tool_faults[0] error(503) on *"]
-    assert [c["status"] for c in cell["calls"]] == [None, None]  # raised into the agent
+    assert [c["status"] for c in cell["calls"]] == [503, 503]  # raised into the agent
     assert doc["overall"]["phases_ran"] == ["chaos"]
     # the tool is restored after the run: the module on disk was never touched
     assert (project / "tools.py").read_text() == TOOLS

@@ -208,7 +208,8 @@ def test_error_raises_a_tool_fault_error_into_the_agent(rig: Rig) -> None:
     assert call.tool == "get_quote" and call.url == f"python:{rig.tools}:get_quote"
     assert call.scenario == "chaos" and call.cell_id == "c1" and call.call_index == 0
     assert call.fired == call.matched == ("tool_faults[0] error(502) on get_quote",)
-    assert call.status is None and call.method == "CALL"
+    # recorded as the status and message it stands for, so `replay export` replays the same
+    assert call.status == 502 and call.response == "bad gateway" and call.method == "CALL"
     (llm,) = rig.llm_calls()
     assert llm.fired == () and llm.status == 200 and llm.tool is None
 
@@ -880,7 +881,7 @@ def test_rate_limit_raises_into_the_agent(llm_rig: LlmRig) -> None:
     assert info.value.error_code == 429 and isinstance(info.value, ConnectionError)
     assert llm_rig.module.SEEN == []
     call = llm_rig.interaction()
-    assert call.target is Target.LLM and call.status is None
+    assert call.target is Target.LLM and call.status == 429
     assert call.fired == ("llm_faults[0] rate_limit",)
     assert call.url == f"python:{llm_rig.name}:llm"
 

@@ -43,6 +43,7 @@ from flakestorm.chaos.wrappers.sdk_streams import (
 )
 from flakestorm.chaos.wrappers.sites import Site
 from flakestorm.config import LlmFault, ToolFault
+from flakestorm.errors import ToolFaultError
 
 if TYPE_CHECKING:
     from flakestorm.chaos.interactions import InteractionLog
@@ -103,6 +104,17 @@ class Call:
         reads later: the stream logs it when it ends)."""
         if not self.deferred:
             self.record(status, upstream_error)
+
+    def raised(self, error: BaseException) -> None:
+        """Log a call answered by raising ``error`` into the agent: a ``ToolFaultError`` (or
+        an SDK's status error) as the status it stands for, and its message as the response
+        (the proxy's error reply), so a replay of the call raises the same."""
+        if isinstance(error, ToolFaultError):
+            self.response = error.message
+            self.settle(error.error_code)
+            return
+        status = getattr(error, "status_code", None)
+        self.settle(status if isinstance(status, int) else None)
 
     def record(self, status: int | None, upstream_error: str | None = None) -> None:
         if self.recorded:

@@ -182,7 +182,7 @@ class Wrapping:
                     if step.delay_s:
                         await self._async_sleep(step.delay_s)
                     if step.error is not None:
-                        call.settle(None)
+                        call.raised(step.error)
                         raise step.error
                     if step.value is not CALL_THROUGH:
                         call.settle(200)
@@ -209,7 +209,7 @@ class Wrapping:
                     if step.delay_s:
                         await self._async_sleep(step.delay_s)
                     if step.error is not None:
-                        call.settle(None)
+                        call.raised(step.error)
                         raise step.error
                     if step.value is not CALL_THROUGH:
                         call.settle(200)
@@ -250,7 +250,7 @@ class Wrapping:
                 if step.delay_s:
                     self._sleep(step.delay_s)
                 if step.error is not None:
-                    call.settle(None)
+                    call.raised(step.error)
                     raise step.error
                 if step.value is not CALL_THROUGH:
                     call.settle(200)
