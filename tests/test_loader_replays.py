@@ -134,3 +134,23 @@ def test_python_agents_need_something_to_serve_recordings_through(tmp_path: Path
     found = problems(text, tmp_path)
     assert any("unknown tool 'get_news' (the tools in agent.tools: get_quote)" in p for p in found)
     assert any("names no agent.llm callable" in p for p in found)
+
+
+def test_a_replays_section_with_no_session_is_located_by_validate_as_the_run_refuses_it(
+    tmp_path: Path,
+) -> None:
+    # `flakestorm validate` said "0 sessions" and exit 0, then `replay run` refused the config
+    (tmp_path / "none.yaml").write_text("sessions: []\n", encoding="utf-8")
+    assert problems(config("  sessions: []\n"), tmp_path) == [
+        "flakestorm.yaml:9:13: replays.sessions: lists no session (add one inline with id: and "
+        "input:, or a file: with a path or a glob)"
+    ]
+    assert problems(config("  on_miss: live\n"), tmp_path) == [
+        "flakestorm.yaml:9:3: replays.sessions: lists no session (add one inline with id: and "
+        "input:, or a file: with a path or a glob)"
+    ]
+    (found,) = problems(config("  sessions: [{file: none.yaml}]\n"), tmp_path)
+    assert found.endswith("none.yaml:1:11: sessions: the file holds no session")
+    # sessions imported at run time are enough
+    text = config("  sessions: []\n  sources: [{type: langsmith, project: p}]\n")
+    assert load_config_text(text, base_dir=tmp_path).config.replays is not None

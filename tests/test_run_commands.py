@@ -160,7 +160,7 @@ def test_ci_refuses_a_configured_phase_with_nothing_to_run(project: Path) -> Non
     write_config(project, replays={"sessions": []})
     result = flakestorm(project, "ci")
     assert result.returncode == 2
-    assert "replays.sessions lists no session" in result.stderr
+    assert "replays.sessions: lists no session" in result.stderr
 
 
 def invocations_announced(project: Path) -> int:

@@ -4,6 +4,7 @@
 globs — in config order, resolves each session's contract (a contract name in the config, a
 contract file, or the config's contract by default), and checks what the models cannot:
 
+- there is a session to replay (or a source to import them from), and a file holds one;
 - session ids are unique (across files too);
 - the contract resolves;
 - every recorded tool is one the agent can call through flakestorm: for a python agent, an
@@ -87,6 +88,14 @@ def resolve_sessions(
                 problems += bad
         else:
             sources.append(SessionSource(entry, _under(locate, at), locate(at, "").line))
+    if not replays.sessions and not replays.sources:
+        problems.append(
+            locate(
+                ("replays", "sessions"),
+                "lists no session (add one inline with id: and input:, or a file: with a path "
+                "or a glob)",
+            )
+        )
     checker = _Checker(config, base_dir)
     for i, langsmith in enumerate(replays.sources):
         at = ("replays", "sources", i)

@@ -62,6 +62,8 @@ def read_sessions(path: Path) -> tuple[list[SessionSource], list[Problem]]:
         items = data["sessions"]
         if not isinstance(items, list):
             return [], [*problems, locator.at(("sessions",), "expected a list of sessions")]
+        if not items:
+            return [], [*problems, locator.at(("sessions",), "the file holds no session")]
         entries: list[tuple[ConfigPath, Any]] = [(("sessions", i), s) for i, s in enumerate(items)]
     else:
         entries = [((), data)]
