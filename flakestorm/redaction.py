@@ -3,7 +3,9 @@ line and report.
 
 A secret is a value the config took from the environment (``${VAR}``), or an agent header
 value. Each is replaced by ``***`` wherever it appears, as it is and as ``repr`` escapes it
-(a secret with a newline or a quote, quoted in an error message). Values shorter than
+(a secret with a newline or a quote, quoted in an error message), and as JSON and URLs encode
+it (an agent that sends its key on to a tool: the recorded bodies ``results.json`` keeps, which
+``replay export`` decodes into session files). Values shorter than
 :data:`MIN_SECRET_CHARS` (a port, a flag) are left alone: masking ``80`` everywhere would
 garble every report and hide nothing.
 
@@ -24,7 +26,9 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import json
 from collections.abc import Iterable, Iterator
+from urllib.parse import quote, quote_plus
 
 REDACTED = "***"
 MIN_SECRET_CHARS = 4
@@ -35,7 +39,7 @@ class Redactor:
 
     def __init__(self, secrets: Iterable[str]) -> None:
         found = {s for s in secrets if len(s) >= MIN_SECRET_CHARS}
-        forms = {form for s in found for form in (s, repr(s)[1:-1])}
+        forms = {form for s in found for form in _forms(s)}
         # longest first, so a secret that contains another is replaced whole
         self._forms = sorted(forms, key=len, reverse=True)
 
@@ -47,6 +51,19 @@ class Redactor:
             if form in text:
                 text = text.replace(form, REDACTED)
         return text
+
+
+def _forms(secret: str) -> tuple[str, ...]:
+    """``secret`` as written, as ``repr`` escapes it, in a JSON string (ASCII-escaped or not)
+    and percent-encoded in a URL."""
+    return (
+        secret,
+        repr(secret)[1:-1],
+        json.dumps(secret)[1:-1],
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+        quote(secret, safe=""),
+        quote_plus(secret, safe=""),
+    )
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:

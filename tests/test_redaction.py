@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from urllib.parse import quote, quote_plus
 
 from flakestorm.redaction import MIN_SECRET_CHARS, Redactor, redact
 
@@ -127,3 +129,13 @@ def test_a_secret_straddling_every_excerpt_boundary_leaks_nowhere(tmp_path: Path
     assert "::error" in texts["action log"] and comments  # annotations and the comment were made
     leaks = {name: _leaks(text) for name, text in texts.items() if _leaks(text)}
     assert leaks == {}
+
+
+def test_secrets_are_hidden_as_json_and_urls_encode_them() -> None:
+    # an agent that sends its key on to a tool puts it in a JSON body or a URL: results.json
+    # keeps those bodies, and `replay export` decodes them into a session file
+    secret = 'pa"ss/w+rd=é'
+    body = json.dumps({"auth": secret}) + " " + json.dumps({"auth": secret}, ensure_ascii=False)
+    url = f"/quote?k={quote(secret, safe='')}&q={quote_plus(secret)}"
+    assert redact(body, {secret}) == '{"auth": "***"} {"auth": "***"}'
+    assert redact(url, {secret}) == "/quote?k=***&q=***"

@@ -280,3 +280,36 @@ def test_an_error_fault_raised_into_a_python_tool_is_exported_as_its_status(
     session = yaml.safe_load(written.read_text())
     assert session["tool_responses"][0]["status"] == 418
     assert session["tool_responses"][0]["response"] == "teapot"
+
+
+def test_a_secret_in_a_recorded_json_body_never_reaches_an_exported_session(
+    tmp_path: Path,
+) -> None:
+    # an agent sent its key (from ${VAR} in agent.headers) on to a tool, JSON-escaped: the run
+    # redacts results.json, and export decodes the body into the session file
+    import json
+
+    from flakestorm.replay.export import export_sessions
+    from flakestorm.results import Overall, RunResult, redact
+
+    secret = 'sk-"live"-123/é'
+    call = CallRecord(
+        target="tool",
+        tool="quotes",
+        method="POST",
+        url="http://t/q",
+        status=200,
+        latency_ms=1.0,
+        invocation="0.0",
+        request=json.dumps({"key": secret}),
+        response=json.dumps({"echo": secret}),
+    )
+    cell = CellResult(0, "i", "s", "low", Status.FAILED, "r", prompts=(prompt("p", False),))
+    cell = CellResult(**{**cell.__dict__, "calls": (call,)})
+    overall = Overall(None, False, 0.0, {}, ("contract",), ())
+    result = RunResult(
+        "2", "f", "d", 1, "t", 1.0, True, None, 1, {"contract": outcome(cell)}, overall, 1
+    )
+    written, _ = export_sessions(redact(result, {secret}), tmp_path)
+    text = written[0].read_text(encoding="utf-8")
+    assert "live" not in text and "***" in text
