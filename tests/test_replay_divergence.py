@@ -41,3 +41,18 @@ def test_many_differences_are_counted() -> None:
     many = recorded(*["t"] * 30, arguments="x")
     lines = divergence(many, calls(*["t"] * 30, request="y"))
     assert len(lines) == MAX_LINES + 1 and lines[-1] == "… and 20 more differences"
+
+
+def test_a_python_tool_called_by_keyword_matches_arguments_recorded_as_its_inputs() -> None:
+    # a LangSmith tool run's inputs ({"ticker": "ACME"}) against get_quote(ticker="ACME"),
+    # which the wrapper records as {"args": [], "kwargs": {...}}: the same call
+    then = recorded("quotes", arguments={"ticker": "ACME"})
+    same = '{"args": [], "kwargs": {"ticker": "ACME"}}'
+    assert divergence(then, calls("quotes", request=same)) == []
+    other = '{"args": [], "kwargs": {"ticker": "EVIL"}}'
+    assert divergence(then, calls("quotes", request=other)) == [
+        'arguments of the 1st call to quotes: recorded {"ticker":"ACME"}, now {"ticker":"EVIL"}'
+    ]
+    # an exported python session recorded the wrapper's own form: still compared as is
+    both = recorded("quotes", arguments={"args": ["ACME"], "kwargs": {"n": 1}})
+    assert divergence(both, calls("quotes", request='{"args": ["ACME"], "kwargs": {"n": 1}}')) == []

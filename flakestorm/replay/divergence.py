@@ -59,7 +59,15 @@ def _canonical(value: Any) -> str:
             value = json.loads(value)
         except ValueError:
             return str(value).strip()
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(_keywords(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _keywords(value: Any) -> Any:
+    """A python tool called by keyword only (the wrapper records ``{"args": [], "kwargs":
+    {...}}``) as its keyword arguments, the form a trace records a tool's inputs in."""
+    if isinstance(value, dict) and set(value) == {"args", "kwargs"} and value["args"] == []:
+        return value["kwargs"]
+    return value
 
 
 def _short(text: str) -> str:
