@@ -9,7 +9,9 @@ after a reset when one is configured. ``replays.sources`` are imported from Lang
 phase is planned (:mod:`flakestorm.replay.langsmith`, credentials from the environment) and
 replayed after the listed sessions.
 
-The reply is checked against every invariant of the session's contract. ``when`` is evaluated
+The reply is checked against every invariant of the session's contract — or, when the input
+is a probe of some invariants, against those only, as the contract checks a probe (a session
+exported from a probe cell turns green once the agent is fixed). ``when`` is evaluated
 as a scenario with tool faults when a recorded tool status is not 2xx, and LLM faults when a
 recorded LLM reply is an error; ``behavior_unchanged`` compares with the session's
 ``expected_output``, and is skipped without one.
@@ -293,6 +295,14 @@ def _input(replay: ReplaySession, config: Config) -> tuple[str, str]:
     return f"{CONTEXT_HEAD} {text}\n\n{session.input}", ""
 
 
+def _checking(replay: ReplaySession) -> Sequence[ContractInvariant]:
+    """The invariants that check the session: those whose ``probes`` list its input when
+    some do (the contract checks a probe only with them: an exported probe cell), else all."""
+    invariants = replay.contract.invariants
+    probed = [i for i in invariants if i.probes and replay.session.input in i.probes]
+    return probed or invariants
+
+
 def _verdicts(
     replay: ReplaySession, prompt: str, reply: Reply, executor: Executor
 ) -> tuple[PromptResult, ...] | str:
@@ -300,7 +310,7 @@ def _verdicts(
     cannot be judged)."""
     session = replay.session
     out = []
-    for invariant in replay.contract.invariants:
+    for invariant in _checking(replay):
         if not invariant.when.applies_to(
             session.has_tool_faults,
             session.has_llm_faults,
