@@ -313,3 +313,33 @@ def test_a_secret_in_a_recorded_json_body_never_reaches_an_exported_session(
     written, _ = export_sessions(redact(result, {secret}), tmp_path)
     text = written[0].read_text(encoding="utf-8")
     assert "live" not in text and "***" in text
+
+
+def test_a_tool_body_cut_or_dropped_by_the_bounds_is_named_not_served_silently() -> None:
+    # results.json cuts a body to 16,384 characters and keeps none past 8 MiB a run: the
+    # session would serve the agent something it never saw, so the command says which call
+    from flakestorm.chaos.interactions import body_text
+
+    big = body_text('{"rows": "' + "x" * 20_000 + '"}')
+    cell = CellResult(
+        0,
+        "i",
+        "s",
+        "low",
+        Status.FAILED,
+        "r",
+        prompts=(prompt("p", False),),
+        calls=(
+            CallRecord("tool", "big", "GET", "u", 200, invocation="0.0", response=big),
+            CallRecord("tool", "late", "GET", "u", 200, invocation="0.0", response=None),
+            CallRecord("tool", "gone", "GET", "u", None, invocation="0.0"),  # dropped: fine
+        ),
+    )
+    session, notes = cell_session(outcome(cell), cell)
+    assert session is not None
+    assert notes == [
+        "the response of the 1st call to big was cut to 16,384 characters in results.json "
+        "(docs/results.md): complete it in the session by hand",
+        "the response of the 1st call to late was not kept (a run keeps 8 MiB of bodies, "
+        "docs/results.md): add it to the session by hand",
+    ]

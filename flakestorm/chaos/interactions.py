@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import threading
 from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass
@@ -23,6 +24,9 @@ note of how much)."""
 RUN_BODY_CHARS = 8 * 1024 * 1024
 """The most body text the interactions of one run keep in all; later interactions keep none
 (:attr:`InteractionLog.bodies_dropped` counts them)."""
+
+
+_CUT = re.compile(r"…\[\d+ more characters\]\Z")
 
 
 def value_text(value: Any) -> str | None:
@@ -42,6 +46,11 @@ def body_text(data: bytes | str | None) -> str | None:
     if len(text) <= BODY_CHARS:
         return text
     return text[:BODY_CHARS] + f"…[{len(text) - BODY_CHARS} more characters]"
+
+
+def was_cut(text: str) -> bool:
+    """Whether ``text`` is a body :func:`body_text` cut."""
+    return len(text) > BODY_CHARS and _CUT.search(text, BODY_CHARS) is not None
 
 
 @dataclass(frozen=True)

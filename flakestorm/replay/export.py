@@ -27,6 +27,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from flakestorm.chaos.interactions import BODY_CHARS, RUN_BODY_CHARS, was_cut
+from flakestorm.chaos.recording import ordinal
 from flakestorm.config import LlmReply, Session, ToolResponse
 from flakestorm.errors import UsageError
 from flakestorm.loader.sessions import session_text
@@ -114,6 +116,7 @@ def cell_session(outcome: PhaseOutcome, cell: CellResult) -> tuple[Session | Non
             "misses (add the responses, or set replays.on_miss: live)"
         )
     tools = [_tool_response(c) for c in calls if c.target == "tool"]
+    notes += _bounded(c for c in calls if c.target == "tool")
     llm_calls = [c for c in calls if c.target == "llm"]
     replies = [_llm_reply(c) for c in llm_calls]
     llm: list[LlmReply] = []
@@ -168,6 +171,28 @@ def _calls_of(cell: CellResult, failing: PromptResult, notes: list[str]) -> list
         return unattributed
     notes.append("its calls could not be told apart by invocation: none exported")
     return []
+
+
+def _bounded(calls: Iterable[CallRecord]) -> list[str]:
+    """A note per tool response the bounds of ``results.json`` cut or dropped: the session
+    would serve the agent a body it never got."""
+    notes = []
+    seen: dict[str, int] = {}
+    for call in calls:
+        name = call.tool or call.url
+        seen[name] = n = seen.get(name, 0) + 1
+        what = f"the response of the {ordinal(n)} call to {name}"
+        if call.response is not None and was_cut(call.response):
+            notes.append(
+                f"{what} was cut to {BODY_CHARS:,} characters in results.json "
+                "(docs/results.md): complete it in the session by hand"
+            )
+        elif call.response is None and call.status is not None:
+            notes.append(
+                f"{what} was not kept (a run keeps {RUN_BODY_CHARS // 2**20} MiB of bodies, "
+                "docs/results.md): add it to the session by hand"
+            )
+    return notes
 
 
 def _tool_response(call: CallRecord) -> ToolResponse:
