@@ -10,8 +10,9 @@ phase is planned (:mod:`flakestorm.replay.langsmith`, credentials from the envir
 replayed after the listed sessions.
 
 The reply is checked against every invariant of the session's contract — or, when the input
-is a probe of some invariants, against those only, as the contract checks a probe (a session
-exported from a probe cell turns green once the agent is fixed). ``when`` is evaluated
+is a probe of some invariants, against those the contract checks it with: the invariants
+listing it, and those without probes when it is a golden prompt too (a session exported from
+a probe cell turns green once the agent is fixed). ``when`` is evaluated
 as a scenario with tool faults when a recorded tool status is not 2xx, and LLM faults when a
 recorded LLM reply is an error; ``behavior_unchanged`` compares with the session's
 ``expected_output``, and is skipped without one.
@@ -242,7 +243,7 @@ def _replay(replay: ReplaySession, plan: ReplayPlan, context: PhaseContext) -> C
         calls = proven[0].calls
     notes = tuple(divergence(session.tool_responses, calls))
     misses = [i.upstream_error for i in seen if (i.upstream_error or "").startswith(MISS_PREFIX)]
-    prompts = _verdicts(replay, prompt, reply, executor)
+    prompts = _verdicts(replay, prompt, reply, executor, config.golden_prompts)
     if isinstance(prompts, str):
         return dataclasses.replace(
             base, status=Status.ERRORED, reason=prompts, calls=calls, notes=notes
@@ -295,22 +296,30 @@ def _input(replay: ReplaySession, config: Config) -> tuple[str, str]:
     return f"{CONTEXT_HEAD} {text}\n\n{session.input}", ""
 
 
-def _checking(replay: ReplaySession) -> Sequence[ContractInvariant]:
-    """The invariants that check the session: those whose ``probes`` list its input when
-    some do (the contract checks a probe only with them: an exported probe cell), else all."""
-    invariants = replay.contract.invariants
-    probed = [i for i in invariants if i.probes and replay.session.input in i.probes]
-    return probed or invariants
+def _checking(replay: ReplaySession, golden_prompts: Sequence[str]) -> list[ContractInvariant]:
+    """The invariants that check the session: all of them, unless its input is a probe (an
+    exported probe cell); then those the contract checks it with — the invariants listing it,
+    and those without probes when it is a golden prompt too."""
+    invariants = list(replay.contract.invariants)
+    text = replay.session.input
+    if not any(text in i.probes for i in invariants if i.probes):
+        return invariants
+    golden = text in golden_prompts
+    return [i for i in invariants if (text in i.probes if i.probes else golden)]
 
 
 def _verdicts(
-    replay: ReplaySession, prompt: str, reply: Reply, executor: Executor
+    replay: ReplaySession,
+    prompt: str,
+    reply: Reply,
+    executor: Executor,
+    golden_prompts: Sequence[str],
 ) -> tuple[PromptResult, ...] | str:
     """Every applicable invariant's verdict on the reply (a HarnessError's message when one
     cannot be judged)."""
     session = replay.session
     out = []
-    for invariant in _checking(replay):
+    for invariant in _checking(replay, golden_prompts):
         if not invariant.when.applies_to(
             session.has_tool_faults,
             session.has_llm_faults,
