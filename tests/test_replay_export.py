@@ -343,3 +343,25 @@ def test_a_tool_body_cut_or_dropped_by_the_bounds_is_named_not_served_silently()
         "the response of the 1st call to late was not kept (a run keeps 8 MiB of bodies, "
         "docs/results.md): add it to the session by hand",
     ]
+
+
+def test_failures_whose_ids_read_the_same_as_file_names_are_both_written(
+    tmp_path: Path,
+) -> None:
+    # scenarios "tool down" and "tool-down" both slug to contract-i-tool-down: neither
+    # failure may silently overwrite the other
+    from flakestorm.replay.export import export_sessions
+    from flakestorm.results import Overall, RunResult
+
+    cells = tuple(
+        CellResult(n, "i", scenario, "low", Status.FAILED, "r", prompts=(prompt(scenario, False),))
+        for n, scenario in enumerate(("tool down", "tool-down"))
+    )
+    phase = PhaseOutcome("contract", "Finance", (), (), cells, SCORE)
+    overall = Overall(None, False, 0.0, {}, ("contract",), ())
+    result = RunResult("2", "f", "d", 1, "t", 1.0, True, None, 2, {"contract": phase}, overall, 1)
+    written, _ = export_sessions(result, tmp_path)
+    sessions = [yaml.safe_load(p.read_text()) for p in written]
+    assert [s["input"] for s in sessions] == ["tool down", "tool-down"]
+    assert len({s["id"] for s in sessions}) == 2
+    assert [p.name for p in written] == ["contract-i-tool-down.yaml", "contract-i-tool-down-2.yaml"]

@@ -80,7 +80,8 @@ def export_sessions(
 def write_sessions(
     sessions: Sequence[Session], out_dir: Path, secrets: Iterable[str] = ()
 ) -> list[Path]:
-    """Write each session to ``DIR/<id>.yaml``, every string redacted of ``secrets``."""
+    """Write each session to ``DIR/<id>.yaml``, every string redacted of ``secrets``; an id
+    that reads like an earlier one as a file name gets a number (``-2``), in the file too."""
     redactor = Redactor(secrets)
     written: list[Path] = []
     if not sessions:
@@ -89,8 +90,17 @@ def write_sessions(
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create {out_dir} ({exc.strerror})") from None
+    taken: set[str] = set()
     for session in sessions:
-        path = out_dir / f"{_slug(session.id)}.yaml"
+        name = _slug(session.id)
+        # ids that read the same as file names ("tool down", "tool-down") get a number
+        n = 1
+        while (unique := name if n == 1 else f"{name}-{n}") in taken:
+            n += 1
+        taken.add(unique)
+        if n > 1:
+            session = session.model_copy(update={"id": f"{session.id}-{n}"})
+        path = out_dir / f"{unique}.yaml"
         text = redactor(session_text(session)) if redactor else session_text(session)
         try:
             path.write_text(text, encoding="utf-8")
