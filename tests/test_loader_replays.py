@@ -154,3 +154,18 @@ def test_a_replays_section_with_no_session_is_located_by_validate_as_the_run_ref
     # sessions imported at run time are enough
     text = config("  sessions: []\n  sources: [{type: langsmith, project: p}]\n")
     assert load_config_text(text, base_dir=tmp_path).config.replays is not None
+
+
+def test_a_session_file_that_is_a_list_says_what_a_session_file_holds(tmp_path: Path) -> None:
+    # not "expected a mapping of sections (agent:, contract:, ...)": that is flakestorm.yaml
+    (tmp_path / "list.yaml").write_text("- id: a\n  input: hi\n", encoding="utf-8")
+    (tmp_path / "contract.yaml").write_text("- name: c\n", encoding="utf-8")
+    text = config(
+        "  sessions:\n    - file: list.yaml\n    - {id: b, input: x, contract: contract.yaml}\n"
+    )
+    found = problems(text, tmp_path)
+    assert [p.split(": ", 1)[1] for p in found] == [
+        "expected a session (id:, input:, ...) or sessions: with a list of them, got a list",
+        "expected a contract (name:, invariants:, chaos_matrix:) or a contract: section, "
+        "got a list",
+    ]

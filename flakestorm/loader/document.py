@@ -106,10 +106,12 @@ def read_document(
     *,
     expand_env: bool = True,
     limits: Limits | None = None,
+    expected: str = "a mapping of sections (agent:, contract:, ...)",
 ) -> Document:
     """The data of ``text`` (a mapping at the top), or ConfigError for what cannot be data or
     is over ``limits`` (default: :meth:`Limits.from_env` of ``env``). ``expand_env=False``
-    keeps ``${...}`` as written (recorded data, e.g. replay sessions)."""
+    keeps ``${...}`` as written (recorded data, e.g. replay sessions); ``expected`` says what
+    the top of the file should be, when it is not a mapping."""
     limits = limits or Limits.from_env(env)
     if len(text) > limits.bytes:  # characters: at most as many as the file's bytes
         line = text.count("\n", 0, limits.bytes) + 1
@@ -144,7 +146,7 @@ def read_document(
                     line,
                     col,
                     "",
-                    f"expected a mapping of sections (agent:, contract:, ...), got {got}",
+                    f"expected {expected}, got {got}",
                 )
             ]
         )

@@ -29,6 +29,8 @@ Place = Callable[[ConfigPath, str], Problem]
 """Builds the Problem for a message about a session's field (path inside the session)."""
 
 _GLOB_CHARS = frozenset("*?[")
+SESSION_FILE = "a session (id:, input:, ...) or sessions: with a list of them"
+CONTRACT_FILE = "a contract (name:, invariants:, chaos_matrix:) or a contract: section"
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,7 @@ def session_paths(pattern: str, base_dir: Path) -> list[Path]:
 
 def read_sessions(path: Path) -> tuple[list[SessionSource], list[Problem]]:
     """The sessions of one session file, and the problems found in it (located there)."""
-    locator, data, problems = _read(path)
+    locator, data, problems = _read(path, SESSION_FILE)
     if locator is None:
         return [], problems
     if isinstance(data, dict) and "sessions" in data and "input" not in data:
@@ -82,7 +84,7 @@ def read_sessions(path: Path) -> tuple[list[SessionSource], list[Problem]]:
 def read_contract(path: Path) -> tuple[Contract | None, Place | None, list[Problem]]:
     """The contract of a contract file, how to locate a problem with one of its fields
     (a config path under ``contract``), and the problems found in it (located there)."""
-    locator, data, problems = _read(path)
+    locator, data, problems = _read(path, CONTRACT_FILE)
     if locator is None:
         return None, None, problems
     prefix: ConfigPath = ("contract",) if isinstance(data, dict) and "contract" in data else ()
@@ -118,7 +120,7 @@ def shown(path: Path) -> str:
         return str(path)
 
 
-def _read(path: Path) -> tuple[Locator | None, Any, list[Problem]]:
+def _read(path: Path, expected: str) -> tuple[Locator | None, Any, list[Problem]]:
     name = shown(path)
     try:
         text = path.read_bytes().decode("utf-8-sig")
@@ -127,7 +129,7 @@ def _read(path: Path) -> tuple[Locator | None, Any, list[Problem]]:
     except UnicodeDecodeError:
         return None, None, [Problem(name, 1, 1, "", "the file is not UTF-8 text")]
     try:
-        doc = read_document(text, name, {}, expand_env=False)
+        doc = read_document(text, name, {}, expand_env=False, expected=expected)
     except ConfigError as exc:
         return None, None, list(exc.problems)
     except RecursionError:
