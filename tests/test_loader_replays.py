@@ -169,3 +169,12 @@ def test_a_session_file_that_is_a_list_says_what_a_session_file_holds(tmp_path: 
         "expected a contract (name:, invariants:, chaos_matrix:) or a contract: section, "
         "got a list",
     ]
+
+
+def test_a_session_file_naming_a_directory_says_so(tmp_path: Path) -> None:
+    (tmp_path / "replays").mkdir()
+    (found,) = problems(config("  sessions:\n    - file: replays\n"), tmp_path)
+    assert found.endswith(
+        "replays.sessions[0].file: session file 'replays' is a directory (name a file, or a "
+        "glob such as 'replays/*.yaml')"
+    )

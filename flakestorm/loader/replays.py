@@ -73,12 +73,12 @@ def resolve_sessions(
             paths = session_paths(entry.file, base_dir)
             if not paths:
                 what = "matches no file" if is_glob(entry.file) else "does not exist"
+                why = "paths are relative to the config's directory"
+                if not is_glob(entry.file) and (base_dir / entry.file).is_dir():
+                    glob = f"{entry.file.rstrip('/')}/*.yaml"
+                    what, why = "is a directory", f"name a file, or a glob such as {glob!r}"
                 problems.append(
-                    locate(
-                        (*at, "file"),
-                        f"session file {entry.file!r} {what} (paths are relative to the "
-                        "config's directory)",
-                    )
+                    locate((*at, "file"), f"session file {entry.file!r} {what} ({why})")
                 )
             entry_line = locate(at, "").line
             for path in paths:
