@@ -542,11 +542,18 @@ class ToolResponse(Model):
     latency_ms: Annotated[int, Field(ge=0)] = 0
     arguments: Any = None
     """What the agent sent the tool then (for the divergence report); optional."""
+    fault: bool = False
+    """The response was an injected fault whatever its status (a ``malformed`` 200)."""
 
     @property
     def failed(self) -> bool:
-        """A non-2xx status: the session counts as having tool faults (``when``)."""
+        """A non-2xx status: served as an error."""
         return not 200 <= self.status < 300
+
+    @property
+    def faulty(self) -> bool:
+        """An error, or a fault: the session counts as having tool faults (``when``)."""
+        return self.failed or self.fault
 
 
 class LlmReply(Model):
@@ -555,10 +562,17 @@ class LlmReply(Model):
     content: str = ""
     status: HttpStatus = 200
     latency_ms: Annotated[int, Field(ge=0)] = 0
+    fault: bool = False
+    """The reply was an injected fault whatever its status (a truncated reply)."""
 
     @property
     def failed(self) -> bool:
         return not 200 <= self.status < 300
+
+    @property
+    def faulty(self) -> bool:
+        """An error, or a fault: the session counts as having LLM faults (``when``)."""
+        return self.failed or self.fault
 
 
 class Session(Model):
@@ -574,11 +588,11 @@ class Session(Model):
 
     @property
     def has_tool_faults(self) -> bool:
-        return any(r.failed for r in self.tool_responses)
+        return any(r.faulty for r in self.tool_responses)
 
     @property
     def has_llm_faults(self) -> bool:
-        return any(r.failed for r in self.llm_responses)
+        return any(r.faulty for r in self.llm_responses)
 
 
 class SessionFile(Model):

@@ -300,10 +300,15 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "replays.sessions[].tool_responses[].arguments": "What the agent sent the tool (the "
     "request body or query, or the python call's arguments); compared with what it sends "
     "now in the divergence report.",
+    "replays.sessions[].tool_responses[].fault": "The response was an injected fault (a "
+    "`malformed` 200, say): counts as a tool fault for `when` whatever its status. "
+    "`replay export` sets it.",
     "replays.sessions[].llm_responses[].content": "The reply text.",
     "replays.sessions[].llm_responses[].status": "The recorded HTTP status; not 2xx is "
     "served as the provider's error and counts as an LLM fault for `when`.",
     "replays.sessions[].llm_responses[].latency_ms": "The recorded latency, in milliseconds.",
+    "replays.sessions[].llm_responses[].fault": "The reply was an injected fault (a "
+    "truncated reply, say): counts as an LLM fault for `when` whatever its status.",
     "replays.sources[].type": "The source kind.",
     "replays.sources[].project": "LangSmith project.",
     "replays.sources[].run_id": "LangSmith run id.",

@@ -365,3 +365,36 @@ def test_failures_whose_ids_read_the_same_as_file_names_are_both_written(
     assert [s["input"] for s in sessions] == ["tool down", "tool-down"]
     assert len({s["id"] for s in sessions}) == 2
     assert [p.name for p in written] == ["contract-i-tool-down.yaml", "contract-i-tool-down-2.yaml"]
+
+
+def test_a_fault_served_with_a_2xx_status_still_makes_when_apply_on_replay(
+    tmp_path: Path,
+) -> None:
+    # a `malformed` tool fault answers 200: exported as a plain 200, the session had no tool
+    # faults, `when: tool_faults_active` was skipped, and the failure replayed as PASSED
+    import json
+
+    from support.quote_project import quote_project, run_config
+
+    from flakestorm.loader import load_config
+    from flakestorm.replay.export import export_sessions
+    from flakestorm.runner import run_phases
+
+    path = quote_project(
+        tmp_path,
+        [{"name": "garbled", "tool_faults": [{"tool": "get_quote", "mode": "malformed"}]}],
+        invariants=[
+            {"id": "never", "type": "contains", "value": "no such", "when": "tool_faults_active"}
+        ],
+    )
+    written, _ = export_sessions(run_config(path), tmp_path / "sessions")
+    (response,) = yaml.safe_load(written[0].read_text())["tool_responses"]
+    assert (response["status"], response["fault"]) == (200, True)
+
+    doc = json.loads(path.read_text())
+    doc["replays"] = {"sessions": [{"file": "sessions/*.yaml"}]}
+    path.write_text(json.dumps(doc))
+    result = run_phases(load_config(path), ["replay"])
+    (cell,) = result.phases["replay"].cells
+    assert cell.status is Status.FAILED, cell.reason
+    assert cell.reason.startswith("1 invariant(s) failed: never: ")

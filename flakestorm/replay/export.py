@@ -213,21 +213,31 @@ def _tool_response(call: CallRecord) -> ToolResponse:
         response=_value(call.response),
         latency_ms=round(call.latency_ms),
         arguments=_value(call.request),
+        fault=_faulted(call, "tool_faults["),
     )
+
+
+def _faulted(call: CallRecord, prefix: str) -> bool:
+    """Whether a tool (``tool_faults[``) or LLM (``llm_faults[``) fault answered ``call``."""
+    return any(label.startswith(prefix) for label in call.fired)
 
 
 def _llm_reply(call: CallRecord) -> LlmReply | None:
     status = call.status if call.status is not None else DROPPED_STATUS
+    fault = _faulted(call, "llm_faults[")
     if not 200 <= status < 300:
         return LlmReply(
-            status=status, content=call.response or "", latency_ms=round(call.latency_ms)
+            status=status,
+            content=call.response or "",
+            latency_ms=round(call.latency_ms),
+            fault=fault,
         )
     if call.response is None:
         return None
     text = reply_text(call.response)
     if text is None:
         return None
-    return LlmReply(content=text, latency_ms=round(call.latency_ms))
+    return LlmReply(content=text, latency_ms=round(call.latency_ms), fault=fault)
 
 
 def _value(text: str | None) -> Any:
