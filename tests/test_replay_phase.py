@@ -359,3 +359,31 @@ def test_a_session_of_a_probe_is_checked_by_the_invariants_that_probe_it(tmp_pat
     # probe too by the invariants without probes as well
     assert verdicts(cells["user"]) == {"no-leak": True, "answers": False}
     assert verdicts(cells["golden"]) == {"no-leak": True, "answers": False}
+
+
+def test_a_live_call_with_no_upstream_errors_the_session_instead_of_judging_a_502(
+    tmp_path: Path,
+) -> None:
+    # on_miss: live, but the tool has no proxy.tools URL to go live to: the agent got a 502
+    # nobody recorded, which is flakestorm's failure, not the agent's
+    (tmp_path / "sessions").mkdir()
+    (tmp_path / "sessions" / "short.yaml").write_text(
+        "id: short\ninput: quote ACME\n"
+        "tool_responses: [{tool: quotes, status: 200, response: {price: 42.5}}]\n"
+        "llm_responses: [{content: ACME trades at 42.5 according to the feed}]\n"
+    )
+    with ChaosProxy() as proxy, http_agent(proxy.url) as agent:
+        text = (
+            f"agent:\n  endpoint: {agent.url_for('/chat')}\n  response_path: output\n"
+            f"proxy:\n  url: {proxy.url}\n"
+            + CONTRACT
+            + "replays:\n  on_miss: live\n  sessions: [{file: sessions/*.yaml}]\n"
+        )
+        result = run_phases(load_config_text(text, base_dir=tmp_path, env={}), ["replay"])
+    cell = session_cell(result)
+    assert cell.status is Status.ERRORED, cell.reason
+    assert cell.reason == (
+        "replay miss: 2nd call to quotes, which has no upstream URL for live calls (add it "
+        "under proxy.tools)"
+    )
+    assert result.exit_code == 3

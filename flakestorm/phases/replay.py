@@ -250,10 +250,12 @@ def _replay(replay: ReplaySession, plan: ReplayPlan, context: PhaseContext) -> C
         )
     if misses:
         shown = "; ".join(m.removeprefix(MISS_PREFIX) for m in misses[:3] if m)
+        live_hint = plan.on_miss is not OnMiss.LIVE
         return dataclasses.replace(
             base,
             status=Status.ERRORED,
-            reason=f"replay miss: {shown} (replays.on_miss: live sends such calls upstream)",
+            reason=f"replay miss: {shown}"
+            + (" (replays.on_miss: live sends such calls upstream)" if live_hint else ""),
             prompts=prompts,
             calls=calls,
             notes=notes,

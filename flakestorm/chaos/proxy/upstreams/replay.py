@@ -9,7 +9,8 @@ reply, shaped like the mock LLM's replies in the API the agent called (OpenAI ch
 completions, completions, Responses, Anthropic messages; streamed as SSE when the request
 streams), or the provider's error body for a recorded error status. A call with nothing
 recorded is a replay miss: a 502 whose ``upstream_error`` names the call, which makes the
-session ERRORED (``on_miss: live`` sends it upstream instead). Everything else — no recording
+session ERRORED (``on_miss: live`` sends it upstream instead; a tool with no upstream URL to
+go live to is a miss still). Everything else — no recording
 active, a straggler from another scenario, traffic that is neither a tool nor an LLM call,
 LLM calls of a session that recorded none — goes on to the upstream below.
 """
@@ -24,7 +25,7 @@ from flakestorm.chaos.proxy.call import NOT_COUNTED
 from flakestorm.chaos.proxy.reply import HttpResponse, UpstreamFailure, from_llm
 from flakestorm.chaos.proxy.upstreams.base import Rewindable, Upstream, UpstreamRequest
 from flakestorm.chaos.proxy.upstreams.mock_llm import mock_reply
-from flakestorm.chaos.recording import Live, Miss, body_of
+from flakestorm.chaos.recording import Live, Miss, body_of, ordinal
 from flakestorm.config import LlmReply, ToolResponse
 
 REPLAY = "replay"
@@ -59,10 +60,12 @@ class ReplayUpstream:
             raise UpstreamFailure(502, "replay_miss", str(served))
         if isinstance(served, Live):
             if call.upstream_url.startswith(f"{REPLAY}:"):
+                # nowhere to go live: still a miss, which errors the session (never judged)
                 raise UpstreamFailure(
                     502,
-                    "no_upstream",
-                    f"tool {call.tool!r} has no upstream URL for live calls (proxy.tools)",
+                    "replay_miss",
+                    f"{ordinal(call.call_index + 1)} call to {call.tool}, which has no "
+                    "upstream URL for live calls (add it under proxy.tools)",
                 )
             return self.inner.send(request)
         call.upstream_status = served.status
