@@ -387,3 +387,24 @@ def test_a_live_call_with_no_upstream_errors_the_session_instead_of_judging_a_50
         "under proxy.tools)"
     )
     assert result.exit_code == 3
+
+
+def test_a_session_no_invariant_applies_to_is_skipped_not_passed(tmp_path: Path) -> None:
+    # every invariant is `when: tool_faults_active` and the session recorded no fault: nothing
+    # checked it, so it must not count as a passed session in the replay score
+    (tmp_path / "sessions").mkdir()
+    (tmp_path / "sessions" / "calm.yaml").write_text(
+        "id: calm\ninput: quote ACME\ntool_responses: [{tool: quotes, response: {price: 1}},"
+        " {tool: quotes, response: {price: 1}}]\nllm_responses: [{content: fine}]\n"
+    )
+    text = python_config(tmp_path).replace(
+        CONTRACT,
+        "golden_prompts: [quote ACME]\ncontract:\n  name: Quotes\n  invariants:\n"
+        "    - {id: faults-only, type: contains, value: x, when: tool_faults_active}\n"
+        "  chaos_matrix: [{name: calm}]\n",
+    )
+    result = run_phases(load_config_text(text, base_dir=tmp_path, env={}), ["replay"])
+    cell = session_cell(result)
+    assert cell.status is Status.SKIPPED
+    assert cell.reason == "no invariant of the contract applies to this session (their when)"
+    assert result.phases["replay"].score.score is None

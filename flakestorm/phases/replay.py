@@ -21,7 +21,8 @@ The outcome has one cell per session (rows = sessions, one column ``replay``), s
 shows it without knowing the phase: the cell passes when every applicable invariant held, and
 fails otherwise; its prompts are the invariants' verdicts, its severity the highest of the
 invariants that failed (of all, when it passed), its calls what the agent called now, and its
-notes how those calls diverged from the recorded ones. A call with nothing recorded (a replay
+notes how those calls diverged from the recorded ones; a session no invariant applies to is
+skipped (not scored). A call with nothing recorded (a replay
 miss) makes the session ERRORED naming the call, as does a failed reset. Score:
 ``100 × passed sessions / sessions`` (errored sessions count as failed, and exit 3).
 """
@@ -257,6 +258,14 @@ def _replay(replay: ReplaySession, plan: ReplayPlan, context: PhaseContext) -> C
             reason=f"replay miss: {shown}"
             + (" (replays.on_miss: live sends such calls upstream)" if live_hint else ""),
             prompts=prompts,
+            calls=calls,
+            notes=notes,
+        )
+    if not prompts:
+        return dataclasses.replace(
+            base,
+            status=Status.SKIPPED,
+            reason="no invariant of the contract applies to this session (their when)",
             calls=calls,
             notes=notes,
         )
