@@ -3,19 +3,29 @@ LLM replies in every provider shape, secrets redacted."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import yaml
+from support.quote_project import contract_cells, quote_project, run_config
 
-from flakestorm.replay.export import cell_session, reply_text, write_sessions
+from flakestorm.chaos.interactions import body_text
+from flakestorm.loader import load_config
+from flakestorm.replay.export import cell_session, export_sessions, reply_text, write_sessions
 from flakestorm.results import (
     CallRecord,
     CellResult,
+    MutationResult,
+    Overall,
     PhaseOutcome,
     PhaseScore,
     PromptResult,
+    RunResult,
+    ScenarioInfo,
     Status,
+    redact,
 )
+from flakestorm.runner import run_phases
 
 SCORE = PhaseScore(score=0.0, passed=False, critical_failures=(), counts={})
 
@@ -110,8 +120,6 @@ def test_written_sessions_are_redacted(tmp_path: Path) -> None:
 
 
 def test_a_cell_of_a_scenario_without_faults_is_exported_with_a_note() -> None:
-    from flakestorm.results import ScenarioInfo
-
     cell = CellResult(0, "i", "calm", "low", Status.FAILED, "x", prompts=(prompt("p", False),))
     calm = PhaseOutcome("contract", "Finance", (), (ScenarioInfo("calm", ()),), (cell,), SCORE)
     session, notes = cell_session(calm, cell)
@@ -120,8 +128,6 @@ def test_a_cell_of_a_scenario_without_faults_is_exported_with_a_note() -> None:
 
 
 def test_streamed_replies_are_kept_and_read_back_in_every_shape() -> None:
-    import json
-
     import requests
 
     from flakestorm.chaos.llm import Provider
@@ -164,8 +170,6 @@ def test_streamed_replies_are_kept_and_read_back_in_every_shape() -> None:
 
 
 def test_failed_prompt_level_mutations_become_sessions(tmp_path: Path) -> None:
-    from flakestorm.replay.export import export_sessions
-    from flakestorm.results import MutationResult, Overall, RunResult
 
     def mutation(index: int, status: Status, request: dict[str, object] | None) -> MutationResult:
         return MutationResult(
@@ -224,10 +228,6 @@ def test_a_failed_cell_of_a_scenario_without_faults_keeps_the_responses_the_agen
 ) -> None:
     # the issue's promise: the session holds "the tool/LLM responses it really saw", in a
     # scenario without faults (or with only a poisoned memory) as much as under a tool fault
-    from support.quote_project import contract_cells, quote_project, run_config
-
-    from flakestorm.replay.export import export_sessions
-
     path = quote_project(
         tmp_path,
         [
@@ -263,10 +263,6 @@ def test_an_error_fault_raised_into_a_python_tool_is_exported_as_its_status(
 ) -> None:
     # the agent got ToolFaultError(418, "teapot"): the session replays exactly that, not a
     # dropped connection (504)
-    from support.quote_project import contract_cells, quote_project, run_config
-
-    from flakestorm.replay.export import export_sessions
-
     fault = {"tool": "get_quote", "mode": "error", "error_code": 418, "message": "teapot"}
     path = quote_project(
         tmp_path,
@@ -287,10 +283,6 @@ def test_a_secret_in_a_recorded_json_body_never_reaches_an_exported_session(
 ) -> None:
     # an agent sent its key (from ${VAR} in agent.headers) on to a tool, JSON-escaped: the run
     # redacts results.json, and export decodes the body into the session file
-    import json
-
-    from flakestorm.replay.export import export_sessions
-    from flakestorm.results import Overall, RunResult, redact
 
     secret = 'sk-"live"-123/é'
     call = CallRecord(
@@ -318,8 +310,6 @@ def test_a_secret_in_a_recorded_json_body_never_reaches_an_exported_session(
 def test_a_tool_body_cut_or_dropped_by_the_bounds_is_named_not_served_silently() -> None:
     # results.json cuts a body to 16,384 characters and keeps none past 8 MiB a run: the
     # session would serve the agent something it never saw, so the command says which call
-    from flakestorm.chaos.interactions import body_text
-
     big = body_text('{"rows": "' + "x" * 20_000 + '"}')
     cell = CellResult(
         0,
@@ -350,8 +340,6 @@ def test_failures_whose_ids_read_the_same_as_file_names_are_both_written(
 ) -> None:
     # scenarios "tool down" and "tool-down" both slug to contract-i-tool-down: neither
     # failure may silently overwrite the other
-    from flakestorm.replay.export import export_sessions
-    from flakestorm.results import Overall, RunResult
 
     cells = tuple(
         CellResult(n, "i", scenario, "low", Status.FAILED, "r", prompts=(prompt(scenario, False),))
@@ -372,14 +360,6 @@ def test_a_fault_served_with_a_2xx_status_still_makes_when_apply_on_replay(
 ) -> None:
     # a `malformed` tool fault answers 200: exported as a plain 200, the session had no tool
     # faults, `when: tool_faults_active` was skipped, and the failure replayed as PASSED
-    import json
-
-    from support.quote_project import quote_project, run_config
-
-    from flakestorm.loader import load_config
-    from flakestorm.replay.export import export_sessions
-    from flakestorm.runner import run_phases
-
     path = quote_project(
         tmp_path,
         [{"name": "garbled", "tool_faults": [{"tool": "get_quote", "mode": "malformed"}]}],
