@@ -15,6 +15,7 @@ from flakestorm.replay.export import cell_session, export_sessions, reply_text, 
 from flakestorm.results import (
     CallRecord,
     CellResult,
+    InvariantInfo,
     MutationResult,
     Overall,
     PhaseOutcome,
@@ -378,3 +379,20 @@ def test_a_fault_served_with_a_2xx_status_still_makes_when_apply_on_replay(
     (cell,) = result.phases["replay"].cells
     assert cell.status is Status.FAILED, cell.reason
     assert cell.reason.startswith("1 invariant(s) failed: never: ")
+
+
+def test_a_failed_behavior_unchanged_cell_says_the_session_needs_its_expected_output() -> None:
+    # the baseline answer is not in results.json, and a session checks behavior_unchanged only
+    # against its expected_output: without a word, the replay skips the invariant that failed
+    cell = CellResult(
+        0, "same", "llm-down", "low", Status.FAILED, "r", prompts=(prompt("p", False),)
+    )
+    info = InvariantInfo("same", "behavior_unchanged", "low", "any_chaos_active", False, None, 3)
+    phase = PhaseOutcome("contract", "Finance", (info,), (), (cell,), SCORE)
+    session, notes = cell_session(phase, cell)
+    assert session is not None and session.expected_output is None
+    assert notes == [
+        "same is a behavior_unchanged invariant, which a session checks against its "
+        "expected_output: add the answer the agent should give (results.json does not keep "
+        "the baseline answer), or the replay skips it"
+    ]

@@ -127,6 +127,13 @@ def cell_session(outcome: PhaseOutcome, cell: CellResult) -> tuple[Session | Non
         )
     tools = [_tool_response(c) for c in calls if c.target == "tool"]
     notes += _bounded(c for c in calls if c.target == "tool")
+    kind = next((i.type for i in outcome.invariants if i.id == cell.invariant_id), None)
+    if kind == "behavior_unchanged":
+        notes.append(
+            f"{cell.invariant_id} is a behavior_unchanged invariant, which a session checks "
+            "against its expected_output: add the answer the agent should give (results.json "
+            "does not keep the baseline answer), or the replay skips it"
+        )
     llm_calls = [c for c in calls if c.target == "llm"]
     replies = [_llm_reply(c) for c in llm_calls]
     llm: list[LlmReply] = []
