@@ -396,3 +396,20 @@ def test_a_failed_behavior_unchanged_cell_says_the_session_needs_its_expected_ou
         "expected_output: add the answer the agent should give (results.json does not keep "
         "the baseline answer), or the replay skips it"
     ]
+
+
+def test_exporting_again_keeps_a_session_file_already_there_and_says_so(tmp_path: Path) -> None:
+    # a committed session, completed by hand, must not be overwritten by the next export of
+    # the same cell
+    cell = CellResult(0, "i", "s", "low", Status.FAILED, "r", prompts=(prompt("p", False),))
+    overall = Overall(None, False, 0.0, {}, ("contract",), ())
+    result = RunResult(
+        "2", "f", "d", 1, "t", 1.0, True, None, 1, {"contract": outcome(cell)}, overall, 1
+    )
+    (first,), _ = export_sessions(result, tmp_path)
+    assert export_sessions(result, tmp_path) == ([first], [])  # the same text: written again
+    first.write_text(first.read_text() + "expected_output: completed by hand\n")
+    written, notes = export_sessions(result, tmp_path)
+    assert written == []
+    assert notes == [f"{first} already exists: kept (delete it to export this failure again)"]
+    assert "completed by hand" in first.read_text()

@@ -131,6 +131,10 @@ def import_langsmith(
         contract=contract,
     )
     secrets = [v for k, v in os.environ.items() if k == "LANGSMITH_API_KEY"]
-    for path in write_sessions(sessions, out_dir, secrets):
+    kept: list[Path] = []
+    written = write_sessions(sessions, out_dir, secrets, kept)
+    for path in written:
         click.echo(str(path))
-    click.echo(f"{len(sessions)} session file(s) written to {out_dir}/", err=True)
+    for path in kept:
+        click.echo(f"note: {path} already exists: kept (delete it to import again)", err=True)
+    click.echo(f"{len(written)} session file(s) written to {out_dir}/", err=True)

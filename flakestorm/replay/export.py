@@ -74,14 +74,22 @@ def export_sessions(
             notes += [f"mutation {mutation.id}: {n}" for n in why]
             if session is not None:
                 sessions.append(session)
-    return write_sessions(sessions, out_dir, secrets), notes
+    kept: list[Path] = []
+    written = write_sessions(sessions, out_dir, secrets, kept)
+    notes += [f"{p} already exists: kept (delete it to export this failure again)" for p in kept]
+    return written, notes
 
 
 def write_sessions(
-    sessions: Sequence[Session], out_dir: Path, secrets: Iterable[str] = ()
+    sessions: Sequence[Session],
+    out_dir: Path,
+    secrets: Iterable[str] = (),
+    kept: list[Path] | None = None,
 ) -> list[Path]:
     """Write each session to ``DIR/<id>.yaml``, every string redacted of ``secrets``; an id
-    that reads like an earlier one as a file name gets a number (``-2``), in the file too."""
+    that reads like an earlier one as a file name gets a number (``-2``), in the file too. A
+    file already there with other text (a committed session, maybe completed by hand) is
+    kept, and added to ``kept``."""
     redactor = Redactor(secrets)
     written: list[Path] = []
     if not sessions:
@@ -102,12 +110,26 @@ def write_sessions(
             session = session.model_copy(update={"id": f"{session.id}-{n}"})
         path = out_dir / f"{unique}.yaml"
         text = redactor(session_text(session)) if redactor else session_text(session)
+        if _other_text(path, text):
+            if kept is not None:
+                kept.append(path)
+            continue
         try:
             path.write_text(text, encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"cannot write {path} ({exc.strerror})") from None
         written.append(path)
     return written
+
+
+def _other_text(path: Path, text: str) -> bool:
+    """Whether ``path`` exists with another text than ``text``."""
+    try:
+        return path.read_text(encoding="utf-8") != text
+    except FileNotFoundError:
+        return False
+    except (OSError, UnicodeDecodeError):
+        return True
 
 
 def cell_session(outcome: PhaseOutcome, cell: CellResult) -> tuple[Session | None, list[str]]:
