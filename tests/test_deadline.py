@@ -4,20 +4,27 @@ for as long as the server keeps each read short."""
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 import requests
 from support.raw_server import RawUpstream
 
+from flakestorm.agents import Call
 from flakestorm.agents.http import HttpAgent
+from flakestorm.agents.request import RequestShape
 from flakestorm.agents.reset import EndpointReset
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.config import AgentConfig
 from flakestorm.errors import AgentErrorKind, HarnessError
+from flakestorm.loader import load_config_text
+from flakestorm.results import Status
+from flakestorm.runner import run_phases
 
 TIMEOUT_MS = 1000
 SLACK_S = 0.5
@@ -142,3 +149,36 @@ def test_a_fast_trickle_that_finishes_in_time_is_a_reply() -> None:
             reply = agent.invoke("hi")
         released.set()
     assert reply.error is None and reply.output == "done"
+
+
+def test_a_request_level_mutation_ends_within_the_timeout(slow_server: RawUpstream) -> None:
+    """The raw-socket sender of request-level mutations (agents/wire.py) is cut at the same
+    wall-clock deadline: a reply trickled one byte every 100 ms is a hang, not a reply."""
+    agent = HttpAgent(AgentConfig(endpoint=f"{slow_server.url}/chat", timeout=TIMEOUT_MS))
+    started = time.monotonic()
+    with agent:
+        reply = agent.invoke("hi", Call(request=RequestShape(http_version="1.0")))
+    elapsed = time.monotonic() - started
+    assert reply.error is AgentErrorKind.TIMEOUT, reply
+    assert "(agent.timeout)" in (reply.error_message or "")
+    assert reply.output is None
+    assert elapsed < TIMEOUT_MS / 1000 + SLACK_S
+
+
+def test_a_trickled_reply_fails_a_request_level_mutation_as_a_hang(tmp_path: Path) -> None:
+    released = threading.Event()
+    script = SHAPES["content-length body"](released)
+    with RawUpstream(script) as server:
+        doc = {
+            "agent": {"endpoint": f"{server.url}/chat", "timeout": TIMEOUT_MS},
+            "golden_prompts": ["hi"],
+            "invariants": [{"type": "output_not_empty"}],
+            "mutations": {"types": ["protocol_level_attack"], "count": 1},
+        }
+        try:
+            result = run_phases(load_config_text(json.dumps(doc), base_dir=tmp_path), ["mutation"])
+        finally:
+            released.set()
+    [mutation] = result.phases["mutation"].mutations
+    assert (mutation.status, mutation.error) == (Status.FAILED, "timeout"), mutation
+    assert mutation.latency_ms < TIMEOUT_MS + SLACK_S * 1000

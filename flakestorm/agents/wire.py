@@ -4,7 +4,9 @@ A client library normalises what a request-level mutation is about: it will not 
 without ``Host``, a chunked body of our choosing, ``Expect: 100-continue`` followed by a real
 wait, a body in slow pieces, or a header name twice. :func:`send` writes exactly what it is
 told, on a fresh connection (``Connection: close``), and reads the reply with the standard
-library's parser, all against one deadline. Failures come back as
+library's parser, all against one wall-clock deadline (the watchdog of
+:mod:`flakestorm.agents.deadline` shuts the socket down when it passes, however slowly the reply
+trickles). Failures come back as
 :class:`~flakestorm.errors.AgentError` (``CONNECTION`` for a refused or reset connection,
 ``TIMEOUT`` past the deadline), like every other agent failure.
 
@@ -23,6 +25,7 @@ import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from flakestorm.agents.deadline import deadline as watched
 from flakestorm.errors import AgentError, AgentErrorKind
 
 CONTINUE_WAIT_S = 1.0
@@ -85,23 +88,41 @@ def _pieces(body: bytes, count: int) -> list[bytes]:
 
 
 def send(request: WireRequest, deadline: float, max_bytes: int) -> WireReply:
-    """Send ``request`` and read the reply before ``deadline`` (``time.perf_counter``)."""
+    """Send ``request`` and read the reply before ``deadline`` (``time.perf_counter``).
+
+    The socket is under the wall-clock watchdog of :mod:`flakestorm.agents.deadline`: a reply
+    trickled byte by byte, each read short, is still cut at ``deadline`` (``TIMEOUT``)."""
     parts = urllib.parse.urlsplit(request.url)
     host = parts.hostname or "localhost"
     port = parts.port or (443 if parts.scheme == "https" else 80)
     where = f"{request.method} {request.url}"
-    try:
-        sock = socket.create_connection((host, port), timeout=_left(deadline))
-    except TimeoutError as exc:
-        raise _timeout(where) from exc
-    except OSError as exc:
-        raise AgentError(AgentErrorKind.CONNECTION, f"{where} failed: {_reason(exc)}") from exc
-    try:
-        if parts.scheme == "https":
-            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
-        return _exchange(sock, request, deadline, max_bytes, where)
-    finally:
-        sock.close()
+    with watched(max(deadline - time.perf_counter(), 0.001)) as limit:
+        try:
+            sock = socket.create_connection((host, port), timeout=_left(deadline))
+        except TimeoutError as exc:
+            raise _timeout(where) from exc
+        except OSError as exc:
+            raise AgentError(AgentErrorKind.CONNECTION, f"{where} failed: {_reason(exc)}") from exc
+        limit.attach(sock)
+        try:
+            if parts.scheme == "https":
+                try:
+                    sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
+                except OSError as exc:
+                    raise AgentError(
+                        AgentErrorKind.CONNECTION, f"{where} failed: {_reason(exc)}"
+                    ) from exc
+                limit.attach(sock)
+            reply = _exchange(sock, request, deadline, max_bytes, where)
+        except AgentError as exc:
+            if limit.expired and exc.kind is not AgentErrorKind.TOO_LARGE:
+                raise _timeout(where) from exc
+            raise
+        finally:
+            sock.close()
+        if limit.expired:  # a close-delimited body cut at the deadline looks whole
+            raise _timeout(where)
+        return reply
 
 
 def _exchange(
