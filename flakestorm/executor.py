@@ -229,12 +229,13 @@ class Executor:
             i, run = task
             probe = probes[i]
             outcome = ProbeRun(None)
-            if self._resetter is not None:
+            stopped = self._stop.is_set()  # a stopped run starts nothing more, not even a reset
+            if not stopped and self._resetter is not None:
                 try:
                     self._resetter.reset()
                 except HarnessError as exc:
                     outcome = ProbeRun(None, error=str(exc))
-            if outcome.error is None:
+            if outcome.error is None and not stopped:
                 call = probe.call
                 if self._options.session_seed is not None:  # each run its own conversation
                     key = f"{call.cell_id or probe.id}#{run}"

@@ -20,10 +20,11 @@ from flakestorm.agents import NO_CALL, Call, Reply
 from flakestorm.config import Advanced, Contract
 from flakestorm.errors import AgentErrorKind, HarnessError
 from flakestorm.events import CellFinished, Event, ScenarioFinished
-from flakestorm.executor import Executor, Options
+from flakestorm.executor import Executor, Options, Probe
 from flakestorm.invariants import build_checker
 from flakestorm.plan import build_plan
 from flakestorm.results import Status
+from flakestorm.stopping import Stop
 
 
 class FnAgent:
@@ -316,3 +317,22 @@ def test_scenario_progress_reports_the_verdicts_after_the_delivery_check(tmp_pat
     assert [c.status for c in announced[0].results] == final
     # each cell is announced once, with its final verdict
     assert [e.result.status for e in events if isinstance(e, CellFinished)] == final
+
+
+def test_a_stop_during_the_mutations_sends_and_resets_nothing_more() -> None:
+    stop = Stop(grace_s=60)
+
+    def answer(prompt: str, call: Call) -> str:
+        stop.set()  # Ctrl-C arrives during the first mutation
+        return "ok"
+
+    agent = FnAgent(answer)
+    reset = CountingReset()
+    events: list[Event] = []
+    executor = Executor(agent, CHECKER, reset, Options(), stop=stop, on_event=events.append)
+    probes = [Probe(f"m{i}", f"p{i}") for i in range(4)]
+    runs = executor.run_probes(probes, lambda probe, reply: True)
+    assert reset.count == 1
+    assert [prompt for prompt, _ in agent.calls] == ["p0"]
+    assert [run.reply is not None for (run,) in runs] == [True, False, False, False]
+    assert executor.stop_reason == "interrupted"
