@@ -36,6 +36,8 @@ class ProbeFinished:
     passed: bool
     done: int
     total: int
+    sent: int
+    """Probes finished so far that reached the agent (a failed reset or a stop sends none)."""
 
 
 Event = CellFinished | ScenarioFinished | RunPlanned | ProbeFinished

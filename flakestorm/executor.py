@@ -224,6 +224,7 @@ class Executor:
         left = [repeat] * len(probes)
         lock = threading.Lock()
         done = [0]
+        sent = [0]
 
         def one(task: tuple[int, int]) -> None:
             i, run = task
@@ -252,10 +253,11 @@ class Executor:
                 finished = left[i] == 0
                 if finished:
                     done[0] += 1
-                    count = done[0]
+                    sent[0] += any(r is not None and r.reply is not None for r in runs[i])
+                    count, reached = done[0], sent[0]
             if finished:
                 passed = all(getattr(r.verdict, "passed", False) for r in runs[i] if r is not None)
-                self._on_event(ProbeFinished(probe.id, passed, count, len(probes)))
+                self._on_event(ProbeFinished(probe.id, passed, count, len(probes), reached))
 
         tasks = [(i, run) for i in range(len(probes)) for run in range(repeat)]
         self._each(tasks, one, parallel=self._resetter is None)

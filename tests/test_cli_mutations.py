@@ -1,10 +1,12 @@
-"""``flakestorm mutations preview`` and what ``validate`` says about mutations."""
+"""``flakestorm mutations preview``, what ``validate`` says about mutations, and the
+progress line of a run's mutation phase."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from click.testing import CliRunner
+from support.recording_server import Received, RecordingServer
 
 from flakestorm.cli import main
 
@@ -103,3 +105,26 @@ def test_preview_piped_into_a_reader_that_stops_early(tmp_path: Path) -> None:
     assert first.startswith(b"#0 ")
     assert "Traceback" not in stderr and "internal error" not in stderr, stderr
     assert code == 0, stderr
+
+
+def test_the_progress_line_counts_the_mutations_that_reached_the_agent(tmp_path: Path) -> None:
+    def answer(received: Received) -> tuple[int, bytes] | None:
+        if received.target.endswith("/reset"):
+            return 500, b'{"error": "no reset today"}'
+        return 200, b'{"output": "ok"}'
+
+    with RecordingServer(answer) as server:
+        config = write(
+            tmp_path,
+            f"agent:\n  endpoint: {server.url}\n  reset_endpoint: {server.url}/reset\n"
+            'golden_prompts: ["What is AAPL trading at?", "Quote MSFT"]\n'
+            "invariants: [{type: output_not_empty}]\n"
+            "mutations: {count: 2, types: [noise]}\n",
+        )
+        result = CliRunner().invoke(
+            main,
+            ["run", "-c", config, "--output", str(tmp_path / "out")],
+        )
+    assert result.exit_code == 3, result.output
+    assert "mutation: 0 of 4 mutations sent\n" in result.stderr
+    assert not [r for r in server.received if not r.target.endswith("/reset")]

@@ -117,7 +117,8 @@ class Progress:
             elif not self._tty and isinstance(event, ScenarioFinished):
                 click.echo(scenario_line(event.name, event.results), err=True)
             elif not self._tty and isinstance(event, ProbeFinished) and event.done == event.total:
-                click.echo(f"mutation: {event.total} mutations sent", err=True)
+                sent = "" if event.sent == event.total else f"{event.sent} of "
+                click.echo(f"mutation: {sent}{event.total} mutations sent", err=True)
 
 
 def execute(
