@@ -251,6 +251,14 @@ class PhaseOutcome:
         """``contract Finance Agent Contract``, or ``chaos`` when the name is the phase's."""
         return self.phase if self.name == self.phase else f"{self.phase} {self.name}"
 
+    @property
+    def unit(self) -> str:
+        """What :attr:`PhaseScore.critical_failures` name: ``mutation``, ``session`` (replay)
+        or ``cell``."""
+        if self.mutations and not self.cells:
+            return "mutation"
+        return "session" if self.rows == "session" else "cell"
+
 
 @dataclass(frozen=True)
 class Overall:

@@ -23,8 +23,9 @@ Overall score over the phases that ran, with the configured weights re-normalise
 
     overall = Σ wᵢ·sᵢ / Σ wᵢ      over the phases that ran and have a score
 
-The gate FAILS when any critical cell failed or errored in any phase, or overall < min_score
-(a ``None`` overall fails any ``min_score`` above 0).
+The gate FAILS when any critical cell (mutation, replayed session) failed or errored in any
+phase, or overall < min_score (a ``None`` overall fails any ``min_score`` above 0). Its reasons
+name what failed: ``1 critical mutation(s) failed: prompt_injection#0.0``.
 
 :func:`score_run` is the one place a run is scored: the runner calls it on the phases it ran,
 and anything that rebuilds a run from ``results.json`` files can call it again.
@@ -107,7 +108,9 @@ def score_run(
     interrupted: bool = False,
 ) -> tuple[Overall, ExitCode]:
     """The overall score, the gate and the exit code of the phases that ran."""
-    critical = [c for o in outcomes.values() for c in o.score.critical_failures]
+    critical: dict[str, list[str]] = {}
+    for outcome in outcomes.values():
+        critical.setdefault(outcome.unit, []).extend(outcome.score.critical_failures)
     scores = {name: o.score.score for name, o in outcomes.items()}
     verdict = overall(scores, weights, min_score, critical)
     errored = sum(
@@ -122,9 +125,12 @@ def overall(
     phase_scores: Mapping[str, float | None],
     weights: Mapping[str, float],
     min_score: float,
-    critical_failures: Sequence[str],
+    critical_failures: Sequence[str] | Mapping[str, Sequence[str]],
 ) -> Overall:
-    """Combine the scores of the phases that ran and apply the gate."""
+    """Combine the scores of the phases that ran and apply the gate. ``critical_failures``
+    are cells, or per unit (``cell``, ``mutation``, ``session``) what failed critically."""
+    if not isinstance(critical_failures, Mapping):
+        critical_failures = {"cell": critical_failures}
     ran = tuple(name for name in weights if name in phase_scores)
     scored = {n: s for n, s in phase_scores.items() if s is not None and weights.get(n, 0) > 0}
     weight_sum = sum(weights[n] for n in scored)
@@ -132,10 +138,12 @@ def overall(
     if scored:
         score = round(sum(weights[n] * s for n, s in scored.items()) / weight_sum, 2)
     reasons = []
-    if critical_failures:
-        shown = ", ".join(critical_failures[:5])
-        more = f" and {len(critical_failures) - 5} more" if len(critical_failures) > 5 else ""
-        reasons.append(f"{len(critical_failures)} critical cell(s) failed: {shown}{more}")
+    for unit, failed in critical_failures.items():
+        if not failed:
+            continue
+        shown = ", ".join(failed[:5])
+        more = f" and {len(failed) - 5} more" if len(failed) > 5 else ""
+        reasons.append(f"{len(failed)} critical {unit}(s) failed: {shown}{more}")
     if min_score > 0 and (score is None or score < min_score):
         shown_score = "n/a" if score is None else f"{score:.2f}"
         reasons.append(f"score {shown_score} is below min_score {min_score:g}")

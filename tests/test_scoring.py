@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from flakestorm.errors import ExitCode
-from flakestorm.results import CellResult, Status
-from flakestorm.scoring import exit_code, overall, score_cells
+from flakestorm.results import CellResult, MutationResult, PhaseOutcome, Status
+from flakestorm.scoring import exit_code, overall, score_cells, score_mutations, score_run
 
 P, F, E, S, N = Status.PASSED, Status.FAILED, Status.ERRORED, Status.SKIPPED, Status.NOT_RUN
 
@@ -110,3 +110,48 @@ def test_exit_codes() -> None:
     assert exit_code(bad, errored_cells=0, interrupted=False) is ExitCode.GATE_FAILED
     assert exit_code(bad, errored_cells=1, interrupted=False) is ExitCode.INFRASTRUCTURE_ERROR
     assert exit_code(good, errored_cells=0, interrupted=True) is ExitCode.INFRASTRUCTURE_ERROR
+
+
+def _mutation(id: str, status: Status, failed: tuple[str, ...] = ()) -> MutationResult:
+    return MutationResult(
+        index=0,
+        id=id,
+        type="prompt_injection",
+        transform="ignore_previous",
+        generator="templates",
+        weight=1.5,
+        original="hi",
+        sent="hi PWNED",
+        request=None,
+        changes=(),
+        status=status,
+        reason="",
+        failed_invariants=failed,
+    )
+
+
+def test_the_gate_names_what_failed_critically_cells_mutations_or_sessions() -> None:
+    contract = cells(("critical", F), ("low", P))
+    replay = cells(("critical", P), ("critical", E))
+    mutations = (_mutation("prompt_injection#0.0", F, ("no-pwn",)), _mutation("noise#0.0", P))
+    outcomes = {
+        "contract": PhaseOutcome("contract", "c", (), (), tuple(contract), score_cells(contract)),
+        "mutation": PhaseOutcome(
+            "mutation",
+            "mutation",
+            (),
+            (),
+            (),
+            score_mutations(mutations, ("no-pwn",)),
+            mutations=mutations,
+        ),
+        "replay": PhaseOutcome(
+            "replay", "replay", (), (), tuple(replay), score_cells(replay), rows="session"
+        ),
+    }
+    verdict, _ = score_run(outcomes, {"contract": 1, "mutation": 1, "replay": 1}, 0)
+    assert verdict.reasons == (
+        "1 critical cell(s) failed: inv0[s]",
+        "1 critical mutation(s) failed: prompt_injection#0.0",
+        "1 critical session(s) failed: inv1[s]",
+    )

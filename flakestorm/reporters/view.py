@@ -77,7 +77,7 @@ def phase_state(outcome: PhaseOutcome) -> str:
     summary = outcome.score.summary
     if summary is None:
         return "passed" if outcome.score.passed else "failed"
-    return summary if outcome.score.passed else f"{summary}; a critical cell failed"
+    return summary if outcome.score.passed else f"{summary}; a critical {outcome.unit} failed"
 
 
 def phase_counts(outcome: PhaseOutcome) -> dict[str, int]:

@@ -633,7 +633,7 @@ def mutation() -> RunResult:
             min_score=0.0,
             weights=WEIGHTS,
             phases_ran=("mutation",),
-            reasons=("1 critical cell(s) failed: prompt_injection#0.0",),
+            reasons=("1 critical mutation(s) failed: prompt_injection#0.0",),
         ),
         exit_code=3,
     )
