@@ -13,7 +13,13 @@ import unicodedata
 from collections.abc import Sequence
 
 from flakestorm.redaction import active
-from flakestorm.reporters.view import failed_mutations, mutation_input, mutation_types
+from flakestorm.reporters.view import (
+    failed_mutations,
+    mutation_input,
+    mutation_input_label,
+    mutation_reply,
+    mutation_types,
+)
 from flakestorm.results import CellResult, PhaseOutcome, RunResult, Status
 
 _CELL_TEXT = {
@@ -112,7 +118,8 @@ FAILED_MUTATIONS_SHOWN = 20
 
 def render_mutations(outcome: PhaseOutcome) -> list[str]:
     """The per-type table of a mutation phase, then its failed mutations (at most
-    :data:`FAILED_MUTATIONS_SHOWN`; the reports have them all)."""
+    :data:`FAILED_MUTATIONS_SHOWN`; the reports have them all): the original, what was sent
+    (or the request changes), an excerpt of the reply and the failed invariants."""
     rows = [
         [safe(r.type, 40), f"{r.weight:g}", str(r.total), str(r.passed), r.rate]
         for r in mutation_types(outcome)
@@ -132,7 +139,12 @@ def render_mutations(outcome: PhaseOutcome) -> list[str]:
                 f"  {m.status.value.upper()} {safe(m.id, 60)} ({safe(m.transform, 40)}): "
                 f"{safe(m.reason, 300)}"
             )
-            out.append(f"    sent: {safe(mutation_input(m), 160)}")
+            out.append(f"    original: {safe(m.original, 160)}")
+            out.append(f"    {mutation_input_label(m)}: {safe(mutation_input(m), 160)}")
+            out.append(f"    reply: {safe(mutation_reply(m), 160)}")
+            if m.failed_invariants:
+                failed_ids = ", ".join(safe(i, 60) for i in m.failed_invariants)
+                out.append(f"    failed invariants: {failed_ids}")
         if len(failed) > FAILED_MUTATIONS_SHOWN:
             out.append(f"  … and {len(failed) - FAILED_MUTATIONS_SHOWN} more (see the reports)")
     return out

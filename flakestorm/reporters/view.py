@@ -238,6 +238,20 @@ def mutation_input(mutation: MutationResult) -> str:
     return mutation.sent
 
 
+def mutation_input_label(mutation: MutationResult) -> str:
+    """What :func:`mutation_input` is: ``request changes`` or ``sent``."""
+    return "request changes" if mutation.changes else "sent"
+
+
+def mutation_reply(mutation: MutationResult) -> str:
+    """What came back: the agent's answer, or ``no reply (HTTP 500): status`` (untrusted
+    either way: escape it)."""
+    if mutation.output is not None:
+        return mutation.output
+    status = f" (HTTP {mutation.http_status})" if mutation.http_status is not None else ""
+    return f"no reply{status}: {mutation.error or 'error'}"
+
+
 def mutation_mark(mutation: MutationResult) -> str:
     return FLAKY_MARK if mutation.flaky else mutation.status.symbol
 
