@@ -1,9 +1,10 @@
 """The sticky pull-request comment: score, delta against the previous run, verdict, failing cells.
 
 Below the score line: each phase's score, why the gate failed, the faults that were not
-delivered (SPEC §4: flagged, with the wiring hint), then one table of the failing cells of every
-phase, critical first, and one of the failed mutations (id, transform, failed invariants,
-reason).
+delivered (SPEC §4: flagged, with the wiring hint), a mutation phase's per-type table (total,
+passed, pass rate), then one table of the failing cells of every phase, critical first, and one
+of the failed mutations (id, transform, original, what was sent or the request changes, a reply
+excerpt, failed invariants, reason; all escaped).
 
 One comment per pull request and config. Its body starts with two hidden lines::
 
@@ -16,8 +17,8 @@ next run compares against. :func:`parse_state` reads the state only from the sec
 body that starts with the marker, and every other line of the body is escaped text (see
 :mod:`flakestorm.reporters.markdown`), so agent output cannot forge either line.
 
-A body is at most :data:`COMMENT_LIMIT_CHARS` characters (GitHub rejects longer ones): failing
-cells, then failed mutations, are dropped from the end, with a note, to fit.
+A body is at most :data:`COMMENT_LIMIT_CHARS` characters (GitHub rejects longer ones): type
+rows, failing cells, then failed mutations, are dropped from the end, with a note, to fit.
 """
 
 from __future__ import annotations
@@ -36,7 +37,10 @@ from flakestorm.reporters.view import (
     failed_mutations,
     faults_text,
     label_text,
+    mutation_input,
     mutation_mark,
+    mutation_reply,
+    mutation_types,
     phase_state,
     phases,
     score_text,
@@ -137,8 +141,32 @@ def _mutation_row(mutation: MutationResult) -> str:
     failed = ", ".join(text(i, 60) for i in mutation.failed_invariants) or "–"
     return (
         f"| {mutation_mark(mutation)} | {text(mutation.id, 80)} | "
-        f"{text(mutation.transform, 60)} | {failed} | {text(mutation.reason, 200)} |"
+        f"{text(mutation.transform, 60)} | {text(mutation.original, 120)} | "
+        f"{text(mutation_input(mutation), 200)} | {text(mutation_reply(mutation), 200)} | "
+        f"{failed} | {text(mutation.reason, 200)} |"
     )
+
+
+def _type_tables(result: RunResult, budget: int) -> tuple[str, int]:
+    """The per-type table (total, passed, pass rate) of every mutation phase."""
+    body = ""
+    for outcome in phases(result):
+        if not outcome.mutations:
+            continue
+        where = "" if outcome.name == outcome.phase else f" ({label_text(outcome, 100)})"
+        head = [
+            f"**Mutations by type{where}**",
+            "",
+            "| type | total | passed | pass rate |",
+            "|---|--:|--:|--:|",
+        ]
+        rows = [
+            f"| {text(r.type, 60)} | {r.total} | {r.passed} | {r.rate} |"
+            for r in mutation_types(outcome)
+        ]
+        part, budget = _table(head, rows, budget, "mutation types")
+        body += ("\n" if body else "") + part
+    return body, budget
 
 
 def _table(head: list[str], rows: list[str], budget: int, what: str) -> tuple[str, int]:
@@ -218,9 +246,11 @@ def render(
 
     head = "\n".join(out) + "\n"
     budget = limit_chars - len(head) - len(link) - _NOTE_RESERVE
-    body = head
+    types, budget = _type_tables(result, budget)
+    body = head + types
     bad = all_bad_cells(result)
     if bad:
+        body += "\n" if types else ""
         table = [
             f"**Failing cells ({len(bad)})**",
             "",
@@ -234,12 +264,13 @@ def render(
         table = [
             f"**Failed mutations ({len(mutations)})**",
             "",
-            "| | mutation | transform | failed invariants | reason |",
-            "|---|---|---|---|---|",
+            "| | mutation | transform | original | sent (or request changes) | reply | "
+            "failed invariants | reason |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         rows = [_mutation_row(m) for m in mutations]
         part, budget = _table(table, rows, budget, "failed mutations")
-        body += ("\n" if bad else "") + part
+        body += ("\n" if bad or types else "") + part
     if link:
         body += f"\n{link}\n"
     return body

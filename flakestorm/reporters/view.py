@@ -249,7 +249,7 @@ def mutation_reply(mutation: MutationResult) -> str:
     if mutation.output is not None:
         return mutation.output
     status = f" (HTTP {mutation.http_status})" if mutation.http_status is not None else ""
-    return f"no reply{status}: {mutation.error or 'error'}"
+    return f"no reply{status}" + (f": {mutation.error}" if mutation.error else "")
 
 
 def mutation_mark(mutation: MutationResult) -> str:
