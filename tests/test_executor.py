@@ -19,7 +19,7 @@ from support.quote_project import contract_cells, quote_project, run_config
 from flakestorm.agents import NO_CALL, Call, Reply
 from flakestorm.config import Advanced, Contract
 from flakestorm.errors import AgentErrorKind, HarnessError
-from flakestorm.events import CellFinished, Event, ScenarioFinished
+from flakestorm.events import CellFinished, Event, ProbeFinished, ScenarioFinished
 from flakestorm.executor import Executor, Options, Probe
 from flakestorm.invariants import build_checker
 from flakestorm.plan import build_plan
@@ -336,3 +336,6 @@ def test_a_stop_during_the_mutations_sends_and_resets_nothing_more() -> None:
     assert [prompt for prompt, _ in agent.calls] == ["p0"]
     assert [run.reply is not None for (run,) in runs] == [True, False, False, False]
     assert executor.stop_reason == "interrupted"
+    last = events[-1]
+    assert isinstance(last, ProbeFinished)
+    assert (last.done, last.total, last.sent) == (4, 4, 1)  # "mutation: 1 of 4 mutations sent"
