@@ -36,7 +36,12 @@ from flakestorm.loader import LoadedConfig, load_config
 from flakestorm.phases.phase import PhaseName
 from flakestorm.redaction import Redactor, redacting
 from flakestorm.reporters import delta as delta_report
-from flakestorm.reporters.terminal import safe, scenario_line
+from flakestorm.reporters.terminal import (
+    error_verdict_line,
+    safe,
+    scenario_line,
+    verdict_line,
+)
 from flakestorm.reports import write_reports
 from flakestorm.results import InvariantInfo, MutationResult, PhaseOutcome, RunResult, Status
 from flakestorm.stopping import GRACE_S, Stop, stopping_on_signals
@@ -155,6 +160,8 @@ class _Action:
             level = "input" if isinstance(exc, UsageError) else "run"
             gh.error(safe(str(exc), 4000), title=f"{TITLE}: {level} error")
             self._failed_outputs(out_dir)
+            if exc.exit_code is ExitCode.INFRASTRUCTURE_ERROR:
+                self._error_verdict(exc)
             return int(exc.exit_code)
         except Exception:
             gh.log("flakestorm: internal error (a bug in flakestorm, please report it):")
@@ -318,7 +325,7 @@ class _Action:
         contract_score = contract.score.score if contract is not None else None
         critical = sum(len(o.score.critical_failures) for o in result.phases.values())
         self.gh.set_output("score", "" if score is None else f"{score:.2f}")
-        self.gh.set_output("passed", "true" if result.overall.passed else "false")
+        self.gh.set_output("passed", "true" if result.exit_code == ExitCode.PASSED else "false")
         self.gh.set_output(
             "contract-score", "" if contract_score is None else f"{contract_score:.2f}"
         )
@@ -448,18 +455,27 @@ class _Action:
             return comment.render(result, state, key, lead=lead)
 
         outcome = self.gh.sticky_comment(
-            comment.marker(key), render, create=mode.creates(result.overall.passed)
+            comment.marker(key), render, create=mode.creates(result.exit_code == ExitCode.PASSED)
         )
         if outcome.action in (CommentAction.CREATED, CommentAction.UPDATED):
             where = f": {outcome.url}" if outcome.url else ""
             self.gh.log(f"flakestorm: pull request comment {outcome.action.value}{where}")
 
+    def _error_verdict(self, exc: FlakestormError) -> None:
+        """An exit-3 error before there was a result: the ERROR verdict in the log and the job
+        summary, with the cause."""
+        from flakestorm.reporters import markdown
+
+        self.gh.append_summary(markdown.render_error(exc.cause, str(exc)))
+        self.gh.log(
+            f"flakestorm: {error_verdict_line(exc.cause, str(exc)).removeprefix('Verdict: ')}"
+        )
+
     def _verdict(self, result: RunResult, out_dir: Path) -> None:
         score = result.overall.score
         shown = "n/a" if score is None else f"{score:.2f}"
-        verdict = "PASS" if result.overall.passed else "FAIL"
         minimum = result.overall.min_score
-        line = f"flakestorm: {verdict}: score {shown}"
+        line = f"flakestorm: {verdict_line(result).removeprefix('Verdict: ')}: score {shown}"
         if minimum:
             line += f" (min_score {minimum:g})"
         if not result.complete:

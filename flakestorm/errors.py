@@ -53,6 +53,8 @@ class FlakestormError(Exception):
     """Base of every error flakestorm raises on purpose."""
 
     exit_code: ExitCode = ExitCode.INFRASTRUCTURE_ERROR
+    cause: str = "flakestorm could not carry the run out"
+    """What went wrong, in a few words, for the ERROR verdict line of an exit-3 error."""
 
 
 class ConfigError(FlakestormError):
@@ -80,9 +82,13 @@ class InfrastructureError(FlakestormError):
 class AgentNotReady(InfrastructureError):
     """The agent did not become ready within ``agent.ready_timeout``."""
 
+    cause = "the agent never became ready"
+
 
 class ProxyUnreachable(InfrastructureError):
     """Scenarios need the chaos proxy and it does not answer."""
+
+    cause = "the chaos proxy is unreachable"
 
 
 class AgentErrorKind(enum.Enum):
@@ -107,6 +113,8 @@ class AgentError(FlakestormError):
 
 class HarnessError(FlakestormError):
     """flakestorm's own machinery failed for a cell (reset, proxy): the cell is ERRORED."""
+
+    cause = "a harness error"
 
 
 class RestError(FlakestormError):

@@ -54,7 +54,7 @@ def test_the_run_id_defaults_to_the_start_time() -> None:
 )
 def test_the_delta_against_the_previous_run(previous: CommentState | None, expected: str) -> None:
     body = comment.render(failing(), previous, KEY)
-    assert f"### flakestorm: ❌ FAIL · score 45.00 ({expected})" in body
+    assert f"### flakestorm: 💥 ERROR · score 45.00 ({expected})" in body
 
 
 def test_failing_cells_of_every_phase_are_listed_compactly_critical_first() -> None:

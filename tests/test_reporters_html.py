@@ -88,7 +88,7 @@ def test_no_url_leaves_the_file() -> None:
 def test_hostile_content_is_escaped_text() -> None:
     text = html.render(hostile())
     page = _page(text)
-    assert page.title == "flakestorm report: FAIL 25.00"
+    assert page.title == "flakestorm report: ERROR 25.00"
     assert INJECTED_SCRIPT not in text
     assert "<script>x</script>" not in text and "</td>@org" not in text
     assert "beacon?q=&lt;script&gt;x&lt;/script&gt;|`c`&amp;a=" in text  # the call's URL

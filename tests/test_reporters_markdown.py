@@ -17,7 +17,9 @@ from flakestorm.results import CallRecord
 def test_verdict_and_scores_come_first() -> None:
     out = markdown.render(failing())
     head = out.split("### Contract", 1)[0]
-    assert head.startswith("## flakestorm: ❌ FAIL")
+    # the run exits 3 (an errored cell): its verdict is ERROR, with the cause, never FAIL
+    assert head.startswith("## flakestorm: 💥 ERROR\n\n**Exit 3: flakestorm could not carry")
+    assert "1 cell errored: reset failed: POST /reset returned 500" in head
     assert "**Overall score: 45.00**" in head and "min\\_score 80" in head
     assert "contract support-agent: 40.00 (failed) · chaos: 50.00 (1 of 2 prompts passed)" in head
     assert "The gate failed:" in head and "mentions\\_refund\\[tool\\_outage\\]" in head

@@ -11,8 +11,8 @@ from typing import Any
 
 import click
 
-from flakestorm.cli.app import contract, load, main
-from flakestorm.errors import UsageError
+from flakestorm.cli.app import contract, load, main, report_error
+from flakestorm.errors import ExitCode, FlakestormError, UsageError
 from flakestorm.redaction import Redactor
 
 
@@ -159,13 +159,23 @@ def execute(
 
     out = output_dir(loaded, overrides)
     with stopping_on_signals(stop, stopping):
-        result = run(
-            loaded,
-            overrides,
-            stop=stop,
-            on_event=Progress(progress),
-            on_notice=(lambda text: click.echo(redact(text), err=True)) if progress else None,
-        )
+        try:
+            result = run(
+                loaded,
+                overrides,
+                stop=stop,
+                on_event=Progress(progress),
+                on_notice=(lambda text: click.echo(redact(text), err=True)) if progress else None,
+            )
+        except FlakestormError as exc:
+            if exc.exit_code is not ExitCode.INFRASTRUCTURE_ERROR:
+                raise
+            # the run could not start or finish: the error, then the verdict line that says so
+            from flakestorm.reporters.terminal import error_verdict_line
+
+            report_error(exc)
+            click.echo(error_verdict_line(exc.cause, redact(str(exc))))
+            sys.exit(int(exc.exit_code))
         write_reports(result, out, loaded.config.output.formats)
     return result, out
 

@@ -34,6 +34,7 @@ from flakestorm.reporters.view import (
     UNDELIVERED_TITLE,
     all_bad_cells,
     cell_mark,
+    error_line,
     failed_mutations,
     faults_text,
     label_text,
@@ -219,6 +220,9 @@ def render(
         f"### flakestorm: {verdict(result)} · score {score_text(score)} ({_delta(score, previous)})"
     )
     out.append("")
+    error = error_line(result)
+    if error is not None:
+        out += [error, ""]
     facts = []
     for outcome in phases(result):
         score_line = score_text(outcome.score.score)

@@ -53,6 +53,7 @@ from flakestorm.reporters.view import (
     no_calls,
     phase_state,
     phases,
+    run_verdict,
     scenario_notes,
     score_text,
     undelivered,
@@ -396,12 +397,15 @@ def _generate(result: RunResult) -> Iterator[str]:
         )
         for u in undelivered(result)
     ]
+    shown = run_verdict(result)
     template = _environment().get_template("report.html.j2")
     return template.generate(
         csp=content_security_policy(script_source),
         script=script,
         result=result,
-        verdict="PASS" if result.overall.passed else "FAIL",
+        verdict=shown.word,
+        exit_code=shown.code,
+        causes=[excerpt(cause, 2000) for cause in shown.causes],
         overall_score=score_text(result.overall.score),
         phases=phase_views,
         undelivered=not_delivered,

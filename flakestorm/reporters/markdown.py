@@ -38,6 +38,7 @@ from flakestorm.reporters.view import (
     call_status,
     call_target,
     cell_mark,
+    error_line,
     failed_mutations,
     faults_text,
     label_text,
@@ -97,6 +98,9 @@ def _undelivered_block(result: RunResult) -> list[str]:
 def _head(result: RunResult) -> list[str]:
     overall = result.overall
     out = [f"## flakestorm: {verdict(result)}", ""]
+    error = error_line(result, 600)
+    if error is not None:
+        out += [error, ""]
     scores = [f"**Overall score: {score_text(overall.score)}**"]
     if overall.min_score:
         scores.append(f"min\\_score {overall.min_score:g}")
@@ -430,6 +434,16 @@ def mutation_details(mutation: MutationResult) -> str:
         out += ["Reply:", "", code_block(mutation.output)]
     out += ["", "</details>"]
     return "\n".join(out) + "\n"
+
+
+def render_error(cause: str, message: str) -> str:
+    """The job summary of a run that raised an exit-3 error before it had a result (the agent
+    never became ready, the proxy is unreachable): the ERROR verdict and what went wrong."""
+    return (
+        "## flakestorm: 💥 ERROR\n\n"
+        f"**Exit 3: {text(cause, 200)}.** The run stopped before it had a result to report.\n\n"
+        f"{code_block(message, 4000)}\n"
+    )
 
 
 def render(result: RunResult, limit_bytes: int = SUMMARY_LIMIT_BYTES) -> str:

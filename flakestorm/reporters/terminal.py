@@ -19,6 +19,7 @@ from flakestorm.reporters.view import (
     mutation_input_label,
     mutation_reply,
     mutation_types,
+    run_verdict,
 )
 from flakestorm.results import CellResult, PhaseOutcome, RunResult, Status
 
@@ -107,8 +108,7 @@ def render(result: RunResult) -> str:
         )
     if not result.complete:
         out.append(f"Run stopped early ({result.stop_reason}): results are partial.")
-    verdict = "PASS" if result.overall.passed else "FAIL"
-    out.append(f"Verdict: {verdict}")
+    out.append(verdict_line(result))
     out.extend(f"  - {safe(r, 400)}" for r in result.overall.reasons)
     return "\n".join(out) + "\n"
 
@@ -148,6 +148,23 @@ def render_mutations(outcome: PhaseOutcome) -> list[str]:
         if len(failed) > FAILED_MUTATIONS_SHOWN:
             out.append(f"  … and {len(failed) - FAILED_MUTATIONS_SHOWN} more (see the reports)")
     return out
+
+
+def verdict_line(result: RunResult) -> str:
+    """``Verdict: PASS``, ``Verdict: FAIL``, or ``Verdict: ERROR (exit 3: causes)``: the line
+    always matches the exit code."""
+    shown = run_verdict(result)
+    if not shown.error:
+        return f"Verdict: {shown.word}"
+    causes = "; ".join(safe(cause, 300) for cause in shown.causes)
+    return f"Verdict: {shown.word} (exit {shown.code}: {causes})"
+
+
+def error_verdict_line(cause: str, message: str) -> str:
+    """The verdict line of a run that could not start or finish (an exit-3 error raised before
+    there was a result to report): ``Verdict: ERROR (exit 3: cause: message)``."""
+    first = (message.splitlines() or [""])[0]
+    return f"Verdict: ERROR (exit 3: {safe(cause, 100)}: {safe(first, 400)})"
 
 
 def _failing(outcome: PhaseOutcome) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from flakestorm.errors import ExitCode
 from flakestorm.reporters.escape import text
 from flakestorm.results import (
     CELL_COUNTS,
@@ -34,9 +35,83 @@ def score_text(score: float | None) -> str:
     return "n/a" if score is None else f"{score:.2f}"
 
 
+@dataclass(frozen=True)
+class RunVerdict:
+    """The verdict line of a run, which always matches its exit code (SPEC §8): ``PASS`` (0),
+    ``FAIL`` (1) or ``ERROR`` (3, with the infrastructure problems named in ``causes``)."""
+
+    word: str
+    mark: str
+    code: int
+    causes: tuple[str, ...] = ()
+    """Why the run is an ERROR (untrusted: they quote cell reasons; escape each)."""
+
+    def __str__(self) -> str:
+        return f"{self.mark} {self.word}"
+
+    @property
+    def error(self) -> bool:
+        return self.word == ERROR
+
+
+PASS, FAIL, ERROR = "PASS", "FAIL", "ERROR"
+INTERRUPTED_CAUSE = "the run was interrupted: the results are partial"
+
+
+def run_verdict(result: RunResult) -> RunVerdict:
+    """The verdict of ``result``, read from its exit code (never from the gate alone: a run
+    whose gate passed but that exits 3 is an ERROR)."""
+    if result.exit_code == ExitCode.PASSED:
+        return RunVerdict(PASS, "✅", result.exit_code)
+    if result.exit_code == ExitCode.GATE_FAILED:
+        return RunVerdict(FAIL, "❌", result.exit_code)
+    return RunVerdict(ERROR, "💥", result.exit_code, error_causes(result))
+
+
+def error_causes(result: RunResult) -> tuple[str, ...]:
+    """What made a run exit 3: an interruption, faults not delivered, cells errored by the
+    harness (a failed reset, an unreachable proxy, a similarity backend outage)."""
+    causes = []
+    if result.stop_reason == "interrupted":
+        causes.append(INTERRUPTED_CAUSE)
+    faults = undelivered(result)
+    if faults:
+        scenarios = len({(f.outcome.phase, f.scenario) for f in faults})
+        causes.append(
+            f"{_count(len(faults), 'fault')} not delivered "
+            f"(in {_count(scenarios, 'scenario')}: its cells are errored)"
+        )
+    harness = [
+        cell
+        for outcome in phases(result)
+        for cell in outcome.cells
+        if cell.status is Status.ERRORED
+        and not any(s.name == cell.scenario and s.undelivered for s in outcome.scenarios)
+    ]
+    if harness:
+        causes.append(f"{_count(len(harness), 'cell')} errored: {harness[0].reason}")
+    if not causes:
+        causes.append(f"an infrastructure error (exit {result.exit_code})")
+    return tuple(causes)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def verdict(result: RunResult) -> str:
-    """``✅ PASS`` or ``❌ FAIL``."""
-    return "✅ PASS" if result.overall.passed else "❌ FAIL"
+    """``✅ PASS``, ``❌ FAIL`` or ``💥 ERROR``: the run's verdict with its mark."""
+    return str(run_verdict(result))
+
+
+def error_line(result: RunResult, limit: int = 300) -> str | None:
+    """For an ERROR: ``**Exit 3: the run could not be carried out:** cause; cause`` as inline
+    markdown (the causes escaped), else None."""
+    shown = run_verdict(result)
+    if not shown.error:
+        return None
+    causes = "; ".join(text(cause, limit) for cause in shown.causes)
+    return f"**Exit {shown.code}: flakestorm could not carry the run out:** {causes}"
 
 
 def cell_mark(cell: CellResult) -> str:

@@ -1,0 +1,250 @@
+"""The verdict line matches the exit code in every report (SPEC §8): PASS (0), FAIL (1), ERROR
+(3, with the cause named). A run that exits 3 never prints PASS.
+
+The exit-3 paths are run for real: a fault no call reached, a reset that fails (harness errors,
+errored cells), an interrupted run — each rendered in every format, its gate passing or not —
+and the errors raised before there is a result (the agent never ready, a proxy.url that is not a
+chaos proxy), through the CLI and the action.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import re
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+from golden.cases import passing
+from support.server import LoopbackServer, Response
+from test_entrypoint import Agent, _env, _outputs, entrypoint
+
+from flakestorm.cli import main as cli
+from flakestorm.executor import CellFinished, Event
+from flakestorm.github import GitHub
+from flakestorm.loader import load_config
+from flakestorm.reporters import comment, html, junit, markdown, terminal
+from flakestorm.reporters.view import INTERRUPTED_CAUSE, run_verdict
+from flakestorm.results import RunResult, Status, from_document, to_document
+from flakestorm.runner import run_phases
+
+PASS = re.compile(r"\bPASS\b")
+
+AGENT = """
+import {tools}
+
+
+def answer(prompt):
+    return f"The quote is {{{tools}.get_quote('AAPL')}}"
+"""
+TOOLS = """
+def get_quote(ticker):
+    return "123.45"
+
+
+def never_called(ticker):
+    return "unused"
+
+
+def failing_reset():
+    raise RuntimeError("the reset service is down")
+"""
+
+
+def project(tmp_path: Path, scenarios: list[dict[str, Any]], **agent: Any) -> Path:
+    """A python agent that always calls ``get_quote`` (and never ``never_called``)."""
+    suffix = uuid.uuid4().hex[:10]
+    agent_mod, tools_mod = f"vl_agent_{suffix}", f"vl_tools_{suffix}"
+    (tmp_path / f"{agent_mod}.py").write_text(AGENT.format(tools=tools_mod))
+    (tmp_path / f"{tools_mod}.py").write_text(TOOLS)
+    if agent.get("reset_function") == "TOOLS":
+        agent["reset_function"] = f"{tools_mod}:failing_reset"
+    doc = {
+        "agent": {
+            "type": "python",
+            "endpoint": f"{agent_mod}:answer",
+            "tools": [f"{tools_mod}:get_quote", f"{tools_mod}:never_called"],
+            **agent,
+        },
+        "golden_prompts": ["price of AAPL?", "quote AAPL"],
+        "contract": {
+            "name": "c",
+            "invariants": [{"id": "answers", "type": "output_not_empty", "severity": "low"}],
+            "chaos_matrix": scenarios,
+        },
+    }
+    path = tmp_path / "flakestorm.yaml"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def renders(result: RunResult) -> dict[str, str]:
+    """Every report that states a verdict (and JUnit, which must not invent one)."""
+    return {
+        "terminal": terminal.render(result),
+        "summary": markdown.render(result),
+        "comment": comment.render_first(result),
+        # the page without its stylesheet (which styles every verdict, `.verdict.PASS` too)
+        "html": re.sub(r"<style>.*?</style>", "", html.render(result), flags=re.S),
+        "junit": junit.render(result),
+    }
+
+
+def assert_error_everywhere(result: RunResult, cause: str) -> None:
+    assert result.exit_code == 3
+    shown = run_verdict(result)
+    assert shown.word == "ERROR" and shown.code == 3
+    assert any(cause in c for c in shown.causes), shown.causes
+    # a results.json read back gives the same verdict
+    assert run_verdict(from_document(json.loads(json.dumps(to_document(result))))) == shown
+    for name, text in renders(result).items():
+        assert not PASS.search(text), f"{name} prints PASS for an exit-3 run"
+        if name == "junit":
+            continue
+        assert "ERROR" in text, name
+        assert "exit 3" in text.lower(), name
+    lines = terminal.render(result).splitlines()
+    verdict = next(line for line in lines if line.startswith("Verdict: "))
+    assert verdict.startswith("Verdict: ERROR (exit 3: ") and cause in verdict
+    assert markdown.render(result).startswith("## flakestorm: 💥 ERROR\n")
+    assert "### flakestorm: 💥 ERROR · score" in comment.render_first(result)
+    page = html.render(result)
+    assert '<span class="verdict ERROR" id="verdict">ERROR</span>' in page
+    assert "<title>flakestorm report: ERROR" in page
+
+
+def passed_gate(result: RunResult) -> RunResult:
+    """``result`` with its gate passed: the exit code alone must decide the verdict."""
+    overall = dataclasses.replace(result.overall, passed=True, reasons=())
+    return dataclasses.replace(result, overall=overall)
+
+
+# --------------------------------------------------------------------------- runs that exit 3
+
+
+def test_a_fault_not_delivered_is_an_error_not_a_pass(tmp_path: Path) -> None:
+    path = project(
+        tmp_path, [{"name": "unused", "tool_faults": [{"tool": "never_called", "mode": "error"}]}]
+    )
+    result = run_phases(load_config(path), ["contract"])
+    assert result.phases["contract"].scenarios[0].undelivered
+    assert result.overall.passed  # the gate alone would say PASS
+    assert_error_everywhere(result, "1 fault not delivered (in 1 scenario")
+
+
+def test_harness_errors_errored_cells_are_an_error_not_a_pass(tmp_path: Path) -> None:
+    path = project(tmp_path, [{"name": "calm"}], reset_function="TOOLS")
+    result = run_phases(load_config(path), ["contract"])
+    cell = result.phases["contract"].cells[0]
+    assert cell.status is Status.ERRORED
+    assert result.overall.passed
+    assert_error_everywhere(result, "1 cell errored: ")
+    assert "the reset service is down" in " ".join(run_verdict(result).causes)
+
+
+def test_an_interrupted_run_is_an_error_not_a_pass(tmp_path: Path) -> None:
+    path = project(tmp_path, [{"name": "calm"}, {"name": "again"}, {"name": "third"}])
+    stop = threading.Event()
+
+    def on_event(event: Event) -> None:
+        if isinstance(event, CellFinished):
+            stop.set()
+
+    result = run_phases(load_config(path), ["contract"], stop=stop, on_event=on_event)
+    assert result.stop_reason == "interrupted"
+    assert_error_everywhere(result, INTERRUPTED_CAUSE)
+    assert_error_everywhere(passed_gate(result), INTERRUPTED_CAUSE)
+
+
+def test_pass_and_fail_follow_the_exit_code() -> None:
+    good = passing()
+    assert run_verdict(good).word == "PASS" and "Verdict: PASS\n" in terminal.render(good)
+    failed = dataclasses.replace(
+        good,
+        exit_code=1,
+        overall=dataclasses.replace(good.overall, passed=False, reasons=("score below",)),
+    )
+    assert run_verdict(failed).word == "FAIL"
+    for name, text in renders(failed).items():
+        assert not PASS.search(text) and "ERROR" not in text, name
+
+
+# --------------------------------------------------------------------------- errors before a result
+
+NOT_READY = {
+    "agent": {"endpoint": "URL", "ready_timeout": 300},
+    "golden_prompts": ["hi"],
+    "contract": {
+        "name": "c",
+        "invariants": [{"id": "i", "type": "output_not_empty"}],
+        "chaos_matrix": [{"name": "calm"}],
+    },
+}
+
+
+def _dead_url() -> str:
+    with LoopbackServer() as gone:
+        return gone.url_for("/chat")
+
+
+def test_the_cli_prints_an_error_verdict_when_the_agent_never_becomes_ready(
+    tmp_path: Path,
+) -> None:
+    doc = json.loads(json.dumps(NOT_READY).replace("URL", _dead_url()))
+    (tmp_path / "flakestorm.yaml").write_text(json.dumps(doc))
+    done = CliRunner().invoke(
+        cli, ["contract", "run", "-c", str(tmp_path / "flakestorm.yaml"), "--output", str(tmp_path)]
+    )
+    assert done.exit_code == 3, done.output
+    assert not PASS.search(done.output)
+    assert "Verdict: ERROR (exit 3: the agent never became ready: " in done.output
+
+
+def test_the_cli_prints_an_error_verdict_when_proxy_url_is_not_a_chaos_proxy(
+    tmp_path: Path,
+) -> None:
+    with (
+        LoopbackServer(lambda request: Response.json({"output": "hi"})) as agent,
+        LoopbackServer(lambda request: Response(status=404, body=b"nope")) as other,
+    ):
+        doc = json.loads(json.dumps(NOT_READY).replace("URL", agent.url_for("/chat")))
+        doc["proxy"] = {"url": other.url}
+        doc["contract"]["chaos_matrix"] = [
+            {"name": "down", "tool_faults": [{"tool": "t", "mode": "error"}]}
+        ]
+        (tmp_path / "flakestorm.yaml").write_text(json.dumps(doc))
+        done = CliRunner().invoke(
+            cli,
+            ["contract", "run", "-c", str(tmp_path / "flakestorm.yaml"), "--output", str(tmp_path)],
+        )
+    assert done.exit_code == 3, done.output
+    assert not PASS.search(done.output)
+    assert "Verdict: ERROR (exit 3: the chaos proxy is unreachable: " in done.output
+
+
+def test_the_action_summarises_an_agent_that_never_became_ready_as_an_error(
+    tmp_path: Path,
+) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    doc = json.loads(json.dumps(NOT_READY).replace("URL", "${AGENT_URL}"))
+    (workspace / "flakestorm.yaml").write_text(json.dumps(doc))
+
+    gone = Agent()
+    with gone.server:
+        env = _env(workspace, gone)
+    # the agent stopped: its URL never answers
+    out = io.StringIO()
+    code = entrypoint.main(env, GitHub(env, out=out))
+    log = out.getvalue()
+    assert code == 3, log
+    assert _outputs(env)["passed"] == "false"
+    summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
+    assert summary.startswith("## flakestorm: 💥 ERROR\n")
+    assert "**Exit 3: the agent never became ready.**" in summary
+    assert "flakestorm: ERROR (exit 3: the agent never became ready: " in log
+    assert not PASS.search(summary) and not PASS.search(log)
