@@ -204,9 +204,13 @@ def run_phases(
     outcomes: dict[str, PhaseOutcome] = {}
     if on_event is not None:
         on_event(RunPlanned(sum(len(plan.cells) for plan in plans.values())))
+    run_warnings: list[str] = []
     with (
         redacting(Redactor(loaded.secrets)),
-        _agent_up(loaded, out_dir, notice, chaos, overrides.record, stop) as (agent, channel),
+        _agent_up(loaded, out_dir, notice, chaos, overrides.record, stop, run_warnings) as (
+            agent,
+            channel,
+        ),
     ):
         # a session isolates each cell: no global reset, so cells run concurrently
         resetter = (
@@ -258,7 +262,7 @@ def run_phases(
         phases=outcomes,
         overall=verdict,
         exit_code=int(code),
-        warnings=tuple(str(w) for w in loaded.warnings),
+        warnings=tuple(str(w) for w in loaded.warnings) + tuple(run_warnings),
         shard=overrides.shard,
         config=document if overrides.shard is not None else None,
     )
@@ -329,11 +333,16 @@ def _agent_up(
     chaos: bool,
     record: str | None = None,
     stop: threading.Event | None = None,
+    warnings: list[str] | None = None,
 ) -> Iterator[tuple[Agent, Channel | None]]:
     """The agent, started (``agent.start``) and ready, and the channel its faults go through
     (``chaos``: some scenario needs one); everything stopped and closed afterwards. A ``stop``
-    while waiting for readiness ends the wait (the run then reports its cells ``not_run``)."""
+    while waiting for readiness ends the wait (the run then reports its cells ``not_run``).
+    Warnings for the run's report (a route of the config overriding the proxy service's) are
+    appended to ``warnings``."""
+    warnings = warnings if warnings is not None else []
     from flakestorm.chaos.proxy.control import ProxyControl
+    from flakestorm.chaos.proxy.upstreams.cassette import resolve_cassette
 
     config: Config = loaded.config
     agent_config = config.agent
@@ -357,9 +366,13 @@ def _agent_up(
                 stack.callback(control.close)
                 control.health()  # ProxyUnreachable (exit 3) with how to fix it
                 control.reset()
+                # the config is the one source of truth for the service's routes (SPEC §9)
+                llm_upstream = resolve_cassette(proxy_config.llm_upstream, loaded.base_dir)
+                for warning in control.route(proxy_config.tools, llm_upstream):
+                    warnings.append(warning)
+                    notice(f"warning: {warning}")
             else:
                 from flakestorm.chaos.proxy.server import ChaosProxy
-                from flakestorm.chaos.proxy.upstreams.cassette import resolve_cassette
 
                 proxy = ChaosProxy(
                     "127.0.0.1",

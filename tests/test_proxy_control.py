@@ -219,3 +219,41 @@ def test_scenario_document_round_trip() -> None:
     doc = scenario_document(active)
     assert json.loads(json.dumps(doc)) == doc
     assert parse_scenario(doc) == active
+
+
+def test_routes_are_read_and_replaced_over_the_defaults(proxy: ChaosProxy) -> None:
+    url = f"{proxy.url}/_flakestorm/routes"
+    default = proxy.tools["weather"]
+    assert requests.get(url, timeout=5).json() == {
+        "tools": {"weather": default},
+        "llm_upstream": None,
+    }
+    pushed = {"tools": {"weather": "http://127.0.0.1:9/w", "news": "http://127.0.0.1:9/n"}}
+    reply = requests.put(url, json={**pushed, "llm_upstream": "mock"}, timeout=5).json()
+    assert reply == {
+        "tools": pushed["tools"],
+        "llm_upstream": "mock",
+        "conflicts": [
+            {"route": "proxy.tools.weather", "default": default, "config": "http://127.0.0.1:9/w"}
+        ],
+    }
+    # the next run's push replaces this one's: the defaults come back
+    assert requests.put(url, json={}, timeout=5).json()["tools"] == {"weather": default}
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"{", "routes: not JSON"),
+        (b"[]", "routes: expected a JSON object, got an array"),
+        (b'{"tools": {"a": 1}}', "routes: tools: expected {NAME: URL} strings"),
+        (b'{"llm_upstream": 5}', "routes: llm_upstream: expected a string"),
+        (b'{"llm_upstream": "nope"}', "proxy.llm_upstream: 'nope' is not an http(s) URL"),
+    ],
+)
+def test_invalid_routes_are_refused_naming_the_field(
+    proxy: ChaosProxy, body: bytes, message: str
+) -> None:
+    reply = requests.put(f"{proxy.url}/_flakestorm/routes", data=body, timeout=5)
+    assert reply.status_code == 400 and message in reply.json()["error"]["message"]
+    assert proxy.llm_upstream is None and list(proxy.tools) == ["weather"]

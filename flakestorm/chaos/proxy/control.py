@@ -26,6 +26,12 @@ TOKEN``, else 401)::
                                                  "declared": [fault labels]}
     DELETE /_flakestorm/scenario                 pass-through (no faults) -> {"scenario": null}
     POST   /_flakestorm/reset                    clear interactions and fault counters
+    GET    /_flakestorm/routes                   {"tools": {NAME: URL}, "llm_upstream"}: the
+                                                 routes in use
+    PUT    /_flakestorm/routes                   a run's routes, {"tools", "llm_upstream"} (its
+                                                 config's proxy section), over the proxy's
+                                                 defaults -> the routes in use and
+                                                 "conflicts": [{"route", "default", "config"}]
     GET    /_flakestorm/interactions[?scenario=NAME][&since=SEQ]
                                                  {"interactions": [...], "next": SEQ,
                                                   "dropped": N}; ``since`` keeps seq >= SEQ,
@@ -37,6 +43,7 @@ TOKEN``, else 401)::
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -68,6 +75,10 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 """The largest control request body the proxy reads."""
 
 DEFAULT_TIMEOUT_S = 10.0
+
+
+class _Refused(HarnessError):
+    """The proxy refused a control request as invalid (HTTP 400)."""
 
 
 class ScenarioDocumentError(UsageError):
@@ -224,6 +235,39 @@ def _reset(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> HttpRes
     return json_reply({"reset": True})
 
 
+def _routes_document(proxy: ChaosProxy) -> dict[str, Any]:
+    return {"tools": dict(proxy.tools), "llm_upstream": proxy.llm_upstream}
+
+
+def _get_routes(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> HttpResponse:
+    return json_reply(_routes_document(proxy))
+
+
+def _put_routes(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> HttpResponse:
+    try:
+        doc = json.loads(body) if body.strip() else None
+    except ValueError as exc:
+        return error_reply(400, "invalid_routes", f"routes: not JSON ({exc})")
+    if not isinstance(doc, Mapping):
+        return error_reply(
+            400, "invalid_routes", f"routes: expected a JSON object, got {_kind(doc)}"
+        )
+    tools, llm_upstream = doc.get("tools") or {}, doc.get("llm_upstream")
+    if not isinstance(tools, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in tools.items()
+    ):
+        return error_reply(400, "invalid_routes", "routes: tools: expected {NAME: URL} strings")
+    if llm_upstream is not None and not isinstance(llm_upstream, str):
+        return error_reply(400, "invalid_routes", "routes: llm_upstream: expected a string")
+    try:
+        conflicts = proxy.route(tools, llm_upstream)
+    except UsageError as exc:
+        return error_reply(400, "invalid_routes", str(exc))
+    return json_reply(
+        _routes_document(proxy) | {"conflicts": [dataclasses.asdict(c) for c in conflicts]}
+    )
+
+
 SETTLE_S = 0.5
 """How long a read of the interactions waits for calls still being answered: a streamed
 reply's last bytes reach the agent just before its interaction is logged, and the runner reads
@@ -264,6 +308,8 @@ _ROUTES: dict[tuple[str, str], Callable[[ChaosProxy, bytes, Mapping[str, str]], 
     ("POST", "/reset"): _reset,
     ("GET", "/interactions"): _interactions,
     ("DELETE", "/interactions"): _forget,
+    ("GET", "/routes"): _get_routes,
+    ("PUT", "/routes"): _put_routes,
 }
 
 
@@ -300,6 +346,23 @@ class ProxyControl:
     def reset(self) -> None:
         """Clear the proxy's interactions and fault counters."""
         self._call("POST", "/reset")
+
+    def route(self, tools: Mapping[str, str], llm_upstream: str | None) -> list[str]:
+        """Push a run's routes (its config's ``proxy.tools`` and ``llm_upstream``) to the proxy,
+        over the defaults it was started with; return a warning for each default they override.
+        A route the proxy cannot use is a :class:`UsageError` naming it."""
+        body = {"tools": dict(tools), "llm_upstream": llm_upstream}
+        try:
+            reply = self._call("PUT", "/routes", body)
+        except _Refused as exc:
+            raise UsageError(f"the config's routes: {exc}") from None
+        return [
+            f"{c.get('route')}: the config routes it to {c.get('config')}, the proxy service at "
+            f"{self.url} was started with {c.get('default')} (FLAKESTORM_TOOLS, "
+            "FLAKESTORM_LLM_UPSTREAM or --tool); using the config's"
+            for c in reply.get("conflicts", [])
+            if isinstance(c, dict)
+        ]
 
     def interactions(
         self, scenario: str | None = None, since: int | None = None
@@ -373,7 +436,8 @@ class ProxyControl:
         if response.status_code >= 400:
             error = reply.get("error")
             message = error.get("message") if isinstance(error, dict) else None
-            raise HarnessError(
+            error_type = HarnessError if response.status_code != 400 else _Refused
+            raise error_type(
                 f"chaos proxy at {self.url}: {method} {path} failed "
                 f"(HTTP {response.status_code}): {message or response.text[:200]}"
             )

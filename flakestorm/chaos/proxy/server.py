@@ -17,6 +17,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -36,11 +37,11 @@ from flakestorm.chaos.proxy.upstreams.cassette import (
     redact_query,
 )
 from flakestorm.chaos.proxy.upstreams.network import NetworkUpstream, network_session
-from flakestorm.chaos.proxy.upstreams.registry import local_upstream
+from flakestorm.chaos.proxy.upstreams.registry import Build, local_upstream
 from flakestorm.chaos.proxy.upstreams.replay import ReplayUpstream
 from flakestorm.errors import UsageError
 
-__all__ = ["ChaosProxy"]
+__all__ = ["ChaosProxy", "RouteConflict"]
 
 logger = logging.getLogger("flakestorm.proxy")
 
@@ -48,6 +49,18 @@ BACKGROUND_GRACE_S = 10.0
 """How long :meth:`ChaosProxy.stop` waits for recordings still reading an upstream stream."""
 
 _PASS_THROUGH = ActiveScenario(name="", seed=0)
+
+
+@dataclass(frozen=True)
+class RouteConflict:
+    """A run's route that overrides the proxy's default for the same name with another value."""
+
+    route: str
+    """``proxy.tools.NAME`` or ``proxy.llm_upstream``."""
+    default: str
+    """What the proxy was started with (its environment or ``--tool``)."""
+    config: str
+    """What the run's config says (it wins)."""
 
 
 class ChaosProxy:
@@ -76,11 +89,15 @@ class ChaosProxy:
         self.tools = {
             name: check_url(url, f"proxy.tools.{name}") for name, url in (tools or {}).items()
         }
+        self.default_tools = dict(self.tools)
+        """The routes the proxy was started with (``--tool``, ``FLAKESTORM_TOOLS``): the
+        defaults that :meth:`route` layers a run's routes over."""
         self.token = token or None
         self.log = log if log is not None else InteractionLog()
         self.connect_timeout_s = connect_timeout_s
         self.max_request_bytes = max_request_bytes
         self.llm_upstream = llm_upstream or None
+        self.default_llm_upstream = self.llm_upstream
         # the name of the proxy's own LLM upstream (mock, cassette), None for a URL
         self.llm_source, build = local_upstream(self.llm_upstream)
         self._recorder = CassetteRecorder(record) if record is not None else None
@@ -95,10 +112,8 @@ class ChaosProxy:
         )
         if self._recorder is not None:
             network = CassetteRecording(network, self._recorder, self.in_background)
-        # a replayed session's recordings answer first, on top of the chosen upstream
-        self.upstream: Upstream = ReplayUpstream(
-            build(network) if build is not None else network, lambda: self._book.scenario
-        )
+        self._network = network
+        self.upstream: Upstream = self._replaying(build)
         """Where every data call goes once its faults are decided."""
         self._connections: set[socket.socket] = set()
         self._background: set[threading.Thread] = set()
@@ -194,6 +209,37 @@ class ChaosProxy:
     @property
     def book(self) -> FaultBook:
         return self._book
+
+    # -- routes
+
+    def route(self, tools: Mapping[str, str], llm_upstream: str | None) -> list[RouteConflict]:
+        """Take a run's routes (its config's ``proxy.tools`` and ``llm_upstream``, pushed over
+        the control API) over the proxy's defaults, replacing the previous run's; return where
+        they override a default with another value. Raises :class:`UsageError` (nothing
+        changed) for a route the proxy cannot use."""
+        checked = {name: check_url(url, f"proxy.tools.{name}") for name, url in tools.items()}
+        setting = llm_upstream or self.default_llm_upstream
+        source, build = local_upstream(setting)
+        conflicts = [
+            RouteConflict(f"proxy.tools.{name}", self.default_tools[name], url)
+            for name, url in checked.items()
+            if name in self.default_tools and self.default_tools[name] != url
+        ]
+        default = self.default_llm_upstream
+        if llm_upstream and default is not None and default != llm_upstream:
+            conflicts.append(RouteConflict("proxy.llm_upstream", default, llm_upstream))
+        with self._lock:
+            self.tools = self.default_tools | checked
+            if setting != self.llm_upstream:
+                self.llm_upstream, self.llm_source = setting, source
+                self.upstream = self._replaying(build)
+        return conflicts
+
+    def _replaying(self, build: Build | None) -> Upstream:
+        """The upstream ``build`` makes on the network upstream, under the replay upstream: a
+        replayed session's recordings answer first."""
+        chosen = build(self._network) if build is not None else self._network
+        return ReplayUpstream(chosen, lambda: self._book.scenario)
 
     # -- used by the handlers
 

@@ -26,7 +26,9 @@ def proxy_from_env(env: Mapping[str, str]) -> ChaosProxy:
 
     ``FLAKESTORM_PROXY_PORT`` (8080), ``FLAKESTORM_LLM_UPSTREAM`` (URL, ``mock`` or
     ``cassette:PATH``), ``FLAKESTORM_TOOLS`` (``name=url,name=url``), ``FLAKESTORM_PROXY_TOKEN``,
-    ``FLAKESTORM_PROXY_RECORD`` (a cassette path to record to); listens on 0.0.0.0.
+    ``FLAKESTORM_PROXY_RECORD`` (a cassette path to record to); listens on 0.0.0.0. The tool
+    routes and LLM upstream are defaults: a run with ``proxy.url`` pushes its config's over
+    them (``PUT /_flakestorm/routes``).
     """
     port_text = env.get("FLAKESTORM_PROXY_PORT", "").strip() or str(DEFAULT_PORT)
     if not port_text.isdigit() or not 0 <= int(port_text) < 65536:
