@@ -242,10 +242,11 @@ class _Action:
         gh = self.gh
         written = write_reports(result, out_dir, formats)
         summary_file = written.get(OutputFormat.MARKDOWN)
+        public = self.settings.redact.public
         summary = (
             summary_file.read_text(encoding="utf-8")
-            if summary_file is not None
-            else markdown.render(result)
+            if summary_file is not None and public  # summary.md is the public-safe summary
+            else markdown.render(result, redact=public)
         )
         compared, lead = self._compare(result)
         gh.append_summary(f"{lead}\n{summary}" if lead else summary)
@@ -452,7 +453,7 @@ class _Action:
 
         def render(previous: str | None) -> str:
             state = comment.parse_state(previous) if previous is not None else None
-            return comment.render(result, state, key, lead=lead)
+            return comment.render(result, state, key, lead=lead, redact=self.settings.redact.public)
 
         outcome = self.gh.sticky_comment(
             comment.marker(key), render, create=mode.creates(result.exit_code == ExitCode.PASSED)

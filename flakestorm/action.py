@@ -62,6 +62,20 @@ class BaselineMode(str, enum.Enum):
     OFF = "off"
 
 
+class Redaction(str, enum.Enum):
+    """Whether the job summary and the PR comment quote agent output public-safe."""
+
+    ON = "on"
+    """Matched PII masked, replies that failed a leak invariant cut at the leak (public
+    repositories: the summary and the comment are world-readable)."""
+    OFF = "off"
+    """Quoted in full, as in results.json and report.html (private repositories)."""
+
+    @property
+    def public(self) -> bool:
+        return self is Redaction.ON
+
+
 class SettingsError(UsageError):
     """An action input has a value that cannot be used (exit 2)."""
 
@@ -91,6 +105,7 @@ class Settings:
     shard_results: tuple[str, ...] = ("flakestorm-shards",)
     """Where ``command: merge`` finds the shards' results.json: paths relative to the
     workspace (files, or directories searched for them)."""
+    redact: Redaction = Redaction.ON
 
 
 INPUTS: tuple[str, ...] = tuple(f.name.replace("_", "-") for f in dataclasses.fields(Settings))
@@ -174,6 +189,8 @@ def parse_settings(env: Mapping[str, str]) -> Settings:
     fail_on = choice("fail-on", FailOn, FailOn.ANY)
     assert isinstance(command, Command) and isinstance(comment, CommentMode)
     assert isinstance(baseline, BaselineMode) and isinstance(fail_on, FailOn)
+    redact = choice("redact", Redaction, Redaction.ON)
+    assert isinstance(redact, Redaction)
     seed = get("seed")
     try:
         seed_value = None if seed is None else int(seed, 10)
@@ -219,4 +236,5 @@ def parse_settings(env: Mapping[str, str]) -> Settings:
         fail_on=fail_on,
         shard=shard,
         shard_results=shard_results,
+        redact=redact,
     )

@@ -390,6 +390,7 @@ class Executor:
             error_message=reply.error_message,
             similarity=verdict.score,
             similarity_backend=verdict.backend,
+            leak_at=verdict.leak_at,
         )
         tracker.record(cell, task.run, task.prompt_index, result, fired)
 

@@ -77,6 +77,24 @@ class Verdict:
     """The similarity value, for the types that compute one."""
     backend: str | None = None
     """The similarity backend that produced ``score`` (``lexical``, ``embeddings:<model>``)."""
+    leak_at: int | None = None
+    """Where the output starts showing what a leak invariant forbids (see :data:`LEAK_TYPES`),
+    when that is why it failed; public reports cut the reply there."""
+
+
+LEAK_TYPES = frozenset(
+    {
+        InvariantType.EXCLUDES_PII,
+        InvariantType.EXCLUDES_PATTERN,
+        InvariantType.CONTAINS,
+        InvariantType.CONTAINS_ANY,
+        InvariantType.REGEX,
+    }
+)
+"""Types that fail on what the output *shows* when written to forbid it: ``excludes_pii`` (PII
+found), ``excludes_pattern`` (a system prompt a probe extracted, a secret), and negated
+``contains``, ``contains_any`` and ``regex``. A failure of one of these on a match is a leak:
+its :attr:`Verdict.leak_at` is the match's start."""
 
 
 class Checker:
@@ -98,14 +116,14 @@ class Checker:
             finding = CHECKS[invariant.type](self, invariant, observation)
         except _Unjudgeable as exc:
             return Verdict(False, f"cannot check: {exc}")
-        if not invariant.negate:
-            return Verdict(finding.holds, finding.reason, finding.score, finding.backend)
-        return Verdict(
-            not finding.holds,
-            f"negated: {finding.reason} ({finding.negated})",
-            finding.score,
-            finding.backend,
-        )
+        passed = finding.holds != invariant.negate
+        leak_at = None
+        if not passed and invariant.type in LEAK_TYPES:
+            leak_at = finding.at  # set only when the check found something in the output
+        reason = finding.reason
+        if invariant.negate:
+            reason = f"negated: {finding.reason} ({finding.negated})"
+        return Verdict(passed, reason, finding.score, finding.backend, leak_at)
 
     def close(self) -> None:
         """Release the similarity backend's connections, if it holds any."""
@@ -139,6 +157,8 @@ class _Finding:
     """The expectation when negated, e.g. ``must not match``."""
     score: float | None = None
     backend: str | None = None
+    at: int | None = None
+    """Where in the output the check found what it looks for (a match, PII), if it did."""
 
 
 class _Unjudgeable(Exception):
@@ -243,7 +263,9 @@ def _contains(checker: Checker, invariant: Invariant, observation: Observation) 
     m = compiled(re.escape(value), flags).search(output)
     negated = f"must not contain `{excerpt(value, 60)}`"
     if m:
-        return _Finding(True, f"contains `{excerpt(value, 60)}` at {m.start()}", negated)
+        return _Finding(
+            True, f"contains `{excerpt(value, 60)}` at {m.start()}", negated, at=m.start()
+        )
     case = " (case-sensitive)" if invariant.case_sensitive else ""
     reason = f"does not contain `{excerpt(value, 60)}`{case}: `{excerpt(output)}`"
     return _Finding(False, reason, negated)
@@ -258,7 +280,8 @@ def _contains_any(checker: Checker, invariant: Invariant, observation: Observati
     for value in values:
         m = compiled(re.escape(value), flags).search(output)
         if m:
-            return _Finding(True, f"contains `{excerpt(value, 60)}` at {m.start()}", negated)
+            reason = f"contains `{excerpt(value, 60)}` at {m.start()}"
+            return _Finding(True, reason, negated, at=m.start())
     reason = f"contains none of {_listing(values)}: `{excerpt(output)}`"
     return _Finding(False, reason, negated)
 
@@ -269,7 +292,7 @@ def _regex(checker: Checker, invariant: Invariant, observation: Observation) -> 
     output = _output(observation)
     m = _search(pattern, output)
     if m:
-        return _Finding(True, _matched(pattern, m), "must not match")
+        return _Finding(True, _matched(pattern, m), "must not match", at=m.start())
     reason = f"no match for `{excerpt(pattern, 60)}` in `{excerpt(output)}`"
     return _Finding(False, reason, "must not match")
 
@@ -282,7 +305,7 @@ def _excludes_pattern(checker: Checker, invariant: Invariant, observation: Obser
     for pattern in patterns:
         m = _search(pattern, output)
         if m:
-            return _Finding(False, _matched(pattern, m), negated)
+            return _Finding(False, _matched(pattern, m), negated, at=m.start())
     if len(patterns) == 1:
         return _Finding(True, f"`{excerpt(patterns[0], 60)}` did not match", negated)
     return _Finding(True, f"none of {len(patterns)} patterns matched", negated)
@@ -392,7 +415,7 @@ def _excludes_pii(checker: Checker, invariant: Invariant, observation: Observati
         first = found[0]
         more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
         reason = f"found {first.kind.value} `{excerpt(first.masked, 40)}` at {first.start}{more}"
-        return _Finding(False, reason, negated)
+        return _Finding(False, reason, negated, at=first.start)
     which = "any kind" if invariant.kinds is None else ", ".join(k.value for k in kinds)
     return _Finding(True, f"no PII found ({which})", negated)
 

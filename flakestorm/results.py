@@ -66,6 +66,9 @@ class PromptResult:
     error_message: str = ""
     similarity: float | None = None
     similarity_backend: str | None = None
+    leak_at: int | None = None
+    """Where the reply starts showing what a leak invariant forbids (PII, an extracted system
+    prompt), when that failed it: public reports cut the reply there."""
 
 
 @dataclass(frozen=True)

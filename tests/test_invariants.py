@@ -258,7 +258,32 @@ def test_negate_inverts_and_says_so(
 
 def test_negated_regex_reason_reads_as_the_spec_shows() -> None:
     verdict = check(invariant("regex", negate=True, pattern=PRICE), answered("Pay $123.45"))
-    assert verdict == Verdict(False, f"negated: matched `{PRICE}` at 4: `$123.45` (must not match)")
+    assert verdict == Verdict(
+        False, f"negated: matched `{PRICE}` at 4: `$123.45` (must not match)", leak_at=4
+    )
+
+
+@pytest.mark.parametrize(
+    ("type_", "fields", "negate", "output", "leak_at"),
+    [
+        ("excludes_pii", {}, False, "mail me: jane@example.com", 9),
+        ("excludes_pattern", {"patterns": ["(?i)you are a"]}, False, "Sure. You are a bot", 6),
+        ("contains", {"value": "secret"}, True, "the secret is 42", 4),
+        ("contains_any", {"values": ["x", "prompt"]}, True, "my prompt", 3),
+        ("regex", {"pattern": "S3CR3T"}, True, "ok S3CR3T", 3),
+        # failures that are not about what the output shows are not leaks
+        ("excludes_pii", {}, True, "nothing personal", None),
+        ("contains", {"value": "refund"}, False, "no", None),
+        ("regex", {"pattern": "x"}, False, "none", None),
+        ("refusal_check", {"expect": "comply"}, False, "I can't help with that.", None),
+    ],
+)
+def test_a_leak_invariant_failing_on_a_match_says_where_the_leak_starts(
+    type_: str, fields: dict[str, Any], negate: bool, output: str, leak_at: int | None
+) -> None:
+    verdict = check(invariant(type_, negate=negate, **fields), answered(output))
+    assert not verdict.passed
+    assert verdict.leak_at == leak_at
 
 
 # --------------------------------------------------------------------------- similarity

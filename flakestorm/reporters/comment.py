@@ -30,6 +30,8 @@ import re
 from dataclasses import dataclass
 
 from flakestorm.reporters.escape import text
+from flakestorm.reporters.public import NOTE as PUBLIC_NOTE
+from flakestorm.reporters.public import public
 from flakestorm.reporters.view import (
     UNDELIVERED_TITLE,
     all_bad_cells,
@@ -204,13 +206,20 @@ def render(
     summary_url: str | None = None,
     limit_chars: int = COMMENT_LIMIT_CHARS,
     lead: str = "",
+    redact: bool = True,
 ) -> str:
     """The comment body for ``result``; ``previous`` is the state parsed from the old body.
 
     ``run_id`` is stored in the state (default: the run's start time); ``summary_url``, when
     given (an ``https://`` URL), links the full job summary. ``lead`` (markdown we rendered,
-    the baseline delta of :mod:`flakestorm.reporters.delta`) comes first.
+    the baseline delta of :mod:`flakestorm.reporters.delta`) comes first. ``redact`` (the
+    default; off for a private repository): quote the agent's output public-safe
+    (:mod:`flakestorm.reporters.public`: leaks cut, PII masked), and say so.
     """
+    withheld = False
+    if redact:
+        safe = public(result)
+        result, withheld = safe.result, safe.changed
     score = result.overall.score
     state = CommentState(score=score, run=run_id if run_id is not None else result.started_at)
     out = [marker(marker_key), state_line(state), ""]
@@ -241,6 +250,8 @@ def render(
     undelivered = undelivered_items(result, MAX_UNDELIVERED, hint_chars=300)
     if undelivered:
         out += [UNDELIVERED_TITLE, "", *undelivered, ""]
+    if withheld:
+        out += [f"_{PUBLIC_NOTE}_", ""]
 
     link = ""
     if summary_url is not None and summary_url.startswith("https://"):

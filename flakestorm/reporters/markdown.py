@@ -28,6 +28,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from flakestorm.reporters.escape import EXCERPT_CHARS, code_block, html_text, text, url_span
+from flakestorm.reporters.public import NOTE as PUBLIC_NOTE
+from flakestorm.reporters.public import public
 from flakestorm.reporters.view import (
     LEGEND,
     MUTATION_LEGEND,
@@ -95,7 +97,7 @@ def _undelivered_block(result: RunResult) -> list[str]:
     return ["> [!WARNING]", f"> {UNDELIVERED_TITLE}", *(f"> {item}" for item in items), ""]
 
 
-def _head(result: RunResult) -> list[str]:
+def _head(result: RunResult, withheld: bool = False) -> list[str]:
     overall = result.overall
     out = [f"## flakestorm: {verdict(result)}", ""]
     error = error_line(result, 600)
@@ -136,6 +138,8 @@ def _head(result: RunResult) -> list[str]:
         out.append("> [!WARNING]")
         out.extend(f"> {line}" for line in _listed(notes, MAX_LIST_ITEMS, 600))
         out.append("")
+    if withheld:
+        out += ["> [!NOTE]", f"> {PUBLIC_NOTE}", ""]
     return out
 
 
@@ -446,14 +450,23 @@ def render_error(cause: str, message: str) -> str:
     )
 
 
-def render(result: RunResult, limit_bytes: int = SUMMARY_LIMIT_BYTES) -> str:
+def render(
+    result: RunResult, limit_bytes: int = SUMMARY_LIMIT_BYTES, *, redact: bool = True
+) -> str:
     """The job summary, always shorter than ``limit_bytes`` bytes of UTF-8.
+
+    ``redact`` (the default; off for a private repository): quote the agent's replies
+    public-safe (:mod:`flakestorm.reporters.public`: leaks cut, PII masked), and say so.
 
     The budget goes, in this order, to the head and every phase's heading and legend, to the
     matrix rows, to the scenarios tables, then to the cell details.
     """
+    withheld = False
+    if redact:
+        safe = public(result)
+        result, withheld = safe.result, safe.changed
     budget = limit_bytes - _NOTE_RESERVE
-    head = "\n".join(_head(result)) + "\n"
+    head = "\n".join(_head(result, withheld)) + "\n"
     budget -= _size(head)
     sections = [_section(outcome) for outcome in phases(result)]
     if not sections:

@@ -1,0 +1,128 @@
+"""Public-safe reports: what the job summary and the PR comment may quote of the agent's replies.
+
+A job summary is world-readable on a public repository, and so is a PR comment. What the
+contract caught must not be republished there: the PII an ``excludes_pii`` invariant found, the
+system prompt a probe extracted. :func:`public` returns a copy of a run's result for those two
+reports, in two separate steps over the agent's output:
+
+1. **Cut at the leak.** A reply that failed a leak invariant (``PromptResult.leak_at``, see
+   :data:`flakestorm.invariants.LEAK_TYPES`) keeps only what comes before the match, followed by
+   :data:`CUT_NOTE`; the reasons that quote the match (``matched `…` at N: `<match>```) keep the
+   pattern and the position, not the match.
+2. **Mask PII.** Every PII finding (:func:`flakestorm.pii.find_pii`, every kind) in what is left
+   of a reply, an agent error message and the reasons of failed cells and invocations is
+   replaced by its masked form (``j***@e***.com``). Errored cells' reasons are flakestorm's own
+   messages (wiring hints, reset failures) and are kept.
+
+Secrets are another rule, applied to every report before this one
+(:mod:`flakestorm.redaction`). ``results.json`` and ``report.html``, the run's artifact, keep
+the full text, and the reports that use this say so (:data:`NOTE`). The action's ``redact:
+off`` input (for private repositories) renders them from the full result instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+
+from flakestorm.pii import find_pii
+from flakestorm.results import CellResult, PhaseOutcome, PromptResult, RunResult, Status
+
+CUT_NOTE = (
+    "[… cut where the reply shows what a leak invariant forbids: the rest is withheld from "
+    "public reports; the full reply is in results.json and report.html]"
+)
+NOTE = (
+    "Public-safe report: matched PII is masked and replies that failed a leak invariant are cut "
+    "where the leak starts. The full text is in `results.json` and `report.html` (the run's "
+    "artifact)."
+)
+
+
+@dataclass(frozen=True)
+class PublicResult:
+    """A result made safe to publish, and what was withheld."""
+
+    result: RunResult
+    masked: int
+    """PII findings masked."""
+    cut: int
+    """Replies cut at a leak."""
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.masked or self.cut)
+
+
+def mask_pii(text: str) -> tuple[str, int]:
+    """``text`` with every PII finding replaced by its masked form, and how many there were."""
+    found = find_pii(text)
+    if not found:
+        return text, 0
+    out, last = [], 0
+    for match in found:
+        out.append(text[last : match.start])
+        out.append(match.masked)
+        last = match.end
+    out.append(text[last:])
+    return "".join(out), len(found)
+
+
+def public(result: RunResult) -> PublicResult:
+    """``result`` with the leaks cut and the PII masked (see the module docstring)."""
+    counter = _Counter()
+    phases = {name: counter.phase(outcome) for name, outcome in result.phases.items()}
+    return PublicResult(dataclasses.replace(result, phases=phases), counter.masked, counter.cut)
+
+
+def _withhold_match(reason: str, leak_at: int) -> str:
+    """``reason`` without the quoted match of a leak at ``leak_at`` (``at N: `match```)."""
+    return re.sub(rf"\bat {leak_at}: `[^`]*`", f"at {leak_at} (the match is withheld)", reason)
+
+
+class _Counter:
+    """Makes cells public and counts what it withheld."""
+
+    def __init__(self) -> None:
+        self.masked = 0
+        self.cut = 0
+
+    def mask(self, text: str) -> str:
+        masked, n = mask_pii(text)
+        self.masked += n
+        return masked
+
+    def phase(self, outcome: PhaseOutcome) -> PhaseOutcome:
+        return dataclasses.replace(outcome, cells=tuple(self.cell(c) for c in outcome.cells))
+
+    def cell(self, cell: CellResult) -> CellResult:
+        leaks = [p.leak_at for p in cell.prompts if p.leak_at is not None]
+        prompts = tuple(self.prompt(p) for p in cell.prompts)
+        reason, checked_reason = cell.reason, cell.checked_reason
+        for leak_at in leaks:
+            reason = _withhold_match(reason, leak_at)
+            if checked_reason is not None:
+                checked_reason = _withhold_match(checked_reason, leak_at)
+        if cell.status is Status.FAILED:  # its reason is the invariant's, quoting the reply
+            reason = self.mask(reason)
+        if checked_reason is not None:
+            checked_reason = self.mask(checked_reason)
+        return dataclasses.replace(
+            cell, prompts=prompts, reason=reason, checked_reason=checked_reason
+        )
+
+    def prompt(self, prompt: PromptResult) -> PromptResult:
+        output, reason = prompt.output, prompt.reason
+        if prompt.leak_at is not None:
+            reason = _withhold_match(reason, prompt.leak_at)
+            if output is not None:
+                output = f"{output[: prompt.leak_at]}\n{CUT_NOTE}"
+                self.cut += 1
+        return dataclasses.replace(
+            prompt,
+            output=None if output is None else self.mask(output),
+            reason=self.mask(reason),
+            error_message=self.mask(prompt.error_message),
+            leak_at=None,  # cut: nothing left to withhold
+        )
