@@ -1,4 +1,4 @@
-"""The HTML report in a real browser (headless chromium, ``--dump-dom``).
+"""The HTML report in a real browser (headless chromium, ``--dump-dom`` and ``--screenshot``).
 
 Chromium comes from ``scripts/ensure-chromium`` (Debian's ``chromium`` via apt-get when it is
 missing); these tests skip, saying why, only when no browser can be found or installed.
@@ -6,6 +6,7 @@ missing); these tests skip, saying why, only when no browser can be found or ins
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from golden.cases import chaos_only, failing, hostile
+from support.png import Image, read_png
 from support.server import LoopbackServer
 
 from flakestorm.reporters import html
@@ -46,10 +48,8 @@ def browser() -> str:
     return path
 
 
-def dump_dom(browser: str, page: Path, fragment: str = "", profile: Path | None = None) -> str:
-    """The DOM of ``page`` after its scripts ran."""
-    profile = profile or page.parent / f"profile-{time.monotonic_ns()}"
-    command = [
+def _chromium(browser: str, profile: Path) -> list[str]:
+    return [
         browser,
         "--headless",
         "--no-sandbox",
@@ -62,9 +62,13 @@ def dump_dom(browser: str, page: Path, fragment: str = "", profile: Path | None 
         "--disable-dev-shm-usage",
         f"--user-data-dir={profile}",
         "--virtual-time-budget=2000",
-        "--dump-dom",
-        page.as_uri() + fragment,
     ]
+
+
+def dump_dom(browser: str, page: Path, fragment: str = "", profile: Path | None = None) -> str:
+    """The DOM of ``page`` after its scripts ran."""
+    profile = profile or page.parent / f"profile-{time.monotonic_ns()}"
+    command = [*_chromium(browser, profile), "--dump-dom", page.as_uri() + fragment]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "<html" in done.stdout, done.stderr[-2000:]
@@ -121,7 +125,7 @@ def failing_report(tmp_path: Path) -> Path:
 
 def test_the_matrix_and_the_failed_cells_render(browser: str, failing_report: Path) -> None:
     dom = _Dom(dump_dom(browser, failing_report))
-    assert dom.title == "flakestorm report: FAIL 45.00"
+    assert dom.title == "flakestorm report: ERROR 45.00"
     assert dom.body.get("data-filter") == "none"  # the script ran (CSP allowed it)
     assert len(dom.visible(dom.rows)) == 5  # 3 contract rows, 2 chaos rows
     assert len(dom.visible(dom.articles)) == 11
@@ -171,7 +175,7 @@ def test_injected_markup_never_runs_and_nothing_leaves_the_file(
         assert server.requests[seen:] == []
 
     dom = _Dom(text)
-    assert dom.title == "flakestorm report: FAIL 25.00"  # not 'pwned'
+    assert dom.title == "flakestorm report: ERROR 25.00"  # not 'pwned'
     assert dom.body.get("data-filter") == "none"  # our script still ran
     assert not {"img", "iframe", "link"} & dom.tags
     assert "&lt;script&gt;document.title='pwned'&lt;/script&gt;" in text
@@ -184,7 +188,7 @@ def test_a_chaos_only_report_filters_its_cells(browser: str, tmp_path: Path) -> 
     report = tmp_path / "report.html"
     report.write_text(html.render(chaos_only()), encoding="utf-8")
     dom = _Dom(dump_dom(browser, report, "#failed"))
-    assert dom.title == "flakestorm report: FAIL 0.00"
+    assert dom.title == "flakestorm report: ERROR 0.00"
     assert dom.body.get("data-filter") == "failed"  # the script ran without a contract
     assert [a["id"] for a in dom.visible(dom.articles)] == ["chaos-cell-0", "chaos-cell-1"]
     assert "undelivered" in dom.ids
@@ -208,5 +212,97 @@ def test_the_csp_blocks_markup_even_if_escaping_failed(browser: str, tmp_path: P
         time.sleep(0.2)
         assert server.requests == []
     dom = _Dom(text)
-    assert dom.title == "flakestorm report: FAIL 45.00"
+    assert dom.title == "flakestorm report: ERROR 45.00"
     assert dom.body.get("data-filter") == "none"
+
+
+# --------------------------------------------------------------------------- status glyphs
+
+GLYPH_PX = 64
+GLYPH_STEP_PX = 80
+KINDS = ("passed", "failed", "errored", "flaky", "skipped", "not_run", "undelivered")
+
+
+def screenshot(browser: str, page: Path, width: int, height: int) -> Image:
+    """``page`` as the browser paints it."""
+    shot = page.with_suffix(".png")
+    profile = page.parent / f"profile-{time.monotonic_ns()}"
+    command = [
+        *_chromium(browser, profile),
+        "--hide-scrollbars",
+        "--force-device-scale-factor=1",
+        f"--window-size={width},{height}",
+        f"--screenshot={shot}",
+        page.as_uri(),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0 and shot.is_file(), done.stderr[-2000:]
+    return read_png(shot)
+
+
+def _ink(image: Image, left: int) -> tuple[frozenset[tuple[int, int]], tuple[float, float, float]]:
+    """The pixels of the box at ``left`` that are not the white page, and their mean colour."""
+    ink = set()
+    total = [0, 0, 0]
+    for y in range(GLYPH_PX):
+        for x in range(left, left + GLYPH_PX):
+            r, g, b = image.pixel(x, y)
+            if min(r, g, b) < 200:
+                ink.add((x - left, y))
+                total = [total[0] + r, total[1] + g, total[2] + b]
+    n = max(len(ink), 1)
+    return frozenset(ink), (total[0] / n, total[1] / n, total[2] / n)
+
+
+def test_status_glyphs_paint_distinct_coloured_shapes_without_an_emoji_font(
+    browser: str, tmp_path: Path
+) -> None:
+    """The report's own glyph markup and stylesheet, painted side by side and read back from
+    the screenshot: each glyph has ink, in its status colour, and no two look alike (emoji
+    without a font would paint nothing, or the same empty box for every status)."""
+    report = html.render(failing())
+    style = re.search(r"<style>.*?</style>", report, re.S)
+    assert style is not None
+    both = report + html.render(chaos_only())  # this one has a fault not delivered
+    boxes = []
+    for i, kind in enumerate(KINDS):
+        match = re.search(f'<svg class="glyph {kind}".*?</svg>', both, re.S)
+        assert match is not None, kind
+        boxes.append(f'<div style="left:{i * GLYPH_STEP_PX}px">{match.group()}</div>')
+    page = tmp_path / "glyphs.html"
+    page.write_text(
+        '<!DOCTYPE html><html><head><meta charset="utf-8">'
+        f"{style.group()}<style>body {{ margin: 0; padding: 0; background: #fff; }} "
+        f"div {{ position: absolute; top: 0; width: {GLYPH_PX}px; height: {GLYPH_PX}px; }} "
+        "div .glyph { width: 100%; height: 100%; vertical-align: top; }</style></head>"
+        f"<body>{''.join(boxes)}</body></html>",
+        encoding="utf-8",
+    )
+    image = screenshot(browser, page, GLYPH_STEP_PX * len(KINDS), GLYPH_STEP_PX * 2)
+    painted = {kind: _ink(image, i * GLYPH_STEP_PX) for i, kind in enumerate(KINDS)}
+    for kind, (ink, _) in painted.items():
+        assert len(ink) > GLYPH_PX * GLYPH_PX // 10, f"{kind} paints almost nothing"
+    shapes = [ink for ink, _ in painted.values()]
+    assert len(set(shapes)) == len(KINDS), "two glyphs paint the same shape"
+
+    def hue(kind: str) -> str:
+        r, g, b = painted[kind][1]
+        if max(r, g, b) - min(r, g, b) < 30:
+            return "grey"
+        if g > r and g > b:
+            return "green"
+        if r > g and b > g:
+            return "purple"
+        if r > b + 40 and g > b + 40:
+            return "amber"
+        return "red" if r > g and r > b else "other"
+
+    assert {kind: hue(kind) for kind in KINDS} == {
+        "passed": "green",
+        "failed": "red",
+        "errored": "purple",
+        "flaky": "amber",
+        "skipped": "grey",
+        "not_run": "grey",
+        "undelivered": "red",
+    }

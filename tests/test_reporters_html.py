@@ -82,7 +82,19 @@ def test_no_url_leaves_the_file() -> None:
             "html", "head", "meta", "title", "style", "body", "header", "h1", "h2", "h3", "span",
             "dl", "dt", "dd", "strong", "p", "ul", "li", "main", "section", "div", "label",
             "input", "table", "thead", "tbody", "tr", "th", "td", "a", "article", "pre", "script",
+            "svg", "path", "circle",  # the status glyphs
         }  # fmt: skip
+
+
+def test_status_glyphs_are_inline_svg_not_emoji() -> None:
+    text = html.render(failing())
+    # no emoji a machine without an emoji font would show as empty boxes
+    assert not re.search("[\u2190-\u2bff\U0001f000-\U0001faff]", text)
+    for kind in ("passed", "failed", "errored", "flaky", "skipped", "not_run"):
+        assert f'<svg class="glyph {kind}" viewBox="0 0 16 16" role="img"' in text, kind
+    # a flaky failure shows both glyphs, in the matrix and on its cell
+    assert text.count('<svg class="glyph failed"') >= 2
+    assert '<a href="#contract-cell-5"><svg class="glyph failed"' in text
 
 
 def test_hostile_content_is_escaped_text() -> None:
@@ -152,12 +164,14 @@ def test_undelivered_faults_are_flagged_at_the_top_and_on_the_scenario() -> None
         "<li>the chaos phase: tool_faults[0] error(503) on flight_search — the agent made no call "
         "to `flight_search` through flakestorm — is its base URL"
     ) in header
+    undelivered = '<svg class="glyph undelivered" viewBox="0 0 16 16" role="img" aria-label='
     assert (
         '<th class="undelivered" title="tool flight_search: error; llm: truncated_response">'
-        "chaos 🚫</th>"
+        f"chaos {undelivered}"
     ) in text
-    assert "🚫 next to a scenario: a declared fault was not delivered" in text
-    assert "<p>🚫 not delivered: tool_faults[0] error(503) on flight_search</p>" in text
+    assert "</svg> next to a scenario: a declared fault was not delivered" in text
+    assert "</svg> not delivered: tool_faults[0] error(503) on flight_search</p>" in text
+    assert "🚫" not in text
     assert 'id="undelivered"' not in html.render(failing())
     hostile_header = html.render(hostile()).split("</header>")[0]
     assert (

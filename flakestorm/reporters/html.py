@@ -2,9 +2,12 @@
 
 Layout: the verdict, the score of every phase, why the gate failed and — flagged — the faults
 that were not delivered (SPEC §4) with the wiring hint; then, per phase that ran (the
-contract, then the chaos-only phase), the matrix (a 🚫 on a scenario whose faults were not
-delivered), a table of the scenarios with their declared faults and how they ran, and every
-cell with its invocations and every tool and LLM call the agent made in it.
+contract, then the chaos-only phase), the matrix (a not-delivered glyph on a scenario whose
+faults were not delivered), a table of the scenarios with their declared faults and how they
+ran, and every cell with its invocations and every tool and LLM call the agent made in it.
+
+Status glyphs (passed, failed, errored, flaky, skipped, not run, not delivered) are inline SVG
+(:data:`GLYPHS`), not emoji, so they render on a machine without an emoji font.
 
 Rendered with jinja2 from ``templates/report.html.j2`` with autoescaping on; every string from
 the run first goes through :func:`flakestorm.reporters.markdown.clean` (control characters,
@@ -38,17 +41,13 @@ import jinja2
 
 from flakestorm.reporters.escape import clean, excerpt
 from flakestorm.reporters.view import (
-    LEGEND,
     MUTATION_LEGEND,
-    UNDELIVERED_LEGEND,
     TypeRow,
     all_warnings,
     call_status,
     call_target,
     cell_counts,
-    cell_mark,
     failed_mutations,
-    mutation_mark,
     mutation_types,
     no_calls,
     phase_state,
@@ -70,6 +69,59 @@ from flakestorm.results import (
 )
 
 TEMPLATES = Path(__file__).parent / "templates"
+
+GLYPHS: dict[str, tuple[str, str]] = {
+    "passed": (
+        "passed",
+        '<circle cx="8" cy="8" r="7.5" class="fill"/><path d="M4.4 8.3l2.4 2.4 4.8-5" '
+        'class="ink"/>',
+    ),
+    "failed": (
+        "failed",
+        '<circle cx="8" cy="8" r="7.5" class="fill"/><path d="M5.2 5.2l5.6 5.6M10.8 5.2l-5.6 '
+        '5.6" class="ink"/>',
+    ),
+    "errored": (
+        "errored",
+        '<path d="M8 .5l7.5 7.5-7.5 7.5L.5 8z" class="fill"/><path d="M8 4.2v4.6" class="ink"/>'
+        '<circle cx="8" cy="11.6" r="1.1" class="dot"/>',
+    ),
+    "flaky": (
+        "flaky",
+        '<path d="M8 1l7.5 13.5H.5z" class="fill"/><path d="M8 5.6v4.4" class="ink"/>'
+        '<circle cx="8" cy="12.4" r="1" class="dot"/>',
+    ),
+    "skipped": (
+        "skipped",
+        '<circle cx="8" cy="8" r="6.8" class="ring"/><path d="M4.8 8h6.4" class="line"/>',
+    ),
+    "not_run": (
+        "not run",
+        '<circle cx="8" cy="8" r="6.8" class="ring"/><path d="M6.4 5.4v5.2M9.6 5.4v5.2" '
+        'class="line"/>',
+    ),
+    "undelivered": (
+        "not delivered",
+        '<circle cx="8" cy="8" r="6.8" class="ring"/><path d="M3.2 12.8l9.6-9.6" class="line"/>',
+    ),
+}
+"""The status glyphs, as inline SVG (kind -> (label, shapes)): they render the same on any
+machine, emoji font or not (a CI runner's headless browser has none); colours come from the
+page's stylesheet."""
+
+LEGEND_ITEMS: tuple[tuple[str, str], ...] = (
+    ("passed", "passed"),
+    ("failed", "failed"),
+    ("flaky", "flaky (repeats disagreed; next to a failure: flaky and failed)"),
+    ("errored", "errored (flakestorm could not carry the cell out)"),
+    ("skipped", "skipped (when does not apply)"),
+    ("not_run", "not run (the run stopped first)"),
+)
+UNDELIVERED_ITEM = (
+    "undelivered",
+    "next to a scenario: a declared fault was not delivered (no matching call reached "
+    "flakestorm), so its cells are errored",
+)
 EXCERPT_CHARS = 20_000
 """How much of one reply or prompt the report shows (results.json has all of it)."""
 
@@ -112,7 +164,8 @@ class _Cell:
     scenario: str
     severity: str
     status: str
-    mark: str
+    glyphs: tuple[str, ...]
+    """The status glyphs (:data:`GLYPHS`) of the cell: its status, and ``flaky``."""
     bad: bool
     flaky: bool
     reason: str
@@ -155,7 +208,7 @@ class _Mutation:
     weight: float
     status: str
     severity: str
-    mark: str
+    glyphs: tuple[str, ...]
     reason: str
     failed: tuple[str, ...]
     original: str
@@ -176,7 +229,7 @@ def _mutation(m: MutationResult) -> _Mutation:
         weight=m.weight,
         status=m.status.value,
         severity=clean(m.severity),
-        mark=mutation_mark(m),
+        glyphs=("flaky",) if m.flaky else (m.status.value,),
         reason=excerpt(m.reason, 2000),
         failed=tuple(clean(i) for i in m.failed_invariants),
         original=excerpt(m.original, EXCERPT_CHARS),
@@ -202,11 +255,14 @@ class _Phase:
     cells: Iterable[_Cell]
     """Each cell with its invocations and calls, made as the template reaches it (a run's
     cells are not all held in memory at once: :class:`_CellViews`)."""
-    legend: str
+    legend: tuple[tuple[str, str], ...]
+    """The matrix legend: (glyph kind, words) items."""
     types: tuple[TypeRow, ...] = ()
     """A mutation phase's per-type table; with it, ``mutations`` replaces the matrix."""
     mutations: tuple[_Mutation, ...] = ()
     row_kind: str = "invariant"
+    legend_text: str = ""
+    """A mutation phase's legend, words only."""
 
 
 @dataclass(frozen=True)
@@ -278,7 +334,7 @@ def _cell(
         scenario=clean(cell.scenario),
         severity=clean(cell.severity),
         status=cell.status.value,
-        mark=cell_mark(cell),
+        glyphs=_glyphs(cell),
         bad=cell.status in (Status.FAILED, Status.ERRORED),
         flaky=cell.flaky,
         reason=excerpt(cell.reason, 2000),
@@ -291,6 +347,12 @@ def _cell(
         no_calls=no_calls(cell, scenario),
         notes=tuple(excerpt(n, 2000) for n in cell.notes),
     )
+
+
+def _glyphs(cell: CellResult) -> tuple[str, ...]:
+    if not cell.flaky:
+        return (cell.status.value,)
+    return ("flaky",) if cell.status is Status.PASSED else (cell.status.value, "flaky")
 
 
 def _phase(outcome: PhaseOutcome) -> _Phase:
@@ -325,9 +387,9 @@ def _phase(outcome: PhaseOutcome) -> _Phase:
         )
         for s in outcome.scenarios
     )
-    legend = LEGEND
+    legend = LEGEND_ITEMS
     if any(s.undelivered for s in outcome.scenarios):
-        legend = f"{LEGEND} · {UNDELIVERED_LEGEND}"
+        legend = (*LEGEND_ITEMS, UNDELIVERED_ITEM)
     return _Phase(
         key=key,
         name=clean(outcome.name),
@@ -338,7 +400,8 @@ def _phase(outcome: PhaseOutcome) -> _Phase:
         scenarios=scenarios,
         rows=tuple(rows),
         cells=_CellViews(outcome, prefix),
-        legend=(MUTATION_LEGEND if outcome.mutations else legend).replace("`", ""),
+        legend=() if outcome.mutations else legend,
+        legend_text=MUTATION_LEGEND.replace("`", "") if outcome.mutations else "",
         types=tuple(dataclasses.replace(r, type=clean(r.type)) for r in mutation_types(outcome)),
         mutations=tuple(_mutation(m) for m in failed_mutations(outcome)),
         row_kind=clean(outcome.rows),
@@ -401,6 +464,7 @@ def _generate(result: RunResult) -> Iterator[str]:
     template = _environment().get_template("report.html.j2")
     return template.generate(
         csp=content_security_policy(script_source),
+        glyphs=GLYPHS,
         script=script,
         result=result,
         verdict=shown.word,
