@@ -42,6 +42,7 @@ from flakestorm.reporters.terminal import (
     scenario_line,
     verdict_line,
 )
+from flakestorm.reporters.view import run_verdict
 from flakestorm.reports import write_reports
 from flakestorm.results import InvariantInfo, MutationResult, PhaseOutcome, RunResult, Status
 from flakestorm.stopping import GRACE_S, Stop, stopping_on_signals
@@ -406,7 +407,13 @@ class _Action:
                     title=f"{TITLE}: new failures",
                 )
             )
-        if code != 0 and not annotations:
+        shown = run_verdict(result)
+        if code == ExitCode.INFRASTRUCTURE_ERROR and shown.error:
+            causes = "; ".join(safe(c, 400) for c in shown.causes)
+            annotations.insert(
+                0, Annotation(f"exit {shown.code}: {causes}", title=f"{TITLE}: ERROR")
+            )
+        elif code != 0 and not annotations:
             reasons = "; ".join(safe(r, 400) for r in result.overall.reasons) or "the gate failed"
             annotations.append(Annotation(reasons, title=f"{TITLE}: gate failed"))
         self.gh.annotate_all(

@@ -248,3 +248,30 @@ def test_the_action_summarises_an_agent_that_never_became_ready_as_an_error(
     assert "**Exit 3: the agent never became ready.**" in summary
     assert "flakestorm: ERROR (exit 3: the agent never became ready: " in log
     assert not PASS.search(summary) and not PASS.search(log)
+
+
+def test_the_action_reports_an_exit_3_run_as_an_error_in_the_log_summary_and_annotations(
+    tmp_path: Path,
+) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    doc = json.loads(json.dumps(NOT_READY).replace("URL", "${AGENT_URL}"))
+    doc["contract"]["chaos_matrix"] = [
+        {"name": "calm"},
+        {"name": "down", "tool_faults": [{"tool": "search", "mode": "error"}]},
+    ]
+    doc["proxy"] = {"tools": {"search": "http://127.0.0.1:9"}}  # the agent never calls it
+    (workspace / "flakestorm.yaml").write_text(json.dumps(doc))
+    agent = Agent()
+    with agent.server:
+        env = _env(workspace, agent)
+        out = io.StringIO()
+        code = entrypoint.main(env, GitHub(env, out=out))
+    log = out.getvalue()
+    assert code == 3, log
+    assert _outputs(env)["passed"] == "false"
+    assert "flakestorm: ERROR (exit 3: 1 fault not delivered (in 1 scenario" in log
+    assert "::error title=flakestorm%3A ERROR::exit 3: 1 fault not delivered" in log
+    summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
+    assert summary.startswith("## flakestorm: 💥 ERROR\n")
+    assert not PASS.search(summary) and not PASS.search(log)
