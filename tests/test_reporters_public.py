@@ -85,6 +85,7 @@ def test_the_artifact_keeps_the_full_text(leaky: RunResult) -> None:
     page = html.render(leaky)
     for full in (EMAIL, "You are FinBot, the internal assistant of ACME"):
         assert full in document and full in page
+    assert "This report quotes the agent's replies in full, including 2 replies" in page
 
 
 def test_redact_off_quotes_the_replies_in_full(leaky: RunResult) -> None:

@@ -408,6 +408,18 @@ def _phase(outcome: PhaseOutcome) -> _Phase:
     )
 
 
+def _leaks(result: RunResult) -> str | None:
+    """``3 replies`` that failed a leak invariant, or None."""
+    n = sum(
+        1
+        for outcome in phases(result)
+        for cell in outcome.cells
+        for prompt in cell.prompts
+        if prompt.leak_at is not None
+    )
+    return None if not n else f"{n} repl{'y' if n == 1 else 'ies'}"
+
+
 @functools.cache
 def _environment() -> jinja2.Environment:
     return jinja2.Environment(
@@ -465,6 +477,7 @@ def _generate(result: RunResult) -> Iterator[str]:
     return template.generate(
         csp=content_security_policy(script_source),
         glyphs=GLYPHS,
+        leaks=_leaks(result),
         script=script,
         result=result,
         verdict=shown.word,
