@@ -4,6 +4,7 @@ text in them still goes through :mod:`flakestorm.reporters.escape` in each forma
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 from flakestorm.errors import ExitCode
@@ -35,37 +36,59 @@ def score_text(score: float | None) -> str:
     return "n/a" if score is None else f"{score:.2f}"
 
 
+class Verdict(str, enum.Enum):
+    """What a run's exit code says (SPEC §8): the verdict line always matches it."""
+
+    PASS = "PASS"
+    FAIL = "FAIL"
+    ERROR = "ERROR"
+
+    @classmethod
+    def of(cls, exit_code: int) -> Verdict:
+        """0 passes, 1 fails the gate, anything else (3) is an ERROR."""
+        if exit_code == ExitCode.PASSED:
+            return cls.PASS
+        return cls.FAIL if exit_code == ExitCode.GATE_FAILED else cls.ERROR
+
+    @property
+    def mark(self) -> str:
+        return _VERDICT_MARKS[self]
+
+
+_VERDICT_MARKS = {Verdict.PASS: "✅", Verdict.FAIL: "❌", Verdict.ERROR: "💥"}
+
+
 @dataclass(frozen=True)
 class RunVerdict:
-    """The verdict line of a run, which always matches its exit code (SPEC §8): ``PASS`` (0),
-    ``FAIL`` (1) or ``ERROR`` (3, with the infrastructure problems named in ``causes``)."""
+    """The verdict line of a run: ``PASS`` (0), ``FAIL`` (1) or ``ERROR`` (3, with the
+    infrastructure problems named in ``causes``)."""
 
-    word: str
-    mark: str
+    verdict: Verdict
     code: int
     causes: tuple[str, ...] = ()
     """Why the run is an ERROR (untrusted: they quote cell reasons; escape each)."""
 
     def __str__(self) -> str:
-        return f"{self.mark} {self.word}"
+        return f"{self.verdict.mark} {self.word}"
+
+    @property
+    def word(self) -> str:
+        return self.verdict.value
 
     @property
     def error(self) -> bool:
-        return self.word == ERROR
+        return self.verdict is Verdict.ERROR
 
 
-PASS, FAIL, ERROR = "PASS", "FAIL", "ERROR"
 INTERRUPTED_CAUSE = "the run was interrupted: the results are partial"
 
 
 def run_verdict(result: RunResult) -> RunVerdict:
     """The verdict of ``result``, read from its exit code (never from the gate alone: a run
     whose gate passed but that exits 3 is an ERROR)."""
-    if result.exit_code == ExitCode.PASSED:
-        return RunVerdict(PASS, "✅", result.exit_code)
-    if result.exit_code == ExitCode.GATE_FAILED:
-        return RunVerdict(FAIL, "❌", result.exit_code)
-    return RunVerdict(ERROR, "💥", result.exit_code, error_causes(result))
+    verdict = Verdict.of(result.exit_code)
+    causes = error_causes(result) if verdict is Verdict.ERROR else ()
+    return RunVerdict(verdict, result.exit_code, causes)
 
 
 def error_causes(result: RunResult) -> tuple[str, ...]:
@@ -77,9 +100,10 @@ def error_causes(result: RunResult) -> tuple[str, ...]:
     faults = undelivered(result)
     if faults:
         scenarios = len({(f.outcome.phase, f.scenario) for f in faults})
+        their = "its" if scenarios == 1 else "their"
         causes.append(
             f"{_count(len(faults), 'fault')} not delivered "
-            f"(in {_count(scenarios, 'scenario')}: its cells are errored)"
+            f"(in {_count(scenarios, 'scenario')}: {their} cells are errored)"
         )
     harness = [
         cell
@@ -105,8 +129,8 @@ def verdict(result: RunResult) -> str:
 
 
 def error_line(result: RunResult, limit: int = 300) -> str | None:
-    """For an ERROR: ``**Exit 3: the run could not be carried out:** cause; cause`` as inline
-    markdown (the causes escaped), else None."""
+    """For an ERROR: ``**Exit 3: flakestorm could not carry the run out:** cause; cause`` as
+    inline markdown (the causes escaped), else None."""
     shown = run_verdict(result)
     if not shown.error:
         return None
