@@ -234,7 +234,12 @@ def test_routes_are_read_and_replaced_over_the_defaults(proxy: ChaosProxy) -> No
         "tools": pushed["tools"],
         "llm_upstream": "mock",
         "conflicts": [
-            {"route": "proxy.tools.weather", "default": default, "config": "http://127.0.0.1:9/w"}
+            {
+                "route": "proxy.tools.weather",
+                "default": default,
+                "config": "http://127.0.0.1:9/w",
+                "origin": "FLAKESTORM_TOOLS or --tool",
+            }
         ],
     }
     # the next run's push replaces this one's: the defaults come back

@@ -31,7 +31,8 @@ TOKEN``, else 401)::
     PUT    /_flakestorm/routes                   a run's routes, {"tools", "llm_upstream"} (its
                                                  config's proxy section), over the proxy's
                                                  defaults -> the routes in use and
-                                                 "conflicts": [{"route", "default", "config"}]
+                                                 "conflicts": [{"route", "default", "config",
+                                                 "origin"}]
     GET    /_flakestorm/interactions[?scenario=NAME][&since=SEQ]
                                                  {"interactions": [...], "next": SEQ,
                                                   "dropped": N}; ``since`` keeps seq >= SEQ,
@@ -358,8 +359,8 @@ class ProxyControl:
             raise UsageError(f"the config's routes: {exc}") from None
         return [
             f"{c.get('route')}: the config routes it to {c.get('config')}, the proxy service at "
-            f"{self.url} was started with {c.get('default')} (FLAKESTORM_TOOLS, "
-            "FLAKESTORM_LLM_UPSTREAM or --tool); using the config's"
+            f"{self.url} was started with {c.get('default')} ({c.get('origin')}); using the "
+            "config's"
             for c in reply.get("conflicts", [])
             if isinstance(c, dict)
         ]

@@ -61,6 +61,12 @@ class RouteConflict:
     """What the proxy was started with (its environment or ``--tool``)."""
     config: str
     """What the run's config says (it wins)."""
+    origin: str
+    """Where proxies take that default from."""
+
+
+TOOLS_ORIGIN = "FLAKESTORM_TOOLS or --tool"
+LLM_ORIGIN = "FLAKESTORM_LLM_UPSTREAM or --llm-upstream"
 
 
 class ChaosProxy:
@@ -221,13 +227,13 @@ class ChaosProxy:
         setting = llm_upstream or self.default_llm_upstream
         source, build = local_upstream(setting)
         conflicts = [
-            RouteConflict(f"proxy.tools.{name}", self.default_tools[name], url)
+            RouteConflict(f"proxy.tools.{name}", self.default_tools[name], url, TOOLS_ORIGIN)
             for name, url in checked.items()
             if name in self.default_tools and self.default_tools[name] != url
         ]
         default = self.default_llm_upstream
         if llm_upstream and default is not None and default != llm_upstream:
-            conflicts.append(RouteConflict("proxy.llm_upstream", default, llm_upstream))
+            conflicts.append(RouteConflict("proxy.llm_upstream", default, llm_upstream, LLM_ORIGIN))
         with self._lock:
             self.tools = self.default_tools | checked
             if setting != self.llm_upstream:
