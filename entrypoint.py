@@ -162,7 +162,7 @@ class _Action:
             gh.error(safe(str(exc), 4000), title=f"{TITLE}: {level} error")
             self._failed_outputs(out_dir)
             if exc.exit_code is ExitCode.INFRASTRUCTURE_ERROR:
-                self._error_verdict(exc)
+                self._error_verdict(exc, Redactor(loaded.secrets))
             return int(exc.exit_code)
         except Exception:
             gh.log("flakestorm: internal error (a bug in flakestorm, please report it):")
@@ -469,15 +469,16 @@ class _Action:
             where = f": {outcome.url}" if outcome.url else ""
             self.gh.log(f"flakestorm: pull request comment {outcome.action.value}{where}")
 
-    def _error_verdict(self, exc: FlakestormError) -> None:
+    def _error_verdict(self, exc: FlakestormError, redact: Redactor) -> None:
         """An exit-3 error before there was a result: the ERROR verdict in the log and the job
-        summary, with the cause."""
+        summary (which ``::add-mask::`` does not cover: secrets are redacted here), with the
+        cause."""
         from flakestorm.reporters import markdown
 
-        self.gh.append_summary(markdown.render_error(exc.cause, str(exc)))
-        self.gh.log(
-            f"flakestorm: {error_verdict_line(exc.cause, str(exc)).removeprefix('Verdict: ')}"
-        )
+        message = redact(str(exc))
+        self.gh.append_summary(markdown.render_error(exc.cause, message))
+        line = error_verdict_line(exc.cause, message).removeprefix("Verdict: ")
+        self.gh.log(f"flakestorm: {line}")
 
     def _verdict(self, result: RunResult, out_dir: Path) -> None:
         score = result.overall.score

@@ -21,7 +21,7 @@ from typing import Any
 from click.testing import CliRunner
 from golden.cases import passing
 from support.server import LoopbackServer, Response
-from test_entrypoint import Agent, _env, _outputs, entrypoint
+from test_entrypoint import SECRET, Agent, _env, _outputs, entrypoint
 
 from flakestorm.cli import main as cli
 from flakestorm.executor import CellFinished, Event
@@ -233,7 +233,6 @@ def test_the_action_summarises_an_agent_that_never_became_ready_as_an_error(
     workspace.mkdir()
     doc = json.loads(json.dumps(NOT_READY).replace("URL", "${AGENT_URL}"))
     (workspace / "flakestorm.yaml").write_text(json.dumps(doc))
-
     gone = Agent()
     with gone.server:
         env = _env(workspace, gone)
@@ -275,3 +274,21 @@ def test_the_action_reports_an_exit_3_run_as_an_error_in_the_log_summary_and_ann
     summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
     assert summary.startswith("## flakestorm: 💥 ERROR\n")
     assert not PASS.search(summary) and not PASS.search(log)
+
+
+def test_the_summary_of_an_error_before_a_result_never_shows_a_secret(tmp_path: Path) -> None:
+    """``::add-mask::`` hides secrets in the log, not in the job summary."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    doc = json.loads(json.dumps(NOT_READY).replace("URL", "${AGENT_URL}"))
+    doc["proxy"] = {"url": _dead_url().replace("/chat", "/${AGENT_TOKEN}")}
+    (workspace / "flakestorm.yaml").write_text(json.dumps(doc))
+    agent = Agent()
+    with agent.server:
+        env = _env(workspace, agent)
+        out = io.StringIO()
+        code = entrypoint.main(env, GitHub(env, out=out))
+    assert code == 3, out.getvalue()
+    summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
+    assert "**Exit 3: the chaos proxy is unreachable.**" in summary
+    assert "/***" in summary and SECRET not in summary
