@@ -36,6 +36,7 @@ from flakestorm.loader import LoadedConfig, load_config
 from flakestorm.phases.phase import PhaseName
 from flakestorm.redaction import Redactor, redacting
 from flakestorm.reporters import delta as delta_report
+from flakestorm.reporters.public import public, public_cell
 from flakestorm.reporters.terminal import (
     error_verdict_line,
     safe,
@@ -222,7 +223,7 @@ class _Action:
             ready_timeout_ms=self.settings.ready_timeout,
             shard=self.settings.shard,
         )
-        progress = _Progress(self.gh)
+        progress = _Progress(self.gh, self.settings.redact.public)
         what = "every configured phase" if self.settings.command is Command.CI else "the contract"
         if self.settings.shard is not None:
             what += f", shard {self.settings.shard}"
@@ -243,17 +244,19 @@ class _Action:
         gh = self.gh
         written = write_reports(result, out_dir, formats)
         summary_file = written.get(OutputFormat.MARKDOWN)
-        public = self.settings.redact.public
+        redact = self.settings.redact.public
         summary = (
             summary_file.read_text(encoding="utf-8")
-            if summary_file is not None and public  # summary.md is the public-safe summary
-            else markdown.render(result, redact=public)
+            if summary_file is not None and redact  # summary.md is the public-safe summary
+            else markdown.render(result, redact=redact)
         )
         compared, lead = self._compare(result)
         gh.append_summary(f"{lead}\n{summary}" if lead else summary)
         self._outputs(result, out_dir, compared)
         code = self.settings.fail_on.exit_code(result, compared.delta if compared else None)
-        self._annotations(result, code, compared)
+        # the log is world-readable on a public repository too
+        shown = public(result).result if self.settings.redact.public else result
+        self._annotations(shown, code, compared)
         self._comment(result, lead)
         self._verdict(result, out_dir)
         if self.settings.fail_on is not FailOn.ANY:
@@ -507,16 +510,18 @@ class _Action:
 
 
 class _Progress:
-    """Progress lines for the log (agent output only through :func:`safe`)."""
+    """Progress lines for the log (agent output only through :func:`safe`; with ``redact``,
+    public-safe as the job summary)."""
 
-    def __init__(self, gh: GitHub) -> None:
+    def __init__(self, gh: GitHub, redact: bool = True) -> None:
         self._gh = gh
+        self._redact = redact
         self._lock = threading.Lock()
 
     def __call__(self, event: Event) -> None:
         with self._lock:
             if isinstance(event, CellFinished):
-                cell = event.result
+                cell = public_cell(event.result) if self._redact else event.result
                 if cell.status in (Status.FAILED, Status.ERRORED):
                     self._gh.log(
                         f"  {cell.status.value.upper()} {safe(cell.id, 120)} [{cell.severity}]: "

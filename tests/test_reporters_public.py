@@ -118,7 +118,7 @@ def test_pii_outside_a_leak_is_masked_and_a_clean_run_gets_no_note(leaky: RunRes
     assert NOTE in summary
 
 
-def test_the_action_input_redact_chooses_the_summary(tmp_path: Path) -> None:
+def test_the_action_input_redact_chooses_the_summary_and_the_log(tmp_path: Path) -> None:
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     config = """\
@@ -129,6 +129,7 @@ contract:
   name: c
   invariants:
     - {id: no-pii, type: excludes_pii, severity: critical}
+    - {id: on-topic, type: contains, value: refund, severity: critical}
   chaos_matrix: [{name: calm}]
 """
     (workspace / "flakestorm.yaml").write_text(config)
@@ -145,4 +146,6 @@ contract:
             assert (NOTE in summary) is not shown, redact
             results = workspace / "flakestorm-reports" / "results.json"
             assert EMAIL in results.read_text(encoding="utf-8")
-            assert EMAIL not in log
+            # the log, world-readable too: the failing reason that quotes the reply
+            assert "does not contain `refund`: `Hello! I am reachable at " in log
+            assert (EMAIL in log) is shown, redact

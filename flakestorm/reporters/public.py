@@ -76,6 +76,11 @@ def public(result: RunResult) -> PublicResult:
     return PublicResult(dataclasses.replace(result, phases=phases), counter.masked, counter.cut)
 
 
+def public_cell(cell: CellResult) -> CellResult:
+    """One cell made public-safe, as :func:`public` does (for a log line about it)."""
+    return _Counter().cell(cell)
+
+
 def _withhold_match(reason: str, leak_at: int) -> str:
     """``reason`` without the quoted match of a leak at ``leak_at`` (``at N: `match```)."""
     return re.sub(rf"\bat {leak_at}: `[^`]*`", f"at {leak_at} (the match is withheld)", reason)
