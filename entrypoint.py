@@ -43,7 +43,7 @@ from flakestorm.reporters.terminal import (
     scenario_line,
     verdict_line,
 )
-from flakestorm.reporters.view import run_verdict
+from flakestorm.reporters.view import Verdict, run_verdict
 from flakestorm.reports import write_reports
 from flakestorm.results import InvariantInfo, MutationResult, PhaseOutcome, RunResult, Status
 from flakestorm.stopping import GRACE_S, Stop, stopping_on_signals
@@ -255,8 +255,8 @@ class _Action:
         self._outputs(result, out_dir, compared)
         code = self.settings.fail_on.exit_code(result, compared.delta if compared else None)
         # the log is world-readable on a public repository too
-        shown = public(result).result if self.settings.redact.public else result
-        self._annotations(shown, code, compared)
+        logged = public(result).result if self.settings.redact.public else result
+        self._annotations(logged, code, compared)
         self._comment(result, lead)
         self._verdict(result, out_dir)
         if self.settings.fail_on is not FailOn.ANY:
@@ -266,7 +266,7 @@ class _Action:
                 if compared is not None
                 else "no baseline: no failure is known to be new"
             )
-            shown = {0: "PASS", 1: "FAIL"}.get(code, "ERROR")
+            shown = Verdict.of(code).value
             self.gh.log(
                 f"flakestorm: fail-on {self.settings.fail_on.value}: {shown} ({safe(why, 400)})"
             )
