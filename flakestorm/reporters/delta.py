@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from flakestorm.baseline.delta import CellChange, Change, Delta, FailOn
 from flakestorm.reporters.escape import text
 from flakestorm.reporters.terminal import safe
+from flakestorm.reporters.view import Verdict
 
 __all__ = ["MAX_ROWS", "Compared", "markdown", "missing_markdown", "terminal_lines"]
 
@@ -75,14 +76,14 @@ def _sorted(delta: Delta) -> list[CellChange]:
 def _gate_line(compared: Compared, verdict: str) -> str | None:
     if compared.fail_on is not FailOn.REGRESSION:
         return None
-    own = {0: "PASS", 1: "FAIL"}.get(compared.own_exit_code, "ERROR")
+    own = _verdict(compared.own_exit_code)
     n = compared.delta.new_failures
     why = f"{n} new failure{'s' if n != 1 else ''}" if n else "no new failures"
     return f"fail-on: regression: {verdict} ({why}; fail-on: any would say {own})"
 
 
 def _verdict(code: int) -> str:
-    return {0: "PASS", 1: "FAIL"}.get(code, "ERROR")
+    return Verdict.of(code).value
 
 
 def markdown(compared: Compared) -> str:
