@@ -131,7 +131,13 @@ def test_a_fault_not_delivered_is_an_error_not_a_pass(tmp_path: Path) -> None:
         tmp_path, [{"name": "unused", "tool_faults": [{"tool": "never_called", "mode": "error"}]}]
     )
     result = run_phases(load_config(path), ["contract"])
-    assert result.phases["contract"].scenarios[0].undelivered
+    (scenario,) = result.phases["contract"].scenarios
+    assert scenario.undelivered == ("tool_faults[0] error(503) on never_called",)
+    # the hint says what the wrappers saw instead
+    assert scenario.hints[scenario.undelivered[0]].startswith(
+        "the agent made no call to the wrapped tool `never_called` (the wrappers saw 2 calls "
+        "(2 to tool `get_quote`), none to this tool)"
+    )
     assert result.overall.passed  # the gate alone would say PASS
     assert_error_everywhere(result, "1 fault not delivered (in 1 scenario")
 

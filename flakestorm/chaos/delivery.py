@@ -288,10 +288,11 @@ def _calls(n: int, what: str = "call") -> str:
     return f"{n} {what}{'' if n == 1 else 's'}"
 
 
-def _saw(seen: Sequence[Interaction], wanted: Target) -> str:
-    """What the proxy saw instead of a call of the ``wanted`` kind, in a few words."""
+def _saw(seen: Sequence[Interaction], wanted: Target, who: str = "the proxy") -> str:
+    """What ``who`` (the channel) saw instead of a call of the ``wanted`` kind, in a few
+    words."""
     if not seen:
-        return "the proxy saw no call from it in this scenario"
+        return f"{who} saw no call from it in this scenario"
     kinds: dict[str, int] = {}
     for interaction in seen:
         if interaction.target is Target.TOOL:
@@ -300,7 +301,7 @@ def _saw(seen: Sequence[Interaction], wanted: Target) -> str:
             kind = "to an LLM" if interaction.target is Target.LLM else "forward-proxy"
         kinds[kind] = kinds.get(kind, 0) + 1
     listed = ", ".join(f"{n} {kind}" for kind, n in kinds.items())
-    return f"the proxy saw {_calls(len(seen))} ({listed}), none {_WANTED[wanted]}"
+    return f"{who} saw {_calls(len(seen))} ({listed}), none {_WANTED[wanted]}"
 
 
 _WANTED = {
@@ -354,13 +355,18 @@ class WrapperChannel:
             )
         if tool is not None and tool != "*":
             return (
-                f"the agent made no call to the wrapped tool `{tool}` — does it call it "
+                f"the agent made no call to the wrapped tool `{tool}` "
+                f"({_saw(seen, Target.TOOL, 'the wrappers')}) — does it call it "
                 f"through its module at call time (`import tools; tools.{tool}(...)`), not a "
                 f"copy taken earlier with `from ... import {tool}`?"
             )
         if "llm_faults" in label or any(a.value in label for a in LLM_REQUEST_ATTACKS):
             return (
-                "the agent made no call to the wrapped agent.llm callable — does it call it "
-                "through its module at call time?"
+                "the agent made no call to the wrapped agent.llm callable "
+                f"({_saw(seen, Target.LLM, 'the wrappers')}) — does it call it through its "
+                "module at call time?"
             )
-        return "the agent made no call to any wrapped tool (agent.tools / agent.tool_registry)"
+        return (
+            "the agent made no call to any wrapped tool (agent.tools / agent.tool_registry; "
+            f"{_saw(seen, Target.TOOL, 'the wrappers')})"
+        )
