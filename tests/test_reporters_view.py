@@ -218,7 +218,7 @@ def test_the_cli_prints_an_error_verdict_when_proxy_url_is_not_a_chaos_proxy(
         LoopbackServer(lambda request: Response(status=404, body=b"nope")) as other,
     ):
         doc = json.loads(json.dumps(NOT_READY).replace("URL", agent.url_for("/chat")))
-        doc["proxy"] = {"url": other.url}
+        doc["proxy"] = {"url": other.url + "/${PROXY_KEY}"}  # a secret the error quotes
         doc["contract"]["chaos_matrix"] = [
             {"name": "down", "tool_faults": [{"tool": "t", "mode": "error"}]}
         ]
@@ -226,10 +226,12 @@ def test_the_cli_prints_an_error_verdict_when_proxy_url_is_not_a_chaos_proxy(
         done = CliRunner().invoke(
             cli,
             ["contract", "run", "-c", str(tmp_path / "flakestorm.yaml"), "--output", str(tmp_path)],
+            env={"PROXY_KEY": SECRET},
         )
     assert done.exit_code == 3, done.output
     assert not PASS.search(done.output)
     assert "Verdict: ERROR (exit 3: the chaos proxy is unreachable: " in done.output
+    assert "/***" in done.output and SECRET not in done.output
 
 
 def test_the_action_summarises_an_agent_that_never_became_ready_as_an_error(

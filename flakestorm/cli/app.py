@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -52,8 +53,10 @@ BUG_REPORT = (
 # --------------------------------------------------------------------------- error mapping
 
 
-def report_error(exc: FlakestormError) -> ExitCode:
-    """Print ``exc`` for the user (stderr) and return its exit code."""
+def report_error(exc: FlakestormError, redact: Callable[[str], str] = str) -> ExitCode:
+    """Print ``exc`` for the user (stderr), through ``redact`` (a
+    :class:`~flakestorm.redaction.Redactor` of the config's secrets, when one is loaded), and
+    return its exit code."""
     if isinstance(exc, ConfigError):
         for problem in exc.problems:
             click.echo(str(problem), err=True)
@@ -65,7 +68,7 @@ def report_error(exc: FlakestormError) -> ExitCode:
         # so a CI log never reads them as workflow commands
         from flakestorm.reporters.terminal import safe
 
-        for i, line in enumerate(str(exc).splitlines() or [""]):
+        for i, line in enumerate(redact(str(exc)).splitlines() or [""]):
             click.echo(("error: " if i == 0 else "  ") + safe(line, 4000), err=True)
     return exc.exit_code
 

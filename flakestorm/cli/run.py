@@ -173,7 +173,7 @@ def execute(
             # the run could not start or finish: the error, then the verdict line that says so
             from flakestorm.reporters.terminal import error_verdict_line
 
-            report_error(exc)
+            report_error(exc, redact)
             click.echo(error_verdict_line(exc.cause, redact(str(exc))))
             sys.exit(int(exc.exit_code))
         write_reports(result, out, loaded.config.output.formats)
