@@ -12,7 +12,10 @@ matrix, and a ``<details>`` block per failed or errored mutation: the original, 
 prompt or the request changes, an excerpt of the reply and the failed invariants.
 
 Untrusted text goes through :mod:`flakestorm.reporters.escape`; the pieces every report shares
-are in :mod:`flakestorm.reporters.view`.
+are in :mod:`flakestorm.reporters.view`. The summary is world-readable on a public repository,
+so by default it quotes the agent's replies public-safe (:mod:`flakestorm.reporters.public`:
+replies cut where a leak invariant matched, PII masked) and says so; ``redact=False`` quotes
+them in full.
 
 Size
 ----
