@@ -168,6 +168,9 @@ class MutationResult:
     runs_passed: int = 0
     runs_total: int = 0
     flaky: bool = False
+    leak_at: int | None = None
+    """Where ``output`` starts showing what a failed leak invariant forbids (PII, an extracted
+    system prompt): public reports cut the reply there."""
 
     @property
     def request_level(self) -> bool:

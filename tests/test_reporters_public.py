@@ -149,3 +149,37 @@ contract:
             # the log, world-readable too: the failing reason that quotes the reply
             assert "does not contain `refund`: `Hello! I am reachable at " in log
             assert (EMAIL in log) is shown, redact
+
+
+MUTATION_AGENT = f"""
+import re
+
+
+def answer(prompt):
+    if re.search(r"PWNED|DAN|Developer Mode", prompt):
+        return "Sure. " + {SYSTEM_PROMPT!r}
+    return "The quote is $123.45 according to the exchange."
+"""
+
+
+def test_a_mutation_that_extracted_the_system_prompt_is_cut_in_public_reports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module = f"gullible_{uuid.uuid4().hex[:10]}"
+    (tmp_path / f"{module}.py").write_text(MUTATION_AGENT)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    doc = {
+        "agent": {"type": "python", "endpoint": f"{module}:answer"},
+        "golden_prompts": ["What is AAPL trading at?"],
+        "invariants": [{"type": "excludes_pattern", "patterns": ["(?i)you are finbot"]}],
+        "mutations": {"types": ["prompt_injection"], "count": 2},
+    }
+    (tmp_path / "flakestorm.yaml").write_text(json.dumps(doc))
+    result = run_phases(load_config(tmp_path / "flakestorm.yaml"), ["mutation"])
+    failed = [m for m in result.phases["mutation"].mutations if m.status is Status.FAILED]
+    assert failed and all(m.leak_at == len("Sure. ") for m in failed)
+    for text in (markdown.render(result), comment.render_first(result)):
+        assert "You are FinBot, the internal" not in text and NOTE in text
+    assert "```text\nSure. \n" + CUT_NOTE in markdown.render(result)
+    assert SYSTEM_PROMPT in markdown.render(result, redact=False)
+    assert SYSTEM_PROMPT in html.render(result)

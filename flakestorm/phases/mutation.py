@@ -80,6 +80,8 @@ class Judged:
     passed: bool
     reason: str
     failed: tuple[str, ...] = ()
+    leak_at: int | None = None
+    """Where the reply starts showing what a failed leak invariant forbids (the earliest)."""
 
 
 class MutationPhase(SectionPhase):
@@ -219,13 +221,16 @@ def _check(
     observation = Observation(prompt, reply, baseline)
     failed = []
     reasons = []
+    leaks = []
     for invariant in plan.invariants:
         verdict = check(invariant, observation)
         if not verdict.passed:
             failed.append(invariant.id)
             reasons.append(f"{invariant.id}: {verdict.reason}")
+            if verdict.leak_at is not None:
+                leaks.append(verdict.leak_at)
     if failed:
-        return Judged(False, "; ".join(reasons), tuple(failed))
+        return Judged(False, "; ".join(reasons), tuple(failed), min(leaks, default=None))
     n = len(plan.invariants)
     return Judged(True, f"held all {n} invariant{'s' if n != 1 else ''}")
 
@@ -285,7 +290,12 @@ def _result(mutation: Mutation, runs: tuple[ProbeRun, ...], min_pass: int) -> Mu
     if len(runs) > 1:
         reason = f"{passed_runs}/{len(runs)} runs passed (min_pass {min_pass}); {reason}"
     result = _with_reply(base, shown.reply, status, reason, judged.failed)
-    return dataclasses.replace(result, runs_passed=passed_runs, flaky=0 < passed_runs < len(runs))
+    return dataclasses.replace(
+        result,
+        runs_passed=passed_runs,
+        flaky=0 < passed_runs < len(runs),
+        leak_at=judged.leak_at,
+    )
 
 
 def _with_severity(result: MutationResult, severities: dict[str, Severity]) -> MutationResult:

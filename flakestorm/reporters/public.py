@@ -5,14 +5,16 @@ contract caught must not be republished there: the PII an ``excludes_pii`` invar
 system prompt a probe extracted. :func:`public` returns a copy of a run's result for those two
 reports, in two separate steps over the agent's output:
 
-1. **Cut at the leak.** A reply that failed a leak invariant (``PromptResult.leak_at``, see
-   :data:`flakestorm.invariants.LEAK_TYPES`) keeps only what comes before the match, followed by
+1. **Cut at the leak.** A reply that failed a leak invariant (``leak_at`` of an invocation or a
+   mutation, see :data:`flakestorm.invariants.LEAK_TYPES`) keeps only what comes before the
+   match, followed by
    :data:`CUT_NOTE`; the reasons that quote the match (``matched `…` at N: `<match>```) keep the
    pattern and the position, not the match.
 2. **Mask PII.** Every PII finding (:func:`flakestorm.pii.find_pii`, every kind) in what is left
    of a reply, an agent error message and the reasons of failed cells and invocations is
-   replaced by its masked form (``j***@e***.com``). Errored cells' reasons are flakestorm's own
-   messages (wiring hints, reset failures) and are kept.
+   replaced by its masked form (``j***@e***.com``); so are failed mutations' replies and
+   reasons. Errored cells' reasons are flakestorm's own messages (wiring hints, reset
+   failures) and are kept.
 
 Secrets are another rule, applied to every report before this one
 (:mod:`flakestorm.redaction`). ``results.json`` and ``report.html``, the run's artifact, keep
@@ -27,7 +29,14 @@ import re
 from dataclasses import dataclass
 
 from flakestorm.pii import find_pii
-from flakestorm.results import CellResult, PhaseOutcome, PromptResult, RunResult, Status
+from flakestorm.results import (
+    CellResult,
+    MutationResult,
+    PhaseOutcome,
+    PromptResult,
+    RunResult,
+    Status,
+)
 
 CUT_NOTE = (
     "[… cut where the reply shows what a leak invariant forbids: the rest is withheld from "
@@ -73,7 +82,9 @@ def public(result: RunResult) -> PublicResult:
     """``result`` with the leaks cut and the PII masked (see the module docstring)."""
     counter = _Counter()
     phases = {name: counter.phase(outcome) for name, outcome in result.phases.items()}
-    return PublicResult(dataclasses.replace(result, phases=phases), counter.masked, counter.cut)
+    return PublicResult(
+        dataclasses.replace(result, phases=phases), counter.masked, counter.cut_replies
+    )
 
 
 def public_cell(cell: CellResult) -> CellResult:
@@ -91,7 +102,7 @@ class _Counter:
 
     def __init__(self) -> None:
         self.masked = 0
-        self.cut = 0
+        self.cut_replies = 0
 
     def mask(self, text: str) -> str:
         masked, n = mask_pii(text)
@@ -99,7 +110,29 @@ class _Counter:
         return masked
 
     def phase(self, outcome: PhaseOutcome) -> PhaseOutcome:
-        return dataclasses.replace(outcome, cells=tuple(self.cell(c) for c in outcome.cells))
+        return dataclasses.replace(
+            outcome,
+            cells=tuple(self.cell(c) for c in outcome.cells),
+            mutations=tuple(self.mutation(m) for m in outcome.mutations),
+        )
+
+    def mutation(self, mutation: MutationResult) -> MutationResult:
+        output, reason = self.cut(mutation.output, mutation.reason, mutation.leak_at)
+        return dataclasses.replace(
+            mutation,
+            output=None if output is None else self.mask(output),
+            reason=self.mask(reason) if mutation.status is Status.FAILED else reason,
+            leak_at=None,
+        )
+
+    def cut(self, output: str | None, reason: str, leak_at: int | None) -> tuple[str | None, str]:
+        """A reply cut where its leak starts, and its reason without the quoted match."""
+        if leak_at is None:
+            return output, reason
+        if output is not None:
+            output = f"{output[:leak_at]}\n{CUT_NOTE}"
+            self.cut_replies += 1
+        return output, _withhold_match(reason, leak_at)
 
     def cell(self, cell: CellResult) -> CellResult:
         leaks = [p.leak_at for p in cell.prompts if p.leak_at is not None]
@@ -118,12 +151,7 @@ class _Counter:
         )
 
     def prompt(self, prompt: PromptResult) -> PromptResult:
-        output, reason = prompt.output, prompt.reason
-        if prompt.leak_at is not None:
-            reason = _withhold_match(reason, prompt.leak_at)
-            if output is not None:
-                output = f"{output[: prompt.leak_at]}\n{CUT_NOTE}"
-                self.cut += 1
+        output, reason = self.cut(prompt.output, prompt.reason, prompt.leak_at)
         return dataclasses.replace(
             prompt,
             output=None if output is None else self.mask(output),

@@ -92,8 +92,9 @@ def run_verdict(result: RunResult) -> RunVerdict:
 
 
 def error_causes(result: RunResult) -> tuple[str, ...]:
-    """What made a run exit 3: an interruption, faults not delivered, cells errored by the
-    harness (a failed reset, an unreachable proxy, a similarity backend outage)."""
+    """What made a run exit 3: an interruption, faults not delivered, cells or mutations
+    errored by the harness (a failed reset, an unreachable proxy, a similarity backend
+    outage)."""
     causes = []
     if result.stop_reason == "interrupted":
         causes.append(INTERRUPTED_CAUSE)
@@ -114,6 +115,11 @@ def error_causes(result: RunResult) -> tuple[str, ...]:
     ]
     if harness:
         causes.append(f"{_count(len(harness), 'cell')} errored: {harness[0].reason}")
+    mutations = [
+        m for outcome in phases(result) for m in outcome.mutations if m.status is Status.ERRORED
+    ]
+    if mutations:
+        causes.append(f"{_count(len(mutations), 'mutation')} errored: {mutations[0].reason}")
     if not causes:
         causes.append(f"an infrastructure error (exit {result.exit_code})")
     return tuple(causes)
