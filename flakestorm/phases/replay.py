@@ -362,6 +362,7 @@ def _verdicts(
                 error_message=reply.error_message,
                 similarity=verdict.score,
                 similarity_backend=verdict.backend,
+                leak_at=verdict.leak_at,
             )
         )
     return tuple(out)
