@@ -349,9 +349,9 @@ class WrapperChannel:
         kind = self._wrapping.tool_kind(tool) if tool is not None else None
         if kind is not None:
             return (
-                f"the agent made no call to `{tool}`, {kind} wrapped from the inside — is "
-                "that object the one the agent gives its framework, and did the model ask "
-                "for the tool?"
+                f"the agent made no call to `{tool}`, {kind} wrapped from the inside "
+                f"({_saw(seen, Target.TOOL, 'the wrappers')}) — is that object the one the "
+                "agent gives its framework, and did the model ask for the tool?"
             )
         if tool is not None and tool != "*":
             return (
