@@ -34,7 +34,7 @@ from flakestorm.events import CellFinished, Event, ScenarioFinished
 from flakestorm.github import Annotation, CommentAction, GitHub, Level
 from flakestorm.loader import LoadedConfig, load_config
 from flakestorm.phases.phase import PhaseName
-from flakestorm.redaction import Redactor, redacting
+from flakestorm.redaction import Redactor, active, redacting
 from flakestorm.reporters import delta as delta_report
 from flakestorm.reporters.public import public, public_cell
 from flakestorm.reporters.terminal import (
@@ -163,7 +163,7 @@ class _Action:
             gh.error(safe(str(exc), 4000), title=f"{TITLE}: {level} error")
             self._failed_outputs(out_dir)
             if exc.exit_code is ExitCode.INFRASTRUCTURE_ERROR:
-                self._error_verdict(exc, Redactor(loaded.secrets))
+                self._error_verdict(exc, active())  # the run's redactor (redacting, above)
             return int(exc.exit_code)
         except Exception:
             gh.log("flakestorm: internal error (a bug in flakestorm, please report it):")
