@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from flakestorm.chaos.delivery import judge
@@ -274,8 +274,20 @@ def merge_proof(infos: Sequence[ScenarioInfo]) -> ScenarioInfo:
         declared=declared,
         matched=tuple(label for label in declared if label in matched),
         hints=hints,
+        seen=_summed([i.seen for i in infos]),
         undelivered=(),
     )
+
+
+def _summed(counts: Sequence[Mapping[str, int] | None]) -> dict[str, int] | None:
+    """The shards' call counts added up (None when no shard recorded them)."""
+    if all(c is None for c in counts):
+        return None
+    total: dict[str, int] = {}
+    for one in counts:
+        for kind, n in (one or {}).items():
+            total[kind] = total.get(kind, 0) + n
+    return total
 
 
 def _union(items: Iterable[str]) -> tuple[str, ...]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -209,7 +210,56 @@ class ScenarioInfo:
     """…and, per declared label, what is probably mis-wired if it is not delivered…"""
     unapplied: Mapping[str, str] = field(default_factory=dict)
     """…and the labels that matched a call but could not be applied to it, with why (the
-    first reason): not delivered either (SPEC §10)."""
+    first reason): not delivered either (SPEC §10)…"""
+    seen: Mapping[str, int] | None = None
+    """…and what the scenario's calls were, counted by kind (``tool NAME``, ``llm``, ``forward
+    ORIGIN``, ``other``; None when not recorded): summed over shards, so the hint's account of
+    what flakestorm saw is the same for a merged run."""
+
+    def hint(self, label: str) -> str:
+        """The wiring hint of ``label``, led by what flakestorm saw instead (when recorded)."""
+        static = self.hints.get(label, "")
+        if self.seen is None:
+            return static
+        saw = _saw(self.seen, label)
+        return f"{saw} — {static}" if static else saw
+
+
+_TOOL_OF_LABEL = re.compile(r" on (\S+)$")
+
+
+def _saw(seen: Mapping[str, int], label: str) -> str:
+    """What flakestorm saw instead of a call matching ``label``, in a sentence."""
+    total = sum(seen.values())
+    if not total:
+        return "flakestorm saw no call in this scenario"
+    llm_side = label.startswith("llm_faults") or "injection_via_context" in label
+    match = _TOOL_OF_LABEL.search(label)
+    tool = match.group(1) if match is not None and not llm_side else None
+    forward = {k[len("forward ") :]: n for k, n in seen.items() if k.startswith("forward ")}
+    if not llm_side and forward:
+        origin, n = max(forward.items(), key=lambda item: item[1])
+        rest = sum(forward.values()) - n
+        more = f" (and {rest} to {len(forward) - 1} other hosts)" if rest else ""
+        return (
+            f"flakestorm saw {_calls(n, 'forward-proxy call')} to {origin.partition('://')[2]}"
+            f"{more}, none mapped to a tool: add it to proxy.tools "
+            f"(proxy.tools.{tool or '<name>'}: {origin})"
+        )
+    listed = ", ".join(f"{n} {_kind(k)}" for k, n in seen.items())
+    wanted = "an LLM endpoint" if llm_side else (f"`{tool}`" if tool else "a tool")
+    return f"flakestorm saw {_calls(total)} ({listed}), none to {wanted}"
+
+
+def _calls(n: int, what: str = "call") -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def _kind(key: str) -> str:
+    kind, _, name = key.partition(" ")
+    return {"tool": f"to tool `{name}`", "llm": "to an LLM", "forward": f"to {name}"}.get(
+        kind, "other"
+    )
 
 
 @dataclass(frozen=True)
@@ -482,6 +532,7 @@ def _phase(d: Mapping[str, Any]) -> PhaseOutcome:
                     **_tuples(s, "faults", "undelivered", "declared", "matched"),
                     "hints": dict(s["hints"]),
                     "unapplied": dict(s.get("unapplied", {})),
+                    "seen": None if s.get("seen") is None else dict(s["seen"]),
                 }
             )
             for s in d["scenarios"]

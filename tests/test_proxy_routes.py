@@ -133,10 +133,15 @@ def test_without_the_route_the_hint_says_what_the_proxy_saw(
     down = next(s for s in result.phases["contract"].scenarios if s.name == "down")
     assert down.undelivered == ("tool_faults[0] error(503) on weather",)
     host = tool.url.partition("://")[2]
-    assert down.hints[down.undelivered[0]] == (
-        "the agent made no call to `weather` through flakestorm: the proxy saw 2 forward-proxy "
-        f"calls to {host}, none mapped to a tool: add it to proxy.tools "
-        f"(proxy.tools.weather: {tool.url})"
+    assert down.seen == {f"forward {tool.url}": 2}
+    assert down.hint(down.undelivered[0]).startswith(
+        f"flakestorm saw 2 forward-proxy calls to {host}, none mapped to a tool: add it to "
+        f"proxy.tools (proxy.tools.weather: {tool.url}) — the agent made no call to `weather`"
+    )
+    # the cells' reason, and every report, give that hint
+    cell = next(c for c in result.phases["contract"].cells if c.scenario == "down")
+    assert f"none mapped to a tool: add it to proxy.tools (proxy.tools.weather: {tool.url})" in (
+        cell.reason
     )
     assert result.exit_code == 3
 

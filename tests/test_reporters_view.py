@@ -134,9 +134,9 @@ def test_a_fault_not_delivered_is_an_error_not_a_pass(tmp_path: Path) -> None:
     (scenario,) = result.phases["contract"].scenarios
     assert scenario.undelivered == ("tool_faults[0] error(503) on never_called",)
     # the hint says what the wrappers saw instead
-    assert scenario.hints[scenario.undelivered[0]].startswith(
-        "the agent made no call to the wrapped tool `never_called` (the wrappers saw 2 calls "
-        "(2 to tool `get_quote`), none to this tool)"
+    assert scenario.hint(scenario.undelivered[0]).startswith(
+        "flakestorm saw 2 calls (2 to tool `get_quote`), none to `never_called` — the agent made "
+        "no call to the wrapped tool `never_called`"
     )
     assert result.overall.passed  # the gate alone would say PASS
     assert_error_everywhere(result, "1 fault not delivered (in 1 scenario")

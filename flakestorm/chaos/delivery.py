@@ -80,10 +80,7 @@ class Channel(Protocol):
         the results now, so a long run's interaction log stays small."""
         ...
 
-    def wiring_hint(self, label: str, tool: str | None, seen: Sequence[Interaction]) -> str:
-        """What is probably mis-wired when no call matched the fault ``label`` (on ``tool``),
-        from what the channel saw in the scenario (``seen``)."""
-        ...
+    def wiring_hint(self, label: str, tool: str | None) -> str: ...
 
 
 def prove(
@@ -112,8 +109,7 @@ def prove(
     declared = book.declared()
     tools = {f"tool_faults[{i}]": f.tool for i, f in enumerate(book.scenario.tool_faults)}
     hints = {
-        label: channel.wiring_hint(label, tools.get(label.split(" ", 1)[0]), interactions)
-        for label in declared
+        label: channel.wiring_hint(label, tools.get(label.split(" ", 1)[0])) for label in declared
     }
     out = []
     for cell in cells:
@@ -144,8 +140,31 @@ def prove(
         matched=tuple(label for label in matched if label in declared),
         hints=hints,
         unapplied={label: why for label, why in unapplied.items() if label in declared},
+        seen=seen_counts(interactions),
     )
     return out, proof
+
+
+def seen_counts(interactions: Sequence[Interaction]) -> dict[str, int]:
+    """What a scenario's calls were, counted by kind (:attr:`ScenarioInfo.seen`): ``tool
+    NAME``, ``llm``, ``forward ORIGIN`` (a forward-proxy or ``CONNECT`` call no tool route
+    matched), ``other``."""
+    seen: dict[str, int] = {}
+    for interaction in interactions:
+        if interaction.target is Target.TOOL:
+            kind = f"tool {interaction.tool}"
+        elif interaction.target is Target.LLM:
+            kind = "llm"
+        else:
+            parts = urlsplit(interaction.url)
+            if parts.scheme in ("http", "https") and parts.netloc:
+                kind = f"forward {parts.scheme}://{parts.netloc}"
+            elif interaction.method == "CONNECT":
+                kind = f"forward https://{interaction.url}"
+            else:
+                kind = "other"
+        seen[kind] = seen.get(kind, 0) + 1
+    return seen
 
 
 NOT_DELIVERED = "fault not delivered: "
@@ -205,7 +224,7 @@ def judge(info: ScenarioInfo, cells: Sequence[CellResult]) -> tuple[ScenarioInfo
 def _why(info: ScenarioInfo, label: str) -> str:
     if label in info.unapplied:
         return f"it matched a call but could not be applied: {info.unapplied[label]}"
-    return info.hints.get(label, "")
+    return info.hint(label)
 
 
 _INVOCATION_SUFFIX = re.compile(r"#\d+\.\d+$")
@@ -244,88 +263,27 @@ class ProxyChannel:
     def forget(self, scenario: str, keep: Collection[str] = ()) -> None:
         self._control.forget(scenario, keep)
 
-    def wiring_hint(self, label: str, tool: str | None, seen: Sequence[Interaction]) -> str:
+    def wiring_hint(self, label: str, tool: str | None) -> str:
         url = self._control.url
-        tool_side = tool is not None or any(
-            part in label for part in ("tool_faults", *(a.value for a in TOOL_RESULT_ATTACKS))
-        )
-        if not tool_side:
+        if tool is not None and tool != "*":
             return (
-                f"the agent made no LLM call through flakestorm ({_saw(seen, Target.LLM)}) — is "
-                f"its OPENAI_BASE_URL pointed at {url}/llm/openai/v1 (or ANTHROPIC_BASE_URL at "
-                f"{url}/llm/anthropic)?"
+                f"the agent made no call to `{tool}` through flakestorm — is its base URL "
+                f"for that tool pointed at the proxy ({url}/tools/{tool}), or its HTTP_PROXY "
+                f"at {url} with proxy.tools.{tool} set?"
             )
-        name = tool if tool is not None and tool != "*" else None
-        lead = (
-            f"the agent made no call to `{name}` through flakestorm"
-            if name is not None
-            else "the agent made no tool call through flakestorm"
-        )
-        unmapped = _unmapped(seen)
-        if unmapped:
-            origin, count = next(iter(unmapped.items()))
-            others = sum(unmapped.values()) - count
-            more = f" (and {others} to {len(unmapped) - 1} other hosts)" if others else ""
-            route = f"proxy.tools.{name or '<name>'}: {origin}"
+        if (
+            tool == "*"
+            or "tool_faults" in label
+            or any(a.value in label for a in TOOL_RESULT_ATTACKS)
+        ):
             return (
-                f"{lead}: the proxy saw {_calls(count, 'forward-proxy call')} to "
-                f"{origin.partition('://')[2]}{more}, none mapped to a tool: add it to "
-                f"proxy.tools ({route})"
-            )
-        if name is not None:
-            return (
-                f"{lead} ({_saw(seen, Target.TOOL)}) — is its base URL for that tool pointed "
-                f"at the proxy ({url}/tools/{name}), or its HTTP_PROXY at {url} with "
-                f"proxy.tools.{name} set?"
+                "the agent made no tool call through flakestorm — are its tool URLs pointed "
+                f"at {url}/tools/<name>, or its HTTP_PROXY at {url}?"
             )
         return (
-            f"{lead} ({_saw(seen, Target.TOOL)}) — are its tool URLs pointed at "
-            f"{url}/tools/<name>, or its HTTP_PROXY at {url}?"
+            "the agent made no LLM call through flakestorm — is its OPENAI_BASE_URL pointed "
+            f"at {url}/llm/openai/v1 (or ANTHROPIC_BASE_URL at {url}/llm/anthropic)?"
         )
-
-
-def _calls(n: int, what: str = "call") -> str:
-    return f"{n} {what}{'' if n == 1 else 's'}"
-
-
-def _saw(seen: Sequence[Interaction], wanted: Target, who: str = "the proxy") -> str:
-    """What ``who`` (the channel) saw instead of a call of the ``wanted`` kind, in a few
-    words."""
-    if not seen:
-        return f"{who} saw no call from it in this scenario"
-    kinds: dict[str, int] = {}
-    for interaction in seen:
-        if interaction.target is Target.TOOL:
-            kind = f"to tool `{interaction.tool}`"
-        else:
-            kind = "to an LLM" if interaction.target is Target.LLM else "forward-proxy"
-        kinds[kind] = kinds.get(kind, 0) + 1
-    listed = ", ".join(f"{n} {kind}" for kind, n in kinds.items())
-    return f"{who} saw {_calls(len(seen))} ({listed}), none {_WANTED[wanted]}"
-
-
-_WANTED = {
-    Target.LLM: "to an LLM endpoint (…/chat/completions, /completions, /responses, /messages)",
-    Target.TOOL: "to this tool",
-    Target.OTHER: "",
-}
-
-
-def _unmapped(seen: Sequence[Interaction]) -> dict[str, int]:
-    """Forward-proxy and ``CONNECT`` calls no tool route matched, by origin, most first."""
-    origins: dict[str, int] = {}
-    for interaction in seen:
-        if interaction.target is not Target.OTHER:
-            continue
-        parts = urlsplit(interaction.url)
-        if parts.scheme in ("http", "https") and parts.netloc:
-            origin = f"{parts.scheme}://{parts.netloc}"
-        elif interaction.method == "CONNECT":
-            origin = f"https://{interaction.url}"
-        else:
-            continue
-        origins[origin] = origins.get(origin, 0) + 1
-    return dict(sorted(origins.items(), key=lambda item: -item[1]))
 
 
 class WrapperChannel:
@@ -345,28 +303,23 @@ class WrapperChannel:
     def forget(self, scenario: str, keep: Collection[str] = ()) -> None:
         self._wrapping.log.forget(scenario, keep)
 
-    def wiring_hint(self, label: str, tool: str | None, seen: Sequence[Interaction]) -> str:
+    def wiring_hint(self, label: str, tool: str | None) -> str:
         kind = self._wrapping.tool_kind(tool) if tool is not None else None
         if kind is not None:
             return (
-                f"the agent made no call to `{tool}`, {kind} wrapped from the inside "
-                f"({_saw(seen, Target.TOOL, 'the wrappers')}) — is that object the one the "
-                "agent gives its framework, and did the model ask for the tool?"
+                f"the agent made no call to `{tool}`, {kind} wrapped from the inside — is "
+                "that object the one the agent gives its framework, and did the model ask "
+                "for the tool?"
             )
         if tool is not None and tool != "*":
             return (
-                f"the agent made no call to the wrapped tool `{tool}` "
-                f"({_saw(seen, Target.TOOL, 'the wrappers')}) — does it call it "
+                f"the agent made no call to the wrapped tool `{tool}` — does it call it "
                 f"through its module at call time (`import tools; tools.{tool}(...)`), not a "
                 f"copy taken earlier with `from ... import {tool}`?"
             )
         if "llm_faults" in label or any(a.value in label for a in LLM_REQUEST_ATTACKS):
             return (
-                "the agent made no call to the wrapped agent.llm callable "
-                f"({_saw(seen, Target.LLM, 'the wrappers')}) — does it call it through its "
-                "module at call time?"
+                "the agent made no call to the wrapped agent.llm callable — does it call it "
+                "through its module at call time?"
             )
-        return (
-            "the agent made no call to any wrapped tool (agent.tools / agent.tool_registry; "
-            f"{_saw(seen, Target.TOOL, 'the wrappers')})"
-        )
+        return "the agent made no call to any wrapped tool (agent.tools / agent.tool_registry)"

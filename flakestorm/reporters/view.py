@@ -215,7 +215,7 @@ class Undelivered:
 def undelivered(result: RunResult) -> list[Undelivered]:
     """Every fault that was not delivered, phase by phase, scenario by scenario."""
     return [
-        Undelivered(outcome, info.name, fault, info.hints.get(fault, ""))
+        Undelivered(outcome, info.name, fault, info.hint(fault))
         for outcome in phases(result)
         for info in outcome.scenarios
         for fault in info.undelivered
