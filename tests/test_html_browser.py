@@ -291,11 +291,11 @@ def test_status_glyphs_paint_distinct_coloured_shapes_without_an_emoji_font(
             return "grey"
         if g > r and g > b:
             return "green"
-        if r > g and b > g:
+        if r > g + 80 and r > b + 80:
+            return "red"
+        if b > g + 60 and r > g + 20:
             return "purple"
-        if r > b + 40 and g > b + 40:
-            return "amber"
-        return "red" if r > g and r > b else "other"
+        return "amber" if r > b + 40 and g > b + 40 else "other"
 
     assert {kind: hue(kind) for kind in KINDS} == {
         "passed": "green",
