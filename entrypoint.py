@@ -20,7 +20,7 @@ import os
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -29,7 +29,7 @@ from flakestorm.action import BaselineMode, Command, Settings, SettingsError, pa
 from flakestorm.baseline import source
 from flakestorm.baseline.delta import Change, FailOn, compare, same_config
 from flakestorm.config import OutputFormat
-from flakestorm.errors import ConfigError, ExitCode, FlakestormError, UsageError
+from flakestorm.errors import ConfigError, ExitCode, FlakestormError, Problem, UsageError
 from flakestorm.events import CellFinished, Event, ScenarioFinished
 from flakestorm.github import Annotation, CommentAction, GitHub, Level
 from flakestorm.loader import LoadedConfig, load_config
@@ -124,13 +124,7 @@ class _Action:
             return self._config_error(exc)
         for secret in sorted(loaded.secrets):
             gh.add_mask(secret)
-        for problem in loaded.warnings:
-            gh.warning(
-                f"{problem.path}: {problem.message}" if problem.path else problem.message,
-                file=self.config_name,
-                line=problem.line,
-                title=f"{TITLE}: config warning",
-            )
+        self._config_warnings(loaded.warnings)
         out_dir = self.workspace / (self.settings.report_dir or loaded.config.output.dir)
         stop = Stop()
 
@@ -209,7 +203,17 @@ class _Action:
                 line=problem.line,
                 title=f"{TITLE}: config error",
             )
+        self._config_warnings(exc.warnings)
         return int(ExitCode.CONFIG_ERROR)
+
+    def _config_warnings(self, warnings: Sequence[Problem]) -> None:
+        for problem in warnings:
+            self.gh.warning(
+                f"{problem.path}: {problem.message}" if problem.path else problem.message,
+                file=self.config_name,
+                line=problem.line,
+                title=f"{TITLE}: config warning",
+            )
 
     def _execute(self, loaded: LoadedConfig, out_dir: Path, stop: Stop) -> RunResult:
         """Run the configured command with progress in a log group; return the result."""

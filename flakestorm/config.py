@@ -699,8 +699,13 @@ class Config(Model):
     @model_validator(mode="before")
     @classmethod
     def _version_as_text(cls, data: Any) -> Any:
-        # `version: 2.0` (a YAML float) means the same as `version: "2.0"`
-        version = data.get("version") if isinstance(data, dict) else None
-        if isinstance(version, (int, float)) and not isinstance(version, bool):
-            return {**data, "version": f"{float(version):.1f}"}
+        if isinstance(data, dict) and "version" in data:
+            return {**data, "version": version_text(data["version"])}
         return data
+
+
+def version_text(version: Any) -> Any:
+    """``version: 2.0`` (a YAML float) means the same as ``version: "2.0"``."""
+    if isinstance(version, (int, float)) and not isinstance(version, bool):
+        return f"{float(version):.1f}"
+    return version

@@ -58,13 +58,21 @@ class FlakestormError(Exception):
 
 
 class ConfigError(FlakestormError):
-    """The config is invalid; ``problems`` lists every problem found, in file order."""
+    """The config is invalid; ``problems`` lists every problem found, in file order, and
+    ``warnings`` what else is worth saying about the file (a ``when`` that never applies)."""
 
     exit_code = ExitCode.CONFIG_ERROR
 
-    def __init__(self, problems: Sequence[Problem]) -> None:
+    def __init__(self, problems: Sequence[Problem], warnings: Sequence[Problem] = ()) -> None:
         self.problems = tuple(problems)
+        self.warnings = tuple(warnings)
         super().__init__("\n".join(str(p) for p in self.problems))
+
+    def lines(self) -> list[str]:
+        """The problems and the warnings (``warning: ...``) together, in file order."""
+        lines = [(p.line, p.column, str(p)) for p in self.problems]
+        lines += [(w.line, w.column, f"warning: {w}") for w in self.warnings]
+        return [text for _, _, text in sorted(lines, key=lambda line: line[:2])]
 
 
 class UsageError(FlakestormError):

@@ -333,6 +333,28 @@ def test_config_error_exit_2_with_file_and_line(workspace: Path, agent: Agent) -
     assert "ready_timeout" in stdout  # did you mean
 
 
+def test_config_errors_and_warnings_come_in_one_pass(workspace: Path, agent: Agent) -> None:
+    text = (
+        CONFIG.replace("ready_timeout: 5000", "ready_timout: 5000")
+        .replace("    - id: says-hello", "    - id: not-empty")
+        .replace("      severity: low", "      severity: low\n      when: tool_faults_active")
+    )
+    (workspace / "flakestorm.yaml").write_text(text, encoding="utf-8")
+    code, stdout = _run(_env(workspace, agent))
+    assert code == 2
+    duplicate = 1 + text.splitlines().index("    - id: not-empty", 12)
+    when = 1 + text.splitlines().index("      when: tool_faults_active")
+    assert "::error file=flakestorm.yaml,line=6,title=flakestorm%3A config error::" in stdout
+    assert (
+        f"::error file=flakestorm.yaml,line={duplicate},title=flakestorm%3A config error::"
+        "contract.invariants[1].id: duplicate invariant id 'not-empty'"
+    ) in stdout
+    assert (
+        f"::warning file=flakestorm.yaml,line={when},title=flakestorm%3A config warning::"
+        "contract.invariants[0].when: 'tool_faults_active' applies to no scenario"
+    ) in stdout
+
+
 def test_missing_config_exit_2(workspace: Path, agent: Agent) -> None:
     code, stdout = _run(_env(workspace, agent, config="nope.yaml"))
     assert code == 2

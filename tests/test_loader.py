@@ -46,6 +46,7 @@ def test_invalid_config(config: Path) -> None:
     assert got.strip(), "an invalid config must be refused"
     for line in got.splitlines():
         # a problem in a file the config refers to (a replay session) is located in that file
+        line = line.removeprefix("warning: ")
         other = line.split(":", 1)[0]
         assert line.startswith(f"{config.name}:") or (Path(other).parent.name == "replays")
         assert "Input should be" not in line and "errors.pydantic.dev" not in line

@@ -1,24 +1,42 @@
-"""semantics.check on Config values, with a locate hook that records config paths."""
+"""The meaning checks: each check on Config values (with a locate hook that records config
+paths), the parts they read when the structure is wrong elsewhere, and one ``validate`` that
+lists every kind of problem at once."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+from click.testing import CliRunner
+
+from flakestorm.cli import main
 from flakestorm.config import Config
 from flakestorm.errors import Problem
-from flakestorm.semantics import check
+from flakestorm.semantics import CHECKS, Check, Parts, Scope, check, register
 
 AGENT = {"endpoint": "http://localhost:8000/invoke"}
+INVALID = Path(__file__).parent / "configs" / "invalid"
 
 
 def locate(path: tuple[str | int, ...], message: str, key: bool = False) -> Problem:
     return Problem("f.yaml", 1, 1, ".".join(map(str, path)), message)
 
 
+def shown(problems: list[Problem]) -> list[str]:
+    return [f"{p.path}: {p.message}" for p in problems]
+
+
 def run(data: dict[str, Any], base_dir: Path = Path(".")) -> tuple[list[str], list[str]]:
-    errors, warnings = check(Config.model_validate(data), locate, base_dir)
-    return [f"{p.path}: {p.message}" for p in errors], [f"{p.path}: {p.message}" for p in warnings]
+    found = check(Parts.of_config(Config.model_validate(data)), locate, base_dir)
+    return shown(found.errors), shown(found.warnings)
+
+
+def run_parts(data: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The checks over ``data`` whatever its structure, each on the parts that validated."""
+    found = check(Parts.of_data(data), locate, Path("."))
+    return shown(found.errors), shown(found.warnings)
 
 
 def contract(invariants: list[dict[str, Any]], matrix: list[dict[str, Any]]) -> dict[str, Any]:
@@ -105,3 +123,115 @@ def test_request_template_forms() -> None:
     assert errors == [
         "agent.request_template: does not contain {prompt}, so the prompt would never be sent"
     ]
+
+
+# --------------------------------------------------------------------------- one pass
+
+
+def test_one_validate_lists_structural_and_meaning_problems_of_every_kind(
+    tmp_path: Path,
+) -> None:
+    config = INVALID / "one_pass.yaml"
+    result = CliRunner().invoke(main, ["validate", "-c", str(config)])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    expected = [
+        # (line, path, what the message says)
+        (13, "contract.invariants[0].pattern", "regex '\\\\$[\\\\d,+' does not compile"),
+        (14, "contract.invariants[1].id", "duplicate invariant id 'cites-price'"),
+        (17, "contract.invariants[1].severity", "'critcal' is not valid"),
+        (18, "contract.invariants[2]", "a 'regex' invariant needs 'pattern'"),
+        (21, "contract.invariants[3].type", "'sentiment' is not valid"),
+        (22, "contract.invariants[4]", "missing required field 'id'"),
+        (26, "contract.invariants[5].when", "'llm_faults_active' applies to no scenario"),
+        (29, "contract.chaos_matrix[0].tool_faults", "the python agent names no tools"),
+        (32, "contract.chaos_matrix[1].name", "duplicate scenario name 'outage'"),
+        (35, "scoring.weights", "weights must sum to 1.0, got 1.3"),
+        (36, "ouput", "unknown key 'ouput' (did you mean 'output'?"),
+    ]
+    assert len(lines) == len(expected) + 1
+    for line, (line_no, path, what) in zip(lines, expected, strict=False):
+        prefix = "warning: " if path.endswith(".when") else ""
+        assert line.startswith(f"{prefix}{config}:{line_no}:"), line
+        assert f": {path}: " in line and what in line, line
+    assert lines[-1] == f"error: 10 problems in {config}"
+
+
+def test_a_check_whose_part_failed_is_skipped_and_the_others_run() -> None:
+    data = {
+        "agent": AGENT,
+        "golden_prompts": ["p"],
+        "scoring": {"weights": {"mutation": 2.0}},  # out of range: scoring failed
+        "advanced": {"repeat": 1, "min_pass": 2},
+    }
+    errors, _ = run_parts(data)
+    assert errors == ["advanced.min_pass: min_pass (2) cannot exceed repeat (1)"]
+
+
+def test_each_invariant_and_scenario_is_checked_alone() -> None:
+    data = {
+        "agent": {"endpoint": "http://localhost:8000/invoke", "timeout": "soon"},
+        "golden_prompts": ["p"],
+        "contract": contract(
+            [
+                {"id": "a", "type": "contains", "severity": "bad"},
+                {"id": "b", "type": "contains"},
+            ],
+            [
+                {"name": "s", "llm_faults": [{"mode": "nope"}]},
+                {"name": "t", "llm_faults": [{"mode": "truncated_response"}]},
+                {"name": "s"},
+            ],
+        ),
+    }
+    errors, _ = run_parts(data)
+    assert errors == [
+        "contract.invariants.1: a 'contains' invariant needs 'value' (its fields: value, "
+        "case_sensitive)",
+        "contract.chaos_matrix.1.llm_faults.0: a 'truncated_response' LLM fault needs 'max_tokens'",
+        "contract.chaos_matrix.2.name: duplicate scenario name 's' (also chaos_matrix[0]; "
+        "names must be unique)",
+    ]
+
+
+def test_when_is_not_judged_against_a_matrix_with_a_broken_scenario() -> None:
+    inv = {"id": "a", "type": "completes", "when": "llm_faults_active"}
+    broken = {"name": "s", "llm_faults": [{"mode": "nope"}]}
+    assert run_parts(
+        {"agent": AGENT, "golden_prompts": ["p"], "contract": contract([inv], [broken])}
+    ) == ([], [])
+
+
+def test_parts_of_a_valid_config_are_the_configs_own() -> None:
+    data = {
+        "agent": AGENT,
+        "golden_prompts": ["p"],
+        "invariants": [{"type": "completes"}],
+        "contract": contract([{"id": "a", "type": "completes"}], [{"name": "s"}]),
+        "scoring": {"weights": {"mutation": 0.1, "chaos": 0.2, "contract": 0.3, "replay": 0.4}},
+    }
+    config = Config.model_validate(data)
+    whole, alone = Parts.of_config(config), Parts.of_data(data)
+    assert alone.failed == frozenset()
+    assert alone == whole
+
+
+@pytest.fixture
+def registered() -> Iterator[list[str]]:
+    """A check registered for the test (and removed after) that records that it ran."""
+    ran: list[str] = []
+
+    def record(scope: Scope) -> None:
+        ran.append("ran")
+
+    register(Check("test check", ("mutations",), record))
+    yield ran
+    del CHECKS["test check"]
+
+
+def test_a_registered_check_runs_only_when_its_parts_validated(registered: list[str]) -> None:
+    run_parts({"agent": AGENT, "mutations": {"count": 0}})
+    assert registered == []
+    run_parts({"agent": AGENT, "mutations": {"count": 1}})
+    assert registered == ["ran"]

@@ -58,8 +58,8 @@ def report_error(exc: FlakestormError, redact: Callable[[str], str] = str) -> Ex
     :class:`~flakestorm.redaction.Redactor` of the config's secrets, when one is loaded), and
     return its exit code."""
     if isinstance(exc, ConfigError):
-        for problem in exc.problems:
-            click.echo(str(problem), err=True)
+        for line in exc.lines():
+            click.echo(line, err=True)
         files = ", ".join(dict.fromkeys(p.file for p in exc.problems)) or DEFAULT_CONFIG
         count = len(exc.problems)
         click.echo(f"error: {count} problem{'s' if count != 1 else ''} in {files}", err=True)

@@ -3,7 +3,8 @@
 The pipeline, each step collecting every problem it finds before the next one runs::
 
     text ──document──> plain data + locations + secrets (env: ${VAR})
-         ──validation──> Config ──semantics.check──> errors, warnings (+ legacy warnings)
+         ──validation──> Config, or the problems of its structure
+         ──semantics.check──> errors, warnings (+ legacy warnings), on every part that validated
 
 Only this package imports ``yaml``; pydantic's ``ValidationError`` is worded by
 :mod:`flakestorm.validation`. Both are translated here into

@@ -22,6 +22,7 @@ from flakestorm.config import (
     LangsmithSource,
     Mutations,
     Output,
+    Scoring,
     Session,
 )
 from flakestorm.config import Advanced as AdvancedSection
@@ -75,10 +76,10 @@ def prepare(data: Any) -> Any:
     return data
 
 
-def version_warnings(config: Config, where: Locator) -> list[Problem]:
-    """Warnings for a 1.0 config and for the flat scoring form."""
+def version_warnings(version: str | None, scoring: Scoring | None, where: Locator) -> list[Problem]:
+    """Warnings for a 1.0 config and for the flat scoring form (None: the part is invalid)."""
     out = []
-    if config.version == "1.0":
+    if version == "1.0":
         out.append(
             where.at(
                 ("version",),
@@ -87,8 +88,8 @@ def version_warnings(config: Config, where: Locator) -> list[Problem]:
                 "output uses 'dir' and 'formats' (write version: \"2.0\")",
             )
         )
-    if config.scoring.legacy_form:
-        w = config.scoring.weights
+    if scoring is not None and scoring.legacy_form:
+        w = scoring.weights
         out.append(
             where.at(
                 ("scoring",),

@@ -2,7 +2,9 @@
 
 Each step collects every problem it finds before the next one runs; the problems of all steps
 are reported together, in file order, without repeats and without echoes (nothing is reported
-under a key that is itself unknown, nor about a value whose variable was unset). Whatever the
+under a key that is itself unknown, nor about a value whose variable was unset). The meaning
+checks run on every part of the file that validated, even when others did not, so one pass
+finds everything; a refused config's warnings ride on its ConfigError. Whatever the
 input, the only exception that leaves :func:`load_config_text` is
 :class:`~flakestorm.errors.ConfigError`.
 """
@@ -15,14 +17,14 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from flakestorm import semantics
 from flakestorm.config import Config
 from flakestorm.errors import ConfigError, Problem
+from flakestorm.loader import replays  # noqa: F401 (registers the replay sessions' checks)
 from flakestorm.loader.document import Document, read_document, sorted_error
 from flakestorm.loader.env import redacted
 from flakestorm.loader.legacy import LEGACY_HINTS, precheck, prepare, version_warnings
 from flakestorm.loader.locations import Locator
-from flakestorm.loader.replays import resolve_sessions
+from flakestorm.semantics import Parts, check
 from flakestorm.validation import InvalidData, validate_model
 from flakestorm.validation.paths import ConfigPath, format_path
 
@@ -94,17 +96,16 @@ def _validate(doc: Document, filename: str, digest: str, base_dir: Path | None) 
     data = doc.data
     problems.extend(precheck(data, where))
     config: Config | None = None
+    prepared = prepare(data)
     try:
-        config = validate_model(Config, prepare(data), doc.secrets, doc.scalars, LEGACY_HINTS)
+        config = validate_model(Config, prepared, doc.secrets, doc.scalars, LEGACY_HINTS)
     except InvalidData as exc:
         problems.extend(where.at(p.path, p.message, p.key) for p in exc.problems)
-    warnings: list[Problem] = []
-    if config is not None:
-        errors, found = semantics.check(config, where.locate, base_dir or Path("."))
-        problems.extend(errors)
-        problems.extend(resolve_sessions(config, base_dir or Path("."), where.locate)[1])
-        warnings.extend(found)
-        warnings.extend(version_warnings(config, where))
+    # the meaning checks run on every part that validated, whole config or not
+    parts = Parts.of_config(config) if config is not None else Parts.of_data(prepared)
+    found = check(parts, where.locate, base_dir or Path("."))
+    problems.extend(found.errors)
+    warnings = [*found.warnings, *version_warnings(parts.version, parts.scoring, where)]
     # linear in the number of problems: each problem's ancestors are looked up in sets
     unknown = {p.path for p in problems if p.message.startswith("unknown key")}
     unset = _unset_paths(doc)
@@ -113,18 +114,23 @@ def _validate(doc: Document, filename: str, digest: str, base_dir: Path | None) 
         for p in problems
         if not _masked(p, unset) and not any(a in unknown for a in _ancestors(p.path, ".["))
     ]
-    if problems or config is None:
-        raise sorted_error(redacted(_dedupe(problems), doc.secrets))
-    root = base_dir if base_dir is not None else Path(".")
     warnings = redacted(_dedupe(warnings), doc.secrets)
+    if problems or config is None:
+        refused = sorted_error(redacted(_dedupe(problems), doc.secrets))
+        raise ConfigError(refused.problems, _in_file_order(warnings))
+    root = base_dir if base_dir is not None else Path(".")
     return LoadedConfig(
         config=config,
         path=root / Path(filename).name,
-        warnings=tuple(sorted(warnings, key=lambda p: (p.line, p.column))),
+        warnings=_in_file_order(warnings),
         secrets=frozenset(doc.secrets),
         locations=dict(doc.values),
         digest=digest,
     )
+
+
+def _in_file_order(problems: list[Problem]) -> tuple[Problem, ...]:
+    return tuple(sorted(problems, key=lambda p: (p.line, p.column)))
 
 
 def _dedupe(problems: list[Problem]) -> list[Problem]:

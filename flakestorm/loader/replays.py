@@ -14,8 +14,10 @@ contract file, or the config's contract by default), and checks what the models 
   ``agent.tool_registry``, ``agent.llm``);
 
 Every problem is located: in ``flakestorm.yaml`` (through the loader's ``locate``) or in the
-session or contract file it is in. The loader runs these checks beside
-:func:`flakestorm.semantics.check`; the replay phase resolves its sessions with them.
+session or contract file it is in. These checks are registered with the config's meaning
+checks (:data:`flakestorm.semantics.CHECKS`, at the end of this module), so they run whenever
+the sections they read validated, whatever else is wrong in the file; the replay phase resolves
+its sessions with them.
 """
 
 from __future__ import annotations
@@ -199,7 +201,8 @@ class _Checker:
     def meaning(self, contract: Contract, place: Place) -> list[Problem]:
         """The meaning checks of a contract file's contract (regexes, type fields, ids),
         as :mod:`flakestorm.semantics` makes them for the config's own contract."""
-        config = self.config.model_copy(update={"contract": contract})
+        # without replays: the replay check itself must not read this contract file again
+        config = self.config.model_copy(update={"contract": contract, "replays": None})
 
         kept: list[Problem] = []
 
@@ -209,7 +212,7 @@ class _Checker:
                 kept.append(problem)
             return problem
 
-        semantics.check(config, locate, self.base_dir)
+        semantics.check(semantics.Parts.of_config(config), locate, self.base_dir)
         return kept
 
     def tools(self, source: SessionSource) -> list[Problem]:
@@ -255,3 +258,15 @@ class _Checker:
                 )
             )
         return out
+
+
+def check_replays(scope: semantics.Scope) -> None:
+    """The replay sessions' checks, as a meaning check of the config (reads the sections that
+    :func:`resolve_sessions` does)."""
+    config = scope.parts.config()
+    scope.found.errors.extend(resolve_sessions(config, scope.base_dir, scope.locate)[1])
+
+
+semantics.register(
+    semantics.Check("replay sessions", ("agent", "contract", "proxy", "replays"), check_replays)
+)

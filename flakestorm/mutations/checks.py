@@ -1,13 +1,15 @@
-"""The meaning checks of the ``mutations`` section (called by :mod:`flakestorm.semantics`,
-which places each finding in the file)."""
+"""The meaning checks of the ``mutations`` section (registered in
+:mod:`flakestorm.semantics.registry` by :mod:`flakestorm.semantics.mutations`, which places
+each finding in the file; they run whenever the section and the agent validated, even when
+other parts of the file did not)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from flakestorm.config import AgentType, Config, MutationGenerator, MutationType
-from flakestorm.mutations.registry import types_of
+from flakestorm.config import AgentConfig, AgentType, MutationGenerator, Mutations, MutationType
+from flakestorm.mutations.registry import types_for
 
 Path_ = tuple[str | int, ...]
 
@@ -21,10 +23,10 @@ class Finding:
     key: bool = False
 
 
-def check_mutations(config: Config) -> Iterator[Finding]:
-    """Every problem of ``config.mutations``. (Types that ``count`` leaves out are not a
-    problem of the file: ``flakestorm validate`` names them, :func:`flakestorm.preview.notes`.)"""
-    mutations = config.mutations
+def check_mutations(mutations: Mutations | None, agent: AgentConfig) -> Iterator[Finding]:
+    """Every problem of the ``mutations`` section (run by ``agent``). (Types that ``count``
+    leaves out are not a problem of the file: ``flakestorm validate`` names them,
+    :func:`flakestorm.preview.notes`.)"""
     if mutations is None:
         return
     at: Path_ = ("mutations",)
@@ -42,7 +44,7 @@ def check_mutations(config: Config) -> Iterator[Finding]:
     for i, template in enumerate(mutations.templates or ()):
         if "{prompt}" not in template:
             yield Finding((*at, "templates", i), "a mutation template must contain {prompt}")
-    if explicit and config.agent.type is AgentType.PYTHON:
+    if explicit and agent.type is AgentType.PYTHON:
         for i, kind in enumerate(mutations.types):
             if kind.request_level:
                 yield Finding(
@@ -54,7 +56,7 @@ def check_mutations(config: Config) -> Iterator[Finding]:
     for i, kind in enumerate(mutations.types if explicit else ()):
         if kind in mutations.types[:i]:
             yield Finding((*at, "types", i), f"'{kind.value}' is listed twice")
-    generated = set(types_of(config))
+    generated = set(types_for(mutations, agent))
     for kind in mutations.weights:
         if kind not in generated:
             yield Finding(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Sequence
 
-from flakestorm.config import AgentType, Config, MutationType
+from flakestorm.config import AgentConfig, AgentType, Config, Mutations, MutationType
 from flakestorm.mutations import (
     encodings,
     extremes,
@@ -69,12 +69,17 @@ def unit(kind: MutationType, templates: Sequence[str] | None = None) -> Mutation
 def types_of(config: Config) -> list[MutationType]:
     """The types a run generates, in order: ``mutations.types`` as listed, or by default every
     type but ``custom`` without templates and, for a python agent, the request-level ones."""
-    mutations = config.mutations
+    return types_for(config.mutations, config.agent)
+
+
+def types_for(mutations: Mutations | None, agent: AgentConfig) -> list[MutationType]:
+    """:func:`types_of` from the two sections it reads (the config's meaning checks have the
+    sections, not always a whole config)."""
     if mutations is None:
         return []
     if "types" in mutations.model_fields_set:
         return list(dict.fromkeys(mutations.types))
-    python = config.agent.type is AgentType.PYTHON
+    python = agent.type is AgentType.PYTHON
     return [
         kind
         for kind in MutationType

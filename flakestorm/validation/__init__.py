@@ -5,6 +5,13 @@ and what would be valid. ``model.py`` translates the errors, ``error_path.py`` r
 pydantic ``loc`` against the document, ``wording.py`` names values and suggests, ``paths.py``
 writes paths."""
 
-from flakestorm.validation.model import FieldProblem, Hints, InvalidData, validate_model
+from flakestorm.validation.model import (
+    FieldProblem,
+    Hints,
+    InvalidData,
+    Valid,
+    validate_alone,
+    validate_model,
+)
 
-__all__ = ["FieldProblem", "Hints", "InvalidData", "validate_model"]
+__all__ = ["FieldProblem", "Hints", "InvalidData", "Valid", "validate_alone", "validate_model"]

@@ -11,13 +11,14 @@ environment are never quoted.
 from __future__ import annotations
 
 import enum
+import functools
 import re
 import typing
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from flakestorm.config import (
     CONTEXT_ATTACK_FIELDS,
@@ -85,6 +86,29 @@ def validate_model(
     except ValidationError as exc:
         translator = _Translator(model, data, secrets, scalars or {}, hints)
         raise InvalidData(translator.translate(exc.errors())) from None
+
+
+@dataclass(frozen=True)
+class Valid:
+    """A value that validated (see :func:`validate_alone`)."""
+
+    value: Any
+
+
+def validate_alone(kind: Any, data: Any) -> Valid | None:
+    """``data`` validated as ``kind`` (a model, or a type with its constraints, hashable), or
+    None when it does not fit. No message: this is for validating one part of a document whose
+    problems :func:`validate_model` words as a whole (the loader's meaning checks run on every
+    part that fits)."""
+    try:
+        return Valid(_adapter(kind).validate_python(data))
+    except ValidationError:
+        return None
+
+
+@functools.cache
+def _adapter(kind: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(kind)
 
 
 _INVARIANT_TYPE_FIELDS = frozenset(

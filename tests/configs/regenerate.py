@@ -1,8 +1,9 @@
 """Rewrite every ``NAME.expected`` beside its config: ``python -m tests.configs.regenerate``.
 
 The expected file holds what the loader reports for ``NAME.yaml``, one line each, exactly as the
-CLI prints it on stderr: the errors of a refused config, or ``warning: ...`` lines for a config
-that loads. An empty file means the config loads without a word.
+CLI prints it on stderr: the errors of a refused config (with its ``warning: ...`` lines, in
+file order), or the ``warning: ...`` lines of a config that loads. An empty file means the
+config loads without a word.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ def render(config: Path) -> str:
     try:
         loaded = load_config_text(text, filename=config.name, env=ENV, base_dir=config.parent)
     except ConfigError as exc:
-        return "".join(f"{p}\n" for p in exc.problems)
+        return "".join(f"{line}\n" for line in exc.lines())
     return "".join(f"warning: {w}\n" for w in loaded.warnings)
 
 

@@ -1,0 +1,158 @@
+"""Meaning checks of the ``agent`` section: the endpoint fits the agent's type, fields of the
+other type are refused, ``response_path`` is dotted, ``request_template`` sends the prompt, and
+``session`` sends its id one way (a header or the template) and makes resets moot."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from flakestorm.config import AgentConfig, AgentType
+from flakestorm.semantics.scope import Scope
+from flakestorm.validation.paths import ConfigPath
+
+REFERENCE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+"""A python ``module:attr`` reference."""
+URL = re.compile(r"^https?://[^\s/?#]+(?:[/?#]\S*)?$")
+"""An http(s) URL."""
+
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+"""An HTTP header name (RFC 9110 token)."""
+SESSION_ID = "{session_id}"
+
+_HTTP_ONLY = ("reset_endpoint", "health_endpoint", "start")
+_PYTHON_ONLY = ("reset_function", "tools", "tool_registry", "llm")
+
+
+def check_agent(scope: Scope) -> None:
+    """Reads ``agent``."""
+    agent = scope.parts.agent
+    if agent is None:
+        return
+    if agent.type is AgentType.PYTHON:
+        _python(scope, agent)
+    else:
+        _http(scope, agent)
+    if agent.response_path is not None and agent.response_path.startswith("$"):
+        scope.error(
+            ("agent", "response_path"),
+            f"JSONPath is not supported; write the dotted path {_dotted(agent.response_path)!r}",
+        )
+    _request_template(scope, agent)
+    _session(scope, agent)
+
+
+def _python(scope: Scope, agent: AgentConfig) -> None:
+    if not REFERENCE.match(agent.endpoint):
+        scope.error(
+            ("agent", "endpoint"),
+            f"{agent.endpoint!r} is not a python reference for a python agent "
+            "(expected module:attr, e.g. myagent:handle)",
+        )
+    for name in _HTTP_ONLY:
+        if getattr(agent, name) is not None:
+            scope.error(
+                ("agent", name),
+                f"'{name}' applies to http agents only (this agent is type: python)",
+                key=True,
+            )
+
+
+def _http(scope: Scope, agent: AgentConfig) -> None:
+    if not URL.match(agent.endpoint):
+        hint = (
+            " (for a python callable write type: python)" if REFERENCE.match(agent.endpoint) else ""
+        )
+        scope.error(("agent", "endpoint"), f"{agent.endpoint!r} is not an http(s) URL{hint}")
+    for name in _PYTHON_ONLY:
+        if getattr(agent, name) is not None:
+            scope.error(
+                ("agent", name),
+                f"'{name}' applies to python agents only (write type: python, or "
+                "route an http agent's traffic through the proxy)",
+                key=True,
+            )
+    health = agent.health_endpoint
+    if health is not None and not (URL.match(health) or health.startswith("/")):
+        scope.error(
+            ("agent", "health_endpoint"),
+            f"{health!r} is not an http(s) URL or a path like /health",
+        )
+
+
+def _session(scope: Scope, agent: AgentConfig) -> None:
+    session = agent.session
+    at: ConfigPath = ("agent", "session")
+    if session is None:
+        return
+    if agent.type is AgentType.PYTHON:
+        scope.error(
+            at, "'session' applies to http agents only (this agent is type: python)", key=True
+        )
+        return
+    if (session.header is None) == (not session.template):
+        scope.error(
+            at,
+            "give exactly one of `header: NAME` (the session id in that request header) "
+            "and `template: true` (the session id fills {session_id} in request_template)",
+        )
+        return
+    if session.header is not None and not _TOKEN.fullmatch(session.header):
+        scope.error((*at, "header"), f"{session.header!r} is not an HTTP header name")
+    if session.template and not any(SESSION_ID in s for s in _strings(agent.request_template)):
+        scope.error(
+            (*at, "template"),
+            "request_template does not contain {session_id}, so the session id would "
+            'never be sent (e.g. {"input": "{prompt}", "session": "{session_id}"})',
+        )
+    for name in ("reset_endpoint", "reset_function"):
+        if getattr(agent, name) is not None:
+            scope.warn(
+                ("agent", name),
+                f"is not called: agent.session gives each cell its own conversation, so "
+                f"cells need no reset (remove {name}, or the session, to choose)",
+            )
+
+
+def _request_template(scope: Scope, agent: AgentConfig) -> None:
+    template = agent.request_template
+    at: ConfigPath = ("agent", "request_template")
+    if "request_template" not in agent.model_fields_set:
+        return
+    if isinstance(template, str):
+        if "{prompt}" not in template:
+            scope.error(at, "does not contain {prompt}, so the prompt would never be sent")
+            return
+        body = template.replace('"{prompt}"', '"p"').replace("{prompt}", '"p"')
+        try:
+            json.loads(body)
+        except json.JSONDecodeError as exc:
+            scope.error(
+                at,
+                f"is not valid JSON once {{prompt}} is substituted ({exc.msg} at line "
+                f"{exc.lineno}, column {exc.colno})",
+            )
+    elif not any("{prompt}" in s for s in _strings(template)):
+        scope.error(at, "does not contain {prompt}, so the prompt would never be sent")
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield str(k)
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+
+
+def _dotted(jsonpath: str) -> str:
+    """``$.choices[0].message.content`` -> ``choices.0.message.content``."""
+    text = jsonpath.lstrip("$").lstrip(".")
+    text = re.sub(r"\[(\d+)\]", r".\1", text)
+    text = re.sub(r"\[['\"]([^'\"]+)['\"]\]", r".\1", text)
+    return text.lstrip(".")

@@ -1,0 +1,255 @@
+"""The parts of a config, each validated on its own (SPEC §2: every problem in one pass).
+
+A file whose structure is wrong in one place is still right in others, and the meaning checks
+must see those. :class:`Parts` holds each section of the file, and each item of the lists users
+write many of (the top-level invariants, the contract's invariants and scenarios), as a model
+validated alone — or marks it *failed* when it does not validate; the loader reports why, from
+the validation of the whole document. A check (:mod:`flakestorm.semantics.registry`) declares
+the parts it reads and runs when none of them failed; a check over items looks at the items
+that validated.
+
+Part names: each section of :class:`~flakestorm.config.Config` by its key (``agent``,
+``scoring``, ``contract`` as a whole, …); ``contract.name``, ``contract.invariants`` and
+``contract.chaos_matrix`` for the contract's pieces (a list part fails when it is not a
+list); and ``invariants[*]``, ``contract.invariants[*]``, ``contract.chaos_matrix[*]``, which
+fail when any item fails.
+
+:meth:`Parts.of_config` takes a whole valid config (nothing failed); :meth:`Parts.of_data`
+the document's data, whatever its shape.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+from flakestorm.config import (
+    Advanced,
+    AgentConfig,
+    Chaos,
+    Config,
+    Contract,
+    ContractInvariant,
+    Invariant,
+    Mutations,
+    Output,
+    Proxy,
+    Replays,
+    Scenario,
+    Scoring,
+    version_text,
+)
+from flakestorm.validation import validate_alone
+from flakestorm.validation.paths import ConfigPath
+
+T = TypeVar("T")
+
+_SECTIONS = (
+    "version",
+    "golden_prompts",
+    "contract",
+    "chaos",
+    "proxy",
+    "mutations",
+    "replays",
+    "scoring",
+    "output",
+    "advanced",
+)
+"""The sections :meth:`Parts.config` takes as they are (``agent`` and ``invariants`` aside)."""
+
+
+@dataclass(frozen=True)
+class Item(Generic[T]):
+    """One item of a list: where it is, its model (None: it did not validate), as written."""
+
+    path: ConfigPath
+    model: T | None
+    raw: Any = field(default=None, compare=False)
+    """The item as written (None when the item comes from a whole valid config)."""
+
+    def text(self, name: str) -> str | None:
+        """The item's text field ``name`` (an id, a name): from the model, else as written if
+        it is non-empty text — worth comparing even on an item that is wrong elsewhere."""
+        if self.model is not None:
+            value = getattr(self.model, name, None)
+        else:
+            value = self.raw.get(name) if isinstance(self.raw, dict) else None
+        return value if isinstance(value, str) and value else None
+
+
+@dataclass(frozen=True)
+class Parts:
+    """The config's parts (see the module doc). A section that failed, or an optional section
+    the file does not set, is None; ``failed`` says which."""
+
+    version: str | None
+    agent: AgentConfig | None
+    golden_prompts: list[str] | None
+    invariants: tuple[Item[Invariant], ...]
+    contract: Contract | None
+    """The contract section validated as a whole (part ``contract``)."""
+    contract_name: str | None
+    contract_invariants: tuple[Item[ContractInvariant], ...]
+    chaos_matrix: tuple[Item[Scenario], ...]
+    chaos: Chaos | None
+    proxy: Proxy | None
+    mutations: Mutations | None
+    replays: Replays | None
+    scoring: Scoring | None
+    output: Output | None
+    advanced: Advanced | None
+    written: frozenset[str]
+    """The sections the file sets (to something other than null), by key."""
+    failed: frozenset[str] = frozenset()
+    """The names of the parts that did not validate."""
+
+    @property
+    def has_contract(self) -> bool:
+        return "contract" in self.written
+
+    def config(self) -> Config:
+        """A config of the parts, for a check written against a whole config: the sections it
+        declared it reads are the file's; any other section that did not validate is left at
+        its default (or out), and list items that did not validate are left out."""
+        values: dict[str, Any] = {
+            name: getattr(self, name)
+            for name in _SECTIONS
+            if name not in self.failed and name in self.written
+        }
+        values["invariants"] = [item.model for item in self.invariants if item.model is not None]
+        if self.agent is not None:
+            values["agent"] = self.agent
+        return Config.model_construct(**values)
+
+    @classmethod
+    def of_config(cls, config: Config) -> Parts:
+        """The parts of a config that validated as a whole."""
+        contract = config.contract
+        return cls(
+            version=config.version,
+            agent=config.agent,
+            golden_prompts=config.golden_prompts,
+            invariants=_items(("invariants",), config.invariants),
+            contract=contract,
+            contract_name=contract.name if contract else None,
+            contract_invariants=(
+                _items(("contract", "invariants"), contract.invariants) if contract else ()
+            ),
+            chaos_matrix=(
+                _items(("contract", "chaos_matrix"), contract.chaos_matrix) if contract else ()
+            ),
+            chaos=config.chaos,
+            proxy=config.proxy,
+            mutations=config.mutations,
+            replays=config.replays,
+            scoring=config.scoring,
+            output=config.output,
+            advanced=config.advanced,
+            written=frozenset(
+                name for name in config.model_fields_set if getattr(config, name) is not None
+            ),
+        )
+
+    @classmethod
+    def of_data(cls, data: Any) -> Parts:
+        """The parts of the document's ``data`` (a mapping at the top), each validated alone."""
+        doc: Mapping[str, Any] = data if isinstance(data, dict) else {}
+        build = _Builder(doc)
+        contract = doc.get("contract")
+        return cls(
+            version=build.section("version"),
+            agent=build.section("agent"),
+            golden_prompts=build.section("golden_prompts"),
+            invariants=build.items("invariants", doc.get("invariants", []), Invariant),
+            contract=build.section("contract"),
+            contract_name=build.contract_name(contract),
+            contract_invariants=build.contract_items(contract, "invariants", ContractInvariant),
+            chaos_matrix=build.contract_items(contract, "chaos_matrix", Scenario),
+            chaos=build.section("chaos"),
+            proxy=build.section("proxy"),
+            mutations=build.section("mutations"),
+            replays=build.section("replays"),
+            scoring=build.section("scoring"),
+            output=build.section("output"),
+            advanced=build.section("advanced"),
+            written=frozenset(k for k, v in doc.items() if v is not None),
+            failed=frozenset(build.failed),
+        )
+
+
+def _items(path: ConfigPath, models: list[T]) -> tuple[Item[T], ...]:
+    return tuple(Item((*path, i), model) for i, model in enumerate(models))
+
+
+class _Builder:
+    """Validates the document's parts one by one, noting those that fail."""
+
+    def __init__(self, doc: Mapping[str, Any]) -> None:
+        self.doc = doc
+        self.failed: set[str] = set()
+
+    def section(self, name: str) -> Any:
+        info = Config.model_fields[name]
+        if name not in self.doc:
+            if info.is_required():
+                self.failed.add(name)
+                return None
+            return info.get_default(call_default_factory=True)
+        value = self.doc[name]
+        if name == "version":
+            value = version_text(value)
+        valid = validate_alone(_field_kind(Config, name), value)
+        if valid is None:
+            self.failed.add(name)
+            return None
+        return valid.value
+
+    def items(self, name: str, value: Any, model: type[BaseModel]) -> tuple[Item[Any], ...]:
+        path = tuple(name.split("."))
+        if not isinstance(value, list):
+            self.failed.update((name, f"{name}[*]"))
+            return ()
+        out = []
+        for i, raw in enumerate(value):
+            valid = validate_alone(model, raw)
+            if valid is None:
+                self.failed.add(f"{name}[*]")
+            out.append(Item((*path, i), valid.value if valid else None, raw))
+        return tuple(out)
+
+    def contract_name(self, contract: Any) -> str | None:
+        if contract is None:
+            return None
+        valid = (
+            validate_alone(_field_kind(Contract, "name"), contract["name"])
+            if isinstance(contract, dict) and "name" in contract
+            else None
+        )
+        if valid is None:
+            self.failed.add("contract.name")
+            return None
+        name: str = valid.value
+        return name
+
+    def contract_items(
+        self, contract: Any, name: str, model: type[BaseModel]
+    ) -> tuple[Item[Any], ...]:
+        if contract is None:
+            return ()
+        value = contract.get(name) if isinstance(contract, dict) else None
+        return self.items(f"contract.{name}", value, model)
+
+
+@functools.cache
+def _field_kind(model: type[BaseModel], name: str) -> Any:
+    """The type of ``model``'s field ``name`` with its constraints (``min_length``, …)."""
+    info = model.model_fields[name]
+    if not info.metadata:
+        return info.annotation
+    params = (info.annotation, *info.metadata)
+    return Annotated[params]

@@ -1,0 +1,90 @@
+"""Meaning checks of the smaller sections: golden prompts where a phase needs them, the proxy's
+URLs and tool names, scoring weights that sum to 1.0, and ``advanced``."""
+
+from __future__ import annotations
+
+import re
+
+from flakestorm.config import SimilarityBackend
+from flakestorm.semantics.agent import URL
+from flakestorm.semantics.scope import Scope
+
+WEIGHT_TOLERANCE = 1e-6
+_PATH_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._~-]*$")
+
+
+def check_golden_prompts(scope: Scope) -> None:
+    """Reads ``golden_prompts``. A contract needs them unless every invariant has probes (an
+    invariant that did not validate is not counted either way)."""
+    parts = scope.parts
+    if parts.golden_prompts:
+        return
+    needs: list[str] = [name for name in ("mutations", "chaos") if name in parts.written]
+    if any(item.model is not None and not item.model.probes for item in parts.contract_invariants):
+        needs.append("contract (not every invariant has probes)")
+    if needs:
+        scope.error(
+            ("golden_prompts",),
+            f"at least one golden prompt is required by {', '.join(needs)}",
+            key=True,
+        )
+
+
+def check_proxy(scope: Scope) -> None:
+    """Reads ``proxy``."""
+    proxy = scope.parts.proxy
+    if proxy is None:
+        return
+    if proxy.url is not None and not URL.match(proxy.url):
+        scope.error(("proxy", "url"), f"{proxy.url!r} is not an http(s) URL")
+    upstream = proxy.llm_upstream
+    if upstream == "cassette:":
+        scope.error(("proxy", "llm_upstream"), "'cassette:' needs a path (cassette:PATH)")
+    elif (
+        upstream is not None
+        and upstream != "mock"
+        and not upstream.startswith("cassette:")
+        and not URL.match(upstream)
+    ):
+        scope.error(
+            ("proxy", "llm_upstream"),
+            f"{upstream!r} is not valid (expected an http(s) URL, 'mock' or 'cassette:PATH')",
+        )
+    for name, url in proxy.tools.items():
+        if not _PATH_SEGMENT.match(name) or name.startswith("_flakestorm"):
+            scope.error(
+                ("proxy", "tools", name),
+                f"tool name {name!r} cannot be a URL path segment (use letters, digits, "
+                "'.', '_', '~', '-'; not starting with '_flakestorm')",
+                key=True,
+            )
+        if not URL.match(url):
+            scope.error(("proxy", "tools", name), f"{url!r} is not an http(s) URL")
+
+
+def check_scoring(scope: Scope) -> None:
+    """Reads ``scoring``."""
+    if scope.parts.scoring is None:
+        return
+    weights = scope.parts.scoring.weights.as_dict()
+    total = sum(weights.values())
+    if abs(total - 1.0) > WEIGHT_TOLERANCE:
+        terms = " + ".join(f"{k} {v:g}" for k, v in weights.items())
+        scope.error(("scoring", "weights"), f"weights must sum to 1.0, got {total:g} ({terms})")
+
+
+def check_advanced(scope: Scope) -> None:
+    """Reads ``advanced``."""
+    advanced = scope.parts.advanced
+    if advanced is None:
+        return
+    if advanced.min_pass is not None and advanced.min_pass > advanced.repeat:
+        scope.error(
+            ("advanced", "min_pass"),
+            f"min_pass ({advanced.min_pass}) cannot exceed repeat ({advanced.repeat})",
+        )
+    if advanced.similarity is SimilarityBackend.EMBEDDINGS and advanced.embeddings is None:
+        scope.error(
+            ("advanced", "similarity"),
+            "the embeddings backend needs advanced.embeddings {base_url, model, api_key}",
+        )
