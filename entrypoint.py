@@ -16,6 +16,7 @@ anything else is printed; agent output never reaches the log raw.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -227,11 +228,12 @@ class _Action:
             ready_timeout_ms=self.settings.ready_timeout,
             shard=self.settings.shard,
         )
-        progress = _Progress(self.gh, self.settings.redact.public)
         what = "every configured phase" if self.settings.command is Command.CI else "the contract"
         if self.settings.shard is not None:
             what += f", shard {self.settings.shard}"
-        with self.gh.group(f"flakestorm {self.settings.command.value}: {what}"):
+        title = f"flakestorm {self.settings.command.value}: {what}"
+        progress = _Progress(self.gh, title, self.settings.redact.public)
+        with progress:
             if self.settings.command is Command.CONTRACT:
                 return runner.run_contract_phase(
                     loaded, overrides, stop=stop, on_event=progress, on_notice=progress.notice
@@ -513,17 +515,42 @@ class _Action:
             )
 
 
+STARTING_GROUP = "flakestorm: starting (chaos proxy, agent, readiness)"
+"""The log group of what happens before the first cell: the proxy, the agent starting and,
+every 10 s while it is not ready, what was tried and the last error."""
+
+
 class _Progress:
     """Progress lines for the log (agent output only through :func:`safe`; with ``redact``,
-    public-safe as the job summary)."""
+    public-safe as the job summary), in collapsible groups, one open at a time (GitHub does not
+    nest them): the notices before the first cell in :data:`STARTING_GROUP`, then the run's
+    lines in a group titled ``run_title``. A context manager: leaving it ends the open group."""
 
-    def __init__(self, gh: GitHub, redact: bool = True) -> None:
+    def __init__(self, gh: GitHub, run_title: str, redact: bool = True) -> None:
         self._gh = gh
+        self._run_title = run_title
         self._redact = redact
         self._lock = threading.Lock()
+        self._group: str | None = None
+        self._groups = contextlib.ExitStack()
+
+    def __enter__(self) -> _Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._groups.close()
+
+    def _in_group(self, title: str) -> None:
+        if self._group != title:
+            self._groups.close()
+            self._groups.enter_context(self._gh.group(title))
+            self._group = title
 
     def __call__(self, event: Event) -> None:
         with self._lock:
+            if isinstance(event, (CellFinished, ScenarioFinished)):
+                self._in_group(self._run_title)
             if isinstance(event, CellFinished):
                 cell = public_cell(event.result) if self._redact else event.result
                 if cell.status in (Status.FAILED, Status.ERRORED):
@@ -536,6 +563,8 @@ class _Progress:
 
     def notice(self, text: str) -> None:
         with self._lock:
+            if self._group is None:
+                self._in_group(STARTING_GROUP)
             self._gh.log(safe(text, 1000))
 
 

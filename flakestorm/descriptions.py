@@ -130,7 +130,8 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "agent.health_endpoint": "URL polled with GET (2xx = ready) before the run. Without it, "
     "the agent is ready when its endpoint accepts a TCP connection.",
     "agent.ready_timeout": "How long to wait for the agent to be ready, in milliseconds; then "
-    "the run stops with exit code 3.",
+    "the run stops with exit code 3. Every 10 s of waiting prints what was tried and the last "
+    "error.",
     "agent.start": "A command that starts the agent (local runs only; ignored when the agent "
     "is already reachable).",
     "agent.reset_endpoint": "URL (or path relative to `endpoint`) POSTed before each cell to "

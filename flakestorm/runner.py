@@ -1,7 +1,9 @@
 """One run, end to end: config -> agent up -> phases -> scores -> :class:`RunResult`.
 
-Nothing here prints or exits: notices go to ``on_notice``, progress to ``on_event``, and the
-caller writes reports and maps the result to an exit code.
+Nothing here prints or exits: notices go to ``on_notice`` (with the config's secrets masked:
+the in-process proxy's address, the started agent, and every 10 s while the agent is not
+ready yet, what was tried and the last error), progress to ``on_event``, and the caller writes
+reports and maps the result to an exit code.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import re
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -176,7 +178,7 @@ def run_phases(
     ``chaos_profile`` replaces the top-level chaos with a built-in one."""
     loaded = apply_overrides(loaded, overrides)
     config = loaded.config
-    notice = on_notice or (lambda text: None)
+    notice = _redacting(on_notice, loaded.secrets)
     unknown = [n for n in names if n not in PHASES]
     if unknown:
         raise UsageError(f"unknown phase(s): {', '.join(unknown)} (known: {', '.join(PHASES)})")
@@ -267,6 +269,17 @@ def run_phases(
         config=document if overrides.shard is not None else None,
     )
     return redact(result, loaded.secrets)
+
+
+def _redacting(
+    on_notice: Callable[[str], None] | None, secrets: Iterable[str]
+) -> Callable[[str], None]:
+    """The notice callback, given each notice with the config's secrets masked (a notice can
+    quote the agent's address or command, which may come from the environment)."""
+    if on_notice is None:
+        return lambda text: None
+    masked = Redactor(secrets)
+    return lambda text: on_notice(masked(text))
 
 
 def _locator(loaded: LoadedConfig) -> Callable[[str, str], Problem]:
@@ -391,14 +404,21 @@ def _agent_up(
         if agent_config.type is AgentType.HTTP and agent_config.start is not None:
             log = out_dir / "agent.log"
             process = stack.enter_context(
-                AgentProcess(agent_config, loaded.base_dir, log, extra_env=extra_env, stop=stop)
+                AgentProcess(
+                    agent_config,
+                    loaded.base_dir,
+                    log,
+                    extra_env=extra_env,
+                    stop=stop,
+                    on_waiting=lambda waiting: notice(waiting.line()),
+                )
             )
             if process.already_running:
                 notice(f"agent already answers at {agent_config.endpoint}: not starting it")
             else:
                 notice(f"started the agent: {agent_config.start.command} (log: {log})")
         elif agent_config.type is AgentType.HTTP:
-            wait_ready(agent_config, stop=stop)
+            wait_ready(agent_config, stop=stop, on_waiting=lambda waiting: notice(waiting.line()))
         if agent_config.type is AgentType.PYTHON and chaos:
             from flakestorm.chaos.interactions import InteractionLog
             from flakestorm.chaos.wrappers.wrapping import Wrapping

@@ -12,6 +12,7 @@ import pytest
 from support.server import LoopbackServer
 
 from flakestorm.agents.process import AgentProcess
+from flakestorm.agents.readiness import Waiting
 from flakestorm.config import AgentConfig, AgentStart
 from flakestorm.errors import AgentNotReady
 
@@ -110,6 +111,33 @@ def test_a_process_that_never_gets_ready_is_stopped(tmp_path: Path) -> None:
     assert "not ready after 300 ms" in str(caught.value)
     assert "waiting" in str(caught.value)
     assert not alive(read_pid(tmp_path / "sleeper.pid"))
+
+
+def test_the_wait_for_a_started_agent_is_reported(tmp_path: Path) -> None:
+    port = free_port()
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:  # time moves only when the wait sleeps
+        now[0] += seconds
+
+    config = AgentConfig(
+        endpoint=f"http://127.0.0.1:{port}/invoke",
+        ready_timeout=25_000,
+        start=AgentStart(command="sleep 60"),
+    )
+    heard: list[Waiting] = []
+    process = AgentProcess(
+        config,
+        tmp_path,
+        tmp_path / "agent.log",
+        clock=lambda: now[0],
+        sleep=sleep,
+        on_waiting=heard.append,
+    )
+    with pytest.raises(AgentNotReady):
+        process.start()
+    assert [round(w.elapsed_s) for w in heard] == [10, 20]
+    assert all(f"127.0.0.1:{port}: connection refused" in w.last_error for w in heard)
 
 
 def test_ctrl_c_while_waiting_stops_the_process(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -283,3 +284,32 @@ def test_real_process(tmp_path: Path) -> None:
     assert broken.stderr.splitlines()[0].startswith("broken.yaml:")
     assert broken.stderr.splitlines()[-1].startswith("error: ")
     assert "Traceback" not in broken.stderr
+
+
+def test_a_slow_agent_is_never_a_silent_wait(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flakestorm.agents import readiness
+
+    monkeypatch.setattr(readiness, "PROGRESS_INTERVAL_S", 0.1)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))  # bound, not listening: every connect is refused
+        port = sock.getsockname()[1]
+        text = (
+            f"agent: {{endpoint: 'http://127.0.0.1:{port}/invoke', ready_timeout: 400}}\n"
+            "golden_prompts: [hi]\n"
+            "contract:\n"
+            "  name: c\n"
+            "  invariants: [{id: a, type: completes}]\n"
+            "  chaos_matrix: [{name: calm}]\n"
+        )
+        path = write(tmp_path, text)
+        args = ["contract", "run", "-c", str(path), "--output", str(tmp_path / "out")]
+        result = runner.invoke(main, args)
+    assert result.exit_code == 3, result.output
+    waiting = [line for line in result.stderr.splitlines() if line.startswith("waiting for")]
+    assert waiting, result.stderr
+    for line in waiting:
+        assert "of 0.4 s (agent.ready_timeout)" in line
+        assert line.endswith(f"last error: TCP connect to 127.0.0.1:{port}: connection refused")
+    assert "the agent was not ready after 400 ms" in result.stderr

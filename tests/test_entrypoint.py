@@ -373,7 +373,12 @@ def test_python_agent_with_agent_url_exit_2(workspace: Path, agent: Agent) -> No
     assert "::error title=flakestorm%3A input error::" in stdout
 
 
-def test_agent_never_ready_exit_3(workspace: Path, agent: Agent) -> None:
+def test_agent_never_ready_exit_3_with_its_wait_in_a_log_group(
+    workspace: Path, agent: Agent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flakestorm.agents import readiness
+
+    monkeypatch.setattr(readiness, "PROGRESS_INTERVAL_S", 0.1)
     with LoopbackServer() as gone:
         dead = gone.url_for("/chat")
     env = _env(workspace, agent, agent_url=dead, ready_timeout="300")
@@ -381,6 +386,35 @@ def test_agent_never_ready_exit_3(workspace: Path, agent: Agent) -> None:
     assert code == 3, stdout
     assert "::error title=flakestorm%3A run error::" in stdout
     assert _outputs(env)["passed"] == "false"
+    lines = stdout.splitlines()
+    start = lines.index(f"::group::{entrypoint.STARTING_GROUP}")
+    end = lines.index("::endgroup::", start)
+    waiting = [i for i, line in enumerate(lines) if line.startswith("waiting for the agent: ")]
+    assert waiting and all(start < i < end for i in waiting)
+    assert "of 0.3 s (agent.ready_timeout)" in lines[waiting[0]]
+    assert "connection refused" in lines[waiting[0]]
+    assert "::group::flakestorm ci" not in stdout  # no cell ran: no run group
+    assert end < next(i for i, line in enumerate(lines) if line.startswith("::error"))
+
+
+def test_the_run_has_its_own_log_group_after_the_starting_one(
+    workspace: Path, agent: Agent
+) -> None:
+    agent.answer = "hello"
+    text = CONFIG + "proxy:\n  llm_upstream: mock\n"  # an in-process proxy: a notice
+    (workspace / "flakestorm.yaml").write_text(text, encoding="utf-8")
+    code, stdout = _run(_env(workspace, agent))
+    assert code == 0, stdout
+    groups = [line for line in stdout.splitlines() if line.startswith(GROUP_COMMANDS)]
+    assert groups == [
+        f"::group::{entrypoint.STARTING_GROUP}",
+        "::endgroup::",
+        "::group::flakestorm ci: every configured phase",
+        "::endgroup::",
+    ]
+
+
+GROUP_COMMANDS = ("::group::", "::endgroup::")
 
 
 def test_unknown_mode_exit_2(workspace: Path, agent: Agent) -> None:

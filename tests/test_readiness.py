@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from support.server import LoopbackServer, Request, Response
 
-from flakestorm.agents.readiness import host_port, probe, resolve_url, wait_ready
+from flakestorm.agents.readiness import Waiting, host_port, probe, resolve_url, wait_ready
 from flakestorm.config import AgentConfig, AgentType
 from flakestorm.errors import AgentNotReady
 
@@ -77,6 +77,50 @@ def test_timeout_ms_overrides_ready_timeout(unlistened: socket.socket) -> None:
             clock=time.clock,
             sleep=time.sleep,
         )
+
+
+def test_a_wait_reports_every_interval_what_it_tried_and_the_last_error(
+    unlistened: socket.socket,
+) -> None:
+    port = unlistened.getsockname()[1]
+    config = AgentConfig(endpoint=f"http://127.0.0.1:{port}/invoke", ready_timeout=35_000)
+    time = FakeTime()
+    heard: list[Waiting] = []
+    with pytest.raises(AgentNotReady):
+        wait_ready(config, clock=time.clock, sleep=time.sleep, on_waiting=heard.append)
+    assert [round(w.elapsed_s) for w in heard] == [10, 20, 30]
+    assert all(w.total_s == 35 for w in heard)
+    assert heard[0].attempts < heard[1].attempts < heard[2].attempts
+    refused = f"TCP connect to 127.0.0.1:{port}: connection refused"
+    assert all(w.last_error == refused for w in heard)
+    assert heard[0].line() == (
+        f"waiting for the agent: 10 s of 35 s (agent.ready_timeout), {heard[0].attempts} "
+        f"attempts, last error: {refused}"
+    )
+
+
+def test_the_interval_is_injectable_and_a_quick_agent_is_not_reported(
+    unlistened: socket.socket,
+) -> None:
+    port = unlistened.getsockname()[1]
+    config = AgentConfig(endpoint=f"http://127.0.0.1:{port}/invoke", ready_timeout=2000)
+    heard: list[Waiting] = []
+    time = FakeTime()
+    with pytest.raises(AgentNotReady):
+        wait_ready(
+            config, clock=time.clock, sleep=time.sleep, on_waiting=heard.append, interval_s=0.5
+        )
+    assert [w.elapsed_s for w in heard] == pytest.approx([0.75, 1.25, 1.75])
+    assert heard[0].line().startswith("waiting for the agent: 0.8 s of 2.0 s")
+
+    def come_up(n: int) -> None:
+        if n == 3:
+            unlistened.listen()
+
+    heard.clear()
+    time = FakeTime(come_up)
+    wait_ready(config, clock=time.clock, sleep=time.sleep, on_waiting=heard.append)
+    assert heard == []
 
 
 def test_health_endpoint_must_answer_2xx() -> None:

@@ -23,12 +23,12 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from flakestorm.agents.readiness import Clock, Sleep, probe, wait_ready
+from flakestorm.agents.readiness import Clock, Sleep, Waiting, probe, wait_ready
 from flakestorm.config import AgentConfig
 from flakestorm.errors import AgentNotReady, UsageError
 
@@ -55,6 +55,7 @@ class AgentProcess:
         clock: Clock = time.monotonic,
         sleep: Sleep = time.sleep,
         stop: threading.Event | None = None,
+        on_waiting: Callable[[Waiting], None] | None = None,
     ) -> None:
         if config.start is None:
             raise UsageError("agent.start is not configured: there is no command to run")
@@ -67,6 +68,7 @@ class AgentProcess:
         self._clock = clock
         self._sleep = sleep
         self._stop = stop
+        self._on_waiting = on_waiting
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
         self.started = False
@@ -111,6 +113,7 @@ class AgentProcess:
                 sleep=self._sleep,
                 check=self._check_alive,
                 stop=self._stop,
+                on_waiting=self._on_waiting,
             )
         except _ExitedEarly as exc:
             self.stop()

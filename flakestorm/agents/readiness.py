@@ -3,7 +3,10 @@
 With ``agent.health_endpoint`` the agent is ready when a GET of it returns 2xx; without it, when
 the endpoint's host:port accepts a TCP connection. Attempts back off from 50 ms to 500 ms until
 ``agent.ready_timeout``; then :class:`AgentNotReady` carries the last error and what to do.
-Python agents are ready once imported. Time is injected (``clock``, ``sleep``) for tests.
+While it waits, every ``interval_s`` (10 s) it reports :class:`Waiting` (the attempts so far,
+the last error, which names what was tried, and the time spent of the budget) to
+``on_waiting``, so a slow agent is never a silent wait. Python agents are ready once imported.
+Time is injected (``clock``, ``sleep``) for tests.
 
 A run that is stopping (``stop`` set: SIGINT, SIGTERM) does not wait: :func:`wait_ready` returns
 at once, even from an attempt in flight, and the run reports its cells ``not_run``.
@@ -15,6 +18,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import requests
@@ -28,8 +32,34 @@ MAX_BACKOFF_S = 0.5
 ATTEMPT_TIMEOUT_S = 2.0
 """Longest a single attempt may take (capped by the time left)."""
 
+PROGRESS_INTERVAL_S = 10.0
+"""How often a wait reports its progress."""
+
 Clock = Callable[[], float]
 Sleep = Callable[[float], None]
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """Progress of a wait for readiness: the attempts so far and the last error (which names
+    what was tried), after ``elapsed_s`` of ``total_s`` (``agent.ready_timeout``)."""
+
+    attempts: int
+    last_error: str
+    elapsed_s: float
+    total_s: float
+
+    def line(self) -> str:
+        tries = f"{self.attempts} attempt{'s' if self.attempts != 1 else ''}"
+        return (
+            f"waiting for the agent: {_seconds(self.elapsed_s)} of {_seconds(self.total_s)} "
+            f"(agent.ready_timeout), {tries}, last error: {self.last_error}"
+        )
+
+
+def _seconds(value: float) -> str:
+    """``12 s``, and ``0.3 s`` below 10 s."""
+    return f"{value:.0f} s" if value >= 10 else f"{value:.1f} s"
 
 
 def resolve_url(endpoint: str, url: str) -> str:
@@ -82,14 +112,21 @@ def wait_ready(
     sleep: Sleep = time.sleep,
     check: Callable[[], None] | None = None,
     stop: threading.Event | None = None,
+    on_waiting: Callable[[Waiting], None] | None = None,
+    interval_s: float | None = None,
 ) -> None:
     """Return once the agent is ready, or at once when ``stop`` is set; raise
     :class:`AgentNotReady` after ``timeout_ms`` (default ``agent.ready_timeout``). ``check``
     runs before each attempt and may raise to give up early (a started agent process that
-    exited)."""
+    exited). ``on_waiting`` hears of the wait every ``interval_s`` (default
+    :data:`PROGRESS_INTERVAL_S`) until it ends."""
     budget_s = (timeout_ms if timeout_ms is not None else config.ready_timeout) / 1000
-    deadline = clock() + budget_s
+    start = clock()
+    deadline = start + budget_s
+    every_s = PROGRESS_INTERVAL_S if interval_s is None else interval_s
+    next_report = start + every_s
     backoff = FIRST_BACKOFF_S
+    attempts = 0
     while True:
         if stop is not None and stop.is_set():
             return
@@ -97,11 +134,17 @@ def wait_ready(
             check()
         remaining = deadline - clock()
         error = _attempt(config, max(min(ATTEMPT_TIMEOUT_S, remaining), 0.05), stop)
+        attempts += 1
         if error is None:
             return
-        remaining = deadline - clock()
+        now = clock()
+        remaining = deadline - now
         if remaining <= 0:
             raise AgentNotReady(not_ready_message(config, budget_s, error))
+        if on_waiting is not None and now >= next_report:
+            on_waiting(Waiting(attempts, error, now - start, budget_s))
+            while next_report <= now:
+                next_report += every_s
         sleep(min(backoff, remaining))
         backoff = min(backoff * 2, MAX_BACKOFF_S)
 
