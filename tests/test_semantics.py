@@ -235,3 +235,28 @@ def test_a_registered_check_runs_only_when_its_parts_validated(registered: list[
     assert registered == []
     run_parts({"agent": AGENT, "mutations": {"count": 1}})
     assert registered == ["ran"]
+
+
+def test_each_fault_is_checked_alone_in_a_scenario_wrong_elsewhere() -> None:
+    scenario = {
+        "name": "mixed",
+        "tool_faults": [{"tool": "quotes", "mode": "eror"}, {"tool": "quotes", "mode": "slow"}],
+        "context_attacks": {"overflow": {}, "memory_poisoning": {"payload": 3}},
+    }
+    data = {
+        "agent": {"type": "python", "endpoint": "m:f"},
+        "golden_prompts": ["p"],
+        "contract": contract([{"id": "a", "type": "completes"}], [scenario]),
+        "chaos": {"tool_faults": [{"tool": "x"}]},
+    }
+    errors, _ = run_parts(data)
+    assert errors == [
+        "contract.chaos_matrix.0.tool_faults.1: a 'slow' tool fault needs 'delay_ms'",
+        "contract.chaos_matrix.0.context_attacks.0: an 'overflow' context attack needs "
+        "'inject_tokens' (its fields: inject_tokens, tool)",
+        "contract.chaos_matrix.0.tool_faults: scenario 'mixed' has tool faults but the python "
+        "agent names no tools: set agent.tools (module:attr of each tool) or "
+        "agent.tool_registry",
+        "chaos.tool_faults: chaos has tool faults but the python agent names no tools: set "
+        "agent.tools (module:attr of each tool) or agent.tool_registry",
+    ]

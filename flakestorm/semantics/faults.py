@@ -4,12 +4,10 @@ tools to wrap."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from flakestorm.chaos.llm.modes import LLM_MODES
 from flakestorm.chaos.modes import Fields, field_names
 from flakestorm.chaos.tool_modes import TOOL_MODES
-from flakestorm.config import CONTEXT_ATTACK_FIELDS, AgentType, ContextAttack, Faults, Scenario
+from flakestorm.config import CONTEXT_ATTACK_FIELDS, AgentType, ContextAttack
 from flakestorm.semantics.scope import Scope, a, fields_set, listing
 from flakestorm.validation.paths import ConfigPath
 
@@ -22,32 +20,24 @@ _ATTACK_TYPE_FIELDS = frozenset(
 )
 
 
-def fault_sets(scope: Scope) -> Iterator[tuple[ConfigPath, Faults]]:
-    """The scenarios that validated, then the top-level chaos if it did."""
-    for item in scope.parts.chaos_matrix:
-        if item.model is not None:
-            yield item.path, item.model
-    if scope.parts.chaos is not None:
-        yield ("chaos",), scope.parts.chaos
-
-
 def check_faults(scope: Scope) -> None:
-    """The fields of every fault of the scenarios and the chaos section that validated."""
-    for at, faults in fault_sets(scope):
-        for i, tool_fault in enumerate(faults.tool_faults):
-            given = fields_set(tool_fault)
-            fields = TOOL_MODES[tool_fault.mode].fields
-            where = (*at, "tool_faults", i)
-            mode = tool_fault.mode.value
-            _mode_fields(scope, where, "tool fault", mode, given, fields, _TOOL_MODE_FIELDS)
-        for i, llm_fault in enumerate(faults.llm_faults):
-            given = fields_set(llm_fault)
-            fields = LLM_MODES[llm_fault.mode].fields
-            where = (*at, "llm_faults", i)
-            mode = llm_fault.mode.value
-            _mode_fields(scope, where, "LLM fault", mode, given, fields, _LLM_MODE_FIELDS)
-        for i, attack in enumerate(faults.context_attacks):
-            _attack(scope, (*at, "context_attacks", i), attack)
+    """The fields of every fault that validated, in the scenarios and the chaos section."""
+    for faults in scope.parts.fault_sets:
+        for item in faults.tool_faults:
+            if item.model is not None:
+                given = fields_set(item.model)
+                fields = TOOL_MODES[item.model.mode].fields
+                mode = item.model.mode.value
+                _mode_fields(scope, item.path, "tool fault", mode, given, fields, _TOOL_MODE_FIELDS)
+        for llm in faults.llm_faults:
+            if llm.model is not None:
+                given = fields_set(llm.model)
+                fields = LLM_MODES[llm.model.mode].fields
+                mode = llm.model.mode.value
+                _mode_fields(scope, llm.path, "LLM fault", mode, given, fields, _LLM_MODE_FIELDS)
+        for attack in faults.context_attacks:
+            if attack.model is not None:
+                _attack(scope, attack.path, attack.model)
 
 
 def _mode_fields(
@@ -110,16 +100,16 @@ def check_unique_names(scope: Scope) -> None:
 
 
 def check_tool_delivery(scope: Scope) -> None:
-    """Reads ``agent``: a python agent's tool faults need ``agent.tools`` or a registry."""
+    """Reads ``agent``: a python agent's tool faults need ``agent.tools`` or a registry (a
+    tool fault wrong in itself is still a tool fault)."""
     agent = scope.parts.agent
     if agent is None or agent.type is not AgentType.PYTHON or agent.tools or agent.tool_registry:
         return
-    for at, faults in fault_sets(scope):
+    for faults in scope.parts.fault_sets:
         if faults.tool_faults:
-            name = f"scenario {faults.name!r}" if isinstance(faults, Scenario) else "chaos"
             scope.error(
-                (*at, "tool_faults"),
-                f"{name} has tool faults but the python agent names no tools: set "
+                (*faults.path, "tool_faults"),
+                f"{faults.label} has tool faults but the python agent names no tools: set "
                 "agent.tools (module:attr of each tool) or agent.tool_registry",
                 key=True,
             )

@@ -4,9 +4,10 @@ A file whose structure is wrong in one place is still right in others, and the m
 must see those. :class:`Parts` holds each section of the file, and each item of the lists users
 write many of (the top-level invariants, the contract's invariants and scenarios), as a model
 validated alone — or marks it *failed* when it does not validate; the loader reports why, from
-the validation of the whole document. A check (:mod:`flakestorm.semantics.registry`) declares
-the parts it reads and runs when none of them failed; a check over items looks at the items
-that validated.
+the validation of the whole document. Each fault of a scenario (or of the chaos section) is
+validated alone too (:class:`FaultSet`), whether its scenario validated or not. A check
+(:mod:`flakestorm.semantics.registry`) declares the parts it reads and runs when none of them
+failed; a check over items looks at the items that validated.
 
 Part names: each section of :class:`~flakestorm.config.Config` by its key (``agent``,
 ``scoring``, ``contract`` as a whole, …); ``contract.name``, ``contract.invariants`` and
@@ -32,15 +33,19 @@ from flakestorm.config import (
     AgentConfig,
     Chaos,
     Config,
+    ContextAttack,
     Contract,
     ContractInvariant,
+    Faults,
     Invariant,
+    LlmFault,
     Mutations,
     Output,
     Proxy,
     Replays,
     Scenario,
     Scoring,
+    ToolFault,
     version_text,
 )
 from flakestorm.validation import validate_alone
@@ -83,6 +88,35 @@ class Item(Generic[T]):
 
 
 @dataclass(frozen=True)
+class FaultSet:
+    """The faults of one scenario, or of the top-level chaos section, each validated alone
+    (a scenario wrong in one fault still has its other faults checked)."""
+
+    path: ConfigPath
+    scenario: str | None
+    """The scenario's name; None for the chaos section (or a scenario without a valid name)."""
+    tool_faults: tuple[Item[ToolFault], ...] = ()
+    llm_faults: tuple[Item[LlmFault], ...] = ()
+    context_attacks: tuple[Item[ContextAttack], ...] = ()
+
+    @property
+    def label(self) -> str:
+        if self.path == ("chaos",):
+            return "chaos"
+        return f"scenario {self.scenario!r}" if self.scenario else "this scenario"
+
+    @classmethod
+    def of(cls, path: ConfigPath, faults: Faults) -> FaultSet:
+        return cls(
+            path,
+            faults.name if isinstance(faults, Scenario) else None,
+            _items((*path, "tool_faults"), faults.tool_faults),
+            _items((*path, "llm_faults"), faults.llm_faults),
+            _items((*path, "context_attacks"), faults.context_attacks),
+        )
+
+
+@dataclass(frozen=True)
 class Parts:
     """The config's parts (see the module doc). A section that failed, or an optional section
     the file does not set, is None; ``failed`` says which."""
@@ -103,6 +137,9 @@ class Parts:
     scoring: Scoring | None
     output: Output | None
     advanced: Advanced | None
+    fault_sets: tuple[FaultSet, ...]
+    """The faults of each scenario (whether the scenario validated or not), then the chaos
+    section's."""
     written: frozenset[str]
     """The sections the file sets (to something other than null), by key."""
     failed: frozenset[str] = frozenset()
@@ -150,6 +187,7 @@ class Parts:
             scoring=config.scoring,
             output=config.output,
             advanced=config.advanced,
+            fault_sets=_fault_sets(config),
             written=frozenset(
                 name for name in config.model_fields_set if getattr(config, name) is not None
             ),
@@ -161,6 +199,11 @@ class Parts:
         doc: Mapping[str, Any] = data if isinstance(data, dict) else {}
         build = _Builder(doc)
         contract = doc.get("contract")
+        chaos_matrix = build.contract_items(contract, "chaos_matrix", Scenario)
+        fault_sets = [
+            build.fault_set(item.path, item.raw, item.text("name")) for item in chaos_matrix
+        ]
+        fault_sets.append(build.fault_set(("chaos",), doc.get("chaos"), None))
         return cls(
             version=build.section("version"),
             agent=build.section("agent"),
@@ -169,7 +212,7 @@ class Parts:
             contract=build.section("contract"),
             contract_name=build.contract_name(contract),
             contract_invariants=build.contract_items(contract, "invariants", ContractInvariant),
-            chaos_matrix=build.contract_items(contract, "chaos_matrix", Scenario),
+            chaos_matrix=chaos_matrix,
             chaos=build.section("chaos"),
             proxy=build.section("proxy"),
             mutations=build.section("mutations"),
@@ -177,9 +220,18 @@ class Parts:
             scoring=build.section("scoring"),
             output=build.section("output"),
             advanced=build.section("advanced"),
+            fault_sets=tuple(f for f in fault_sets if f is not None),
             written=frozenset(k for k, v in doc.items() if v is not None),
             failed=frozenset(build.failed),
         )
+
+
+def _fault_sets(config: Config) -> tuple[FaultSet, ...]:
+    scenarios = config.contract.chaos_matrix if config.contract else []
+    out = [FaultSet.of(("contract", "chaos_matrix", i), s) for i, s in enumerate(scenarios)]
+    if config.chaos is not None:
+        out.append(FaultSet.of(("chaos",), config.chaos))
+    return tuple(out)
 
 
 def _items(path: ConfigPath, models: list[T]) -> tuple[Item[T], ...]:
@@ -243,6 +295,38 @@ class _Builder:
             return ()
         value = contract.get(name) if isinstance(contract, dict) else None
         return self.items(f"contract.{name}", value, model)
+
+    def fault_set(self, path: ConfigPath, raw: Any, scenario: str | None) -> FaultSet | None:
+        """Each fault of ``raw`` (a scenario or the chaos section as written) validated alone,
+        as the one fault of a fault list (so the dict form of context attacks reads as ever)."""
+        if not isinstance(raw, dict):
+            return None
+        lists = {}
+        for key in _FAULT_LISTS:
+            value = raw.get(key)
+            entries: list[Any]
+            if isinstance(value, list):
+                entries = [[entry] for entry in value]
+            elif isinstance(value, dict) and key == "context_attacks":
+                entries = [{name: params} for name, params in value.items()]
+            else:
+                entries = []  # none, or not a list: a structural problem
+            items = []
+            for i, entry in enumerate(entries):
+                valid = validate_alone(Faults, {key: entry})
+                model = getattr(valid.value, key)[0] if valid is not None else None
+                items.append(Item((*path, key, i), model, entry))
+            lists[key] = tuple(items)
+        return FaultSet(
+            path,
+            scenario,
+            lists["tool_faults"],
+            lists["llm_faults"],
+            lists["context_attacks"],
+        )
+
+
+_FAULT_LISTS = ("tool_faults", "llm_faults", "context_attacks")
 
 
 @functools.cache
