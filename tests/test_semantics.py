@@ -155,7 +155,7 @@ def test_one_validate_lists_structural_and_meaning_problems_of_every_kind(
         prefix = "warning: " if path.endswith(".when") else ""
         assert line.startswith(f"{prefix}{config}:{line_no}:"), line
         assert f": {path}: " in line and what in line, line
-    assert lines[-1] == f"error: 10 problems in {config}"
+    assert lines[-1] == f"error: 10 problems in {config} (and 1 warning)"
 
 
 def test_a_check_whose_part_failed_is_skipped_and_the_others_run() -> None:

@@ -61,8 +61,9 @@ def report_error(exc: FlakestormError, redact: Callable[[str], str] = str) -> Ex
         for line in exc.lines():
             click.echo(line, err=True)
         files = ", ".join(dict.fromkeys(p.file for p in exc.problems)) or DEFAULT_CONFIG
-        count = len(exc.problems)
-        click.echo(f"error: {count} problem{'s' if count != 1 else ''} in {files}", err=True)
+        count, warned = len(exc.problems), len(exc.warnings)
+        also = f" (and {warned} warning{'s' if warned != 1 else ''})" if warned else ""
+        click.echo(f"error: {count} problem{'s' if count != 1 else ''} in {files}{also}", err=True)
     else:
         # messages can quote what an agent, a proxy or an embeddings server sent: defuse them
         # so a CI log never reads them as workflow commands
