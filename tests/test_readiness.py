@@ -123,6 +123,21 @@ def test_the_interval_is_injectable_and_a_quick_agent_is_not_reported(
     assert heard == []
 
 
+def test_a_reported_wait_ends_with_the_agent_ready(unlistened: socket.socket) -> None:
+    port = unlistened.getsockname()[1]
+    config = AgentConfig(endpoint=f"http://127.0.0.1:{port}/invoke")
+
+    def come_up(n: int) -> None:
+        if n == 25:  # 11.25 s in: one progress report (at 10.25 s) before
+            unlistened.listen()
+
+    heard: list[Waiting] = []
+    time = FakeTime(come_up)
+    wait_ready(config, clock=time.clock, sleep=time.sleep, on_waiting=heard.append)
+    assert [w.ready for w in heard] == [False, True]
+    assert heard[-1].line() == "the agent is ready after 11 s (26 attempts)"
+
+
 def test_health_endpoint_must_answer_2xx() -> None:
     healthy = threading.Event()
 

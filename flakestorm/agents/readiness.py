@@ -48,9 +48,13 @@ class Waiting:
     last_error: str
     elapsed_s: float
     total_s: float
+    ready: bool = False
+    """The wait is over: the agent answered (sent only after some progress was)."""
 
     def line(self) -> str:
         tries = f"{self.attempts} attempt{'s' if self.attempts != 1 else ''}"
+        if self.ready:
+            return f"the agent is ready after {_seconds(self.elapsed_s)} ({tries})"
         return (
             f"waiting for the agent: {_seconds(self.elapsed_s)} of {_seconds(self.total_s)} "
             f"(agent.ready_timeout), {tries}, last error: {self.last_error}"
@@ -119,7 +123,7 @@ def wait_ready(
     :class:`AgentNotReady` after ``timeout_ms`` (default ``agent.ready_timeout``). ``check``
     runs before each attempt and may raise to give up early (a started agent process that
     exited). ``on_waiting`` hears of the wait every ``interval_s`` (default
-    :data:`PROGRESS_INTERVAL_S`) until it ends."""
+    :data:`PROGRESS_INTERVAL_S`), and once it has, of its end."""
     budget_s = (timeout_ms if timeout_ms is not None else config.ready_timeout) / 1000
     start = clock()
     deadline = start + budget_s
@@ -136,6 +140,9 @@ def wait_ready(
         error = _attempt(config, max(min(ATTEMPT_TIMEOUT_S, remaining), 0.05), stop)
         attempts += 1
         if error is None:
+            stopping = stop is not None and stop.is_set()  # (the attempt was given up)
+            if on_waiting is not None and next_report > start + every_s and not stopping:
+                on_waiting(Waiting(attempts, "", clock() - start, budget_s, ready=True))
             return
         now = clock()
         remaining = deadline - now
