@@ -13,7 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 from flakestorm.config import AgentConfig, Faults, ToolFault
-from flakestorm.validation import FieldProblem, InvalidData, validate_model
+from flakestorm.validation import FieldProblem, InvalidData, validate_alone, validate_model
 
 
 def _problems(model: type[BaseModel], data: Any, **kw: Any) -> list[str]:
@@ -84,3 +84,32 @@ def test_source_text_of_scalars_suggests_quotes() -> None:
     assert _problems(AgentConfig, data, scalars={("headers", "X-Id"): "5"}) == [
         "headers.X-Id: expected a string, got an integer (write '5' in quotes if you mean the text)"
     ]
+
+
+# --------------------------------------------------------------------------- one part alone
+
+
+def test_a_part_alone_is_its_model_or_none() -> None:
+    valid = validate_alone(AgentConfig, {"endpoint": "http://a", "timeout": 5})
+    assert valid is not None and valid.value == AgentConfig(endpoint="http://a", timeout=5)
+    assert validate_alone(AgentConfig, {"endpoint": "http://a", "timeout": -5}) is None
+    assert validate_alone(AgentConfig, {"endpoint": "http://a", "tiemout": -5}) is None
+
+
+def test_a_part_with_misspelt_keys_is_read_as_meant() -> None:
+    data = {"endpont": "http://a", "tiemout": 5, "bogus": 1}
+    valid = validate_alone(AgentConfig, data)
+    assert valid is not None and valid.value == AgentConfig(endpoint="http://a", timeout=5)
+    assert data == {"endpont": "http://a", "tiemout": 5, "bogus": 1}  # not changed
+    # a suggestion that is set already wins: the misspelt key is left out
+    valid = validate_alone(AgentConfig, {"endpoint": "http://a", "endpont": "http://b"})
+    assert valid is not None and valid.value.endpoint == "http://a"
+    # deep in a fault list, in the dict form of context attacks too
+    faults = {
+        "tool_faults": [{"tool": "w", "mode": "slow", "delay_m": 5}],
+        "context_attacks": {"overflow": {"inject_tokns": 9}},
+    }
+    valid = validate_alone(Faults, faults)
+    assert valid is not None
+    assert valid.value.tool_faults[0].delay_ms == 5
+    assert valid.value.context_attacks[0].inject_tokens == 9

@@ -4,7 +4,8 @@ A *config path* names a value of the :class:`~flakestorm.config.Config` model (w
 and the runner speak of); a *YAML path* names a node of the file. They differ where the file
 is shorter than the model: dict-form context attacks (``context_attacks: {overflow: {...}}``,
 the key is the type), the flat scoring form (no ``weights:``) and ``schema`` (the model's
-``json_schema``).
+``json_schema``); and where a key is misspelt (``patern:``), the config path names the field
+it means (``pattern``) and the YAML path the key as written.
 """
 
 from __future__ import annotations
@@ -14,6 +15,17 @@ from typing import Any
 from flakestorm.errors import Problem
 from flakestorm.loader.document import Document, Location
 from flakestorm.validation.paths import ConfigPath, format_path
+from flakestorm.validation.wording import did_you_mean
+
+
+def _written_as(node: dict[Any, Any], name: str | int) -> str | int:
+    """The key of ``node`` that a misspelt ``name`` is written as (the meaning checks read a
+    part with misspelt keys as meant: see :func:`~flakestorm.validation.validate_alone`), or
+    ``name`` when there is none."""
+    if isinstance(name, int):
+        return name
+    written = [k for k in node if isinstance(k, str) and did_you_mean(k, [name]) == name]
+    return written[0] if written else name
 
 
 class Locator:
@@ -50,6 +62,8 @@ class Locator:
                 return tuple(out)
             if part == "json_schema":
                 part = "schema"
+            if isinstance(node, dict) and part not in node:
+                part = _written_as(node, part)
             out.append(part)
             if isinstance(node, dict):
                 node = node.get(part)

@@ -10,6 +10,7 @@ environment are never quoted.
 
 from __future__ import annotations
 
+import copy
 import enum
 import functools
 import re
@@ -99,11 +100,61 @@ def validate_alone(kind: Any, data: Any) -> Valid | None:
     """``data`` validated as ``kind`` (a model, or a type with its constraints, hashable), or
     None when it does not fit. No message: this is for validating one part of a document whose
     problems :func:`validate_model` words as a whole (the loader's meaning checks run on every
-    part that fits)."""
+    part that fits).
+
+    A part whose only problems are unknown keys is read as its author meant it: each unknown
+    key under the name "did you mean" suggests for it (unless that key is set too), or left out
+    when nothing is close — so a misspelt key does not hide the meaning of the rest."""
+    adapter = _adapter(kind)
     try:
-        return Valid(_adapter(kind).validate_python(data))
+        return Valid(adapter.validate_python(data))
+    except ValidationError as exc:
+        errors = exc.errors()
+    unknown = [e for e in errors if e["type"] == "extra_forbidden"]
+    if not unknown or any(e["type"] not in ("extra_forbidden", "missing") for e in errors):
+        return None  # (a missing field may be what a misspelt key meant)
+    meant = _as_meant(kind, data, unknown)
+    if meant is None:
+        return None
+    try:
+        return Valid(adapter.validate_python(meant))
     except ValidationError:
         return None
+
+
+def _as_meant(kind: Any, data: Any, errors: Sequence[Any]) -> Any:
+    """A copy of ``data`` with the unknown keys of ``errors`` renamed as "did you mean" says,
+    or dropped; None when an error's key cannot be found in the data."""
+    meant = copy.deepcopy(data)
+    names = _Translator(kind, data, (), {}, Hints())
+    for err in errors:
+        step = resolve(kind, data, tuple(err["loc"]), err["type"])
+        if not step.ypath:
+            return None
+        where, key = tuple(step.ypath[:-1]), step.ypath[-1]
+        parent = _node(meant, where)
+        if not isinstance(parent, dict) or key not in parent:
+            return None
+        guess = did_you_mean(str(key), names.valid_keys(step.model, where))
+        items = list(parent.items())
+        parent.clear()
+        for name, value in items:
+            if name != key:
+                parent[name] = value
+            elif guess is not None and guess not in dict(items):
+                parent[guess] = value
+    return meant
+
+
+def _node(data: Any, path: Sequence[str | int]) -> Any:
+    for part in path:
+        if isinstance(data, dict):
+            data = data.get(part)
+        elif isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data):
+            data = data[part]
+        else:
+            return None
+    return data
 
 
 @functools.cache
