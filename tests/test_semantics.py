@@ -301,3 +301,19 @@ def test_a_misspelt_key_does_not_hide_the_meaning_of_the_rest() -> None:
         "flakestorm.yaml:13:20: contract.chaos_matrix[0].llm_faults[0]: a 'truncated_response' "
         "LLM fault needs 'max_tokens'",
     ]
+
+
+def test_the_mutations_packages_checks_run_beside_structural_errors() -> None:
+    data = {
+        "agent": {"type": "python", "endpoint": "m:f"},
+        "golden_prompts": ["p"],
+        "mutations": {"types": ["paraphrase", "http_header_injection", "paraphrase"]},
+        "scoring": {"weights": {"mutation": "lots"}},
+    }
+    errors, _ = run_parts(data)
+    assert errors == [
+        "mutations.types.1: 'http_header_injection' is a request-level mutation: it changes the "
+        "HTTP request, and a python agent has none (remove it, or test the agent over HTTP; by "
+        "default python agents get the prompt-level types only)",
+        "mutations.types.2: 'paraphrase' is listed twice",
+    ]
