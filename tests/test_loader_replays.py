@@ -178,3 +178,23 @@ def test_a_session_file_naming_a_directory_says_so(tmp_path: Path) -> None:
         "replays.sessions[0].file: session file 'replays' is a directory (name a file, or a "
         "glob such as 'replays/*.yaml')"
     )
+
+
+def test_sessions_are_checked_beside_structural_errors_elsewhere(tmp_path: Path) -> None:
+    text = config(
+        "  sessions:\n    - {id: s, input: x, tool_responses: [{tool: quote_api}]}\n",
+        head="proxy:\n  tools:\n    quotes_api: http://localhost:9000\nadvanced: {seed: many}\n",
+    )
+    found = problems(text, tmp_path)
+    assert any("advanced.seed: expected an integer" in p for p in found)
+    assert any("unknown tool 'quote_api'" in p and "did you mean 'quotes_api'" in p for p in found)
+
+
+def test_sessions_are_not_judged_against_a_contract_that_did_not_validate(
+    tmp_path: Path,
+) -> None:
+    text = config("  sessions:\n    - {id: s, input: x}\n").replace(
+        "type: completes", "type: completes, severity: urgent"
+    )
+    found = problems(text, tmp_path)
+    assert len(found) == 1 and "severity: 'urgent' is not valid" in found[0]
