@@ -17,12 +17,15 @@ from flakestorm.loader.document import Document, Location
 from flakestorm.validation.paths import ConfigPath, format_path
 from flakestorm.validation.wording import did_you_mean
 
+_MAX_KEYS_GUESSED = 100
+"""A mapping with more keys is not searched for a misspelling (each key costs a guess)."""
+
 
 def _written_as(node: dict[Any, Any], name: str | int) -> str | int:
     """The key of ``node`` that a misspelt ``name`` is written as (the meaning checks read a
     part with misspelt keys as meant: see :func:`~flakestorm.validation.validate_alone`), or
     ``name`` when there is none."""
-    if isinstance(name, int):
+    if isinstance(name, int) or len(node) > _MAX_KEYS_GUESSED:
         return name
     written = [k for k in node if isinstance(k, str) and did_you_mean(k, [name]) == name]
     return written[0] if written else name

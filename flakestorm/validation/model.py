@@ -113,6 +113,8 @@ def validate_alone(kind: Any, data: Any) -> Valid | None:
     unknown = [e for e in errors if e["type"] == "extra_forbidden"]
     if not unknown or any(e["type"] not in ("extra_forbidden", "missing") for e in errors):
         return None  # (a missing field may be what a misspelt key meant)
+    if len(unknown) > MAX_MISSPELT:
+        return None  # not a typo: a part this unlike its model is not read as anything
     meant = _as_meant(kind, data, unknown)
     if meant is None:
         return None
@@ -120,6 +122,10 @@ def validate_alone(kind: Any, data: Any) -> Valid | None:
         return Valid(adapter.validate_python(meant))
     except ValidationError:
         return None
+
+
+MAX_MISSPELT = 20
+"""The most unknown keys a part may have and still be read as meant (each costs a guess)."""
 
 
 def _as_meant(kind: Any, data: Any, errors: Sequence[Any]) -> Any:
