@@ -317,3 +317,18 @@ def test_the_mutations_packages_checks_run_beside_structural_errors() -> None:
         "default python agents get the prompt-level types only)",
         "mutations.types.2: 'paraphrase' is listed twice",
     ]
+
+
+def test_a_config_of_the_parts_keeps_what_validated() -> None:
+    data = {
+        "agent": {"type": "python", "endpoint": "m:f"},
+        "golden_prompts": ["p"],
+        "invariants": [{"type": "completes"}, {"type": "nope"}],
+        "scoring": {"weights": {"mutation": "lots"}},
+        "advanced": {"seed": 7},
+    }
+    config = Parts.of_data(data).config()
+    assert config.agent.endpoint == "m:f" and config.golden_prompts == ["p"]
+    assert [inv.type.value for inv in config.invariants] == ["completes"]
+    assert config.scoring == Config.model_fields["scoring"].get_default()
+    assert config.advanced.seed == 7 and config.contract is None
