@@ -21,7 +21,7 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "config-reference.md"
 def test_every_field_and_enum_value_is_described() -> None:
     problems = reference.description_problems()
     assert problems == [], (
-        "flakestorm/reference.py is out of step with flakestorm/config.py:\n  "
+        "flakestorm/reference.py is out of step with flakestorm/config/:\n  "
         + "\n  ".join(problems)
     )
 

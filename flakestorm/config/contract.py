@@ -1,0 +1,200 @@
+"""The agent, invariants, faults, scenarios, the contract, and the chaos and proxy sections."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from flakestorm.config.base import Model
+from flakestorm.config.vocabulary import (
+    AgentType,
+    ContextAttackType,
+    DriftType,
+    InvariantType,
+    LlmFaultMode,
+    PiiKind,
+    PoisonStrategy,
+    RefusalExpect,
+    Severity,
+    ToolFaultMode,
+    When,
+)
+
+# --------------------------------------------------------------------------- agent
+
+PositiveMs = Annotated[int, Field(gt=0)]
+Probability = Annotated[float, Field(ge=0.0, le=1.0)]
+Callable_ = Annotated[str, Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")]
+"""A python ``module:attr`` reference."""
+
+
+class AgentStart(Model):
+    command: str = Field(min_length=1)
+    cwd: str | None = None
+    env: dict[str, str] = {}
+
+
+class AgentSession(Model):
+    header: str | None = Field(default=None, min_length=1)
+    template: bool = False
+
+
+class AgentConfig(Model):
+    type: AgentType = AgentType.HTTP
+    endpoint: str = Field(min_length=1)
+    method: Literal["GET", "POST", "PUT", "PATCH"] = "POST"
+    headers: dict[str, str] = {}
+    request_template: str | dict[str, Any] | list[Any] = {"input": "{prompt}"}
+    response_path: str | None = None
+    timeout: PositiveMs = 30_000
+    max_response_bytes: Annotated[int, Field(gt=0)] = 1_048_576
+    health_endpoint: str | None = None
+    ready_timeout: PositiveMs = 120_000
+    start: AgentStart | None = None
+    reset_endpoint: str | None = None
+    reset_function: Callable_ | None = None
+    session: AgentSession | None = None
+    tools: list[Callable_] | None = None
+    tool_registry: Callable_ | None = None
+    llm: Callable_ | None = None
+
+
+# --------------------------------------------------------------------------- invariants
+
+
+class Invariant(Model):
+    id: str | None = Field(default=None, min_length=1)
+    type: InvariantType
+    severity: Severity = Severity.MEDIUM
+    when: When = When.ALWAYS
+    negate: bool = False
+    description: str | None = None
+    probes: list[str] | None = Field(default=None, min_length=1)
+    # type fields (see INVARIANT_FIELDS)
+    value: str | None = None
+    values: list[str] | None = Field(default=None, min_length=1)
+    case_sensitive: bool | None = None
+    pattern: str | None = None
+    patterns: list[str] | None = Field(default=None, min_length=1)
+    max_ms: PositiveMs | None = None
+    json_schema: dict[str, Any] | None = Field(default=None, alias="schema")
+    expected: str | None = None
+    threshold: Probability | None = None
+    baseline: str | None = None
+    similarity_threshold: Probability | None = None
+    kinds: list[PiiKind] | None = Field(default=None, min_length=1)
+    expect: RefusalExpect | None = None
+
+    @property
+    def effective_threshold(self) -> float:
+        """The similarity threshold for ``similarity`` / ``behavior_unchanged``."""
+        if self.type is InvariantType.SIMILARITY:
+            return self.threshold if self.threshold is not None else 0.75
+        return self.similarity_threshold if self.similarity_threshold is not None else 0.75
+
+
+class ContractInvariant(Invariant):
+    id: str = Field(min_length=1)
+
+
+# --------------------------------------------------------------------------- faults
+
+
+class FaultTrigger(Model):
+    """Fields every fault shares: how often and from which call on it fires."""
+
+    probability: Probability = 1.0
+    after_calls: Annotated[int, Field(ge=0)] = 0
+    delay_ms: Annotated[int, Field(ge=0)] | None = None
+
+
+class ToolFault(FaultTrigger):
+    tool: str = Field(min_length=1)
+    mode: ToolFaultMode
+    error_code: Annotated[int, Field(ge=100, le=599)] = 503
+    message: str | None = None
+    payload: str | dict[str, Any] | list[Any] | None = None
+    match_url: str | None = None
+
+
+class LlmFault(FaultTrigger):
+    mode: LlmFaultMode
+    max_tokens: Annotated[int, Field(ge=0)] | None = None
+    drift_type: DriftType | None = None
+
+
+class ContextAttack(Model):
+    type: ContextAttackType
+    payload: str | None = None
+    strategy: PoisonStrategy | None = None
+    payloads: list[str] | None = Field(default=None, min_length=1)
+    trigger_probability: Probability | None = None
+    inject_tokens: Annotated[int, Field(gt=0, le=1_000_000)] | None = None
+    statements: list[str] | None = Field(default=None, min_length=1)
+    tool: str | None = None
+
+
+def _attacks_dict_to_list(value: Any) -> Any:
+    """``context_attacks: {memory_poisoning: {...}}`` is the dict form of the list form."""
+    if isinstance(value, dict):
+        out = []
+        for key, params in value.items():
+            if params is None:
+                params = {}
+            if isinstance(params, dict):
+                out.append({"type": key, **params})
+            else:
+                out.append({"type": key, "_": params})
+        return out
+    return value
+
+
+class Faults(Model):
+    """The three fault lists shared by a scenario and the top-level ``chaos`` section."""
+
+    tool_faults: list[ToolFault] = []
+    llm_faults: list[LlmFault] = []
+    context_attacks: list[ContextAttack] = []
+
+    @model_validator(mode="before")
+    @classmethod
+    def _dict_form(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "context_attacks" in data:
+            data = {**data, "context_attacks": _attacks_dict_to_list(data["context_attacks"])}
+        if isinstance(data, dict):
+            # an explicit `tool_faults:` with nothing after it means "none"
+            data = {k: ([] if v is None and k in _FAULT_LISTS else v) for k, v in data.items()}
+        return data
+
+    @property
+    def has_chaos(self) -> bool:
+        return bool(self.tool_faults or self.llm_faults or self.context_attacks)
+
+
+_FAULT_LISTS = ("tool_faults", "llm_faults", "context_attacks")
+
+
+class Scenario(Faults):
+    name: str = Field(min_length=1)
+
+
+class Contract(Model):
+    name: str = Field(min_length=1)
+    description: str | None = None
+    invariants: list[ContractInvariant] = Field(min_length=1)
+    chaos_matrix: list[Scenario] = Field(min_length=1)
+
+
+class Chaos(Faults):
+    """Top-level chaos for the chaos-only phase and ``flakestorm run --chaos``."""
+
+
+# --------------------------------------------------------------------------- proxy
+
+
+class Proxy(Model):
+    url: str | None = None
+    llm_upstream: str | None = None
+    tools: dict[str, str] = {}
+    token: str | None = None

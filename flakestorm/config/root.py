@@ -1,0 +1,105 @@
+"""The ``scoring``, ``output`` and ``advanced`` sections and the root :class:`Config`, with the
+defaults a run uses when they are omitted."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from flakestorm.config.base import Model
+from flakestorm.config.contract import AgentConfig, Chaos, Contract, Invariant, Proxy
+from flakestorm.config.mutations import LlmEndpoint, Mutations
+from flakestorm.config.replays import Replays
+from flakestorm.config.vocabulary import OutputFormat, SimilarityBackend
+
+DEFAULT_SEED = 20_000_605
+"""The seed used when ``advanced.seed`` is not given, so that runs are reproducible by default."""
+
+DEFAULT_WEIGHTS = {"mutation": 0.20, "chaos": 0.35, "contract": 0.35, "replay": 0.10}
+
+
+class Weights(Model):
+    mutation: Annotated[float, Field(ge=0.0, le=1.0)] = DEFAULT_WEIGHTS["mutation"]
+    chaos: Annotated[float, Field(ge=0.0, le=1.0)] = DEFAULT_WEIGHTS["chaos"]
+    contract: Annotated[float, Field(ge=0.0, le=1.0)] = DEFAULT_WEIGHTS["contract"]
+    replay: Annotated[float, Field(ge=0.0, le=1.0)] = DEFAULT_WEIGHTS["replay"]
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "mutation": self.mutation,
+            "chaos": self.chaos,
+            "contract": self.contract,
+            "replay": self.replay,
+        }
+
+
+LEGACY_WEIGHT_KEYS = ("mutation", "chaos", "contract", "replay")
+
+
+class Scoring(Model):
+    weights: Weights = Weights()
+    min_score: Annotated[float, Field(ge=0.0, le=100.0)] = 0.0
+    legacy_form: bool = Field(default=False, exclude=True)
+    """Set by the loader when the flat ``scoring.mutation: 0.2`` form was used (warned)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_form(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            flat = {k: data[k] for k in LEGACY_WEIGHT_KEYS if k in data}
+            if flat and "weights" not in data:
+                rest = {k: v for k, v in data.items() if k not in LEGACY_WEIGHT_KEYS}
+                return {**rest, "weights": flat, "legacy_form": True}
+        return data
+
+
+class Output(Model):
+    dir: str = "flakestorm-reports"
+    formats: list[OutputFormat] = Field(default_factory=lambda: list(OutputFormat))
+
+
+class Advanced(Model):
+    seed: int = DEFAULT_SEED
+    concurrency: Annotated[int, Field(ge=1, le=256)] = 4
+    repeat: Annotated[int, Field(ge=1, le=100)] = 1
+    min_pass: Annotated[int, Field(ge=1)] | None = None
+    max_invocations: Annotated[int, Field(ge=1)] | None = None
+    similarity: SimilarityBackend = SimilarityBackend.LEXICAL
+    embeddings: LlmEndpoint | None = None
+
+    @property
+    def effective_min_pass(self) -> int:
+        return self.min_pass if self.min_pass is not None else self.repeat
+
+
+# --------------------------------------------------------------------------- root
+
+
+class Config(Model):
+    version: Literal["2.0", "1.0"] = "2.0"
+    agent: AgentConfig
+    golden_prompts: list[str] = []
+    invariants: list[Invariant] = []
+    contract: Contract | None = None
+    chaos: Chaos | None = None
+    proxy: Proxy | None = None
+    mutations: Mutations | None = None
+    replays: Replays | None = None
+    scoring: Scoring = Scoring()
+    output: Output = Output()
+    advanced: Advanced = Advanced()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _version_as_text(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "version" in data:
+            return {**data, "version": version_text(data["version"])}
+        return data
+
+
+def version_text(version: Any) -> Any:
+    """``version: 2.0`` (a YAML float) means the same as ``version: "2.0"``."""
+    if isinstance(version, (int, float)) and not isinstance(version, bool):
+        return f"{float(version):.1f}"
+    return version

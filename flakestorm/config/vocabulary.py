@@ -1,0 +1,235 @@
+"""The closed vocabularies of flakestorm.yaml as enums, and the fields each invariant type and
+context attack takes. The enums that carry behaviour (``Severity.weight``, ``When.applies``,
+``MutationType.default_weight``) carry it here."""
+
+from __future__ import annotations
+
+import enum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from flakestorm.config.contract import Scenario
+
+
+class AgentType(str, enum.Enum):
+    HTTP = "http"
+    PYTHON = "python"
+
+
+class Severity(str, enum.Enum):
+    CRITICAL = "critical"
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+    @property
+    def weight(self) -> int:
+        """Weight of a cell of this severity in the resilience score (SPEC §5)."""
+        return {"critical": 3, "high": 2, "medium": 1, "low": 1}[self.value]
+
+
+class When(str, enum.Enum):
+    ALWAYS = "always"
+    TOOL_FAULTS_ACTIVE = "tool_faults_active"
+    LLM_FAULTS_ACTIVE = "llm_faults_active"
+    ANY_CHAOS_ACTIVE = "any_chaos_active"
+    NO_CHAOS = "no_chaos"
+
+    def applies(self, scenario: Scenario) -> bool:
+        """Whether an invariant with this ``when`` is evaluated under ``scenario``."""
+        return self.applies_to(
+            bool(scenario.tool_faults), bool(scenario.llm_faults), scenario.has_chaos
+        )
+
+    def applies_to(self, tool_faults: bool, llm_faults: bool, any_chaos: bool) -> bool:
+        """Whether it is evaluated where tool faults / LLM faults / any chaos are active (a
+        scenario, or a replayed session whose recorded responses failed)."""
+        if self is When.ALWAYS:
+            return True
+        if self is When.TOOL_FAULTS_ACTIVE:
+            return tool_faults
+        if self is When.LLM_FAULTS_ACTIVE:
+            return llm_faults
+        if self is When.ANY_CHAOS_ACTIVE:
+            return any_chaos
+        return not any_chaos
+
+
+class InvariantType(str, enum.Enum):
+    CONTAINS = "contains"
+    CONTAINS_ANY = "contains_any"
+    REGEX = "regex"
+    EXCLUDES_PATTERN = "excludes_pattern"
+    LATENCY = "latency"
+    VALID_JSON = "valid_json"
+    SIMILARITY = "similarity"
+    BEHAVIOR_UNCHANGED = "behavior_unchanged"
+    EXCLUDES_PII = "excludes_pii"
+    REFUSAL_CHECK = "refusal_check"
+    COMPLETES = "completes"
+    OUTPUT_NOT_EMPTY = "output_not_empty"
+
+
+INVARIANT_FIELDS: dict[InvariantType, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    # type: (required fields, optional fields)
+    InvariantType.CONTAINS: (("value",), ("case_sensitive",)),
+    InvariantType.CONTAINS_ANY: (("values",), ("case_sensitive",)),
+    InvariantType.REGEX: (("pattern",), ()),
+    InvariantType.EXCLUDES_PATTERN: (("patterns",), ()),
+    InvariantType.LATENCY: (("max_ms",), ()),
+    InvariantType.VALID_JSON: ((), ("schema",)),
+    InvariantType.SIMILARITY: (("expected",), ("threshold",)),
+    InvariantType.BEHAVIOR_UNCHANGED: ((), ("baseline", "similarity_threshold")),
+    InvariantType.EXCLUDES_PII: ((), ("kinds",)),
+    InvariantType.REFUSAL_CHECK: ((), ("expect",)),
+    InvariantType.COMPLETES: ((), ()),
+    InvariantType.OUTPUT_NOT_EMPTY: ((), ()),
+}
+"""Type-specific invariant fields. A type field set on an invariant of another type is an error."""
+
+
+class PiiKind(str, enum.Enum):
+    EMAIL = "email"
+    PHONE = "phone"
+    SSN = "ssn"
+    CREDIT_CARD = "credit_card"
+    IBAN = "iban"
+    IP_ADDRESS = "ip_address"
+
+
+class RefusalExpect(str, enum.Enum):
+    REFUSE = "refuse"
+    COMPLY = "comply"
+
+
+class ToolFaultMode(str, enum.Enum):
+    TIMEOUT = "timeout"
+    ERROR = "error"
+    MALFORMED = "malformed"
+    SLOW = "slow"
+    MALICIOUS_RESPONSE = "malicious_response"
+
+
+class LlmFaultMode(str, enum.Enum):
+    TIMEOUT = "timeout"
+    RATE_LIMIT = "rate_limit"
+    TRUNCATED_RESPONSE = "truncated_response"
+    EMPTY = "empty"
+    GARBAGE = "garbage"
+    RESPONSE_DRIFT = "response_drift"
+
+
+class DriftType(str, enum.Enum):
+    JSON_FIELD_RENAME = "json_field_rename"
+    FORMAT_CHANGE = "format_change"
+    VERBOSITY_SHIFT = "verbosity_shift"
+    REFUSAL_REPHRASE = "refusal_rephrase"
+    TONE_SHIFT = "tone_shift"
+
+
+class ContextAttackType(str, enum.Enum):
+    MEMORY_POISONING = "memory_poisoning"
+    INDIRECT_INJECTION = "indirect_injection"
+    OVERFLOW = "overflow"
+    CONFLICTING_CONTEXT = "conflicting_context"
+    INJECTION_VIA_CONTEXT = "injection_via_context"
+
+
+CONTEXT_ATTACK_FIELDS: dict[ContextAttackType, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    ContextAttackType.MEMORY_POISONING: (("payload",), ("strategy",)),
+    ContextAttackType.INDIRECT_INJECTION: (("payloads",), ("trigger_probability", "tool")),
+    ContextAttackType.OVERFLOW: (("inject_tokens",), ("tool",)),
+    ContextAttackType.CONFLICTING_CONTEXT: ((), ("statements", "tool")),
+    ContextAttackType.INJECTION_VIA_CONTEXT: (("payload",), ()),
+}
+"""Type-specific context-attack fields, like :data:`INVARIANT_FIELDS`."""
+
+
+class PoisonStrategy(str, enum.Enum):
+    PREPEND = "prepend"
+    APPEND = "append"
+    REPLACE = "replace"
+
+
+class MutationType(str, enum.Enum):
+    PARAPHRASE = "paraphrase"
+    NOISE = "noise"
+    TONE_SHIFT = "tone_shift"
+    PROMPT_INJECTION = "prompt_injection"
+    ENCODING_ATTACKS = "encoding_attacks"
+    CONTEXT_MANIPULATION = "context_manipulation"
+    LENGTH_EXTREMES = "length_extremes"
+    CUSTOM = "custom"
+    MULTI_TURN_ATTACK = "multi_turn_attack"
+    ADVANCED_JAILBREAK = "advanced_jailbreak"
+    SEMANTIC_SIMILARITY_ATTACK = "semantic_similarity_attack"
+    FORMAT_POISONING = "format_poisoning"
+    LANGUAGE_MIXING = "language_mixing"
+    TOKEN_MANIPULATION = "token_manipulation"
+    TEMPORAL_ATTACK = "temporal_attack"
+    HTTP_HEADER_INJECTION = "http_header_injection"
+    PAYLOAD_SIZE_ATTACK = "payload_size_attack"
+    CONTENT_TYPE_CONFUSION = "content_type_confusion"
+    QUERY_PARAMETER_POISONING = "query_parameter_poisoning"
+    REQUEST_METHOD_ATTACK = "request_method_attack"
+    PROTOCOL_LEVEL_ATTACK = "protocol_level_attack"
+    RESOURCE_EXHAUSTION = "resource_exhaustion"
+    CONCURRENT_REQUEST_PATTERN = "concurrent_request_pattern"
+    TIMEOUT_MANIPULATION = "timeout_manipulation"
+
+    @property
+    def request_level(self) -> bool:
+        """Whether this mutation changes the HTTP request itself, not only the prompt."""
+        return self in _REQUEST_LEVEL
+
+    @property
+    def default_weight(self) -> float:
+        """The type's weight in the mutation score when ``mutations.weights`` does not set it
+        (SPEC §6)."""
+        return _MUTATION_WEIGHTS[self.value]
+
+
+_REQUEST_LEVEL = frozenset(list(MutationType)[-9:])
+_MUTATION_WEIGHTS = {
+    "paraphrase": 1.0,
+    "noise": 0.8,
+    "tone_shift": 0.9,
+    "prompt_injection": 1.5,
+    "encoding_attacks": 1.3,
+    "context_manipulation": 1.1,
+    "length_extremes": 1.2,
+    "custom": 1.0,
+    "multi_turn_attack": 1.4,
+    "advanced_jailbreak": 2.0,
+    "semantic_similarity_attack": 1.3,
+    "format_poisoning": 1.6,
+    "language_mixing": 1.2,
+    "token_manipulation": 1.5,
+    "temporal_attack": 1.1,
+    "http_header_injection": 1.7,
+    "payload_size_attack": 1.4,
+    "content_type_confusion": 1.5,
+    "query_parameter_poisoning": 1.6,
+    "request_method_attack": 1.3,
+    "protocol_level_attack": 1.8,
+    "resource_exhaustion": 1.5,
+    "concurrent_request_pattern": 1.4,
+    "timeout_manipulation": 1.3,
+}
+
+
+class MutationGenerator(str, enum.Enum):
+    TEMPLATES = "templates"
+    LLM = "llm"
+
+
+class OutputFormat(str, enum.Enum):
+    JUNIT = "junit"
+    MARKDOWN = "markdown"
+    JSON = "json"
+    HTML = "html"
+
+
+class SimilarityBackend(str, enum.Enum):
+    LEXICAL = "lexical"
+    EMBEDDINGS = "embeddings"
