@@ -76,6 +76,8 @@ _STR_TAG = "tag:yaml.org,2002:str"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 _FAST_LOADER: Any = getattr(yaml, "CSafeLoader", None)
+_LIBYAML_TOO_DEEP = "exceeded maximum nesting depth"
+_START = yaml.Mark("", 0, 0, 0, None, 0)
 
 
 @dataclass
@@ -169,17 +171,16 @@ def _scan(text: str, filename: str, limits: Limits) -> Problem | None:
     # open collections: [anchor, start index, bytes added inside by aliases]
     stack: list[list[Any]] = []
     expanded = len(text)
+    too_deep = (
+        f"nested more than {limits.depth} levels deep (the limit for a "
+        f"config; if it is legitimate, raise it with {DEPTH_VAR}=<levels>)"
+    )
     try:
         for event in yaml.parse(text, Loader=loader):
             if isinstance(event, yaml.CollectionStartEvent):
                 stack.append([event.anchor, _index(event.start_mark), 0])
                 if len(stack) > limits.depth:
-                    return _over(
-                        filename,
-                        event.start_mark,
-                        f"nested more than {limits.depth} levels deep (the limit for a "
-                        f"config; if it is legitimate, raise it with {DEPTH_VAR}=<levels>)",
-                    )
+                    return _over(filename, event.start_mark, too_deep)
             elif isinstance(event, yaml.CollectionEndEvent) and stack:
                 anchor, start, added = stack.pop()
                 if anchor is not None:
@@ -201,7 +202,11 @@ def _scan(text: str, filename: str, limits: Limits) -> Problem | None:
                         f"{_size(limits.bytes)} (the limit for a config; if it is legitimate, "
                         f"raise it with {BYTES_VAR}=<bytes>)",
                     )
-    except yaml.YAMLError:
+    except yaml.YAMLError as exc:
+        # libyaml 0.2.5+ stops at its own nesting limit (1,000 levels) while scanning ahead,
+        # before the events that would cross ours: deeper than ours too
+        if _LIBYAML_TOO_DEEP in str(getattr(exc, "problem", "")):
+            return _over(filename, getattr(exc, "problem_mark", None) or _START, too_deep)
         return None
     return None
 
