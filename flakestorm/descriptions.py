@@ -287,7 +287,11 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "(informational).",
     "replays.sessions[].contract": "The contract to verify the reply against: a contract "
     "name in this config, or the path of a YAML file with a `contract` section (relative "
-    "to the config). Default: the config's contract.",
+    "to the config). Default: the config's contract. Not with `verify: invariants`.",
+    "replays.sessions[].verify": "What the reply is checked against: `contract` (the "
+    "session's `contract`) or `invariants` (the config's top-level `invariants`, as the "
+    "mutation and chaos phases check a reply: what `replay export` writes for a failed "
+    "mutation or chaos cell).",
     "replays.sessions[].file": "File form, instead of the fields above: path of a YAML or "
     "JSON session file, or a glob (relative to the config file). A file holds one session, "
     "or `sessions:` with a list.",
@@ -432,6 +436,11 @@ ENUM_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "conflicting_context": "Add contradictory `statements` to tool results.",
         "injection_via_context": "Place `payload` instructions in the system/context "
         "messages of LLM requests.",
+    },
+    "Verify": {
+        "contract": "The invariants of the session's `contract` (by default the config's).",
+        "invariants": "The config's top-level `invariants` (`completes` and "
+        "`output_not_empty` when there are none), with the ids the phases give them.",
     },
     "OnMiss": {
         "error": "A replay miss: the session is errored, naming the call (exit 3).",

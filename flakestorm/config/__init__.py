@@ -46,6 +46,7 @@ from flakestorm.config.replays import (
     Session,
     SessionFile,
     ToolResponse,
+    Verify,
 )
 from flakestorm.config.root import (
     DEFAULT_SEED,
@@ -131,6 +132,7 @@ __all__ = [
     "ToolFault",
     "ToolFaultMode",
     "ToolResponse",
+    "Verify",
     "Weights",
     "When",
     "strict_scalar",

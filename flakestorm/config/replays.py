@@ -54,6 +54,16 @@ class LlmReply(Model):
         return self.failed or self.fault
 
 
+class Verify(str, enum.Enum):
+    """What a session's reply is checked against."""
+
+    CONTRACT = "contract"
+    """The invariants of the session's ``contract`` (the config's own by default)."""
+    INVARIANTS = "invariants"
+    """The config's top-level ``invariants``, as the mutation phase checks a reply (a session
+    exported from a mutation)."""
+
+
 class Session(Model):
     id: str = Field(min_length=1)
     name: str | None = None
@@ -64,6 +74,7 @@ class Session(Model):
     expected_output: str | None = None
     expected_failure: str | None = None
     contract: str | None = None
+    verify: Verify = Verify.CONTRACT
 
     @property
     def has_tool_faults(self) -> bool:

@@ -8,7 +8,14 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from flakestorm.config.base import Model
-from flakestorm.config.contract import AgentConfig, Chaos, Contract, Invariant, Proxy
+from flakestorm.config.contract import (
+    AgentConfig,
+    Chaos,
+    Contract,
+    ContractInvariant,
+    Invariant,
+    Proxy,
+)
 from flakestorm.config.mutations import LlmEndpoint, Mutations
 from flakestorm.config.replays import Replays
 from flakestorm.config.vocabulary import OutputFormat, SimilarityBackend
@@ -89,6 +96,22 @@ class Config(Model):
     scoring: Scoring = Scoring()
     output: Output = Output()
     advanced: Advanced = Advanced()
+
+    def top_level_invariants(self) -> list[ContractInvariant]:
+        """The top-level invariants as the chaos and mutation phases check them, each with an
+        id (``regex-3`` for an unnamed one: its type and position); ``completes`` and
+        ``output_not_empty`` when there are none."""
+        source = self.invariants or [
+            ContractInvariant(id="completes", type="completes"),
+            ContractInvariant(id="output-not-empty", type="output_not_empty"),
+        ]
+        out = []
+        for i, invariant in enumerate(source):
+            fields = invariant.model_dump(exclude={"id"}, exclude_unset=True, by_alias=True)
+            fields["type"] = invariant.type
+            ident = invariant.id or f"{invariant.type.value}-{i + 1}"
+            out.append(ContractInvariant.model_validate({"id": ident, **fields}))
+        return out
 
     @model_validator(mode="before")
     @classmethod

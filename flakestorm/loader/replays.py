@@ -2,7 +2,8 @@
 
 :func:`resolve_sessions` gathers ``replays.sessions`` — inline, ``file:`` (YAML or JSON) and
 globs — in config order, resolves each session's contract (a contract name in the config, a
-contract file, or the config's contract by default), and checks what the models cannot:
+contract file, or the config's contract by default; the config's top-level invariants for
+``verify: invariants``), and checks what the models cannot:
 
 - there is a session to replay (or a source to import them from), and a file holds one;
 - session ids are unique (across files too);
@@ -28,7 +29,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flakestorm import semantics
-from flakestorm.config import AgentType, Config, Contract, Session, SessionFile
+from flakestorm.config import (
+    AgentType,
+    Config,
+    Contract,
+    Scenario,
+    Session,
+    SessionFile,
+    Verify,
+)
 from flakestorm.errors import Problem
 from flakestorm.loader.sessions import (
     Place,
@@ -42,6 +51,8 @@ from flakestorm.validation.paths import ConfigPath
 from flakestorm.validation.wording import did_you_mean
 
 Locate = Callable[[ConfigPath, str], Problem]
+TOP_LEVEL = "invariants"
+"""The name of the contract a ``verify: invariants`` session is checked with."""
 
 
 @dataclass(frozen=True)
@@ -161,7 +172,28 @@ class _Checker:
         self.contracts: dict[Path, Contract | None] = {}
 
     def contract(self, source: SessionSource, problems: list[Problem]) -> Contract | None:
-        return self.contract_named(source.session.contract, source.place, problems)
+        session = source.session
+        if session.verify is Verify.INVARIANTS:
+            if session.contract is not None:
+                problems.append(
+                    source.place(
+                        ("contract",),
+                        "verify: invariants checks the config's top-level invariants, not a "
+                        "contract: remove one of the two",
+                    )
+                )
+                return None
+            return self.top_level()
+        return self.contract_named(session.contract, source.place, problems)
+
+    def top_level(self) -> Contract:
+        """The config's top-level invariants as the contract of a session (``verify:
+        invariants``): what the mutation phase checks a reply against."""
+        return Contract(
+            name=TOP_LEVEL,
+            invariants=self.config.top_level_invariants(),
+            chaos_matrix=[Scenario(name="replay")],
+        )
 
     def contract_named(
         self, name: str | None, place: Place, problems: list[Problem]

@@ -99,9 +99,10 @@ def read_contract(path: Path) -> tuple[Contract | None, Place | None, list[Probl
 
 def session_text(session: Session) -> str:
     """``session`` as a YAML session file (what ``replay export`` and ``replay import``
-    write): its fields in model order, empty ones (and ``fault: false``) left out."""
+    write): its fields in model order, empty ones (and ``fault: false``, ``verify:
+    contract``) left out."""
     data = session.model_dump(mode="json", exclude_none=True)
-    data = {k: v for k, v in data.items() if v != []}
+    data = {k: v for k, v in data.items() if v != [] and (k, v) != ("verify", "contract")}
     for key in ("tool_responses", "llm_responses"):
         for response in data.get(key, []):
             if response.get("fault") is False:

@@ -9,7 +9,7 @@ every applicable invariant held for it.
 
 from __future__ import annotations
 
-from flakestorm.config import Chaos, Config, Contract, ContractInvariant, Severity
+from flakestorm.config import Chaos, Config, Contract, Severity
 from flakestorm.errors import UsageError
 from flakestorm.loader import LoadedConfig, load_profile
 from flakestorm.phases.matrix import MatrixPhase, dealt
@@ -45,16 +45,7 @@ class ChaosPhase(MatrixPhase):
 def chaos_contract(config: Config, profile: Chaos | None = None) -> Contract:
     """The contract the chaos-only phase runs: top-level invariants × the chaos scenario."""
     chaos = profile or config.chaos or Chaos()
-    invariants = []
-    source = config.invariants or [
-        ContractInvariant(id="completes", type="completes"),
-        ContractInvariant(id="output-not-empty", type="output_not_empty"),
-    ]
-    for i, invariant in enumerate(source):
-        fields = invariant.model_dump(exclude={"id"}, exclude_unset=True, by_alias=True)
-        fields["type"] = invariant.type
-        ident = invariant.id or f"{invariant.type.value}-{i + 1}"
-        invariants.append(ContractInvariant.model_validate({"id": ident, **fields}))
+    invariants = config.top_level_invariants()
     scenario = {
         "name": SCENARIO,
         "tool_faults": chaos.tool_faults,
