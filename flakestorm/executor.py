@@ -213,12 +213,20 @@ class Executor:
     # ----------------------------------------------------------------- probes
 
     def run_probes(
-        self, probes: Sequence[Probe], judge: Callable[[Probe, Reply], object]
+        self,
+        probes: Sequence[Probe],
+        judge: Callable[[Probe, Reply], object],
+        before_invocation: Callable[[str], None] | None = None,
     ) -> list[tuple[ProbeRun, ...]]:
         """Each probe ``repeat`` times, judged by ``judge(probe, reply)`` (which may raise
         :class:`HarnessError`); the runs of each probe, in probe order. Concurrent like cells,
         or one at a time after a reset when one is configured; a stopped run leaves runs
-        with no reply."""
+        with no reply.
+
+        Run ``RUN`` of a probe whose call has a cell id is sent as ``CELL#RUN.0`` (the cell
+        header), as a cell's invocations are, so the calls it causes are attributed to it.
+        Run one at a time (a reset is configured), ``before_invocation(invocation_id)`` is
+        called before each invocation: how calls without the header are attributed."""
         repeat = self._options.repeat
         runs: list[list[ProbeRun | None]] = [[None] * repeat for _ in probes]
         left = [repeat] * len(probes)
@@ -241,6 +249,10 @@ class Executor:
                 if self._options.session_seed is not None:  # each run its own conversation
                     key = f"{call.cell_id or probe.id}#{run}"
                     call = dataclasses.replace(call, session=self._session(key))
+                if call.cell_id:
+                    call = dataclasses.replace(call, cell_id=f"{call.cell_id}#{run}.0")
+                    if before_invocation is not None and self._resetter is not None:
+                        before_invocation(call.cell_id)
                 reply = self._invoke(probe.prompt, call)
                 if reply is not None:
                     try:

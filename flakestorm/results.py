@@ -172,6 +172,13 @@ class MutationResult:
     leak_at: int | None = None
     """Where ``output`` starts showing what a failed leak invariant forbids (PII, an extracted
     system prompt): public reports cut the reply there."""
+    run: int = 0
+    """Which run (0-based, with ``advanced.repeat``) the reply, verdict and ``output`` shown are
+    from: the first that failed or errored, else the first."""
+    calls: tuple[CallRecord, ...] = ()
+    """The tool and LLM calls the agent made for this mutation, as flakestorm saw them (kept
+    when the fault channel is open and each call can be attributed to its mutation); a call's
+    ``invocation`` is ``RUN.0``. What ``replay export`` serves again."""
 
     @property
     def request_level(self) -> bool:
@@ -559,6 +566,7 @@ def _mutation(d: Mapping[str, Any]) -> MutationResult:
             "changes": tuple(d["changes"]),
             "failed_invariants": tuple(d["failed_invariants"]),
             "request": None if d["request"] is None else dict(d["request"]),
+            "calls": _call_records(d.get("calls", ())),
         }
     )
 
@@ -573,8 +581,10 @@ def _cell(d: Mapping[str, Any]) -> CellResult:
             "prompts": tuple(PromptResult(**p) for p in d["prompts"]),
             "faults_fired": tuple(d["faults_fired"]),
             "notes": tuple(d.get("notes", ())),
-            "calls": tuple(
-                CallRecord(**{**c, "fired": tuple(c["fired"])}) for c in d.get("calls", ())
-            ),
+            "calls": _call_records(d.get("calls", ())),
         }
     )
+
+
+def _call_records(docs: Iterable[Mapping[str, Any]]) -> tuple[CallRecord, ...]:
+    return tuple(CallRecord(**{**c, "fired": tuple(c["fired"])}) for c in docs)

@@ -117,22 +117,7 @@ def prove(
         fired = dict.fromkeys(cell.faults_fired)
         for interaction in own:
             fired.update(dict.fromkeys(interaction.fired))
-        calls = tuple(
-            CallRecord(
-                target=i.target.value,
-                tool=i.tool,
-                method=i.method,
-                url=i.url,
-                status=i.status,
-                fired=i.fired,
-                upstream_error=i.upstream_error,
-                latency_ms=round(i.latency_ms, 3),
-                invocation=invocation_of(i.cell_id),
-                request=i.request,
-                response=i.response,
-            )
-            for i in own
-        )
+        calls = tuple(call_record(i) for i in own)
         out.append(dataclasses.replace(cell, faults_fired=tuple(fired), calls=calls))
     proof = dataclasses.replace(
         info,
@@ -143,6 +128,23 @@ def prove(
         seen=seen_counts(interactions),
     )
     return out, proof
+
+
+def call_record(interaction: Interaction) -> CallRecord:
+    """``interaction`` as its cell (or mutation) keeps it in the results."""
+    return CallRecord(
+        target=interaction.target.value,
+        tool=interaction.tool,
+        method=interaction.method,
+        url=interaction.url,
+        status=interaction.status,
+        fired=interaction.fired,
+        upstream_error=interaction.upstream_error,
+        latency_ms=round(interaction.latency_ms, 3),
+        invocation=invocation_of(interaction.cell_id),
+        request=interaction.request,
+        response=interaction.response,
+    )
 
 
 def seen_counts(interactions: Sequence[Interaction]) -> dict[str, int]:

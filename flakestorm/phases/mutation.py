@@ -15,6 +15,14 @@ any other 5xx, a reset connection, a hang past ``agent.timeout``, or a failed re
 right after the mutation fails it — and, as for any invocation the agent did not answer
 (:mod:`flakestorm.invariants`), every invariant checked, so a critical one fails the gate.
 
+Calls. The phase runs on the fault channel when there is one (an http agent with a ``proxy``
+section; the wrappers of a python agent with ``agent.tools``, ``agent.tool_registry`` or
+``agent.llm``, which the phase opens itself), under a scenario of its own without faults
+(:data:`SCENARIO`), and keeps with each mutation the tool and LLM calls attributed to it — by the
+``X-Flakestorm-Cell`` header an http agent forwards (or, with a reset, because mutations then
+run one at a time), by the wrappers for a python agent — as contract cells keep theirs, so
+``replay export`` can serve them again.
+
 Score: ``100 × Σ w(type)·passed / Σ w(type)`` (:func:`flakestorm.scoring.score_mutations`).
 """
 
@@ -28,6 +36,9 @@ from typing import cast
 from flakestorm.agents import Call, Reply
 from flakestorm.agents.readiness import probe as readiness_probe
 from flakestorm.agents.request import RequestShape
+from flakestorm.chaos.delivery import CALM as CALM_SCENARIO
+from flakestorm.chaos.delivery import Channel, call_record, cell_of
+from flakestorm.chaos.faults import ActiveScenario
 from flakestorm.config import (
     AgentType,
     Config,
@@ -45,7 +56,14 @@ from flakestorm.loader import LoadedConfig
 from flakestorm.mutations.generation import Mutation, generate
 from flakestorm.phases.chaos import chaos_contract
 from flakestorm.phases.phase import PhaseContext, PhaseName, PhasePlan, PhaseRequest, SectionPhase
-from flakestorm.results import InvariantInfo, MutationResult, PhaseOutcome, PhaseScore, Status
+from flakestorm.results import (
+    CallRecord,
+    InvariantInfo,
+    MutationResult,
+    PhaseOutcome,
+    PhaseScore,
+    Status,
+)
 from flakestorm.scoring import score_mutations
 
 CheckFn = Callable[[Invariant, Observation], Verdict]
@@ -63,6 +81,9 @@ class MutationPlan:
 
     mutations: tuple[Mutation, ...]
     invariants: tuple[ContractInvariant, ...]
+    wraps: bool = False
+    """A python agent with tools or an LLM callable to wrap: the runner opens the wrappers so
+    the calls of each mutation are recorded."""
 
     @property
     def cells(self) -> Sequence[object]:
@@ -71,6 +92,10 @@ class MutationPlan:
     @property
     def scenarios(self) -> Sequence[Scenario]:
         return ()
+
+    @property
+    def needs_channel(self) -> bool:
+        return self.wraps
 
 
 @dataclass(frozen=True)
@@ -122,7 +147,9 @@ def plan_mutations(loaded: LoadedConfig) -> MutationPlan:
     finally:
         if writer is not None:
             writer.close()
-    return MutationPlan(mutations, mutation_invariants(config))
+    agent = config.agent
+    wraps = agent.type is AgentType.PYTHON and bool(agent.tools or agent.tool_registry or agent.llm)
+    return MutationPlan(mutations, mutation_invariants(config), wraps)
 
 
 CALM = Scenario(name=NAME)
@@ -174,15 +201,26 @@ def run_mutations(plan: MutationPlan, context: PhaseContext) -> PhaseOutcome:
                 )
         return verdict
 
+    channel = context.channel
+    scenario = SCENARIO if channel is not None else ""
     probes = [
-        Probe(m.id, m.prompt, Call(cell_id=f"mutation:{m.id}", request=m.request))
+        Probe(
+            m.id, m.prompt, Call(cell_id=cell_of_mutation(m), scenario=scenario, request=m.request)
+        )
         for m in plan.mutations
     ]
-    runs = executor.run_probes(probes, judge)
+    if channel is None:
+        runs = executor.run_probes(probes, judge)
+        calls: dict[str, tuple[CallRecord, ...]] = {}
+    else:
+        runs, calls = _recorded(context, channel, probes, judge)
     min_pass = config.advanced.effective_min_pass
     severities = {inv.id: inv.severity for inv in plan.invariants}
     results = tuple(
-        _with_severity(_result(m, r, min_pass), severities)
+        _with_severity(
+            dataclasses.replace(_result(m, r, min_pass), calls=calls.get(cell_of_mutation(m), ())),
+            severities,
+        )
         for m, r in zip(plan.mutations, runs, strict=True)
     )
     # each invariant's line in the config (by its position among all top-level invariants)
@@ -208,6 +246,52 @@ def run_mutations(plan: MutationPlan, context: PhaseContext) -> PhaseOutcome:
         score=score_mutations(results),
         mutations=results,
     )
+
+
+SCENARIO = "flakestorm:mutation"
+"""The scenario (without faults) the phase's calls are attributed under on the channel."""
+
+
+def cell_of_mutation(mutation: Mutation) -> str:
+    """What a mutation's calls are attributed to (the cell header, without ``#RUN.0``)."""
+    return f"mutation:{mutation.id}"
+
+
+def _recorded(
+    context: PhaseContext,
+    channel: Channel,
+    probes: Sequence[Probe],
+    judge: Callable[[Probe, Reply], Judged],
+) -> tuple[list[tuple[ProbeRun, ...]], dict[str, tuple[CallRecord, ...]]]:
+    """Run ``probes`` under :data:`SCENARIO` on ``channel``; the runs, and the calls of each
+    mutation (by :func:`cell_of_mutation`). A call no mutation can be told to have made (an
+    http agent that does not forward the cell header, mutations running concurrently) is kept
+    by none."""
+    seed = context.loaded.config.advanced.seed
+    earlier = {i.seq for i in channel.interactions(SCENARIO)}
+    active = ActiveScenario(SCENARIO, seed)
+    channel.activate(active)
+
+    def before_invocation(invocation: str) -> None:
+        channel.activate(dataclasses.replace(active, cell_id=invocation))
+
+    try:
+        runs = context.executor.run_probes(probes, judge, before_invocation)
+    finally:
+        seen = [i for i in channel.interactions(SCENARIO) if i.seq not in earlier]
+        channel.forget(SCENARIO)  # the calls are in the results now
+        channel.activate(ActiveScenario(CALM_SCENARIO, seed))
+    calls: dict[str, list[CallRecord]] = {}
+    for interaction in seen:
+        if interaction.cell_id:
+            calls.setdefault(cell_of(interaction.cell_id), []).append(call_record(interaction))
+    # each run's calls in the order they came (runs of a mutation may overlap)
+    return runs, {cell: tuple(sorted(records, key=_run_of)) for cell, records in calls.items()}
+
+
+def _run_of(call: CallRecord) -> int:
+    """The run of a mutation that made ``call`` (its invocation is ``RUN.0``)."""
+    return int(call.invocation.partition(".")[0] or 0)
 
 
 def _check(
@@ -274,9 +358,11 @@ def _result(mutation: Mutation, runs: tuple[ProbeRun, ...], min_pass: int) -> Mu
         reason="",
         runs_total=len(runs),
     )
-    errored = next((r for r in runs if r.error is not None), None)
+    errored = next((i for i, r in enumerate(runs) if r.error is not None), None)
     if errored is not None:
-        return _with_reply(base, errored.reply, Status.ERRORED, errored.error or "", ())
+        run = runs[errored]
+        result = _with_reply(base, run.reply, Status.ERRORED, run.error or "", ())
+        return dataclasses.replace(result, run=errored)
     if any(r.reply is None for r in runs):
         done = sum(1 for r in runs if r.reply is not None)
         reason = f"the run stopped before this mutation finished ({done}/{len(runs)} runs)"
@@ -295,6 +381,7 @@ def _result(mutation: Mutation, runs: tuple[ProbeRun, ...], min_pass: int) -> Mu
         runs_passed=passed_runs,
         flaky=0 < passed_runs < len(runs),
         leak_at=judged.leak_at,
+        run=shown_at,
     )
 
 
