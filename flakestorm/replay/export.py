@@ -1,7 +1,8 @@
 """Every failure of a run as a session file (SPEC §7): ``flakestorm replay export``.
 
 For each failed or errored cell of a matrix phase (contract, chaos) in a ``results.json``,
-and each failed or errored prompt-level mutation (its mutated prompt as the input), one
+and each failed or errored prompt-level mutation (``DIR/mutation-<id>.yaml``, its mutated
+prompt as the input, verified against the top-level invariants: ``verify: invariants``), one
 session is written (``DIR/<phase>-<invariant>-<scenario>.yaml``) from its first failing
 invocation:
 
@@ -11,7 +12,9 @@ invocation:
   — and what it sent as ``arguments``;
 - ``llm_responses``: its LLM replies (their text, or an error status), when every one was
   kept whole; a streamed reply is not kept, and then the session's LLM calls are live;
-- ``expected_failure``: the invariant that failed and why; ``contract``: the contract's name.
+- ``expected_failure``: the invariant that failed and why; ``contract``: the contract's name
+  (``verify: invariants`` instead for the chaos phase's cells and mutations, which the
+  top-level invariants judged).
 
 Bodies come from the interactions ``results.json`` keeps (bounded, see ``docs/results.md``);
 the run already redacted its secrets, and the values of the optional ``secrets`` (a config's
@@ -29,7 +32,7 @@ from typing import Any
 
 from flakestorm.chaos.interactions import BODY_CHARS, RUN_BODY_CHARS, was_cut
 from flakestorm.chaos.recording import ordinal
-from flakestorm.config import LlmReply, Session, ToolResponse
+from flakestorm.config import LlmReply, Session, ToolResponse, Verify
 from flakestorm.errors import UsageError
 from flakestorm.loader.sessions import session_text
 from flakestorm.redaction import Redactor
@@ -70,7 +73,7 @@ def export_sessions(
         for mutation in outcome.mutations:
             if mutation.status not in (Status.FAILED, Status.ERRORED):
                 continue
-            session, why = mutation_session(mutation)
+            session, why = mutation_session(outcome, mutation)
             notes += [f"mutation {mutation.id}: {n}" for n in why]
             if session is not None:
                 sessions.append(session)
@@ -109,6 +112,8 @@ def write_sessions(
         if n > 1:
             session = session.model_copy(update={"id": f"{session.id}-{n}"})
         path = out_dir / f"{unique}.yaml"
+        if redactor:  # in the values (a `***` written into YAML text would read as an alias)
+            session = Session.model_validate(_scrub(session.model_dump(mode="json"), redactor))
         text = redactor(session_text(session)) if redactor else session_text(session)
         if _other_text(path, text):
             if kept is not None:
@@ -120,6 +125,17 @@ def write_sessions(
             raise UsageError(f"cannot write {path} ({exc.strerror})") from None
         written.append(path)
     return written
+
+
+def _scrub(value: Any, redactor: Redactor) -> Any:
+    """``value`` (JSON data) with every secret in its strings replaced by ``***``."""
+    if isinstance(value, str):
+        return redactor(value)
+    if isinstance(value, dict):
+        return {redactor(str(k)): _scrub(v, redactor) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub(v, redactor) for v in value]
+    return value
 
 
 def _other_text(path: Path, text: str) -> bool:
@@ -147,22 +163,8 @@ def cell_session(outcome: PhaseOutcome, cell: CellResult) -> tuple[Session | Non
             "the X-Flakestorm-Cell header, or configure a reset); its tool calls would be replay "
             "misses (add the responses, or set replays.on_miss: live)"
         )
-    tools = [_tool_response(c) for c in calls if c.target == "tool"]
-    notes += _bounded(c for c in calls if c.target == "tool")
-    kind = next((i.type for i in outcome.invariants if i.id == cell.invariant_id), None)
-    if kind == "behavior_unchanged":
-        notes.append(
-            f"{cell.invariant_id} is a behavior_unchanged invariant, which a session checks "
-            "against its expected_output: add the answer the agent should give (results.json "
-            "does not keep the baseline answer), or the replay skips it"
-        )
-    llm_calls = [c for c in calls if c.target == "llm"]
-    replies = [_llm_reply(c) for c in llm_calls]
-    llm: list[LlmReply] = []
-    if llm_calls and any(r is None for r in replies):
-        notes.append("an LLM reply was not kept whole: the session's LLM calls are live")
-    else:
-        llm = [r for r in replies if r is not None]
+    tools, llm = _responses(calls, notes)
+    notes += _needs_expected_output(outcome, (cell.invariant_id,))
     session = Session(
         id=_slug(f"{outcome.phase}-{cell.invariant_id}-{cell.scenario}"),
         name=f"{cell.id} ({outcome.label})",
@@ -171,30 +173,81 @@ def cell_session(outcome: PhaseOutcome, cell: CellResult) -> tuple[Session | Non
         llm_responses=llm,
         expected_failure=f"{cell.invariant_id}: {cell.reason}",
         contract=outcome.name if outcome.phase == "contract" else None,
+        # the chaos phase checks the top-level invariants, as the mutation phase does
+        verify=Verify.INVARIANTS if outcome.phase == "chaos" else Verify.CONTRACT,
     )
     return session, notes
 
 
-def mutation_session(mutation: MutationResult) -> tuple[Session | None, list[str]]:
-    """The session that replays a failed mutation: the mutated prompt as its input. A
-    request-level mutation changes the request itself, which a session cannot hold: it is
-    not exported. The mutation phase records no tool calls, so the session has none."""
+def mutation_session(
+    outcome: PhaseOutcome, mutation: MutationResult
+) -> tuple[Session | None, list[str]]:
+    """The session that replays a failed mutation's shown run (the first that failed): the
+    mutated prompt as its input, the tool and LLM responses that run's calls got, verified
+    against the config's top-level invariants (``verify: invariants``), as the mutation was.
+    A request-level mutation changes the request itself, which a session cannot hold: it is
+    not exported."""
     if mutation.request is not None:
         return None, [
             "a request-level mutation changes the HTTP request, which a session cannot replay: "
             "not exported"
         ]
-    failed = ", ".join(mutation.failed_invariants) or mutation.status.value
+    notes: list[str] = []
+    calls = [c for c in mutation.calls if c.invocation == f"{mutation.run}.0"]
+    if not mutation.calls:
+        notes.append(
+            "the run kept no calls for this mutation: it made none, or they did not go through "
+            "flakestorm (an http agent's calls go through the chaos proxy of a `proxy` "
+            "section, a python agent's through the wrappers of agent.tools and agent.llm), or "
+            "could not be attributed to it (forward the X-Flakestorm-Cell header, or configure "
+            "a reset); its tool calls would be replay misses (add the responses, or set "
+            "replays.on_miss: live)"
+        )
+    tools, llm = _responses(calls, notes)
+    notes += _needs_expected_output(outcome, mutation.failed_invariants)
+    # its reason names the invariants that failed ("no-leak: matched ..."), else the error
+    failure = (
+        mutation.reason
+        if mutation.failed_invariants
+        else f"{mutation.status.value}: {mutation.reason}"
+    )
     session = Session(
         id=_slug(f"mutation-{mutation.id}"),
         name=f"{mutation.id} ({mutation.type}: {mutation.transform})",
         input=mutation.sent,
-        expected_failure=f"{failed}: {mutation.reason}",
+        tool_responses=tools,
+        llm_responses=llm,
+        expected_failure=failure,
+        verify=Verify.INVARIANTS,
     )
-    return session, [
-        "the mutation phase records no tool calls: the session has no recorded responses, and "
-        "is verified against the config's contract (the mutation was checked against the "
-        "top-level invariants)"
+    return session, notes
+
+
+def _responses(
+    calls: Sequence[CallRecord], notes: list[str]
+) -> tuple[list[ToolResponse], list[LlmReply]]:
+    """The tool responses and LLM replies ``calls`` got, for a session; a note when a body
+    was cut or dropped by the bounds, or an LLM reply was not kept whole."""
+    tools = [_tool_response(c) for c in calls if c.target == "tool"]
+    notes += _bounded(c for c in calls if c.target == "tool")
+    llm_calls = [c for c in calls if c.target == "llm"]
+    replies = [_llm_reply(c) for c in llm_calls]
+    if llm_calls and any(r is None for r in replies):
+        notes.append("an LLM reply was not kept whole: the session's LLM calls are live")
+        return tools, []
+    return tools, [r for r in replies if r is not None]
+
+
+def _needs_expected_output(outcome: PhaseOutcome, failed: Iterable[str]) -> list[str]:
+    """A note per failed ``behavior_unchanged`` invariant: a session checks it against its
+    ``expected_output``, which the export cannot fill in."""
+    kinds = {i.id: i.type for i in outcome.invariants}
+    return [
+        f"{ident} is a behavior_unchanged invariant, which a session checks against its "
+        "expected_output: add the answer the agent should give (results.json does not keep "
+        "the baseline answer), or the replay skips it"
+        for ident in failed
+        if kinds.get(ident) == "behavior_unchanged"
     ]
 
 
