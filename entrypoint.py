@@ -44,7 +44,7 @@ from flakestorm.reporters.terminal import (
     scenario_line,
     verdict_line,
 )
-from flakestorm.reporters.view import Verdict, run_verdict
+from flakestorm.reporters.view import RunVerdict, error_causes, step_verdict
 from flakestorm.reports import write_reports
 from flakestorm.results import InvariantInfo, MutationResult, PhaseOutcome, RunResult, Status
 from flakestorm.stopping import GRACE_S, Stop, stopping_on_signals
@@ -251,32 +251,29 @@ class _Action:
         written = write_reports(result, out_dir, formats)
         summary_file = written.get(OutputFormat.MARKDOWN)
         redact = self.settings.redact.public
+        compared, lead = self._compare(result)
+        # the step's verdict, which its exit code follows: under fail-on: regression, with the
+        # run's own gate beside it in the summary, the comment and the log
+        shown = step_verdict(
+            result,
+            self.settings.fail_on,
+            compared.delta if compared is not None else None,
+            compared.against if compared is not None else "the baseline",
+        )
         summary = (
             summary_file.read_text(encoding="utf-8")
-            if summary_file is not None and redact  # summary.md is the public-safe summary
-            else markdown.render(result, redact=redact)
+            # summary.md is the public-safe summary with the run's own verdict
+            if summary_file is not None and redact and shown.rule is None
+            else markdown.render(result, redact=redact, shown=shown)
         )
-        compared, lead = self._compare(result)
         gh.append_summary(f"{lead}\n{summary}" if lead else summary)
         self._outputs(result, out_dir, compared)
-        code = self.settings.fail_on.exit_code(result, compared.delta if compared else None)
         # the log is world-readable on a public repository too
         logged = public(result).result if self.settings.redact.public else result
-        self._annotations(logged, code, compared)
-        self._comment(result, lead)
-        self._verdict(result, out_dir)
-        if self.settings.fail_on is not FailOn.ANY:
-            # the last verdict line is the one the exit code follows
-            why = (
-                compared.delta.headline(compared.against)
-                if compared is not None
-                else "no baseline: no failure is known to be new"
-            )
-            shown = Verdict.of(code).value
-            self.gh.log(
-                f"flakestorm: fail-on {self.settings.fail_on.value}: {shown} ({safe(why, 400)})"
-            )
-        return code
+        self._annotations(logged, shown, compared)
+        self._comment(result, lead, shown)
+        self._verdict(result, shown, out_dir)
+        return shown.code
 
     def _compare(self, result: RunResult) -> tuple[delta_report.Compared | None, str]:
         """The delta against the base branch's newest successful run (``baseline: auto``),
@@ -321,8 +318,6 @@ class _Action:
             age=source.age_text(found.run.created_at, datetime.now(timezone.utc)),
             url=found.run.url,
             fail_on=settings.fail_on,
-            exit_code=settings.fail_on.exit_code(result, delta),
-            own_exit_code=int(result.exit_code),
         )
         for line in delta_report.terminal_lines(compared):
             self.gh.log(f"flakestorm: baseline: {line}" if not line.startswith(" ") else line)
@@ -351,7 +346,7 @@ class _Action:
         self.gh.set_output("report-dir", self._relative(out_dir))
 
     def _annotations(
-        self, result: RunResult, code: int, compared: delta_report.Compared | None
+        self, result: RunResult, shown: RunVerdict, compared: delta_report.Compared | None
     ) -> None:
         """One error per failing critical invariant, on its line in the config. Under
         ``fail-on: regression`` a warning instead when each of its failing cells (or mutations)
@@ -406,7 +401,7 @@ class _Action:
             warnings,
             lambda n: f"{n} more known critical failure(s): see the job summary",
         )
-        if compared is not None and regression and code == 1 and not annotations:
+        if compared is not None and regression and shown.code == 1 and not annotations:
             new = compared.delta.of(Change.NEW_FAILURE)
             listed = ", ".join(safe(c.cell_id, 120) for c in new[:10])
             more = f" and {len(new) - 10} more" if len(new) > 10 else ""
@@ -416,13 +411,12 @@ class _Action:
                     title=f"{TITLE}: new failures",
                 )
             )
-        shown = run_verdict(result)
-        if code == ExitCode.INFRASTRUCTURE_ERROR and shown.error:
-            causes = "; ".join(safe(c, 400) for c in shown.causes)
+        if shown.error:  # the causes of the logged (public-safe) result
+            causes = "; ".join(safe(c, 400) for c in error_causes(result))
             annotations.insert(
                 0, Annotation(f"exit {shown.code}: {causes}", title=f"{TITLE}: ERROR")
             )
-        elif code != 0 and not annotations:
+        elif shown.code != 0 and not annotations:
             reasons = "; ".join(safe(r, 400) for r in result.overall.reasons) or "the gate failed"
             annotations.append(Annotation(reasons, title=f"{TITLE}: gate failed"))
         self.gh.annotate_all(
@@ -453,7 +447,7 @@ class _Action:
             title=f"{TITLE}: critical invariant {safe(invariant.id, 80)} failed",
         )
 
-    def _comment(self, result: RunResult, lead: str) -> None:
+    def _comment(self, result: RunResult, lead: str, shown: RunVerdict) -> None:
         mode = self.settings.comment
         if not mode.updates:
             return
@@ -469,7 +463,9 @@ class _Action:
 
         def render(previous: str | None) -> str:
             state = comment.parse_state(previous) if previous is not None else None
-            return comment.render(result, state, key, lead=lead, redact=self.settings.redact.public)
+            return comment.render(
+                result, state, key, lead=lead, redact=self.settings.redact.public, shown=shown
+            )
 
         outcome = self.gh.sticky_comment(
             comment.marker(key), render, create=mode.creates(result.exit_code == ExitCode.PASSED)
@@ -489,11 +485,14 @@ class _Action:
         line = error_verdict_line(exc.cause, message).removeprefix("Verdict: ")
         self.gh.log(f"flakestorm: {line}")
 
-    def _verdict(self, result: RunResult, out_dir: Path) -> None:
+    def _verdict(self, result: RunResult, shown: RunVerdict, out_dir: Path) -> None:
+        """The step's verdict line (the exit code's), the run's score, and why its own gate
+        failed."""
         score = result.overall.score
-        shown = "n/a" if score is None else f"{score:.2f}"
+        scored = "n/a" if score is None else f"{score:.2f}"
         minimum = result.overall.min_score
-        line = f"flakestorm: {verdict_line(result).removeprefix('Verdict: ')}: score {shown}"
+        verdict = verdict_line(result, shown).removeprefix("Verdict: ")
+        line = f"flakestorm: {verdict}: score {scored}"
         if minimum:
             line += f" (min_score {minimum:g})"
         if not result.complete:

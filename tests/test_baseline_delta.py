@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -146,8 +147,6 @@ def test_markdown_block_escapes_and_leads_with_the_headline() -> None:
         age="3 hours old",
         url="https://github.com/o/r/actions/runs/1",
         fail_on=FailOn.REGRESSION,
-        exit_code=1,
-        own_exit_code=1,
     )
     block = delta_report.markdown(compared)
     assert block.startswith("**1 new failure vs main @ abc1234**\n")
@@ -155,7 +154,8 @@ def test_markdown_block_escapes_and_leads_with_the_headline() -> None:
         "Baseline: main @ abc1234, 3 hours old ([run](https://github.com/o/r/actions/runs/1))."
         in block
     )
-    assert "fail-on: regression: FAIL (1 new failure;" in block
+    # the verdict is the heading's that follows the block, not the block's
+    assert "FAIL" not in block and "PASS" not in block
     assert "<b>" not in block
     assert "| 🔴 | new failure |" in block
 
@@ -176,16 +176,49 @@ def test_compare_command(tmp_path: Path) -> None:
     assert done.exit_code == 1, done.output
     lines = done.output.splitlines()
     assert lines[0] == "1 new failure vs base.json, 1 still failing"
-    assert lines[1].startswith("fail-on: regression: FAIL (1 new failure;")
     assert "NEW FAILURE    contract: b[x]  passed -> failed" in done.output
+    assert lines[-1] == "Verdict: FAIL — fail-on: regression: 1 new failure vs base.json"
 
+    # only the known failure: exit 0, and the verdict says PASS, HEAD's own gate beside it
     done = runner.invoke(main, ["compare", str(base), str(same), "--fail-on", "regression"])
     assert done.exit_code == 0, done.output
     assert done.output.startswith("0 new failures vs base.json, 1 still failing\n")
-    assert "fail-on: any would say FAIL" in done.output
+    assert done.output.splitlines()[-1] == (
+        "Verdict: PASS — fail-on: regression: no new failures vs base.json "
+        "(the run's own gate: FAIL, 1 known failure)"
+    )
+    # no other line says FAIL
+    assert not any(re.search(r"\bFAIL\b", line) for line in done.output.splitlines()[:-1])
 
     done = runner.invoke(main, ["compare", str(base), str(same)])  # fail-on any: HEAD's code
     assert done.exit_code == 1, done.output
+    assert done.output.splitlines()[-1] == "Verdict: FAIL"
+
+
+def test_compare_command_new_failure_head_passes_its_own_gate(tmp_path: Path) -> None:
+    base = _write(tmp_path, "base.json", run_of({"contract": ["a[x]=passed", "b[x]=passed"]}))
+    low = run_of({"contract": ["a[x]=passed", "b[x]=failed"]}, exit_code=0)  # above min_score
+    head = _write(tmp_path, "head.json", low)
+    runner = CliRunner()
+    done = runner.invoke(main, ["compare", str(base), str(head), "--fail-on", "regression"])
+    assert done.exit_code == 1, done.output
+    assert done.output.splitlines()[-1] == (
+        "Verdict: FAIL — fail-on: regression: 1 new failure vs base.json (the run's own gate: PASS)"
+    )
+    done = runner.invoke(main, ["compare", str(base), str(head)])
+    assert done.exit_code == 0, done.output
+    assert done.output.splitlines()[-1] == "Verdict: PASS"
+
+
+def test_compare_command_an_error_stays_an_error(tmp_path: Path) -> None:
+    base = _write(tmp_path, "base.json", run_of({"contract": ["a[x]=passed"]}))
+    errored = run_of({"contract": ["a[x]=errored"]}, exit_code=3)
+    head = _write(tmp_path, "head.json", errored)
+    for rule in ("any", "regression"):
+        done = CliRunner().invoke(main, ["compare", str(base), str(head), "--fail-on", rule])
+        assert done.exit_code == 3, done.output
+        assert done.output.splitlines()[-1].startswith("Verdict: ERROR (exit 3: 1 cell errored: ")
+        assert "PASS" not in done.output
 
 
 def test_compare_command_refuses_what_is_not_a_results_file(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -391,11 +392,11 @@ def test_the_action_judges_a_pull_request_by_what_it_changes(
         summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
         assert summary.startswith("**1 new failure vs main @ abc1234**\n"), summary[:300]
         assert "Baseline: main @ abc1234, " in summary and " old (" in summary
-        assert "fail-on: regression: FAIL (1 new failure;" in summary
+        # the run's own gate fails too: the heading does not repeat it
+        heading = "❌ FAIL — fail-on: regression: 1 new failure vs main @ abc1234"
+        assert f"\n## flakestorm: {heading}\n" in summary
         assert "flakestorm: baseline: 1 new failure vs main @ abc1234" in log
-        assert log.rstrip().splitlines()[-1] == (
-            "flakestorm: fail-on regression: FAIL (1 new failure vs main @ abc1234)"
-        )
+        assert f"\nflakestorm: {heading.removeprefix('❌ ')}: score " in log
         (error,) = [line for line in log.splitlines() if line.startswith("::error")]
         assert error.startswith("::error file=flakestorm.yaml,line=13,")
         assert "(known" not in error
@@ -403,6 +404,7 @@ def test_the_action_judges_a_pull_request_by_what_it_changes(
         body = api.comments(REPO, 7)[-1]["body"]
         lines = body.splitlines()
         assert lines[3] == "**1 new failure vs main @ abc1234**", body[:400]
+        assert f"\n### flakestorm: {heading} · score " in body
 
         # main now has that failure too: a pull request that only keeps it passes
         bad_results = Path(env["GITHUB_WORKSPACE"]) / "flakestorm-reports" / "results.json"
@@ -418,10 +420,13 @@ def test_the_action_judges_a_pull_request_by_what_it_changes(
         out = io.StringIO()
         code = entrypoint.main(env, GitHub(env, out=out))
         assert code == 0, out.getvalue()
-        assert out.getvalue().rstrip().splitlines()[-1] == (
-            "flakestorm: fail-on regression: PASS "
-            "(0 new failures vs main @ fffffff, 1 still failing)"
+        # every verdict heading says PASS, with the run's own gate beside it
+        heading = (
+            "✅ PASS — fail-on: regression: no new failures vs main @ fffffff "
+            "(the run's own gate: FAIL, 1 known failure)"
         )
+        (verdict,) = [line for line in out.getvalue().splitlines() if "fail-on: regression" in line]
+        assert verdict.startswith(f"flakestorm: {heading.removeprefix('✅ ')}: score "), verdict
         # the known failure is a warning on its line, not an error: the step passes
         lines = out.getvalue().splitlines()
         assert not [line for line in lines if line.startswith("::error")], lines
@@ -429,12 +434,20 @@ def test_the_action_judges_a_pull_request_by_what_it_changes(
         assert "critical invariant says-hello failed in 1 of 1 scenario(s) (known: " in warning
         summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
         assert summary.startswith("**0 new failures vs main @ fffffff, 1 still failing**\n")
-        assert "fail-on: any would say FAIL" in summary
+        assert f"\n## flakestorm: {heading}\n" in summary
+        assert "❌" not in summary.split("\n## flakestorm: ")[1].splitlines()[0]
+        body = api.comments(REPO, 7)[-1]["body"]
+        assert f"\n### flakestorm: {heading} · score " in body
+        assert "❌ FAIL" not in body
         assert _outputs(env)["new-failures"] == "0"
 
-        # fail-on: any still fails it
+        # fail-on: any still fails it, and says so (the run's own verdict, no rule)
         env = _action_env(tmp_path, api, agent, 4, **{"BASELINE": "auto"})
-        assert entrypoint.main(env, GitHub(env, out=io.StringIO())) == 1
+        out = io.StringIO()
+        assert entrypoint.main(env, GitHub(env, out=out)) == 1
+        summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
+        assert "\n## flakestorm: ❌ FAIL\n" in summary
+        assert "\nflakestorm: FAIL: score " in out.getvalue()
 
 
 def test_no_baseline_is_a_notice_never_a_failure(
@@ -473,6 +486,14 @@ def test_no_baseline_is_a_notice_never_a_failure(
         out = io.StringIO()
         assert entrypoint.main(env, GitHub(env, out=out)) == 0, out.getvalue()
         assert "no failure counts as new" in out.getvalue()
+        heading = (
+            "PASS — fail-on: regression: no baseline compared, so no failure is known to be new "
+            "(the run's own gate: FAIL)"
+        )
+        assert f"\nflakestorm: {heading}: score " in out.getvalue()
+        summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
+        assert f"\n## flakestorm: ✅ {heading}\n" in summary
+        assert "❌ FAIL" not in summary
 
 
 def test_fail_on_regression_needs_the_baseline() -> None:
@@ -569,6 +590,63 @@ def test_a_new_failure_that_is_not_critical_is_the_error(
         "1 still failing: not-empty[calm]"
     ], errors
     assert [line for line in lines if line.startswith("::warning file=flakestorm.yaml")]
+
+
+ERROR_CONFIG = """\
+version: "2.0"
+agent:
+  endpoint: ${AGENT_URL}
+  ready_timeout: 5000
+proxy:
+  tools:
+    search: http://127.0.0.1:9
+golden_prompts:
+  - "say hello"
+contract:
+  name: Greeter
+  invariants:
+    - id: says-hello
+      type: contains
+      value: hello
+      severity: critical
+  chaos_matrix:
+    - name: calm
+    - name: down
+      tool_faults:
+        - tool: search
+          mode: error
+"""
+"""The agent never calls ``search``: the fault is not delivered, the run exits 3."""
+
+
+def test_an_error_stays_an_error_under_fail_on_regression(
+    api: FakeGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from test_entrypoint import entrypoint
+
+    (tmp_path / "ws").mkdir()
+    monkeypatch.chdir(tmp_path / "ws")
+    known = run_of({"contract": ["says-hello[calm]=failed", "says-hello[down]=failed"]})
+    api.add_run(REPO, "ci.yml", "main", SHA, artifacts={"flakestorm-reports": _artifact(known)})
+    agent = _Agent()
+    with agent.server:
+        env = _action_env(
+            tmp_path, api, agent, 1, ERROR_CONFIG, BASELINE="auto", **{"FAIL-ON": "regression"}
+        )
+        out = io.StringIO()
+        code = entrypoint.main(env, GitHub(env, out=out))
+    log = out.getvalue()
+    assert code == 3, log
+    assert "flakestorm: baseline: 0 new failures vs main @ abc1234, 1 fixed" in log
+    assert "\nflakestorm: ERROR (exit 3: 1 fault not delivered (in 1 scenario" in log
+    assert "::error title=flakestorm%3A ERROR::exit 3: 1 fault not delivered" in log
+    summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
+    assert "\n## flakestorm: 💥 ERROR\n" in summary
+    body = api.comments(REPO, 7)[-1]["body"]
+    assert "\n### flakestorm: 💥 ERROR · score " in body
+    for shown in (log, summary, body):
+        assert not re.search(r"\bPASS\b", shown)
+        assert "fail-on: regression:" not in shown
 
 
 MUTATION_CONFIG = """\

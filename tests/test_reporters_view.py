@@ -20,15 +20,17 @@ from typing import Any
 
 from click.testing import CliRunner
 from golden.cases import passing
+from support.runs import run_of
 from support.server import LoopbackServer, Response
 from test_entrypoint import SECRET, Agent, _env, _outputs, entrypoint
 
+from flakestorm.baseline.delta import FailOn, compare
 from flakestorm.cli import main as cli
 from flakestorm.executor import CellFinished, Event
 from flakestorm.github import GitHub
 from flakestorm.loader import load_config
 from flakestorm.reporters import comment, html, junit, markdown, terminal
-from flakestorm.reporters.view import INTERRUPTED_CAUSE, run_verdict
+from flakestorm.reporters.view import INTERRUPTED_CAUSE, RunVerdict, run_verdict, step_verdict
 from flakestorm.results import RunResult, Status, from_document, to_document
 from flakestorm.runner import run_phases
 
@@ -300,3 +302,97 @@ def test_the_summary_of_an_error_before_a_result_never_shows_a_secret(tmp_path: 
     summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
     assert "**Exit 3: the chaos proxy is unreachable.**" in summary
     assert "/***" in summary and SECRET not in summary
+
+
+# --------------------------------------------------------------------------- fail-on: regression
+
+KNOWN = run_of({"contract": ["a[x]=failed", "b[x]=passed"]})
+"""A run whose own gate fails on a known failure (``a[x]`` fails on the baseline too)."""
+
+
+def _headings(result: RunResult, shown: RunVerdict) -> dict[str, str]:
+    """The verdict heading of every report that states the step's verdict."""
+    summary = markdown.render(result, shown=shown).splitlines()[0]
+    body = comment.render(result, None, "k", shown=shown).splitlines()
+    (heading,) = [line for line in body if line.startswith("### flakestorm: ")]
+    return {
+        "summary": summary.removeprefix("## flakestorm: "),
+        "comment": heading.removeprefix("### flakestorm: ").partition(" · score")[0],
+        "terminal": terminal.verdict_line(result, shown).removeprefix("Verdict: "),
+    }
+
+
+def test_only_known_failures_pass_under_fail_on_regression_with_the_own_gate_beside() -> None:
+    shown = step_verdict(KNOWN, FailOn.REGRESSION, compare(KNOWN, KNOWN), "main @ abc1234")
+    assert KNOWN.exit_code == 1 and shown.code == 0 and shown.word == "PASS"
+    note = " — fail-on: regression: no new failures vs main @ abc1234 (the run's own gate: FAIL, "
+    note += "1 known failure)"
+    assert _headings(KNOWN, shown) == {
+        "summary": "✅ PASS" + note,
+        "comment": "✅ PASS" + note,
+        "terminal": "PASS" + note,
+    }
+    # why the run's own gate failed, as such
+    assert "\nThe run's own gate failed:\n- a cell failed\n" in markdown.render(KNOWN, shown=shown)
+    # the run's own verdict is unchanged (results.json, `flakestorm report`)
+    assert run_verdict(KNOWN).word == "FAIL"
+    assert markdown.render(KNOWN).startswith("## flakestorm: ❌ FAIL\n")
+    assert "\nThe gate failed:\n" in markdown.render(KNOWN)
+
+
+def test_a_new_failure_fails_under_fail_on_regression() -> None:
+    broke = run_of({"contract": ["a[x]=failed", "b[x]=failed"]})
+    shown = step_verdict(broke, FailOn.REGRESSION, compare(KNOWN, broke), "main @ abc1234")
+    assert shown.code == 1
+    # the run's own gate says FAIL too: not repeated
+    assert set(_headings(broke, shown).values()) == {
+        "❌ FAIL — fail-on: regression: 1 new failure vs main @ abc1234",
+        "FAIL — fail-on: regression: 1 new failure vs main @ abc1234",
+    }
+    # a new failure the run's own gate lets pass (a low cell, the score above min_score)
+    low = run_of({"contract": ["a[x]=passed", "b[x]=failed"]}, exit_code=0)
+    base = run_of({"contract": ["a[x]=passed", "b[x]=passed"]})
+    shown = step_verdict(low, FailOn.REGRESSION, compare(base, low), "main @ abc1234")
+    assert shown.code == 1
+    assert _headings(low, shown)["summary"] == (
+        "❌ FAIL — fail-on: regression: 1 new failure vs main @ abc1234 (the run's own gate: PASS)"
+    )
+
+
+def test_what_fail_on_regression_did_not_count_is_named() -> None:
+    base = run_of({"contract": ["a[x]=failed", "b[x]=passed 5/5", "c[x]=passed"]})
+    head = run_of({"contract": ["a[x]=failed", "b[x]=failed 4/5", "c[x]=passed", "d[x]=failed"]})
+    shown = step_verdict(head, FailOn.REGRESSION, compare(base, head), "main")
+    assert _headings(head, shown)["terminal"] == (
+        "PASS — fail-on: regression: no new failures vs main (the run's own gate: FAIL, "
+        "1 known failure, 1 within noise, 1 failing new cell)"
+    )
+
+
+def test_no_baseline_under_fail_on_regression_passes_and_says_why() -> None:
+    shown = step_verdict(KNOWN, FailOn.REGRESSION, None)
+    assert shown.code == 0
+    assert _headings(KNOWN, shown)["summary"] == (
+        "✅ PASS — fail-on: regression: no baseline compared, so no failure is known to be new "
+        "(the run's own gate: FAIL)"
+    )
+
+
+def test_an_error_stays_an_error_whatever_fail_on_says() -> None:
+    errored = run_of({"contract": ["a[x]=errored", "b[x]=passed"]}, exit_code=3)
+    passing_base = run_of({"contract": ["a[x]=errored", "b[x]=passed"]}, exit_code=0)
+    for delta in (compare(passing_base, errored), None):
+        shown = step_verdict(errored, FailOn.REGRESSION, delta, "main")
+        assert shown.code == 3 and shown.error and shown.rule is None
+        assert any("1 cell errored" in cause for cause in shown.causes)
+        headings = _headings(errored, shown)
+        assert headings["summary"] == headings["comment"] == "💥 ERROR"
+        assert headings["terminal"].startswith("ERROR (exit 3: 1 cell errored: ")
+        assert not any(PASS.search(text) for text in headings.values())
+
+
+def test_the_baseline_name_in_a_heading_is_escaped() -> None:
+    shown = step_verdict(KNOWN, FailOn.REGRESSION, compare(KNOWN, KNOWN), "<b>x</b> ::error::")
+    headings = _headings(KNOWN, shown)
+    assert "<b>" not in headings["summary"] and "&lt;b&gt;" in headings["summary"]
+    assert "::error::" not in headings["terminal"]

@@ -270,9 +270,11 @@ class FailOn(str, enum.Enum):
         """The exit code of ``head`` under this rule; ``delta`` is None without a baseline.
 
         ``regression``: 1 when a cell newly fails, else 0; with no baseline nothing is known
-        to be new, so 0 (the caller says so in a notice). An infrastructure error (3) stays 3.
+        to be new, so 0 (the caller says so in a notice). An infrastructure error (3), or any
+        exit code that is not the gate's (0 or 1), stays what it is.
         """
-        if self is FailOn.ANY or head.exit_code == ExitCode.INFRASTRUCTURE_ERROR:
+        gate = (ExitCode.PASSED, ExitCode.GATE_FAILED)
+        if self is FailOn.ANY or head.exit_code not in gate:
             return int(head.exit_code)
         if delta is not None and delta.new_failures:
             return int(ExitCode.GATE_FAILED)

@@ -1,8 +1,11 @@
 """``flakestorm compare BASE.json HEAD.json``: the cell-by-cell delta of two runs (SPEC §8).
 
-Prints the headline (``1 new failure vs base.json, 2 fixed``), then one line per changed cell;
-the exit code follows ``--fail-on``: ``any`` (default) is HEAD's own exit code, ``regression``
-is 1 when a cell newly fails against BASE, else 0 (HEAD's infrastructure error, 3, stays 3).
+Prints the headline (``1 new failure vs base.json, 2 fixed``), one line per changed cell, then
+the verdict line, which the exit code follows: under ``--fail-on any`` (default) HEAD's own
+verdict and exit code; under ``regression`` FAIL (1) when a cell newly fails against BASE, else
+PASS (0), with HEAD's own gate named when it says otherwise
+(``Verdict: PASS — fail-on: regression: no new failures vs base.json (the run's own gate: FAIL,
+1 known failure)``). HEAD's infrastructure error stays an ERROR (3).
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from flakestorm.baseline.delta import FailOn, compare, same_config
 from flakestorm.cli.app import main
 from flakestorm.cli.report import read_results
 from flakestorm.reporters.delta import Compared, terminal_lines
-from flakestorm.reporters.terminal import safe
+from flakestorm.reporters.terminal import safe, verdict_line
+from flakestorm.reporters.view import step_verdict
 
 
 @main.command(name="compare")
@@ -48,13 +52,10 @@ def compare_command(base_json: Path, head_json: Path, fail_on: str) -> None:
     rule = FailOn(fail_on)
     delta = compare(base, head)
     compared = Compared(
-        delta=delta,
-        against=base_json.name,
-        age=f"started {base.started_at}",
-        fail_on=rule,
-        exit_code=rule.exit_code(head, delta),
-        own_exit_code=int(head.exit_code),
+        delta=delta, against=base_json.name, age=f"started {base.started_at}", fail_on=rule
     )
     for line in terminal_lines(compared):
         click.echo(line)
-    raise click.exceptions.Exit(compared.exit_code)
+    shown = step_verdict(head, rule, delta, base_json.name)
+    click.echo(verdict_line(head, shown))
+    raise click.exceptions.Exit(shown.code)

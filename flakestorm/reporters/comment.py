@@ -34,6 +34,7 @@ from flakestorm.reporters.public import NOTE as PUBLIC_NOTE
 from flakestorm.reporters.public import public
 from flakestorm.reporters.view import (
     UNDELIVERED_TITLE,
+    RunVerdict,
     all_bad_cells,
     cell_mark,
     error_line,
@@ -46,9 +47,9 @@ from flakestorm.reporters.view import (
     mutation_types,
     phase_state,
     phases,
+    run_verdict,
     score_text,
     undelivered_items,
-    verdict,
 )
 from flakestorm.results import CellResult, MutationResult, RunResult
 
@@ -207,6 +208,7 @@ def render(
     limit_chars: int = COMMENT_LIMIT_CHARS,
     lead: str = "",
     redact: bool = True,
+    shown: RunVerdict | None = None,
 ) -> str:
     """The comment body for ``result``; ``previous`` is the state parsed from the old body.
 
@@ -214,7 +216,9 @@ def render(
     given (an ``https://`` URL), links the full job summary. ``lead`` (markdown we rendered,
     the baseline delta of :mod:`flakestorm.reporters.delta`) comes first. ``redact`` (the
     default; off for a private repository): quote the agent's output public-safe
-    (:mod:`flakestorm.reporters.public`: leaks cut, PII masked), and say so.
+    (:mod:`flakestorm.reporters.public`: leaks cut, PII masked), and say so. ``shown``: the
+    step's verdict (:func:`flakestorm.reporters.view.step_verdict`, under ``fail-on:
+    regression``), default the run's own.
     """
     withheld = False
     if redact:
@@ -225,9 +229,8 @@ def render(
     out = [marker(marker_key), state_line(state), ""]
     if lead:
         out += [lead.rstrip("\n"), ""]
-    out.append(
-        f"### flakestorm: {verdict(result)} · score {score_text(score)} ({_delta(score, previous)})"
-    )
+    heading = (shown or run_verdict(result)).heading(lambda s: text(s, 200))
+    out.append(f"### flakestorm: {heading} · score {score_text(score)} ({_delta(score, previous)})")
     out.append("")
     error = error_line(result)
     if error is not None:

@@ -2,9 +2,11 @@
 the lines ``flakestorm compare`` prints.
 
 The block's first line is the headline (``**2 new failures vs main @ abc1234, 1 fixed**``), then
-the baseline's age and run, the ``fail-on: regression`` verdict when that is the gate, and a
-table of the cells that changed (new failures first, at most :data:`MAX_ROWS`). Cell ids come
-from the baseline artifact too: everything is escaped (:mod:`flakestorm.reporters.escape`).
+the baseline's age and run, and a table of the cells that changed (new failures first, at most
+:data:`MAX_ROWS`). Cell ids come from the baseline artifact too: everything is escaped
+(:mod:`flakestorm.reporters.escape`). The verdict is not here: the heading that follows states
+it (:func:`flakestorm.reporters.view.step_verdict`: under ``fail-on: regression``, the step's,
+with the run's own gate beside it).
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from dataclasses import dataclass
 from flakestorm.baseline.delta import CellChange, Change, Delta, FailOn
 from flakestorm.reporters.escape import text
 from flakestorm.reporters.terminal import safe
-from flakestorm.reporters.view import Verdict
 
 __all__ = ["MAX_ROWS", "Compared", "markdown", "missing_markdown", "terminal_lines"]
 
@@ -52,10 +53,7 @@ class Compared:
     url: str | None = None
     """The baseline run's page."""
     fail_on: FailOn = FailOn.ANY
-    exit_code: int = 0
-    """The exit code under ``fail_on``."""
-    own_exit_code: int = 0
-    """The run's own gate (``fail-on: any``)."""
+    """The rule the step is judged by."""
 
 
 def _status(change: CellChange, base: bool) -> str:
@@ -73,19 +71,6 @@ def _sorted(delta: Delta) -> list[CellChange]:
     return [c for change in _ORDER for c in delta.of(change)]
 
 
-def _gate_line(compared: Compared, verdict: str) -> str | None:
-    if compared.fail_on is not FailOn.REGRESSION:
-        return None
-    own = _verdict(compared.own_exit_code)
-    n = compared.delta.new_failures
-    why = f"{n} new failure{'s' if n != 1 else ''}" if n else "no new failures"
-    return f"fail-on: regression: {verdict} ({why}; fail-on: any would say {own})"
-
-
-def _verdict(code: int) -> str:
-    return Verdict.of(code).value
-
-
 def markdown(compared: Compared) -> str:
     """The block for the job summary and the PR comment."""
     delta = compared.delta
@@ -97,9 +82,6 @@ def markdown(compared: Compared) -> str:
         "",
         f"Baseline: {text(compared.against, 120)}, {compared.age}{link}.",
     ]
-    gate = _gate_line(compared, _verdict(compared.exit_code))
-    if gate is not None:
-        out.append(f"**{gate}**")
     changed = _sorted(delta)
     if changed:
         out += [
@@ -129,11 +111,8 @@ def missing_markdown(reason: str) -> str:
 
 
 def terminal_lines(compared: Compared) -> Sequence[str]:
-    """What ``flakestorm compare`` prints: the headline, the gate, then one line a cell."""
+    """The delta for a terminal or the log: the headline, then one line a changed cell."""
     lines = [safe(compared.delta.headline(compared.against), 300)]
-    gate = _gate_line(compared, _verdict(compared.exit_code))
-    if gate is not None:
-        lines.append(gate)
     for change in _sorted(compared.delta):
         note = f" (Fisher p = {change.p_value:.3f})" if change.p_value is not None else ""
         lines.append(

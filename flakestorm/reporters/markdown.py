@@ -38,6 +38,7 @@ from flakestorm.reporters.view import (
     MUTATION_LEGEND,
     UNDELIVERED_LEGEND,
     UNDELIVERED_TITLE,
+    RunVerdict,
     all_warnings,
     bad_cells,
     call_status,
@@ -52,10 +53,10 @@ from flakestorm.reporters.view import (
     no_calls,
     phase_state,
     phases,
+    run_verdict,
     scenario_notes,
     score_text,
     undelivered_items,
-    verdict,
 )
 from flakestorm.results import (
     CellResult,
@@ -100,9 +101,9 @@ def _undelivered_block(result: RunResult) -> list[str]:
     return ["> [!WARNING]", f"> {UNDELIVERED_TITLE}", *(f"> {item}" for item in items), ""]
 
 
-def _head(result: RunResult, withheld: bool = False) -> list[str]:
+def _head(result: RunResult, shown: RunVerdict, withheld: bool = False) -> list[str]:
     overall = result.overall
-    out = [f"## flakestorm: {verdict(result)}", ""]
+    out = [f"## flakestorm: {shown.heading(lambda s: text(s, 200))}", ""]
     error = error_line(result, 600)
     if error is not None:
         out += [error, ""]
@@ -117,7 +118,8 @@ def _head(result: RunResult, withheld: bool = False) -> list[str]:
     out.append(" · ".join(scores))
     out.append("")
     if overall.reasons:
-        out.append("The gate failed:")
+        # under fail-on: regression the step's verdict may differ from the run's own gate
+        out.append("The gate failed:" if shown.rule is None else "The run's own gate failed:")
         out.extend(_listed(overall.reasons, MAX_LIST_ITEMS, 600))
         out.append("")
     out.extend(_undelivered_block(result))
@@ -454,12 +456,18 @@ def render_error(cause: str, message: str) -> str:
 
 
 def render(
-    result: RunResult, limit_bytes: int = SUMMARY_LIMIT_BYTES, *, redact: bool = True
+    result: RunResult,
+    limit_bytes: int = SUMMARY_LIMIT_BYTES,
+    *,
+    redact: bool = True,
+    shown: RunVerdict | None = None,
 ) -> str:
     """The job summary, always shorter than ``limit_bytes`` bytes of UTF-8.
 
     ``redact`` (the default; off for a private repository): quote the agent's replies
     public-safe (:mod:`flakestorm.reporters.public`: leaks cut, PII masked), and say so.
+    ``shown``: the step's verdict (:func:`flakestorm.reporters.view.step_verdict`, under
+    ``fail-on: regression``), default the run's own.
 
     The budget goes, in this order, to the head and every phase's heading and legend, to the
     matrix rows, to the scenarios tables, then to the cell details.
@@ -469,7 +477,7 @@ def render(
         safe = public(result)
         result, withheld = safe.result, safe.changed
     budget = limit_bytes - _NOTE_RESERVE
-    head = "\n".join(_head(result, withheld)) + "\n"
+    head = "\n".join(_head(result, shown or run_verdict(result), withheld)) + "\n"
     budget -= _size(head)
     sections = [_section(outcome) for outcome in phases(result)]
     if not sections:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from flakestorm.redaction import active
 from flakestorm.reporters.view import (
+    RunVerdict,
     failed_mutations,
     mutation_input,
     mutation_input_label,
@@ -150,12 +151,14 @@ def render_mutations(outcome: PhaseOutcome) -> list[str]:
     return out
 
 
-def verdict_line(result: RunResult) -> str:
+def verdict_line(result: RunResult, shown: RunVerdict | None = None) -> str:
     """``Verdict: PASS``, ``Verdict: FAIL``, or ``Verdict: ERROR (exit 3: causes)``: the line
-    always matches the exit code."""
-    shown = run_verdict(result)
+    always matches the exit code. ``shown``: the step's verdict
+    (:func:`flakestorm.reporters.view.step_verdict`), default the run's own; a rule that
+    decided it follows (``Verdict: PASS — fail-on: regression: no new failures vs …``)."""
+    shown = shown or run_verdict(result)
     if not shown.error:
-        return f"Verdict: {shown.word}"
+        return f"Verdict: {shown.word}{shown.note(lambda s: safe(s, 200))}"
     causes = "; ".join(safe(cause, 300) for cause in shown.causes)
     return f"Verdict: {shown.word} (exit {shown.code}: {causes})"
 

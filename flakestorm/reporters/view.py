@@ -5,8 +5,10 @@ text in them still goes through :mod:`flakestorm.reporters.escape` in each forma
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from flakestorm.baseline.delta import Change, Delta, FailOn
 from flakestorm.errors import ExitCode
 from flakestorm.reporters.escape import text
 from flakestorm.results import (
@@ -59,14 +61,40 @@ _VERDICT_MARKS = {Verdict.PASS: "✅", Verdict.FAIL: "❌", Verdict.ERROR: "💥
 
 
 @dataclass(frozen=True)
+class Rule:
+    """The ``fail-on`` rule that gave a step its verdict instead of the run's own gate
+    (``fail-on: regression``): what it found, and what the run's own gate says."""
+
+    fail_on: FailOn
+    new_failures: int | None
+    """Cells newly failing against the baseline; None: nothing was compared."""
+    against: str
+    """What was compared with (``main @ abc1234``; untrusted: a branch name, escape it)."""
+    own: Verdict
+    """The run's own gate (``fail-on: any``)."""
+    uncounted: tuple[str, ...] = ()
+    """The failures the rule did not count (``2 known failures``, ``1 within noise``)."""
+
+    def finding(self, clean: Callable[[str], str]) -> str:
+        """``no new failures vs main @ abc1234`` (``clean`` escapes the baseline's name)."""
+        if self.new_failures is None:
+            return "no baseline compared, so no failure is known to be new"
+        if not self.new_failures:
+            return f"no new failures vs {clean(self.against)}"
+        return f"{_count(self.new_failures, 'new failure')} vs {clean(self.against)}"
+
+
+@dataclass(frozen=True)
 class RunVerdict:
-    """The verdict line of a run: ``PASS`` (0), ``FAIL`` (1) or ``ERROR`` (3, with the
-    infrastructure problems named in ``causes``)."""
+    """The verdict line of a run, or of the step that ran it: ``PASS`` (0), ``FAIL`` (1) or
+    ``ERROR`` (3, with the infrastructure problems named in ``causes``). ``rule``: the
+    ``fail-on`` rule that decided it, when that is not the run's own gate."""
 
     verdict: Verdict
     code: int
     causes: tuple[str, ...] = ()
     """Why the run is an ERROR (untrusted: they quote cell reasons; escape each)."""
+    rule: Rule | None = None
 
     def __str__(self) -> str:
         return f"{self.verdict.mark} {self.word}"
@@ -79,6 +107,23 @@ class RunVerdict:
     def error(self) -> bool:
         return self.verdict is Verdict.ERROR
 
+    def note(self, clean: Callable[[str], str]) -> str:
+        """What follows the verdict when a rule decided it: `` — fail-on: regression: no new
+        failures vs main @ abc1234 (the run's own gate: FAIL, 2 known failures)``; the run's
+        own gate is named when it says otherwise. Empty without a rule; ``clean`` escapes the
+        baseline's name for the format."""
+        rule = self.rule
+        if rule is None:
+            return ""
+        note = f" — fail-on: {rule.fail_on.value}: {rule.finding(clean)}"
+        if rule.own is not self.verdict:
+            note += f" (the run's own gate: {', '.join((rule.own.value, *rule.uncounted))})"
+        return note
+
+    def heading(self, clean: Callable[[str], str]) -> str:
+        """``✅ PASS``, with the :meth:`note` of the rule that decided it."""
+        return f"{self}{self.note(clean)}"
+
 
 INTERRUPTED_CAUSE = "the run was interrupted: the results are partial"
 
@@ -86,9 +131,49 @@ INTERRUPTED_CAUSE = "the run was interrupted: the results are partial"
 def run_verdict(result: RunResult) -> RunVerdict:
     """The verdict of ``result``, read from its exit code (never from the gate alone: a run
     whose gate passed but that exits 3 is an ERROR)."""
-    verdict = Verdict.of(result.exit_code)
-    causes = error_causes(result) if verdict is Verdict.ERROR else ()
-    return RunVerdict(verdict, result.exit_code, causes)
+    return step_verdict(result)
+
+
+def step_verdict(
+    result: RunResult,
+    fail_on: FailOn = FailOn.ANY,
+    delta: Delta | None = None,
+    against: str = "the baseline",
+) -> RunVerdict:
+    """The verdict of the step that ran ``result`` under ``fail_on`` (``delta``: against the
+    baseline ``against``; None when nothing was compared): what its exit code,
+    :meth:`FailOn.exit_code`, says. Every verdict a user sees comes from here: the run's own
+    (``fail-on: any``) is :func:`run_verdict`; under ``fail-on: regression`` it carries the
+    :class:`Rule` and the run's own gate. An ERROR stays an ERROR, with its causes."""
+    code = fail_on.exit_code(result, delta)
+    verdict = Verdict.of(code)
+    if verdict is Verdict.ERROR:
+        return RunVerdict(verdict, code, error_causes(result))
+    if fail_on is FailOn.ANY:
+        return RunVerdict(verdict, code)
+    rule = Rule(
+        fail_on=fail_on,
+        new_failures=None if delta is None else delta.new_failures,
+        against=against,
+        own=Verdict.of(result.exit_code),
+        uncounted=() if delta is None else _uncounted(delta),
+    )
+    return RunVerdict(verdict, code, rule=rule)
+
+
+def _uncounted(delta: Delta) -> tuple[str, ...]:
+    """The failing cells a delta does not count as new: known (still failing), within noise,
+    and new cells that fail."""
+    failing = (Status.FAILED, Status.ERRORED)
+    known = len(delta.of(Change.STILL_FAILING))
+    noise = len(delta.of(Change.WITHIN_NOISE))
+    fresh = sum(1 for c in delta.of(Change.NEW) if c.head in failing)
+    parts = [_count(known, "known failure")] if known else []
+    if noise:
+        parts.append(f"{noise} within noise")
+    if fresh:
+        parts.append(_count(fresh, "failing new cell"))
+    return tuple(parts)
 
 
 def error_causes(result: RunResult) -> tuple[str, ...]:
@@ -127,11 +212,6 @@ def error_causes(result: RunResult) -> tuple[str, ...]:
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
-def verdict(result: RunResult) -> str:
-    """``✅ PASS``, ``❌ FAIL`` or ``💥 ERROR``: the run's verdict with its mark."""
-    return str(run_verdict(result))
 
 
 def error_line(result: RunResult, limit: int = 300) -> str | None:
