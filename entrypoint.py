@@ -267,7 +267,7 @@ class _Action:
             else markdown.render(result, redact=redact, shown=shown)
         )
         gh.append_summary(f"{lead}\n{summary}" if lead else summary)
-        self._outputs(result, out_dir, compared)
+        self._outputs(result, out_dir, compared, shown)
         # the log is world-readable on a public repository too
         logged = public(result).result if self.settings.redact.public else result
         self._annotations(logged, shown, compared)
@@ -324,14 +324,19 @@ class _Action:
         return compared, delta_report.markdown(compared)
 
     def _outputs(
-        self, result: RunResult, out_dir: Path, compared: delta_report.Compared | None
+        self,
+        result: RunResult,
+        out_dir: Path,
+        compared: delta_report.Compared | None,
+        shown: RunVerdict,
     ) -> None:
         contract = result.phases.get(PhaseName.CONTRACT.value)
         score = result.overall.score
         contract_score = contract.score.score if contract is not None else None
         critical = sum(len(o.score.critical_failures) for o in result.phases.values())
         self.gh.set_output("score", "" if score is None else f"{score:.2f}")
-        self.gh.set_output("passed", "true" if result.exit_code == ExitCode.PASSED else "false")
+        # the step's outcome, as its exit code (fail-on: regression passes on known failures)
+        self.gh.set_output("passed", "true" if shown.code == ExitCode.PASSED else "false")
         self.gh.set_output(
             "contract-score", "" if contract_score is None else f"{contract_score:.2f}"
         )
@@ -468,7 +473,7 @@ class _Action:
             )
 
         outcome = self.gh.sticky_comment(
-            comment.marker(key), render, create=mode.creates(result.exit_code == ExitCode.PASSED)
+            comment.marker(key), render, create=mode.creates(shown.code == ExitCode.PASSED)
         )
         if outcome.action in (CommentAction.CREATED, CommentAction.UPDATED):
             where = f": {outcome.url}" if outcome.url else ""

@@ -401,6 +401,7 @@ def test_the_action_judges_a_pull_request_by_what_it_changes(
         assert error.startswith("::error file=flakestorm.yaml,line=13,")
         assert "(known" not in error
         assert _outputs(env)["new-failures"] == "1" and _outputs(env)["fixed"] == "0"
+        assert _outputs(env)["passed"] == "false"
         body = api.comments(REPO, 7)[-1]["body"]
         lines = body.splitlines()
         assert lines[3] == "**1 new failure vs main @ abc1234**", body[:400]
@@ -440,6 +441,7 @@ def test_the_action_judges_a_pull_request_by_what_it_changes(
         assert f"\n### flakestorm: {heading} · score " in body
         assert "❌ FAIL" not in body
         assert _outputs(env)["new-failures"] == "0"
+        assert _outputs(env)["passed"] == "true"  # the step passed: so does the output
 
         # fail-on: any still fails it, and says so (the run's own verdict, no rule)
         env = _action_env(tmp_path, api, agent, 4, **{"BASELINE": "auto"})
