@@ -315,10 +315,25 @@ def test_a_real_tool_exception_is_recorded_as_upstream_error(
 # --------------------------------------------------------------------------- attribution
 
 
+LOCKSTEP_TOOLS = """
+import threading
+CALLS = []
+LOCKSTEP = threading.Barrier(2)
+
+def get_quote(symbol):
+    CALLS.append(symbol)
+    LOCKSTEP.wait(timeout=10)  # each call of one cell waits for the same call of the other
+    return {"symbol": symbol, "summary": "ACME shares rose three percent today.", "price": 12.5}
+"""
+
+
 def test_cells_running_concurrently_count_their_own_calls(
     tmp_path: Path, write_module: Write
 ) -> None:
-    rig = make_rig(tmp_path, write_module, calls=3, parties=2)
+    # the tool holds each call until the other cell makes its own: the cells' calls interleave
+    # (c1's first, c2's first, then the second ones...) whatever the thread scheduling, so a
+    # count shared by the cells would fire the fault on the second calls
+    rig = make_rig(tmp_path, write_module, calls=3, parties=2, tools=LOCKSTEP_TOOLS)
     fault = tool_fault("error", after_calls=2)
     with rig.wrapping() as wrapping:
         wrapping.activate(scenario(tool=[fault]))
