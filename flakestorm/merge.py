@@ -7,8 +7,9 @@ otherwise. It then rebuilds each phase from the shards' parts:
 
 - the cells (and mutations) of every shard, by their stable index (each ran in exactly one
   shard);
-- each scenario's delivery proof, over all shards: the declared faults, and the faults *some*
-  shard's calls matched; delivery is judged again from it (:func:`~flakestorm.chaos.delivery.
+- each scenario's delivery proof, over all shards: the declared faults, the faults *some*
+  shard's calls matched, those some shard could not apply, and the calls whose result a tool
+  fault replaced (summed); delivery is judged again from it (:func:`~flakestorm.chaos.delivery.
   judge`), so a fault only one shard's calls matched is delivered, and the cells another shard
   errored for it get their own verdicts back;
 - the phase's score, by the phase itself (``Phase.score``, with the shards' resolved config),
@@ -260,20 +261,31 @@ def _rows(parts: Sequence[PhaseOutcome], cells: Sequence[CellResult]) -> tuple[I
 
 
 def merge_proof(infos: Sequence[ScenarioInfo]) -> ScenarioInfo:
-    """A scenario's delivery proof over the shards: declared by any, matched by any."""
+    """A scenario's delivery proof over the shards: declared by any, matched by any, not
+    applied in any (the first shard's reason), and the replaced calls of every shard."""
     head = infos[0]
     declared = _union(label for i in infos for label in i.declared)
     matched = {label for i in infos for label in i.matched}
     hints: dict[str, str] = {}
+    unapplied: dict[str, str] = {}
+    replaced: dict[str, dict[str, int]] = {}
     for info in infos:
         for label, hint in info.hints.items():
             hints.setdefault(label, hint)
+        for label, why in info.unapplied.items():
+            unapplied.setdefault(label, why)
+        for label, by in info.replaced.items():
+            counts = replaced.setdefault(label, {})
+            for fault, n in by.items():
+                counts[fault] = counts.get(fault, 0) + n
     return dataclasses.replace(
         head,
         serial=any(i.serial for i in infos),
         declared=declared,
         matched=tuple(label for label in declared if label in matched),
         hints=hints,
+        unapplied=unapplied,
+        replaced=replaced,
         seen=_summed([i.seen for i in infos]),
         undelivered=(),
     )

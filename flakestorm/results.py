@@ -218,10 +218,23 @@ class ScenarioInfo:
     unapplied: Mapping[str, str] = field(default_factory=dict)
     """…and the labels that matched a call but could not be applied to it, with why (the
     first reason): not delivered either (SPEC §10)…"""
+    replaced: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    """…and, per tool-result attack, the calls it matched whose result a tool fault replaced,
+    counted per tool fault label: such a call is not in ``matched`` (nothing to poison), so an
+    attack every matching call of which was replaced is not delivered, and this says why…"""
     seen: Mapping[str, int] | None = None
     """…and what the scenario's calls were, counted by kind (``tool NAME``, ``llm``, ``forward
     ORIGIN``, ``other``; None when not recorded): summed over shards, so the hint's account of
     what flakestorm saw is the same for a merged run."""
+
+    def why(self, label: str) -> str:
+        """Why ``label`` is not delivered: it could not be applied, or a tool fault replaced
+        every result it matched, or (the wiring hint) no call matched it."""
+        if label in self.unapplied:
+            return f"it matched a call but could not be applied: {self.unapplied[label]}"
+        if label not in self.matched and self.replaced.get(label):
+            return _replaced(self.replaced[label])
+        return self.hint(label)
 
     def hint(self, label: str) -> str:
         """The wiring hint of ``label``, led by what flakestorm saw instead (when recorded)."""
@@ -233,6 +246,21 @@ class ScenarioInfo:
 
 
 _TOOL_OF_LABEL = re.compile(r" on (\S+)$")
+
+
+def _replaced(by: Mapping[str, int]) -> str:
+    """Why a tool-result attack was not delivered when a tool fault replaced every result it
+    matched, ``by`` counting those calls per tool fault label."""
+    total = sum(by.values())
+    if len(by) == 1:
+        (fault,) = by
+        whose = "its result was" if total == 1 else "each one's result was"
+        return f"it matched {_calls(total)} but {whose} replaced by {fault}: nothing was poisoned"
+    each = "; ".join(f"{fault}: {n}" for fault, n in by.items())
+    return (
+        f"it matched {_calls(total)} but each one's result was replaced by a tool fault "
+        f"({each}): nothing was poisoned"
+    )
 
 
 def _saw(seen: Mapping[str, int], label: str) -> str:
@@ -539,6 +567,7 @@ def _phase(d: Mapping[str, Any]) -> PhaseOutcome:
                     **_tuples(s, "faults", "undelivered", "declared", "matched"),
                     "hints": dict(s["hints"]),
                     "unapplied": dict(s.get("unapplied", {})),
+                    "replaced": {k: dict(v) for k, v in s.get("replaced", {}).items()},
                     "seen": None if s.get("seen") is None else dict(s["seen"]),
                 }
             )

@@ -87,29 +87,88 @@ def test_the_proof_survives_results_json() -> None:
 # --------------------------------------------------------------------------- through a run
 
 
-def test_a_tool_result_attack_alongside_a_firing_tool_fault_is_not_reported_undelivered(
+def test_a_tool_result_attack_whose_every_result_a_tool_fault_replaced_is_not_delivered(
     tmp_path: Path,
 ) -> None:
-    # every call to get_quote reached flakestorm; the error fault replaced the result, so
-    # the injection had nothing to poison: a matching call arrived, so it *was* delivered
-    # (SPEC §4: only "no matching call in any cell" is "fault not delivered")
+    # every call to get_quote reached flakestorm, but the error fault answered each one
+    # instead of the tool: the injection never had a result to poison (SPEC §10)
     path = quote_project(
         tmp_path,
         [
             {
                 "name": "outage",
-                "tool_faults": [{"tool": "get_quote", "mode": "error"}],
+                "tool_faults": [{"tool": "get_quote", "mode": "error", "probability": 1.0}],
                 "context_attacks": [{"type": "indirect_injection", "payloads": ["IGNORE"]}],
             }
         ],
     )
     result = run_config(path)
     assert "contract" in result.phases
-    assert result.phases["contract"].scenarios[0].undelivered == ()
+    (info,) = result.phases["contract"].scenarios
+    assert info.undelivered == ("context_attacks[0] indirect_injection",)
     cell = contract_cells(result)["answers[outage]"]
-    assert cell.status is Status.PASSED, cell.reason
+    assert cell.status is Status.ERRORED
+    assert cell.reason == (
+        "fault not delivered: context_attacks[0] indirect_injection: it matched 2 calls but "
+        "each one's result was replaced by tool_faults[0] error(503) on get_quote: nothing "
+        "was poisoned"
+    )
+    assert cell.checked is Status.PASSED
     assert cell.faults_fired == ("tool_faults[0] error(503) on get_quote",)
-    assert result.exit_code == 0
+    assert result.exit_code == 3
+
+
+def test_a_tool_result_attack_on_a_slow_tools_real_result_is_delivered(tmp_path: Path) -> None:
+    path = quote_project(
+        tmp_path,
+        [
+            {
+                "name": "slow",
+                "tool_faults": [{"tool": "get_quote", "mode": "slow", "delay_ms": 1}],
+                "context_attacks": [{"type": "indirect_injection", "payloads": ["IGNORE"]}],
+            }
+        ],
+        invariants=[{"id": "clean", "type": "excludes_pattern", "patterns": ["IGNORE"]}],
+    )
+    result = run_config(path)
+    assert "contract" in result.phases
+    assert result.phases["contract"].scenarios[0].undelivered == ()
+    cell = contract_cells(result)["clean[slow]"]
+    assert cell.status is Status.FAILED  # the agent quoted the poisoned result
+    assert cell.faults_fired == (
+        "tool_faults[0] slow(1 ms) on get_quote",
+        "context_attacks[0] indirect_injection",
+    )
+
+
+def test_a_replaced_attacks_reason_counts_the_calls_of_each_fault() -> None:
+    attack = "context_attacks[0] indirect_injection"
+    info = ScenarioInfo(
+        "down",
+        (),
+        declared=(attack,),
+        replaced={
+            attack: {
+                "tool_faults[0] error(503) on quotes": 2,
+                "tool_faults[1] timeout on news": 1,
+            }
+        },
+    )
+    judged, (errored,) = judge(info, [cell(0)])
+    assert judged.undelivered == (attack,)
+    assert errored.reason == (
+        f"fault not delivered: {attack}: it matched 3 calls but each one's result was "
+        "replaced by a tool fault (tool_faults[0] error(503) on quotes: 2; tool_faults[1] "
+        "timeout on news: 1): nothing was poisoned"
+    )
+    one = dataclasses.replace(info, replaced={attack: {"tool_faults[0] error(503) on quotes": 1}})
+    assert one.why(attack) == (
+        "it matched 1 call but its result was replaced by tool_faults[0] error(503) on "
+        "quotes: nothing was poisoned"
+    )
+    # a call it could act on elsewhere (another shard, say) makes it delivered
+    delivered, _ = judge(dataclasses.replace(info, matched=(attack,)), [cell(0)])
+    assert delivered.undelivered == ()
 
 
 def test_faults_fired_are_attributed_to_cells_of_a_scenario_whose_name_has_a_hash(

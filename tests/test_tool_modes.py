@@ -144,3 +144,23 @@ def test_python_plans() -> None:
     fault = tool_fault("malicious_response", payload=payload)
     first = TOOL_MODES[fault.mode].plan(fault, "quote").value
     assert first == payload and first is not fault.payload  # a fresh copy each call
+
+
+FIELDS: dict[ToolFaultMode, dict[str, Any]] = {
+    ToolFaultMode.SLOW: {"delay_ms": 100},
+    ToolFaultMode.MALICIOUS_RESPONSE: {"payload": "obey"},
+}
+
+
+@pytest.mark.parametrize("mode", list(ToolFaultMode), ids=lambda m: m.value)
+def test_a_mode_replaces_the_result_exactly_when_it_answers_instead_of_the_tool(
+    mode: ToolFaultMode,
+) -> None:
+    # the fault book decides from ``replaces_result`` whether tool-result attacks still have a
+    # result to poison; the proxy and the wrappers act from response() and plan()
+    fault = tool_fault(mode.value, **FIELDS.get(mode, {}))
+    unit = TOOL_MODES[mode]
+    plan = unit.plan(fault, "market_data_api")
+    calls_through = plan.error is None and plan.value is CALL_THROUGH
+    assert unit.replaces_result is (unit.response(fault) is not None)
+    assert unit.replaces_result is not calls_through

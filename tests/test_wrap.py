@@ -288,6 +288,42 @@ def test_tool_result_attacks_poison_the_real_result(rig: Rig) -> None:
     )
 
 
+def test_slow_waits_then_the_real_result_is_poisoned(rig: Rig) -> None:
+    waits: list[tuple[float, list[str]]] = []
+
+    def sleep(seconds: float) -> None:  # what the tool had been asked when the wait began
+        waits.append((seconds, list(module(rig.tools).CALLS)))
+
+    attack = ContextAttack(type=ContextAttackType.INDIRECT_INJECTION, payloads=[PAYLOAD])
+    with Wrapping(rig.config, rig.tmp_path, rig.log, sleep=sleep) as wrapping:
+        wrapping.activate(scenario(tool=[tool_fault("slow", delay_ms=250)], attacks=[attack]))
+        reply = rig.python_agent().invoke("price?", Call(cell_id="c1", scenario="chaos"))
+    assert reply.output is not None, reply.error_message
+    quote = json.loads(reply.output)["tools"][0]["ok"]
+    assert waits == [(0.25, [])]  # the delay came first, then the real tool
+    assert quote["summary"] == f"ACME shares rose three percent today.\n\n{PAYLOAD}"
+    assert module(rig.tools).CALLS == ["ACME"]
+    (call,) = rig.tool_calls()
+    assert call.fired == (
+        "tool_faults[0] slow(250 ms) on get_quote",
+        "context_attacks[0] indirect_injection",
+    )
+    assert call.replaced == ()
+
+
+def test_an_attack_on_a_call_whose_result_a_fault_replaced_is_logged_as_replaced(
+    rig: Rig,
+) -> None:
+    attack = ContextAttack(type=ContextAttackType.INDIRECT_INJECTION, payloads=[PAYLOAD])
+    out = rig.run(scenario(tool=[tool_fault("error")], attacks=[attack]))
+    assert out["tools"] == [{"error": 503, "message": "Service Unavailable"}]
+    (call,) = rig.tool_calls()
+    assert call.fired == call.matched == ("tool_faults[0] error(503) on get_quote",)
+    assert call.replaced == (
+        ("context_attacks[0] indirect_injection", "tool_faults[0] error(503) on get_quote"),
+    )
+
+
 def test_an_attack_on_a_result_without_text_is_not_listed_as_fired(
     tmp_path: Path, write_module: Write
 ) -> None:

@@ -94,18 +94,23 @@ def prove(
 
     Returns the cells with ``faults_fired`` and ``calls`` filled in from their interactions,
     and ``info`` with the labels of the faults that must be delivered (``declared``), those
-    some call matched (``matched``), those that matched a call but could not be applied to it
-    (``unapplied``, with why) and a wiring hint per declared label. Whether a fault was
-    delivered is decided from these alone by :func:`judge`.
+    some call matched and could act on (``matched``), those that matched a call but could not
+    be applied to it (``unapplied``, with why), the tool-result attacks' calls whose result a
+    tool fault replaced (``replaced``, counted per fault) and a wiring hint per declared
+    label. Whether a fault was delivered is decided from these alone by :func:`judge`.
     """
     by_cell: dict[str, list[Interaction]] = {}
     matched: dict[str, None] = {}
     unapplied: dict[str, str] = {}
+    replaced: dict[str, dict[str, int]] = {}
     for interaction in interactions:
         by_cell.setdefault(cell_of(interaction.cell_id), []).append(interaction)
         matched.update(dict.fromkeys(interaction.matched))
         for label, why in interaction.unapplied:
             unapplied.setdefault(label, why)
+        for label, by in interaction.replaced:
+            counts = replaced.setdefault(label, {})
+            counts[by] = counts.get(by, 0) + 1
     declared = book.declared()
     tools = {f"tool_faults[{i}]": f.tool for i, f in enumerate(book.scenario.tool_faults)}
     hints = {
@@ -125,6 +130,7 @@ def prove(
         matched=tuple(label for label in matched if label in declared),
         hints=hints,
         unapplied={label: why for label, why in unapplied.items() if label in declared},
+        replaced={label: by for label, by in replaced.items() if label in declared},
         seen=seen_counts(interactions),
     )
     return out, proof
@@ -175,7 +181,8 @@ NOT_DELIVERED = "fault not delivered: "
 
 def judge(info: ScenarioInfo, cells: Sequence[CellResult]) -> tuple[ScenarioInfo, list[CellResult]]:
     """Delivery judged from a scenario's proof alone (SPEC §4, §10): a declared fault that no
-    call matched, or that matched a call but could not be applied to it, is not delivered, and
+    call matched (a tool-result attack whose every matching call a tool fault replaced
+    included), or that matched a call but could not be applied to it, is not delivered, and
     then every scored cell of the scenario is ERRORED with the reason (the invariant's own
     verdict kept in ``checked``). Judging again — e.g. with the
     calls of every shard — first gives the cells their own verdicts back."""
@@ -207,7 +214,7 @@ def judge(info: ScenarioInfo, cells: Sequence[CellResult]) -> tuple[ScenarioInfo
     judged = dataclasses.replace(info, undelivered=undelivered)
     if not undelivered:
         return judged, own
-    reason = "; ".join(f"{NOT_DELIVERED}{label}: {_why(info, label)}" for label in undelivered)
+    reason = "; ".join(f"{NOT_DELIVERED}{label}: {info.why(label)}" for label in undelivered)
     out = [
         dataclasses.replace(
             cell,
@@ -221,12 +228,6 @@ def judge(info: ScenarioInfo, cells: Sequence[CellResult]) -> tuple[ScenarioInfo
         for cell in own
     ]
     return judged, out
-
-
-def _why(info: ScenarioInfo, label: str) -> str:
-    if label in info.unapplied:
-        return f"it matched a call but could not be applied: {info.unapplied[label]}"
-    return info.hint(label)
 
 
 _INVOCATION_SUFFIX = re.compile(r"#\d+\.\d+$")

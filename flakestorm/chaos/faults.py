@@ -15,7 +15,11 @@ same payloads for the same seed.
 
 Vocabulary: an *interaction* is one call the agent makes to a tool or LLM; a fault *fires*
 on an interaction when it is injected into it; a fault is *delivered* in a scenario when at
-least one matching interaction reached flakestorm in any of its cells.
+least one matching interaction reached flakestorm in any of its cells, and it could act on it.
+A tool-result attack cannot act on a call whose result a tool fault replaced (``error``,
+``timeout``, ``malformed``, ``malicious_response``; not ``slow``, whose real result still
+comes): such a call is listed in the decision's ``replaced``, not in its ``matched``, so an
+attack that every matching call had replaced is not delivered (SPEC §10).
 """
 
 from __future__ import annotations
@@ -85,7 +89,12 @@ class Decision:
     attacks: tuple[tuple[int, ContextAttack], ...] = ()
     """Context attacks to apply to this interaction's result (tools) or request (LLM)."""
     matched: tuple[str, ...] = ()
-    """Labels of every declared fault that matched this call (fired or not): delivery proof."""
+    """Labels of every declared fault that matched this call (fired or not) and could act on
+    it: delivery proof."""
+    replaced: tuple[tuple[str, str], ...] = ()
+    """Tool-result attacks that matched this call while the tool fault that fired on it
+    replaces its result, each with that fault's label: nothing to poison (not delivered by
+    this call)."""
 
     @property
     def fired(self) -> tuple[str, ...]:
@@ -202,21 +211,31 @@ class FaultBook:
             if tool_matches(fault, tool, url)
         ]
         chosen, matched = self._first_firing(cell, call_index, candidates)
-        attacks = []
+        replacing = (
+            tool_fault_label(*chosen)
+            if chosen is not None and TOOL_MODES[chosen[1].mode].replaces_result
+            else None
+        )
+        attacks, replaced = [], []
         for i, attack in enumerate(self.scenario.context_attacks):
             if attack.type not in TOOL_RESULT_ATTACKS:
                 continue
             if attack.tool is not None and attack.tool != tool:
                 continue
             label = attack_label(i, attack)
-            matched.append(label)  # a matching call reached flakestorm: delivered
-            if chosen is not None:  # an injected fault replaces the result: nothing to poison
+            if replacing is not None:  # the fault answers instead of the tool: nothing to poison
+                replaced.append((label, replacing))
                 continue
+            matched.append(label)  # a result it can poison reached flakestorm: delivered
             probability = attack.trigger_probability
             if self._fires(cell, label, call_index, 1.0 if probability is None else probability, 0):
                 attacks.append((i, attack))
         return Decision(
-            call_index, tool_fault=chosen, attacks=tuple(attacks), matched=tuple(matched)
+            call_index,
+            tool_fault=chosen,
+            attacks=tuple(attacks),
+            matched=tuple(matched),
+            replaced=tuple(replaced),
         )
 
     def llm_call(self, cell: str) -> Decision:

@@ -66,7 +66,7 @@ class Interaction:
     url: str
     call_index: int
     matched: tuple[str, ...]
-    """Every declared fault that matched this call, fired or not."""
+    """Every declared fault that matched this call, fired or not, and could act on it."""
     fired: tuple[str, ...]
     """The faults injected into this call."""
     status: int | None
@@ -86,6 +86,9 @@ class Interaction:
     unapplied: tuple[tuple[str, str], ...] = ()
     """Faults that fired on this call but could not be applied to it, each with why (a stream
     shape flakestorm cannot edit, a reply without text): not delivered (SPEC §10)."""
+    replaced: tuple[tuple[str, str], ...] = ()
+    """Tool-result attacks that matched this call while a tool fault replaced its result, each
+    with that fault's label: nothing to poison; delivered only if another call let them act."""
 
     def to_document(self) -> dict[str, Any]:
         doc = asdict(self)
@@ -93,6 +96,7 @@ class Interaction:
         doc["matched"] = list(self.matched)
         doc["fired"] = list(self.fired)
         doc["unapplied"] = [list(pair) for pair in self.unapplied]
+        doc["replaced"] = [list(pair) for pair in self.replaced]
         return doc
 
     @classmethod
@@ -106,6 +110,7 @@ class Interaction:
                 "unapplied": tuple(
                     (str(label), str(reason)) for label, reason in doc.get("unapplied", ())
                 ),
+                "replaced": tuple((str(label), str(by)) for label, by in doc.get("replaced", ())),
             }
         )
 

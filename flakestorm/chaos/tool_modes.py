@@ -8,7 +8,9 @@
   :class:`~flakestorm.errors.ToolFaultError`.
 - ``malformed``: an HTTP call gets a 200 whose body is not JSON (nor even UTF-8); a python
   call returns text that is not JSON.
-- ``slow``: the call is held ``delay_ms``, then goes through (HTTP, ``CONNECT`` and python).
+- ``slow``: the call is held ``delay_ms``, then goes through (HTTP, ``CONNECT`` and python):
+  the one mode that does not replace the result (``replaces_result``), so tool-result attacks
+  on the same call still poison the real result.
 - ``malicious_response``: an HTTP call gets a 200 with ``payload`` (JSON, or text when it is
   a string that does not parse); a python call returns a fresh copy of ``payload``.
 
@@ -116,6 +118,9 @@ class ToolMode(abc.ABC):
     """One tool fault mode (see the module doc)."""
 
     fields = Fields()
+    replaces_result = True
+    """The agent gets the fault's answer instead of the tool's result (False: the real result
+    still comes, so tool-result attacks still poison it)."""
 
     def detail(self, fault: ToolFault) -> str:
         """What the fault's label adds after the mode: ``error(503)``."""
@@ -191,6 +196,7 @@ class MalformedMode(ToolMode):
 
 class SlowMode(ToolMode):
     fields = Fields(required=("delay_ms",))
+    replaces_result = False
 
     def detail(self, fault: ToolFault) -> str:
         return f"({fault.delay_ms} ms)"

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from flakestorm.chaos import llm
-from flakestorm.chaos.faults import UNATTRIBUTED, Target
+from flakestorm.chaos.faults import UNATTRIBUTED, Decision, Target
 from flakestorm.chaos.interactions import Interaction, InteractionLog
 
 NOT_COUNTED = -1
@@ -36,6 +36,8 @@ class ServedCall:
     fired: list[str] = field(default_factory=list)
     unapplied: dict[str, str] = field(default_factory=dict)
     """Faults that fired but could not be applied to the reply, with why (SPEC §10)."""
+    replaced: tuple[tuple[str, str], ...] = ()
+    """Tool-result attacks a tool fault left nothing to poison, with its label."""
     status: int | None = None
     upstream_status: int | None = None
     upstream_error: str | None = None
@@ -48,6 +50,12 @@ class ServedCall:
     def begin(self, log: InteractionLog, seq: int, started: float) -> None:
         self._log, self._seq, self._started = log, seq, started
         log.open()
+
+    def decided(self, decision: Decision) -> None:
+        """Take the fault book's decision's proof: the call's index, what matched it, and the
+        attacks whose result a tool fault replaced."""
+        self.call_index, self.matched = decision.call_index, decision.matched
+        self.replaced = decision.replaced
 
     def not_applied(self, label: str, reason: str) -> None:
         """The fault ``label`` fired but could not be applied, because ``reason``: it is not
@@ -81,6 +89,7 @@ class ServedCall:
                 request=self.request,
                 response=self.response,
                 unapplied=tuple(self.unapplied.items()),
+                replaced=self.replaced,
             )
         )
 

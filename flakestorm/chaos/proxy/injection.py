@@ -1,10 +1,11 @@
 """Serving one data call: the fault book's decision applied, the rest sent upstream.
 
 A tool fault answers in place of the tool (or, ``slow``, delays the real reply); tool-side
-context attacks poison a 2xx tool result. An LLM-side ``injection_via_context`` rewrites the
-request; an LLM fault either answers before the upstream is asked (``rate_limit``,
-``timeout``...) or distorts its 2xx reply, whole or streamed. Other traffic and stragglers go
-upstream untouched. Randomness comes only from an RNG seeded by the scenario and the call.
+context attacks poison a 2xx tool result (a ``slow`` one's too, after the delay). An LLM-side
+``injection_via_context`` rewrites the request; an LLM fault either answers before the
+upstream is asked (``rate_limit``, ``timeout``...) or distorts its 2xx reply, whole or
+streamed. Other traffic and stragglers go upstream untouched. Randomness comes only from an
+RNG seeded by the scenario and the call.
 """
 
 from __future__ import annotations
@@ -53,17 +54,17 @@ def _upstream(handler: FramedHandler, call: ServedCall, body: bytes) -> HttpResp
 def _serve_tool(
     handler: FramedHandler, call: ServedCall, body: bytes, book: FaultBook, decision: Decision
 ) -> HttpResponse:
-    call.call_index, call.matched = decision.call_index, decision.matched
+    call.decided(decision)
     if decision.tool_fault is not None:
         index, fault = decision.tool_fault
         call.fired.append(tool_fault_label(index, fault))
         unit = TOOL_MODES[fault.mode]
         injected = unit.response(fault)
-        if injected is not None:
+        if injected is not None:  # it answers instead of the tool (the book knew: no attacks)
             return from_tool(injected)
         if not handler.hold(unit.delay_ms(fault)):
             return HttpResponse(503, [], drop=True)
-        return _upstream(handler, call, body)
+        # ``slow``: the real reply comes after the delay, and the attacks poison it as usual
     reply = _upstream(handler, call, body)
     if decision.attacks and 200 <= reply.status < 300 and reply.chunks is not None:
         for index, attack in decision.attacks:
@@ -85,7 +86,7 @@ def _serve_tool(
 def _serve_llm(
     handler: FramedHandler, call: ServedCall, body: bytes, book: FaultBook, decision: Decision
 ) -> HttpResponse:
-    call.call_index, call.matched = decision.call_index, decision.matched
+    call.decided(decision)
     assert call.provider is not None
     provider = call.provider
     for index, attack in decision.attacks:

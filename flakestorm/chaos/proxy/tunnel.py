@@ -58,7 +58,7 @@ class Tunnel:
         fault: ToolFault | None = None
         if book is not None and call.tool is not None:
             decision = book.tool_call(call.tool, url, call.cell)
-            call.call_index, call.matched = decision.call_index, decision.matched
+            call.decided(decision)
             if decision.tool_fault is not None:
                 index, fault = decision.tool_fault
                 call.fired.append(tool_fault_label(index, fault))

@@ -138,6 +138,7 @@ class Call:
                 request=self.request,
                 response=self.response,
                 unapplied=tuple(self.unapplied.items()),
+                replaced=self.decision.replaced,
             )
         )
 
