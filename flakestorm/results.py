@@ -205,8 +205,9 @@ class ScenarioInfo:
     faults: tuple[str, ...]
     """A one-line description of each declared fault."""
     undelivered: tuple[str, ...] = ()
-    """Declared faults for which no matching call reached flakestorm in any cell: the
-    scenario's cells are ERRORED (SPEC §4)."""
+    """Declared faults that never reached the agent — no matching call reached flakestorm in
+    any cell, or the fault could not be applied (:meth:`why` says which): the scenario's cells
+    are ERRORED (SPEC §4, §10)."""
     serial: bool = False
     """Cells ran one at a time (the agent does not forward the cell header)."""
     declared: tuple[str, ...] = ()

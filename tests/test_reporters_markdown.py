@@ -62,6 +62,29 @@ def test_undelivered_faults_are_flagged_near_the_top_with_the_hint() -> None:
     assert "Faults not delivered" not in markdown.render(failing())
 
 
+def test_an_undelivered_fault_that_matched_calls_is_listed_with_why_not_a_wiring_hint() -> None:
+    result = chaos_only()
+    outcome = result.phases["chaos"]
+    (info,) = outcome.scenarios
+    attack, fault = "context_attacks[0] indirect_injection", "tool_faults[0] error(503) on search"
+    replaced = dataclasses.replace(
+        info, undelivered=(attack,), declared=(attack,), replaced={attack: {fault: 2}}
+    )
+    chaos = dataclasses.replace(outcome, scenarios=(replaced,))
+    out = markdown.render(dataclasses.replace(result, phases={"chaos": chaos}))
+    assert (
+        "> - the chaos phase: context\\_attacks\\[0\\] indirect\\_injection — it matched 2 calls "
+        "but each one's result was replaced by tool\\_faults\\[0\\] error(503) on search: "
+        "nothing was poisoned"
+    ) in out
+    unapplied = dataclasses.replace(replaced, replaced={}, unapplied={attack: "a streamed reply"})
+    chaos = dataclasses.replace(outcome, scenarios=(unapplied,))
+    out = markdown.render(dataclasses.replace(result, phases={"chaos": chaos}))
+    assert (
+        "indirect\\_injection — it matched a call but could not be applied: a streamed reply"
+    ) in out
+
+
 def test_an_undelivered_scenario_is_marked_in_the_matrix_and_the_legend() -> None:
     out = markdown.render(chaos_only())
     assert "| invariant | severity | chaos 🚫 |" in out

@@ -277,13 +277,14 @@ def cell_counts(outcome: PhaseOutcome) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class Undelivered:
-    """One declared fault no matching call reached (SPEC §4), with the wiring hint."""
+    """One declared fault that was not delivered (SPEC §4, §10), with why."""
 
     outcome: PhaseOutcome
     scenario: str
     fault: str
     hint: str
-    """What is probably mis-wired, or empty."""
+    """Why (:meth:`~flakestorm.results.ScenarioInfo.why`): when no call matched the fault,
+    what is probably mis-wired, or empty."""
 
     @property
     def shown_scenario(self) -> str | None:
@@ -295,7 +296,7 @@ class Undelivered:
 def undelivered(result: RunResult) -> list[Undelivered]:
     """Every fault that was not delivered, phase by phase, scenario by scenario."""
     return [
-        Undelivered(outcome, info.name, fault, info.hint(fault))
+        Undelivered(outcome, info.name, fault, info.why(fault))
         for outcome in phases(result)
         for info in outcome.scenarios
         for fault in info.undelivered
