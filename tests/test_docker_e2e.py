@@ -906,7 +906,10 @@ def test_action_baseline_from_the_base_branch(env: Env, tmp_path: Path) -> None:
     broke = run_action(env, tmp_path / "pr1", run_id=202, **inputs, **gate)
     assert broke.code == 1, f"pr1: exit {broke.code}\n{broke.stdout[-4000:]}\n{broke.stderr}"
     assert broke.summary.startswith("**1 new failure vs main @ abc1234"), broke.summary[:600]
-    assert "fail-on: regression: FAIL (1 new failure;" in broke.summary
+    # the verdict heading is the step's: the rule's, with no new failure left unnamed
+    assert "\n## flakestorm: ❌ FAIL — fail-on: regression: 1 new failure vs main @ abc1234" in (
+        broke.summary
+    ), broke.summary[:1500]
     assert "output-not-empty\\[no-chaos\\]" in broke.summary
     assert broke.outputs.get("new-failures") == "1", broke.outputs
     requests = [r["path"].split("?")[0] for r in fake_api(env, "requests")]
@@ -917,8 +920,13 @@ def test_action_baseline_from_the_base_branch(env: Env, tmp_path: Path) -> None:
     assert kept.code == 0, f"pr2: exit {kept.code}\n{kept.stdout[-4000:]}\n{kept.stderr}"
     assert kept.summary.startswith("**0 new failures vs main @ abc1234"), kept.summary[:600]
     assert "still failing" in kept.summary.split("\n", 1)[0]
-    assert "fail-on: any would say FAIL" in kept.summary
-    assert kept.outputs.get("new-failures") == "0" and kept.outputs.get("passed") == "false"
+    # the step passes, and every verdict says so, with the run's own gate beside it
+    assert (
+        "\n## flakestorm: ✅ PASS — fail-on: regression: no new failures vs main @ abc1234 "
+        "(the run's own gate: FAIL" in kept.summary
+    ), kept.summary[:1500]
+    assert "\n## flakestorm: ❌" not in kept.summary
+    assert kept.outputs.get("new-failures") == "0" and kept.outputs.get("passed") == "true"
 
 
 def test_sharded_run_two_shard_jobs_and_a_merge_job(env: Env, tmp_path: Path) -> None:
