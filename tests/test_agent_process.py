@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -168,3 +169,29 @@ def test_an_agent_already_answering_is_not_started(tmp_path: Path) -> None:
             assert process.pid is None
     assert not (tmp_path / "started").exists()
     assert not (tmp_path / "agent.log").exists()
+
+
+def test_revive_starts_an_agent_that_died_again_and_leaves_one_that_answers(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    command = f"echo started; exec {PYTHON} -m http.server {port} --bind 127.0.0.1"
+    log = tmp_path / "agent.log"
+    restarts: list[str] = []
+    config = config_for(port, command)
+    with AgentProcess(config, tmp_path, log, on_restart=restarts.append) as process:
+        first = process.pid
+        assert first is not None
+        process.revive()  # it answers: nothing to do
+        assert process.pid == first and restarts == []
+        os.killpg(first, signal.SIGKILL)  # a request brought it down
+        os.waitid(os.P_PID, first, os.WEXITED | os.WNOWAIT)  # dead, left for it to reap
+        process.revive()
+        second = process.pid
+        assert second is not None and second != first
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            pass
+        assert len(restarts) == 1
+        assert restarts[0].startswith("the agent process exited (code -9): starting it again")
+    assert not alive(second)
+    assert log.read_text().count("started") == 2  # the log goes on in the same file

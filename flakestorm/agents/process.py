@@ -13,6 +13,11 @@ the shell in its own session (so its whole process tree is one process group), i
 its output going to ``log_path`` (``agent.log`` in the report directory). flakestorm waits for
 readiness, failing fast with the log's tail if the process exits first. On exit (normal,
 exception or Ctrl-C) the group gets SIGTERM, then SIGKILL after a grace period: no orphans.
+
+A request may bring the agent down mid-run (a request-level mutation). :meth:`AgentProcess.revive`
+brings it back: when the process it started has exited, it runs ``start.command`` again (the log
+goes on in the same file) and waits for readiness again; an agent it did not start is waited
+for, like :class:`~flakestorm.agents.readiness.ReadyAgain`.
 """
 
 from __future__ import annotations
@@ -56,7 +61,9 @@ class AgentProcess:
         sleep: Sleep = time.sleep,
         stop: threading.Event | None = None,
         on_waiting: Callable[[Waiting], None] | None = None,
+        on_restart: Callable[[str], None] | None = None,
     ) -> None:
+        """``on_restart`` hears why :meth:`revive` starts the agent again, before it does."""
         if config.start is None:
             raise UsageError("agent.start is not configured: there is no command to run")
         self.config = config
@@ -69,6 +76,7 @@ class AgentProcess:
         self._sleep = sleep
         self._stop = stop
         self._on_waiting = on_waiting
+        self._on_restart = on_restart
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
         self.started = False
@@ -85,10 +93,47 @@ class AgentProcess:
         if probe(self.config) is None:
             self.already_running = True
             return False
+        self._launch("wb")
+        return True
+
+    def revive(self) -> None:
+        """Bring the agent back after a request may have brought it down: nothing when it
+        answers; when the process flakestorm started has exited (or exits while waited for),
+        ``start.command`` runs again, its output appended to the log; otherwise a wait for
+        readiness. :class:`AgentNotReady` when it does not answer within
+        ``agent.ready_timeout``."""
+        if probe(self.config) is None:
+            return
+        process = self._process
+        if process is None or process.poll() is None:
+            try:
+                wait_ready(
+                    self.config,
+                    clock=self._clock,
+                    sleep=self._sleep,
+                    check=self._check_alive,
+                    stop=self._stop,
+                    on_waiting=self._on_waiting,
+                )
+                return
+            except _ExitedEarly:
+                process = self._process
+        code = process.returncode if process is not None else None
+        self.stop()
+        if self._on_restart is not None:
+            self._on_restart(
+                f"the agent process exited (code {code}): starting it again "
+                f"(agent.start.command: {self.start_config.command}, log: {self.log_path})"
+            )
+        self._launch("ab")
+
+    def _launch(self, mode: str) -> None:
+        """Run ``start.command`` (its output to the log, opened with ``mode``) and wait until
+        the agent is ready; the process stopped and AgentNotReady when it is not."""
         cwd = self.base_dir / (self.start_config.cwd or ".")
         env = {**os.environ, **self.start_config.env, **self._extra_env}
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = self.log_path.open("wb")
+        self._log = self.log_path.open(mode)
         try:
             self._process = subprocess.Popen(
                 self.start_config.command,
@@ -125,7 +170,6 @@ class AgentProcess:
         except BaseException:  # KeyboardInterrupt included: never leave the process behind
             self.stop()
             raise
-        return True
 
     def stop(self) -> None:
         """Stop the whole process group: SIGTERM, then SIGKILL after the grace period."""

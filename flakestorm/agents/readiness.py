@@ -178,6 +178,20 @@ def _attempt(config: AgentConfig, timeout_s: float, stop: threading.Event | None
     return outcome[0]
 
 
+@dataclass(frozen=True)
+class ReadyAgain:
+    """Brings an agent flakestorm did not start back into a run after a request may have
+    brought it down: :meth:`revive` waits (up to ``agent.ready_timeout``) until it answers
+    again, e.g. once its supervisor restarted it."""
+
+    config: AgentConfig
+    stop: threading.Event | None = None
+    on_waiting: Callable[[Waiting], None] | None = None
+
+    def revive(self) -> None:
+        wait_ready(self.config, stop=self.stop, on_waiting=self.on_waiting)
+
+
 def not_ready_message(config: AgentConfig, budget_s: float, error: str) -> str:
     how = (
         "is the agent running and does agent.health_endpoint answer 2xx?"
