@@ -31,7 +31,7 @@ from flakestorm.agents import NO_CALL, Agent, Call, Reply
 from flakestorm.agents.session import session_id
 from flakestorm.chaos.attacks import poison_input
 from flakestorm.config import Invariant
-from flakestorm.errors import HarnessError
+from flakestorm.errors import AgentNotReady, HarnessError
 from flakestorm.events import CellFinished, Event, ProbeFinished, ScenarioFinished
 from flakestorm.invariants import Observation, Verdict
 from flakestorm.plan import Cell, Plan
@@ -51,6 +51,13 @@ class Checker(Protocol):
 
 class Resetter(Protocol):
     def reset(self) -> None: ...
+
+
+class Reviver(Protocol):
+    def revive(self) -> None:
+        """Return once the agent answers again (an agent process flakestorm started is
+        started again when it exited); :class:`AgentNotReady` when it does not within
+        ``agent.ready_timeout``."""
 
 
 @dataclass(frozen=True)
@@ -74,14 +81,35 @@ class Probe:
     call: Call = NO_CALL
 
 
+class ProbeVerdict(Protocol):
+    """What a probe's judge decides on one reply."""
+
+    @property
+    def passed(self) -> bool: ...
+
+    @property
+    def down(self) -> bool:
+        """The agent did not stay up to answer (a reset, a 5xx, a hang, a failed readiness
+        check): with other probes in flight, one of them may have brought it down."""
+        ...
+
+
 @dataclass(frozen=True)
 class ProbeRun:
     """One run of a probe: the reply (None when the run stopped first) and ``judge``'s
-    verdict on it, or the harness error that prevented judging it."""
+    verdict on it, or the error that prevented judging it."""
 
     reply: Reply | None
-    verdict: object | None = None
+    verdict: ProbeVerdict | None = None
     error: str | None = None
+    crowded: ProbeRun | None = None
+    """Set when this run was sent again on its own: the run it replaces, under which the
+    agent went down while other probes were in flight."""
+
+    @property
+    def alone(self) -> bool:
+        """Judged on a run of its own, after the agent went down under the first."""
+        return self.crowded is not None
 
 
 class _Budget:
@@ -113,8 +141,10 @@ class Executor:
         options: Options = Options(),
         stop: threading.Event | None = None,
         on_event: Callable[[Event], None] | None = None,
+        reviver: Reviver | None = None,
     ) -> None:
         self._agent = agent
+        self._reviver = reviver
         self._checker = checker
         self._resetter = resetter
         self._options = options
@@ -215,7 +245,7 @@ class Executor:
     def run_probes(
         self,
         probes: Sequence[Probe],
-        judge: Callable[[Probe, Reply], object],
+        judge: Callable[[Probe, Reply], ProbeVerdict],
         before_invocation: Callable[[str], None] | None = None,
     ) -> list[tuple[ProbeRun, ...]]:
         """Each probe ``repeat`` times, judged by ``judge(probe, reply)`` (which may raise
@@ -226,39 +256,53 @@ class Executor:
         Run ``RUN`` of a probe whose call has a cell id is sent as ``CELL#RUN.0`` (the cell
         header), as a cell's invocations are, so the calls it causes are attributed to it.
         Run one at a time (a reset is configured), ``before_invocation(invocation_id)`` is
-        called before each invocation: how calls without the header are attributed."""
+        called before each invocation: how calls without the header are attributed.
+
+        Blame under concurrency: when the agent went down under a run (``verdict.down``)
+        while other runs were in flight, any of them may have brought it down. Once every
+        probe has run, such runs are sent again one at a time (as ``CELL#RUN.1``), each after
+        the agent is ready again (the reviver restarts an agent flakestorm started), and
+        judged on that run of their own (:attr:`ProbeRun.crowded` keeps the first). When the
+        agent does not come back, they keep their first reply with the error. A probe is
+        announced (:class:`ProbeFinished`) once, with its final verdict."""
         repeat = self._options.repeat
+        parallel = self._resetter is None
         runs: list[list[ProbeRun | None]] = [[None] * repeat for _ in probes]
         left = [repeat] * len(probes)
         lock = threading.Lock()
         done = [0]
         sent = [0]
+        flight = _Flight() if parallel and self._options.concurrency > 1 else None
+        crowded: dict[tuple[int, int], ProbeRun] = {}
 
-        def one(task: tuple[int, int]) -> None:
-            i, run = task
+        def attempt(i: int, run: int, alone: bool = False) -> ProbeRun:
             probe = probes[i]
-            outcome = ProbeRun(None)
             stopped = self._stop.is_set()  # a stopped run starts nothing more, not even a reset
-            if not stopped and self._resetter is not None:
+            if stopped:
+                return ProbeRun(None)
+            if self._resetter is not None:
                 try:
                     self._resetter.reset()
                 except HarnessError as exc:
-                    outcome = ProbeRun(None, error=str(exc))
-            if outcome.error is None and not stopped:
-                call = probe.call
-                if self._options.session_seed is not None:  # each run its own conversation
-                    key = f"{call.cell_id or probe.id}#{run}"
-                    call = dataclasses.replace(call, session=self._session(key))
-                if call.cell_id:
-                    call = dataclasses.replace(call, cell_id=f"{call.cell_id}#{run}.0")
-                    if before_invocation is not None and self._resetter is not None:
-                        before_invocation(call.cell_id)
-                reply = self._invoke(probe.prompt, call)
-                if reply is not None:
-                    try:
-                        outcome = ProbeRun(reply, judge(probe, reply))
-                    except HarnessError as exc:
-                        outcome = ProbeRun(reply, error=str(exc))
+                    return ProbeRun(None, error=str(exc))
+            call = probe.call
+            if self._options.session_seed is not None:  # each run its own conversation
+                key = f"{call.cell_id or probe.id}#{run}{':alone' if alone else ''}"
+                call = dataclasses.replace(call, session=self._session(key))
+            if call.cell_id:
+                call = dataclasses.replace(call, cell_id=f"{call.cell_id}#{run}.{int(alone)}")
+                if before_invocation is not None and self._resetter is not None:
+                    before_invocation(call.cell_id)
+            reply = self._invoke(probe.prompt, call)
+            if reply is None:
+                return ProbeRun(None)
+            try:
+                return ProbeRun(reply, judge(probe, reply))
+            except HarnessError as exc:
+                return ProbeRun(reply, error=str(exc))
+
+        def settle(i: int, run: int, outcome: ProbeRun) -> None:
+            probe = probes[i]
             with lock:
                 runs[i][run] = outcome
                 left[i] -= 1
@@ -271,8 +315,39 @@ class Executor:
                 passed = all(getattr(r.verdict, "passed", False) for r in runs[i] if r is not None)
                 self._on_event(ProbeFinished(probe.id, passed, count, len(probes), reached))
 
+        def one(task: tuple[int, int]) -> None:
+            if flight is None:
+                settle(*task, attempt(*task))
+                return
+            flight.enter(task)
+            outcome = attempt(*task)
+            if flight.leave(task) and outcome.verdict is not None and outcome.verdict.down:
+                with lock:  # judged again, alone; until then the first verdict stands
+                    runs[task[0]][task[1]] = crowded[task] = outcome
+                return
+            settle(*task, outcome)
+
+        revival: list[str] = []  # why the agent did not come back, once it did not
+
+        def alone(task: tuple[int, int]) -> None:
+            first = crowded[task]
+            if not revival and self._reviver is not None and not self._stop.is_set():
+                try:
+                    self._reviver.revive()
+                except AgentNotReady as exc:
+                    revival.append(str(exc))
+            if revival:
+                why = f"the agent went down with others in flight and is not back: {revival[0]}"
+                settle(*task, dataclasses.replace(first, error=why))
+                return
+            outcome = attempt(*task, alone=True)
+            if outcome.reply is None and outcome.error is None:  # stopped: the first stands
+                return
+            settle(*task, dataclasses.replace(outcome, crowded=first))
+
         tasks = [(i, run) for i in range(len(probes)) for run in range(repeat)]
-        self._each(tasks, one, parallel=self._resetter is None)
+        if self._each(tasks, one, parallel) and crowded:
+            self._each(sorted(crowded), alone, parallel=False)
         return [tuple(r if r is not None else ProbeRun(None) for r in probe) for probe in runs]
 
     def _one(self, work: Callable[[], _T]) -> _T | None:
@@ -451,6 +526,30 @@ class Executor:
 
 
 _DONE = object()
+
+
+class _Flight:
+    """Which tasks had another task in flight at some moment while they ran."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: set[object] = set()
+        self._shared: set[object] = set()
+
+    def enter(self, task: object) -> None:
+        with self._lock:
+            if self._running:
+                self._shared |= self._running
+                self._shared.add(task)
+            self._running.add(task)
+
+    def leave(self, task: object) -> bool:
+        """Whether ``task`` shared the agent with another task."""
+        with self._lock:
+            self._running.discard(task)
+            shared = task in self._shared
+            self._shared.discard(task)
+            return shared
 
 
 @dataclass(frozen=True)

@@ -178,7 +178,12 @@ class MutationResult:
     calls: tuple[CallRecord, ...] = ()
     """The tool and LLM calls the agent made for this mutation, as flakestorm saw them (kept
     when the fault channel is open and each call can be attributed to its mutation); a call's
-    ``invocation`` is ``RUN.0``. What ``replay export`` serves again."""
+    ``invocation`` is ``RUN.0`` (of a run judged on an isolated re-run, the re-run's calls).
+    What ``replay export`` serves again."""
+    isolated: bool = False
+    """The verdict comes from an isolated re-run: the agent went down under this mutation
+    while other mutations were in flight, so it was sent again on its own once the agent was
+    ready again, and judged on that run (the reason quotes the first)."""
 
     @property
     def request_level(self) -> bool:

@@ -23,14 +23,14 @@ from flakestorm import __version__
 from flakestorm.agents import Agent
 from flakestorm.agents.factory import build_agent
 from flakestorm.agents.process import AgentProcess
-from flakestorm.agents.readiness import wait_ready
+from flakestorm.agents.readiness import ReadyAgain
 from flakestorm.agents.reset import build_resetter
 from flakestorm.chaos.delivery import Channel, ProxyChannel, WrapperChannel, needs_delivery
 from flakestorm.chaos.faults import LLM_REQUEST_ATTACKS, TOOL_RESULT_ATTACKS
 from flakestorm.config import AgentType, Config, Proxy, Scenario
 from flakestorm.errors import Problem, UsageError
 from flakestorm.events import Event, RunPlanned
-from flakestorm.executor import Executor, Options
+from flakestorm.executor import Executor, Options, Reviver
 from flakestorm.invariants import build_checker
 from flakestorm.loader import LoadedConfig
 from flakestorm.phases.phase import PhaseContext, PhaseName, PhaseRequest
@@ -212,6 +212,7 @@ def run_phases(
         _agent_up(loaded, out_dir, notice, chaos, overrides.record, stop, run_warnings) as (
             agent,
             channel,
+            reviver,
         ),
     ):
         # a session isolates each cell: no global reset, so cells run concurrently
@@ -222,7 +223,7 @@ def run_phases(
         )
         checker = build_checker(advanced)
         try:
-            executor = Executor(agent, checker, resetter, options, stop, on_event)
+            executor = Executor(agent, checker, resetter, options, stop, on_event, reviver)
             for phase in phases:
                 context = PhaseContext(
                     loaded=loaded,
@@ -347,12 +348,13 @@ def _agent_up(
     record: str | None = None,
     stop: threading.Event | None = None,
     warnings: list[str] | None = None,
-) -> Iterator[tuple[Agent, Channel | None]]:
-    """The agent, started (``agent.start``) and ready, and the channel its faults go through
-    (``chaos``: some scenario needs one); everything stopped and closed afterwards. A ``stop``
-    while waiting for readiness ends the wait (the run then reports its cells ``not_run``).
-    Warnings for the run's report (a route of the config overriding the proxy service's) are
-    appended to ``warnings``."""
+) -> Iterator[tuple[Agent, Channel | None, Reviver | None]]:
+    """The agent, started (``agent.start``) and ready, the channel its faults go through
+    (``chaos``: some scenario needs one), and what brings an http agent back when a request
+    brought it down (its process restarted, or a wait for readiness); everything stopped and
+    closed afterwards. A ``stop`` while waiting for readiness ends the wait (the run then
+    reports its cells ``not_run``). Warnings for the run's report (a route of the config
+    overriding the proxy service's) are appended to ``warnings``."""
     warnings = warnings if warnings is not None else []
     from flakestorm.chaos.proxy.control import ProxyControl
     from flakestorm.chaos.proxy.upstreams.cassette import resolve_cassette
@@ -361,6 +363,7 @@ def _agent_up(
     agent_config = config.agent
     with contextlib.ExitStack() as stack:
         channel: Channel | None = None
+        reviver: Reviver | None = None
         extra_env: dict[str, str] = {}
         if record is not None and (
             agent_config.type is not AgentType.HTTP
@@ -411,14 +414,17 @@ def _agent_up(
                     extra_env=extra_env,
                     stop=stop,
                     on_waiting=lambda waiting: notice(waiting.line()),
+                    on_restart=notice,
                 )
             )
+            reviver = process
             if process.already_running:
                 notice(f"agent already answers at {agent_config.endpoint}: not starting it")
             else:
                 notice(f"started the agent: {agent_config.start.command} (log: {log})")
         elif agent_config.type is AgentType.HTTP:
-            wait_ready(agent_config, stop=stop, on_waiting=lambda waiting: notice(waiting.line()))
+            reviver = ReadyAgain(agent_config, stop, lambda waiting: notice(waiting.line()))
+            reviver.revive()
         if agent_config.type is AgentType.PYTHON and chaos:
             from flakestorm.chaos.interactions import InteractionLog
             from flakestorm.chaos.wrappers.wrapping import Wrapping
@@ -429,4 +435,4 @@ def _agent_up(
             channel = WrapperChannel(wrapping)
         agent = build_agent(agent_config, loaded.base_dir, _locator(loaded))
         stack.callback(agent.close)
-        yield agent, channel
+        yield agent, channel, reviver

@@ -18,7 +18,7 @@ from support.quote_project import contract_cells, quote_project, run_config
 
 from flakestorm.agents import NO_CALL, Call, Reply
 from flakestorm.config import Advanced, Contract
-from flakestorm.errors import AgentErrorKind, HarnessError
+from flakestorm.errors import AgentErrorKind, AgentNotReady, HarnessError
 from flakestorm.events import CellFinished, Event, ProbeFinished, ScenarioFinished
 from flakestorm.executor import Executor, Options, Probe
 from flakestorm.invariants import build_checker
@@ -339,3 +339,76 @@ def test_a_stop_during_the_mutations_sends_and_resets_nothing_more() -> None:
     last = events[-1]
     assert isinstance(last, ProbeFinished)
     assert (last.done, last.total, last.sent) == (4, 4, 1)  # "mutation: 1 of 4 mutations sent"
+
+
+class Judged:
+    def __init__(self, probe: Probe, reply: Reply) -> None:
+        self.passed = reply.output == "ok"
+        self.down = reply.output == "down"  # the agent went down under it
+
+
+class Reviver:
+    def __init__(self, fails: bool = False) -> None:
+        self.fails = fails
+        self.count = 0
+
+    def revive(self) -> None:
+        self.count += 1
+        if self.fails:
+            raise AgentNotReady("the agent was not ready after 50 ms (agent.ready_timeout)")
+
+
+def both_down_together(then: dict[str, str]) -> FnAgent:
+    """An agent that goes down under two requests in flight together, then answers ``then``."""
+    together = threading.Barrier(2, timeout=5)
+    sent = itertools.count()
+
+    def answer(prompt: str, call: Call) -> str:
+        if next(sent) < 2:
+            together.wait()  # both in flight at once
+            return "down"
+        return then[prompt]
+
+    return FnAgent(answer)
+
+
+def test_probes_the_agent_went_down_under_together_are_judged_again_alone() -> None:
+    agent = both_down_together({"p0": "down", "p1": "ok"})
+    reviver = Reviver()
+    events: list[Event] = []
+    executor = Executor(
+        agent, CHECKER, options=Options(concurrency=2), on_event=events.append, reviver=reviver
+    )
+    runs = executor.run_probes([Probe("m0", "p0"), Probe("m1", "p1")], Judged)
+    assert [prompt for prompt, _ in agent.calls][2:] == ["p0", "p1"]  # alone, in probe order
+    assert reviver.count == 2  # the agent made ready again before each
+    [(m0,), (m1,)] = runs
+    assert m0.alone and m0.verdict is not None and not m0.verdict.passed
+    assert m1.alone and m1.verdict is not None and m1.verdict.passed
+    assert m1.crowded is not None and m1.crowded.reply is not None
+    assert m1.crowded.reply.output == "down"
+    # each announced once, with its final verdict
+    finished = [(e.probe_id, e.passed) for e in events if isinstance(e, ProbeFinished)]
+    assert finished == [("m0", False), ("m1", True)]
+
+
+def test_probes_keep_their_first_reply_and_error_when_the_agent_does_not_come_back() -> None:
+    agent = both_down_together({"p0": "ok", "p1": "ok"})
+    reviver = Reviver(fails=True)
+    executor = Executor(agent, CHECKER, options=Options(concurrency=2), reviver=reviver)
+    runs = executor.run_probes([Probe("m0", "p0"), Probe("m1", "p1")], Judged)
+    assert len(agent.calls) == 2 and reviver.count == 1  # waited for once, not per probe
+    for (run,) in runs:
+        assert not run.alone and run.reply is not None and run.reply.output == "down"
+        assert run.error is not None
+        assert run.error.startswith("the agent went down with others in flight and is not back")
+        assert "agent.ready_timeout" in run.error
+
+
+def test_the_agent_down_under_a_probe_alone_is_that_probe_s_doing() -> None:
+    agent = FnAgent(lambda prompt, call: "down" if prompt == "p0" else "ok")
+    reviver = Reviver()
+    executor = Executor(agent, CHECKER, options=Options(concurrency=1), reviver=reviver)
+    runs = executor.run_probes([Probe("m0", "p0"), Probe("m1", "p1")], Judged)
+    assert len(agent.calls) == 2 and reviver.count == 0
+    assert not any(run.alone for (run,) in runs)

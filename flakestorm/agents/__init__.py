@@ -59,6 +59,18 @@ class Reply:
     def ok(self) -> bool:
         return self.error is None
 
+    @property
+    def down(self) -> bool:
+        """The agent did not stay up to answer: the connection was refused or reset, no reply
+        came within the timeout, or it answered 5xx. Under concurrency another request in
+        flight may have caused it."""
+        if self.error in _DOWN:
+            return True
+        return self.error is not None and self.status is not None and self.status >= 500
+
+
+_DOWN = frozenset({AgentErrorKind.CONNECTION, AgentErrorKind.TIMEOUT})
+
 
 class Agent(Protocol):
     """The system under test."""

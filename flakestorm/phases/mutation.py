@@ -15,13 +15,21 @@ any other 5xx, a reset connection, a hang past ``agent.timeout``, or a failed re
 right after the mutation fails it — and, as for any invocation the agent did not answer
 (:mod:`flakestorm.invariants`), every invariant checked, so a critical one fails the gate.
 
+Under concurrency a request that brings the agent down also breaks the others in flight. So a
+mutation (of any type) under which the agent went down (:attr:`Judged.down`) while other
+mutations were in flight is sent again on its own once they have all run, after the agent is
+ready again (restarted when flakestorm started it), and judged on that isolated run
+(:meth:`~flakestorm.executor.Executor.run_probes`): the mutation that brings the agent down
+fails, the others pass; ``MutationResult.isolated`` and the reason say so.
+
 Calls. The phase runs on the fault channel when there is one (an http agent with a ``proxy``
 section; the wrappers of a python agent with ``agent.tools``, ``agent.tool_registry`` or
 ``agent.llm``, which the phase opens itself), under a scenario of its own without faults
 (:data:`SCENARIO`), and keeps with each mutation the tool and LLM calls attributed to it — by the
 ``X-Flakestorm-Cell`` header an http agent forwards (or, with a reset, because mutations then
 run one at a time), by the wrappers for a python agent — as contract cells keep theirs, so
-``replay export`` can serve them again.
+``replay export`` can serve them again. Of a run judged on an isolated re-run, the calls kept
+are the re-run's.
 
 Score: ``100 × Σ w(type)·passed / Σ w(type)`` (:func:`flakestorm.scoring.score_mutations`).
 """
@@ -107,6 +115,10 @@ class Judged:
     failed: tuple[str, ...] = ()
     leak_at: int | None = None
     """Where the reply starts showing what a failed leak invariant forbids (the earliest)."""
+    down: bool = False
+    """The agent did not stay up to answer: a reset, a 5xx, a hang past ``agent.timeout``,
+    or a failed readiness check right after (the executor then judges the mutation again on
+    a run of its own when other mutations were in flight)."""
 
 
 class MutationPhase(SectionPhase):
@@ -183,6 +195,12 @@ def run_mutations(plan: MutationPlan, context: PhaseContext) -> PhaseOutcome:
     by_id = {m.id: m for m in plan.mutations}
 
     def judge(probe: Probe, reply: Reply) -> Judged:
+        verdict = verdict_of(probe, reply)
+        if not verdict.passed and reply.down:
+            return dataclasses.replace(verdict, down=True)
+        return verdict
+
+    def verdict_of(probe: Probe, reply: Reply) -> Judged:
         mutation = by_id[probe.id]
         base = baselines.get(mutation.original)
         baseline = base.output if base is not None else None
@@ -198,6 +216,7 @@ def run_mutations(plan: MutationPlan, context: PhaseContext) -> PhaseOutcome:
                     False,
                     f"the agent failed its readiness check right after: {not_ready}",
                     _every(plan),
+                    down=True,
                 )
         return verdict
 
@@ -218,7 +237,9 @@ def run_mutations(plan: MutationPlan, context: PhaseContext) -> PhaseOutcome:
     severities = {inv.id: inv.severity for inv in plan.invariants}
     results = tuple(
         _with_severity(
-            dataclasses.replace(_result(m, r, min_pass), calls=calls.get(cell_of_mutation(m), ())),
+            dataclasses.replace(
+                _result(m, r, min_pass), calls=_judged_calls(calls.get(cell_of_mutation(m), ()), r)
+            ),
             severities,
         )
         for m, r in zip(plan.mutations, runs, strict=True)
@@ -287,6 +308,25 @@ def _recorded(
             calls.setdefault(cell_of(interaction.cell_id), []).append(call_record(interaction))
     # each run's calls in the order they came (runs of a mutation may overlap)
     return runs, {cell: tuple(sorted(records, key=_run_of)) for cell, records in calls.items()}
+
+
+def _judged_calls(
+    records: tuple[CallRecord, ...], runs: tuple[ProbeRun, ...]
+) -> tuple[CallRecord, ...]:
+    """The calls of the invocations the verdicts came from: of a run judged on an isolated
+    re-run (sent as ``RUN.1``), the re-run's, as ``RUN.0``, and not those of its first."""
+    alone = {str(i) for i, run in enumerate(runs) if run.alone}
+    if not alone:
+        return records
+    kept = []
+    for call in records:
+        run, _, index = call.invocation.partition(".")
+        if run in alone:
+            if index != "1":
+                continue
+            call = dataclasses.replace(call, invocation=f"{run}.0")
+        kept.append(call)
+    return tuple(kept)
 
 
 def _run_of(call: CallRecord) -> int:
@@ -372,7 +412,7 @@ def _result(mutation: Mutation, runs: tuple[ProbeRun, ...], min_pass: int) -> Mu
     shown_at = next((i for i, v in enumerate(verdicts) if not v.passed), 0)
     judged, shown = verdicts[shown_at], runs[shown_at]
     status = Status.PASSED if passed_runs >= min_pass else Status.FAILED
-    reason = judged.reason
+    reason = judged.reason + _alone_note(shown)
     if len(runs) > 1:
         reason = f"{passed_runs}/{len(runs)} runs passed (min_pass {min_pass}); {reason}"
     result = _with_reply(base, shown.reply, status, reason, judged.failed)
@@ -382,6 +422,19 @@ def _result(mutation: Mutation, runs: tuple[ProbeRun, ...], min_pass: int) -> Mu
         flaky=0 < passed_runs < len(runs),
         leak_at=judged.leak_at,
         run=shown_at,
+        isolated=any(r.alone for r in runs),
+    )
+
+
+def _alone_note(run: ProbeRun) -> str:
+    """What the reason adds when ``run`` was judged on a run of its own."""
+    first = run.crowded
+    if first is None:
+        return ""
+    seen = cast(Judged, first.verdict).reason if first.verdict is not None else "no verdict"
+    return (
+        " (judged on an isolated re-run: with other mutations in flight, the agent went down "
+        f"under it: {seen})"
     )
 
 

@@ -41,13 +41,13 @@ import jinja2
 
 from flakestorm.reporters.escape import clean, excerpt
 from flakestorm.reporters.view import (
-    MUTATION_LEGEND,
     TypeRow,
     all_warnings,
     call_status,
     call_target,
     cell_counts,
     failed_mutations,
+    mutation_legend,
     mutation_types,
     no_calls,
     phase_state,
@@ -401,7 +401,7 @@ def _phase(outcome: PhaseOutcome) -> _Phase:
         rows=tuple(rows),
         cells=_CellViews(outcome, prefix),
         legend=() if outcome.mutations else legend,
-        legend_text=MUTATION_LEGEND.replace("`", "") if outcome.mutations else "",
+        legend_text=mutation_legend(outcome).replace("`", "") if outcome.mutations else "",
         types=tuple(dataclasses.replace(r, type=clean(r.type)) for r in mutation_types(outcome)),
         mutations=tuple(_mutation(m) for m in failed_mutations(outcome)),
         row_kind=clean(outcome.rows),

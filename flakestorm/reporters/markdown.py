@@ -35,7 +35,6 @@ from flakestorm.reporters.public import NOTE as PUBLIC_NOTE
 from flakestorm.reporters.public import public
 from flakestorm.reporters.view import (
     LEGEND,
-    MUTATION_LEGEND,
     UNDELIVERED_LEGEND,
     UNDELIVERED_TITLE,
     RunVerdict,
@@ -48,6 +47,7 @@ from flakestorm.reporters.view import (
     failed_mutations,
     faults_text,
     label_text,
+    mutation_legend,
     mutation_mark,
     mutation_types,
     no_calls,
@@ -402,7 +402,7 @@ def _mutation_section(outcome: PhaseOutcome) -> _Section:
         outcome=outcome,
         top="\n".join(head) + "\n",
         rows=rows,
-        legend=f"\n{MUTATION_LEGEND}\n\n",
+        legend=f"\n{mutation_legend(outcome)}\n\n",
         scenarios_top="",
         scenarios=[],
         scenarios_end="",

@@ -383,6 +383,21 @@ MUTATION_LEGEND = (
 )
 
 
+def mutation_legend(outcome: PhaseOutcome) -> str:
+    """:data:`MUTATION_LEGEND`, and how many verdicts came from an isolated re-run."""
+    isolated = [m for m in outcome.mutations if m.isolated]
+    if not isolated:
+        return MUTATION_LEGEND
+    passed = sum(1 for m in isolated if m.status is Status.PASSED)
+    n = len(isolated)
+    return (
+        f"{MUTATION_LEGEND} {n} mutation{'s' if n != 1 else ''} "
+        f"{'were' if n != 1 else 'was'} judged on an isolated re-run (the agent went down "
+        f"while other mutations were in flight, so each was sent again on its own once the "
+        f"agent was ready again): {passed} passed alone."
+    )
+
+
 @dataclass(frozen=True)
 class TypeRow:
     """One mutation type's line of the per-type table."""

@@ -1,0 +1,199 @@
+"""Blame under concurrency (SPEC §6): a request-level mutation that brings the agent down also
+breaks every request in flight with it; those are judged again one at a time, so exactly the
+mutation that brings the agent down fails."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import socket
+import sys
+import textwrap
+import threading
+from pathlib import Path
+from typing import Any
+
+from support.recording_server import Received, RecordingServer
+
+from flakestorm.config import MutationType
+from flakestorm.loader import load_config_text
+from flakestorm.reporters import markdown
+from flakestorm.results import RunResult
+from flakestorm.runner import Overrides, run_phases
+
+REQUEST_TYPES = [k.value for k in MutationType if k.request_level]
+PROMPT = "What is AAPL trading at?"
+OK = (200, b'{"output": "ok"}')
+WEIGHTS = {k.value: k.default_weight for k in MutationType}
+
+
+def run(
+    tmp_path: Path, agent: dict[str, Any], types: list[str], count: int, **kw: Any
+) -> RunResult:
+    doc = {
+        "agent": {"timeout": 2500, **agent},
+        "golden_prompts": [PROMPT],
+        "invariants": [{"type": "output_not_empty"}],
+        "mutations": {"types": types, "count": count},
+        "advanced": {"concurrency": 8},
+    }
+    loaded = load_config_text(json.dumps(doc), base_dir=tmp_path)
+    return run_phases(loaded, ["mutation"], **kw)
+
+
+def nested(body: bytes) -> bool:
+    """The body of ``resource_exhaustion``'s first variant: JSON nested 5,000 levels deep."""
+    return body.startswith(b'{"a":{"a":')
+
+
+def test_a_crash_at_concurrency_8_fails_exactly_the_mutation_that_caused_it(
+    tmp_path: Path,
+) -> None:
+    """The agent's JSON parser dies on the deeply nested body: every connection open at that
+    moment is reset and the agent is unready until its supervisor has restarted it. The first
+    crash comes only once the seven other mutations in flight are all waiting for their reply,
+    so they are all broken by it."""
+    changed = threading.Condition()
+    crashed = threading.Event()
+    in_flight: list[str] = []  # requests reset by the first crash (not their own doing)
+    restarting = [False]
+
+    def answer(received: Received) -> tuple[int, bytes] | None:
+        if received.target == "/health":
+            with changed:
+                if restarting[0]:  # the first check after a crash: still restarting
+                    restarting[0] = False
+                    return 503, b'{"status": "restarting"}'
+            return 200, b'{"status": "ok"}'
+        if nested(received.body):
+            with changed:
+                if not crashed.is_set():  # 6 single requests + 5 copies of the burst
+                    changed.wait_for(lambda: len(in_flight) == 11, timeout=10)
+                crashed.set()
+                restarting[0] = True
+            return None
+        with changed:
+            if crashed.is_set():
+                return OK
+            in_flight.append(received.target)
+            changed.notify_all()
+        crashed.wait(10)
+        return None  # the agent went down under it
+
+    with RecordingServer(answer) as server:
+        agent = {"endpoint": server.url, "health_endpoint": "/health"}
+        result = run(tmp_path, agent, REQUEST_TYPES, len(REQUEST_TYPES))
+    assert len(in_flight) == 11  # the crash broke seven other mutations (one of them 5 times)
+    outcome = result.phases["mutation"]
+    verdicts = {m.transform: m for m in outcome.mutations}
+    failed = {name for name, m in verdicts.items() if m.status.value != "passed"}
+    assert failed == {"deep_nesting"}, [(m.id, m.status, m.reason) for m in outcome.mutations]
+    culprit = verdicts["deep_nesting"]
+    assert culprit.status.value == "failed" and culprit.error == "connection"
+    assert culprit.isolated
+    assert "judged on an isolated re-run" in culprit.reason
+    # the seven broken in flight were judged on a run of their own; the trickled body,
+    # sent after the crash, on its first run
+    isolated = {name for name, m in verdicts.items() if m.isolated}
+    assert isolated == set(verdicts) - {"trickled_body"}
+    for name in isolated - {"deep_nesting"}:
+        assert verdicts[name].reason.startswith("held all 1 invariant (judged on an isolated")
+    total = sum(WEIGHTS[t] for t in REQUEST_TYPES)
+    expected = round(100 * (total - WEIGHTS["resource_exhaustion"]) / total, 2)
+    assert outcome.score.score == expected == 88.89
+    summary = markdown.render(result)
+    assert "8 mutations were judged on an isolated re-run" in summary
+    assert "7 passed alone" in summary
+
+
+AGENT = """\
+    import json, os, sys, threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    MARK = "crashed-once"
+    changed = threading.Condition()
+    in_flight = []
+    print("agent up", flush=True)
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def handle_one(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if body.startswith(b'{"a":{"a":'):
+                with changed:  # the first time, once the others are all in flight
+                    if not os.path.exists(MARK):
+                        changed.wait_for(lambda: len(in_flight) == 5, timeout=10)
+                open(MARK, "w").close()
+                print("agent crashed", flush=True)
+                os._exit(1)
+            if not os.path.exists(MARK):
+                with changed:
+                    in_flight.append(self.path)
+                    changed.notify_all()
+                threading.Event().wait(10)  # until the process dies under it
+            out = json.dumps({"output": "ok"}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+
+        do_GET = do_POST = handle_one
+
+    ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+"""
+
+
+def free_port() -> int:
+    """A port for an agent flakestorm starts itself (its command must name the port)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_an_agent_process_that_dies_is_restarted_and_only_the_killer_is_blamed(
+    tmp_path: Path,
+) -> None:
+    """An agent flakestorm started (``agent.start``) exits on the nested body, taking the five
+    other mutations in flight (two of them prompt-level) down with it: flakestorm starts it
+    again before each of them is sent on its own."""
+    (tmp_path / "agent.py").write_text(textwrap.dedent(AGENT))
+    port = free_port()
+    agent = {
+        "endpoint": f"http://127.0.0.1:{port}/invoke",
+        "ready_timeout": 20_000,
+        "start": {"command": f"{shlex.quote(sys.executable)} agent.py {port}"},
+    }
+    types = [
+        "http_header_injection",
+        "content_type_confusion",
+        "query_parameter_poisoning",
+        "resource_exhaustion",
+        "paraphrase",
+        "noise",
+    ]
+    notices: list[str] = []
+    result = run(
+        tmp_path,
+        agent,
+        types,
+        len(types),
+        overrides=Overrides(output_dir=str(tmp_path / "reports")),
+        on_notice=notices.append,
+    )
+    outcome = result.phases["mutation"]
+    verdicts = {m.type: m for m in outcome.mutations}
+    assert {t for t, m in verdicts.items() if m.status.value != "passed"} == {
+        "resource_exhaustion"
+    }, [(m.id, m.status, m.reason) for m in outcome.mutations]
+    assert all(m.isolated for m in outcome.mutations)
+    assert verdicts["resource_exhaustion"].error == "connection"
+    # started, died under the nested body (twice: once with the others, once alone), restarted
+    restarts = [n for n in notices if n.startswith("the agent process exited (code 1)")]
+    assert len(restarts) == 2
+    log = (tmp_path / "reports" / "agent.log").read_text()
+    assert log.count("agent up") == 3 and log.count("agent crashed") == 2
+    total = sum(WEIGHTS[t] for t in types)
+    assert outcome.score.score == round(100 * (total - WEIGHTS["resource_exhaustion"]) / total, 2)
