@@ -321,28 +321,35 @@ class Executor:
                 return
             flight.enter(task)
             outcome = attempt(*task)
-            if flight.leave(task) and outcome.verdict is not None and outcome.verdict.down:
+            if flight.leave(task) and _down(outcome):
                 with lock:  # judged again, alone; until then the first verdict stands
                     runs[task[0]][task[1]] = crowded[task] = outcome
                 return
             settle(*task, outcome)
 
         revival: list[str] = []  # why the agent did not come back, once it did not
+        after_down = [False]  # the agent went down under the previous run of its own
 
         def alone(task: tuple[int, int]) -> None:
             first = crowded[task]
-            if not revival and self._reviver is not None and not self._stop.is_set():
-                try:
-                    self._reviver.revive()
-                except AgentNotReady as exc:
-                    revival.append(str(exc))
-            if revival:
-                why = f"the agent went down with others in flight and is not back: {revival[0]}"
-                settle(*task, dataclasses.replace(first, error=why))
-                return
-            outcome = attempt(*task, alone=True)
-            if outcome.reply is None and outcome.error is None:  # stopped: the first stands
-                return
+            # right after the agent went down under the run before, this one may meet it still
+            # going down (a dying agent can pass a readiness check): then it gets a second try
+            for _ in range(2 if after_down[0] else 1):
+                if not revival and self._reviver is not None and not self._stop.is_set():
+                    try:
+                        self._reviver.revive()
+                    except AgentNotReady as exc:
+                        revival.append(str(exc))
+                if revival:
+                    why = f"the agent went down with others in flight and is not back: {revival[0]}"
+                    settle(*task, dataclasses.replace(first, error=why))
+                    return
+                outcome = attempt(*task, alone=True)
+                if outcome.reply is None and outcome.error is None:  # stopped: the first stands
+                    return
+                if not _down(outcome):
+                    break
+            after_down[0] = _down(outcome)
             settle(*task, dataclasses.replace(outcome, crowded=first))
 
         tasks = [(i, run) for i in range(len(probes)) for run in range(repeat)]
@@ -526,6 +533,11 @@ class Executor:
 
 
 _DONE = object()
+
+
+def _down(run: ProbeRun) -> bool:
+    """The agent went down under ``run`` (its verdict says so)."""
+    return run.verdict is not None and run.verdict.down
 
 
 class _Flight:

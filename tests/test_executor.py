@@ -358,22 +358,24 @@ class Reviver:
             raise AgentNotReady("the agent was not ready after 50 ms (agent.ready_timeout)")
 
 
-def both_down_together(then: dict[str, str]) -> FnAgent:
-    """An agent that goes down under two requests in flight together, then answers ``then``."""
+def both_down_together(then: dict[str, list[str]]) -> FnAgent:
+    """An agent that goes down under two requests in flight together, then answers each
+    prompt with the next of its answers in ``then``."""
     together = threading.Barrier(2, timeout=5)
     sent = itertools.count()
+    after = {prompt: iter(answers) for prompt, answers in then.items()}
 
     def answer(prompt: str, call: Call) -> str:
         if next(sent) < 2:
             together.wait()  # both in flight at once
             return "down"
-        return then[prompt]
+        return next(after[prompt])
 
     return FnAgent(answer)
 
 
 def test_probes_the_agent_went_down_under_together_are_judged_again_alone() -> None:
-    agent = both_down_together({"p0": "down", "p1": "ok"})
+    agent = both_down_together({"p0": ["down"], "p1": ["ok"]})
     reviver = Reviver()
     events: list[Event] = []
     executor = Executor(
@@ -393,7 +395,7 @@ def test_probes_the_agent_went_down_under_together_are_judged_again_alone() -> N
 
 
 def test_probes_keep_their_first_reply_and_error_when_the_agent_does_not_come_back() -> None:
-    agent = both_down_together({"p0": "ok", "p1": "ok"})
+    agent = both_down_together({})
     reviver = Reviver(fails=True)
     executor = Executor(agent, CHECKER, options=Options(concurrency=2), reviver=reviver)
     runs = executor.run_probes([Probe("m0", "p0"), Probe("m1", "p1")], Judged)
@@ -412,3 +414,16 @@ def test_the_agent_down_under_a_probe_alone_is_that_probe_s_doing() -> None:
     runs = executor.run_probes([Probe("m0", "p0"), Probe("m1", "p1")], Judged)
     assert len(agent.calls) == 2 and reviver.count == 0
     assert not any(run.alone for (run,) in runs)
+
+
+def test_a_probe_that_meets_the_agent_still_going_down_alone_gets_a_second_try() -> None:
+    """The agent goes down under m0 on its own; m1, sent right after, meets it still going
+    down (it passed its readiness check while dying): m1 is tried once more, and passes."""
+    agent = both_down_together({"p0": ["down"], "p1": ["down", "ok"]})
+    reviver = Reviver()
+    executor = Executor(agent, CHECKER, options=Options(concurrency=2), reviver=reviver)
+    [(m0,), (m1,)] = executor.run_probes([Probe("m0", "p0"), Probe("m1", "p1")], Judged)
+    assert [prompt for prompt, _ in agent.calls][2:] == ["p0", "p1", "p1"]
+    assert reviver.count == 3
+    assert m0.verdict is not None and not m0.verdict.passed
+    assert m1.verdict is not None and m1.verdict.passed and m1.alone
