@@ -10,6 +10,7 @@ import socket
 import sys
 import textwrap
 import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -197,3 +198,53 @@ def test_an_agent_process_that_dies_is_restarted_and_only_the_killer_is_blamed(
     assert log.count("agent up") == 3 and log.count("agent crashed") == 2
     total = sum(WEIGHTS[t] for t in types)
     assert outcome.score.score == round(100 * (total - WEIGHTS["resource_exhaustion"]) / total, 2)
+
+
+PYTHON_AGENT = """\
+    import threading
+
+    import {tools}
+
+    together = threading.Barrier(2, timeout=10)
+    released = threading.Event()
+    first = []
+
+
+    def answer(prompt):
+        quote = {tools}.lookup("AAPL")
+        if len(first) < 2:
+            first.append(prompt)
+            together.wait()  # both mutations in flight at once
+            released.wait(30)  # then the agent hangs under both (past agent.timeout)
+        return f"quote: {{quote}}"
+"""
+PYTHON_TOOLS = """\
+    def lookup(ticker):
+        return {"ticker": ticker, "price": "123.45"}
+"""
+
+
+def test_a_mutation_judged_alone_keeps_the_calls_of_its_run_alone(tmp_path: Path) -> None:
+    """The calls kept with a mutation (what ``replay export`` serves) are those of the run its
+    verdict came from: of a mutation judged on an isolated re-run, the re-run's."""
+    suffix = uuid.uuid4().hex[:10]
+    agent_mod, tools_mod = f"blame_agent_{suffix}", f"blame_tools_{suffix}"
+    (tmp_path / f"{agent_mod}.py").write_text(textwrap.dedent(PYTHON_AGENT).format(tools=tools_mod))
+    (tmp_path / f"{tools_mod}.py").write_text(textwrap.dedent(PYTHON_TOOLS))
+    agent = {
+        "type": "python",
+        "endpoint": f"{agent_mod}:answer",
+        "tools": [f"{tools_mod}:lookup"],
+        "timeout": 300,
+    }
+    sys.path.insert(0, str(tmp_path))
+    try:
+        result = run(tmp_path, agent, ["noise", "paraphrase"], 2)
+    finally:
+        sys.modules[agent_mod].released.set()
+        sys.path.remove(str(tmp_path))
+    mutations = result.phases["mutation"].mutations
+    assert [(m.status.value, m.isolated) for m in mutations] == [("passed", True)] * 2
+    for mutation in mutations:
+        assert "timeout" in mutation.reason  # what the first run saw
+        assert [(c.tool, c.invocation) for c in mutation.calls] == [("lookup", "0.0")]
