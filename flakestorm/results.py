@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from flakestorm import delivery_reasons
 from flakestorm.redaction import Redactor
 from flakestorm.shards import Shard
 
@@ -225,8 +225,9 @@ class ScenarioInfo:
     """…and the labels that matched a call but could not be applied to it, with why (the
     first reason): not delivered either (SPEC §10)…"""
     replaced: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
-    """…and, per tool-result attack, the calls it matched whose result a tool fault replaced,
-    counted per tool fault label: such a call is not in ``matched`` (nothing to poison), so an
+    """…and, per context attack, the calls it matched that a fault answered in place of the
+    tool (a tool fault replacing the result) or the LLM (an LLM fault stopping the request),
+    counted per fault label: such a call is not in ``matched`` (nothing to poison), so an
     attack every matching call of which was replaced is not delivered, and this says why…"""
     seen: Mapping[str, int] | None = None
     """…and what the scenario's calls were, counted by kind (``tool NAME``, ``llm``, ``forward
@@ -234,12 +235,13 @@ class ScenarioInfo:
     what flakestorm saw is the same for a merged run."""
 
     def why(self, label: str) -> str:
-        """Why ``label`` is not delivered: it could not be applied, or a tool fault replaced
-        every result it matched, or (the wiring hint) no call matched it."""
+        """Why ``label`` is not delivered: it could not be applied, or a fault answered in
+        place of the tool or LLM on every call it matched, or (the wiring hint) no call matched
+        it."""
         if label in self.unapplied:
             return f"it matched a call but could not be applied: {self.unapplied[label]}"
         if label not in self.matched and self.replaced.get(label):
-            return _replaced(self.replaced[label])
+            return delivery_reasons.replaced(label, self.replaced[label])
         return self.hint(label)
 
     def hint(self, label: str) -> str:
@@ -247,60 +249,8 @@ class ScenarioInfo:
         static = self.hints.get(label, "")
         if self.seen is None:
             return static
-        saw = _saw(self.seen, label)
+        saw = delivery_reasons.saw(self.seen, label)
         return f"{saw} — {static}" if static else saw
-
-
-_TOOL_OF_LABEL = re.compile(r" on (\S+)$")
-
-
-def _replaced(by: Mapping[str, int]) -> str:
-    """Why a tool-result attack was not delivered when a tool fault replaced every result it
-    matched, ``by`` counting those calls per tool fault label."""
-    total = sum(by.values())
-    if len(by) == 1:
-        (fault,) = by
-        whose = "its result was" if total == 1 else "each one's result was"
-        return f"it matched {_calls(total)} but {whose} replaced by {fault}: nothing was poisoned"
-    each = "; ".join(f"{fault}: {n}" for fault, n in by.items())
-    return (
-        f"it matched {_calls(total)} but each one's result was replaced by a tool fault "
-        f"({each}): nothing was poisoned"
-    )
-
-
-def _saw(seen: Mapping[str, int], label: str) -> str:
-    """What flakestorm saw instead of a call matching ``label``, in a sentence."""
-    total = sum(seen.values())
-    if not total:
-        return "flakestorm saw no call in this scenario"
-    llm_side = label.startswith("llm_faults") or "injection_via_context" in label
-    match = _TOOL_OF_LABEL.search(label)
-    tool = match.group(1) if match is not None and not llm_side else None
-    forward = {k[len("forward ") :]: n for k, n in seen.items() if k.startswith("forward ")}
-    if not llm_side and forward:
-        origin, n = max(forward.items(), key=lambda item: item[1])
-        rest = sum(forward.values()) - n
-        more = f" (and {rest} to {len(forward) - 1} other hosts)" if rest else ""
-        return (
-            f"flakestorm saw {_calls(n, 'forward-proxy call')} to {origin.partition('://')[2]}"
-            f"{more}, none mapped to a tool: add it to proxy.tools "
-            f"(proxy.tools.{tool or '<name>'}: {origin})"
-        )
-    listed = ", ".join(f"{n} {_kind(k)}" for k, n in seen.items())
-    wanted = "an LLM endpoint" if llm_side else (f"`{tool}`" if tool else "a tool")
-    return f"flakestorm saw {_calls(total)} ({listed}), none to {wanted}"
-
-
-def _calls(n: int, what: str = "call") -> str:
-    return f"{n} {what}{'' if n == 1 else 's'}"
-
-
-def _kind(key: str) -> str:
-    kind, _, name = key.partition(" ")
-    return {"tool": f"to tool `{name}`", "llm": "to an LLM", "forward": f"to {name}"}.get(
-        kind, "other"
-    )
 
 
 @dataclass(frozen=True)

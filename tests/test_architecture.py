@@ -64,6 +64,7 @@ ENGINE = ("executor", "runner", "phases", "agents", "chaos")
 LAYERS = {
     "flakestorm/reporters/": ENGINE,
     "flakestorm/results.py": ENGINE,
+    "flakestorm/delivery_reasons.py": ENGINE,
     "flakestorm/scoring.py": ENGINE,
 }
 """A file or folder -> the top-level modules it must not import."""

@@ -1,5 +1,6 @@
-"""The fault book's decisions (SPEC §4.1): which tool-result attacks a call can carry when a
-tool fault fires on it, and how that is recorded as delivery proof."""
+"""The fault book's decisions (SPEC §4.1): which context attacks a call can carry when a fault
+fires on it (a tool-result attack on a tool call, ``injection_via_context`` on an LLM call),
+and how that is recorded as delivery proof."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 import pytest
 
 from flakestorm.chaos.faults import ActiveScenario, FaultBook
-from flakestorm.config import ContextAttack, ToolFault, ToolFaultMode
+from flakestorm.config import ContextAttack, LlmFault, LlmFaultMode, ToolFault, ToolFaultMode
 
 INJECTION = ContextAttack.model_validate({"type": "indirect_injection", "payloads": ["obey"]})
 LABEL = "context_attacks[0] indirect_injection"
@@ -82,4 +83,70 @@ def test_every_mode_is_covered_above() -> None:
         "malformed",
         "malicious_response",
         "slow",
+    }
+
+
+# --------------------------------------------------------------------------- LLM calls
+
+CONTEXT = ContextAttack.model_validate({"type": "injection_via_context", "payload": "obey"})
+CONTEXT_LABEL = "context_attacks[0] injection_via_context"
+
+
+def llm_book(fault: LlmFault) -> FaultBook:
+    return FaultBook(ActiveScenario("storm", 7, llm_faults=(fault,), context_attacks=(CONTEXT,)))
+
+
+@pytest.mark.parametrize(
+    ("mode", "fields", "label"),
+    [
+        ("rate_limit", {}, "llm_faults[0] rate_limit"),
+        ("timeout", {"delay_ms": 10}, "llm_faults[0] timeout"),
+    ],
+)
+def test_an_llm_fault_that_answers_instead_of_the_llm_leaves_the_injection_no_request(
+    mode: str, fields: dict[str, Any], label: str
+) -> None:
+    decision = llm_book(LlmFault.model_validate({"mode": mode, **fields})).llm_call("c1")
+    assert decision.llm_fault is not None and decision.attacks == ()
+    assert decision.matched == (label,)  # the injection is not proven by this call
+    assert decision.replaced == ((CONTEXT_LABEL, label),)
+    assert decision.fired == (label,)
+
+
+@pytest.mark.parametrize(
+    ("mode", "fields"),
+    [
+        ("truncated_response", {"max_tokens": 3}),
+        ("empty", {}),
+        ("garbage", {}),
+        ("response_drift", {"drift_type": "tone_shift"}),
+    ],
+)
+def test_an_llm_fault_on_the_real_reply_lets_the_injection_reach_the_llm(
+    mode: str, fields: dict[str, Any]
+) -> None:
+    decision = llm_book(LlmFault.model_validate({"mode": mode, **fields})).llm_call("c1")
+    assert decision.llm_fault is not None and decision.replaced == ()
+    assert [a.type.value for _, a in decision.attacks] == ["injection_via_context"]
+    assert decision.matched[-1] == CONTEXT_LABEL
+    assert decision.fired[-1] == CONTEXT_LABEL
+
+
+def test_an_llm_call_the_fault_does_not_fire_on_carries_the_injection() -> None:
+    faults = llm_book(LlmFault.model_validate({"mode": "rate_limit", "after_calls": 1}))
+    first, second = (faults.llm_call("c1") for _ in range(2))
+    assert first.llm_fault is None and first.matched[-1] == CONTEXT_LABEL
+    assert first.replaced == () and len(first.attacks) == 1
+    assert second.replaced == ((CONTEXT_LABEL, "llm_faults[0] rate_limit"),)
+    assert CONTEXT_LABEL not in second.matched
+
+
+def test_every_llm_mode_is_covered_above() -> None:
+    assert {m.value for m in LlmFaultMode} == {
+        "rate_limit",
+        "timeout",
+        "truncated_response",
+        "empty",
+        "garbage",
+        "response_drift",
     }

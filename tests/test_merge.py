@@ -18,8 +18,17 @@ from typing import Any
 
 import pytest
 
+from flakestorm.chaos.delivery import judge
 from flakestorm.loader import load_config
-from flakestorm.results import RunResult, Status, to_document
+from flakestorm.merge import merge_proof
+from flakestorm.results import (
+    CellResult,
+    PromptResult,
+    RunResult,
+    ScenarioInfo,
+    Status,
+    to_document,
+)
 from flakestorm.runner import Overrides, configured_phases, run_phases
 from flakestorm.shards import Shard
 
@@ -559,3 +568,30 @@ def test_replayed_sessions_are_dealt_and_merged_row_by_row(tmp_path: Path) -> No
     ]
     assert {c["status"] for c in a["cells"]} == {"passed", "failed"}
     assert b["score"] == a["score"] and merged["overall"] == whole["overall"]
+
+
+def test_an_injection_every_shards_llm_calls_had_answered_by_a_fault_stays_not_delivered() -> None:
+    # each shard's LLM calls were all answered by a fault in place of the LLM: the merged
+    # proof counts every shard's calls, and says so in the LLM's words
+    injection = "context_attacks[0] injection_via_context"
+    limited, timed_out = "llm_faults[0] rate_limit", "llm_faults[1] timeout"
+    shards = [
+        ScenarioInfo("busy", (), declared=(injection,), replaced={injection: {limited: 2}}),
+        ScenarioInfo(
+            "busy", (), declared=(injection,), replaced={injection: {limited: 1, timed_out: 1}}
+        ),
+    ]
+    merged = merge_proof(shards)
+    assert merged.replaced == {injection: {limited: 3, timed_out: 1}}
+    prompt = PromptResult("p", "p", 0, True, "ok", "answer", 1.0)
+    passed = CellResult(0, "answers", "busy", "high", Status.PASSED, "ok", prompts=(prompt,))
+    judged, (cell,) = judge(merged, [passed])
+    assert judged.undelivered == (injection,) and cell.status is Status.ERRORED
+    assert cell.reason == (
+        f"fault not delivered: {injection}: it matched 4 LLM calls but an LLM fault answered "
+        f"each one ({limited}: 3; {timed_out}: 1) instead of the LLM: no request carrying it "
+        "reached the LLM"
+    )
+    # one shard whose request reached the LLM with it is enough
+    delivered = merge_proof([*shards, ScenarioInfo("busy", (), matched=(injection,))])
+    assert judge(delivered, [passed])[0].undelivered == ()

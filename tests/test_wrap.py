@@ -1181,7 +1181,11 @@ def test_injection_without_messages_is_not_delivered(llm_rig: LlmRig) -> None:
 def test_injection_is_not_delivered_when_the_call_is_refused(llm_rig: LlmRig) -> None:
     with pytest.raises(RateLimitFaultError):
         llm_rig.call(scenario(llm=[llm_fault("rate_limit")], attacks=[INJECT]))
-    assert llm_rig.interaction().fired == ("llm_faults[0] rate_limit",)
+    call = llm_rig.interaction()
+    assert call.fired == call.matched == ("llm_faults[0] rate_limit",)
+    assert call.replaced == (
+        ("context_attacks[0] injection_via_context", "llm_faults[0] rate_limit"),
+    )
 
 
 def test_llm_faults_through_the_agent(rig: Rig) -> None:

@@ -95,8 +95,8 @@ def prove(
     Returns the cells with ``faults_fired`` and ``calls`` filled in from their interactions,
     and ``info`` with the labels of the faults that must be delivered (``declared``), those
     some call matched and could act on (``matched``), those that matched a call but could not
-    be applied to it (``unapplied``, with why), the tool-result attacks' calls whose result a
-    tool fault replaced (``replaced``, counted per fault) and a wiring hint per declared
+    be applied to it (``unapplied``, with why), the context attacks' calls a fault answered in
+    place of the tool or LLM (``replaced``, counted per fault) and a wiring hint per declared
     label. Whether a fault was delivered is decided from these alone by :func:`judge`.
     """
     by_cell: dict[str, list[Interaction]] = {}
@@ -181,11 +181,11 @@ NOT_DELIVERED = "fault not delivered: "
 
 def judge(info: ScenarioInfo, cells: Sequence[CellResult]) -> tuple[ScenarioInfo, list[CellResult]]:
     """Delivery judged from a scenario's proof alone (SPEC §4, §10): a declared fault that no
-    call matched (a tool-result attack whose every matching call a tool fault replaced
-    included), or that matched a call but could not be applied to it, is not delivered, and
-    then every scored cell of the scenario is ERRORED with the reason (the invariant's own
-    verdict kept in ``checked``). Judging again — e.g. with the
-    calls of every shard — first gives the cells their own verdicts back."""
+    call matched (a context attack whose every matching call a fault answered in place of the
+    tool or LLM included), or that matched a call but could not be applied to it, is not
+    delivered, and then every scored cell of the scenario is ERRORED with the reason (the
+    invariant's own verdict kept in ``checked``). Judging again — e.g. with the calls of every
+    shard — first gives the cells their own verdicts back."""
     own = [
         cell
         if cell.checked is None

@@ -18,7 +18,9 @@ on an interaction when it is injected into it; a fault is *delivered* in a scena
 least one matching interaction reached flakestorm in any of its cells, and it could act on it.
 A tool-result attack cannot act on a call whose result a tool fault replaced (``error``,
 ``timeout``, ``malformed``, ``malicious_response``; not ``slow``, whose real result still
-comes): such a call is listed in the decision's ``replaced``, not in its ``matched``, so an
+comes), nor an ``injection_via_context`` on an LLM call an LLM fault answered before the
+request reached the LLM (``rate_limit``, ``timeout``; not the modes that distort the real
+reply): such a call is listed in the decision's ``replaced``, not in its ``matched``, so an
 attack that every matching call had replaced is not delivered (SPEC §10).
 """
 
@@ -92,9 +94,10 @@ class Decision:
     """Labels of every declared fault that matched this call (fired or not) and could act on
     it: delivery proof."""
     replaced: tuple[tuple[str, str], ...] = ()
-    """Tool-result attacks that matched this call while the tool fault that fired on it
-    replaces its result, each with that fault's label: nothing to poison (not delivered by
-    this call)."""
+    """Context attacks that matched this call while the fault that fired on it answers in
+    place of the tool or LLM (a tool fault that replaces the result, an LLM fault that stops
+    the request), each with that fault's label: nothing to poison (not delivered by this
+    call)."""
 
     @property
     def fired(self) -> tuple[str, ...]:
@@ -246,13 +249,27 @@ class FaultBook:
             for i, fault in enumerate(self.scenario.llm_faults)
         ]
         chosen, matched = self._first_firing(cell, call_index, candidates)
-        attacks = []
+        replacing = (
+            llm_fault_label(*chosen)
+            if chosen is not None and LLM_MODES[chosen[1].mode].replaces_upstream
+            else None
+        )
+        attacks, replaced = [], []
         for i, attack in enumerate(self.scenario.context_attacks):
-            if attack.type in LLM_REQUEST_ATTACKS:
-                matched.append(attack_label(i, attack))
-                attacks.append((i, attack))
+            if attack.type not in LLM_REQUEST_ATTACKS:
+                continue
+            label = attack_label(i, attack)
+            if replacing is not None:  # the fault answers instead of the LLM: nothing reads it
+                replaced.append((label, replacing))
+                continue
+            matched.append(label)  # a request that reaches the LLM: delivered
+            attacks.append((i, attack))
         return Decision(
-            call_index, llm_fault=chosen, attacks=tuple(attacks), matched=tuple(matched)
+            call_index,
+            llm_fault=chosen,
+            attacks=tuple(attacks),
+            matched=tuple(matched),
+            replaced=tuple(replaced),
         )
 
     def declared(self) -> tuple[str, ...]:

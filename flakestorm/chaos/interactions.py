@@ -87,8 +87,9 @@ class Interaction:
     """Faults that fired on this call but could not be applied to it, each with why (a stream
     shape flakestorm cannot edit, a reply without text): not delivered (SPEC §10)."""
     replaced: tuple[tuple[str, str], ...] = ()
-    """Tool-result attacks that matched this call while a tool fault replaced its result, each
-    with that fault's label: nothing to poison; delivered only if another call let them act."""
+    """Context attacks that matched this call while a fault answered in place of the tool or
+    the LLM, each with that fault's label: nothing to poison; delivered only if another call
+    let them act."""
 
     def to_document(self) -> dict[str, Any]:
         doc = asdict(self)

@@ -37,7 +37,8 @@ class ServedCall:
     unapplied: dict[str, str] = field(default_factory=dict)
     """Faults that fired but could not be applied to the reply, with why (SPEC §10)."""
     replaced: tuple[tuple[str, str], ...] = ()
-    """Tool-result attacks a tool fault left nothing to poison, with its label."""
+    """Context attacks a fault answering in place of the tool or LLM left nothing to poison,
+    with its label."""
     status: int | None = None
     upstream_status: int | None = None
     upstream_error: str | None = None
@@ -53,7 +54,7 @@ class ServedCall:
 
     def decided(self, decision: Decision) -> None:
         """Take the fault book's decision's proof: the call's index, what matched it, and the
-        attacks whose result a tool fault replaced."""
+        attacks a fault answering in place of the tool or LLM left nothing to poison."""
         self.call_index, self.matched = decision.call_index, decision.matched
         self.replaced = decision.replaced
 

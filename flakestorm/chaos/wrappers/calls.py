@@ -228,12 +228,9 @@ def llm_plan(call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Plan:
     if chosen is None:
         return Plan(args=args, kwargs=kwargs)
     fault: LlmFault = chosen[1]
-    unit = LLM_MODES[fault.mode]
-    if unit.replaces_upstream:  # the request never reaches the LLM: not an undelivered attack
-        for index, attack in injections:
-            if attack_label(index, attack) in call.fired:
-                call.fired.remove(attack_label(index, attack))
-    plan = unit.plan(fault)
+    # a fault that answers instead of the LLM (``rate_limit``, ``timeout``) left the book no
+    # attacks to inject: it listed them in the decision's ``replaced``
+    plan = LLM_MODES[fault.mode].plan(fault)
     error = plan.error
     sdk = sdk_of(args)
     if error is not None and sdk is not None:
