@@ -1,5 +1,7 @@
 """CONNECT tunnels through the chaos proxy (HTTPS_PROXY traffic): relayed as bytes, and
-refused, delayed, held or reset by tool faults that match the host."""
+refused, delayed, held or reset by tool faults that match the host; a tool-result attack on a
+tunnel cannot read its result, so it is not applied, and an attack only ever seen through
+tunnels is not delivered (SPEC §10)."""
 
 from __future__ import annotations
 
@@ -10,14 +12,19 @@ import socketserver
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from support.server import LoopbackServer
+from support.server import LoopbackServer, Request, Response
 
 from flakestorm.chaos.faults import ActiveScenario, Target
 from flakestorm.chaos.proxy.server import ChaosProxy
-from flakestorm.config import ToolFault
+from flakestorm.chaos.proxy.tunnel import unreadable
+from flakestorm.config import ContextAttack, ToolFault
+from flakestorm.loader import load_config
+from flakestorm.results import Status
+from flakestorm.runner import run_phases
 
 
 class _Echo(socketserver.BaseRequestHandler):
@@ -207,3 +214,128 @@ def test_bad_connect_target(proxy: ChaosProxy) -> None:
     s, answer = connect(proxy, "no-port", 0)
     s.close()
     assert status_of(answer) in (400, 502)
+
+
+# --------------------------------------------------------------------------- context attacks
+
+INJECTION = ContextAttack.model_validate({"type": "indirect_injection", "payloads": ["obey"]})
+ATTACK = "context_attacks[0] indirect_injection"
+
+
+def tunnelled(*faults: ToolFault) -> ActiveScenario:
+    return ActiveScenario("tls", 1, tool_faults=faults, context_attacks=(INJECTION,))
+
+
+def test_a_tool_result_attack_on_a_tunnel_is_matched_but_not_applied_with_why(
+    echo: tuple[str, int],
+) -> None:
+    host, port = echo
+    with ChaosProxy(tools={"bank": f"https://{host}:{port}/api"}) as proxy:
+        proxy.activate(tunnelled())
+        s, answer = connect(proxy, host, port)
+        with s:
+            assert status_of(answer) == 200
+            s.sendall(b"ping")
+            assert s.recv(10) == b"ping"  # relayed as ever: there is nothing to poison
+        item = proxy.log.snapshot()[-1]
+    assert item.tool == "bank" and item.matched == (ATTACK,) and item.fired == ()
+    assert item.unapplied == ((ATTACK, unreadable(host, port, "bank")),)
+    assert unreadable(host, port, "bank") == (
+        f"the call to {host}:{port} went through an HTTPS tunnel, whose results flakestorm "
+        "cannot read: point the agent's base URL for that tool at the proxy's /tools/bank "
+        f"route, with proxy.tools.bank: https://{host}:{port}, so the proxy makes the HTTPS "
+        "call and sees the result"
+    )
+
+
+def test_a_slow_fault_on_a_tunnel_is_delivered_and_the_attack_still_not_applied(
+    proxy: ChaosProxy, echo: tuple[str, int]
+) -> None:
+    slow = ToolFault.model_validate(
+        {"tool": "bank", "mode": "slow", "delay_ms": 1, "match_url": f"{echo[0]}*"}
+    )
+    proxy.activate(tunnelled(slow))
+    s, answer = connect(proxy, *echo)
+    s.close()
+    assert status_of(answer) == 200
+    item = proxy.log.snapshot()[-1]
+    assert item.fired == ("tool_faults[0] slow(1 ms) on bank",)
+    assert [label for label, _ in item.unapplied] == [ATTACK]
+
+
+def test_a_refused_tunnel_is_a_delivered_fault_that_left_the_attack_nothing_to_poison(
+    proxy: ChaosProxy, echo: tuple[str, int]
+) -> None:
+    refuse = ToolFault.model_validate({"tool": "bank", "mode": "error", "match_url": f"{echo[0]}*"})
+    proxy.activate(tunnelled(refuse))
+    s, answer = connect(proxy, *echo)
+    s.close()
+    assert status_of(answer) == 503
+    item = proxy.log.snapshot()[-1]
+    assert item.fired == item.matched == ("tool_faults[0] error(503) on bank",)
+    assert item.replaced == ((ATTACK, "tool_faults[0] error(503) on bank"),)
+    assert item.unapplied == ()
+
+
+# --------------------------------------------------------------------------- through a run
+
+
+def bank_agent(proxy: ChaosProxy, bank: LoopbackServer) -> LoopbackServer:
+    """An HTTP agent that asks its bank over HTTPS_PROXY: a ``CONNECT`` tunnel through the
+    proxy (forwarding the cell header on it), and answers with what it got."""
+
+    def chat(request: Request) -> Response:
+        forwarded = {
+            k: v for k, v in request.headers.items() if k.lower().startswith("x-flakestorm-")
+        }
+        connection = http.client.HTTPConnection(proxy.host, proxy.port, timeout=10)
+        connection.set_tunnel(bank.host, bank.port, headers=forwarded)
+        try:
+            connection.request("GET", "/balance")
+            said = connection.getresponse().read().decode()
+        except OSError as exc:  # a refused tunnel: "Tunnel connection failed: 503"
+            said = f"the bank is down ({exc})"
+        finally:
+            connection.close()
+        return Response.json({"output": f"bank: {said}"})
+
+    return LoopbackServer(chat)
+
+
+def test_an_attack_only_ever_seen_through_tunnels_is_not_delivered(tmp_path: Path) -> None:
+    injection = {"type": "indirect_injection", "payloads": ["obey"], "tool": "bank"}
+    doc: dict[str, Any] = {
+        "golden_prompts": ["my balance?", "and now?"],
+        "contract": {
+            "name": "bank",
+            "invariants": [{"id": "answers", "type": "output_not_empty"}],
+            "chaos_matrix": [
+                {"name": "poisoned", "context_attacks": [injection]},
+                {"name": "refused", "tool_faults": [{"tool": "bank", "mode": "error"}]},
+            ],
+        },
+        "output": {"dir": str(tmp_path / "reports")},
+    }
+    with LoopbackServer() as bank, ChaosProxy() as proxy, bank_agent(proxy, bank) as chat:
+        origin = f"https://{bank.host}:{bank.port}"
+        doc["agent"] = {"endpoint": chat.url_for("/chat"), "ready_timeout": 5000}
+        doc["proxy"] = {"url": proxy.url, "tools": {"bank": origin}}
+        path = tmp_path / "flakestorm.yaml"
+        path.write_text(json.dumps(doc))
+        result = run_phases(load_config(path), ["contract"])
+    outcome = result.phases["contract"]
+    cells = {c.scenario: c for c in outcome.cells}
+    info = {s.name: s for s in outcome.scenarios}
+    poisoned = cells["poisoned"]
+    assert poisoned.status is Status.ERRORED
+    assert poisoned.reason == (
+        f"fault not delivered: {ATTACK}: it matched a call but could not be applied: "
+        f"{unreadable(bank.host, bank.port, 'bank')}"
+    )
+    assert poisoned.checked is Status.PASSED  # the agent got the clean balance
+    assert all(p.output == 'bank: {"output": "ok"}' for p in poisoned.prompts)
+    assert info["poisoned"].undelivered == (ATTACK,)
+    # a tool fault acts on the tunnel itself: refused, and delivered as ever
+    assert info["refused"].undelivered == () and cells["refused"].status is Status.PASSED
+    assert cells["refused"].faults_fired == ("tool_faults[0] error(503) on bank",)
+    assert result.exit_code == 3

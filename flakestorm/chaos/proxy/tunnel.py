@@ -8,6 +8,12 @@ CONNECT with its ``error_code`` (default 503), ``slow`` delays it and then tunne
 holds it for ``delay_ms`` and closes without answering, ``malformed`` and
 ``malicious_response`` (which cannot forge a body inside TLS) establish the tunnel and then
 reset it.
+
+A tool-result attack that matches a tunnel cannot read, let alone poison, the result inside
+it: the call is logged with the attack in ``unapplied`` (:func:`unreadable`), so an attack
+that met tunnels is not delivered and says how to route the tool instead (SPEC §10). A tool
+fault that answers in place of the tool (``error``, ``timeout``...) leaves the attack nothing
+to poison anyway: the book lists it in ``replaced``.
 """
 
 from __future__ import annotations
@@ -17,7 +23,15 @@ import socket
 import time
 from urllib.parse import urlsplit
 
-from flakestorm.chaos.faults import Target, tool_fault_label, tool_matches
+from flakestorm.chaos.faults import (
+    TOOL_RESULT_ATTACKS,
+    Decision,
+    FaultBook,
+    Target,
+    attack_label,
+    tool_fault_label,
+    tool_matches,
+)
 from flakestorm.chaos.proxy.call import ServedCall
 from flakestorm.chaos.proxy.framing import CHUNK_BYTES, FramedHandler, reset
 from flakestorm.chaos.proxy.reply import UpstreamFailure, error_reply
@@ -59,6 +73,8 @@ class Tunnel:
         if book is not None and call.tool is not None:
             decision = book.tool_call(call.tool, url, call.cell)
             call.decided(decision)
+            for label in _result_attacks(book, decision):
+                call.not_applied(label, unreadable(host, port, call.tool))
             if decision.tool_fault is not None:
                 index, fault = decision.tool_fault
                 call.fired.append(tool_fault_label(index, fault))
@@ -148,6 +164,31 @@ class Tunnel:
                     peers[sock].sendall(data)
                 except OSError:
                     return
+
+
+def _result_attacks(book: FaultBook, decision: Decision) -> list[str]:
+    """The labels of the tool-result attacks that matched a tunnel and could act on its result
+    (were it readable)."""
+    return [
+        label
+        for i, attack in enumerate(book.scenario.context_attacks)
+        if attack.type in TOOL_RESULT_ATTACKS
+        and (label := attack_label(i, attack)) in decision.matched
+    ]
+
+
+def unreadable(host: str, port: int, tool: str) -> str:
+    """Why a tool-result attack could not be applied to a tunnel to ``host:port`` (a call of
+    ``tool``), and how to route the tool so that it can."""
+    authority = f"[{host}]" if ":" in host else host
+    origin = f"https://{authority}" if port == 443 else f"https://{authority}:{port}"
+    name = "<name>" if tool == "*" else tool
+    return (
+        f"the call to {authority}:{port} went through an HTTPS tunnel, whose results flakestorm "
+        f"cannot read: point the agent's base URL for that tool at the proxy's /tools/{name} "
+        f"route, with proxy.tools.{name}: {origin}, so the proxy makes the HTTPS call and "
+        "sees the result"
+    )
 
 
 def _split_authority(authority: str) -> tuple[str | None, int]:
