@@ -120,7 +120,7 @@ LEGEND_ITEMS: tuple[tuple[str, str], ...] = (
 UNDELIVERED_ITEM = (
     "undelivered",
     "next to a scenario: a declared fault was not delivered (no matching call reached "
-    "flakestorm), so its cells are errored",
+    "flakestorm, or the fault could not act on those that did), so its cells are errored",
 )
 EXCERPT_CHARS = 20_000
 """How much of one reply or prompt the report shows (results.json has all of it)."""

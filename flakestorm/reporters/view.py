@@ -29,7 +29,7 @@ LEGEND = (
 )
 UNDELIVERED_LEGEND = (
     "🚫 next to a scenario: a declared fault was not delivered (no matching call reached "
-    "flakestorm), so its cells are errored"
+    "flakestorm, or the fault could not act on those that did), so its cells are errored"
 )
 """Added to the legend of a matrix with an undelivered scenario."""
 
@@ -350,8 +350,9 @@ def all_warnings(result: RunResult) -> list[str]:
 
 
 UNDELIVERED_TITLE = (
-    "**🚫 Faults not delivered:** no matching call reached flakestorm, so these scenarios' "
-    "cells are errored, not passed."
+    "**🚫 Faults not delivered:** no matching call reached flakestorm, or the fault could not "
+    "act on those that did (it could not be applied, or a fault answered in place of the tool "
+    "or LLM), so these scenarios' cells are errored, not passed."
 )
 
 
