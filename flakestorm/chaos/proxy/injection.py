@@ -35,6 +35,12 @@ from flakestorm.chaos.tool_modes import TOOL_MODES
 from flakestorm.chaos.tool_results import poison_body
 from flakestorm.config import LlmFault
 
+UNPLACED = (
+    "the request is not an OpenAI or Anthropic request flakestorm can place it in (a JSON "
+    "object with messages, input or instructions, or a text prompt)"
+)
+"""Why an ``injection_via_context`` could not be applied to an LLM request."""
+
 
 def serve(handler: FramedHandler, call: ServedCall, body: bytes) -> HttpResponse:
     """The reply to ``call`` (attributed here) with its faults applied."""
@@ -90,11 +96,12 @@ def _serve_llm(
     assert call.provider is not None
     provider = call.provider
     for index, attack in decision.attacks:
-        if attack.payload:
-            injected = llm.inject_context(provider, body, attack.payload)
-            if injected != body:
-                body = injected
-                call.fired.append(attack_label(index, attack))
+        injected = llm.inject_context(provider, body, attack.payload) if attack.payload else body
+        if injected == body:  # as the python wrappers do for a call without messages
+            call.not_applied(attack_label(index, attack), UNPLACED)
+            continue
+        body = injected
+        call.fired.append(attack_label(index, attack))
     if decision.llm_fault is None:
         return _upstream(handler, call, body)
     index, fault = decision.llm_fault
