@@ -1109,6 +1109,7 @@ def test_injection_via_context_uses_anthropics_system_parameter(
             mod.client.messages.create(model="c", max_tokens=10, messages=messages)
             blocks = [{"type": "text", "text": "Be brief."}]
             mod.client.messages.create(model="c", max_tokens=10, messages=messages, system=blocks)
+        mod.client.close()  # its pooled connection, not left to whichever test collects it
         first, second = (r.json() for r in server.requests)
     assert first["messages"] == messages and first["system"] == PAYLOAD
     assert second["messages"] == messages

@@ -145,7 +145,6 @@ LIMITED = "llm_faults[0] rate_limit"
 AGENT = """
 import openai
 
-CLIENT = openai.OpenAI(base_url={url!r}, api_key="k", max_retries=0)
 
 
 def answer(prompt):
@@ -153,10 +152,11 @@ def answer(prompt):
         {{"role": "system", "content": "You are a weather bot."}},
         {{"role": "user", "content": prompt}},
     ]
-    try:
-        reply = CLIENT.chat.completions.create(model="m", messages=messages)
-    except openai.RateLimitError as exc:
-        return f"the model is busy ({{exc.status_code}})"
+    with openai.OpenAI(base_url={url!r}, api_key="k", max_retries=0) as client:
+        try:
+            reply = client.chat.completions.create(model="m", messages=messages)
+        except openai.RateLimitError as exc:
+            return f"the model is busy ({{exc.status_code}})"
     return reply.choices[0].message.content
 """
 
