@@ -42,9 +42,12 @@ def fault(mode: str, **kw: Any) -> LlmFault:
 
 
 @pytest.fixture
-def openai_client(proxy: ChaosProxy) -> Any:
+def openai_client(proxy: ChaosProxy) -> Iterator[Any]:
     openai = pytest.importorskip("openai")
-    return openai.OpenAI(base_url=f"{proxy.url}/llm/openai/v1", api_key="sk-test", max_retries=0)
+    with openai.OpenAI(
+        base_url=f"{proxy.url}/llm/openai/v1", api_key="sk-test", max_retries=0
+    ) as client:
+        yield client
 
 
 def test_openai_rate_limit(proxy: ChaosProxy, openai_client: Any) -> None:
@@ -115,11 +118,12 @@ def test_openai_streamed_timeout_stalls(proxy: ChaosProxy, openai_client: Any) -
 
 
 @pytest.fixture
-def anthropic_client(proxy: ChaosProxy) -> Any:
+def anthropic_client(proxy: ChaosProxy) -> Iterator[Any]:
     anthropic = pytest.importorskip("anthropic")
-    return anthropic.Anthropic(
+    with anthropic.Anthropic(
         base_url=f"{proxy.url}/llm/anthropic", api_key="sk-ant", max_retries=0
-    )
+    ) as client:
+        yield client
 
 
 def test_anthropic_rate_limit(proxy: ChaosProxy, anthropic_client: Any) -> None:
