@@ -3,6 +3,7 @@ the ``on_event`` callback (the CLI's progress bar and lines, the action's log). 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from flakestorm.results import CellResult
@@ -18,7 +19,8 @@ class CellFinished:
 @dataclass(frozen=True)
 class ScenarioFinished:
     name: str
-    results: tuple[CellResult, ...]
+    results: Sequence[CellResult]
+    """In index order (a phase's cells may be read back from disk as they are used)."""
 
 
 @dataclass(frozen=True)

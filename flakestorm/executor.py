@@ -247,6 +247,7 @@ class Executor:
         probes: Sequence[Probe],
         judge: Callable[[Probe, Reply], ProbeVerdict],
         before_invocation: Callable[[str], None] | None = None,
+        sink: Callable[[int, tuple[ProbeRun, ...]], None] | None = None,
     ) -> list[tuple[ProbeRun, ...]]:
         """Each probe ``repeat`` times, judged by ``judge(probe, reply)`` (which may raise
         :class:`HarnessError`); the runs of each probe, in probe order. Concurrent like cells,
@@ -264,7 +265,11 @@ class Executor:
         the agent is ready again (the reviver restarts an agent flakestorm started), and
         judged on that run of their own (:attr:`ProbeRun.crowded` keeps the first). When the
         agent does not come back, they keep their first reply with the error. A probe is
-        announced (:class:`ProbeFinished`) once, with its final verdict."""
+        announced (:class:`ProbeFinished`) once, with its final verdict.
+
+        With ``sink``, the runs of each probe go to ``sink(position, runs)`` once final (a
+        stopped run's unfinished probes at the end, as they stand) and are not kept: memory
+        stays flat in the number of probes, and the list returned is empty."""
         repeat = self._options.repeat
         parallel = self._resetter is None
         runs: list[list[ProbeRun | None]] = [[None] * repeat for _ in probes]
@@ -301,18 +306,26 @@ class Executor:
             except HarnessError as exc:
                 return ProbeRun(reply, error=str(exc))
 
+        frozen = [False]  # the work was abandoned: what it reports later is ignored
+
         def settle(i: int, run: int, outcome: ProbeRun) -> None:
             probe = probes[i]
             with lock:
-                runs[i][run] = outcome
+                if frozen[0]:
+                    return
+                mine = runs[i]
+                mine[run] = outcome
                 left[i] -= 1
                 finished = left[i] == 0
                 if finished:
                     done[0] += 1
-                    sent[0] += any(r is not None and r.reply is not None for r in runs[i])
+                    sent[0] += any(r is not None and r.reply is not None for r in mine)
                     count, reached = done[0], sent[0]
+                    if sink is not None:  # in the lock: nothing reaches it once abandoned
+                        sink(i, _complete(mine))
+                        runs[i] = []  # not kept
             if finished:
-                passed = all(getattr(r.verdict, "passed", False) for r in runs[i] if r is not None)
+                passed = all(getattr(r.verdict, "passed", False) for r in mine if r is not None)
                 self._on_event(ProbeFinished(probe.id, passed, count, len(probes), reached))
 
         def one(task: tuple[int, int]) -> None:
@@ -355,7 +368,14 @@ class Executor:
         tasks = [(i, run) for i in range(len(probes)) for run in range(repeat)]
         if self._each(tasks, one, parallel) and crowded:
             self._each(sorted(crowded), alone, parallel=False)
-        return [tuple(r if r is not None else ProbeRun(None) for r in probe) for probe in runs]
+        with lock:
+            frozen[0] = True
+        if sink is None:
+            return [_complete(probe) for probe in runs]
+        for i, probe_runs in enumerate(runs):
+            if left[i] > 0:
+                sink(i, _complete(probe_runs))
+        return []
 
     def _one(self, work: Callable[[], _T]) -> _T | None:
         """``work()`` on a worker thread; None if it was abandoned (the run is stopping)."""
@@ -533,6 +553,11 @@ class Executor:
 
 
 _DONE = object()
+
+
+def _complete(runs: list[ProbeRun | None]) -> tuple[ProbeRun, ...]:
+    """A probe's runs, each one that did not happen a run with no reply."""
+    return tuple(r if r is not None else ProbeRun(None) for r in runs)
 
 
 def _down(run: ProbeRun) -> bool:

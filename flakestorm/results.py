@@ -7,13 +7,13 @@ between a run and every reporter: ``flakestorm report`` renders any format from 
 
 from __future__ import annotations
 
-import dataclasses
 import enum
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from flakestorm import delivery_reasons
+from flakestorm.field_types import mistyped
 from flakestorm.redaction import Redactor
 from flakestorm.shards import Shard
 
@@ -285,11 +285,12 @@ class PhaseOutcome:
     scenarios: tuple[ScenarioInfo, ...]
     cells: Sequence[CellResult]
     """In index order: a tuple, or a run's cells read back from disk as they are used
-    (:class:`flakestorm.spool.SpooledCells`, already redacted)."""
+    (:class:`flakestorm.spool.Spooled`, already redacted)."""
     score: PhaseScore
     warnings: tuple[str, ...] = ()
-    mutations: tuple[MutationResult, ...] = ()
-    """The mutation phase's unit of work, instead of cells (empty for other phases)."""
+    mutations: Sequence[MutationResult] = ()
+    """The mutation phase's unit of work, instead of cells (empty for other phases): in index
+    order, a tuple or read back from disk as they are used (as :attr:`cells`)."""
     rows: str = "invariant"
     """What the matrix's rows (``invariants``) are: ``invariant``, or ``session`` (replay)."""
 
@@ -386,6 +387,39 @@ def cell_from_document(d: Mapping[str, Any]) -> CellResult:
     return _cell(d)
 
 
+def mutation_document(mutation: MutationResult) -> dict[str, Any]:
+    """``mutation`` as it is in ``results.json``."""
+    document: dict[str, Any] = _plain(mutation)
+    return document
+
+
+def mutation_from_document(d: Mapping[str, Any]) -> MutationResult:
+    """A mutation of ``results.json`` read back."""
+    return _mutation(d)
+
+
+STREAMED: Mapping[str, Callable[[Any], dict[str, Any]]] = {
+    "cells": cell_document,
+    "mutations": mutation_document,
+}
+"""The fields of a :class:`PhaseOutcome` that may be read back from disk as they are used
+(:mod:`flakestorm.spool`; not tuples then), and how each of their items is written."""
+
+
+def streamed(outcome: PhaseOutcome) -> dict[str, Sequence[Any]]:
+    """The fields of ``outcome`` read back from disk (already redacted when written)."""
+    return {k: v for k in STREAMED if not isinstance(v := getattr(outcome, k), tuple)}
+
+
+def with_streamed(outcome: PhaseOutcome, fields: Mapping[str, Sequence[Any]]) -> PhaseOutcome:
+    """``outcome`` with the given fields of :data:`STREAMED` replaced (``()``: left out)."""
+    return replace(
+        outcome,
+        cells=fields.get("cells", outcome.cells),
+        mutations=fields.get("mutations", outcome.mutations),
+    )
+
+
 def redact(result: RunResult, secrets: Iterable[str]) -> RunResult:
     """``result`` with every secret replaced by ``***`` in every string, agent output included.
 
@@ -396,16 +430,13 @@ def redact(result: RunResult, secrets: Iterable[str]) -> RunResult:
     redactor = Redactor(secrets)
     if not redactor:
         return result
-    # cells streamed to disk were redacted as they were written: keep them as they are
-    streamed = {
-        name: o.cells for name, o in result.phases.items() if not isinstance(o.cells, tuple)
-    }
-    if streamed:
-        bare = {n: replace(o, cells=()) if n in streamed else o for n, o in result.phases.items()}
+    # items streamed to disk were redacted as they were written: keep them as they are
+    on_disk = {name: streamed(o) for name, o in result.phases.items()}
+    if any(on_disk.values()):
+        bare = {n: with_streamed(o, {k: () for k in on_disk[n]}) for n, o in result.phases.items()}
         done = redact(replace(result, phases=bare), secrets)
         return replace(
-            done,
-            phases={n: replace(o, cells=streamed.get(n, o.cells)) for n, o in done.phases.items()},
+            done, phases={n: with_streamed(o, on_disk[n]) for n, o in done.phases.items()}
         )
 
     def scrub(value: Any) -> Any:
@@ -456,55 +487,10 @@ def from_document(doc: Mapping[str, Any], *, check_types: bool = True) -> RunRes
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ResultsError(f"results document is malformed: {exc!r}") from None
-    if check_types:
-        _check_fields(result, "")
+    problem = mistyped(result) if check_types else None
+    if problem is not None:
+        raise ResultsError(f"results document is malformed: {problem}")
     return result
-
-
-_SCALARS: dict[str, tuple[str, tuple[type, ...]]] = {
-    "str": ("a string", (str,)),
-    "int": ("an int", (int,)),
-    "float": ("a number", (int, float)),
-    "bool": ("a boolean", (bool,)),
-}
-
-
-def _check_fields(value: Any, where: str) -> None:
-    """Raise :class:`ResultsError` naming the first field of ``value`` (a result dataclass)
-    whose value is not of its annotated type: a hand-edited or truncated document must be
-    refused here, not crash a reporter later."""
-    for f in dataclasses.fields(value):
-        _check(getattr(value, f.name), str(f.type), f"{where}.{f.name}" if where else f.name)
-
-
-def _check(value: Any, kind: str, where: str) -> None:
-    if kind.endswith(" | None"):
-        if value is None:
-            return
-        kind = kind.removesuffix(" | None")
-    if kind in _SCALARS:
-        noun, types = _SCALARS[kind]
-        if not isinstance(value, types) or (kind != "bool" and isinstance(value, bool)):
-            raise ResultsError(
-                f"results document is malformed: {where}: {value!r:.60} is not {noun}"
-            )
-    elif kind.startswith("tuple[") and kind.endswith(", ...]"):
-        if not isinstance(value, tuple):
-            raise ResultsError(
-                f"results document is malformed: {where}: {value!r:.60} is not a list"
-            )
-        for i, item in enumerate(value):
-            _check(item, kind[len("tuple[") : -len(", ...]")], f"{where}[{i}]")
-    elif kind.startswith("Mapping[str, "):
-        if not isinstance(value, Mapping):
-            raise ResultsError(
-                f"results document is malformed: {where}: {value!r:.60} is not an object"
-            )
-        for key, item in value.items():
-            _check(key, "str", f"{where} key")
-            _check(item, kind[len("Mapping[str, ") : -1], f"{where}.{key}")
-    elif dataclasses.is_dataclass(value):
-        _check_fields(value, where)
 
 
 def _tuples(d: Mapping[str, Any], *keys: str) -> dict[str, tuple[Any, ...]]:

@@ -52,7 +52,10 @@ def score_cells(cells: Sequence[CellResult]) -> PhaseScore:
     """The resilience score and critical rule over ``cells``."""
     earned = total = 0
     critical: list[str] = []
-    for cell in cells:
+    counts: Counter[str] = Counter()
+    for cell in cells:  # one pass: they may be read back from disk (flakestorm.spool)
+        counts[cell.status.value] += 1
+        counts["flaky"] += cell.flaky
         if not cell.status.scored:
             continue
         weight = Severity(cell.severity).weight
@@ -61,8 +64,6 @@ def score_cells(cells: Sequence[CellResult]) -> PhaseScore:
             earned += weight
         elif cell.severity == Severity.CRITICAL.value:
             critical.append(cell.id)
-    counts = Counter(c.status.value for c in cells)
-    counts["flaky"] = sum(1 for c in cells if c.flaky)
     score = round(100.0 * earned / total, 2) if total else None
     return PhaseScore(
         score=score,
@@ -79,25 +80,27 @@ def score_mutations(
     critical invariants."""
     earned = total = 0.0
     critical_failures = []
-    counts = Counter(m.status.value for m in mutations)
-    for m in mutations:
+    counts: Counter[str] = Counter()
+    for m in mutations:  # one pass: they may be read back from disk (flakestorm.spool)
+        counts[m.status.value] += 1
+        counts["flaky"] += m.flaky
         if not m.status.scored:
             continue
+        counts["scored"] += 1
         total += m.weight
         if m.status is Status.PASSED:
             earned += m.weight
         elif any(i in critical for i in m.failed_invariants):
             critical_failures.append(m.id)
-    scored = sum(1 for m in mutations if m.status.scored)
-    passed = counts.get(Status.PASSED.value, 0)
+    passed = counts[Status.PASSED.value]
     score = round(100.0 * earned / total, 2) if total else None
     return PhaseScore(
         score=score,
         passed=not critical_failures,
         critical_failures=tuple(critical_failures),
-        counts={s.value: counts.get(s.value, 0) for s in Status}
-        | {"flaky": sum(1 for m in mutations if m.flaky), "mutations": len(mutations)},
-        summary=f"{passed} of {scored} mutations passed",
+        counts={s.value: counts[s.value] for s in Status}
+        | {"flaky": counts["flaky"], "mutations": sum(counts[s.value] for s in Status)},
+        summary=f"{passed} of {counts['scored']} mutations passed",
     )
 
 

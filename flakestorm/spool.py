@@ -1,14 +1,17 @@
-"""Cells streamed to disk as they finish, so a run's memory stays flat in its size (SPEC §9).
+"""Results streamed to disk as they finish, so a run's memory stays flat in its size (SPEC §9).
 
-A phase appends each finished cell to a :class:`CellSpool` — one JSON line per cell, in an
-anonymous file in the report directory (it disappears when the run's result is gone, and is
-never left behind) — and its :class:`~flakestorm.results.PhaseOutcome` holds the spool's
-:class:`SpooledCells`: a read-only sequence of the cells in index order that reads each cell back
-from disk when it is used. Every reporter, the scores and ``results.json`` take it like a tuple,
-so nothing downstream changes; only what is in use is in memory.
+A phase appends each finished item — a contract cell, a mutation, a replayed session — to a
+:class:`Spool`: one JSON line per item, in an anonymous file in the report directory (it
+disappears when the run's result is gone, and is never left behind). Its
+:class:`~flakestorm.results.PhaseOutcome` holds the spool's :class:`Spooled` items: a read-only
+sequence in index order that reads each item back from disk when it is used. Every reporter,
+the scores and ``results.json`` take it like a tuple, so nothing downstream changes; only what
+is in use is in memory.
 
-Cells are redacted as they are written (the run's secrets never reach the file), so the result's
-final redaction leaves spooled cells as they are.
+What a spool holds is named by its :class:`Codec` (:data:`CELLS`, :data:`MUTATIONS`): how an
+item is written and read back, as it is in ``results.json``. Items are redacted as they are
+written (the run's secrets never reach the file), so the result's final redaction leaves
+spooled items as they are.
 """
 
 from __future__ import annotations
@@ -17,83 +20,132 @@ import json
 import tempfile
 import threading
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, overload
+from typing import IO, Any, Generic, Protocol, TypeVar, overload
 
 from flakestorm.redaction import Redactor
-from flakestorm.results import CellResult, cell_document, cell_from_document
+from flakestorm.results import (
+    CellResult,
+    MutationResult,
+    cell_document,
+    cell_from_document,
+    mutation_document,
+    mutation_from_document,
+)
 
 
-class CellSpool:
-    """Where a phase's finished cells go (thread-safe); :attr:`cells` reads them back."""
+class Indexed(Protocol):
+    """An item with its stable index in its phase (the order it is read back in)."""
 
-    def __init__(self, directory: Path | None = None, redactor: Redactor | None = None) -> None:
+    @property
+    def index(self) -> int: ...
+
+
+T = TypeVar("T", bound=Indexed)
+
+
+@dataclass(frozen=True)
+class Codec(Generic[T]):
+    """How a spool writes its items and reads them back."""
+
+    name: str
+    """What the items are (``cells``, ``mutations``): the spool file's name says it."""
+    encode: Callable[[T], dict[str, Any]]
+    decode: Callable[[Mapping[str, Any]], T]
+
+
+CELLS: Codec[CellResult] = Codec("cells", cell_document, cell_from_document)
+MUTATIONS: Codec[MutationResult] = Codec("mutations", mutation_document, mutation_from_document)
+
+
+class Spool(Generic[T]):
+    """Where a phase's finished items go (thread-safe); :attr:`items` reads them back."""
+
+    def __init__(
+        self, codec: Codec[T], directory: Path | None = None, redactor: Redactor | None = None
+    ) -> None:
         if directory is not None:
             directory.mkdir(parents=True, exist_ok=True)
-        # closed when the cells are collected (below), not at the end of a block
+        self._codec = codec
+        # closed when the items are collected (below), not at the end of a block
         self._file: IO[bytes] = tempfile.TemporaryFile(  # noqa: SIM115
-            dir=directory, prefix=".flakestorm-cells-"
+            dir=directory, prefix=f".flakestorm-{codec.name}-"
         )
         self._redactor = redactor if redactor else None
         self._lock = threading.Lock()
-        self._where: dict[int, tuple[int, int]] = {}  # cell index -> (offset, length)
+        self._where: dict[int, tuple[int, int]] = {}  # item index -> (offset, length)
+        self._order: list[int] | None = []  # the indexes sorted; None: to sort again
         self._end = 0
-        self.cells = SpooledCells(self)
-        weakref.finalize(self.cells, self._file.close)
+        self.items: Spooled[T] = Spooled(self)
+        weakref.finalize(self.items, self._file.close)
 
-    def add(self, cell: CellResult) -> None:
-        """Write ``cell`` (a cell written again under the same index replaces it)."""
-        document = cell_document(cell)
+    def add(self, item: T) -> None:
+        """Write ``item`` (an item written again under the same index replaces it)."""
+        document = self._codec.encode(item)
         if self._redactor is not None:
             document = _scrub(document, self._redactor)
         line = json.dumps(document, ensure_ascii=False).encode("utf-8", "surrogatepass") + b"\n"
         with self._lock:
             self._file.seek(self._end)
             self._file.write(line)
-            self._where[cell.index] = (self._end, len(line))
+            if item.index not in self._where:
+                self._order = None
+            self._where[item.index] = (self._end, len(line))
             self._end += len(line)
 
-    def extend(self, cells: Sequence[CellResult]) -> None:
-        for cell in cells:
-            self.add(cell)
+    def extend(self, items: Sequence[T]) -> None:
+        for item in items:
+            self.add(item)
 
     def _indexes(self) -> list[int]:
         with self._lock:
-            return sorted(self._where)
+            if self._order is None:
+                self._order = sorted(self._where)
+            return self._order
 
-    def _read(self, index: int) -> CellResult:
+    def _document(self, index: int) -> dict[str, Any]:
         with self._lock:
             offset, length = self._where[index]
             self._file.seek(offset)
             line = self._file.read(length)
-        return cell_from_document(json.loads(line.decode("utf-8", "surrogatepass")))
+        document: dict[str, Any] = json.loads(line.decode("utf-8", "surrogatepass"))
+        return document
+
+    def _read(self, index: int) -> T:
+        return self._codec.decode(self._document(index))
 
 
-class SpooledCells(Sequence[CellResult]):
-    """A spool's cells in index order, read from disk one at a time as they are used."""
+class Spooled(Sequence[T]):
+    """A spool's items in index order, read from disk one at a time as they are used."""
 
-    def __init__(self, spool: CellSpool) -> None:
+    def __init__(self, spool: Spool[T]) -> None:
         self._spool = spool
 
     def __len__(self) -> int:
         return len(self._spool._indexes())
 
     @overload
-    def __getitem__(self, position: int) -> CellResult: ...
+    def __getitem__(self, position: int) -> T: ...
 
     @overload
-    def __getitem__(self, position: slice) -> tuple[CellResult, ...]: ...
+    def __getitem__(self, position: slice) -> tuple[T, ...]: ...
 
-    def __getitem__(self, position: int | slice) -> CellResult | tuple[CellResult, ...]:
+    def __getitem__(self, position: int | slice) -> T | tuple[T, ...]:
         indexes = self._spool._indexes()
         if isinstance(position, slice):
             return tuple(self._spool._read(i) for i in indexes[position])
         return self._spool._read(indexes[position])
 
-    def __iter__(self) -> Iterator[CellResult]:
+    def __iter__(self) -> Iterator[T]:
         for index in self._spool._indexes():
             yield self._spool._read(index)
+
+    def documents(self) -> Iterator[dict[str, Any]]:
+        """The items as they are in ``results.json`` (as written: not read into results)."""
+        for index in self._spool._indexes():
+            yield self._spool._document(index)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Sequence) or isinstance(other, str):
@@ -103,7 +155,43 @@ class SpooledCells(Sequence[CellResult]):
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"SpooledCells({len(self)} cells)"
+        return f"Spooled({len(self)} {self._spool._codec.name})"
+
+
+U = TypeVar("U")
+
+
+class Mapped(Sequence[U]):
+    """``items`` seen through ``function``, one item at a time as they are used (a spooled
+    phase's items made public, say, without holding them all)."""
+
+    def __init__(self, items: Sequence[Any], function: Callable[[Any], U]) -> None:
+        self._items = items
+        self._function = function
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, position: int) -> U: ...
+
+    @overload
+    def __getitem__(self, position: slice) -> tuple[U, ...]: ...
+
+    def __getitem__(self, position: int | slice) -> U | tuple[U, ...]:
+        if isinstance(position, slice):
+            return tuple(self._function(item) for item in self._items[position])
+        return self._function(self._items[position])
+
+    def __iter__(self) -> Iterator[U]:
+        return map(self._function, self._items)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=False))
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 def _scrub(value: Any, redactor: Redactor) -> Any:

@@ -1,20 +1,29 @@
-"""Cells streamed to disk as they finish (SPEC §9: memory flat in the run's size): the outcome's
-cells read back from the spool, redacted, and reports rendered from them as from a tuple."""
+"""Results streamed to disk as they finish (SPEC §9: memory flat in the run's size): a phase's
+cells and mutations read back from the spool, redacted, and reports rendered from them as from
+a tuple."""
 
 from __future__ import annotations
 
 import gc
 import io
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from flakestorm.loader import load_config
 from flakestorm.redaction import Redactor
 from flakestorm.reporters import json as json_report
-from flakestorm.reports import write_reports
-from flakestorm.results import CellResult, Status, from_document, to_document
+from flakestorm.reporters.public import public
+from flakestorm.reports import REPORTS, write_reports
+from flakestorm.results import (
+    CellResult,
+    MutationResult,
+    Status,
+    from_document,
+    to_document,
+)
 from flakestorm.runner import Overrides, run_phases
-from flakestorm.spool import CellSpool, SpooledCells
+from flakestorm.spool import CELLS, MUTATIONS, Spool, Spooled
 
 
 def cell(index: int, reason: str = "held") -> CellResult:
@@ -22,10 +31,10 @@ def cell(index: int, reason: str = "held") -> CellResult:
 
 
 def test_cells_come_back_in_index_order_and_a_rewrite_replaces(tmp_path: Path) -> None:
-    spool = CellSpool(tmp_path, Redactor(["hunter22"]))
+    spool = Spool(CELLS, tmp_path, Redactor(["hunter22"]))
     spool.extend([cell(2), cell(0, "password hunter22"), cell(1)])
     spool.add(cell(2, "settled"))
-    cells = spool.cells
+    cells = spool.items
     assert [c.index for c in cells] == [0, 1, 2]
     assert cells[0].reason == "password ***"
     assert cells[-1].reason == "settled"
@@ -35,7 +44,7 @@ def test_cells_come_back_in_index_order_and_a_rewrite_replaces(tmp_path: Path) -
 
 
 def test_the_spool_closes_its_file_when_its_cells_are_gone(tmp_path: Path) -> None:
-    spool = CellSpool(tmp_path)
+    spool = Spool(CELLS, tmp_path)
     spool.add(cell(0))
     handle = spool._file
     del spool
@@ -71,7 +80,7 @@ def test_a_runs_cells_are_spooled_redacted_and_reported_as_usual(tmp_path: Path)
     out = tmp_path / "out"
     result = run_phases(loaded, ["contract"], Overrides(output_dir=str(out)))
     cells = result.phases["contract"].cells
-    assert isinstance(cells, SpooledCells)
+    assert isinstance(cells, Spooled)
     assert [c.id for c in cells] == ["answers[calm]", "answers[p]", "short[calm]", "short[p]"]
     assert "s3cr3t" not in str([p.output for c in cells for p in c.prompts])
     assert result.phases["contract"].score.counts["failed"] == 2
@@ -91,3 +100,75 @@ def test_a_runs_cells_are_spooled_redacted_and_reported_as_usual(tmp_path: Path)
         "results.json",
         "summary.md",
     ]
+
+
+def mutation(index: int, reason: str = "held all 1 invariant") -> MutationResult:
+    return MutationResult(
+        index=index,
+        id=f"typos#0.{index}",
+        type="typos",
+        transform="swap",
+        generator="templates",
+        weight=1.0,
+        original="what is the price?",
+        sent="waht is the price?",
+        request=None,
+        changes=(),
+        status=Status.PASSED,
+        reason=reason,
+        output="42",
+    )
+
+
+def test_mutations_come_back_in_index_order_redacted(tmp_path: Path) -> None:
+    spool = Spool(MUTATIONS, tmp_path, Redactor(["hunter22"]))
+    spool.extend([mutation(2), mutation(0, "said hunter22"), mutation(1)])
+    mutations = spool.items
+    assert [m.index for m in mutations] == [0, 1, 2]
+    assert mutations == (mutation(0, "said ***"), mutation(1), mutation(2))
+    assert list(tmp_path.iterdir()) == []
+
+
+MUTATION_AGENT = """
+def answer(prompt):
+    if "1" in prompt:
+        return "write to jane.doe@example.com, token s3cr3t-value, about " + prompt
+    return "fine: " + prompt
+"""
+
+
+def test_a_spooled_mutation_phase_renders_every_report_as_an_in_memory_one(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "mutation_agent.py").write_text(MUTATION_AGENT)
+    doc = {
+        "agent": {"type": "python", "endpoint": "mutation_agent:answer"},
+        "golden_prompts": ["price of ticker 1?", "price of ticker 2?", "price of ticker 3?"],
+        "invariants": [
+            {"type": "excludes_pii", "severity": "critical"},
+            {"type": "contains", "value": "fine"},
+            {"type": "excludes_pattern", "patterns": ["${TOKEN}"]},
+        ],
+        "mutations": {"types": ["noise", "prompt_injection", "encoding_attacks"], "count": 6},
+    }
+    (tmp_path / "flakestorm.yaml").write_text(json.dumps(doc))
+    loaded = load_config(tmp_path / "flakestorm.yaml", env={"TOKEN": "s3cr3t-value"})
+    spooled = run_phases(loaded, ["mutation"], Overrides(output_dir=str(tmp_path / "out")))
+    outcome = spooled.phases["mutation"]
+    assert isinstance(outcome.mutations, Spooled)
+    assert [m.index for m in outcome.mutations] == list(range(18))
+    assert {m.status for m in outcome.mutations} == {Status.PASSED, Status.FAILED}
+    assert "s3cr3t" not in str(list(outcome.mutations))  # redacted as they were written
+    held = replace(
+        spooled, phases={"mutation": replace(outcome, mutations=tuple(outcome.mutations))}
+    )
+
+    for name, report in REPORTS.items():
+        assert report.render(spooled) == report.render(held), name
+    assert public(spooled).changed == public(held).changed > 0
+    streamed = io.StringIO()
+    json_report.write(spooled, streamed)
+    assert streamed.getvalue() == json_report.render(held)
+    again = from_document(json.loads(streamed.getvalue()))
+    assert again.phases["mutation"].mutations == held.phases["mutation"].mutations
+    assert again.phases["mutation"].score == outcome.score

@@ -26,7 +26,7 @@ from flakestorm.plan import Plan
 from flakestorm.redaction import Redactor
 from flakestorm.results import CellResult, InvariantInfo, PhaseOutcome, ScenarioInfo
 from flakestorm.scoring import score_cells
-from flakestorm.spool import CellSpool, SpooledCells
+from flakestorm.spool import CELLS, Spool, Spooled
 
 STATEFUL_WARNING = (
     "Warning: No reset_endpoint configured. Contract matrix cells may share state. "
@@ -83,7 +83,7 @@ def run_matrix(
     recorded = [s for s in plan.scenarios if s in chaos or exact]
     # finished cells go to disk (memory stays flat in the run's size); a recorded scenario's
     # cells once settled with its delivery proof, the others as each finishes
-    spool = CellSpool(context.spool_dir, Redactor(context.loaded.secrets))
+    spool = Spool(CELLS, context.spool_dir, Redactor(context.loaded.secrets))
     calm_cells = [c for c in plan.cells if c.scenario not in recorded]
     executor.run_cells(calm_cells, baselines, sink=spool.add)
     if channel is not None:  # calls outside recorded scenarios: only the checks' are read again
@@ -114,7 +114,7 @@ def run_matrix(
         channel.forget(scenario.name)  # its calls are in its cells now
     if channel is not None:
         channel.activate(calm)
-    return _outcome(phase, plan, lines, infos, spool.cells, warnings)
+    return _outcome(phase, plan, lines, infos, spool.items, warnings)
 
 
 def _outcome(
@@ -142,7 +142,7 @@ def _outcome(
             for inv in contract.invariants
         ),
         scenarios=tuple(infos[s.name] for s in plan.scenarios),
-        cells=cells_out if isinstance(cells_out, SpooledCells) else tuple(cells_out),
+        cells=cells_out if isinstance(cells_out, Spooled) else tuple(cells_out),
         score=score_cells(cells_out),
         warnings=tuple(warnings),
     )

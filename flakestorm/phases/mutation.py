@@ -39,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import cast, overload
 
 from flakestorm.agents import Call, Reply
 from flakestorm.agents.readiness import probe as readiness_probe
@@ -64,6 +64,7 @@ from flakestorm.loader import LoadedConfig
 from flakestorm.mutations.generation import Mutation, generate
 from flakestorm.phases.chaos import chaos_contract
 from flakestorm.phases.phase import PhaseContext, PhaseName, PhasePlan, PhaseRequest, SectionPhase
+from flakestorm.redaction import Redactor
 from flakestorm.results import (
     CallRecord,
     InvariantInfo,
@@ -73,6 +74,7 @@ from flakestorm.results import (
     Status,
 )
 from flakestorm.scoring import score_mutations
+from flakestorm.spool import MUTATIONS, Spool
 
 CheckFn = Callable[[Invariant, Observation], Verdict]
 
@@ -221,29 +223,29 @@ def run_mutations(plan: MutationPlan, context: PhaseContext) -> PhaseOutcome:
         return verdict
 
     channel = context.channel
-    scenario = SCENARIO if channel is not None else ""
-    probes = [
-        Probe(
-            m.id, m.prompt, Call(cell_id=cell_of_mutation(m), scenario=scenario, request=m.request)
-        )
-        for m in plan.mutations
-    ]
-    if channel is None:
-        runs = executor.run_probes(probes, judge)
-        calls: dict[str, tuple[CallRecord, ...]] = {}
-    else:
-        runs, calls = _recorded(context, channel, probes, judge)
+    probes = _Probes(plan.mutations, SCENARIO if channel is not None else "")
     min_pass = config.advanced.effective_min_pass
     severities = {inv.id: inv.severity for inv in plan.invariants}
-    results = tuple(
-        _with_severity(
-            dataclasses.replace(
-                _result(m, r, min_pass), calls=_judged_calls(calls.get(cell_of_mutation(m), ()), r)
-            ),
-            severities,
-        )
-        for m, r in zip(plan.mutations, runs, strict=True)
-    )
+    # each mutation goes to disk once final (memory stays flat in the number of mutations)
+    spool = Spool(MUTATIONS, context.spool_dir, Redactor(loaded.secrets))
+    alone: dict[int, set[str]] = {}  # of the mutations judged on an isolated re-run: which runs
+
+    def finished(position: int, runs: tuple[ProbeRun, ...]) -> None:
+        spool.add(_with_severity(_result(plan.mutations[position], runs, min_pass), severities))
+        rerun = {str(i) for i, run in enumerate(runs) if run.alone}
+        if rerun:
+            alone[position] = rerun
+
+    if channel is None:
+        executor.run_probes(probes, judge, sink=finished)
+    else:  # the calls are read once every mutation ran: added to their mutations then
+        calls = _recorded(context, channel, probes, judge, finished)
+        for position, mutation in enumerate(plan.mutations):
+            records = calls.get(cell_of_mutation(mutation))
+            if records:
+                kept = _judged_calls(records, alone.get(position, set()))
+                spool.add(dataclasses.replace(spool.items[position], calls=kept))
+    results = spool.items
     # each invariant's line in the config (by its position among all top-level invariants)
     positions = [inv.id for inv in chaos_contract(config).invariants] if config.invariants else []
     lines = {ident: loaded.line_of(("invariants", i)) for i, ident in enumerate(positions)}
@@ -283,11 +285,12 @@ def _recorded(
     channel: Channel,
     probes: Sequence[Probe],
     judge: Callable[[Probe, Reply], Judged],
-) -> tuple[list[tuple[ProbeRun, ...]], dict[str, tuple[CallRecord, ...]]]:
-    """Run ``probes`` under :data:`SCENARIO` on ``channel``; the runs, and the calls of each
-    mutation (by :func:`cell_of_mutation`). A call no mutation can be told to have made (an
-    http agent that does not forward the cell header, mutations running concurrently) is kept
-    by none."""
+    sink: Callable[[int, tuple[ProbeRun, ...]], None],
+) -> dict[str, tuple[CallRecord, ...]]:
+    """Run ``probes`` under :data:`SCENARIO` on ``channel``, each probe's runs to ``sink`` once
+    final; the calls of each mutation (by :func:`cell_of_mutation`). A call no mutation can be
+    told to have made (an http agent that does not forward the cell header, mutations running
+    concurrently) is kept by none."""
     seed = context.loaded.config.advanced.seed
     earlier = {i.seq for i in channel.interactions(SCENARIO)}
     active = ActiveScenario(SCENARIO, seed)
@@ -297,7 +300,7 @@ def _recorded(
         channel.activate(dataclasses.replace(active, cell_id=invocation))
 
     try:
-        runs = context.executor.run_probes(probes, judge, before_invocation)
+        context.executor.run_probes(probes, judge, before_invocation, sink)
     finally:
         seen = [i for i in channel.interactions(SCENARIO) if i.seq not in earlier]
         channel.forget(SCENARIO)  # the calls are in the results now
@@ -307,15 +310,13 @@ def _recorded(
         if interaction.cell_id:
             calls.setdefault(cell_of(interaction.cell_id), []).append(call_record(interaction))
     # each run's calls in the order they came (runs of a mutation may overlap)
-    return runs, {cell: tuple(sorted(records, key=_run_of)) for cell, records in calls.items()}
+    return {cell: tuple(sorted(records, key=_run_of)) for cell, records in calls.items()}
 
 
-def _judged_calls(
-    records: tuple[CallRecord, ...], runs: tuple[ProbeRun, ...]
-) -> tuple[CallRecord, ...]:
+def _judged_calls(records: tuple[CallRecord, ...], alone: set[str]) -> tuple[CallRecord, ...]:
     """The calls of the invocations the verdicts came from: of a run judged on an isolated
-    re-run (sent as ``RUN.1``), the re-run's, as ``RUN.0``, and not those of its first."""
-    alone = {str(i) for i, run in enumerate(runs) if run.alone}
+    re-run (sent as ``RUN.1``; ``alone``: those runs), the re-run's, as ``RUN.0``, and not
+    those of its first."""
     if not alone:
         return records
     kept = []
@@ -332,6 +333,30 @@ def _judged_calls(
 def _run_of(call: CallRecord) -> int:
     """The run of a mutation that made ``call`` (its invocation is ``RUN.0``)."""
     return int(call.invocation.partition(".")[0] or 0)
+
+
+class _Probes(Sequence[Probe]):
+    """The mutations as the executor's probes, each made when it is taken (not all held)."""
+
+    def __init__(self, mutations: Sequence[Mutation], scenario: str) -> None:
+        self._mutations = mutations
+        self._scenario = scenario
+
+    def __len__(self) -> int:
+        return len(self._mutations)
+
+    @overload
+    def __getitem__(self, position: int) -> Probe: ...
+
+    @overload
+    def __getitem__(self, position: slice) -> Sequence[Probe]: ...
+
+    def __getitem__(self, position: int | slice) -> Probe | Sequence[Probe]:
+        if isinstance(position, slice):
+            return _Probes(self._mutations[position], self._scenario)
+        m = self._mutations[position]
+        call = Call(cell_id=cell_of_mutation(m), scenario=self._scenario, request=m.request)
+        return Probe(m.id, m.prompt, call)
 
 
 def _check(

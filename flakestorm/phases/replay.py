@@ -57,6 +57,7 @@ from flakestorm.invariants import Observation
 from flakestorm.loader import LoadedConfig
 from flakestorm.loader.replays import ReplaySession, resolve_imported, resolve_sessions
 from flakestorm.phases.phase import PhaseContext, PhaseName, PhasePlan, PhaseRequest, SectionPhase
+from flakestorm.redaction import Redactor
 from flakestorm.replay.divergence import divergence
 from flakestorm.replay.langsmith import import_sessions
 from flakestorm.results import (
@@ -70,6 +71,7 @@ from flakestorm.results import (
     Status,
 )
 from flakestorm.scoring import score_cells
+from flakestorm.spool import CELLS, Spool
 from flakestorm.validation.paths import ConfigPath, format_path
 
 COLUMN = "replay"
@@ -149,12 +151,14 @@ def _locator(loaded: LoadedConfig) -> Callable[[ConfigPath, str], Problem]:
 def run_sessions(plan: ReplayPlan, context: PhaseContext) -> PhaseOutcome:
     """Replay every session of ``plan``, one at a time (see the module doc)."""
     executor = context.executor
-    cells = []
+    # each replayed session goes to disk (memory stays flat in the number of sessions)
+    spool = Spool(CELLS, context.spool_dir, Redactor(context.loaded.secrets))
     for done, replay in enumerate(plan.sessions, 1):
         cell = _replay(replay, plan, context)
-        cells.append(cell)
+        spool.add(cell)
         executor.announce(CellFinished(cell, done, len(plan.sessions)))
-    executor.announce(ScenarioFinished(COLUMN, tuple(cells)))
+    cells = spool.items
+    executor.announce(ScenarioFinished(COLUMN, cells))
     if context.channel is not None:
         context.channel.activate(ActiveScenario(CALM, context.loaded.config.advanced.seed))
     return PhaseOutcome(
@@ -162,7 +166,7 @@ def run_sessions(plan: ReplayPlan, context: PhaseContext) -> PhaseOutcome:
         name=PhaseName.REPLAY.value,
         invariants=tuple(_info(s) for s in plan.sessions),
         scenarios=(ScenarioInfo(COLUMN, ()),),
-        cells=tuple(cells),
+        cells=cells,
         score=score_sessions_of(cells),
         rows="session",
     )
@@ -369,21 +373,27 @@ def _verdicts(
 
 
 def score_sessions_of(cells: Sequence[CellResult]) -> PhaseScore:
-    scored = [c for c in cells if c.status.scored]
-    passed = sum(1 for c in scored if c.status is Status.PASSED)
+    by_status = score_cells(cells).counts  # cells per status: the scored ones counted here
+    scored = sum(n for status, n in by_status.items() if status in SCORED)
+    passed = by_status[Status.PASSED.value]
     critical = tuple(
         c.id
-        for c in scored
-        if c.status is not Status.PASSED and c.severity == Severity.CRITICAL.value
+        for c in cells
+        if c.status.scored
+        and c.status is not Status.PASSED
+        and c.severity == Severity.CRITICAL.value
     )
-    counts = dict(score_cells(cells).counts) | {"sessions": len(scored), "sessions_passed": passed}
+    counts = dict(by_status) | {"sessions": scored, "sessions_passed": passed}
     return PhaseScore(
-        score=round(100.0 * passed / len(scored), 2) if scored else None,
+        score=round(100.0 * passed / scored, 2) if scored else None,
         passed=not critical,
         critical_failures=critical,
         counts=counts,
-        summary=f"{passed} of {len(scored)} sessions passed",
+        summary=f"{passed} of {scored} sessions passed",
     )
+
+
+SCORED = frozenset(s.value for s in Status if s.scored)
 
 
 def score_sessions(outcome: PhaseOutcome) -> PhaseScore:

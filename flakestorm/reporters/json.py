@@ -1,22 +1,24 @@
 """``results.json``: the versioned document every other reporter can be rendered from.
 
-:func:`write` streams it to a file a cell at a time (a run's cells may be far larger than the
-rest: they are not all held in memory); :func:`render` gives the same text as one string.
+:func:`write` streams it to a file an item at a time (a run's cells and mutations may be far
+larger than the rest: they are not all held in memory); :func:`render` gives the same text as
+one string.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any, TextIO
 
-from flakestorm.results import RunResult, cell_document, to_document
+from flakestorm.results import STREAMED, RunResult, to_document, with_streamed
+from flakestorm.spool import Spooled
 
-_CELLS = "\x00cells of {} {}\x00"
-"""Stands for a phase's cells in the document's skeleton, replaced by the streamed cells (with
-a fresh token, so no string of the run can be mistaken for it)."""
+_ITEMS = "\x00{} of {} {}\x00"
+"""Stands for a phase's cells (or mutations) in the document's skeleton, replaced by the
+streamed items (with a fresh token, so no string of the run can be mistaken for it)."""
 
 
 def render(result: RunResult) -> str:
@@ -24,24 +26,34 @@ def render(result: RunResult) -> str:
 
 
 def write(result: RunResult, out: TextIO) -> None:
-    """Write :func:`render`'s text to ``out``, the cells streamed one at a time."""
+    """Write :func:`render`'s text to ``out``, the cells and mutations streamed one at a
+    time."""
     token = uuid.uuid4().hex
-    bare = {name: replace(o, cells=()) for name, o in result.phases.items()}
+    bare = {n: with_streamed(o, dict.fromkeys(STREAMED, ())) for n, o in result.phases.items()}
     skeleton = to_document(replace(result, phases=bare))
     for name, phase in skeleton["phases"].items():
-        phase["cells"] = _CELLS.format(name, token)
+        for key in STREAMED:
+            phase[key] = _ITEMS.format(key, name, token)
     text = json.dumps(skeleton, ensure_ascii=True, indent=2) + "\n"
     for name, outcome in result.phases.items():
-        marker = json.dumps(_CELLS.format(name, token), ensure_ascii=True)
-        head, tail = text.split(marker, 1)
-        out.write(head)
-        line = head.rsplit("\n", 1)[-1]  # '      "cells": '
-        _cells(out, (cell_document(c) for c in outcome.cells), len(line) - len(line.lstrip()))
-        text = tail
+        for key in [k for k in skeleton["phases"][name] if k in STREAMED]:  # in their order
+            marker = json.dumps(_ITEMS.format(key, name, token), ensure_ascii=True)
+            head, tail = text.split(marker, 1)
+            out.write(head)
+            line = head.rsplit("\n", 1)[-1]  # '      "cells": '
+            _items(out, _documents(getattr(outcome, key), key), len(line) - len(line.lstrip()))
+            text = tail
     out.write(text)
 
 
-def _cells(out: TextIO, documents: Iterable[dict[str, Any]], indent: int) -> None:
+def _documents(items: Sequence[Any], key: str) -> Iterable[dict[str, Any]]:
+    """The documents of a phase's ``key`` items: as they were written, when spooled."""
+    if isinstance(items, Spooled):
+        return items.documents()
+    return (STREAMED[key](item) for item in items)
+
+
+def _items(out: TextIO, documents: Iterable[dict[str, Any]], indent: int) -> None:
     """A JSON list as ``json.dumps(indent=2)`` writes it at ``indent`` spaces."""
     pad = " " * indent
     first = True

@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from flakestorm.pii import find_pii
 from flakestorm.results import (
@@ -37,6 +39,9 @@ from flakestorm.results import (
     RunResult,
     Status,
 )
+from flakestorm.spool import Mapped
+
+_T = TypeVar("_T")
 
 CUT_NOTE = (
     "[… cut where the reply shows what a leak invariant forbids: the rest is withheld from "
@@ -112,9 +117,19 @@ class _Counter:
     def phase(self, outcome: PhaseOutcome) -> PhaseOutcome:
         return dataclasses.replace(
             outcome,
-            cells=tuple(self.cell(c) for c in outcome.cells),
-            mutations=tuple(self.mutation(m) for m in outcome.mutations),
+            cells=self.each(outcome.cells, _Counter.cell),
+            mutations=self.each(outcome.mutations, _Counter.mutation),
         )
+
+    def each(self, items: Sequence[_T], make: Callable[[_Counter, _T], _T]) -> Sequence[_T]:
+        """``items`` made public by ``make``, counted now. A spooled phase's items (read back
+        from disk, :mod:`flakestorm.spool`) are made public again as they are used, by a
+        counter of their own: not all held."""
+        if isinstance(items, tuple):
+            return tuple(make(self, item) for item in items)
+        for item in items:
+            make(self, item)
+        return Mapped(items, lambda item: make(_Counter(), item))
 
     def mutation(self, mutation: MutationResult) -> MutationResult:
         output, reason = self.cut(mutation.output, mutation.reason, mutation.leak_at)
