@@ -29,8 +29,11 @@ the XML serializer escapes the rest, so the document always parses.
 
 from __future__ import annotations
 
+import io
+import uuid
 import xml.etree.ElementTree as ET
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import Any, TextIO
 
 from junit_xml import TestCase, TestSuite
 
@@ -175,9 +178,8 @@ def _mutation_case(mutation: MutationResult, classname: str, file: str) -> Any:
 
 
 def _suite(result: RunResult, outcome: PhaseOutcome) -> Any:
-    name = clean(outcome.name)
+    """The phase's suite without its cases (:func:`_cases` makes them)."""
     file = clean(result.config_path)
-    lines = {i.id: i.line for i in outcome.invariants}
     properties = {
         "phase": clean(outcome.phase),
         "score": score_text(outcome.score.score),
@@ -203,37 +205,96 @@ def _suite(result: RunResult, outcome: PhaseOutcome) -> Any:
     if not result.complete:
         properties["stop_reason"] = clean(result.stop_reason or "unknown")
     return TestSuite(
-        name=name,
-        test_cases=[_case(c, name, file, lines.get(c.invariant_id)) for c in outcome.cells]
-        + [_mutation_case(m, name, file) for m in outcome.mutations],
+        name=clean(outcome.name),
+        test_cases=[],
         timestamp=clean(result.started_at),
         properties=properties,
     )
 
 
-def render(result: RunResult) -> str:
-    """The JUnit XML document for ``result``.
+def _cases(result: RunResult, outcome: PhaseOutcome) -> Iterator[Any]:
+    """The phase's cases, one at a time: its cells, then its mutations."""
+    name = clean(outcome.name)
+    file = clean(result.config_path)
+    lines = {i.id: i.line for i in outcome.invariants}
+    for cell in outcome.cells:
+        yield _case(cell, name, file, lines.get(cell.invariant_id))
+    for mutation in outcome.mutations:
+        yield _mutation_case(mutation, name, file)
 
-    Each suite's element comes from ``junit-xml`` (``TestSuite.build_xml_doc``); the
-    ``<testsuites>`` root and its totals are assembled here, as ``to_xml_report_string`` does,
-    but indented with ``ElementTree.indent`` rather than ``minidom``, which takes seconds on a
-    10,000-cell matrix. Every string was cleaned before it reached the tree, so the
-    library's own pass over the serialized text for illegal characters is not needed.
-    """
-    root = ET.Element("testsuites")
-    totals = {"disabled": 0, "errors": 0, "failures": 0, "tests": 0}
+
+_TOTALS = ("disabled", "errors", "failures", "tests")
+"""The ``<testsuites>`` totals, summed over its suites."""
+
+
+def _counts(cases: Iterable[Any]) -> tuple[dict[str, int], float]:
+    """A suite's counts of its cases, and their time (as ``junit-xml`` counts them)."""
+    counts = dict.fromkeys(("disabled", "errors", "failures", "skipped", "tests"), 0)
     time_s = 0.0
+    for case in cases:
+        counts["disabled"] += not case.is_enabled
+        counts["errors"] += case.is_error()
+        counts["failures"] += case.is_failure()
+        counts["skipped"] += case.is_skipped()
+        counts["tests"] += 1
+        if case.elapsed_sec:
+            time_s += case.elapsed_sec
+    return counts, time_s
+
+
+def _case_xml(case: Any) -> str:
+    """One case's element as it stands in the indented document (a suite's child)."""
+    element = TestSuite("", [case]).build_xml_doc().find("testcase")
+    ET.indent(element, space="\t", level=2)
+    return ET.tostring(element, "unicode")
+
+
+def render(result: RunResult) -> str:
+    """The JUnit XML document for ``result`` (:func:`write`'s text)."""
+    out = io.StringIO()
+    write(result, out)
+    return out.getvalue()
+
+
+def write(result: RunResult, out: TextIO) -> None:
+    """Write the JUnit XML document for ``result`` to ``out``, a case at a time.
+
+    Each suite's element comes from ``junit-xml`` (``TestSuite.build_xml_doc``) without its
+    cases; its counts and the ``<testsuites>`` totals are counted first, in a pass over the
+    cases, since they lead the document; then each case is made again and written in its
+    place: a run's cases are never all held. The document is indented with
+    ``ElementTree.indent`` rather than ``minidom``, which takes seconds on a 10,000-cell
+    matrix. Every string was cleaned before it reached the tree, so the library's own pass
+    over the serialized text for illegal characters is not needed.
+    """
+    token = uuid.uuid4().hex  # a case that stands for a suite's cases (no string of the run)
+    root = ET.Element("testsuites")
+    totals = dict.fromkeys(_TOTALS, 0)
+    time_s = 0.0
+    streamed = []
     for outcome in phases(result):
-        suite = _suite(result, outcome)
-        element = suite.build_xml_doc()
+        element = _suite(result, outcome).build_xml_doc()
+        counts, suite_s = _counts(_cases(result, outcome))
+        for key, value in counts.items():
+            element.set(key, str(value))
         # junit-xml sums the case times as floats (30.240000000000002)
-        element.set("time", f"{float(element.get('time', 0)):.6f}")
+        element.set("time", f"{suite_s:.6f}")
         for key in totals:
-            totals[key] += int(element.get(key, 0))
+            totals[key] += counts[key]
         time_s += float(element.get("time", 0))
+        if counts["tests"]:
+            ET.SubElement(element, "testcase", {"name": token})
+            streamed.append(outcome)
         root.append(element)
     for key, value in totals.items():
         root.set(key, str(value))
     root.set("time", f"{time_s:.6f}")
     ET.indent(root, space="\t")
-    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, "unicode") + "\n"
+    text = '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, "unicode") + "\n"
+    marker = ET.tostring(ET.Element("testcase", {"name": token}), "unicode")
+    for outcome in streamed:
+        head, text = text.split(marker, 1)
+        out.write(head)
+        for number, case in enumerate(_cases(result, outcome)):
+            out.write(("\n\t\t" if number else "") + _case_xml(case))
+    out.write(text)
