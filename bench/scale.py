@@ -12,6 +12,11 @@ Each is a ratio (or a bound) measured in one run:
    time) vs with ``agent.session`` at concurrency 8, on the same running agent. Target ≤ 0.25×.
 3. Memory. A 100,000-invocation run (100 invariants × 10 scenarios × 100 prompts) against a
    zero-latency python agent, reports included, in a fresh process. Target: peak RSS < 300 MB.
+4. Mutation memory. The mutation phase against a zero-latency python agent, reports included,
+   each in a fresh process: 6,000 mutations (120 golden prompts × 50) and 60,000 (1,200 × 50).
+   Finished mutations stream to disk, so the larger run costs only what its plan holds (the
+   mutations to send). Targets: the 60,000-mutation run's peak RSS < 200 MB, and under 1.5 KB
+   of peak RSS per mutation more than the small run.
 
 Prints one line per measurement and exits 1 when a target is missed.
 """
@@ -260,7 +265,67 @@ def bench_memory() -> bool:
     return ok
 
 
-BENCHES = {"1": bench_shards, "2": bench_sessions, "3": bench_memory}
+MUTATION_RUN = """
+import resource, time
+from pathlib import Path
+from flakestorm.loader import load_config
+from flakestorm.reports import write_reports
+from flakestorm.runner import Overrides, run_phases
+t0 = time.perf_counter()
+result = run_phases(load_config("flakestorm.yaml"), ["mutation"], Overrides(output_dir="out"))
+phase_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+write_reports(result, Path("out"))
+rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(time.perf_counter() - t0, len(result.phases["mutation"].mutations), phase_kb, rss_kb)
+"""
+
+
+def _mutation_run(prompts: int) -> tuple[float, int, float, float]:
+    """(seconds, mutations, peak RSS MB after the phase, after the reports) of a fresh run."""
+    from flakestorm.config import MutationType
+
+    types = [k.value for k in MutationType if not k.request_level and k is not MutationType.CUSTOM]
+    doc = {
+        "agent": {"type": "python", "endpoint": "scale_agent:answer"},
+        "golden_prompts": [f"What is ticker {i} trading at today?" for i in range(prompts)],
+        "invariants": [
+            {"type": "excludes_pattern", "patterns": ["PWNED"]},
+            {"type": "output_not_empty"},
+            {"type": "latency", "max_ms": 5000},
+        ],
+        "mutations": {"types": types, "count": 50},
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        (work / "scale_agent.py").write_text(AGENT_MODULE)
+        (work / "flakestorm.yaml").write_text(json.dumps(doc))
+        out = subprocess.run(
+            [sys.executable, "-c", MUTATION_RUN],
+            cwd=work,
+            env={**ENV, "PYTHONPATH": os.pathsep.join([str(ROOT), str(work)])},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+    return float(out[0]), int(out[1]), int(out[2]) / 1024, int(out[3]) / 1024
+
+
+def bench_mutation_memory() -> bool:
+    small_s, small_n, small_phase_mb, small_mb = _mutation_run(120)
+    large_s, large_n, large_phase_mb, large_mb = _mutation_run(1200)
+    per_mutation_kb = (large_mb - small_mb) * 1024 / (large_n - small_n)
+    ok = large_mb < 200 and per_mutation_kb < 1.5
+    print(
+        f"mutation memory (python agent, reports included): {small_n:,} mutations in "
+        f"{small_s:.1f} s peak RSS {small_mb:.0f} MB (phase {small_phase_mb:.0f} MB); "
+        f"{large_n:,} in {large_s:.1f} s peak RSS {large_mb:.0f} MB (phase "
+        f"{large_phase_mb:.0f} MB) (target < 200 MB); {per_mutation_kb:.2f} KB per mutation "
+        f"more (target < 1.5)  {'OK' if ok else 'MISSED'}"
+    )
+    return ok
+
+
+BENCHES = {"1": bench_shards, "2": bench_sessions, "3": bench_memory, "4": bench_mutation_memory}
 
 
 def main(argv: list[str]) -> int:
