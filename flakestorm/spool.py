@@ -194,6 +194,38 @@ class Mapped(Sequence[U]):
     __hash__ = None  # type: ignore[assignment]
 
 
+class Joined(Sequence[U]):
+    """``parts`` one after another, as one sequence (each part's items read as they are
+    used)."""
+
+    def __init__(self, parts: Sequence[Sequence[U]]) -> None:
+        self._parts = parts
+
+    def __len__(self) -> int:
+        return sum(len(part) for part in self._parts)
+
+    @overload
+    def __getitem__(self, position: int) -> U: ...
+
+    @overload
+    def __getitem__(self, position: slice) -> tuple[U, ...]: ...
+
+    def __getitem__(self, position: int | slice) -> U | tuple[U, ...]:
+        if isinstance(position, slice):
+            return tuple(self[i] for i in range(*position.indices(len(self))))
+        if position < 0:
+            position += len(self)
+        for part in self._parts:
+            if 0 <= position < len(part):
+                return part[position]
+            position -= len(part)
+        raise IndexError(position)
+
+    def __iter__(self) -> Iterator[U]:
+        for part in self._parts:
+            yield from part
+
+
 def _scrub(value: Any, redactor: Redactor) -> Any:
     if isinstance(value, str):
         return redactor(value)

@@ -27,6 +27,7 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from flakestorm.reporters.escape import text
@@ -52,6 +53,7 @@ from flakestorm.reporters.view import (
     undelivered_items,
 )
 from flakestorm.results import CellResult, MutationResult, RunResult
+from flakestorm.spool import Joined, Mapped
 
 COMMENT_LIMIT_CHARS = 65_536
 """GitHub's limit for an issue or pull-request comment body."""
@@ -173,11 +175,12 @@ def _type_tables(result: RunResult, budget: int) -> tuple[str, int]:
     return body, budget
 
 
-def _table(head: list[str], rows: list[str], budget: int, what: str) -> tuple[str, int]:
+def _table(head: list[str], rows: Sequence[str], budget: int, what: str) -> tuple[str, int]:
     """``head`` and the leading ``rows`` that fit in ``budget`` characters, with a note of
-    how many were left out; and the budget left."""
+    how many were left out; and the budget left. Only those are made, when ``rows`` are made
+    as they are used."""
     budget -= sum(len(line) + 1 for line in head)
-    kept = []
+    kept: list[str] = []
     for row in rows:
         if len(row) + 1 > budget:
             break
@@ -277,7 +280,9 @@ def render(
         ]
         part, budget = _table(table, [_failing_row(c) for c in bad], budget, "failing cells")
         body += part
-    mutations = [m for outcome in phases(result) for m in failed_mutations(outcome)]
+    # made as the table takes them (a spooled phase's are read back one at a time)
+    failed = Joined([failed_mutations(outcome) for outcome in phases(result)])
+    mutations = Mapped(failed, _mutation_row)
     if mutations:
         table = [
             f"**Failed mutations ({len(mutations)})**",
@@ -286,8 +291,7 @@ def render(
             "failed invariants | reason |",
             "|---|---|---|---|---|---|---|---|",
         ]
-        rows = [_mutation_row(m) for m in mutations]
-        part, budget = _table(table, rows, budget, "failed mutations")
+        part, budget = _table(table, mutations, budget, "failed mutations")
         body += ("\n" if bad or types else "") + part
     if link:
         body += f"\n{link}\n"

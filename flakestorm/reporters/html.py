@@ -32,7 +32,7 @@ import base64
 import dataclasses
 import functools
 import hashlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -67,6 +67,7 @@ from flakestorm.results import (
     ScenarioInfo,
     Status,
 )
+from flakestorm.spool import Mapped
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -259,7 +260,9 @@ class _Phase:
     """The matrix legend: (glyph kind, words) items."""
     types: tuple[TypeRow, ...] = ()
     """A mutation phase's per-type table; with it, ``mutations`` replaces the matrix."""
-    mutations: tuple[_Mutation, ...] = ()
+    mutations: Sequence[_Mutation] = ()
+    """A mutation phase's failed and errored mutations, each view made as the template
+    reaches it."""
     row_kind: str = "invariant"
     legend_text: str = ""
     """A mutation phase's legend, words only."""
@@ -403,7 +406,7 @@ def _phase(outcome: PhaseOutcome) -> _Phase:
         legend=() if outcome.mutations else legend,
         legend_text=mutation_legend(outcome).replace("`", "") if outcome.mutations else "",
         types=tuple(dataclasses.replace(r, type=clean(r.type)) for r in mutation_types(outcome)),
-        mutations=tuple(_mutation(m) for m in failed_mutations(outcome)),
+        mutations=Mapped(failed_mutations(outcome), _mutation),
         row_kind=clean(outcome.rows),
     )
 

@@ -27,7 +27,7 @@ out and where the full report is (``report.html``, ``results.json``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from flakestorm.reporters.escape import EXCERPT_CHARS, code_block, html_text, text, url_span
@@ -67,6 +67,7 @@ from flakestorm.results import (
     ScenarioInfo,
     Status,
 )
+from flakestorm.spool import Mapped
 
 SUMMARY_LIMIT_BYTES = 1_048_576
 """GitHub's limit for one step summary; :func:`render` stays strictly below it."""
@@ -295,18 +296,18 @@ def cell_details(cell: CellResult, scenario: ScenarioInfo | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
-def _fit(parts: Iterable[str], budget: int) -> tuple[list[str], int, int]:
-    """The leading ``parts`` that fit in ``budget`` bytes: (kept, bytes used, dropped)."""
+def _fit(parts: Sequence[str], budget: int) -> tuple[list[str], int, int]:
+    """The leading ``parts`` that fit in ``budget`` bytes: (kept, bytes used, dropped). Only
+    those are made, when ``parts`` are made as they are used."""
     kept: list[str] = []
     used = 0
-    items = list(parts)
-    for part in items:
+    for part in parts:
         size = len(part.encode("utf-8")) + 1
         if used + size > budget:
             break
         kept.append(part)
         used += size
-    return kept, used, len(items) - len(kept)
+    return kept, used, len(parts) - len(kept)
 
 
 def _size(value: str) -> int:
@@ -335,8 +336,9 @@ class _Section:
     scenarios_top: str
     scenarios: list[str]
     scenarios_end: str
-    bad: list[str]
-    """A ``<details>`` block per failed or errored unit (cell or mutation)."""
+    bad: Sequence[str]
+    """A ``<details>`` block per failed or errored unit (cell or mutation), a mutation's made
+    as it is used."""
     what: str = "cells"
     kept_rows: int = 0
     kept_scenarios: int = 0
@@ -406,7 +408,7 @@ def _mutation_section(outcome: PhaseOutcome) -> _Section:
         scenarios_top="",
         scenarios=[],
         scenarios_end="",
-        bad=[mutation_details(m) for m in failed_mutations(outcome)],
+        bad=Mapped(failed_mutations(outcome), mutation_details),
         what="mutations",
     )
 

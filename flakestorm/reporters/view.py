@@ -5,7 +5,7 @@ text in them still goes through :mod:`flakestorm.reporters.escape` in each forma
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from flakestorm.baseline.delta import Change, Delta, FailOn
@@ -21,6 +21,7 @@ from flakestorm.results import (
     ScenarioInfo,
     Status,
 )
+from flakestorm.spool import Mapped
 
 LEGEND = (
     "✅ passed · ❌ failed · ⚠️ flaky (repeats disagreed; ❌⚠️ = flaky and failed) · "
@@ -427,9 +428,18 @@ def mutation_types(outcome: PhaseOutcome) -> list[TypeRow]:
     return [TypeRow(t, weights[t], total, passed) for t, (total, passed) in rows.items()]
 
 
-def failed_mutations(outcome: PhaseOutcome) -> list[MutationResult]:
-    """Failed and errored mutations, in index order."""
-    return [m for m in outcome.mutations if m.status in (Status.FAILED, Status.ERRORED)]
+def failed_mutations(outcome: PhaseOutcome) -> Sequence[MutationResult]:
+    """Failed and errored mutations, in index order: of a spooled phase (read back from disk,
+    :mod:`flakestorm.spool`), read again one at a time as they are used, not all held."""
+    if isinstance(outcome.mutations, tuple):
+        return [m for m in outcome.mutations if failed_mutation(m)]
+    positions = [i for i, m in enumerate(outcome.mutations) if failed_mutation(m)]
+    return Mapped(positions, outcome.mutations.__getitem__)
+
+
+def failed_mutation(mutation: MutationResult) -> bool:
+    """Whether ``mutation`` failed or errored."""
+    return mutation.status in (Status.FAILED, Status.ERRORED)
 
 
 def mutation_input(mutation: MutationResult) -> str:
