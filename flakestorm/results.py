@@ -364,7 +364,17 @@ OPTIONAL = ("shard", "config")
 """Top-level keys written only when set."""
 
 
+_ATOMS = frozenset([str, int, float, bool, type(None)])
+"""Types a document keeps as they are: checked first, by type, as they are most values (a
+run's documents are made item by item as it streams them)."""
+
+
 def _plain(value: Any) -> Any:
+    kind = type(value)
+    if kind in _ATOMS:
+        return value
+    if kind is tuple or kind is list:
+        return [_plain(v) for v in value]
     if isinstance(value, enum.Enum):
         return value.value
     if hasattr(value, "__dataclass_fields__"):

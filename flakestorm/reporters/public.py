@@ -39,9 +39,9 @@ from flakestorm.results import (
     RunResult,
     Status,
 )
-from flakestorm.spool import Mapped
+from flakestorm.spool import CELLS, MUTATIONS, Codec, Indexed, Spool
 
-_T = TypeVar("_T")
+_T = TypeVar("_T", bound=Indexed)
 
 CUT_NOTE = (
     "[… cut where the reply shows what a leak invariant forbids: the rest is withheld from "
@@ -117,19 +117,22 @@ class _Counter:
     def phase(self, outcome: PhaseOutcome) -> PhaseOutcome:
         return dataclasses.replace(
             outcome,
-            cells=self.each(outcome.cells, _Counter.cell),
-            mutations=self.each(outcome.mutations, _Counter.mutation),
+            cells=self.each(outcome.cells, _Counter.cell, CELLS),
+            mutations=self.each(outcome.mutations, _Counter.mutation, MUTATIONS),
         )
 
-    def each(self, items: Sequence[_T], make: Callable[[_Counter, _T], _T]) -> Sequence[_T]:
-        """``items`` made public by ``make``, counted now. A spooled phase's items (read back
-        from disk, :mod:`flakestorm.spool`) are made public again as they are used, by a
-        counter of their own: not all held."""
+    def each(
+        self, items: Sequence[_T], make: Callable[[_Counter, _T], _T], codec: Codec[_T]
+    ) -> Sequence[_T]:
+        """``items`` made public by ``make``. A spooled phase's items (read back from disk,
+        :mod:`flakestorm.spool`) go to a spool of their own as they are made public (in the
+        system's temporary directory): made once, and not all held."""
         if isinstance(items, tuple):
             return tuple(make(self, item) for item in items)
+        spool = Spool(codec)
         for item in items:
-            make(self, item)
-        return Mapped(items, lambda item: make(_Counter(), item))
+            spool.add(make(self, item))
+        return spool.items
 
     def mutation(self, mutation: MutationResult) -> MutationResult:
         output, reason = self.cut(mutation.output, mutation.reason, mutation.leak_at)
