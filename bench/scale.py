@@ -12,8 +12,9 @@ Each is a ratio (or a bound) measured in one run:
    time) vs with ``agent.session`` at concurrency 8, on the same running agent. Target ≤ 0.25×.
 3. Memory. A 100,000-invocation run (100 invariants × 10 scenarios × 100 prompts) against a
    zero-latency python agent, reports included, in a fresh process. Target: peak RSS < 300 MB.
-4. Mutation memory. The mutation phase against a zero-latency python agent, reports included,
-   each in a fresh process: 6,000 mutations (120 golden prompts × 50) and 60,000 (1,200 × 50).
+4. Mutation memory. The mutation phase against a zero-latency python agent that fails about
+   half the mutations (it answers PWNED to a prompt of odd length), reports included, each in
+   a fresh process: 6,000 mutations (120 golden prompts × 50) and 60,000 (1,200 × 50).
    Finished mutations stream to disk, so the larger run costs only what its plan holds (the
    mutations to send). Targets: the 60,000-mutation run's peak RSS < 200 MB, and under 1.5 KB
    of peak RSS per mutation more than the small run.
@@ -276,12 +277,20 @@ result = run_phases(load_config("flakestorm.yaml"), ["mutation"], Overrides(outp
 phase_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 write_reports(result, Path("out"))
 rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(time.perf_counter() - t0, len(result.phases["mutation"].mutations), phase_kb, rss_kb)
+counts = result.phases["mutation"].score.counts
+print(time.perf_counter() - t0, counts["mutations"], counts["failed"], phase_kb, rss_kb)
 """
 
 
-def _mutation_run(prompts: int) -> tuple[float, int, float, float]:
-    """(seconds, mutations, peak RSS MB after the phase, after the reports) of a fresh run."""
+MUTATION_AGENT = """
+def answer(prompt):
+    return "PWNED" if len(prompt) % 2 else "the answer 42 to your question"
+"""
+
+
+def _mutation_run(prompts: int) -> tuple[float, int, int, float, float]:
+    """(seconds, mutations, failed, peak RSS MB after the phase, after the reports) of a fresh
+    run."""
     from flakestorm.config import MutationType
 
     types = [k.value for k in MutationType if not k.request_level and k is not MutationType.CUSTOM]
@@ -297,7 +306,7 @@ def _mutation_run(prompts: int) -> tuple[float, int, float, float]:
     }
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        (work / "scale_agent.py").write_text(AGENT_MODULE)
+        (work / "scale_agent.py").write_text(MUTATION_AGENT)
         (work / "flakestorm.yaml").write_text(json.dumps(doc))
         out = subprocess.run(
             [sys.executable, "-c", MUTATION_RUN],
@@ -307,18 +316,18 @@ def _mutation_run(prompts: int) -> tuple[float, int, float, float]:
             text=True,
             check=True,
         ).stdout.split()
-    return float(out[0]), int(out[1]), int(out[2]) / 1024, int(out[3]) / 1024
+    return float(out[0]), int(out[1]), int(out[2]), int(out[3]) / 1024, int(out[4]) / 1024
 
 
 def bench_mutation_memory() -> bool:
-    small_s, small_n, small_phase_mb, small_mb = _mutation_run(120)
-    large_s, large_n, large_phase_mb, large_mb = _mutation_run(1200)
+    small_s, small_n, _, small_phase_mb, small_mb = _mutation_run(120)
+    large_s, large_n, failed, large_phase_mb, large_mb = _mutation_run(1200)
     per_mutation_kb = (large_mb - small_mb) * 1024 / (large_n - small_n)
     ok = large_mb < 200 and per_mutation_kb < 1.5
     print(
         f"mutation memory (python agent, reports included): {small_n:,} mutations in "
         f"{small_s:.1f} s peak RSS {small_mb:.0f} MB (phase {small_phase_mb:.0f} MB); "
-        f"{large_n:,} in {large_s:.1f} s peak RSS {large_mb:.0f} MB (phase "
+        f"{large_n:,} ({failed:,} failed) in {large_s:.1f} s peak RSS {large_mb:.0f} MB (phase "
         f"{large_phase_mb:.0f} MB) (target < 200 MB); {per_mutation_kb:.2f} KB per mutation "
         f"more (target < 1.5)  {'OK' if ok else 'MISSED'}"
     )
