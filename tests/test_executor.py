@@ -20,7 +20,7 @@ from flakestorm.agents import NO_CALL, Call, Reply
 from flakestorm.config import Advanced, Contract
 from flakestorm.errors import AgentErrorKind, AgentNotReady, HarnessError
 from flakestorm.events import CellFinished, Event, ProbeFinished, ScenarioFinished
-from flakestorm.executor import Executor, Options, Probe
+from flakestorm.executor import Executor, Options, Probe, ProbeRun
 from flakestorm.invariants import build_checker
 from flakestorm.plan import build_plan
 from flakestorm.results import Status
@@ -392,6 +392,47 @@ def test_probes_the_agent_went_down_under_together_are_judged_again_alone() -> N
     # each announced once, with its final verdict
     finished = [(e.probe_id, e.passed) for e in events if isinstance(e, ProbeFinished)]
     assert finished == [("m0", False), ("m1", True)]
+
+
+def test_a_sink_gets_each_probe_once_with_its_final_runs_and_nothing_is_kept() -> None:
+    """With a sink (the mutation phase's spool), a probe judged again alone is handed over
+    only with the verdict of its run alone, as the list would have it."""
+    agent = both_down_together({"p0": ["down"], "p1": ["ok"], "p2": ["ok"]})
+    events: list[Event] = []
+    executor = Executor(
+        agent, CHECKER, options=Options(concurrency=2), on_event=events.append, reviver=Reviver()
+    )
+    sunk: list[tuple[int, tuple[ProbeRun, ...]]] = []
+    probes = [Probe("m0", "p0"), Probe("m1", "p1"), Probe("m2", "p2")]
+    assert executor.run_probes(probes, Judged, sink=lambda i, runs: sunk.append((i, runs))) == []
+    assert sorted(i for i, _ in sunk) == [0, 1, 2]
+    by_position = {i: runs for i, runs in sunk}
+    [m0], [m1] = by_position[0], by_position[1]
+    assert m0.alone and m0.verdict is not None and not m0.verdict.passed
+    assert m1.alone and m1.verdict is not None and m1.verdict.passed
+    finished = sorted((e.probe_id, e.passed) for e in events if isinstance(e, ProbeFinished))
+    assert finished == [("m0", False), ("m1", True), ("m2", True)]
+
+
+def test_a_run_stopped_before_its_probes_ran_alone_hands_them_over_as_they_stand() -> None:
+    """Stopped while the agent is made ready again, the probes it went down under are not
+    sent alone: the sink still gets each, with its first run (as the list would have it)."""
+    stop = threading.Event()
+
+    class Stopping(Reviver):
+        def revive(self) -> None:
+            stop.set()
+
+    agent = both_down_together({})
+    executor = Executor(
+        agent, CHECKER, options=Options(concurrency=2), stop=stop, reviver=Stopping()
+    )
+    sunk: dict[int, tuple[ProbeRun, ...]] = {}
+    probes = [Probe("m0", "p0"), Probe("m1", "p1")]
+    executor.run_probes(probes, Judged, sink=lambda i, runs: sunk.setdefault(i, runs))
+    assert sorted(sunk) == [0, 1] and len(agent.calls) == 2
+    for (run,) in sunk.values():
+        assert not run.alone and run.reply is not None and run.reply.output == "down"
 
 
 def test_probes_keep_their_first_reply_and_error_when_the_agent_does_not_come_back() -> None:
