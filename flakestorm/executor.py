@@ -31,10 +31,11 @@ from flakestorm.agents import NO_CALL, Agent, Call, Reply
 from flakestorm.agents.session import session_id
 from flakestorm.chaos.attacks import poison_input
 from flakestorm.config import Invariant
-from flakestorm.errors import AgentNotReady, HarnessError
-from flakestorm.events import CellFinished, Event, ProbeFinished, ScenarioFinished
+from flakestorm.errors import HarnessError
+from flakestorm.events import CellFinished, Event, ScenarioFinished
 from flakestorm.invariants import Observation, Verdict
 from flakestorm.plan import Cell, Plan
+from flakestorm.probes import Host, Probe, ProbeRun, ProbeVerdict, Reviver, run_probes
 from flakestorm.results import CellResult, PromptResult
 from flakestorm.stopping import abandoned
 from flakestorm.tracker import Tracker
@@ -53,13 +54,6 @@ class Resetter(Protocol):
     def reset(self) -> None: ...
 
 
-class Reviver(Protocol):
-    def revive(self) -> None:
-        """Return once the agent answers again (an agent process flakestorm started is
-        started again when it exited); :class:`AgentNotReady` when it does not within
-        ``agent.ready_timeout``."""
-
-
 @dataclass(frozen=True)
 class Options:
     concurrency: int = 4
@@ -68,48 +62,6 @@ class Options:
     max_invocations: int | None = None
     session_seed: int | None = None
     """With ``agent.session``: the seed session ids derive from (None: no sessions)."""
-
-
-@dataclass(frozen=True)
-class Probe:
-    """One input sent to the agent and judged as a whole against every invariant (a mutation),
-    rather than one invariant's cell. ``call`` carries a described request when the input is
-    an HTTP request of its own."""
-
-    id: str
-    prompt: str
-    call: Call = NO_CALL
-
-
-class ProbeVerdict(Protocol):
-    """What a probe's judge decides on one reply."""
-
-    @property
-    def passed(self) -> bool: ...
-
-    @property
-    def down(self) -> bool:
-        """The agent did not stay up to answer (a reset, a 5xx, a hang, a failed readiness
-        check): with other probes in flight, one of them may have brought it down."""
-        ...
-
-
-@dataclass(frozen=True)
-class ProbeRun:
-    """One run of a probe: the reply (None when the run stopped first) and ``judge``'s
-    verdict on it, or the error that prevented judging it."""
-
-    reply: Reply | None
-    verdict: ProbeVerdict | None = None
-    error: str | None = None
-    crowded: ProbeRun | None = None
-    """Set when this run was sent again on its own: the run it replaces, under which the
-    agent went down while other probes were in flight."""
-
-    @property
-    def alone(self) -> bool:
-        """Judged on a run of its own, after the agent went down under the first."""
-        return self.crowded is not None
 
 
 class _Budget:
@@ -265,117 +217,25 @@ class Executor:
         the agent is ready again (the reviver restarts an agent flakestorm started), and
         judged on that run of their own (:attr:`ProbeRun.crowded` keeps the first). When the
         agent does not come back, they keep their first reply with the error. A probe is
-        announced (:class:`ProbeFinished`) once, with its final verdict.
+        announced (:class:`ProbeFinished`) once, with its final verdict
+        (:mod:`flakestorm.probes`).
 
         With ``sink``, the runs of each probe go to ``sink(position, runs)`` once final (a
         stopped run's unfinished probes at the end, as they stand) and are not kept: memory
         stays flat in the number of probes, and the list returned is empty."""
-        repeat = self._options.repeat
-        parallel = self._resetter is None
-        runs: list[list[ProbeRun | None]] = [[None] * repeat for _ in probes]
-        left = [repeat] * len(probes)
-        lock = threading.Lock()
-        done = [0]
-        sent = [0]
-        flight = _Flight() if parallel and self._options.concurrency > 1 else None
-        crowded: dict[tuple[int, int], ProbeRun] = {}
-
-        def attempt(i: int, run: int, alone: bool = False) -> ProbeRun:
-            probe = probes[i]
-            stopped = self._stop.is_set()  # a stopped run starts nothing more, not even a reset
-            if stopped:
-                return ProbeRun(None)
-            if self._resetter is not None:
-                try:
-                    self._resetter.reset()
-                except HarnessError as exc:
-                    return ProbeRun(None, error=str(exc))
-            call = probe.call
-            if self._options.session_seed is not None:  # each run its own conversation
-                key = f"{call.cell_id or probe.id}#{run}{':alone' if alone else ''}"
-                call = dataclasses.replace(call, session=self._session(key))
-            if call.cell_id:
-                call = dataclasses.replace(call, cell_id=f"{call.cell_id}#{run}.{int(alone)}")
-                if before_invocation is not None and self._resetter is not None:
-                    before_invocation(call.cell_id)
-            reply = self._invoke(probe.prompt, call)
-            if reply is None:
-                return ProbeRun(None)
-            try:
-                return ProbeRun(reply, judge(probe, reply))
-            except HarnessError as exc:
-                return ProbeRun(reply, error=str(exc))
-
-        frozen = [False]  # the work was abandoned: what it reports later is ignored
-
-        def settle(i: int, run: int, outcome: ProbeRun) -> None:
-            probe = probes[i]
-            with lock:
-                if frozen[0]:
-                    return
-                mine = runs[i]
-                mine[run] = outcome
-                left[i] -= 1
-                finished = left[i] == 0
-                if finished:
-                    done[0] += 1
-                    sent[0] += any(r is not None and r.reply is not None for r in mine)
-                    count, reached = done[0], sent[0]
-                    if sink is not None:  # in the lock: nothing reaches it once abandoned
-                        sink(i, _complete(mine))
-                        runs[i] = []  # not kept
-            if finished:
-                passed = all(getattr(r.verdict, "passed", False) for r in mine if r is not None)
-                self._on_event(ProbeFinished(probe.id, passed, count, len(probes), reached))
-
-        def one(task: tuple[int, int]) -> None:
-            if flight is None:
-                settle(*task, attempt(*task))
-                return
-            flight.enter(task)
-            outcome = attempt(*task)
-            if flight.leave(task) and _down(outcome):
-                with lock:  # judged again, alone; until then the first verdict stands
-                    runs[task[0]][task[1]] = crowded[task] = outcome
-                return
-            settle(*task, outcome)
-
-        revival: list[str] = []  # why the agent did not come back, once it did not
-        after_down = [False]  # the agent went down under the previous run of its own
-
-        def alone(task: tuple[int, int]) -> None:
-            first = crowded[task]
-            # right after the agent went down under the run before, this one may meet it still
-            # going down (a dying agent can pass a readiness check): then it gets a second try
-            for _ in range(2 if after_down[0] else 1):
-                if not revival and self._reviver is not None and not self._stop.is_set():
-                    try:
-                        self._reviver.revive()
-                    except AgentNotReady as exc:
-                        revival.append(str(exc))
-                if revival:
-                    why = f"the agent went down with others in flight and is not back: {revival[0]}"
-                    settle(*task, dataclasses.replace(first, error=why))
-                    return
-                outcome = attempt(*task, alone=True)
-                if outcome.reply is None and outcome.error is None:  # stopped: the first stands
-                    return
-                if not _down(outcome):
-                    break
-            after_down[0] = _down(outcome)
-            settle(*task, dataclasses.replace(outcome, crowded=first))
-
-        tasks = [(i, run) for i in range(len(probes)) for run in range(repeat)]
-        if self._each(tasks, one, parallel) and crowded:
-            self._each(sorted(crowded), alone, parallel=False)
-        with lock:
-            frozen[0] = True
-        if sink is None:
-            return [_complete(probe) for probe in runs]
-        for i, probe_runs in enumerate(runs):
-            if left[i] > 0:
-                sink(i, _complete(probe_runs))
-        return []
+        host = Host(
+            invoke=self._invoke,
+            session=self._session,
+            each=self._each,
+            stop=self._stop,
+            on_event=self._on_event,
+            repeat=self._options.repeat,
+            concurrency=self._options.concurrency,
+            sessions=self._options.session_seed is not None,
+            reset=self._resetter.reset if self._resetter is not None else None,
+            reviver=self._reviver,
+        )
+        return run_probes(host, probes, judge, before_invocation, sink)
 
     def _one(self, work: Callable[[], _T]) -> _T | None:
         """``work()`` on a worker thread; None if it was abandoned (the run is stopping)."""
@@ -553,40 +413,6 @@ class Executor:
 
 
 _DONE = object()
-
-
-def _complete(runs: list[ProbeRun | None]) -> tuple[ProbeRun, ...]:
-    """A probe's runs, each one that did not happen a run with no reply."""
-    return tuple(r if r is not None else ProbeRun(None) for r in runs)
-
-
-def _down(run: ProbeRun) -> bool:
-    """The agent went down under ``run`` (its verdict says so)."""
-    return run.verdict is not None and run.verdict.down
-
-
-class _Flight:
-    """Which tasks had another task in flight at some moment while they ran."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._running: set[object] = set()
-        self._shared: set[object] = set()
-
-    def enter(self, task: object) -> None:
-        with self._lock:
-            if self._running:
-                self._shared |= self._running
-                self._shared.add(task)
-            self._running.add(task)
-
-    def leave(self, task: object) -> bool:
-        """Whether ``task`` shared the agent with another task."""
-        with self._lock:
-            self._running.discard(task)
-            shared = task in self._shared
-            self._shared.discard(task)
-            return shared
 
 
 @dataclass(frozen=True)

@@ -30,11 +30,12 @@ from flakestorm.chaos.faults import LLM_REQUEST_ATTACKS, TOOL_RESULT_ATTACKS
 from flakestorm.config import AgentType, Config, Proxy, Scenario
 from flakestorm.errors import Problem, UsageError
 from flakestorm.events import Event, RunPlanned
-from flakestorm.executor import Executor, Options, Reviver
+from flakestorm.executor import Executor, Options
 from flakestorm.invariants import build_checker
 from flakestorm.loader import LoadedConfig
 from flakestorm.phases.phase import PhaseContext, PhaseName, PhaseRequest
 from flakestorm.phases.registry import PHASES
+from flakestorm.probes import Reviver
 from flakestorm.redaction import Redactor, redacting
 from flakestorm.results import PhaseOutcome, RunResult, redact
 from flakestorm.scoring import score_run

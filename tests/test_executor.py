@@ -20,9 +20,10 @@ from flakestorm.agents import NO_CALL, Call, Reply
 from flakestorm.config import Advanced, Contract
 from flakestorm.errors import AgentErrorKind, AgentNotReady, HarnessError
 from flakestorm.events import CellFinished, Event, ProbeFinished, ScenarioFinished
-from flakestorm.executor import Executor, Options, Probe, ProbeRun
+from flakestorm.executor import Executor, Options
 from flakestorm.invariants import build_checker
 from flakestorm.plan import build_plan
+from flakestorm.probes import Probe, ProbeRun
 from flakestorm.results import Status
 from flakestorm.stopping import Stop
 

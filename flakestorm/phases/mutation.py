@@ -58,12 +58,12 @@ from flakestorm.config import (
     Severity,
 )
 from flakestorm.errors import AgentErrorKind, UsageError
-from flakestorm.executor import Probe, ProbeRun
 from flakestorm.invariants import Observation, Verdict
 from flakestorm.loader import LoadedConfig
 from flakestorm.mutations.generation import Mutation, generate
 from flakestorm.phases.chaos import chaos_contract
 from flakestorm.phases.phase import PhaseContext, PhaseName, PhasePlan, PhaseRequest, SectionPhase
+from flakestorm.probes import Probe, ProbeRun
 from flakestorm.redaction import Redactor
 from flakestorm.results import (
     CallRecord,
