@@ -211,14 +211,10 @@ class Executor:
         Run one at a time (a reset is configured), ``before_invocation(invocation_id)`` is
         called before each invocation: how calls without the header are attributed.
 
-        Blame under concurrency: when the agent went down under a run (``verdict.down``)
-        while other runs were in flight, any of them may have brought it down. Once every
-        probe has run, such runs are sent again one at a time (as ``CELL#RUN.1``), each after
-        the agent is ready again (the reviver restarts an agent flakestorm started), and
-        judged on that run of their own (:attr:`ProbeRun.crowded` keeps the first). When the
-        agent does not come back, they keep their first reply with the error. A probe is
-        announced (:class:`ProbeFinished`) once, with its final verdict
-        (:mod:`flakestorm.probes`).
+        When the agent goes down under a run (``verdict.down``), the reviver brings it back
+        before the next run is sent, and runs that were in flight with others are judged again
+        alone (as ``CELL#RUN.1``) once every probe has run (:mod:`flakestorm.probes`). A
+        probe is announced (:class:`ProbeFinished`) once, with its final verdict.
 
         With ``sink``, the runs of each probe go to ``sink(position, runs)`` once final (a
         stopped run's unfinished probes at the end, as they stand) and are not kept: memory

@@ -1,12 +1,23 @@
 """Running probes — inputs judged as a whole against every invariant (the mutations) — for
-:meth:`flakestorm.executor.Executor.run_probes`.
+:meth:`flakestorm.executor.Executor.run_probes`, and who is blamed when the agent goes down.
 
 Each probe runs ``repeat`` times, concurrently like cells, or one at a time after a reset when
-one is configured. A run the agent went down under (:attr:`ProbeVerdict.down`: a reset or
-refused connection, a 5xx, a hang, a failed readiness check) while other runs were in flight
-may be the victim of another: once every probe has run, such runs are sent again one at a
-time, each after the agent is brought back (:class:`Reviver`), and judged on that run of their
-own (:attr:`ProbeRun.crowded` keeps the first).
+one is configured. A run whose verdict says the agent went down (:attr:`ProbeVerdict.down`: a
+reset or refused connection, a 5xx, a hang, a failed readiness check) is handled in two ways:
+
+- *New sends wait for the agent.* Once a run's verdict says the agent went down, the next run
+  to start first brings it back (:class:`Reviver`: an agent process
+  flakestorm started is started again, any other agent is waited for); the other runs about to
+  start wait for that. So a request that kills the agent is blamed for itself, not for every
+  later one sent to a dead agent. The first run sent after the agent was brought back that
+  finds it down again is brought back and tried once more (a dying agent can pass a readiness
+  check for an instant). When the agent does not come back, every run left is errored, not
+  sent, with one reason naming the probe the agent went down under
+  (:attr:`ProbeRun.lost`). Where the agent never goes down, this costs nothing.
+- *Runs in flight are judged again alone.* A run the agent went down under while other runs
+  were in flight may be the victim of another: once every probe has run, such runs are sent
+  again one at a time, each after the agent is brought back, and judged on that run of their
+  own (:attr:`ProbeRun.crowded` keeps the first).
 """
 
 from __future__ import annotations
@@ -57,7 +68,7 @@ class ProbeVerdict(Protocol):
 
 @dataclass(frozen=True)
 class ProbeRun:
-    """One run of a probe: the reply (None when the run stopped first) and
+    """One run of a probe: the reply (None when the run stopped first, or was not sent) and
     ``judge``'s verdict on it, or the error that prevented judging it."""
 
     reply: Reply | None
@@ -66,6 +77,9 @@ class ProbeRun:
     crowded: ProbeRun | None = None
     """Set when this run was sent again on its own: the run it replaces, under which the
     agent went down while other probes were in flight."""
+    lost: bool = False
+    """Not sent: the agent went down under an earlier run and did not come back (``error``
+    says after which probe, the same for every run it stranded)."""
 
     @property
     def alone(self) -> bool:
@@ -92,6 +106,53 @@ class Host:
     reviver: Reviver | None = None
 
 
+class _Gate:
+    """Holds new sends back while the agent is brought back after a run it went down under;
+    remembers when it did not come back."""
+
+    def __init__(self, reviver: Reviver | None, stop: threading.Event) -> None:
+        self._reviver = reviver
+        self._stop = stop
+        self._lock = threading.Lock()
+        self._after: str | None = None  # the probe the agent last went down under
+        self.lost: str | None = None
+        """Why the agent did not come back (its last readiness error), once it did not."""
+        self.lost_after = ""
+
+    def down(self, probe_id: str) -> None:
+        """The agent went down under a run of ``probe_id``: bring it back before the next send."""
+        if self._reviver is not None:
+            self._after = probe_id
+
+    def open(self) -> bool:
+        """Before a new send: bring the agent back when it went down since it was last brought
+        back (one caller revives, the others wait). Whether it was brought back just now."""
+        if self._after is None:  # the agent never went down: no lock, no request
+            return False
+        with self._lock:
+            after, self._after = self._after, None
+            if after is None or self.lost is not None or self._stop.is_set():
+                return False
+            return self.revive(after)
+
+    def revive(self, after: str) -> bool:
+        """Bring the agent back (``after``: the probe it went down under); False when it did
+        not come back (:attr:`lost`) or there is no reviver."""
+        if self._reviver is None or self.lost is not None:
+            return False
+        try:
+            self._reviver.revive()
+        except AgentNotReady as exc:
+            self.lost, self.lost_after = str(exc), after
+            return False
+        return True
+
+    @property
+    def stranded(self) -> str:
+        """The error of a run not sent because the agent did not come back."""
+        return f"the agent did not come back after mutation {self.lost_after}: {self.lost}"
+
+
 def run_probes(
     host: Host,
     probes: Sequence[Probe],
@@ -109,11 +170,14 @@ def run_probes(
     sent = [0]
     flight = _Flight() if parallel and host.concurrency > 1 else None
     crowded: dict[tuple[int, int], ProbeRun] = {}
+    gate = _Gate(host.reviver, host.stop)
 
     def attempt(i: int, run: int, alone: bool = False) -> ProbeRun:
         probe = probes[i]
         if host.stop.is_set():  # a stopped run starts nothing more, not even a reset
             return ProbeRun(None)
+        if gate.lost is not None:
+            return ProbeRun(None, error=gate.stranded, lost=True)
         if host.reset is not None:
             try:
                 host.reset()
@@ -131,9 +195,21 @@ def run_probes(
         if reply is None:
             return ProbeRun(None)
         try:
-            return ProbeRun(reply, judge(probe, reply))
+            outcome = ProbeRun(reply, judge(probe, reply))
         except HarnessError as exc:
             return ProbeRun(reply, error=str(exc))
+        if _down(outcome):
+            gate.down(probe.id)  # before it leaves the flight: see ``one``
+        return outcome
+
+    def send(i: int, run: int) -> ProbeRun:
+        """A first run, once the agent is back if it went down under an earlier one."""
+        revived = gate.open()
+        outcome = attempt(i, run)
+        if revived and _down(outcome) and gate.open():
+            # sent right after the agent came back, it may have met it still going down
+            outcome = attempt(i, run)
+        return outcome
 
     frozen = [False]  # the work was abandoned: what it reports later is ignored
 
@@ -159,17 +235,18 @@ def run_probes(
 
     def one(task: tuple[int, int]) -> None:
         if flight is None:
-            settle(*task, attempt(*task))
+            settle(*task, send(*task))
             return
+        # in flight before the gate is looked at: a run that starts while the agent is going
+        # down under another, before the gate knows, shares the agent with it
         flight.enter(task)
-        outcome = attempt(*task)
+        outcome = send(*task)
         if flight.leave(task) and _down(outcome):
             with lock:  # judged again, alone; until then the first verdict stands
                 runs[task[0]][task[1]] = crowded[task] = outcome
             return
         settle(*task, outcome)
 
-    revival: list[str] = []  # why the agent did not come back, once it did not
     after_down = [False]  # the agent went down under the previous run of its own
 
     def alone(task: tuple[int, int]) -> None:
@@ -177,13 +254,10 @@ def run_probes(
         # right after the agent went down under the run before, this one may meet it still
         # going down (a dying agent can pass a readiness check): then it gets a second try
         for _ in range(2 if after_down[0] else 1):
-            if not revival and host.reviver is not None and not host.stop.is_set():
-                try:
-                    host.reviver.revive()
-                except AgentNotReady as exc:
-                    revival.append(str(exc))
-            if revival:
-                why = f"the agent went down with others in flight and is not back: {revival[0]}"
+            if not host.stop.is_set():
+                gate.revive(probes[task[0]].id)
+            if gate.lost is not None:
+                why = f"the agent went down with others in flight and is not back: {gate.lost}"
                 settle(*task, dataclasses.replace(first, error=why))
                 return
             outcome = attempt(*task, alone=True)

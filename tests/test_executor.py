@@ -332,7 +332,7 @@ def test_a_stop_during_the_mutations_sends_and_resets_nothing_more() -> None:
     events: list[Event] = []
     executor = Executor(agent, CHECKER, reset, Options(), stop=stop, on_event=events.append)
     probes = [Probe(f"m{i}", f"p{i}") for i in range(4)]
-    runs = executor.run_probes(probes, lambda probe, reply: True)
+    runs = executor.run_probes(probes, Judged)
     assert reset.count == 1
     assert [prompt for prompt, _ in agent.calls] == ["p0"]
     assert [run.reply is not None for (run,) in runs] == [True, False, False, False]
@@ -454,8 +454,10 @@ def test_the_agent_down_under_a_probe_alone_is_that_probe_s_doing() -> None:
     reviver = Reviver()
     executor = Executor(agent, CHECKER, options=Options(concurrency=1), reviver=reviver)
     runs = executor.run_probes([Probe("m0", "p0"), Probe("m1", "p1")], Judged)
-    assert len(agent.calls) == 2 and reviver.count == 0
+    assert len(agent.calls) == 2
+    assert reviver.count == 1  # brought back before m1 was sent, not judged again
     assert not any(run.alone for (run,) in runs)
+    assert [run.verdict is not None and run.verdict.passed for (run,) in runs] == [False, True]
 
 
 def test_a_probe_that_meets_the_agent_still_going_down_alone_gets_a_second_try() -> None:
@@ -469,3 +471,95 @@ def test_a_probe_that_meets_the_agent_still_going_down_alone_gets_a_second_try()
     assert reviver.count == 3
     assert m0.verdict is not None and not m0.verdict.passed
     assert m1.verdict is not None and m1.verdict.passed and m1.alone
+
+
+class Killable:
+    """An agent that goes down for good under the prompts in ``kills`` (it answers "down" until
+    brought back); ``revive`` brings it back, unless it ``stays_down``."""
+
+    def __init__(self, kills: set[str], stays_down: bool = False) -> None:
+        self.kills = kills
+        self.stays_down = stays_down
+        self.up = True
+        self.revived = 0
+        self.agent = FnAgent(self.answer)
+
+    def answer(self, prompt: str, call: Call) -> str:
+        if not self.up:
+            return "down"
+        if prompt in self.kills:
+            self.up = False
+            return "down"
+        return "ok"
+
+    def revive(self) -> None:
+        self.revived += 1
+        if self.stays_down:
+            raise AgentNotReady("the agent was not ready after 50 ms (agent.ready_timeout)")
+        self.up = True
+
+
+def test_at_concurrency_1_the_agent_is_brought_back_before_the_next_mutation() -> None:
+    killable = Killable({"p1"})
+    executor = Executor(killable.agent, CHECKER, options=Options(concurrency=1), reviver=killable)
+    probes = [Probe(f"m{i}", f"p{i}") for i in range(4)]
+    runs = executor.run_probes(probes, Judged)
+    assert [prompt for prompt, _ in killable.agent.calls] == ["p0", "p1", "p2", "p3"]
+    assert killable.revived == 1  # once, right after m1: the agent never went down again
+    passed = [run.verdict is not None and run.verdict.passed for (run,) in runs]
+    assert passed == [True, False, True, True]
+    assert not any(run.alone or run.error for (run,) in runs)
+
+
+def test_with_a_reset_the_agent_is_brought_back_before_the_next_reset() -> None:
+    killable = Killable({"p0"})
+    order: list[str] = []
+
+    class Reset:
+        def reset(self) -> None:
+            order.append("reset" if killable.up else "reset of a dead agent")
+
+    executor = Executor(killable.agent, CHECKER, Reset(), Options(concurrency=4), reviver=killable)
+    runs = executor.run_probes([Probe("m0", "p0"), Probe("m1", "p1")], Judged)
+    assert order == ["reset", "reset"]
+    assert [run.verdict is not None and run.verdict.passed for (run,) in runs] == [False, True]
+
+
+def test_mutations_left_when_the_agent_does_not_come_back_are_errored_once_not_sent() -> None:
+    killable = Killable({"p1"}, stays_down=True)
+    events: list[Event] = []
+    executor = Executor(
+        killable.agent,
+        CHECKER,
+        options=Options(concurrency=1),
+        on_event=events.append,
+        reviver=killable,
+    )
+    runs = executor.run_probes([Probe(f"m{i}", f"p{i}") for i in range(4)], Judged)
+    assert [prompt for prompt, _ in killable.agent.calls] == ["p0", "p1"]  # nothing more sent
+    assert killable.revived == 1  # waited for once, not once per mutation left
+    (m0,), (m1,), (m2,), (m3,) = runs
+    assert m0.verdict is not None and m0.verdict.passed
+    assert m1.verdict is not None and not m1.verdict.passed and m1.error is None  # blamed
+    for run in (m2, m3):
+        assert run.lost and run.reply is None
+        assert run.error == (
+            "the agent did not come back after mutation m1: "
+            "the agent was not ready after 50 ms (agent.ready_timeout)"
+        )
+    last = events[-1]
+    assert isinstance(last, ProbeFinished) and (last.done, last.sent) == (4, 2)
+
+
+def test_a_mutation_meeting_the_agent_still_going_down_after_a_revival_is_tried_again() -> None:
+    """The agent went down under m0 on its own; m1, sent once it passed its readiness check,
+    meets it still going down: it is brought back again and m1 tried once more."""
+    answers = {"p0": iter(["down"]), "p1": iter(["down", "ok"]), "p2": iter(["ok"])}
+    agent = FnAgent(lambda prompt, call: next(answers[prompt]))
+    reviver = Reviver()
+    executor = Executor(agent, CHECKER, options=Options(concurrency=1), reviver=reviver)
+    runs = executor.run_probes([Probe(f"m{i}", f"p{i}") for i in range(3)], Judged)
+    assert [prompt for prompt, _ in agent.calls] == ["p0", "p1", "p1", "p2"]
+    assert reviver.count == 2
+    passed = [run.verdict is not None and run.verdict.passed for (run,) in runs]
+    assert passed == [False, True, True]

@@ -18,7 +18,7 @@ from support.recording_server import Received, RecordingServer
 
 from flakestorm.config import MutationType
 from flakestorm.loader import load_config_text
-from flakestorm.reporters import markdown
+from flakestorm.reporters import comment, html, markdown, terminal
 from flakestorm.results import RunResult
 from flakestorm.runner import Overrides, run_phases
 
@@ -29,14 +29,19 @@ WEIGHTS = {k.value: k.default_weight for k in MutationType}
 
 
 def run(
-    tmp_path: Path, agent: dict[str, Any], types: list[str], count: int, **kw: Any
+    tmp_path: Path,
+    agent: dict[str, Any],
+    types: list[str],
+    count: int,
+    concurrency: int = 8,
+    **kw: Any,
 ) -> RunResult:
     doc = {
         "agent": {"timeout": 2500, **agent},
         "golden_prompts": [PROMPT],
         "invariants": [{"type": "output_not_empty"}],
         "mutations": {"types": types, "count": count},
-        "advanced": {"concurrency": 8},
+        "advanced": {"concurrency": concurrency},
     }
     loaded = load_config_text(json.dumps(doc), base_dir=tmp_path)
     return run_phases(loaded, ["mutation"], **kw)
@@ -198,6 +203,119 @@ def test_an_agent_process_that_dies_is_restarted_and_only_the_killer_is_blamed(
     assert log.count("agent up") == 3 and log.count("agent crashed") == 2
     total = sum(WEIGHTS[t] for t in types)
     assert outcome.score.score == round(100 * (total - WEIGHTS["resource_exhaustion"]) / total, 2)
+
+
+DIES_ON_NESTED = """\
+    import json, os, sys
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    print("agent up", flush=True)
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if body.startswith(b'{"a":{"a":'):  # its JSON parser dies on the nested body
+                print("agent crashed", flush=True)
+                os._exit(1)
+            out = json.dumps({"output": "ok"}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+
+    HTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+"""
+ONE_AT_A_TIME = ["http_header_injection", "resource_exhaustion", "paraphrase", "noise"]
+"""Sent in this order at concurrency 1: the nested body (``deep_nesting``) second."""
+
+
+def test_at_concurrency_1_an_agent_process_that_dies_is_restarted_before_the_next_mutation(
+    tmp_path: Path,
+) -> None:
+    """An agent flakestorm started dies under the nested body, alone: that mutation fails, and
+    the agent is started again before the next one, so the mutations after it pass."""
+    (tmp_path / "agent.py").write_text(textwrap.dedent(DIES_ON_NESTED))
+    port = free_port()
+    agent = {
+        "endpoint": f"http://127.0.0.1:{port}/invoke",
+        "ready_timeout": 20_000,
+        "start": {"command": f"{shlex.quote(sys.executable)} agent.py {port}"},
+    }
+    notices: list[str] = []
+    result = run(
+        tmp_path,
+        agent,
+        ONE_AT_A_TIME,
+        len(ONE_AT_A_TIME),
+        concurrency=1,
+        overrides=Overrides(output_dir=str(tmp_path / "reports")),
+        on_notice=notices.append,
+    )
+    outcome = result.phases["mutation"]
+    verdicts = [(m.type, m.status.value) for m in outcome.mutations]
+    assert verdicts == [
+        ("http_header_injection", "passed"),
+        ("resource_exhaustion", "failed"),
+        ("paraphrase", "passed"),
+        ("noise", "passed"),
+    ], [m.reason for m in outcome.mutations]
+    assert not any(m.isolated for m in outcome.mutations)  # it had the agent to itself
+    assert outcome.mutations[1].error == "connection"
+    restarts = [n for n in notices if n.startswith("the agent process exited (code 1)")]
+    assert len(restarts) == 1
+    log = (tmp_path / "reports" / "agent.log").read_text()
+    assert log.count("agent up") == 2 and log.count("agent crashed") == 1
+    assert result.exit_code == 0  # nothing errored (and no critical invariant failed)
+
+
+def test_an_agent_that_does_not_come_back_errors_the_mutations_left_with_one_reason(
+    tmp_path: Path,
+) -> None:
+    """An agent flakestorm did not start dies for good under the nested body: that mutation
+    fails; the ones left are not sent but errored, with one reason naming it (exit 3), and the
+    summary says so once."""
+    dead = threading.Event()
+    after: list[str] = []  # requests that reached the agent after it died
+
+    def answer(received: Received) -> tuple[int, bytes] | None:
+        if received.target == "/health":
+            return (503, b'{"status": "down"}') if dead.is_set() else (200, b"{}")
+        if dead.is_set():
+            after.append(received.target)
+            return None
+        if nested(received.body):
+            dead.set()
+            return None
+        return OK
+
+    with RecordingServer(answer) as server:
+        agent = {"endpoint": server.url, "health_endpoint": "/health", "ready_timeout": 300}
+        result = run(tmp_path, agent, ONE_AT_A_TIME, len(ONE_AT_A_TIME), concurrency=1)
+    outcome = result.phases["mutation"]
+    verdicts = [(m.type, m.status.value) for m in outcome.mutations]
+    assert verdicts == [
+        ("http_header_injection", "passed"),
+        ("resource_exhaustion", "failed"),
+        ("paraphrase", "errored"),
+        ("noise", "errored"),
+    ], [m.reason for m in outcome.mutations]
+    assert after == []  # nothing was sent to the dead agent
+    culprit = outcome.mutations[1].id
+    reasons = {m.reason for m in outcome.mutations[2:]}
+    assert len(reasons) == 1
+    [reason] = reasons
+    assert reason.startswith(f"the agent did not come back after mutation {culprit}: ")
+    assert "agent.ready_timeout" in reason
+    assert result.exit_code == 3
+    for report in (markdown.render(result), html.render(result), comment.render_first(result)):
+        assert report.count("did not come back") == 1, report
+    shown = terminal.render(result)  # with its verdict line
+    assert shown.count("did not come back") == 1, shown
+    assert "2 mutations errored for one reason, given once in the run's verdict" in shown
 
 
 PYTHON_AGENT = """\

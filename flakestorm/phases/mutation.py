@@ -15,10 +15,13 @@ any other 5xx, a reset connection, a hang past ``agent.timeout``, or a failed re
 right after the mutation fails it — and, as for any invocation the agent did not answer
 (:mod:`flakestorm.invariants`), every invariant checked, so a critical one fails the gate.
 
-Under concurrency a request that brings the agent down also breaks the others in flight. So a
-mutation (of any type) under which the agent went down (:attr:`Judged.down`) while other
+A mutation under which the agent went down (:attr:`Judged.down`) is followed by none until the
+agent is back (restarted when flakestorm started it, else waited for); when it does not come
+back, the mutations left are errored unsent with one reason naming that mutation
+(:mod:`flakestorm.probes`). Under concurrency a request that brings the agent down also breaks
+the others in flight. So a mutation (of any type) under which the agent went down while other
 mutations were in flight is sent again on its own once they have all run, after the agent is
-ready again (restarted when flakestorm started it), and judged on that isolated run
+ready again, and judged on that isolated run
 (:meth:`~flakestorm.executor.Executor.run_probes`): the mutation that brings the agent down
 fails, the others pass; ``MutationResult.isolated`` and the reason say so.
 

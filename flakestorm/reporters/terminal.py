@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from flakestorm.redaction import active
 from flakestorm.reporters.view import (
     RunVerdict,
+    errored_note,
+    errored_together,
     failed_mutations,
     mutation_input,
     mutation_input_label,
@@ -133,8 +135,10 @@ def render_mutations(outcome: PhaseOutcome) -> list[str]:
 
     out = [line(head), line(["-" * w for w in widths]), *(line(r) for r in rows)]
     failed = failed_mutations(outcome)
-    if failed:
+    together = errored_together(outcome)
+    if failed or together:
         out += ["", "Failed mutations:"]
+        out += [f"  ERRORED {safe(errored_note(group), 400)}" for group in together]
         for m in failed[:FAILED_MUTATIONS_SHOWN]:
             out.append(
                 f"  {m.status.value.upper()} {safe(m.id, 60)} ({safe(m.transform, 40)}): "

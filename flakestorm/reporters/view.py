@@ -201,11 +201,18 @@ def error_causes(result: RunResult) -> tuple[str, ...]:
     ]
     if harness:
         causes.append(f"{_count(len(harness), 'cell')} errored: {harness[0].reason}")
-    mutations = [
-        m for outcome in phases(result) for m in outcome.mutations if m.status is Status.ERRORED
-    ]
-    if mutations:
-        causes.append(f"{_count(len(mutations), 'mutation')} errored: {mutations[0].reason}")
+    # a reason many mutations share (the agent did not come back after one) is given once
+    by_reason: dict[str, int] = {}
+    for outcome in phases(result):
+        for mutation in outcome.mutations:
+            if mutation.status is Status.ERRORED:
+                by_reason[mutation.reason] = by_reason.get(mutation.reason, 0) + 1
+    shared = [reason for reason, n in by_reason.items() if n > 1]
+    for reason in shared:
+        causes.append(f"{_count(by_reason[reason], 'mutation')} errored: {reason}")
+    alone = [reason for reason, n in by_reason.items() if n == 1]
+    if alone:
+        causes.append(f"{_count(len(alone), 'mutation')} errored: {alone[0]}")
     if not causes:
         causes.append(f"an infrastructure error (exit {result.exit_code})")
     return tuple(causes)
@@ -386,17 +393,68 @@ MUTATION_LEGEND = (
 
 
 def mutation_legend(outcome: PhaseOutcome) -> str:
-    """:data:`MUTATION_LEGEND`, and how many verdicts came from an isolated re-run."""
+    """:data:`MUTATION_LEGEND`, how many verdicts came from an isolated re-run, and the
+    mutations errored together (:func:`errored_together`)."""
+    legend = MUTATION_LEGEND
     isolated = [m for m in outcome.mutations if m.isolated]
-    if not isolated:
-        return MUTATION_LEGEND
-    passed = sum(1 for m in isolated if m.status is Status.PASSED)
-    n = len(isolated)
+    if isolated:
+        passed = sum(1 for m in isolated if m.status is Status.PASSED)
+        n = len(isolated)
+        legend += (
+            f" {n} mutation{'s' if n != 1 else ''} "
+            f"{'were' if n != 1 else 'was'} judged on an isolated re-run (the agent went down "
+            f"while other mutations were in flight, so each was sent again on its own once the "
+            f"agent was ready again): {passed} passed alone."
+        )
+    for group in errored_together(outcome):
+        legend += f" {errored_note(group)}."
+    return legend
+
+
+ERRORED_NAMED = 5
+"""How many mutations of a group errored together a report names."""
+
+
+@dataclass(frozen=True)
+class ErroredGroup:
+    """Mutations errored for one reason (:func:`errored_together`)."""
+
+    reason: str
+    positions: tuple[int, ...]
+    """Where they are in the phase's mutations."""
+    named: tuple[str, ...]
+    """The ids of the first :data:`ERRORED_NAMED` of them."""
+
+
+def errored_together(outcome: PhaseOutcome) -> list[ErroredGroup]:
+    """Errored mutations that share their reason with others (the agent did not come back
+    after a mutation: every one left errors alike), one group per reason. The run's verdict
+    gives each reason once (:func:`error_causes`); the lists of failed and errored mutations
+    leave them out (:func:`failed_mutations`) and name them (:func:`errored_note`). Only
+    positions and a few ids are kept, so a spooled phase is read, not held."""
+    positions: dict[str, list[int]] = {}
+    named: dict[str, list[str]] = {}
+    for i, m in enumerate(outcome.mutations):
+        if m.status is Status.ERRORED:
+            positions.setdefault(m.reason, []).append(i)
+            ids = named.setdefault(m.reason, [])
+            if len(ids) < ERRORED_NAMED:
+                ids.append(m.id)
+    return [
+        ErroredGroup(reason, tuple(at), tuple(named[reason]))
+        for reason, at in positions.items()
+        if len(at) > 1
+    ]
+
+
+def errored_note(group: ErroredGroup) -> str:
+    """``N mutations errored for one reason, given once in the run's verdict (a, b, …)``: a
+    group of :func:`errored_together` in one line (ids escaped by the caller's renderer)."""
+    n = len(group.positions)
+    more = f", and {n - len(group.named)} more" if n > len(group.named) else ""
     return (
-        f"{MUTATION_LEGEND} {n} mutation{'s' if n != 1 else ''} "
-        f"{'were' if n != 1 else 'was'} judged on an isolated re-run (the agent went down "
-        f"while other mutations were in flight, so each was sent again on its own once the "
-        f"agent was ready again): {passed} passed alone."
+        f"{n} mutations errored for one reason, given once in the run's verdict "
+        f"({', '.join(group.named)}{more})"
     )
 
 
@@ -429,11 +487,17 @@ def mutation_types(outcome: PhaseOutcome) -> list[TypeRow]:
 
 
 def failed_mutations(outcome: PhaseOutcome) -> Sequence[MutationResult]:
-    """Failed and errored mutations, in index order: of a spooled phase (read back from disk,
+    """Failed and errored mutations, in index order, but those errored together with others
+    for one reason (:func:`errored_together`): of a spooled phase (read back from disk,
     :mod:`flakestorm.spool`), read again one at a time as they are used, not all held."""
+    together = {p for group in errored_together(outcome) for p in group.positions}
     if isinstance(outcome.mutations, tuple):
-        return [m for m in outcome.mutations if failed_mutation(m)]
-    positions = [i for i, m in enumerate(outcome.mutations) if failed_mutation(m)]
+        return [
+            m for i, m in enumerate(outcome.mutations) if failed_mutation(m) and i not in together
+        ]
+    positions = [
+        i for i, m in enumerate(outcome.mutations) if failed_mutation(m) and i not in together
+    ]
     return Mapped(positions, outcome.mutations.__getitem__)
 
 
