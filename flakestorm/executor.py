@@ -16,6 +16,11 @@ on the caller's: after a stop it gets the grace of :mod:`flakestorm.stopping` (1
 a second signal) to finish, then it is abandoned and the executor returns at once. Finished
 cells keep their verdicts; cells that did not finish are ``not_run`` with what they did
 recorded, and whatever an abandoned invocation returns later is ignored.
+
+The agent going down. Once a cell's invocation meets a refused or reset connection (or a probe's
+verdict says the agent went down), the next invocation first brings the agent back through the
+run's :class:`~flakestorm.revival.Gate`; when it does not come back, the cells left are ERRORED
+unsent with one reason. Probes: :mod:`flakestorm.probes`.
 """
 
 from __future__ import annotations
@@ -31,12 +36,13 @@ from flakestorm.agents import NO_CALL, Agent, Call, Reply
 from flakestorm.agents.session import session_id
 from flakestorm.chaos.attacks import poison_input
 from flakestorm.config import Invariant
-from flakestorm.errors import HarnessError
+from flakestorm.errors import AgentErrorKind, HarnessError
 from flakestorm.events import CellFinished, Event, ScenarioFinished
 from flakestorm.invariants import Observation, Verdict
 from flakestorm.plan import Cell, Plan
-from flakestorm.probes import Host, Probe, ProbeRun, ProbeVerdict, Reviver, run_probes
+from flakestorm.probes import Host, Probe, ProbeRun, ProbeVerdict, run_probes
 from flakestorm.results import CellResult, PromptResult
+from flakestorm.revival import Gate, Reviver
 from flakestorm.stopping import abandoned
 from flakestorm.tracker import Tracker
 
@@ -96,13 +102,13 @@ class Executor:
         reviver: Reviver | None = None,
     ) -> None:
         self._agent = agent
-        self._reviver = reviver
         self._checker = checker
         self._resetter = resetter
         self._options = options
         self._stop = stop or threading.Event()
         self._on_event = on_event or (lambda event: None)
         self._budget = _Budget(options.max_invocations)
+        self._gate = Gate(reviver, self._stop)
         self._noticed: list[float] = []
 
     @property
@@ -124,10 +130,18 @@ class Executor:
         return "" if seed is None else session_id(seed, key)
 
     def _invoke(self, prompt: str, call: Call = NO_CALL) -> Reply | None:
-        """One invocation, or None when the run is stopping or out of budget."""
+        """One invocation, or None when the run is stopping or out of budget; sent once the
+        agent is back if it went down under an earlier one (:mod:`flakestorm.revival`)."""
         if self._stop.is_set() or not self._budget.take():
             return None
+        self._gate.open()
         return self._agent.invoke(prompt, call)
+
+    @property
+    def revived(self) -> tuple[str, ...]:
+        """What the agent went down under (``mutation ID``, ``cell ID``), each time it was
+        brought back before the next request, in order."""
+        return tuple(self._gate.revived)
 
     def baselines(self, prompts: Sequence[str]) -> dict[str, Reply | None]:
         """The chaos-free answer to each prompt (for ``behavior_unchanged`` with ``auto``)."""
@@ -228,8 +242,8 @@ class Executor:
             repeat=self._options.repeat,
             concurrency=self._options.concurrency,
             sessions=self._options.session_seed is not None,
+            gate=self._gate,
             reset=self._resetter.reset if self._resetter is not None else None,
-            reviver=self._reviver,
         )
         return run_probes(host, probes, judge, before_invocation, sink)
 
@@ -312,6 +326,10 @@ class Executor:
             for i in range(len(cell.prompts)):
                 tracker.record(cell, run, i, None)
             return
+        self._gate.open()  # the agent back before its reset, if it went down
+        if self._gate.lost is not None:
+            tracker.error(cell, self._gate.stranded)
+            return
         if self._resetter is not None:
             try:
                 self._resetter.reset()
@@ -336,9 +354,12 @@ class Executor:
             scenario=cell.scenario.name,
             session=self._session(f"{cell.id}#{task.run}"),
         )
-        reply = self._invoke(sent, call)
+        reply = self._send(cell, sent, call)
         if reply is None:
-            tracker.record(cell, task.run, task.prompt_index, None)
+            if self._gate.lost is not None:  # not sent: the agent did not come back
+                tracker.error(cell, self._gate.stranded, task.run, task.prompt_index)
+            else:
+                tracker.record(cell, task.run, task.prompt_index, None)
             return
         baseline_reply = baselines.get(prompt)
         baseline = baseline_reply.output if baseline_reply is not None else None
@@ -363,6 +384,28 @@ class Executor:
             leak_at=verdict.leak_at,
         )
         tracker.record(cell, task.run, task.prompt_index, result, fired)
+
+    def _send(self, cell: Cell, sent: str, call: Call) -> Reply | None:
+        """One invocation of ``cell``, once the agent is back if it went down; None when not
+        sent (the run is stopping, or the agent did not come back). A refused or reset
+        connection marks the agent down; met right after the agent was brought back (a dying
+        agent can pass a readiness check), the agent is brought back again and it is sent
+        once more."""
+        revived = self._gate.open()
+        if self._gate.lost is not None:
+            return None
+        reply = self._invoke(sent, call)
+        if reply is None or reply.error is not AgentErrorKind.CONNECTION:
+            return reply
+        if not (revived and self._gate.again(f"cell {cell.id}")):
+            if self._gate.lost is not None:  # after what it went down under before
+                return None
+            self._gate.down(f"cell {cell.id}")
+            return reply
+        again = self._invoke(sent, call)
+        if again is not None and again.error is AgentErrorKind.CONNECTION:
+            self._gate.down(f"cell {cell.id}")
+        return again
 
     def _each(self, items: list[_T], work: Callable[[_T], None], parallel: bool) -> bool:
         """Apply ``work`` to every item on up to ``concurrency`` worker threads (one when not

@@ -6,14 +6,15 @@ one is configured. A run whose verdict says the agent went down (:attr:`ProbeVer
 reset or refused connection, a 5xx, a hang, a failed readiness check) is handled in two ways:
 
 - *New sends wait for the agent.* Once a run's verdict says the agent went down, the next run
-  to start first brings it back (:class:`Reviver`: an agent process
+  to start first brings it back (:class:`~flakestorm.revival.Reviver`: an agent process
   flakestorm started is started again, any other agent is waited for); the other runs about to
   start wait for that. So a request that kills the agent is blamed for itself, not for every
   later one sent to a dead agent. The first run sent after the agent was brought back that
   finds it down again is brought back and tried once more (a dying agent can pass a readiness
   check for an instant). When the agent does not come back, every run left is errored, not
   sent, with one reason naming the probe the agent went down under
-  (:attr:`ProbeRun.lost`). Where the agent never goes down, this costs nothing.
+  (:attr:`ProbeRun.lost`). The gate is the run's (:mod:`flakestorm.revival`), so a phase after
+  this one does not meet the agent dead either. Where the agent never goes down, this costs nothing.
 - *Runs in flight are judged again alone.* A run the agent went down under while other runs
   were in flight may be the victim of another: once every probe has run, such runs are sent
   again one at a time, each after the agent is brought back, and judged on that run of their
@@ -29,17 +30,11 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from flakestorm.agents import NO_CALL, Call, Reply
-from flakestorm.errors import AgentNotReady, HarnessError
+from flakestorm.errors import HarnessError
 from flakestorm.events import Event, ProbeFinished
+from flakestorm.revival import Gate
 
 _T = TypeVar("_T")
-
-
-class Reviver(Protocol):
-    def revive(self) -> None:
-        """Return once the agent answers again (an agent process flakestorm started is
-        started again when it exited); :class:`AgentNotReady` when it does not within
-        ``agent.ready_timeout``."""
 
 
 @dataclass(frozen=True)
@@ -102,55 +97,9 @@ class Host:
     concurrency: int
     sessions: bool
     """``agent.session``: each run is a conversation of its own."""
+    gate: Gate
+    """The run's :class:`~flakestorm.revival.Gate`: sends wait on it once the agent went down."""
     reset: Callable[[], None] | None = None
-    reviver: Reviver | None = None
-
-
-class _Gate:
-    """Holds new sends back while the agent is brought back after a run it went down under;
-    remembers when it did not come back."""
-
-    def __init__(self, reviver: Reviver | None, stop: threading.Event) -> None:
-        self._reviver = reviver
-        self._stop = stop
-        self._lock = threading.Lock()
-        self._after: str | None = None  # the probe the agent last went down under
-        self.lost: str | None = None
-        """Why the agent did not come back (its last readiness error), once it did not."""
-        self.lost_after = ""
-
-    def down(self, probe_id: str) -> None:
-        """The agent went down under a run of ``probe_id``: bring it back before the next send."""
-        if self._reviver is not None:
-            self._after = probe_id
-
-    def open(self) -> bool:
-        """Before a new send: bring the agent back when it went down since it was last brought
-        back (one caller revives, the others wait). Whether it was brought back just now."""
-        if self._after is None:  # the agent never went down: no lock, no request
-            return False
-        with self._lock:
-            after, self._after = self._after, None
-            if after is None or self.lost is not None or self._stop.is_set():
-                return False
-            return self.revive(after)
-
-    def revive(self, after: str) -> bool:
-        """Bring the agent back (``after``: the probe it went down under); False when it did
-        not come back (:attr:`lost`) or there is no reviver."""
-        if self._reviver is None or self.lost is not None:
-            return False
-        try:
-            self._reviver.revive()
-        except AgentNotReady as exc:
-            self.lost, self.lost_after = str(exc), after
-            return False
-        return True
-
-    @property
-    def stranded(self) -> str:
-        """The error of a run not sent because the agent did not come back."""
-        return f"the agent did not come back after mutation {self.lost_after}: {self.lost}"
 
 
 def run_probes(
@@ -170,7 +119,7 @@ def run_probes(
     sent = [0]
     flight = _Flight() if parallel and host.concurrency > 1 else None
     crowded: dict[tuple[int, int], ProbeRun] = {}
-    gate = _Gate(host.reviver, host.stop)
+    gate = host.gate
 
     def attempt(i: int, run: int, alone: bool = False) -> ProbeRun:
         probe = probes[i]
@@ -199,16 +148,19 @@ def run_probes(
         except HarnessError as exc:
             return ProbeRun(reply, error=str(exc))
         if _down(outcome):
-            gate.down(probe.id)  # before it leaves the flight: see ``one``
+            gate.down(f"mutation {probe.id}")  # before it leaves the flight: see ``one``
         return outcome
 
     def send(i: int, run: int) -> ProbeRun:
         """A first run, once the agent is back if it went down under an earlier one."""
         revived = gate.open()
         outcome = attempt(i, run)
-        if revived and _down(outcome) and gate.open():
+        if revived and _down(outcome):
             # sent right after the agent came back, it may have met it still going down
-            outcome = attempt(i, run)
+            if gate.again(f"mutation {probes[i].id}"):
+                return attempt(i, run)
+            if gate.lost is not None:  # after what it went down under before
+                return ProbeRun(None, error=gate.stranded, lost=True)
         return outcome
 
     frozen = [False]  # the work was abandoned: what it reports later is ignored
@@ -254,8 +206,8 @@ def run_probes(
         # right after the agent went down under the run before, this one may meet it still
         # going down (a dying agent can pass a readiness check): then it gets a second try
         for _ in range(2 if after_down[0] else 1):
-            if not host.stop.is_set():
-                gate.revive(probes[task[0]].id)
+            gate.down(f"mutation {probes[task[0]].id}")  # it went down under the first run
+            gate.open()
             if gate.lost is not None:
                 why = f"the agent went down with others in flight and is not back: {gate.lost}"
                 settle(*task, dataclasses.replace(first, error=why))

@@ -35,9 +35,9 @@ from flakestorm.invariants import build_checker
 from flakestorm.loader import LoadedConfig
 from flakestorm.phases.phase import PhaseContext, PhaseName, PhaseRequest
 from flakestorm.phases.registry import PHASES
-from flakestorm.probes import Reviver
 from flakestorm.redaction import Redactor, redacting
 from flakestorm.results import PhaseOutcome, RunResult, redact
+from flakestorm.revival import Reviver
 from flakestorm.scoring import score_run
 from flakestorm.shards import Shard, config_document, digest_of
 from flakestorm.stopping import Stop

@@ -58,7 +58,7 @@ EDGES = frozenset(
 """The only modules that print or exit (besides code that only runs as a program: a
 ``__main__.py``, or an ``if __name__ == "__main__":`` block)."""
 
-ENGINE = ("executor", "probes", "runner", "phases", "agents", "chaos")
+ENGINE = ("executor", "probes", "revival", "runner", "phases", "agents", "chaos")
 """Top-level modules of the run engine, by their name under ``flakestorm``."""
 
 LAYERS = {

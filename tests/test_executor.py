@@ -9,6 +9,11 @@ resets before the baselines, and progress announced after the delivery check.
 from __future__ import annotations
 
 import itertools
+import json
+import shlex
+import socket
+import sys
+import textwrap
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -22,9 +27,11 @@ from flakestorm.errors import AgentErrorKind, AgentNotReady, HarnessError
 from flakestorm.events import CellFinished, Event, ProbeFinished, ScenarioFinished
 from flakestorm.executor import Executor, Options
 from flakestorm.invariants import build_checker
+from flakestorm.loader import load_config_text
 from flakestorm.plan import build_plan
 from flakestorm.probes import Probe, ProbeRun
 from flakestorm.results import Status
+from flakestorm.runner import run_phases
 from flakestorm.stopping import Stop
 
 
@@ -563,3 +570,106 @@ def test_a_mutation_meeting_the_agent_still_going_down_after_a_revival_is_tried_
     assert reviver.count == 2
     passed = [run.verdict is not None and run.verdict.passed for (run,) in runs]
     assert passed == [False, True, True]
+
+
+DIES_ON_BOOM = """\
+    import json, os, sys
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    print("agent up", flush=True)
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            prompt = json.loads(body)["input"]
+            if prompt == "boom" and not os.path.exists("boomed"):  # dies the first time only
+                open("boomed", "w").close()
+                print("agent crashed", flush=True)
+                os._exit(1)
+            out = json.dumps({"output": f"answer to {prompt}"}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+
+    HTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+"""
+
+
+def test_a_contract_cell_after_one_the_agent_process_died_under_finds_it_started_again(
+    tmp_path: Path,
+) -> None:
+    """An agent flakestorm started dies under the second prompt of the first cell: that cell
+    fails, and the agent is started again before the next invocation, so the second cell is
+    not sent to a dead agent; the report says so."""
+    (tmp_path / "agent.py").write_text(textwrap.dedent(DIES_ON_BOOM))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    doc = {
+        "agent": {
+            "endpoint": f"http://127.0.0.1:{port}/invoke",
+            "ready_timeout": 20_000,
+            "start": {"command": f"{shlex.quote(sys.executable)} agent.py {port}"},
+        },
+        "golden_prompts": ["hello", "boom"],
+        "contract": {
+            "name": "c",
+            "invariants": [
+                {"id": "first", "type": "output_not_empty"},
+                {"id": "second", "type": "contains", "value": "answer to"},
+            ],
+            "chaos_matrix": [{"name": "calm"}],
+        },
+        "advanced": {"concurrency": 1},
+        "output": {"dir": str(tmp_path / "reports")},
+    }
+    notices: list[str] = []
+    loaded = load_config_text(json.dumps(doc), base_dir=tmp_path)
+    result = run_phases(loaded, ["contract"], on_notice=notices.append)
+    cells = contract_cells(result)
+    assert cells["first[calm]"].status is Status.FAILED  # the agent died under it
+    assert cells["second[calm]"].status is Status.PASSED, cells["second[calm]"].reason
+    restarts = [n for n in notices if n.startswith("the agent process exited (code 1)")]
+    assert len(restarts) == 1
+    [warning] = [w for w in result.phases["contract"].warnings if "brought it back" in w]
+    assert warning.startswith("The agent stopped answering (its connection was refused or reset)")
+    assert "under cell first[calm]:" in warning
+    log = (tmp_path / "reports" / "agent.log").read_text()
+    assert log.count("agent up") == 2 and log.count("agent crashed") == 1
+
+
+class Refusing:
+    """An agent whose connection is refused once ``dead`` (it died under the prompt "boom")."""
+
+    def __init__(self) -> None:
+        self.dead = False
+        self.calls: list[str] = []
+
+    def invoke(self, prompt: str, call: Call = NO_CALL) -> Reply:
+        self.calls.append(prompt)
+        if self.dead or prompt == "boom":
+            self.dead = True
+            return Reply(None, 1.0, error=AgentErrorKind.CONNECTION, error_message="refused")
+        return Reply("ok", 1.0, status=200)
+
+
+def test_cells_left_when_the_agent_does_not_come_back_are_errored_not_sent() -> None:
+    agent = Refusing()
+    reviver = Reviver(fails=True)
+    invariants = [{"id": f"a{i}", "type": "contains", "value": "ok"} for i in range(3)]
+    plan = build_plan(contract(invariants, [CALM]), ["hello", "boom"])
+    executor = Executor(agent, CHECKER, options=Options(concurrency=1), reviver=reviver)
+    first, second, third = executor.run(plan, {})
+    assert agent.calls == ["hello", "boom"]  # nothing more sent to the dead agent
+    assert reviver.count == 1  # waited for once
+    assert first.status is Status.FAILED  # the agent died under it
+    for cell in (second, third):
+        assert cell.status is Status.ERRORED
+        assert cell.reason.startswith(
+            "the agent did not come back after cell a0[calm]: the agent was not ready"
+        ), cell.reason

@@ -56,6 +56,7 @@ def run_matrix(
     if not plan.cells:  # a shard with none of this phase's cells
         return _outcome(phase, plan, lines, infos, [], [])
     warnings = []
+    revived = len(executor.revived)
     calm = ActiveScenario(CALM, seed)
     if channel is not None:
         channel.activate(calm)
@@ -114,7 +115,23 @@ def run_matrix(
         channel.forget(scenario.name)  # its calls are in its cells now
     if channel is not None:
         channel.activate(calm)
+    warnings += revived_warning(executor.revived[revived:])
     return _outcome(phase, plan, lines, infos, spool.items, warnings)
+
+
+def revived_warning(revived: Sequence[str]) -> list[str]:
+    """The report's notice that the agent went down under cells and was brought back before
+    the next one (``revived``: what it went down under, each time; :mod:`flakestorm.revival`)."""
+    cells = [what.removeprefix("cell ") for what in revived if what.startswith("cell ")]
+    if not cells:
+        return []
+    more = f" and {len(cells) - 1} more" if len(cells) > 1 else ""
+    return [
+        f"The agent stopped answering (its connection was refused or reset) under cell "
+        f"{cells[0]}{more}: flakestorm brought it back before the next cell (an agent it "
+        "started with agent.start is started again, its output appended to agent.log), so no "
+        "cell after it was sent to a dead agent."
+    ]
 
 
 def _outcome(
