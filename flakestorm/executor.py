@@ -398,8 +398,6 @@ class Executor:
         if reply is None or reply.error is not AgentErrorKind.CONNECTION:
             return reply
         if not (revived and self._gate.again(f"cell {cell.id}")):
-            if self._gate.lost is not None:  # after what it went down under before
-                return None
             self._gate.down(f"cell {cell.id}")
             return reply
         again = self._invoke(sent, call)

@@ -155,12 +155,9 @@ def run_probes(
         """A first run, once the agent is back if it went down under an earlier one."""
         revived = gate.open()
         outcome = attempt(i, run)
-        if revived and _down(outcome):
+        if revived and _down(outcome) and gate.again(f"mutation {probes[i].id}"):
             # sent right after the agent came back, it may have met it still going down
-            if gate.again(f"mutation {probes[i].id}"):
-                return attempt(i, run)
-            if gate.lost is not None:  # after what it went down under before
-                return ProbeRun(None, error=gate.stranded, lost=True)
+            return attempt(i, run)
         return outcome
 
     frozen = [False]  # the work was abandoned: what it reports later is ignored

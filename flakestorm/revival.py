@@ -14,16 +14,17 @@ nothing.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Protocol
 
 from flakestorm.errors import AgentNotReady
 
 
 class Reviver(Protocol):
-    def revive(self) -> None:
+    def revive(self) -> bool:
         """Return once the agent answers again (an agent process flakestorm started is
-        started again when it exited); :class:`AgentNotReady` when it does not within
-        ``agent.ready_timeout``."""
+        started again when it exited): whether it was down (False: it answered at once);
+        :class:`AgentNotReady` when it does not answer within ``agent.ready_timeout``."""
 
 
 class Gate:
@@ -35,11 +36,13 @@ class Gate:
         self._stop = stop
         self._lock = threading.Lock()
         self._after: str | None = None  # what the agent last went down under
+        self._cause = ""  # what the agent went down under, as of the last revival
         self.lost: str | None = None
         """Why the agent did not come back (its last readiness error), once it did not."""
         self.lost_after = ""
         self.revived: list[str] = []
-        """What the agent went down under, each time it was brought back before a send."""
+        """What the agent went down under, each time it was down and brought back before a
+        send."""
 
     def down(self, what: str) -> None:
         """The agent went down under ``what`` (``mutation ID``, ``cell ID``): bring it back
@@ -47,41 +50,54 @@ class Gate:
         if self._reviver is not None:
             self._after = what
 
-    def open(self, record: bool = True) -> bool:
+    def open(self) -> bool:
         """Before a send: bring the agent back when it went down since it was last brought
-        back (one caller revives, the others wait). Whether it was brought back just now."""
+        back (one caller revives, the others wait). Whether it was brought back just now (it
+        answers now; it may have answered at once: a 5xx, say, leaves the agent up)."""
+        return self._open(None)
+
+    def again(self, what: str) -> bool:
+        """A send right after the agent was brought back (``what``) met it down: it may have
+        met it still going down (a dying agent can pass a readiness check for an instant), so
+        it is brought back again; a restart is put down to what it went down under before.
+        Whether it answers again; when it does not, it did not come back after ``what``."""
+        self._after = what
+        return self._open(self._cause)
+
+    def _open(self, cause: str | None) -> bool:
         if self._after is None:  # the agent did not go down: no lock, no request
             return False
         with self._lock:
             after, self._after = self._after, None
-            if after is None or self.lost is not None or self._stop.is_set():
+            reviver = self._reviver
+            if after is None or reviver is None or self.lost is not None or self._stop.is_set():
                 return False
-            if not self._revive(after):
+            self._cause = cause or after
+            try:
+                was_down = reviver.revive()
+            except AgentNotReady as exc:
+                self.lost, self.lost_after = str(exc), after
                 return False
-            if record:
-                self.revived.append(after)
+            if was_down:
+                self.revived.append(self._cause)
             return True
-
-    def again(self, what: str) -> bool:
-        """A send right after the agent was brought back met it down still (a dying agent can
-        pass a readiness check for an instant): bring it back again, for what it went down
-        under before (``what`` when nothing went down before). Whether it is back."""
-        self._after = self.revived[-1] if self.revived else what
-        return self.open(record=False)
-
-    def _revive(self, after: str) -> bool:
-        """Bring the agent back (``after``: what it went down under); False when it did not
-        come back (:attr:`lost`) or there is no reviver."""
-        if self._reviver is None or self.lost is not None:
-            return False
-        try:
-            self._reviver.revive()
-        except AgentNotReady as exc:
-            self.lost, self.lost_after = str(exc), after
-            return False
-        return True
 
     @property
     def stranded(self) -> str:
         """The error of what was not sent because the agent did not come back."""
         return f"the agent did not come back after {self.lost_after}: {self.lost}"
+
+
+def revived_notice(revived: Sequence[str], kind: str) -> list[str]:
+    """A phase's notice (its report's warnings) that the agent stopped answering under units
+    of ``kind`` (``cell``, ``mutation``) and was brought back before the next send;
+    ``revived``: what it went down under, each time (:attr:`Gate.revived`)."""
+    units = list(dict.fromkeys(w.removeprefix(f"{kind} ") for w in revived if w.startswith(kind)))
+    if not units:
+        return []
+    more = f" and {len(units) - 1} more" if len(units) > 1 else ""
+    return [
+        f"The agent stopped answering under {kind} {units[0]}{more}: flakestorm brought it "
+        f"back before the next {kind} (an agent it started with agent.start is started again, "
+        f"its output appended to agent.log), so no {kind} after it was sent to a dead agent."
+    ]

@@ -182,11 +182,11 @@ def test_revive_starts_an_agent_that_died_again_and_leaves_one_that_answers(
     with AgentProcess(config, tmp_path, log, on_restart=restarts.append) as process:
         first = process.pid
         assert first is not None
-        process.revive()  # it answers: nothing to do
+        assert process.revive() is False  # it answers: nothing to do
         assert process.pid == first and restarts == []
         os.killpg(first, signal.SIGKILL)  # a request brought it down
         os.waitid(os.P_PID, first, os.WEXITED | os.WNOWAIT)  # dead, left for it to reap
-        process.revive()
+        assert process.revive() is True
         second = process.pid
         assert second is not None and second != first
         with socket.create_connection(("127.0.0.1", port), timeout=1):

@@ -264,6 +264,12 @@ def test_at_concurrency_1_an_agent_process_that_dies_is_restarted_before_the_nex
         ("noise", "passed"),
     ], [m.reason for m in outcome.mutations]
     assert not any(m.isolated for m in outcome.mutations)  # it had the agent to itself
+    assert outcome.warnings == (
+        "The agent stopped answering under mutation resource_exhaustion#0.0: flakestorm brought "
+        "it back before the next mutation (an agent it started with agent.start is started "
+        "again, its output appended to agent.log), so no mutation after it was sent to a dead "
+        "agent.",
+    )
     assert outcome.mutations[1].error == "connection"
     restarts = [n for n in notices if n.startswith("the agent process exited (code 1)")]
     assert len(restarts) == 1

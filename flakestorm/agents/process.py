@@ -96,14 +96,14 @@ class AgentProcess:
         self._launch("wb")
         return True
 
-    def revive(self) -> None:
+    def revive(self) -> bool:
         """Bring the agent back after a request may have brought it down: nothing when it
-        answers; when the process flakestorm started has exited (or exits while waited for),
-        ``start.command`` runs again, its output appended to the log; otherwise a wait for
-        readiness. :class:`AgentNotReady` when it does not answer within
-        ``agent.ready_timeout``."""
+        answers (False); when the process flakestorm started has exited (or exits while waited
+        for), ``start.command`` runs again, its output appended to the log; otherwise a wait
+        for readiness (True: it was down, and answers again). :class:`AgentNotReady` when it
+        does not answer within ``agent.ready_timeout``."""
         if probe(self.config) is None:
-            return
+            return False
         process = self._process
         if process is None or process.poll() is None:
             try:
@@ -115,7 +115,7 @@ class AgentProcess:
                     stop=self._stop,
                     on_waiting=self._on_waiting,
                 )
-                return
+                return True
             except _ExitedEarly:
                 process = self._process
         code = process.returncode if process is not None else None
@@ -126,6 +126,7 @@ class AgentProcess:
                 f"(agent.start.command: {self.start_config.command}, log: {self.log_path})"
             )
         self._launch("ab")
+        return True
 
     def _launch(self, mode: str) -> None:
         """Run ``start.command`` (its output to the log, opened with ``mode``) and wait until

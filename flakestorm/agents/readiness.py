@@ -188,8 +188,12 @@ class ReadyAgain:
     stop: threading.Event | None = None
     on_waiting: Callable[[Waiting], None] | None = None
 
-    def revive(self) -> None:
+    def revive(self) -> bool:
+        """Nothing when the agent answers (False); else a wait until it does (True)."""
+        if probe(self.config) is None:
+            return False
         wait_ready(self.config, stop=self.stop, on_waiting=self.on_waiting)
+        return True
 
 
 def not_ready_message(config: AgentConfig, budget_s: float, error: str) -> str:

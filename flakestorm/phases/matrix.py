@@ -25,6 +25,7 @@ from flakestorm.phases.phase import PhaseContext, PhasePlan, PhaseRequest, Secti
 from flakestorm.plan import Plan
 from flakestorm.redaction import Redactor
 from flakestorm.results import CellResult, InvariantInfo, PhaseOutcome, ScenarioInfo
+from flakestorm.revival import revived_notice
 from flakestorm.scoring import score_cells
 from flakestorm.spool import CELLS, Spool, Spooled
 
@@ -115,23 +116,8 @@ def run_matrix(
         channel.forget(scenario.name)  # its calls are in its cells now
     if channel is not None:
         channel.activate(calm)
-    warnings += revived_warning(executor.revived[revived:])
+    warnings += revived_notice(executor.revived[revived:], "cell")
     return _outcome(phase, plan, lines, infos, spool.items, warnings)
-
-
-def revived_warning(revived: Sequence[str]) -> list[str]:
-    """The report's notice that the agent went down under cells and was brought back before
-    the next one (``revived``: what it went down under, each time; :mod:`flakestorm.revival`)."""
-    cells = [what.removeprefix("cell ") for what in revived if what.startswith("cell ")]
-    if not cells:
-        return []
-    more = f" and {len(cells) - 1} more" if len(cells) > 1 else ""
-    return [
-        f"The agent stopped answering (its connection was refused or reset) under cell "
-        f"{cells[0]}{more}: flakestorm brought it back before the next cell (an agent it "
-        "started with agent.start is started again, its output appended to agent.log), so no "
-        "cell after it was sent to a dead agent."
-    ]
 
 
 def _outcome(

@@ -76,6 +76,7 @@ from flakestorm.results import (
     PhaseScore,
     Status,
 )
+from flakestorm.revival import revived_notice
 from flakestorm.scoring import score_mutations
 from flakestorm.spool import MUTATIONS, Spool
 
@@ -227,6 +228,7 @@ def run_mutations(plan: MutationPlan, context: PhaseContext) -> PhaseOutcome:
 
     channel = context.channel
     probes = _Probes(plan.mutations, SCENARIO if channel is not None else "")
+    revived = len(executor.revived)
     min_pass = config.advanced.effective_min_pass
     severities = {inv.id: inv.severity for inv in plan.invariants}
     # each mutation goes to disk once final (memory stays flat in the number of mutations)
@@ -271,6 +273,7 @@ def run_mutations(plan: MutationPlan, context: PhaseContext) -> PhaseOutcome:
         cells=(),
         score=score_mutations(results),
         mutations=results,
+        warnings=tuple(revived_notice(executor.revived[revived:], "mutation")),
     )
 
 
