@@ -107,14 +107,7 @@ class AgentProcess:
         process = self._process
         if process is None or process.poll() is None:
             try:
-                wait_ready(
-                    self.config,
-                    clock=self._clock,
-                    sleep=self._sleep,
-                    check=self._check_alive,
-                    stop=self._stop,
-                    on_waiting=self._on_waiting,
-                )
+                self._wait_ready()
                 return True
             except _ExitedEarly:
                 process = self._process
@@ -127,6 +120,17 @@ class AgentProcess:
             )
         self._launch("ab")
         return True
+
+    def _wait_ready(self) -> None:
+        """Wait until the agent answers; _ExitedEarly when the process exits meanwhile."""
+        wait_ready(
+            self.config,
+            clock=self._clock,
+            sleep=self._sleep,
+            check=self._check_alive,
+            stop=self._stop,
+            on_waiting=self._on_waiting,
+        )
 
     def _launch(self, mode: str) -> None:
         """Run ``start.command`` (its output to the log, opened with ``mode``) and wait until
@@ -153,14 +157,7 @@ class AgentProcess:
             ) from None
         self.started = True
         try:
-            wait_ready(
-                self.config,
-                clock=self._clock,
-                sleep=self._sleep,
-                check=self._check_alive,
-                stop=self._stop,
-                on_waiting=self._on_waiting,
-            )
+            self._wait_ready()
         except _ExitedEarly as exc:
             self.stop()
             raise AgentNotReady(str(exc)) from None
