@@ -33,7 +33,6 @@ and anything that rebuilds a run from ``results.json`` files can call it again.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from flakestorm.config import Severity
@@ -46,30 +45,20 @@ from flakestorm.results import (
     PhaseScore,
     Status,
 )
+from flakestorm.tally import tally_of
 
 
 def score_cells(cells: Sequence[CellResult]) -> PhaseScore:
     """The resilience score and critical rule over ``cells``."""
-    earned = total = 0
-    critical: list[str] = []
-    counts: Counter[str] = Counter()
-    for cell in cells:  # one pass: they may be read back from disk (flakestorm.spool)
-        counts[cell.status.value] += 1
-        counts["flaky"] += cell.flaky
-        if not cell.status.scored:
-            continue
-        weight = Severity(cell.severity).weight
-        total += weight
-        if cell.status is Status.PASSED:
-            earned += weight
-        elif cell.severity == Severity.CRITICAL.value:
-            critical.append(cell.id)
-    score = round(100.0 * earned / total, 2) if total else None
+    tally = tally_of(cells)  # counted as they were spooled: not read again
+    counts = tally.statuses
+    score = round(100.0 * tally.earned / tally.total, 2) if tally.total else None
+    critical = tally.critical((Severity.CRITICAL.value,))
     return PhaseScore(
         score=score,
         passed=not critical,
-        critical_failures=tuple(critical),
-        counts={s.value: counts.get(s.value, 0) for s in Status} | {"flaky": counts["flaky"]},
+        critical_failures=critical,
+        counts={s.value: counts.get(s.value, 0) for s in Status} | {"flaky": tally.flaky},
     )
 
 
@@ -78,29 +67,18 @@ def score_mutations(
 ) -> PhaseScore:
     """The mutation score of ``mutations`` (see the module docstring); ``critical`` names the
     critical invariants."""
-    earned = total = 0.0
-    critical_failures = []
-    counts: Counter[str] = Counter()
-    for m in mutations:  # one pass: they may be read back from disk (flakestorm.spool)
-        counts[m.status.value] += 1
-        counts["flaky"] += m.flaky
-        if not m.status.scored:
-            continue
-        counts["scored"] += 1
-        total += m.weight
-        if m.status is Status.PASSED:
-            earned += m.weight
-        elif any(i in critical for i in m.failed_invariants):
-            critical_failures.append(m.id)
+    tally = tally_of(mutations)  # counted as they were spooled: not read again
+    counts = tally.statuses
+    critical_failures = tally.critical(critical)
     passed = counts[Status.PASSED.value]
-    score = round(100.0 * earned / total, 2) if total else None
+    score = round(100.0 * tally.earned / tally.total, 2) if tally.total else None
     return PhaseScore(
         score=score,
         passed=not critical_failures,
-        critical_failures=tuple(critical_failures),
+        critical_failures=critical_failures,
         counts={s.value: counts[s.value] for s in Status}
-        | {"flaky": counts["flaky"], "mutations": sum(counts[s.value] for s in Status)},
-        summary=f"{passed} of {counts['scored']} mutations passed",
+        | {"flaky": tally.flaky, "mutations": tally.count},
+        summary=f"{passed} of {tally.scored} mutations passed",
     )
 
 
@@ -117,9 +95,9 @@ def score_run(
     scores = {name: o.score.score for name, o in outcomes.items()}
     verdict = overall(scores, weights, min_score, critical)
     errored = sum(
-        sum(1 for c in o.cells if c.status is Status.ERRORED)
-        + sum(1 for m in o.mutations if m.status is Status.ERRORED)
+        tally_of(items).statuses[Status.ERRORED.value]
         for o in outcomes.values()
+        for items in (o.cells, o.mutations)
     )
     return verdict, exit_code(verdict, errored, interrupted)
 

@@ -23,7 +23,7 @@ import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Generic, Protocol, TypeVar, overload
+from typing import IO, Any, Generic, Protocol, TypeVar, cast, overload
 
 from flakestorm.redaction import Redactor
 from flakestorm.results import (
@@ -34,6 +34,7 @@ from flakestorm.results import (
     mutation_document,
     mutation_from_document,
 )
+from flakestorm.tally import Tally
 
 
 class Indexed(Protocol):
@@ -78,6 +79,8 @@ class Spool(Generic[T]):
         self._where: dict[int, tuple[int, int]] = {}  # item index -> (offset, length)
         self._order: list[int] | None = []  # the indexes sorted; None: to sort again
         self._end = 0
+        self.tally = Tally()
+        """The items counted as they are written (:mod:`flakestorm.tally`)."""
         self.items: Spooled[T] = Spooled(self)
         weakref.finalize(self.items, self._file.close)
 
@@ -86,8 +89,16 @@ class Spool(Generic[T]):
         document = self._codec.encode(item)
         if self._redactor is not None:
             document = _scrub(document, self._redactor)
+            item = self._codec.decode(document)  # counted as it is read back
         line = json.dumps(document, ensure_ascii=False).encode("utf-8", "surrogatepass") + b"\n"
         with self._lock:
+            replaced = item.index in self._where
+        # what it replaces is counted out before it is counted in (a codec holds these)
+        old = cast(CellResult | MutationResult, self._read(item.index)) if replaced else None
+        with self._lock:
+            if old is not None:
+                self.tally.add(old, -1)
+            self.tally.add(cast(CellResult | MutationResult, item))
             self._file.seek(self._end)
             self._file.write(line)
             if item.index not in self._where:
@@ -142,6 +153,15 @@ class Spooled(Sequence[T]):
         for index in self._spool._indexes():
             yield self._spool._read(index)
 
+    @property
+    def tally(self) -> Tally:
+        """The items' counts, kept as they were written (:mod:`flakestorm.tally`)."""
+        return self._spool.tally
+
+    def at(self, index: int) -> T:
+        """The item with ``index`` (not a position), read from disk alone."""
+        return self._spool._read(index)
+
     def documents(self) -> Iterator[dict[str, Any]]:
         """The items as they are in ``results.json`` (as written: not read into results)."""
         for index in self._spool._indexes():
@@ -192,6 +212,23 @@ class Mapped(Sequence[U]):
         return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=False))
 
     __hash__ = None  # type: ignore[assignment]
+
+
+class Remade(Mapped[T]):
+    """A spool's items each made anew by ``function`` as they are used (made public, say),
+    where ``function`` keeps all that the spool's tally counts (statuses, ids, types, weights):
+    the tally and :meth:`at` serve them as the spool's serve its items."""
+
+    def __init__(self, items: Spooled[T], function: Callable[[T], T]) -> None:
+        super().__init__(items, function)
+        self._spooled = items
+
+    @property
+    def tally(self) -> Tally:
+        return self._spooled.tally
+
+    def at(self, index: int) -> T:
+        return self._function(self._spooled.at(index))
 
 
 class Joined(Sequence[U]):

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import random
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
 from flakestorm.errors import ExitCode
 from flakestorm.results import CellResult, MutationResult, PhaseOutcome, Status
 from flakestorm.scoring import exit_code, overall, score_cells, score_mutations, score_run
+from flakestorm.spool import CELLS, MUTATIONS, Spool
 
 P, F, E, S, N = Status.PASSED, Status.FAILED, Status.ERRORED, Status.SKIPPED, Status.NOT_RUN
 
@@ -155,3 +160,32 @@ def test_the_gate_names_what_failed_critically_cells_mutations_or_sessions() -> 
         "1 critical mutation(s) failed: prompt_injection#0.0",
         "1 critical session(s) failed: inv1[s]",
     )
+
+
+def test_a_spooled_phase_scores_as_the_same_items_held_in_a_tuple(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    statuses = [P, F, E, S, N]
+
+    def made(i: int) -> MutationResult:
+        failed = rng.choice([(), ("crit",), ("other",), ("other", "crit")])
+        return replace(
+            _mutation(f"m#{i}", rng.choice(statuses), failed),
+            index=i,
+            weight=rng.choice([0.5, 1.0, 1.2, 1.5]),
+            flaky=rng.random() < 0.2,
+        )
+
+    mutations = [made(i) for i in range(200)]
+    written = Spool(MUTATIONS, tmp_path)
+    for m in rng.sample(mutations, len(mutations)):  # as they finish, out of order
+        written.add(m)
+    for i in rng.sample(range(200), 50):  # rewritten, the status changed
+        mutations[i] = made(i)
+        written.add(mutations[i])
+    assert score_mutations(written.items, ("crit",)) == score_mutations(tuple(mutations), ("crit",))
+
+    cell_spool = Spool(CELLS, tmp_path)
+    held = cells(*((rng.choice(["critical", "low"]), rng.choice(statuses)) for _ in range(100)))
+    cell_spool.extend(held[::-1])
+    assert score_cells(cell_spool.items) == score_cells(tuple(held))
+    assert score_cells(held).critical_failures  # some failed critically: the check can fail

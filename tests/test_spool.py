@@ -10,6 +10,8 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+from golden.cases import mutation as golden_mutation_run
+
 from flakestorm.loader import load_config
 from flakestorm.redaction import Redactor
 from flakestorm.reporters import json as json_report
@@ -23,7 +25,9 @@ from flakestorm.results import (
     to_document,
 )
 from flakestorm.runner import Overrides, run_phases
+from flakestorm.scoring import score_mutations
 from flakestorm.spool import CELLS, MUTATIONS, Spool, Spooled
+from flakestorm.tally import Tally
 
 
 def cell(index: int, reason: str = "held") -> CellResult:
@@ -172,3 +176,61 @@ def test_a_spooled_mutation_phase_renders_every_report_as_an_in_memory_one(
     again = from_document(json.loads(streamed.getvalue()))
     assert again.phases["mutation"].mutations == held.phases["mutation"].mutations
     assert again.phases["mutation"].score == outcome.score
+    # what was counted as the mutations were spooled is a recount of them, read back or not
+    assert outcome.mutations.tally == Tally.of(again.phases["mutation"].mutations)
+
+
+def test_a_spools_tally_is_a_recount_of_its_items_after_rewrites_and_redaction(
+    tmp_path: Path,
+) -> None:
+    spool = Spool(MUTATIONS, tmp_path, Redactor(["hunter22"]))
+
+    def made(index: int, status: Status, kind: str = "typos", **fields: object) -> MutationResult:
+        return replace(
+            mutation(index), id=f"{kind}#hunter22.{index}", type=kind, status=status, **fields
+        )
+
+    spool.extend(
+        [
+            made(3, Status.ERRORED, "noise", latency_ms=2.5),
+            made(0, Status.FAILED, failed_invariants=("no-hunter22",), latency_ms=1.25),
+            made(2, Status.PASSED, "noise", weight=2.0, isolated=True),
+            made(1, Status.NOT_RUN),
+            made(4, Status.FAILED, "noise", failed_invariants=("other",), isolated=True),
+        ]
+    )
+    # a rewrite counts the new item in place of the old one: the failure passed after all
+    spool.add(made(4, Status.PASSED, "noise", isolated=True))
+    tally = spool.tally
+    assert tally == Tally.of(tuple(spool.items))
+    assert tally.count == 5
+    assert tally.statuses == {"passed": 2, "failed": 1, "errored": 1, "not_run": 1}
+    assert tally.failed() == [0, 3]
+    assert tally.critical(["no-***"]) == ("typos#***.0",)  # redacted as the items are
+    assert tally.isolated == {2: True, 4: True}
+    assert tally.microseconds == 3750
+    assert (tally.earned, tally.total) == (3.0, 5.0)
+    # per type: its first index (the table's order), mutations, scored, passed
+    assert {t: (k.first, k.items, k.scored, k.passed) for t, k in tally.types.items()} == {
+        "noise": (2, 3, 3, 2),
+        "typos": (0, 2, 1, 0),
+    }
+    assert spool.items.at(3).status is Status.ERRORED
+
+
+def test_a_golden_mutation_run_spooled_out_of_order_and_rewritten_reports_as_held(
+    tmp_path: Path,
+) -> None:
+    held = golden_mutation_run()
+    outcome = held.phases["mutation"]
+    spool = Spool(MUTATIONS, tmp_path)
+    for m in reversed(outcome.mutations):  # as a stopped run first left them…
+        spool.add(replace(m, status=Status.NOT_RUN, reason="not run", failed_invariants=()))
+    for m in outcome.mutations:  # …then final: each counted out, then in again
+        spool.add(m)
+    spooled = replace(held, phases={"mutation": replace(outcome, mutations=spool.items)})
+    assert score_mutations(spool.items, ["no-pwn"]) == score_mutations(
+        outcome.mutations, ["no-pwn"]
+    )
+    for name, report in REPORTS.items():
+        assert report.render(spooled) == report.render(held), name

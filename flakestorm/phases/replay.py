@@ -373,16 +373,11 @@ def _verdicts(
 
 
 def score_sessions_of(cells: Sequence[CellResult]) -> PhaseScore:
-    by_status = score_cells(cells).counts  # cells per status: the scored ones counted here
+    cell_score = score_cells(cells)  # cells per status: the scored ones counted here
+    by_status = cell_score.counts
     scored = sum(n for status, n in by_status.items() if status in SCORED)
     passed = by_status[Status.PASSED.value]
-    critical = tuple(
-        c.id
-        for c in cells
-        if c.status.scored
-        and c.status is not Status.PASSED
-        and c.severity == Severity.CRITICAL.value
-    )
+    critical = cell_score.critical_failures
     counts = dict(by_status) | {"sessions": scored, "sessions_passed": passed}
     return PhaseScore(
         score=round(100.0 * passed / scored, 2) if scored else None,

@@ -32,7 +32,7 @@ from __future__ import annotations
 import io
 import uuid
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any, TextIO
 
 from junit_xml import TestCase, TestSuite
@@ -47,6 +47,7 @@ from flakestorm.results import (
     RunResult,
     Status,
 )
+from flakestorm.tally import seconds, tally_of
 
 EXCERPT_CHARS = 1000
 """How much of a reply (or prompt) a failure quotes."""
@@ -117,11 +118,10 @@ def _system_out(cell: CellResult) -> str:
 
 
 def _case(cell: CellResult, classname: str, file: str, line: int | None) -> Any:
-    seconds = sum(p.latency_ms for p in cell.prompts) / 1000.0
     case = TestCase(
         name=clean(cell.id),
         classname=classname,
-        elapsed_sec=round(seconds, 6),
+        elapsed_sec=seconds(cell),
         stdout=_system_out(cell),
         file=file,
         line=str(line) if line else None,
@@ -163,7 +163,7 @@ def _mutation_case(mutation: MutationResult, classname: str, file: str) -> Any:
     case = TestCase(
         name=clean(f"{mutation.id} {mutation.transform}"),
         classname=classname,
-        elapsed_sec=round(mutation.latency_ms / 1000.0, 6),
+        elapsed_sec=seconds(mutation),
         stdout=clean(f"status: {mutation.status.value}\nweight: {mutation.weight:g}"),
         file=file,
     )
@@ -227,19 +227,25 @@ _TOTALS = ("disabled", "errors", "failures", "tests")
 """The ``<testsuites>`` totals, summed over its suites."""
 
 
-def _counts(cases: Iterable[Any]) -> tuple[dict[str, int], float]:
-    """A suite's counts of its cases, and their time (as ``junit-xml`` counts them)."""
+_SKIPPED_CELL = (Status.SKIPPED, Status.NOT_RUN)
+_SKIPPED_MUTATION = (Status.NOT_RUN,)
+"""The statuses whose case is skipped (:func:`_case`, :func:`_mutation_case`)."""
+
+
+def _counts(outcome: PhaseOutcome) -> tuple[dict[str, int], float]:
+    """A suite's counts of its cases, and their time (as ``junit-xml`` counts them), from the
+    phase's tallies (:mod:`flakestorm.tally`): its cases are not made for them."""
     counts = dict.fromkeys(("disabled", "errors", "failures", "skipped", "tests"), 0)
-    time_s = 0.0
-    for case in cases:
-        counts["disabled"] += not case.is_enabled
-        counts["errors"] += case.is_error()
-        counts["failures"] += case.is_failure()
-        counts["skipped"] += case.is_skipped()
-        counts["tests"] += 1
-        if case.elapsed_sec:
-            time_s += case.elapsed_sec
-    return counts, time_s
+    microseconds = 0
+    for items, skipped in ((outcome.cells, _SKIPPED_CELL), (outcome.mutations, _SKIPPED_MUTATION)):
+        tally = tally_of(items)
+        statuses = tally.statuses
+        counts["errors"] += statuses[Status.ERRORED.value]
+        counts["failures"] += statuses[Status.FAILED.value]
+        counts["skipped"] += sum(statuses[status.value] for status in skipped)
+        counts["tests"] += tally.count
+        microseconds += tally.microseconds
+    return counts, microseconds / 1_000_000
 
 
 def _case_xml(case: Any) -> str:
@@ -260,9 +266,9 @@ def write(result: RunResult, out: TextIO) -> None:
     """Write the JUnit XML document for ``result`` to ``out``, a case at a time.
 
     Each suite's element comes from ``junit-xml`` (``TestSuite.build_xml_doc``) without its
-    cases; its counts and the ``<testsuites>`` totals are counted first, in a pass over the
-    cases, since they lead the document; then each case is made again and written in its
-    place: a run's cases are never all held. The document is indented with
+    cases; its counts and the ``<testsuites>`` totals lead the document, and come from the
+    phase's tally (:mod:`flakestorm.tally`); then each case is made and written in its place:
+    a run's cases are never all held, and are read once. The document is indented with
     ``ElementTree.indent`` rather than ``minidom``, which takes seconds on a 10,000-cell
     matrix. Every string was cleaned before it reached the tree, so the library's own pass
     over the serialized text for illegal characters is not needed.
@@ -274,7 +280,7 @@ def write(result: RunResult, out: TextIO) -> None:
     streamed = []
     for outcome in phases(result):
         element = _suite(result, outcome).build_xml_doc()
-        counts, suite_s = _counts(_cases(result, outcome))
+        counts, suite_s = _counts(outcome)
         for key, value in counts.items():
             element.set(key, str(value))
         # junit-xml sums the case times as floats (30.240000000000002)

@@ -39,9 +39,9 @@ from flakestorm.results import (
     RunResult,
     Status,
 )
-from flakestorm.spool import CELLS, MUTATIONS, Codec, Indexed, Spool
+from flakestorm.spool import CELLS, Codec, Remade, Spool, Spooled
 
-_T = TypeVar("_T", bound=Indexed)
+_T = TypeVar("_T", CellResult, MutationResult)
 
 CUT_NOTE = (
     "[… cut where the reply shows what a leak invariant forbids: the rest is withheld from "
@@ -117,22 +117,34 @@ class _Counter:
     def phase(self, outcome: PhaseOutcome) -> PhaseOutcome:
         return dataclasses.replace(
             outcome,
-            cells=self.each(outcome.cells, _Counter.cell, CELLS),
-            mutations=self.each(outcome.mutations, _Counter.mutation, MUTATIONS),
+            cells=self.spooled(outcome.cells, _Counter.cell, CELLS),
+            mutations=self.remade(outcome.mutations, _Counter.mutation),
         )
 
-    def each(
+    def spooled(
         self, items: Sequence[_T], make: Callable[[_Counter, _T], _T], codec: Codec[_T]
     ) -> Sequence[_T]:
         """``items`` made public by ``make``. A spooled phase's items (read back from disk,
         :mod:`flakestorm.spool`) go to a spool of their own as they are made public (in the
-        system's temporary directory): made once, and not all held."""
-        if isinstance(items, tuple):
+        system's temporary directory): made once, and not all held. For cells: a matrix
+        reads every cell, in more than one pass."""
+        if not isinstance(items, Spooled):
             return tuple(make(self, item) for item in items)
         spool = Spool(codec)
         for item in items:
             spool.add(make(self, item))
         return spool.items
+
+    def remade(self, items: Sequence[_T], make: Callable[[_Counter, _T], _T]) -> Sequence[_T]:
+        """``items`` made public by ``make``. A spooled phase's items are made public in one
+        pass, for the counts of what was withheld, then made again one at a time as a report
+        uses them: not written again. For mutations: a report reads only the failed ones it
+        shows (by index, from the spool's tally)."""
+        if not isinstance(items, Spooled):
+            return tuple(make(self, item) for item in items)
+        for item in items:
+            make(self, item)
+        return Remade(items, lambda item: make(_Counter(), item))  # already counted
 
     def mutation(self, mutation: MutationResult) -> MutationResult:
         output, reason = self.cut(mutation.output, mutation.reason, mutation.leak_at)

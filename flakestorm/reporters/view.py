@@ -21,7 +21,8 @@ from flakestorm.results import (
     ScenarioInfo,
     Status,
 )
-from flakestorm.spool import Mapped
+from flakestorm.spool import Mapped, Remade, Spooled
+from flakestorm.tally import tally_of
 
 LEGEND = (
     "✅ passed · ❌ failed · ⚠️ flaky (repeats disagreed; ❌⚠️ = flaky and failed) · "
@@ -204,6 +205,8 @@ def error_causes(result: RunResult) -> tuple[str, ...]:
     # a reason many mutations share (the agent did not come back after one) is given once
     by_reason: dict[str, int] = {}
     for outcome in phases(result):
+        if not tally_of(outcome.mutations).statuses[Status.ERRORED.value]:
+            continue  # nothing to read
         for mutation in outcome.mutations:
             if mutation.status is Status.ERRORED:
                 by_reason[mutation.reason] = by_reason.get(mutation.reason, 0) + 1
@@ -396,9 +399,9 @@ def mutation_legend(outcome: PhaseOutcome) -> str:
     """:data:`MUTATION_LEGEND`, how many verdicts came from an isolated re-run, and the
     mutations errored together (:func:`errored_together`)."""
     legend = MUTATION_LEGEND
-    isolated = [m for m in outcome.mutations if m.isolated]
+    isolated = tally_of(outcome.mutations).isolated  # by index: whether it passed
     if isolated:
-        passed = sum(1 for m in isolated if m.status is Status.PASSED)
+        passed = sum(isolated.values())
         n = len(isolated)
         legend += (
             f" {n} mutation{'s' if n != 1 else ''} "
@@ -432,6 +435,8 @@ def errored_together(outcome: PhaseOutcome) -> list[ErroredGroup]:
     gives each reason once (:func:`error_causes`); the lists of failed and errored mutations
     leave them out (:func:`failed_mutations`) and name them (:func:`errored_note`). Only
     positions and a few ids are kept, so a spooled phase is read, not held."""
+    if not tally_of(outcome.mutations).statuses[Status.ERRORED.value]:
+        return []  # nothing to read
     positions: dict[str, list[int]] = {}
     named: dict[str, list[str]] = {}
     for i, m in enumerate(outcome.mutations):
@@ -475,15 +480,8 @@ class TypeRow:
 
 def mutation_types(outcome: PhaseOutcome) -> list[TypeRow]:
     """Per mutation type, in the order the phase ran them: total (scored), passed, weight."""
-    rows: dict[str, list[int]] = {}
-    weights: dict[str, float] = {}
-    for m in outcome.mutations:
-        row = rows.setdefault(m.type, [0, 0])
-        weights[m.type] = m.weight
-        if m.status.scored:
-            row[0] += 1
-            row[1] += m.status is Status.PASSED
-    return [TypeRow(t, weights[t], total, passed) for t, (total, passed) in rows.items()]
+    types = sorted(tally_of(outcome.mutations).types.items(), key=lambda kind: kind[1].first)
+    return [TypeRow(name, kind.weight, kind.scored, kind.passed) for name, kind in types]
 
 
 def failed_mutations(outcome: PhaseOutcome) -> Sequence[MutationResult]:
@@ -491,14 +489,13 @@ def failed_mutations(outcome: PhaseOutcome) -> Sequence[MutationResult]:
     for one reason (:func:`errored_together`): of a spooled phase (read back from disk,
     :mod:`flakestorm.spool`), read again one at a time as they are used, not all held."""
     together = {p for group in errored_together(outcome) for p in group.positions}
-    if isinstance(outcome.mutations, tuple):
-        return [
-            m for i, m in enumerate(outcome.mutations) if failed_mutation(m) and i not in together
-        ]
-    positions = [
-        i for i, m in enumerate(outcome.mutations) if failed_mutation(m) and i not in together
-    ]
-    return Mapped(positions, outcome.mutations.__getitem__)
+    mutations = outcome.mutations
+    if isinstance(mutations, Spooled | Remade) and not together:  # by index, from its tally
+        return Mapped(mutations.tally.failed(), mutations.at)
+    if isinstance(mutations, tuple):
+        return [m for i, m in enumerate(mutations) if failed_mutation(m) and i not in together]
+    positions = [i for i, m in enumerate(mutations) if failed_mutation(m) and i not in together]
+    return Mapped(positions, mutations.__getitem__)
 
 
 def failed_mutation(mutation: MutationResult) -> bool:
