@@ -61,6 +61,12 @@ CELLS: Codec[CellResult] = Codec("cells", cell_document, cell_from_document)
 MUTATIONS: Codec[MutationResult] = Codec("mutations", mutation_document, mutation_from_document)
 
 
+_BUFFER = 1 << 20
+"""Bytes of lines a spool gathers before it writes them to its file: a write lets the other
+threads take the GIL, and an item is written under the executor's lock (its sink), where the
+other workers wait; a write per item (or per few) made the mutation phase far slower."""
+
+
 class Spool(Generic[T]):
     """Where a phase's finished items go (thread-safe); :attr:`items` reads them back."""
 
@@ -74,6 +80,8 @@ class Spool(Generic[T]):
         self._file: IO[bytes] = tempfile.TemporaryFile(  # noqa: SIM115
             dir=directory, prefix=f".flakestorm-{codec.name}-"
         )
+        self._pending = bytearray()  # the last lines, not yet written to the file
+        self._written = 0  # where they start
         self._redactor = redactor if redactor else None
         self._lock = threading.Lock()
         self._where: dict[int, tuple[int, int]] = {}  # item index -> (offset, length)
@@ -99,8 +107,12 @@ class Spool(Generic[T]):
             if old is not None:
                 self.tally.add(old, -1)
             self.tally.add(cast(CellResult | MutationResult, item))
-            self._file.seek(self._end)
-            self._file.write(line)
+            self._pending += line
+            if len(self._pending) >= _BUFFER:
+                self._file.seek(self._written)
+                self._file.write(self._pending)
+                self._written += len(self._pending)
+                self._pending.clear()
             if item.index not in self._where:
                 self._order = None
             self._where[item.index] = (self._end, len(line))
@@ -119,8 +131,12 @@ class Spool(Generic[T]):
     def _document(self, index: int) -> dict[str, Any]:
         with self._lock:
             offset, length = self._where[index]
-            self._file.seek(offset)
-            line = self._file.read(length)
+            start = offset - self._written
+            if start >= 0:
+                line = bytes(self._pending[start : start + length])
+            else:
+                self._file.seek(offset)
+                line = self._file.read(length)
         document: dict[str, Any] = json.loads(line.decode("utf-8", "surrogatepass"))
         return document
 

@@ -10,8 +10,10 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from golden.cases import mutation as golden_mutation_run
 
+from flakestorm import spool as spool_module
 from flakestorm.loader import load_config
 from flakestorm.redaction import Redactor
 from flakestorm.reporters import json as json_report
@@ -234,3 +236,15 @@ def test_a_golden_mutation_run_spooled_out_of_order_and_rewritten_reports_as_hel
     )
     for name, report in REPORTS.items():
         assert report.render(spooled) == report.render(held), name
+
+
+def test_lines_past_the_write_buffer_come_back_from_the_file_and_from_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(spool_module, "_BUFFER", 300)  # a few lines at a time go to the file
+    spool = Spool(CELLS, tmp_path)
+    cells = [cell(i, "held " * i) for i in range(50)]
+    spool.extend(cells[::-1])
+    spool.add(cell(7, "settled"))
+    assert 0 < spool._written < spool._end  # some in the file, the last ones not yet
+    assert spool.items == tuple(cell(7, "settled") if c.index == 7 else c for c in cells)
