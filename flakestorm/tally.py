@@ -18,8 +18,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from flakestorm.config import Severity
 from flakestorm.results import CellResult, MutationResult, Status
+
+
+def _severity_weight(severity: str) -> int:
+    # imported here: the config package loads pydantic, which the CLI's start-up leaves out
+    from flakestorm.config import Severity
+
+    return Severity(severity).weight
 
 
 def seconds(item: CellResult | MutationResult) -> float:
@@ -85,7 +91,7 @@ class Tally:
             weight: float = item.weight
             keys = item.failed_invariants
         else:
-            weight, keys = Severity(item.severity).weight, (item.severity,)
+            weight, keys = _severity_weight(item.severity), (item.severity,)
         if not status.scored:
             return
         self.scored += sign
