@@ -223,6 +223,21 @@ def answer(prompt):
 """
 
 
+def _run_in_child(work: Path, agent: str, doc: dict[str, Any], driver: str) -> list[str]:
+    """Run ``driver`` in a fresh process in ``work``, with ``agent`` as ``scale_agent`` and
+    ``doc`` as its flakestorm.yaml: the words it prints."""
+    (work / "scale_agent.py").write_text(agent)
+    (work / "flakestorm.yaml").write_text(json.dumps(doc))
+    return subprocess.run(
+        [sys.executable, "-c", driver],
+        cwd=work,
+        env={**ENV, "PYTHONPATH": os.pathsep.join([str(ROOT), str(work)])},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+
+
 def bench_memory() -> bool:
     from contract_matrix import INVARIANT_KINDS
 
@@ -245,16 +260,7 @@ def bench_memory() -> bool:
     }
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        (work / "scale_agent.py").write_text(AGENT_MODULE)
-        (work / "flakestorm.yaml").write_text(json.dumps(doc))
-        out = subprocess.run(
-            [sys.executable, "-c", MEMORY_RUN],
-            cwd=work,
-            env={**ENV, "PYTHONPATH": os.pathsep.join([str(ROOT), str(work)])},
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.split()
+        out = _run_in_child(work, AGENT_MODULE, doc, MEMORY_RUN)
         sizes = {p.name: p.stat().st_size for p in (work / "out").iterdir() if p.is_file()}
     elapsed, n, rss_mb = float(out[0]), int(out[1]), int(out[2]) / 1024
     ok = rss_mb < 300
@@ -305,17 +311,7 @@ def _mutation_run(prompts: int) -> tuple[float, int, int, float, float]:
         "mutations": {"types": types, "count": 50},
     }
     with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        (work / "scale_agent.py").write_text(MUTATION_AGENT)
-        (work / "flakestorm.yaml").write_text(json.dumps(doc))
-        out = subprocess.run(
-            [sys.executable, "-c", MUTATION_RUN],
-            cwd=work,
-            env={**ENV, "PYTHONPATH": os.pathsep.join([str(ROOT), str(work)])},
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.split()
+        out = _run_in_child(Path(tmp), MUTATION_AGENT, doc, MUTATION_RUN)
     return float(out[0]), int(out[1]), int(out[2]), int(out[3]) / 1024, int(out[4]) / 1024
 
 
