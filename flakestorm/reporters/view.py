@@ -205,11 +205,8 @@ def error_causes(result: RunResult) -> tuple[str, ...]:
     # a reason many mutations share (the agent did not come back after one) is given once
     by_reason: dict[str, int] = {}
     for outcome in phases(result):
-        if not tally_of(outcome.mutations).statuses[Status.ERRORED.value]:
-            continue  # nothing to read
-        for mutation in outcome.mutations:
-            if mutation.status is Status.ERRORED:
-                by_reason[mutation.reason] = by_reason.get(mutation.reason, 0) + 1
+        for group in errored_groups(outcome):
+            by_reason[group.reason] = by_reason.get(group.reason, 0) + len(group.positions)
     shared = [reason for reason, n in by_reason.items() if n > 1]
     for reason in shared:
         causes.append(f"{_count(by_reason[reason], 'mutation')} errored: {reason}")
@@ -433,8 +430,13 @@ def errored_together(outcome: PhaseOutcome) -> list[ErroredGroup]:
     """Errored mutations that share their reason with others (the agent did not come back
     after a mutation: every one left errors alike), one group per reason. The run's verdict
     gives each reason once (:func:`error_causes`); the lists of failed and errored mutations
-    leave them out (:func:`failed_mutations`) and name them (:func:`errored_note`). Only
-    positions and a few ids are kept, so a spooled phase is read, not held."""
+    leave them out (:func:`failed_mutations`) and name them (:func:`errored_note`)."""
+    return [group for group in errored_groups(outcome) if len(group.positions) > 1]
+
+
+def errored_groups(outcome: PhaseOutcome) -> list[ErroredGroup]:
+    """The errored mutations of ``outcome`` by reason, one group per reason (alone or shared).
+    Only positions and a few ids are kept, so a spooled phase is read, not held."""
     if not tally_of(outcome.mutations).statuses[Status.ERRORED.value]:
         return []  # nothing to read
     positions: dict[str, list[int]] = {}
@@ -446,9 +448,7 @@ def errored_together(outcome: PhaseOutcome) -> list[ErroredGroup]:
             if len(ids) < ERRORED_NAMED:
                 ids.append(m.id)
     return [
-        ErroredGroup(reason, tuple(at), tuple(named[reason]))
-        for reason, at in positions.items()
-        if len(at) > 1
+        ErroredGroup(reason, tuple(at), tuple(named[reason])) for reason, at in positions.items()
     ]
 
 
