@@ -28,6 +28,7 @@ import contextlib
 import contextvars
 import json
 from collections.abc import Iterable, Iterator
+from typing import Any
 from urllib.parse import quote, quote_plus
 
 REDACTED = "***"
@@ -64,6 +65,20 @@ def _forms(secret: str) -> tuple[str, ...]:
         quote(secret, safe=""),
         quote_plus(secret, safe=""),
     )
+
+
+def redact_data(value: Any, redactor: Redactor, keys: bool = True) -> Any:
+    """``value`` (JSON data) with every secret in its strings replaced by ``***``: in its
+    mappings' keys too unless ``keys`` is False (documents whose keys are field names)."""
+    if isinstance(value, str):
+        return redactor(value)
+    if isinstance(value, dict):
+        return {
+            (redactor(k) if keys else k): redact_data(v, redactor, keys) for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [redact_data(v, redactor, keys) for v in value]
+    return value
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from flakestorm.redaction import Redactor
+from flakestorm.redaction import Redactor, redact_data
 
 _T = TypeVar("_T")
 _SHARD = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
@@ -81,7 +81,7 @@ def config_document(config: Any, secrets: Iterable[str]) -> dict[str, Any]:
     every value that came from the environment replaced by ``***``."""
     redactor = Redactor(secrets)
     dumped = config.model_dump(mode="json", by_alias=True)
-    return _scrub(dumped, redactor) if redactor else dumped  # type: ignore[no-any-return]
+    return redact_data(dumped, redactor) if redactor else dumped  # type: ignore[no-any-return]
 
 
 def digest_of(document: Mapping[str, Any]) -> str:
@@ -93,13 +93,3 @@ def digest_of(document: Mapping[str, Any]) -> str:
 def config_digest(config: Any, secrets: Iterable[str]) -> str:
     """The digest shards of one run share (see the module docstring)."""
     return digest_of(config_document(config, secrets))
-
-
-def _scrub(value: Any, redactor: Redactor) -> Any:
-    if isinstance(value, str):
-        return redactor(value)
-    if isinstance(value, dict):
-        return {redactor(k): _scrub(v, redactor) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_scrub(v, redactor) for v in value]
-    return value

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Generic, Protocol, TypeVar, cast, overload
 
-from flakestorm.redaction import Redactor
+from flakestorm.redaction import Redactor, redact_data
 from flakestorm.results import (
     CellResult,
     MutationResult,
@@ -96,7 +96,7 @@ class Spool(Generic[T]):
         """Write ``item`` (an item written again under the same index replaces it)."""
         document = self._codec.encode(item)
         if self._redactor is not None:
-            document = _scrub(document, self._redactor)
+            document = redact_data(document, self._redactor, keys=False)
             item = self._codec.decode(document)  # counted as it is read back
         line = json.dumps(document, ensure_ascii=False).encode("utf-8", "surrogatepass") + b"\n"
         with self._lock:
@@ -277,13 +277,3 @@ class Joined(Sequence[U]):
     def __iter__(self) -> Iterator[U]:
         for part in self._parts:
             yield from part
-
-
-def _scrub(value: Any, redactor: Redactor) -> Any:
-    if isinstance(value, str):
-        return redactor(value)
-    if isinstance(value, dict):
-        return {k: _scrub(v, redactor) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_scrub(v, redactor) for v in value]
-    return value

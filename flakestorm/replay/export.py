@@ -35,7 +35,7 @@ from flakestorm.chaos.recording import ordinal
 from flakestorm.config import LlmReply, Session, ToolResponse, Verify
 from flakestorm.errors import UsageError
 from flakestorm.loader.sessions import session_text
-from flakestorm.redaction import Redactor
+from flakestorm.redaction import Redactor, redact_data
 from flakestorm.results import (
     CallRecord,
     CellResult,
@@ -113,7 +113,7 @@ def write_sessions(
             session = session.model_copy(update={"id": f"{session.id}-{n}"})
         path = out_dir / f"{unique}.yaml"
         if redactor:  # in the values (a `***` written into YAML text would read as an alias)
-            session = Session.model_validate(_scrub(session.model_dump(mode="json"), redactor))
+            session = Session.model_validate(redact_data(session.model_dump(mode="json"), redactor))
         text = redactor(session_text(session)) if redactor else session_text(session)
         if _other_text(path, text):
             if kept is not None:
@@ -125,17 +125,6 @@ def write_sessions(
             raise UsageError(f"cannot write {path} ({exc.strerror})") from None
         written.append(path)
     return written
-
-
-def _scrub(value: Any, redactor: Redactor) -> Any:
-    """``value`` (JSON data) with every secret in its strings replaced by ``***``."""
-    if isinstance(value, str):
-        return redactor(value)
-    if isinstance(value, dict):
-        return {redactor(str(k)): _scrub(v, redactor) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_scrub(v, redactor) for v in value]
-    return value
 
 
 def _other_text(path: Path, text: str) -> bool:
