@@ -72,6 +72,7 @@ from flakestorm.results import (
 )
 from flakestorm.scoring import score_cells
 from flakestorm.spool import CELLS, Spool
+from flakestorm.tally import tally_of
 from flakestorm.validation.paths import ConfigPath, format_path
 
 COLUMN = "replay"
@@ -373,9 +374,9 @@ def _verdicts(
 
 
 def score_sessions_of(cells: Sequence[CellResult]) -> PhaseScore:
-    cell_score = score_cells(cells)  # cells per status: the scored ones counted here
+    cell_score = score_cells(cells)  # cells per status
     by_status = cell_score.counts
-    scored = sum(n for status, n in by_status.items() if status in SCORED)
+    scored = tally_of(cells).scored  # counted as they were spooled: not read again
     passed = by_status[Status.PASSED.value]
     critical = cell_score.critical_failures
     counts = dict(by_status) | {"sessions": scored, "sessions_passed": passed}
@@ -386,9 +387,6 @@ def score_sessions_of(cells: Sequence[CellResult]) -> PhaseScore:
         counts=counts,
         summary=f"{passed} of {scored} sessions passed",
     )
-
-
-SCORED = frozenset(s.value for s in Status if s.scored)
 
 
 def score_sessions(outcome: PhaseOutcome) -> PhaseScore:
