@@ -27,12 +27,11 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+from support.workflows import WORKFLOWS, documented_workflows, shipped_workflows
 
 ROOT = Path(__file__).resolve().parent.parent
-WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 RELEASE = ROOT / ".github" / "workflows" / "release.yml"
 SCRIPT = ROOT / "scripts" / "release"
-DOCS = (ROOT / "README.md", ROOT / "docs" / "action.md")
 PINNED = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40} # v\d+\.\d+\.\d+$")
 DIGEST = "sha256:" + "ab" * 32
 
@@ -48,25 +47,6 @@ def _load(text: str) -> Any:
     if isinstance(data, dict) and True in data:
         data["on"] = data.pop(True)
     return data
-
-
-def documented_workflows() -> dict[str, str]:
-    """The complete workflows (``on:`` and ``jobs:``) in the README and docs/action.md."""
-    found = {}
-    for doc in DOCS:
-        text = doc.read_text(encoding="utf-8")
-        for n, match in enumerate(re.finditer(r"```yaml\n(.*?)```", text, re.S), start=1):
-            body = match[1]
-            if re.search(r"^on:", body, re.M) and re.search(r"^jobs:", body, re.M):
-                found[f"{doc.name}-{n}"] = body
-    return found
-
-
-def shipped_workflows() -> dict[str, str]:
-    """The documented workflows and the one ``flakestorm init --github`` writes."""
-    from flakestorm.starter import STARTER_WORKFLOW
-
-    return {**documented_workflows(), "init-github": STARTER_WORKFLOW}
 
 
 def _uses_lines(text: str) -> list[str]:
