@@ -27,6 +27,7 @@ SECTIONS: dict[str, str] = {
     "Proxy": "proxy",
     "Mutations": "mutations",
     "LlmEndpoint": "mutations.llm",
+    "MutationLlm": "mutations.llm",
     "Replays": "replays",
     "Session": "replays.sessions[]",
     "SessionFile": "replays.sessions[]",
@@ -263,6 +264,10 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "mutations.llm.api_key": "API key; use `${VAR}` so it stays out of the file.",
     "mutations.llm.temperature": "Sampling temperature of the chat completions (the "
     "endpoint's default when unset).",
+    "mutations.llm.fallback": "What to do with a variant the model would not write (it "
+    "refused, echoed the prompt or left the attack out, after retries): unset stops the run "
+    "(exit 3) naming the endpoint, the mutation and why; `templates` uses that variant's "
+    "template transform instead, and every report says so.",
     "mutations.cache_dir": "Where the `llm` generator caches its mutations, relative to the "
     "config file (delete it to have them written again).",
     # replays
@@ -483,6 +488,9 @@ ENUM_DESCRIPTIONS: dict[str, dict[str, str]] = {
     "MutationGenerator": {
         "templates": "Deterministic, offline, seeded transformations.",
         "llm": "An LLM writes the prompt-level mutations (`mutations.llm`).",
+    },
+    "LlmFallback": {
+        "templates": "A variant the model would not write takes its template transform.",
     },
     "OutputFormat": {
         "junit": "JUnit XML.",

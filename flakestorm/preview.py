@@ -6,14 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flakestorm.config import AgentType, Config, InvariantType
+from flakestorm.config import AgentType, Config, InvariantType, MutationGenerator
 from flakestorm.errors import Problem, UsageError
 from flakestorm.loader.replays import resolve_sessions
-from flakestorm.mutations.generation import left_out, slots
+from flakestorm.mutations.generation import left_out, slots, writes
 from flakestorm.mutations.registry import types_of
 from flakestorm.phases.matrix import MatrixCount, count_invocations
 from flakestorm.phases.phase import PhaseName
 from flakestorm.plan import build_plan
+from flakestorm.redaction import without_userinfo
 
 
 def count_matrix(config: Config) -> MatrixCount | None:
@@ -32,13 +33,6 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def without_userinfo(url: str) -> str:
-    scheme, sep, rest = url.partition("://")
-    if sep and "@" in rest.split("/", 1)[0]:
-        return f"{scheme}://***@{rest.split('@', 1)[1]}"
-    return url
-
-
 def notes(config: Config) -> list[str]:
     """What ``validate`` warns about beyond the file's problems: mutation types that ``count``
     leaves out (they are dealt round-robin)."""
@@ -52,6 +46,35 @@ def notes(config: Config) -> list[str]:
         f"{_plural(len(skipped), 'type')}: {names} (types are dealt round-robin; raise count "
         "to at least the number of types, or list fewer types)"
     ]
+
+
+def llm_generator_state(config: Config, base_dir: Path) -> str | None:
+    """What a run of the ``llm`` generator would find: its endpoint, its fallback, and how many
+    of the answers it needs are cached and usable (read from the cache, no call made)."""
+    mutations = config.mutations
+    if mutations is None or mutations.generator is not MutationGenerator.LLM or not mutations.llm:
+        return None
+    from flakestorm.mutations.cache import cache_path, read_cache
+    from flakestorm.mutations.registry import unit
+    from flakestorm.mutations.usability import unusable
+
+    llm = mutations.llm
+    needed = [(kind, prompt, variant) for _, prompt, kind, variant in slots(config) if writes(kind)]
+    usable = stale = 0
+    for kind, prompt, variant in needed:
+        path = cache_path(base_dir / mutations.cache_dir, llm.model, kind, prompt, variant)
+        answer = read_cache(path)
+        if answer is None:
+            continue
+        if unusable(unit(kind), prompt, answer) is None:
+            usable += 1
+        else:
+            stale += 1
+    fallback = f"fallback: {llm.fallback.value}" if llm.fallback else "no fallback (exit 3)"
+    cached = f"{usable} of {len(needed)} answers cached and usable"
+    if stale:
+        cached += f", {stale} cached answer(s) unusable (asked again)"
+    return f"llm {llm.model} at {without_userinfo(llm.base_url)}; {fallback}; {cached}"
 
 
 def summary(config: Config, base_dir: Path = Path(".")) -> list[tuple[str, str]]:
@@ -112,6 +135,9 @@ def summary(config: Config, base_dir: Path = Path(".")) -> list[tuple[str, str]]
                 f"{config.advanced.repeat}{extra}",
             )
         )
+        generator = llm_generator_state(config, base_dir)
+        if generator:
+            lines.append(("generator", generator))
     if config.replays is not None:
         sessions, _ = resolve_sessions(config, base_dir, lambda path, m: Problem("", 1, 1, "", m))
         responses = _plural(

@@ -107,3 +107,11 @@ def active() -> Redactor:
     """The redactor of the run in progress (one that changes nothing outside a run): call it
     on a whole text before cutting an excerpt of it."""
     return _ACTIVE.get()
+
+
+def without_userinfo(url: str) -> str:
+    """``url`` with any ``user:password@`` shown as ``***@``."""
+    scheme, sep, rest = url.partition("://")
+    if sep and "@" in rest.split("/", 1)[0]:
+        return f"{scheme}://***@{rest.split('@', 1)[1]}"
+    return url

@@ -63,7 +63,8 @@ def preview(config_path: Path, kind: str | None, prompt_number: int | None) -> N
             f"--prompt {prompt_number}: the config has {len(config.golden_prompts)} golden prompts"
         )
     masked = Redactor(loaded.secrets)
-    planned = plan_mutations(loaded).mutations
+    plan = plan_mutations(loaded)
+    planned = plan.mutations
     if kind is not None and not any(m.type.value == kind for m in planned):
         raise UsageError(
             f"--type {kind}: this config generates no {kind} mutations ({_why(loaded, kind)})"
@@ -87,6 +88,8 @@ def preview(config_path: Path, kind: str | None, prompt_number: int | None) -> N
             for change in mutation.request.changes:
                 click.echo(masked(f"  request:  {_shown(change, 300)}"))
     click.echo(masked(f"{shown} mutation{'s' if shown != 1 else ''}"), err=True)
+    for note in plan.notes:
+        click.echo(masked(note), err=True)
 
 
 def _why(loaded: LoadedConfig, kind: str) -> str:

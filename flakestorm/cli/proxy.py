@@ -59,7 +59,7 @@ def proxy(
     from flakestorm.chaos.proxy.server import ChaosProxy
     from flakestorm.chaos.proxy.serving import parse_tools
     from flakestorm.chaos.proxy.upstreams.cassette import resolve_cassette
-    from flakestorm.preview import without_userinfo
+    from flakestorm.redaction import without_userinfo
     from flakestorm.stopping import stopping_on_signals
 
     token = os.environ.get("FLAKESTORM_PROXY_TOKEN") or None

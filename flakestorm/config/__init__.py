@@ -35,6 +35,7 @@ from flakestorm.config.contract import (
 from flakestorm.config.mutations import (
     MAX_TYPE_WEIGHT,
     LlmEndpoint,
+    MutationLlm,
     Mutations,
 )
 from flakestorm.config.replays import (
@@ -66,6 +67,7 @@ from flakestorm.config.vocabulary import (
     ContextAttackType,
     DriftType,
     InvariantType,
+    LlmFallback,
     LlmFaultMode,
     MutationGenerator,
     MutationType,
@@ -106,11 +108,13 @@ __all__ = [
     "InvariantType",
     "LangsmithSource",
     "LlmEndpoint",
+    "LlmFallback",
     "LlmFault",
     "LlmFaultMode",
     "LlmReply",
     "Model",
     "MutationGenerator",
+    "MutationLlm",
     "MutationType",
     "Mutations",
     "OnMiss",

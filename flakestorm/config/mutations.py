@@ -7,7 +7,7 @@ from typing import Annotated
 from pydantic import Field
 
 from flakestorm.config.base import Model
-from flakestorm.config.vocabulary import MutationGenerator, MutationType
+from flakestorm.config.vocabulary import LlmFallback, MutationGenerator, MutationType
 
 
 class LlmEndpoint(Model):
@@ -18,6 +18,15 @@ class LlmEndpoint(Model):
     api_key: str | None = None
     temperature: Annotated[float, Field(ge=0.0, le=2.0)] | None = None
     """Sampling temperature of the chat completions (the ``llm`` mutation generator)."""
+
+
+class MutationLlm(LlmEndpoint):
+    """The ``llm`` mutation generator's endpoint, and what to do with its unusable answers."""
+
+    fallback: LlmFallback | None = None
+    """``templates``: a variant the model would not write (it refused, echoed the prompt or
+    left the attack out) takes its template transform, and every report says so; unset: the
+    run stops with exit 3 naming the endpoint, the mutation and why."""
 
 
 MAX_TYPE_WEIGHT = 1000.0
@@ -31,7 +40,7 @@ class Mutations(Model):
     weights: dict[MutationType, Annotated[float, Field(ge=0.0, le=MAX_TYPE_WEIGHT)]] = {}
     """Per type, relative to the defaults (0.8–2.0); bounded so the score stays a number."""
     generator: MutationGenerator = MutationGenerator.TEMPLATES
-    llm: LlmEndpoint | None = None
+    llm: MutationLlm | None = None
     templates: list[str] | None = Field(default=None, min_length=1)
     """Templates for the ``custom`` type; each holds ``{prompt}``."""
     cache_dir: str = ".flakestorm-cache"

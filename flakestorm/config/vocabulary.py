@@ -223,6 +223,12 @@ class MutationGenerator(str, enum.Enum):
     LLM = "llm"
 
 
+class LlmFallback(str, enum.Enum):
+    """What the ``llm`` generator does with a variant the model would not write."""
+
+    TEMPLATES = "templates"
+
+
 class OutputFormat(str, enum.Enum):
     JUNIT = "junit"
     MARKDOWN = "markdown"

@@ -9,7 +9,10 @@ stable for a config and seed, so shards can deal them and reports can name them.
 
 Every variant differs from its original: a transform that happens to return the prompt
 unchanged (an empty prompt, say) gets :data:`UNCHANGED_SUFFIX` appended, and says so in its
-transform name.
+transform name. The ``llm`` generator never sends an answer that is not a mutation
+(:mod:`~flakestorm.mutations.usability`): the writer raises, and with
+``mutations.llm.fallback: templates`` the variant takes its template transform instead, named
+``<transform> (llm refused)`` (or ``unchanged``, ``trivial``, ``no attack``) in every report.
 """
 
 from __future__ import annotations
@@ -18,11 +21,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from flakestorm.agents.request import RequestShape
-from flakestorm.config import Config, MutationGenerator, MutationType
+from flakestorm.config import Config, LlmFallback, MutationGenerator, MutationType
 from flakestorm.mutations.registry import types_of, unit
 from flakestorm.mutations.unit import Target, mutation_rng
+from flakestorm.mutations.usability import Unusable, UnusableAnswerError
 
 UNCHANGED_SUFFIX = " ?"
+FALLBACK_MARKS = tuple(f" (llm {kind.value})" for kind in Unusable)
+"""What a fallen-back mutation's transform name ends with."""
 
 
 @dataclass(frozen=True)
@@ -32,7 +38,8 @@ class Mutation:
     index: int
     type: MutationType
     transform: str
-    """The named transform of the type's catalogue (``base64``, ``template_2``, ``llm``)."""
+    """The named transform of the type's catalogue (``base64``, ``template_2``, ``llm``;
+    ``ignore_previous (llm refused)`` when the llm generator's answers were unusable)."""
     prompt_index: int
     variant: int
     original: str
@@ -75,30 +82,53 @@ def generate(config: Config, llm: LlmWriter | None = None) -> tuple[Mutation, ..
     seed = config.advanced.seed
     target = Target(method=config.agent.method, timeout_ms=config.agent.timeout)
     by_llm = mutations.generator is MutationGenerator.LLM and llm is not None
+    fallback = mutations.llm is not None and mutations.llm.fallback is LlmFallback.TEMPLATES
     kinds = types_of(config)
     units = {kind: unit(kind, mutations.templates) for kind in kinds}
     weights = {kind: mutations.weight(kind) for kind in kinds}
     out: list[Mutation] = []
     for p, prompt, kind, variant in slots(config):
         weight = weights[kind]
-        if by_llm and not kind.request_level and kind is not MutationType.CUSTOM:
+        fell_back = ""
+        if by_llm and writes(kind):
             assert llm is not None
-            written = llm(kind, prompt, variant)
-            name = "llm"
-            if written == prompt:
-                written, name = written + UNCHANGED_SUFFIX, "llm+suffix"
-            out.append(
-                Mutation(len(out), kind, name, p, variant, prompt, written, None, weight, "llm")
-            )
-            continue
+            try:
+                written = llm(kind, prompt, variant)
+            except UnusableAnswerError as exc:
+                if not fallback:
+                    raise
+                fell_back = f" (llm {exc.verdict.kind.value})"
+            else:
+                out.append(
+                    Mutation(
+                        len(out), kind, "llm", p, variant, prompt, written, None, weight, "llm"
+                    )
+                )
+                continue
         transform = units[kind].transform(variant)
         made = transform.apply(prompt, mutation_rng(seed, kind, prompt, variant), target)
         name = transform.name
         text = made.prompt
         if made.request is None and text == prompt:
             text, name = text + UNCHANGED_SUFFIX, f"{name}+suffix"
-        out.append(Mutation(len(out), kind, name, p, variant, prompt, text, made.request, weight))
+        out.append(
+            Mutation(
+                len(out), kind, name + fell_back, p, variant, prompt, text, made.request, weight
+            )
+        )
     return tuple(out)
+
+
+def writes(kind: MutationType) -> bool:
+    """Whether the ``llm`` generator writes ``kind`` (``custom`` and the request-level types
+    always use their catalogues)."""
+    return not kind.request_level and kind is not MutationType.CUSTOM
+
+
+def fell_back(mutations: Sequence[Mutation]) -> int:
+    """How many of ``mutations`` took their template transform because the llm generator's
+    answers were unusable."""
+    return sum(m.transform.endswith(FALLBACK_MARKS) for m in mutations)
 
 
 def left_out(config: Config) -> list[MutationType]:

@@ -9,7 +9,16 @@ no call and sends byte-identical mutations. The cache lives in ``mutations.cache
 (default ``.flakestorm-cache/`` beside the config file), one JSON file per mutation under
 ``mutations/``; delete it to have the mutations written again.
 
-Any failure — the endpoint unreachable, a non-2xx reply, an empty or unusable answer — raises
+An answer that is not a mutation (:mod:`~flakestorm.mutations.usability`: the model refused,
+echoed the prompt, changed it trivially, or left out the attack the type asked for) is asked
+again with another seed, up to :data:`ATTEMPTS` times in all; it is never cached, and a cached
+answer that is not usable is asked again. When every attempt is unusable, :meth:`write` raises
+:class:`UnusableAnswerError` (exit 3, naming the endpoint, the mutation and why), unless
+``mutations.llm.fallback: templates``, for which the caller takes the variant's template
+transform (:func:`~flakestorm.mutations.generation.generate`). :class:`GeneratorHealth` counts
+what happened, for every report.
+
+Any other failure — the endpoint unreachable, a non-2xx reply, not a chat completion — raises
 :class:`LlmGeneratorError` naming the endpoint and the mutation: the run stops with exit 3
 before the agent is called, never with a silent score of 0.
 
@@ -19,11 +28,11 @@ This module is where the generator's HTTP client lives, so ``requests`` is impor
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +40,14 @@ import requests
 
 from flakestorm.config import Config, LlmEndpoint, MutationType
 from flakestorm.errors import InfrastructureError
+from flakestorm.mutations.cache import cache_path, read_cache
+from flakestorm.mutations.registry import unit
+from flakestorm.mutations.usability import Unusable, UnusableAnswerError, Verdict, unusable
 
 TIMEOUT_S = 60.0
-CACHE_VERSION = 1
+ATTEMPTS = 3
+"""Answers asked for one mutation before it is called unusable: the first and two retries,
+each with another seed."""
 
 INSTRUCTIONS: dict[MutationType, str] = {
     MutationType.PARAPHRASE: "Rephrase the user's message with different words and sentence "
@@ -89,6 +103,30 @@ class LlmGeneratorError(InfrastructureError):
     """The llm generator could not write a mutation (exit 3)."""
 
 
+@dataclass
+class GeneratorHealth:
+    """What the llm generator did in a run: answers used (fresh or cached), mutations that took
+    a retry, answers refused or otherwise unusable, mutations that fell back to templates."""
+
+    used: int = 0
+    cached: int = 0
+    retried: int = 0
+    refused: int = 0
+    unusable: int = 0
+    """Unusable answers of every kind, refusals included."""
+    fell_back: int = 0
+
+    def line(self, model: str, url: str) -> str:
+        """One line for the reports and ``mutations preview``."""
+        other = self.unusable - self.refused
+        return (
+            f"llm generator ({model} at {url}): {self.used} answer(s) used "
+            f"({self.cached} from the cache), {self.retried} mutation(s) retried, "
+            f"{self.refused} answer(s) refused, {other} other unusable answer(s) (unchanged, "
+            f"trivial or without the attack), {self.fell_back} mutation(s) fell back to templates"
+        )
+
+
 def clean(answer: str) -> str:
     """An LLM's answer without preambles, code fences or wrapping quotes."""
     text = answer.strip()
@@ -110,10 +148,11 @@ class LlmGenerator:
     def __init__(self, endpoint: LlmEndpoint, seed: int, cache_dir: Path) -> None:
         self._endpoint = endpoint
         self._seed = seed
-        self._cache = cache_dir / "mutations"
+        self._cache = cache_dir
         self._url = endpoint.base_url.rstrip("/") + "/chat/completions"
         self._session = requests.Session()
         self._session.trust_env = False
+        self.health = GeneratorHealth()
 
     @classmethod
     def for_config(cls, config: Config, base_dir: Path) -> LlmGenerator:
@@ -128,24 +167,49 @@ class LlmGenerator:
     def url(self) -> str:
         return self._url
 
+    @property
+    def model(self) -> str:
+        return self._endpoint.model
+
     def cache_path(self, kind: MutationType, prompt: str, index: int) -> Path:
-        key = json.dumps([CACHE_VERSION, self._endpoint.model, kind.value, prompt, index])
-        digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
-        return self._cache / f"{digest[:32]}.json"
+        return cache_path(self._cache, self._endpoint.model, kind, prompt, index)
 
     def __call__(self, kind: MutationType, prompt: str, index: int) -> str:
+        """Variant ``index`` of ``kind`` for ``prompt``, written by the model; raises
+        :class:`UnusableAnswerError` when every attempt was unusable."""
         path = self.cache_path(kind, prompt, index)
-        cached = _read_cache(path)
-        if cached is not None:
+        mutation_unit = unit(kind)
+        cached = read_cache(path)
+        if cached is not None and unusable(mutation_unit, prompt, cached) is None:
+            self.health.used += 1
+            self.health.cached += 1
             return cached
         what = f"{kind.value} mutation {index} of {prompt[:60]!r}"
-        text = clean(self._ask(kind, prompt, index, what))
-        if not text:
-            raise self._error(what, "the answer is empty once cleaned of preambles and quotes")
-        _write_cache(path, {"model": self._endpoint.model, "type": kind.value, "text": text})
-        return text
+        verdict: Verdict | None = None
+        for attempt in range(ATTEMPTS):
+            text = clean(self._ask(kind, prompt, index, what, attempt))
+            verdict = unusable(mutation_unit, prompt, text)
+            if verdict is None:
+                _write_cache(
+                    path, {"model": self._endpoint.model, "type": kind.value, "text": text}
+                )
+                self.health.used += 1
+                self.health.retried += attempt > 0
+                return text
+            self.health.unusable += 1
+            self.health.refused += verdict.kind is Unusable.REFUSED
+        assert verdict is not None
+        raise UnusableAnswerError(
+            self._message(
+                what,
+                f"{ATTEMPTS} answers were unusable, the last because {verdict.reason}",
+                "set mutations.llm.fallback: templates to send the variant's template "
+                "transform instead",
+            ),
+            verdict,
+        )
 
-    def _ask(self, kind: MutationType, prompt: str, index: int, what: str) -> str:
+    def _ask(self, kind: MutationType, prompt: str, index: int, what: str, attempt: int) -> str:
         instruction = INSTRUCTIONS.get(kind)
         if instruction is None:
             raise self._error(what, f"the llm generator does not write {kind.value} mutations")
@@ -155,7 +219,7 @@ class LlmGenerator:
                 {"role": "system", "content": instruction + SYSTEM_SUFFIX},
                 {"role": "user", "content": prompt},
             ],
-            "seed": (self._seed * 1_000_003 + index) % 2**31,
+            "seed": (self._seed * 1_000_003 + index + attempt * 7_919) % 2**31,
         }
         if self._endpoint.temperature is not None:
             body["temperature"] = self._endpoint.temperature
@@ -178,19 +242,18 @@ class LlmGenerator:
 
     def _error(self, what: str, why: str) -> LlmGeneratorError:
         return LlmGeneratorError(
-            f"the llm mutation generator could not write the {what}: POST {self._url}: {why} "
-            "(mutations.llm; check that the endpoint is up and speaks the OpenAI chat "
-            "completions API, or use generator: templates)"
+            self._message(
+                what,
+                why,
+                "check that the endpoint is up and speaks the OpenAI chat completions API",
+            )
         )
 
-
-def _read_cache(path: Path) -> str | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
-    text = data.get("text") if isinstance(data, dict) else None
-    return text if isinstance(text, str) and text else None
+    def _message(self, what: str, why: str, advice: str) -> str:
+        return (
+            f"the llm mutation generator could not write the {what}: POST {self._url}: {why} "
+            f"(mutations.llm; {advice}, or use generator: templates)"
+        )
 
 
 def _write_cache(path: Path, data: dict[str, str]) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import random
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -63,12 +64,30 @@ def prompt_transform(
 
 
 @dataclass(frozen=True)
+class Attack:
+    """What a written mutation of an attack type must carry to be one (the ``llm``
+    generator's answers are checked against it): ``carried(text)``, and in words what was
+    looked for."""
+
+    looked_for: str
+    carried: Callable[[str], bool]
+
+    @classmethod
+    def matching(cls, looked_for: str, pattern: str) -> Attack:
+        """An attack carried when ``pattern`` matches (case-insensitive, multiline)."""
+        compiled = re.compile(pattern, re.IGNORECASE | re.MULTILINE)
+        return cls(looked_for, lambda text: compiled.search(text) is not None)
+
+
+@dataclass(frozen=True)
 class MutationUnit:
     """One mutation type: its catalogue of transforms, in a fixed order."""
 
     type: MutationType
     transforms: tuple[Transform, ...]
     summary: str
+    attack: Attack | None = None
+    """For the types whose instruction asks for an attack: how to tell an answer carries it."""
 
     def transform(self, variant: int) -> Transform:
         """Variant ``i`` takes transform ``i`` mod the catalogue (SPEC §6)."""

@@ -63,11 +63,11 @@ from flakestorm.config import (
 from flakestorm.errors import AgentErrorKind, UsageError
 from flakestorm.invariants import Observation, Verdict
 from flakestorm.loader import LoadedConfig
-from flakestorm.mutations.generation import Mutation, generate
+from flakestorm.mutations.generation import Mutation, fell_back, generate
 from flakestorm.phases.chaos import chaos_contract
 from flakestorm.phases.phase import PhaseContext, PhaseName, PhasePlan, PhaseRequest, SectionPhase
 from flakestorm.probes import Probe, ProbeRun
-from flakestorm.redaction import Redactor
+from flakestorm.redaction import Redactor, without_userinfo
 from flakestorm.results import (
     CallRecord,
     InvariantInfo,
@@ -98,6 +98,8 @@ class MutationPlan:
     wraps: bool = False
     """A python agent with tools or an LLM callable to wrap: the runner opens the wrappers so
     the calls of each mutation are recorded."""
+    notes: tuple[str, ...] = ()
+    """What the reports say of how the mutations were made (the llm generator's health)."""
 
     @property
     def cells(self) -> Sequence[object]:
@@ -160,14 +162,18 @@ def plan_mutations(loaded: LoadedConfig) -> MutationPlan:
         from flakestorm.mutations.llm import LlmGenerator
 
         writer = LlmGenerator.for_config(config, loaded.base_dir)
+    notes: tuple[str, ...] = ()
     try:
         mutations = generate(config, llm=writer)
     finally:
         if writer is not None:
             writer.close()
+    if writer is not None:
+        writer.health.fell_back = fell_back(mutations)
+        notes = (writer.health.line(writer.model, without_userinfo(writer.url)),)
     agent = config.agent
     wraps = agent.type is AgentType.PYTHON and bool(agent.tools or agent.tool_registry or agent.llm)
-    return MutationPlan(mutations, mutation_invariants(config), wraps)
+    return MutationPlan(mutations, mutation_invariants(config), wraps, notes)
 
 
 CALM = Scenario(name=NAME)
@@ -273,7 +279,7 @@ def run_mutations(plan: MutationPlan, context: PhaseContext) -> PhaseOutcome:
         cells=(),
         score=score_mutations(results),
         mutations=results,
-        warnings=tuple(revived_notice(executor.revived[revived:], "mutation")),
+        warnings=plan.notes + tuple(revived_notice(executor.revived[revived:], "mutation")),
     )
 
 
