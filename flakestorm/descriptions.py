@@ -207,7 +207,15 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "tool_faults[].probability": "Chance that a matching call gets the fault, 0–1, decided by "
     "a seeded RNG (reproducible).",
     "tool_faults[].after_calls": "The first N matching calls of each invocation succeed; the "
-    "fault fires from call N+1.",
+    'fault fires from call N+1 (a shorthand for `calls: "N+1-"`).',
+    "tool_faults[].calls": "Which matching calls of each invocation the fault acts on, "
+    "numbered from 1: "
+    '`"1-2"` (the first two: a retry that makes a third call succeeds), `"3-"`, `"2,4"`, '
+    '`"1-2,5"`. Unset: every call.',
+    "tool_faults[].every": "Only every K-th matching call of each invocation (the K-th, the "
+    "2K-th, …): an intermittent dependency.",
+    "tool_faults[].window_ms": "`[FROM, TO]`: only calls made from FROM to TO ms after the "
+    "invocation started: an outage that heals.",
     "tool_faults[].delay_ms": "`timeout`: how long to hold the call before dropping it; "
     "`slow`: the delay before the real reply. Milliseconds.",
     "tool_faults[].error_code": "`error`: HTTP status of the error reply (or the "
@@ -222,7 +230,15 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "llm_faults[].probability": "Chance that a matching call gets the fault, 0–1, decided by "
     "a seeded RNG (reproducible).",
     "llm_faults[].after_calls": "The first N LLM calls of each invocation succeed; the fault "
-    "fires from call N+1.",
+    'fires from call N+1 (a shorthand for `calls: "N+1-"`).',
+    "llm_faults[].calls": "Which matching calls of each invocation the fault acts on, "
+    "numbered from 1: "
+    '`"1-2"` (the first two: a retry that makes a third call succeeds), `"3-"`, `"2,4"`, '
+    '`"1-2,5"`. Unset: every call.',
+    "llm_faults[].every": "Only every K-th matching call of each invocation (the K-th, the "
+    "2K-th, …): an intermittent dependency.",
+    "llm_faults[].window_ms": "`[FROM, TO]`: only calls made from FROM to TO ms after the "
+    "invocation started: an outage that heals.",
     "llm_faults[].delay_ms": "`timeout`: how long to hold the call before failing it. "
     "Milliseconds.",
     "llm_faults[].max_tokens": "`truncated_response`: how many tokens of the content are kept.",
@@ -239,6 +255,14 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "context_attacks[].statements": "`conflicting_context`: contradictory statements added "
     "to tool results (default: built-in ones).",
     "context_attacks[].tool": "Only attack the results of this tool (default: every tool).",
+    "context_attacks[].calls": "Tool results and LLM requests: which matching calls of each "
+    "invocation the attack acts on, numbered from 1: "
+    '`"1-2"` (the first two: a retry that makes a third call succeeds), `"3-"`, `"2,4"`, '
+    '`"1-2,5"`. Unset: every call.',
+    "context_attacks[].every": "Only every K-th matching call of each invocation (the K-th, the "
+    "2K-th, …): an intermittent dependency.",
+    "context_attacks[].window_ms": "`[FROM, TO]`: only calls made from FROM to TO ms after the "
+    "invocation started: an outage that heals.",
     # proxy
     "proxy.url": "Where the chaos proxy runs (e.g. `http://flakestorm-proxy:8080` in "
     "GitHub). Omitted: flakestorm starts one in-process on 127.0.0.1.",

@@ -100,8 +100,12 @@ class Executor:
         stop: threading.Event | None = None,
         on_event: Callable[[Event], None] | None = None,
         reviver: Reviver | None = None,
+        begin: Callable[[str], None] | None = None,
     ) -> None:
+        """``begin(invocation_id)`` is called as each invocation is sent: fault delivery
+        times the faults' ``window_ms`` from there."""
         self._agent = agent
+        self._begin = begin
         self._checker = checker
         self._resetter = resetter
         self._options = options
@@ -135,6 +139,8 @@ class Executor:
         if self._stop.is_set() or not self._budget.take():
             return None
         self._gate.open()
+        if self._begin is not None and call.cell_id:
+            self._begin(call.cell_id)
         return self._agent.invoke(prompt, call)
 
     @property

@@ -268,12 +268,15 @@ def merge_proof(infos: Sequence[ScenarioInfo]) -> ScenarioInfo:
     matched = {label for i in infos for label in i.matched}
     hints: dict[str, str] = {}
     unapplied: dict[str, str] = {}
+    unscheduled: dict[str, str] = {}
     replaced: dict[str, dict[str, int]] = {}
     for info in infos:
         for label, hint in info.hints.items():
             hints.setdefault(label, hint)
         for label, why in info.unapplied.items():
             unapplied.setdefault(label, why)
+        for label, why in info.unscheduled.items():
+            unscheduled.setdefault(label, why)
         for label, by in info.replaced.items():
             counts = replaced.setdefault(label, {})
             for fault, n in by.items():
@@ -285,6 +288,7 @@ def merge_proof(infos: Sequence[ScenarioInfo]) -> ScenarioInfo:
         matched=tuple(label for label in declared if label in matched),
         hints=hints,
         unapplied=unapplied,
+        unscheduled=unscheduled,
         replaced=replaced,
         seen=_summed([i.seen for i in infos]),
         undelivered=(),

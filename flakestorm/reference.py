@@ -373,7 +373,9 @@ def _vocabulary_tables() -> list[str]:
         "## Fault modes",
         "",
         "Faults act on what the agent sees (its tool results and LLM replies), never on its "
-        "final answer. Every fault takes `probability` and `after_calls`.",
+        "final answer. Every fault takes `probability` and a schedule: `calls`, `every`, "
+        '`window_ms` (`after_calls` is a shorthand for `calls`); see docs/chaos.md, "Retries '
+        'and recovery".',
         "",
         "Tool faults (`tool_faults[].mode`):",
         "",

@@ -229,6 +229,10 @@ class ScenarioInfo:
     tool (a tool fault replacing the result) or the LLM (an LLM fault stopping the request),
     counted per fault label: such a call is not in ``matched`` (nothing to poison), so an
     attack every matching call of which was replaced is not delivered, and this says why…"""
+    unscheduled: Mapping[str, str] = field(default_factory=dict)
+    """…and the labels whose matching calls all came outside their schedule (``calls``,
+    ``every``, ``window_ms``), with why ("the agent made 1 matching call per invocation; the
+    fault acts on calls 2-3"): not delivered either…"""
     seen: Mapping[str, int] | None = None
     """…and what the scenario's calls were, counted by kind (``tool NAME``, ``llm``, ``forward
     ORIGIN``, ``other``; None when not recorded): summed over shards, so the hint's account of
@@ -242,6 +246,8 @@ class ScenarioInfo:
             return f"it matched a call but could not be applied: {self.unapplied[label]}"
         if label not in self.matched and self.replaced.get(label):
             return delivery_reasons.replaced(label, self.replaced[label])
+        if label not in self.matched and label in self.unscheduled:
+            return self.unscheduled[label]
         return self.hint(label)
 
     def hint(self, label: str) -> str:
@@ -519,6 +525,7 @@ def _phase(d: Mapping[str, Any]) -> PhaseOutcome:
                     **_tuples(s, "faults", "undelivered", "declared", "matched"),
                     "hints": dict(s["hints"]),
                     "unapplied": dict(s.get("unapplied", {})),
+                    "unscheduled": dict(s.get("unscheduled", {})),
                     "replaced": {k: dict(v) for k, v in s.get("replaced", {}).items()},
                     "seen": None if s.get("seen") is None else dict(s["seen"]),
                 }

@@ -224,7 +224,10 @@ def run_phases(
         )
         checker = build_checker(advanced)
         try:
-            executor = Executor(agent, checker, resetter, options, stop, on_event, reviver)
+            begin = channel.begin if channel is not None else None
+            executor = Executor(
+                agent, checker, resetter, options, stop, on_event, reviver, begin=begin
+            )
             for phase in phases:
                 context = PhaseContext(
                     loaded=loaded,

@@ -30,6 +30,13 @@ def test_profiles_do_what_their_names_say() -> None:
         LlmFaultMode.TRUNCATED_RESPONSE,
     }
     assert load_profile("indirect_injection").context_attacks[0].payloads
+    flaky = load_profile("flaky_dependency")
+    assert [(f.mode, f.calls) for f in flaky.tool_faults] == [(ToolFaultMode.ERROR, "1-2")]
+    assert [(f.mode, f.calls) for f in flaky.llm_faults] == [(LlmFaultMode.RATE_LIMIT, "1")]
+    healing = load_profile("healing_outage")
+    assert [(f.mode, f.window_ms) for f in healing.tool_faults] == [
+        (ToolFaultMode.ERROR, (0, 2000))
+    ]
 
 
 def test_an_unknown_profile_names_the_valid_ones_and_suggests() -> None:

@@ -45,7 +45,7 @@ def test_problems_name_the_document_node_and_what_is_valid() -> None:
         FieldProblem(
             ("context_attacks", "overflow", "inject_tokenz"),
             "unknown key 'inject_tokenz' (did you mean 'inject_tokens'?; valid keys: "
-            "inject_tokens, tool)",
+            "inject_tokens, tool, calls, every, window_ms)",
             key=True,
         ),
         FieldProblem(

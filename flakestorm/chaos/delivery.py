@@ -25,13 +25,18 @@ from flakestorm.chaos.faults import (
     ActiveScenario,
     FaultBook,
     Target,
+    attack_label,
+    llm_fault_label,
+    schedule_of,
+    timed,
+    tool_fault_label,
 )
 from flakestorm.chaos.interactions import Interaction
 
 if TYPE_CHECKING:
     from flakestorm.chaos.proxy.control import ProxyControl
     from flakestorm.chaos.wrappers.wrapping import Wrapping
-from flakestorm.config import Scenario
+from flakestorm.config import Scenario, Scheduled
 from flakestorm.results import CallRecord, CellResult, ScenarioInfo, Status
 
 CALM = "flakestorm:no-chaos"
@@ -73,6 +78,10 @@ class Channel(Protocol):
 
     def activate(self, scenario: ActiveScenario) -> None: ...
 
+    def begin(self, invocation: str) -> None:
+        """``invocation`` starts now: the origin of the active scenario's ``window_ms``."""
+        ...
+
     def interactions(self, scenario: str) -> list[Interaction]: ...
 
     def forget(self, scenario: str, keep: Collection[str] = ()) -> None:
@@ -103,9 +112,12 @@ def prove(
     matched: dict[str, None] = {}
     unapplied: dict[str, str] = {}
     replaced: dict[str, dict[str, int]] = {}
+    outside: dict[str, int] = {}
     for interaction in interactions:
         by_cell.setdefault(cell_of(interaction.cell_id), []).append(interaction)
         matched.update(dict.fromkeys(interaction.matched))
+        for label in interaction.unscheduled:
+            outside[label] = max(outside.get(label, 0), interaction.call_index + 1)
         for label, why in interaction.unapplied:
             unapplied.setdefault(label, why)
         for label, by in interaction.replaced:
@@ -131,6 +143,11 @@ def prove(
         hints=hints,
         unapplied={label: why for label, why in unapplied.items() if label in declared},
         replaced={label: by for label, by in replaced.items() if label in declared},
+        unscheduled={
+            label: _outside_schedule(book, label, calls)
+            for label, calls in outside.items()
+            if label in declared and label not in matched
+        },
         seen=seen_counts(interactions),
     )
     return out, proof
@@ -239,6 +256,18 @@ def invocation_of(attribution: str) -> str:
     return found.group(0)[1:] if found else ""
 
 
+def _outside_schedule(book: FaultBook, label: str, calls: int) -> str:
+    """Why a fault whose matching calls all came outside its schedule is not delivered."""
+    s = book.scenario
+    faults: dict[str, Scheduled] = {tool_fault_label(i, f): f for i, f in enumerate(s.tool_faults)}
+    faults.update((llm_fault_label(i, f), f) for i, f in enumerate(s.llm_faults))
+    faults.update((attack_label(i, a), a) for i, a in enumerate(s.context_attacks))
+    fault = faults.get(label)
+    acts = schedule_of(fault).describe() if fault is not None else "its schedule"
+    made = f"{calls} matching call{'s' if calls != 1 else ''}"
+    return f"the agent made at most {made} per invocation; the fault acts on {acts}"
+
+
 def cell_of(attribution: str) -> str:
     """The cell id of an interaction's attribution (``cell#run.prompt`` → ``cell``; the cell
     id itself may hold a ``#``, e.g. a scenario named ``outage #2``)."""
@@ -252,6 +281,7 @@ class ProxyChannel:
 
     def __init__(self, control: ProxyControl) -> None:
         self._control = control
+        self._timed = False
 
     @property
     def url(self) -> str:
@@ -259,6 +289,11 @@ class ProxyChannel:
 
     def activate(self, scenario: ActiveScenario) -> None:
         self._control.activate(scenario)
+        self._timed = timed(scenario)
+
+    def begin(self, invocation: str) -> None:
+        if self._timed:  # one control call per invocation only where a window needs it
+            self._control.begin(invocation)
 
     def interactions(self, scenario: str) -> list[Interaction]:
         return self._control.interactions(scenario=scenario)
@@ -299,6 +334,9 @@ class WrapperChannel:
 
     def activate(self, scenario: ActiveScenario) -> None:
         self._wrapping.activate(scenario)
+
+    def begin(self, invocation: str) -> None:
+        self._wrapping.begin(invocation)
 
     def interactions(self, scenario: str) -> list[Interaction]:
         return self._wrapping.log.snapshot(scenario)

@@ -4,8 +4,11 @@ Both delivery paths — the chaos proxy (HTTP agents) and the python wrappers (p
 ask one :class:`FaultBook` per active scenario what to do with each call the agent makes, and
 report back what happened, so the two paths cannot disagree on semantics.
 
-Decisions are deterministic: ``after_calls`` counts matching calls *per cell*, and a
-``probability`` draw comes from an RNG seeded by ``(seed, scenario, cell, fault, call index)``,
+Decisions are deterministic: a fault's schedule (:mod:`flakestorm.chaos.schedule`: ``calls``,
+``every``, ``window_ms``; ``after_calls`` is ``calls: "N+1-"``) counts matching calls *per cell*
+(an invocation: the cell header is ``cell#run.prompt``) and times them from when the invocation
+started (:meth:`FaultBook.begin`), and a ``probability`` draw comes from an RNG seeded by
+``(seed, scenario, cell, fault, call index)``,
 so a run with the same seed injects the same faults in the same cells, whatever the thread
 scheduling — provided calls can be attributed to their cell (see SPEC §4.2). The payloads a
 fired fault injects (which ``indirect_injection`` payload, which garbage text) come from the
@@ -30,14 +33,16 @@ import enum
 import fnmatch
 import random
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
 from flakestorm.chaos.llm.modes import LLM_MODES
 from flakestorm.chaos.recording import Recording
+from flakestorm.chaos.schedule import Schedule
 from flakestorm.chaos.tool_modes import TOOL_MODES
-from flakestorm.config import ContextAttack, ContextAttackType, LlmFault, ToolFault
+from flakestorm.config import ContextAttack, ContextAttackType, LlmFault, Scheduled, ToolFault
 
 _F = TypeVar("_F", ToolFault, LlmFault)
 
@@ -98,6 +103,9 @@ class Decision:
     place of the tool or LLM (a tool fault that replaces the result, an LLM fault that stops
     the request), each with that fault's label: nothing to poison (not delivered by this
     call)."""
+    unscheduled: tuple[str, ...] = ()
+    """Faults that matched this call outside their schedule (not a call they act on, so not
+    a delivery)."""
 
     @property
     def fired(self) -> tuple[str, ...]:
@@ -164,6 +172,21 @@ def tool_matches(fault: ToolFault, tool: str | None, url: str) -> bool:
     return tool is not None and (fault.tool == tool or fault.tool == "*")
 
 
+def schedule_of(fault: Scheduled) -> Schedule:
+    """A fault's (or context attack's) schedule, ``after_calls`` folded in."""
+    return Schedule.of(
+        fault.calls, fault.every, fault.window_ms, getattr(fault, "after_calls", 0) or 0
+    )
+
+
+def timed(scenario: ActiveScenario) -> bool:
+    """Whether a fault of ``scenario`` acts in a time window (``window_ms``): its invocations'
+    start times must then be known (:meth:`FaultBook.begin`)."""
+    faults: list[Scheduled] = [*scenario.tool_faults, *scenario.llm_faults]
+    faults.extend(scenario.context_attacks)
+    return any(f.window_ms is not None for f in faults)
+
+
 class FaultBook:
     """Decides, for one active scenario, what happens to each interaction. Thread-safe."""
 
@@ -171,6 +194,34 @@ class FaultBook:
         self.scenario = scenario
         self._lock = threading.Lock()
         self._counts: dict[tuple[str, str], int] = {}
+        self._started: dict[str, float] = {}
+        self._schedules: dict[int, Schedule] = {}
+        if scenario.cell_id:
+            self.begin(scenario.cell_id)
+
+    def begin(self, cell: str, at: float | None = None) -> None:
+        """``cell`` (an invocation) started now (or at ``at``, :func:`time.monotonic`): the
+        origin of its faults' ``window_ms``."""
+        with self._lock:
+            self._started[cell] = time.monotonic() if at is None else at
+
+    def _elapsed_ms(self, cell: str) -> float | None:
+        started = self._started.get(cell)
+        return None if started is None else (time.monotonic() - started) * 1000.0
+
+    def _schedule(self, fault: Scheduled) -> Schedule:
+        key = id(fault)
+        found = self._schedules.get(key)
+        if found is None:
+            found = self._schedules[key] = schedule_of(fault)
+        return found
+
+    def _in_schedule(self, cell: str, fault: Scheduled, call_index: int) -> bool:
+        schedule = self._schedule(fault)
+        if not schedule.calls and schedule.every is None and not schedule.timed:
+            return True
+        elapsed = self._elapsed_ms(cell) if schedule.timed else None
+        return schedule.covers(call_index + 1, elapsed)
 
     def _next_index(self, cell: str, key: str) -> int:
         with self._lock:
@@ -178,11 +229,8 @@ class FaultBook:
             self._counts[(cell, key)] = n + 1
             return n
 
-    def _fires(
-        self, cell: str, label: str, call_index: int, probability: float, after: int
-    ) -> bool:
-        if call_index < after:
-            return False
+    def _fires(self, cell: str, label: str, call_index: int, probability: float) -> bool:
+        """Whether a fault whose schedule covers this call fires on it."""
         if probability >= 1.0:
             return True
         s = self.scenario
@@ -194,16 +242,20 @@ class FaultBook:
 
     def _first_firing(
         self, cell: str, call_index: int, candidates: Sequence[tuple[int, _F, str]]
-    ) -> tuple[tuple[int, _F] | None, list[str]]:
-        """The first matching fault that fires on this call (one reply, one fault), and the
-        labels of every matching fault (the delivery proof)."""
+    ) -> tuple[tuple[int, _F] | None, list[str], list[str]]:
+        """The first matching fault that fires on this call (one reply, one fault), the labels
+        of every matching fault whose schedule covers the call (the delivery proof), and of
+        those whose schedule does not."""
         chosen: tuple[int, _F] | None = None
+        matched, unscheduled = [], []
         for i, fault, label in candidates:
-            if chosen is None and self._fires(
-                cell, label, call_index, fault.probability, fault.after_calls
-            ):
+            if not self._in_schedule(cell, fault, call_index):
+                unscheduled.append(label)
+                continue
+            matched.append(label)
+            if chosen is None and self._fires(cell, label, call_index, fault.probability):
                 chosen = (i, fault)
-        return chosen, [label for _, _, label in candidates]
+        return chosen, matched, unscheduled
 
     def tool_call(self, tool: str | None, url: str, cell: str) -> Decision:
         """Decide a call to ``tool`` (None when only the URL is known) for ``cell``."""
@@ -213,7 +265,7 @@ class FaultBook:
             for i, fault in enumerate(self.scenario.tool_faults)
             if tool_matches(fault, tool, url)
         ]
-        chosen, matched = self._first_firing(cell, call_index, candidates)
+        chosen, matched, unscheduled = self._first_firing(cell, call_index, candidates)
         replacing = (
             tool_fault_label(*chosen)
             if chosen is not None and TOOL_MODES[chosen[1].mode].replaces_result
@@ -226,12 +278,15 @@ class FaultBook:
             if attack.tool is not None and attack.tool != tool:
                 continue
             label = attack_label(i, attack)
+            if not self._in_schedule(cell, attack, call_index):
+                unscheduled.append(label)
+                continue
             if replacing is not None:  # the fault answers instead of the tool: nothing to poison
                 replaced.append((label, replacing))
                 continue
             matched.append(label)  # a result it can poison reached flakestorm: delivered
             probability = attack.trigger_probability
-            if self._fires(cell, label, call_index, 1.0 if probability is None else probability, 0):
+            if self._fires(cell, label, call_index, 1.0 if probability is None else probability):
                 attacks.append((i, attack))
         return Decision(
             call_index,
@@ -239,6 +294,7 @@ class FaultBook:
             attacks=tuple(attacks),
             matched=tuple(matched),
             replaced=tuple(replaced),
+            unscheduled=tuple(unscheduled),
         )
 
     def llm_call(self, cell: str) -> Decision:
@@ -248,7 +304,7 @@ class FaultBook:
             (i, fault, llm_fault_label(i, fault))
             for i, fault in enumerate(self.scenario.llm_faults)
         ]
-        chosen, matched = self._first_firing(cell, call_index, candidates)
+        chosen, matched, unscheduled = self._first_firing(cell, call_index, candidates)
         replacing = (
             llm_fault_label(*chosen)
             if chosen is not None and LLM_MODES[chosen[1].mode].replaces_upstream
@@ -259,6 +315,9 @@ class FaultBook:
             if attack.type not in LLM_REQUEST_ATTACKS:
                 continue
             label = attack_label(i, attack)
+            if not self._in_schedule(cell, attack, call_index):
+                unscheduled.append(label)
+                continue
             if replacing is not None:  # the fault answers instead of the LLM: nothing reads it
                 replaced.append((label, replacing))
                 continue
@@ -270,6 +329,7 @@ class FaultBook:
             attacks=tuple(attacks),
             matched=tuple(matched),
             replaced=tuple(replaced),
+            unscheduled=tuple(unscheduled),
         )
 
     def declared(self) -> tuple[str, ...]:

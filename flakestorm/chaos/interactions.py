@@ -90,6 +90,9 @@ class Interaction:
     """Context attacks that matched this call while a fault answered in place of the tool or
     the LLM, each with that fault's label: nothing to poison; delivered only if another call
     let them act."""
+    unscheduled: tuple[str, ...] = ()
+    """Faults that matched this call outside their schedule (``calls``, ``every``,
+    ``window_ms``): not a call they act on."""
 
     def to_document(self) -> dict[str, Any]:
         doc = asdict(self)
@@ -98,6 +101,7 @@ class Interaction:
         doc["fired"] = list(self.fired)
         doc["unapplied"] = [list(pair) for pair in self.unapplied]
         doc["replaced"] = [list(pair) for pair in self.replaced]
+        doc["unscheduled"] = list(self.unscheduled)
         return doc
 
     @classmethod
@@ -112,6 +116,7 @@ class Interaction:
                     (str(label), str(reason)) for label, reason in doc.get("unapplied", ())
                 ),
                 "replaced": tuple((str(label), str(by)) for label, by in doc.get("replaced", ())),
+                "unscheduled": tuple(str(label) for label in doc.get("unscheduled", ())),
             }
         )
 

@@ -225,7 +225,7 @@ def contractexecute(
     metavar="NAME",
     help="A built-in chaos profile instead of the config's chaos section: api_outage, "
     "degraded_llm, hostile_tools, high_latency, cascading_failure, indirect_injection, "
-    "model_version_drift.",
+    "model_version_drift, flaky_dependency, healing_outage.",
 )
 def run_command(
     config_path: str,

@@ -30,6 +30,7 @@ from flakestorm.config.contract import (
     Probability,
     Proxy,
     Scenario,
+    Scheduled,
     ToolFault,
 )
 from flakestorm.config.mutations import (
@@ -128,6 +129,7 @@ __all__ = [
     "RefusalExpect",
     "Replays",
     "Scenario",
+    "Scheduled",
     "Scoring",
     "Session",
     "SessionFile",

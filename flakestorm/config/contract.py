@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import Field, model_validator
 
@@ -101,12 +101,35 @@ class ContractInvariant(Invariant):
 # --------------------------------------------------------------------------- faults
 
 
+Calls = Annotated[str, Field(min_length=1)]
+"""Which matching calls of an invocation (``"1-2"``, ``"3-"``, ``"2,4"``): checked by
+:mod:`flakestorm.semantics.faults` with :func:`flakestorm.chaos.schedule.parse_calls`."""
+Every = Annotated[int, Field(ge=1)]
+WindowMs = tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)]]
+
+
+class Scheduled(Protocol):
+    """What has a schedule (SPEC §4.1): every fault, and the context attacks acting on calls."""
+
+    @property
+    def calls(self) -> str | None: ...
+
+    @property
+    def every(self) -> int | None: ...
+
+    @property
+    def window_ms(self) -> tuple[int, int] | None: ...
+
+
 class FaultTrigger(Model):
-    """Fields every fault shares: how often and from which call on it fires."""
+    """Fields every fault shares: how often and on which calls it fires."""
 
     probability: Probability = 1.0
     after_calls: Annotated[int, Field(ge=0)] = 0
     delay_ms: Annotated[int, Field(ge=0)] | None = None
+    calls: Calls | None = None
+    every: Every | None = None
+    window_ms: WindowMs | None = None
 
 
 class ToolFault(FaultTrigger):
@@ -133,6 +156,9 @@ class ContextAttack(Model):
     inject_tokens: Annotated[int, Field(gt=0, le=1_000_000)] | None = None
     statements: list[str] | None = Field(default=None, min_length=1)
     tool: str | None = None
+    calls: Calls | None = None
+    every: Every | None = None
+    window_ms: WindowMs | None = None
 
 
 def _attacks_dict_to_list(value: Any) -> Any:

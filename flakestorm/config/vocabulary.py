@@ -135,12 +135,19 @@ class ContextAttackType(str, enum.Enum):
     INJECTION_VIA_CONTEXT = "injection_via_context"
 
 
+SCHEDULE_FIELDS = ("calls", "every", "window_ms")
+"""The fields of a schedule (SPEC §4.1): every fault has them, and the context attacks that act
+on calls (not ``memory_poisoning``, which acts on the prompt)."""
+
 CONTEXT_ATTACK_FIELDS: dict[ContextAttackType, tuple[tuple[str, ...], tuple[str, ...]]] = {
     ContextAttackType.MEMORY_POISONING: (("payload",), ("strategy",)),
-    ContextAttackType.INDIRECT_INJECTION: (("payloads",), ("trigger_probability", "tool")),
-    ContextAttackType.OVERFLOW: (("inject_tokens",), ("tool",)),
-    ContextAttackType.CONFLICTING_CONTEXT: ((), ("statements", "tool")),
-    ContextAttackType.INJECTION_VIA_CONTEXT: (("payload",), ()),
+    ContextAttackType.INDIRECT_INJECTION: (
+        ("payloads",),
+        ("trigger_probability", "tool", *SCHEDULE_FIELDS),
+    ),
+    ContextAttackType.OVERFLOW: (("inject_tokens",), ("tool", *SCHEDULE_FIELDS)),
+    ContextAttackType.CONFLICTING_CONTEXT: ((), ("statements", "tool", *SCHEDULE_FIELDS)),
+    ContextAttackType.INJECTION_VIA_CONTEXT: (("payload",), SCHEDULE_FIELDS),
 }
 """Type-specific context-attack fields, like :data:`INVARIANT_FIELDS`."""
 

@@ -19,6 +19,8 @@ PROFILES = (
     "cascading_failure",
     "indirect_injection",
     "model_version_drift",
+    "flaky_dependency",
+    "healing_outage",
 )
 """The built-in chaos profiles, by name (``flakestorm/chaos/profiles/NAME.yaml``)."""
 

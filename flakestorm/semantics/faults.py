@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from flakestorm.chaos.llm.modes import LLM_MODES
 from flakestorm.chaos.modes import Fields, field_names
+from flakestorm.chaos.schedule import CALLS_EXAMPLES, Schedule, ScheduleError, parse_calls
 from flakestorm.chaos.tool_modes import TOOL_MODES
-from flakestorm.config import CONTEXT_ATTACK_FIELDS, AgentType, ContextAttack
+from flakestorm.config import CONTEXT_ATTACK_FIELDS, AgentType, ContextAttack, Scheduled
 from flakestorm.semantics.scope import Scope, a, fields_set, listing
 from flakestorm.validation.paths import ConfigPath
 
@@ -29,15 +30,18 @@ def check_faults(scope: Scope) -> None:
                 fields = TOOL_MODES[item.model.mode].fields
                 mode = item.model.mode.value
                 _mode_fields(scope, item.path, "tool fault", mode, given, fields, _TOOL_MODE_FIELDS)
+                _schedule(scope, item.path, item.model, item.model.after_calls)
         for llm in faults.llm_faults:
             if llm.model is not None:
                 given = fields_set(llm.model)
                 fields = LLM_MODES[llm.model.mode].fields
                 mode = llm.model.mode.value
                 _mode_fields(scope, llm.path, "LLM fault", mode, given, fields, _LLM_MODE_FIELDS)
+                _schedule(scope, llm.path, llm.model, llm.model.after_calls)
         for attack in faults.context_attacks:
             if attack.model is not None:
                 _attack(scope, attack.path, attack.model)
+                _schedule(scope, attack.path, attack.model, 0)
 
 
 def _mode_fields(
@@ -79,6 +83,41 @@ def _attack(scope: Scope, at: ConfigPath, attack: ContextAttack) -> None:
             f"'{name}' does not apply to {a(kind)} context attack (its fields: "
             f"{listing((*required, *optional))})",
             key=True,
+        )
+
+
+def _schedule(scope: Scope, at: ConfigPath, fault: Scheduled, after_calls: int) -> None:
+    """A schedule's own checks: ``calls`` parses, ``after_calls`` is not given beside it, the
+    window opens before it closes, and some call can be inside it."""
+    calls = None
+    if fault.calls is not None:
+        try:
+            calls = parse_calls(fault.calls)
+        except ScheduleError as exc:
+            scope.error((*at, "calls"), str(exc))
+            return
+        if after_calls:
+            scope.error(
+                (*at, "after_calls"),
+                f'after_calls: {after_calls} is a shorthand for calls: "{after_calls + 1}-"; '
+                "give one of them",
+                key=True,
+            )
+            return
+    window = fault.window_ms
+    if window is not None and window[0] >= window[1]:
+        scope.error(
+            (*at, "window_ms"),
+            f"window_ms [{window[0]}, {window[1]}] closes before it opens: give [FROM, TO] "
+            "in ms after the invocation started, FROM below TO (e.g. [0, 500])",
+        )
+        return
+    schedule = Schedule(calls or (), fault.every, window)
+    if not schedule.can_fire():
+        scope.error(
+            at,
+            f"this schedule acts on no call ({schedule.describe()}): no call number in "
+            f"calls is a multiple of every ({CALLS_EXAMPLES})",
         )
 
 

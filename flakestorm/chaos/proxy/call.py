@@ -39,6 +39,8 @@ class ServedCall:
     replaced: tuple[tuple[str, str], ...] = ()
     """Context attacks a fault answering in place of the tool or LLM left nothing to poison,
     with its label."""
+    unscheduled: tuple[str, ...] = ()
+    """Faults that matched the call outside their schedule."""
     status: int | None = None
     upstream_status: int | None = None
     upstream_error: str | None = None
@@ -56,7 +58,7 @@ class ServedCall:
         """Take the fault book's decision's proof: the call's index, what matched it, and the
         attacks a fault answering in place of the tool or LLM left nothing to poison."""
         self.call_index, self.matched = decision.call_index, decision.matched
-        self.replaced = decision.replaced
+        self.replaced, self.unscheduled = decision.replaced, decision.unscheduled
 
     def not_applied(self, label: str, reason: str) -> None:
         """The fault ``label`` fired but could not be applied, because ``reason``: it is not
@@ -91,6 +93,7 @@ class ServedCall:
                 response=self.response,
                 unapplied=tuple(self.unapplied.items()),
                 replaced=self.replaced,
+                unscheduled=self.unscheduled,
             )
         )
 

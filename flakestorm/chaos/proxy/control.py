@@ -40,6 +40,9 @@ TOKEN``, else 401)::
     DELETE /_flakestorm/interactions?scenario=NAME[&keep=CELL,...]
                                                  forget a scenario's interactions (but the
                                                  cells in ``keep``) once read -> {"forgotten": N}
+    POST   /_flakestorm/begin                    {"cell": INVOCATION}: that invocation starts
+                                                 now (the origin of its faults' ``window_ms``)
+                                                 -> {"cell": INVOCATION}
 """
 
 from __future__ import annotations
@@ -302,6 +305,18 @@ def _forget(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> HttpRe
     return json_reply({"forgotten": proxy.log.forget(scenario, keep)})
 
 
+def _begin(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> HttpResponse:
+    try:
+        doc = json.loads(body or b"{}")
+    except (ValueError, RecursionError):
+        doc = None
+    cell = doc.get("cell") if isinstance(doc, dict) else None
+    if not isinstance(cell, str) or not cell:
+        return error_reply(400, "bad_request", 'cell: required (the invocation, "CELL#RUN.PROMPT")')
+    proxy.book.begin(cell)
+    return json_reply({"cell": cell})
+
+
 _ROUTES: dict[tuple[str, str], Callable[[ChaosProxy, bytes, Mapping[str, str]], HttpResponse]] = {
     ("GET", "/health"): _health,
     ("PUT", "/scenario"): _put_scenario,
@@ -311,6 +326,7 @@ _ROUTES: dict[tuple[str, str], Callable[[ChaosProxy, bytes, Mapping[str, str]], 
     ("DELETE", "/interactions"): _forget,
     ("GET", "/routes"): _get_routes,
     ("PUT", "/routes"): _put_routes,
+    ("POST", "/begin"): _begin,
 }
 
 
@@ -381,6 +397,10 @@ class ProxyControl:
             raise HarnessError(
                 f"chaos proxy at {self.url} sent an unreadable interaction list: {exc}"
             ) from exc
+
+    def begin(self, invocation: str) -> None:
+        """Tell the proxy ``invocation`` starts now: its faults' ``window_ms`` count from here."""
+        self._call("POST", "/begin", {"cell": invocation})
 
     def forget(self, scenario: str, keep: Collection[str] = ()) -> int:
         """Have the proxy forget ``scenario``'s interactions (but those of the cells in

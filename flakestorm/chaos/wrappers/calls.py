@@ -139,6 +139,7 @@ class Call:
                 response=self.response,
                 unapplied=tuple(self.unapplied.items()),
                 replaced=self.decision.replaced,
+                unscheduled=self.decision.unscheduled,
             )
         )
 

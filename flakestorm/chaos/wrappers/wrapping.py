@@ -105,8 +105,14 @@ class Wrapping:
         book = self._book
         if dataclasses.replace(scenario, cell_id=book.scenario.cell_id) == book.scenario:
             book.scenario = scenario
+            if scenario.cell_id:
+                book.begin(scenario.cell_id)
         else:
             self._book = FaultBook(scenario)
+
+    def begin(self, invocation: str) -> None:
+        """``invocation`` starts now: the origin of its faults' ``window_ms``."""
+        self._book.begin(invocation)
 
     @property
     def scenario(self) -> ActiveScenario:
