@@ -20,6 +20,7 @@ SECTIONS: dict[str, str] = {
     "ContractInvariant": "invariants[]",
     "Contract": "contract",
     "Scenario": "contract.chaos_matrix[]",
+    "Sweep": "contract.chaos_matrix[].sweep",
     "Chaos": "chaos",
     "ToolFault": "tool_faults[]",
     "LlmFault": "llm_faults[]",
@@ -59,6 +60,10 @@ SECTION_NOTES: dict[str, str] = {
     "contract.chaos_matrix[]": "A scenario: a name plus the faults active while its cells "
     "run. `context_attacks` takes the list form or the dict form "
     "(`context_attacks: {memory_poisoning: {payload: ...}}`).",
+    "contract.chaos_matrix[].sweep": 'A sweep (docs/chaos.md, "Sweeps"): the scenario runs '
+    "once per value as `NAME[VALUE]`, each like any other scenario (shards and the baseline "
+    "delta included), and every report gives, per invariant, the breaking point: the first "
+    "value at which it fails and stays failed.",
     "chaos": "Faults for the chaos-only phase and `flakestorm run --chaos`; never applied "
     "implicitly to anything else.",
     "tool_faults[]": "A fault injected into the agent's tool calls. Used in `chaos.tool_faults` "
@@ -192,6 +197,14 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "contract.invariants": "The invariants, each with a unique `id`.",
     "contract.chaos_matrix": "The scenarios, each with a unique `name`.",
     "contract.chaos_matrix[].name": "Scenario name, unique within the matrix.",
+    "contract.chaos_matrix[].sweep": "Run the scenario at several values of one fault field: "
+    "one scenario per value, named `NAME[VALUE]`; reports give each invariant's breaking "
+    "point.",
+    "contract.chaos_matrix[].sweep.field": "The field: `tool_faults[N].delay_ms`, "
+    "`.probability` or `.calls` (its upper bound); `llm_faults[N].` the same and "
+    "`max_tokens`; `context_attacks[N].inject_tokens` or `.calls`.",
+    "contract.chaos_matrix[].sweep.values": "Two or more values, in the order reports show "
+    "them (e.g. `[250, 500, 1000, 2000]`).",
     "contract.chaos_matrix[].tool_faults": "Tool faults active in this scenario.",
     "contract.chaos_matrix[].llm_faults": "LLM faults active in this scenario.",
     "contract.chaos_matrix[].context_attacks": "Context attacks active in this scenario "

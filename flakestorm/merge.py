@@ -42,6 +42,7 @@ from flakestorm.results import (
 )
 from flakestorm.scoring import score_run
 from flakestorm.shards import digest_of
+from flakestorm.sweeps import judged as sweeps_judged
 from flakestorm.validation import InvalidData, validate_model
 
 RESULTS_FILE = "results.json"
@@ -236,13 +237,15 @@ def merge_phase(parts: Sequence[PhaseOutcome], names: Sequence[str]) -> PhaseOut
         own = [c for c in merged if c.scenario == info.name]
         judged[info.name], settled = judge(info, own)
         by_index.update((c.index, c) for c in settled)
-    return dataclasses.replace(
-        head,
-        invariants=_rows(parts, merged),
-        scenarios=tuple(judged[i.name] for i in infos),
-        cells=tuple(by_index.get(c.index, c) for c in merged),
-        mutations=tuple(mutations[i] for i in sorted(mutations)),
-        warnings=_union(w for p in parts for w in p.warnings),
+    return sweeps_judged(
+        dataclasses.replace(
+            head,
+            invariants=_rows(parts, merged),
+            scenarios=tuple(judged[i.name] for i in infos),
+            cells=tuple(by_index.get(c.index, c) for c in merged),
+            mutations=tuple(mutations[i] for i in sorted(mutations)),
+            warnings=_union(w for p in parts for w in p.warnings),
+        )
     )
 
 

@@ -1,6 +1,7 @@
 """Config -> cells (pure).
 
-A contract run is a matrix: every invariant under every scenario of ``chaos_matrix``. Each
+A contract run is a matrix: every invariant under every scenario of ``chaos_matrix``, a swept
+scenario standing for one scenario per value (:mod:`flakestorm.sweeps`). Each
 (invariant × scenario) pair is a :class:`Cell`, listed invariant-major in config order; that
 order is the order of every report, whatever order cells finish in.
 """
@@ -16,6 +17,8 @@ from flakestorm.config import (
     Scenario,
 )
 from flakestorm.errors import UsageError
+from flakestorm.results import SweepInfo
+from flakestorm.sweeps import expanded_matrix, sweeps_of
 
 
 @dataclass(frozen=True)
@@ -49,10 +52,13 @@ class Plan:
 
     contract: Contract
     cells: tuple[Cell, ...]
+    scenarios: tuple[Scenario, ...]
+    """Every scenario of the contract, sweeps expanded, in config order (the objects the cells
+    hold)."""
 
     @property
-    def scenarios(self) -> tuple[Scenario, ...]:
-        return tuple(self.contract.chaos_matrix)
+    def sweeps(self) -> tuple[SweepInfo, ...]:
+        return sweeps_of(self.contract)
 
     @property
     def baseline_prompts(self) -> tuple[str, ...]:
@@ -67,6 +73,7 @@ class Plan:
 def build_plan(contract: Contract, golden_prompts: list[str]) -> Plan:
     """Expand a contract into its cells (invariant-major, config order)."""
     cells: list[Cell] = []
+    scenarios = expanded_matrix(contract)
     for invariant in contract.invariants:
         prompts = tuple(invariant.probes or golden_prompts)
         if not prompts:
@@ -74,6 +81,6 @@ def build_plan(contract: Contract, golden_prompts: list[str]) -> Plan:
                 f"invariant {invariant.id!r} has no prompts to send: "
                 "add golden_prompts, or probes to the invariant"
             )
-        for scenario in contract.chaos_matrix:
+        for scenario in scenarios:
             cells.append(Cell(len(cells), invariant, scenario, prompts))
-    return Plan(contract, tuple(cells))
+    return Plan(contract, tuple(cells), tuple(scenarios))

@@ -15,6 +15,7 @@ from flakestorm.phases.matrix import MatrixCount, count_invocations
 from flakestorm.phases.phase import PhaseName
 from flakestorm.plan import build_plan
 from flakestorm.redaction import without_userinfo
+from flakestorm.sweeps import sweeps_of
 
 
 def count_matrix(config: Config) -> MatrixCount | None:
@@ -100,6 +101,18 @@ def summary(config: Config, base_dir: Path = Path(".")) -> list[tuple[str, str]]
                 f"{_plural(matrix.cells, 'cell')}{skipped}",
             )
         )
+        swept = sweeps_of(config.contract)
+        if swept:
+            lines.append(
+                (
+                    "sweeps",
+                    "; ".join(
+                        f"{s.scenario}: {s.field} at {_plural(len(s.values), 'value')} "
+                        f"({', '.join(s.values)})"
+                        for s in swept
+                    ),
+                )
+            )
         parts = [f"{matrix.prompt_runs} prompts × repeat {matrix.repeat}"]
         if matrix.baselines:
             parts.append(f"{_plural(matrix.baselines, 'baseline')} (behavior_unchanged)")

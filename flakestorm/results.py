@@ -260,6 +260,32 @@ class ScenarioInfo:
 
 
 @dataclass(frozen=True)
+class BreakingPoint:
+    """Where one invariant breaks along a sweep (SPEC §4.1): ``value`` is the first value at
+    which it fails and stays failed (None when it never breaks, or has no verdict)."""
+
+    invariant: str
+    value: str | None
+    text: str
+    """``breaks at 1200``, ``fails from the first value``, ``holds over the whole range``."""
+    marks: tuple[str | None, ...]
+    """Per value, in order: ``passed``, ``failed`` (a failed or errored cell) or None (skipped,
+    not run)."""
+
+
+@dataclass(frozen=True)
+class SweepInfo:
+    """A swept scenario (:mod:`flakestorm.sweeps`): the field it varies, its values in order,
+    the scenario each value ran as, and per invariant its breaking point."""
+
+    scenario: str
+    field: str
+    values: tuple[str, ...]
+    scenarios: tuple[str, ...]
+    breaking: tuple[BreakingPoint, ...] = ()
+
+
+@dataclass(frozen=True)
 class PhaseScore:
     """The score of a phase (see :mod:`flakestorm.scoring` and each phase's module)."""
 
@@ -299,6 +325,8 @@ class PhaseOutcome:
     order, a tuple or read back from disk as they are used (as :attr:`cells`)."""
     rows: str = "invariant"
     """What the matrix's rows (``invariants``) are: ``invariant``, or ``session`` (replay)."""
+    sweeps: tuple[SweepInfo, ...] = ()
+    """The phase's swept scenarios, with their breaking points (the contract phase's)."""
 
     @property
     def label(self) -> str:
@@ -543,6 +571,19 @@ def _phase(d: Mapping[str, Any]) -> PhaseOutcome:
         warnings=tuple(d.get("warnings", ())),
         mutations=tuple(_mutation(m) for m in d.get("mutations", ())),
         rows=d.get("rows", "invariant"),
+        sweeps=tuple(_sweep(w) for w in d.get("sweeps", ())),
+    )
+
+
+def _sweep(d: Mapping[str, Any]) -> SweepInfo:
+    return SweepInfo(
+        **{
+            **d,
+            **_tuples(d, "values", "scenarios"),
+            "breaking": tuple(
+                BreakingPoint(**{**b, "marks": tuple(b["marks"])}) for b in d.get("breaking", ())
+            ),
+        }
     )
 
 

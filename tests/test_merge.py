@@ -595,3 +595,29 @@ def test_an_injection_every_shards_llm_calls_had_answered_by_a_fault_stays_not_d
     # one shard whose request reached the LLM with it is enough
     delivered = merge_proof([*shards, ScenarioInfo("busy", (), matched=(injection,))])
     assert judge(delivered, [passed])[0].undelivered == ()
+
+
+def test_a_sweep_sharded_and_merged_has_the_unsharded_breaking_points(tmp_path: Path) -> None:
+    """Each value of a sweep is a scenario of its own, dealt cell by cell; the merge judges the
+    breaking points again over every shard's cells."""
+    swept = {
+        "name": "quote-flaky",
+        "tool_faults": [{"tool": "get_quote", "mode": "error", "probability": 0.0}],
+        "sweep": {"field": "tool_faults[0].probability", "values": [0, 0.5, 1]},
+    }
+    path = project(tmp_path, [{"name": "calm"}, swept], invariants=INVARIANTS[:2])
+    whole = json.loads(save(run(path), tmp_path / "whole").read_text())
+    shards = shards_of(path, 2, tmp_path / "shards")
+    done = merge(*(p.parent for p in shards), "-o", tmp_path / "merged", cwd=tmp_path)
+    assert done.returncode == whole["exit_code"], done.stderr
+    merged = json.loads((tmp_path / "merged" / "results.json").read_text())
+    names = [s["name"] for s in whole["phases"]["contract"]["scenarios"]]
+    assert names == ["calm", "quote-flaky[0]", "quote-flaky[0.5]", "quote-flaky[1]"]
+    (sweep,) = whole["phases"]["contract"]["sweeps"]
+    assert {b["invariant"]: b["text"] for b in sweep["breaking"]} == {
+        "cites": "breaks at 0.5",  # at 0.5 some prompt already meets the outage
+        "answers": "holds over the whole range",
+    }
+    assert merged["phases"]["contract"]["sweeps"] == whole["phases"]["contract"]["sweeps"]
+    for part in (json.loads(p.read_text()) for p in shards):  # each shard judged its own part
+        assert part["phases"]["contract"]["sweeps"][0]["scenarios"] == sweep["scenarios"]

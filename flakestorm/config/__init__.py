@@ -31,6 +31,7 @@ from flakestorm.config.contract import (
     Proxy,
     Scenario,
     Scheduled,
+    Sweep,
     ToolFault,
 )
 from flakestorm.config.mutations import (
@@ -135,6 +136,7 @@ __all__ = [
     "SessionFile",
     "Severity",
     "SimilarityBackend",
+    "Sweep",
     "ToolFault",
     "ToolFaultMode",
     "ToolResponse",

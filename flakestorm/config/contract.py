@@ -201,8 +201,18 @@ class Faults(Model):
 _FAULT_LISTS = ("tool_faults", "llm_faults", "context_attacks")
 
 
+class Sweep(Model):
+    """One fault field run at several values (SPEC §4.1, "Sweeps"): :mod:`flakestorm.sweeps`."""
+
+    field: str = Field(min_length=1)
+    """``tool_faults[0].delay_ms``: which field of which of the scenario's faults."""
+    values: list[float] = Field(min_length=2)
+    """The values, in the order reports show them."""
+
+
 class Scenario(Faults):
     name: str = Field(min_length=1)
+    sweep: Sweep | None = None
 
 
 class Contract(Model):

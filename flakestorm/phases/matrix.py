@@ -28,6 +28,7 @@ from flakestorm.results import CellResult, InvariantInfo, PhaseOutcome, Scenario
 from flakestorm.revival import revived_notice
 from flakestorm.scoring import score_cells
 from flakestorm.spool import CELLS, Spool, Spooled
+from flakestorm.sweeps import judged
 
 STATEFUL_WARNING = (
     "Warning: No reset_endpoint configured. Contract matrix cells may share state. "
@@ -129,7 +130,7 @@ def _outcome(
     warnings: list[str],
 ) -> PhaseOutcome:
     contract = plan.contract
-    return PhaseOutcome(
+    outcome = PhaseOutcome(
         phase=phase,
         name=contract.name,
         invariants=tuple(
@@ -148,7 +149,9 @@ def _outcome(
         cells=cells_out if isinstance(cells_out, Spooled) else tuple(cells_out),
         score=score_cells(cells_out),
         warnings=tuple(warnings),
+        sweeps=plan.sweeps,
     )
+    return judged(outcome)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from flakestorm.reporters import breaking
 from flakestorm.reporters.escape import text
 from flakestorm.reporters.public import NOTE as PUBLIC_NOTE
 from flakestorm.reporters.public import public
@@ -74,6 +75,10 @@ class CommentState:
 
     score: float | None
     run: str
+
+
+MAX_SWEEPS = 10
+"""Sweeps the comment names (each in one line)."""
 
 
 def marker_key(config_path: str) -> str:
@@ -256,6 +261,13 @@ def render(
     undelivered = undelivered_items(result, MAX_UNDELIVERED, hint_chars=300)
     if undelivered:
         out += [UNDELIVERED_TITLE, "", *undelivered, ""]
+    swept = [sweep for outcome in phases(result) for sweep in outcome.sweeps]
+    for sweep in swept[:MAX_SWEEPS]:
+        out.append(
+            f"- **Sweep {text(breaking.title(sweep), 160)}**: {text(breaking.compact(sweep), 600)}"
+        )
+    if swept:
+        out.append("")
     if withheld:
         out += [f"_{PUBLIC_NOTE}_", ""]
 

@@ -39,6 +39,7 @@ from typing import TextIO
 
 import jinja2
 
+from flakestorm.reporters import breaking
 from flakestorm.reporters.escape import clean, excerpt
 from flakestorm.reporters.view import (
     TypeRow,
@@ -66,6 +67,7 @@ from flakestorm.results import (
     RunResult,
     ScenarioInfo,
     Status,
+    SweepInfo,
 )
 from flakestorm.spool import Mapped
 
@@ -266,6 +268,19 @@ class _Phase:
     row_kind: str = "invariant"
     legend_text: str = ""
     """A mutation phase's legend, words only."""
+    sweeps: tuple[_Sweep, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Sweep:
+    """A swept scenario: its pass-rate chart (inline SVG geometry) and its table."""
+
+    title: str
+    field: str
+    values: tuple[str, ...]
+    rows: tuple[tuple[str, tuple[str, ...], str], ...]
+    """(invariant, glyph kind per value: ``passed``, ``failed``, ``skipped``, breaking point)."""
+    chart: breaking.Chart
 
 
 @dataclass(frozen=True)
@@ -408,6 +423,25 @@ def _phase(outcome: PhaseOutcome) -> _Phase:
         types=tuple(dataclasses.replace(r, type=clean(r.type)) for r in mutation_types(outcome)),
         mutations=Mapped(failed_mutations(outcome), _mutation),
         row_kind=clean(outcome.rows),
+        sweeps=tuple(_sweep(sweep) for sweep in outcome.sweeps),
+    )
+
+
+def _sweep(sweep: SweepInfo) -> _Sweep:
+    chart = breaking.chart(sweep)
+    return _Sweep(
+        title=clean(breaking.title(sweep)),
+        field=clean(sweep.field),
+        values=tuple(clean(v) for v in sweep.values),
+        rows=tuple(
+            (clean(p.invariant), tuple(m or "skipped" for m in p.marks), clean(p.text))
+            for p in sweep.breaking
+        ),
+        chart=dataclasses.replace(
+            chart,
+            points=tuple((x, y, clean(v), r) for x, y, v, r in chart.points),
+            ticks=tuple((x, clean(v)) for x, v in chart.ticks),
+        ),
     )
 
 

@@ -17,7 +17,9 @@
   ``flakestorm_version``; the phase's own counts (``prompts`` and ``prompts_passed`` for the
   chaos phase);
   ``undelivered_faults`` (``scenario: fault`` joined by ``; ``) when a declared fault was not
-  delivered, ``serial_scenarios`` when some scenario's cells ran one at a time, and
+  delivered, ``serial_scenarios`` when some scenario's cells ran one at a time,
+  ``breaking_point[SCENARIO]`` per swept scenario (the field, then each invariant's breaking
+  point), and
   ``stop_reason`` for a partial run. ``junit-xml`` has no case-level properties, so each case's
   ``severity`` (with status, flakiness and faults fired) is the first lines of its
   ``<system-out>``.
@@ -37,6 +39,7 @@ from typing import Any, TextIO
 
 from junit_xml import TestCase, TestSuite
 
+from flakestorm.reporters import breaking
 from flakestorm.reporters.escape import clean, excerpt
 from flakestorm.reporters.view import call_status, call_target, phase_counts, phases, score_text
 from flakestorm.results import (
@@ -202,6 +205,10 @@ def _suite(result: RunResult, outcome: PhaseOutcome) -> Any:
     serial = [s.name for s in outcome.scenarios if s.serial]
     if serial:
         properties["serial_scenarios"] = clean(", ".join(serial))
+    for sweep in outcome.sweeps:
+        properties[clean(f"breaking_point[{sweep.scenario}]")] = clean(
+            f"{sweep.field}: {breaking.compact(sweep, limit=50)}"
+        )
     if not result.complete:
         properties["stop_reason"] = clean(result.stop_reason or "unknown")
     return TestSuite(

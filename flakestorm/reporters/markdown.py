@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from flakestorm.reporters import breaking
 from flakestorm.reporters.escape import EXCERPT_CHARS, code_block, html_text, text, url_span
 from flakestorm.reporters.public import NOTE as PUBLIC_NOTE
 from flakestorm.reporters.public import public
@@ -378,12 +379,33 @@ def _section(outcome: PhaseOutcome) -> _Section:
         outcome=outcome,
         top="\n".join(head) + "\n",
         rows=rows,
-        legend=f"\n{_legend(outcome)}\n\n",
+        legend=f"\n{_legend(outcome)}\n\n{_sweeps(outcome)}",
         scenarios_top=scenarios_top,
         scenarios=scenarios,
         scenarios_end=scenarios_end,
         bad=[cell_details(c, by_name.get(c.scenario)) for c in bad_cells(outcome)],
     )
+
+
+SWEEP_ROWS = 30
+"""The most invariants a sweep's table lists (broken ones first)."""
+
+
+def _sweeps(outcome: PhaseOutcome) -> str:
+    """Each sweep: the verdict of every invariant at each value, and its breaking point."""
+    out = []
+    for sweep in outcome.sweeps:
+        values = [text(v, 20) for v in sweep.values]
+        out.append(f"#### Sweep {text(breaking.title(sweep), 200)}\n")
+        out.append("| invariant | " + " | ".join(values) + " | breaking point |")
+        out.append("|---|" + ":-:|" * len(values) + "---|")
+        listed = sorted(breaking.rows(sweep), key=lambda r: r[2].startswith(("holds", "no ")))
+        for invariant, marks, point in listed[:SWEEP_ROWS]:
+            out.append(f"| {text(invariant, 80)} | " + " | ".join(marks) + f" | {text(point)} |")
+        if len(listed) > SWEEP_ROWS:
+            out.append(f"\n_… and {len(listed) - SWEEP_ROWS} more invariants: {_FULL_REPORT}._")
+        out.append("")
+    return "\n".join(out) + ("\n" if out else "")
 
 
 def _mutation_section(outcome: PhaseOutcome) -> _Section:

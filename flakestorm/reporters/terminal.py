@@ -13,6 +13,7 @@ import unicodedata
 from collections.abc import Sequence
 
 from flakestorm.redaction import active
+from flakestorm.reporters import breaking
 from flakestorm.reporters.view import (
     RunVerdict,
     errored_note,
@@ -94,6 +95,12 @@ def render(result: RunResult) -> str:
         )
         if outcome.cells or not outcome.mutations:
             out.append(render_matrix(outcome))
+        for sweep in outcome.sweeps:
+            out.append(f"Sweep {safe(breaking.title(sweep), 200)}:")
+            out.extend(
+                f"  {safe(invariant, 60)}: {' '.join(marks)}  {point}"
+                for invariant, marks, point in breaking.rows(sweep)
+            )
         out.extend(_failing(outcome))
         if outcome.mutations:
             out.extend(render_mutations(outcome))

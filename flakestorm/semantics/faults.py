@@ -8,8 +8,16 @@ from flakestorm.chaos.llm.modes import LLM_MODES
 from flakestorm.chaos.modes import Fields, field_names
 from flakestorm.chaos.schedule import CALLS_EXAMPLES, Schedule, ScheduleError, parse_calls
 from flakestorm.chaos.tool_modes import TOOL_MODES
-from flakestorm.config import CONTEXT_ATTACK_FIELDS, AgentType, ContextAttack, Scheduled
+from flakestorm.config import (
+    CONTEXT_ATTACK_FIELDS,
+    AgentType,
+    ContextAttack,
+    LlmFault,
+    Scheduled,
+    ToolFault,
+)
 from flakestorm.semantics.scope import Scope, a, fields_set, listing
+from flakestorm.sweeps import SweepError, expand, parse_path, swept_name, value_text
 from flakestorm.validation.paths import ConfigPath
 
 # a fault's mode-specific fields are its mode unit's (besides tool, mode, probability,
@@ -122,20 +130,79 @@ def _schedule(scope: Scope, at: ConfigPath, fault: Scheduled, after_calls: int) 
 
 
 def check_unique_names(scope: Scope) -> None:
-    """Reads ``contract.chaos_matrix``: names are compared even on scenarios wrong elsewhere."""
+    """Reads ``contract.chaos_matrix``: names are compared even on scenarios wrong elsewhere,
+    a sweep's scenarios (``name[value]``) with the rest."""
     names: dict[str, int] = {}
+    swept: set[str] = set()
     for i, item in enumerate(scope.parts.chaos_matrix):
         name = item.text("name")
         if name is None:
             continue
-        if name in names:
-            scope.error(
-                (*item.path, "name"),
-                f"duplicate scenario name {name!r} (also chaos_matrix[{names[name]}]; "
-                "names must be unique)",
-            )
-        else:
-            names[name] = i
+        sweep = item.model.sweep if item.model is not None else None
+        own = [name] if sweep is None else [swept_name(name, v) for v in sweep.values]
+        for each in own:
+            if each in names:
+                also = " (a sweep's scenarios are NAME[VALUE])" if swept & {each} or sweep else ""
+                scope.error(
+                    (*item.path, "name"),
+                    f"duplicate scenario name {each!r} (also chaos_matrix[{names[each]}]; "
+                    f"names must be unique){also}",
+                )
+                break
+            names[each] = i
+        if sweep is not None:
+            swept.update(own)
+
+
+def check_sweeps(scope: Scope) -> None:
+    """Reads ``contract.chaos_matrix[*]``: a sweep names a numeric field of one of its
+    scenario's faults that the fault uses, with distinct values each fault accepts."""
+    for item in scope.parts.chaos_matrix:
+        scenario = item.model
+        if scenario is None or scenario.sweep is None:
+            continue
+        at = (*item.path, "sweep")
+        sweep = scenario.sweep
+        try:
+            path = parse_path(sweep.field)
+        except SweepError as exc:
+            scope.error((*at, "field"), str(exc))
+            continue
+        faults = getattr(scenario, path.faults)
+        if path.index < len(faults):
+            unused = _unused(path.faults, faults[path.index], path.field)
+            if unused:
+                scope.error((*at, "field"), f"{path}: {unused}")
+                continue
+        texts = [value_text(v) for v in sweep.values]
+        if len(set(texts)) != len(texts):
+            scope.error((*at, "values"), f"the values repeat ({', '.join(texts)}): give each once")
+            continue
+        try:
+            expand(scenario)
+        except SweepError as exc:
+            scope.error(at, f"{path}: {exc}")
+
+
+def _unused(faults: str, fault: ToolFault | LlmFault | ContextAttack, field: str) -> str:
+    """Why ``field`` means nothing for ``fault`` (empty when it does)."""
+    if isinstance(fault, ContextAttack):
+        required, optional = CONTEXT_ATTACK_FIELDS[fault.type]
+        if field in (*required, *optional):
+            return ""
+        return f"'{field}' means nothing for {a(fault.type.value)} context attack"
+    if field in ("probability", "calls"):
+        return ""
+    if isinstance(fault, ToolFault):
+        fields, what, mode = TOOL_MODES[fault.mode].fields, "tool fault", fault.mode.value
+    else:
+        fields, what, mode = LLM_MODES[fault.mode].fields, "LLM fault", fault.mode.value
+    if field in (*fields.required, *fields.optional):
+        return ""
+    return (
+        f"'{field}' means nothing for {a(mode)} {what} (its fields: "
+        f"{listing((*fields.required, *fields.optional))})"
+    )
 
 
 def check_tool_delivery(scope: Scope) -> None:

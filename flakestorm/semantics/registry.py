@@ -21,7 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flakestorm.semantics.agent import check_agent
-from flakestorm.semantics.faults import check_faults, check_tool_delivery, check_unique_names
+from flakestorm.semantics.faults import (
+    check_faults,
+    check_sweeps,
+    check_tool_delivery,
+    check_unique_names,
+)
 from flakestorm.semantics.invariants import (
     check_contract_when,
     check_invariants,
@@ -72,6 +77,7 @@ register(Check("invariants", (), check_invariants))
 register(Check("unique ids", ("contract.invariants",), check_unique_ids))
 register(Check("faults", (), check_faults))
 register(Check("unique names", ("contract.chaos_matrix",), check_unique_names))
+register(Check("sweeps", ("contract.chaos_matrix[*]",), check_sweeps))
 register(Check("tool delivery", ("agent",), check_tool_delivery))
 register(Check("golden prompts", ("golden_prompts",), check_golden_prompts))
 register(Check("mutations", ("mutations", "agent"), check_mutations))
