@@ -120,6 +120,10 @@ class Executor:
         return self._budget.spent
 
     @property
+    def options(self) -> Options:
+        return self._options
+
+    @property
     def stop_reason(self) -> str | None:
         if self._stop.is_set():
             return "interrupted"

@@ -58,6 +58,7 @@ from support.docker import (
     critical_invariant_lines,
     docker,
     engine_or_skip,
+    fake_github_command,
     fetch_in,
     image_id,
     run,
@@ -191,14 +192,7 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
             "-v",
             f"{support}:/support:ro",
             base,
-            "python",
-            "/support/fake_github.py",
-            "--host",
-            "0.0.0.0",
-            "--port",
-            str(FAKE_PORT),
-            "--token",
-            f"{TOKEN}:write",
+            *fake_github_command(FAKE_PORT, TOKEN),
         )
         wait_for_log(fake, "listening on")
         yield state

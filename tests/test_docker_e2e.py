@@ -57,6 +57,7 @@ from support.docker import (
     critical_invariant_lines,
     docker,
     engine_or_skip,
+    fake_github_command,
     fetch_in,
     image_size,
     parse_outputs,
@@ -178,14 +179,7 @@ def start_fake_github(state: Env) -> None:
         "github-api",
         "github-api",
         BASE_IMAGE,
-        "python",
-        "/support/fake_github.py",
-        "--host",
-        "0.0.0.0",
-        "--port",
-        str(FAKE_PORT),
-        "--token",
-        f"{TOKEN}:write",
+        *fake_github_command(FAKE_PORT, TOKEN),
         volumes=[f"{support}:/support:ro"],
     )
     wait_for_log(name, "listening on")

@@ -21,8 +21,10 @@ from flakestorm.chaos.delivery import (
 )
 from flakestorm.chaos.faults import ActiveScenario, FaultBook
 from flakestorm.config import AgentType, Config, Scenario
+from flakestorm.executor import Options
+from flakestorm.phases.applicability import rejudge
 from flakestorm.phases.phase import PhaseContext, PhasePlan, PhaseRequest, SectionPhase
-from flakestorm.plan import Plan
+from flakestorm.plan import Cell, Plan
 from flakestorm.redaction import Redactor
 from flakestorm.results import CellResult, InvariantInfo, PhaseOutcome, ScenarioInfo
 from flakestorm.revival import revived_notice
@@ -104,7 +106,7 @@ def run_matrix(
             channel.activate(dataclasses.replace(active, cell_id=invocation))
 
         info = dataclasses.replace(infos[scenario.name], serial=not forwarding)
-        settle = _settler(channel, active, earlier, info, infos)
+        settle = _settler(channel, active, earlier, info, infos, cells, executor.options)
         results = executor.run_cells(
             cells,
             baselines,
@@ -234,18 +236,35 @@ def _settler(
     earlier: set[int],
     info: ScenarioInfo,
     infos: dict[str, ScenarioInfo],
+    cells: Sequence[Cell],
+    options: Options,
 ) -> Callable[[list[CellResult]], list[CellResult]]:
     """Completes a chaos scenario's verdicts once its cells ran: the calls its cells made
-    (not an earlier phase's), the delivery proof and judgement; ``infos`` gets the judged
-    scenario."""
+    (not an earlier phase's), the delivery proof and judgement, then ``when`` judged per
+    invocation where the scenario's faults may spare one (:mod:`.applicability`); ``infos``
+    gets the judged scenario."""
+    planned = {cell.index: cell for cell in cells}
 
     def settle(results: list[CellResult]) -> list[CellResult]:
         seen = [i for i in channel.interactions(active.name) if i.seq not in earlier]
         proven, proof = prove(results, seen, FaultBook(active), channel, info)
         infos[active.name], settled = judge(proof, proven)
-        return settled
+        return [_per_invocation(result, planned.get(result.index), options) for result in settled]
 
     return settle
+
+
+def _per_invocation(result: CellResult, cell: Cell | None, options: Options) -> CellResult:
+    if cell is None:
+        return result
+    return rejudge(
+        result,
+        cell.invariant.when,
+        cell.scenario,
+        len(cell.prompts),
+        options.repeat,
+        options.min_pass,
+    )
 
 
 def describe_faults(scenario: Scenario) -> tuple[str, ...]:

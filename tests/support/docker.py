@@ -339,6 +339,13 @@ def annotations(stdout: str, level: str = "error") -> list[dict[str, str]]:
     return found
 
 
+def fake_github_command(port: int, token: str) -> list[str]:
+    """The fake GitHub API (``tests/support`` mounted at ``/support``) on ``0.0.0.0:port``,
+    accepting ``token`` with write access: the arguments after the image."""
+    command = ["python", "/support/fake_github.py", "--host", "0.0.0.0", "--port", str(port)]
+    return [*command, "--token", f"{token}:write"]
+
+
 AGENT_DIR = ROOT / "examples" / "finance_agent"
 AGENT_REPO = "flakestorm-test/finbot"
 
