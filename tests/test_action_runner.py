@@ -62,6 +62,7 @@ from support.docker import (
     fetch_in,
     image_id,
     run,
+    runner_image,
     show,
     tree_files,
     wait_for_log,
@@ -155,12 +156,8 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
     act = act_binary()
     base = base_image(timings)
     proxy = action_image(timings)
-    dockerfile = HERE / "runner.Dockerfile"
-    runner = "flakestorm-test/act-runner:" + content_hash(
-        ROOT, [dockerfile.relative_to(ROOT).as_posix()], image_id(base)
-    )
-    build(runner, HERE, dockerfile, timings, "job image", base=base)
-    good = agent_image(timings, base=runner)
+    runner = runner_image(timings)
+    good = agent_image(timings, base=runner)  # the Docker test's FinBot too
     bad_file = HERE / "bad-agent.Dockerfile"
     bad = "flakestorm-test/act-finbot-bad:" + content_hash(
         ROOT, [bad_file.relative_to(ROOT).as_posix()], image_id(good)

@@ -61,6 +61,7 @@ from support.docker import (
     fetch_in,
     image_size,
     parse_outputs,
+    runner_image,
     show,
     wait_for_log,
     wait_healthy,
@@ -106,7 +107,7 @@ def env(request: pytest.FixtureRequest) -> Iterator[Env]:
     timings = Timings()
     engine_or_skip(timings)
     base_image(timings)
-    finbot = agent_image(timings)
+    finbot = agent_image(timings, base=runner_image(timings))  # the act test's FinBot too
     built = ""
     action_error = ""
     try:

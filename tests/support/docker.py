@@ -357,6 +357,17 @@ def base_image(timings: Timings) -> str:
     return BASE_IMAGE
 
 
+def runner_image(timings: Timings) -> str:
+    """The base image plus curl (``tests/action/runner.Dockerfile``): act's job image, and the
+    base of FinBot's image, whose README health check runs curl."""
+    dockerfile = ROOT / "tests" / "action" / "runner.Dockerfile"
+    tag = "flakestorm-test/act-runner:" + content_hash(
+        ROOT, [dockerfile.relative_to(ROOT).as_posix()], image_id(BASE_IMAGE)
+    )
+    build(tag, dockerfile.parent, dockerfile, timings, "job image")
+    return tag
+
+
 def agent_image(timings: Timings, base: str = BASE_IMAGE) -> str:
     """FinBot's image (``examples/finance_agent/Dockerfile``) on ``base``."""
     prefix = AGENT_DIR.relative_to(ROOT).as_posix() + "/"
