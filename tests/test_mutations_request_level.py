@@ -234,6 +234,8 @@ def test_a_request_that_breaks_the_agent_fails_its_critical_invariants(tmp_path:
             2,
             invariants=invariants,
             advanced={"concurrency": 1},
+            # the agent never comes back: no need to wait the default 2 minutes to know it
+            agent={"endpoint": server.url, "timeout": 2500, "ready_timeout": 2000},
         )
     finally:
         server.close()
