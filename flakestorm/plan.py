@@ -17,7 +17,7 @@ from flakestorm.config import (
     Scenario,
 )
 from flakestorm.errors import UsageError
-from flakestorm.results import SweepInfo
+from flakestorm.sweep_results import SweepInfo
 from flakestorm.sweeps import expanded_matrix, sweeps_of
 
 

@@ -16,6 +16,7 @@ from flakestorm import delivery_reasons
 from flakestorm.field_types import mistyped
 from flakestorm.redaction import Redactor
 from flakestorm.shards import Shard
+from flakestorm.sweep_results import SweepInfo, sweep_from_document
 
 SCHEMA_VERSION = 2
 """2: phases under one ``phases`` mapping; delivery proof per scenario (``declared``,
@@ -257,32 +258,6 @@ class ScenarioInfo:
             return static
         saw = delivery_reasons.saw(self.seen, label)
         return f"{saw} — {static}" if static else saw
-
-
-@dataclass(frozen=True)
-class BreakingPoint:
-    """Where one invariant breaks along a sweep (SPEC §4.1): ``value`` is the first value at
-    which it fails and stays failed (None when it never breaks, or has no verdict)."""
-
-    invariant: str
-    value: str | None
-    text: str
-    """``breaks at 1200``, ``fails from the first value``, ``holds over the whole range``."""
-    marks: tuple[str | None, ...]
-    """Per value, in order: ``passed``, ``failed`` (a failed or errored cell) or None (skipped,
-    not run)."""
-
-
-@dataclass(frozen=True)
-class SweepInfo:
-    """A swept scenario (:mod:`flakestorm.sweeps`): the field it varies, its values in order,
-    the scenario each value ran as, and per invariant its breaking point."""
-
-    scenario: str
-    field: str
-    values: tuple[str, ...]
-    scenarios: tuple[str, ...]
-    breaking: tuple[BreakingPoint, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -571,19 +546,7 @@ def _phase(d: Mapping[str, Any]) -> PhaseOutcome:
         warnings=tuple(d.get("warnings", ())),
         mutations=tuple(_mutation(m) for m in d.get("mutations", ())),
         rows=d.get("rows", "invariant"),
-        sweeps=tuple(_sweep(w) for w in d.get("sweeps", ())),
-    )
-
-
-def _sweep(d: Mapping[str, Any]) -> SweepInfo:
-    return SweepInfo(
-        **{
-            **d,
-            **_tuples(d, "values", "scenarios"),
-            "breaking": tuple(
-                BreakingPoint(**{**b, "marks": tuple(b["marks"])}) for b in d.get("breaking", ())
-            ),
-        }
+        sweeps=tuple(sweep_from_document(w) for w in d.get("sweeps", ())),
     )
 
 

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from flakestorm.config import Contract, Scenario
-from flakestorm.results import BreakingPoint, PhaseOutcome, Status, SweepInfo
+from flakestorm.results import PhaseOutcome, Status
+from flakestorm.sweep_results import BreakingPoint, SweepInfo
 
 SWEEPABLE: Mapping[str, tuple[str, ...]] = {
     "tool_faults": ("delay_ms", "probability", "calls"),

@@ -23,7 +23,8 @@ from support.server import LoopbackServer, Request, Response
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.errors import ConfigError
 from flakestorm.loader import load_config_text
-from flakestorm.results import PhaseOutcome, SweepInfo
+from flakestorm.results import PhaseOutcome
+from flakestorm.sweep_results import SweepInfo
 from flakestorm.sweeps import breaking_point, judged
 
 VALUES = [250, 500, 750, 1250, 1500]

@@ -67,9 +67,9 @@ from flakestorm.results import (
     RunResult,
     ScenarioInfo,
     Status,
-    SweepInfo,
 )
 from flakestorm.spool import Mapped
+from flakestorm.sweep_results import SweepInfo
 
 TEMPLATES = Path(__file__).parent / "templates"
 
