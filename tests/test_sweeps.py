@@ -165,6 +165,22 @@ def test_a_latency_sweep_finds_where_the_agent_breaks(latency_project: Path) -> 
     ) in (out / "comment.md").read_text()
 
 
+def refused(tmp_path: Path, scenarios: list[dict[str, Any]]) -> str:
+    """What loading a config with these scenarios is refused with (a ConfigError)."""
+    doc = {
+        "agent": {"type": "http", "endpoint": "http://127.0.0.1:9/chat"},
+        "golden_prompts": ["p"],
+        "contract": {
+            "name": "c",
+            "invariants": [{"id": "a", "type": "completes"}],
+            "chaos_matrix": scenarios,
+        },
+    }
+    with pytest.raises(ConfigError) as caught:
+        load_config_text(yaml.safe_dump(doc, sort_keys=False), base_dir=tmp_path)
+    return str(caught.value)
+
+
 @pytest.mark.parametrize(
     ("sweep", "message"),
     [
@@ -202,48 +218,23 @@ def test_a_latency_sweep_finds_where_the_agent_breaks(latency_project: Path) -> 
 def test_a_sweep_that_cannot_be_expanded_is_a_located_error(
     tmp_path: Path, sweep: dict[str, Any], message: str
 ) -> None:
-    doc = {
-        "agent": {"type": "http", "endpoint": "http://127.0.0.1:9/chat"},
-        "golden_prompts": ["p"],
-        "contract": {
-            "name": "c",
-            "invariants": [{"id": "a", "type": "completes"}],
-            "chaos_matrix": [
-                {
-                    "name": "s",
-                    "tool_faults": [{"tool": "t", "mode": "slow", "delay_ms": 10}],
-                    "sweep": sweep,
-                }
-            ],
-        },
+    scenario = {
+        "name": "s",
+        "tool_faults": [{"tool": "t", "mode": "slow", "delay_ms": 10}],
+        "sweep": sweep,
     }
-    with pytest.raises(ConfigError) as caught:
-        load_config_text(yaml.safe_dump(doc, sort_keys=False), base_dir=tmp_path)
-    shown = str(caught.value)
+    shown = refused(tmp_path, [scenario])
     assert f"contract.chaos_matrix[0].{message}" in shown, shown
     assert shown.startswith("flakestorm.yaml:")
 
 
 def test_a_swept_delay_on_an_error_fault_means_nothing(tmp_path: Path) -> None:
-    doc = {
-        "agent": {"type": "http", "endpoint": "http://127.0.0.1:9/chat"},
-        "golden_prompts": ["p"],
-        "contract": {
-            "name": "c",
-            "invariants": [{"id": "a", "type": "completes"}],
-            "chaos_matrix": [
-                {
-                    "name": "s",
-                    "tool_faults": [{"tool": "t", "mode": "error"}],
-                    "sweep": {"field": "tool_faults[0].delay_ms", "values": [1, 2]},
-                },
-                {"name": "s[2]"},
-            ],
-        },
+    swept = {
+        "name": "s",
+        "tool_faults": [{"tool": "t", "mode": "error"}],
+        "sweep": {"field": "tool_faults[0].delay_ms", "values": [1, 2]},
     }
-    with pytest.raises(ConfigError) as caught:
-        load_config_text(yaml.safe_dump(doc, sort_keys=False), base_dir=tmp_path)
-    shown = str(caught.value)
+    shown = refused(tmp_path, [swept, {"name": "s[2]"}])
     assert "sweep.field: tool_faults[0].delay_ms: 'delay_ms' means nothing for an 'error'" in shown
     assert "duplicate scenario name 's[2]'" in shown
 

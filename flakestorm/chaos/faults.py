@@ -218,7 +218,7 @@ class FaultBook:
 
     def _in_schedule(self, cell: str, fault: Scheduled, call_index: int) -> bool:
         schedule = self._schedule(fault)
-        if not schedule.calls and schedule.every is None and not schedule.timed:
+        if schedule.every_call:
             return True
         elapsed = self._elapsed_ms(cell) if schedule.timed else None
         return schedule.covers(call_index + 1, elapsed)

@@ -80,9 +80,9 @@ class Schedule:
         return self.window_ms is not None
 
     @property
-    def counted(self) -> bool:
-        """Whether it depends on which call it is (``calls``, ``every``)."""
-        return bool(self.calls) or self.every is not None
+    def every_call(self) -> bool:
+        """Whether it covers every matching call (no ``calls``, ``every`` or ``window_ms``)."""
+        return not self.calls and self.every is None and self.window_ms is None
 
     def covers(self, number: int, elapsed_ms: float | None = None) -> bool:
         """Whether the ``number``-th matching call of an invocation (1-based), ``elapsed_ms``

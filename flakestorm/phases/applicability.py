@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from flakestorm.chaos.faults import LLM_REQUEST_ATTACKS, TOOL_RESULT_ATTACKS
+from flakestorm.chaos.faults import LLM_REQUEST_ATTACKS, TOOL_RESULT_ATTACKS, schedule_of
 from flakestorm.config import Scenario, When
 from flakestorm.results import CellResult, PromptResult, Status
 
@@ -35,17 +35,13 @@ _WORDS = {
 def may_spare(scenario: Scenario) -> bool:
     """Whether a fault of ``scenario`` can leave an invocation untouched."""
     for fault in (*scenario.tool_faults, *scenario.llm_faults):
-        if fault.probability < 1 or fault.after_calls:
-            return True
-        if fault.calls or fault.every or fault.window_ms:
+        if fault.probability < 1 or not schedule_of(fault).every_call:
             return True
     for attack in scenario.context_attacks:
         if attack.type not in TOOL_RESULT_ATTACKS | LLM_REQUEST_ATTACKS:
             continue  # memory_poisoning: every invocation's prompt
         probability = attack.trigger_probability
-        if (probability is not None and probability < 1) or attack.calls or attack.every:
-            return True
-        if attack.window_ms:
+        if (probability is not None and probability < 1) or not schedule_of(attack).every_call:
             return True
     return False
 
