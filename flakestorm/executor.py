@@ -68,6 +68,8 @@ class Options:
     max_invocations: int | None = None
     session_seed: int | None = None
     """With ``agent.session``: the seed session ids derive from (None: no sessions)."""
+    trace_seed: int | None = None
+    """The run seed each invocation's ``traceparent`` derives from (None: none sent)."""
 
 
 class _Budget:
@@ -143,6 +145,8 @@ class Executor:
         if self._stop.is_set() or not self._budget.take():
             return None
         self._gate.open()
+        if call.cell_id and call.seed is None and self._options.trace_seed is not None:
+            call = dataclasses.replace(call, seed=self._options.trace_seed)
         if self._begin is not None and call.cell_id:
             self._begin(call.cell_id)
         return self._agent.invoke(prompt, call)

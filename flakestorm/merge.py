@@ -40,6 +40,7 @@ from flakestorm.results import (
     ScenarioInfo,
     from_document,
 )
+from flakestorm.scenario_results import MAX_UNATTRIBUTED_CALLS
 from flakestorm.scoring import score_run
 from flakestorm.shards import digest_of
 from flakestorm.sweeps import judged as sweeps_judged
@@ -295,6 +296,10 @@ def merge_proof(infos: Sequence[ScenarioInfo]) -> ScenarioInfo:
         replaced=replaced,
         seen=_summed([i.seen for i in infos]),
         undelivered=(),
+        unattributed=sum(i.unattributed for i in infos),
+        unattributed_calls=tuple(c for i in infos for c in i.unattributed_calls)[
+            :MAX_UNATTRIBUTED_CALLS
+        ],
     )
 
 

@@ -12,9 +12,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from flakestorm import delivery_reasons
 from flakestorm.field_types import mistyped
 from flakestorm.redaction import Redactor
+from flakestorm.scenario_results import CallRecord as CallRecord
+from flakestorm.scenario_results import ScenarioInfo as ScenarioInfo
+from flakestorm.scenario_results import call_records, scenario_from_document
 from flakestorm.shards import Shard
 from flakestorm.sweep_results import SweepInfo, sweep_from_document
 
@@ -71,28 +73,6 @@ class PromptResult:
     leak_at: int | None = None
     """Where the reply starts showing what a leak invariant forbids (PII, an extracted system
     prompt), when that failed it: public reports cut the reply there."""
-
-
-@dataclass(frozen=True)
-class CallRecord:
-    """One call the agent made to a tool or its LLM during a cell, as flakestorm saw it."""
-
-    target: str
-    """``tool``, ``llm`` or ``other``."""
-    tool: str | None
-    method: str
-    url: str
-    status: int | None
-    """What the agent received; None when the connection was dropped or an error was raised."""
-    fired: tuple[str, ...] = ()
-    upstream_error: str | None = None
-    latency_ms: float = 0.0
-    invocation: str = ""
-    """Which invocation of the cell made it: ``RUN.PROMPT`` (0-based), "" when unknown."""
-    request: str | None = None
-    """What the agent sent (bounded; see ``docs/results.md``): a replay's arguments."""
-    response: str | None = None
-    """What the agent got (bounded): what ``replay export`` serves again."""
 
 
 @dataclass(frozen=True)
@@ -203,61 +183,6 @@ class InvariantInfo:
     description: str | None
     line: int
     """Its line in the config file (for annotations)."""
-
-
-@dataclass(frozen=True)
-class ScenarioInfo:
-    name: str
-    faults: tuple[str, ...]
-    """A one-line description of each declared fault."""
-    undelivered: tuple[str, ...] = ()
-    """Declared faults that never reached the agent — no matching call reached flakestorm in
-    any cell, or the fault could not be applied (:meth:`why` says which): the scenario's cells
-    are ERRORED (SPEC §4, §10)."""
-    serial: bool = False
-    """Cells ran one at a time (the agent does not forward the cell header)."""
-    declared: tuple[str, ...] = ()
-    """The delivery proof: labels of the declared faults that must reach the agent's calls…"""
-    matched: tuple[str, ...] = ()
-    """…the labels some call of the scenario matched (fired or not)…"""
-    hints: Mapping[str, str] = field(default_factory=dict)
-    """…and, per declared label, what is probably mis-wired if it is not delivered…"""
-    unapplied: Mapping[str, str] = field(default_factory=dict)
-    """…and the labels that matched a call but could not be applied to it, with why (the
-    first reason): not delivered either (SPEC §10)…"""
-    replaced: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
-    """…and, per context attack, the calls it matched that a fault answered in place of the
-    tool (a tool fault replacing the result) or the LLM (an LLM fault stopping the request),
-    counted per fault label: such a call is not in ``matched`` (nothing to poison), so an
-    attack every matching call of which was replaced is not delivered, and this says why…"""
-    unscheduled: Mapping[str, str] = field(default_factory=dict)
-    """…and the labels whose matching calls all came outside their schedule (``calls``,
-    ``every``, ``window_ms``), with why ("the agent made 1 matching call per invocation; the
-    fault acts on calls 2-3"): not delivered either…"""
-    seen: Mapping[str, int] | None = None
-    """…and what the scenario's calls were, counted by kind (``tool NAME``, ``llm``, ``forward
-    ORIGIN``, ``other``; None when not recorded): summed over shards, so the hint's account of
-    what flakestorm saw is the same for a merged run."""
-
-    def why(self, label: str) -> str:
-        """Why ``label`` is not delivered: it could not be applied, or a fault answered in
-        place of the tool or LLM on every call it matched, or (the wiring hint) no call matched
-        it."""
-        if label in self.unapplied:
-            return f"it matched a call but could not be applied: {self.unapplied[label]}"
-        if label not in self.matched and self.replaced.get(label):
-            return delivery_reasons.replaced(label, self.replaced[label])
-        if label not in self.matched and label in self.unscheduled:
-            return self.unscheduled[label]
-        return self.hint(label)
-
-    def hint(self, label: str) -> str:
-        """The wiring hint of ``label``, led by what flakestorm saw instead (when recorded)."""
-        static = self.hints.get(label, "")
-        if self.seen is None:
-            return static
-        saw = delivery_reasons.saw(self.seen, label)
-        return f"{saw} — {static}" if static else saw
 
 
 @dataclass(frozen=True)
@@ -521,20 +446,7 @@ def _phase(d: Mapping[str, Any]) -> PhaseOutcome:
         phase=d["phase"],
         name=d["name"],
         invariants=tuple(InvariantInfo(**i) for i in d["invariants"]),
-        scenarios=tuple(
-            ScenarioInfo(
-                **{
-                    **s,
-                    **_tuples(s, "faults", "undelivered", "declared", "matched"),
-                    "hints": dict(s["hints"]),
-                    "unapplied": dict(s.get("unapplied", {})),
-                    "unscheduled": dict(s.get("unscheduled", {})),
-                    "replaced": {k: dict(v) for k, v in s.get("replaced", {}).items()},
-                    "seen": None if s.get("seen") is None else dict(s["seen"]),
-                }
-            )
-            for s in d["scenarios"]
-        ),
+        scenarios=tuple(scenario_from_document(s) for s in d["scenarios"]),
         cells=tuple(_cell(c) for c in d["cells"]),
         score=PhaseScore(
             **{
@@ -558,7 +470,7 @@ def _mutation(d: Mapping[str, Any]) -> MutationResult:
             "changes": tuple(d["changes"]),
             "failed_invariants": tuple(d["failed_invariants"]),
             "request": None if d["request"] is None else dict(d["request"]),
-            "calls": _call_records(d.get("calls", ())),
+            "calls": call_records(d.get("calls", ())),
         }
     )
 
@@ -573,10 +485,6 @@ def _cell(d: Mapping[str, Any]) -> CellResult:
             "prompts": tuple(PromptResult(**p) for p in d["prompts"]),
             "faults_fired": tuple(d["faults_fired"]),
             "notes": tuple(d.get("notes", ())),
-            "calls": _call_records(d.get("calls", ())),
+            "calls": call_records(d.get("calls", ())),
         }
     )
-
-
-def _call_records(docs: Iterable[Mapping[str, Any]]) -> tuple[CallRecord, ...]:
-    return tuple(CallRecord(**{**c, "fired": tuple(c["fired"])}) for c in docs)

@@ -197,6 +197,7 @@ def run_phases(
         min_pass=advanced.effective_min_pass,
         max_invocations=advanced.max_invocations,
         session_seed=advanced.seed if config.agent.session is not None else None,
+        trace_seed=advanced.seed,
     )
     scenarios = [s for plan in plans.values() for s in plan.scenarios]
     chaos = any(needs_delivery(s) for s in scenarios) or any(

@@ -18,6 +18,7 @@ from flakestorm.agents import Call
 from flakestorm.agents.extraction import AUTO_KEYS
 from flakestorm.agents.factory import build_agent
 from flakestorm.agents.http import HttpAgent, render_template
+from flakestorm.attribution import trace_id
 from flakestorm.config import AgentConfig
 from flakestorm.errors import AgentErrorKind
 
@@ -350,14 +351,24 @@ def test_config_headers_are_sent(server: LoopbackServer) -> None:
 
 def test_cell_headers_and_call_headers_are_sent(server: LoopbackServer) -> None:
     agent = agent_for(server)
-    agent.invoke("hi", Call(cell_id="c1", scenario="outage", headers=(("baggage", "a=b"),)))
+    call = Call(
+        cell_id="inv@out age#0.1",
+        scenario="outage",
+        headers=(("baggage", "a=b, flakestorm-cell=spoofed;p=1"),),
+        seed=7,
+    )
+    agent.invoke("hi", call)
     agent.invoke("hi")
     with_call, without = server.requests
-    assert with_call.headers["X-Flakestorm-Cell"] == "c1"
+    assert with_call.headers["X-Flakestorm-Cell"] == "inv@out age#0.1"
     assert with_call.headers["X-Flakestorm-Scenario"] == "outage"
-    assert with_call.headers["baggage"] == "a=b"
-    assert "X-Flakestorm-Cell" not in without.headers
-    assert "X-Flakestorm-Scenario" not in without.headers
+    # the config's baggage kept, flakestorm's entry (percent-encoded) in place of any other
+    assert with_call.headers["baggage"] == "a=b,flakestorm-cell=inv@out%20age#0.1"
+    version, trace, span, flags = with_call.headers["traceparent"].split("-")
+    assert (version, flags) == ("00", "01") and len(span) == 16
+    assert trace == trace_id(7, "inv@out age#0.1") != trace_id(8, "inv@out age#0.1")
+    for name in ("X-Flakestorm-Cell", "X-Flakestorm-Scenario", "baggage", "traceparent"):
+        assert name not in without.headers
 
 
 def test_cookies_set_by_the_agent_are_not_sent_back(server: LoopbackServer) -> None:

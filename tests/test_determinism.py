@@ -9,6 +9,7 @@ through the chaos proxy (a separate, already running proxy: `proxy.url`), forwar
 from __future__ import annotations
 
 import json
+import threading
 import urllib.parse
 from collections.abc import Iterator
 from typing import Any
@@ -19,16 +20,45 @@ from support.server import LoopbackServer, Request, Response
 
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.loader import load_config_text
-from flakestorm.results import RunResult
+from flakestorm.results import PhaseOutcome, RunResult
 from flakestorm.runner import Overrides, run_contract_phase
 
 CALLS_PER_PROMPT = 4
 
 
+class InFlight:
+    """The most requests of each scenario the agent had in flight at once. With ``company``
+    on, the first request of a scenario waits (up to 2 s) for a second one to arrive, so
+    cells sent side by side are seen side by side whatever the machine's speed."""
+
+    def __init__(self) -> None:
+        self.company = False
+        self.most: dict[str, int] = {}
+        self._now: dict[str, int] = {}
+        self._arrived: dict[str, threading.Event] = {}
+        self._lock = threading.Lock()
+
+    def enter(self, scenario: str) -> None:
+        with self._lock:
+            self._now[scenario] = now = self._now.get(scenario, 0) + 1
+            self.most[scenario] = max(self.most.get(scenario, 0), now)
+            first = scenario not in self._arrived
+            arrived = self._arrived.setdefault(scenario, threading.Event())
+            if not first:
+                arrived.set()
+        if first and self.company:
+            arrived.wait(timeout=2)
+
+    def leave(self, scenario: str) -> None:
+        with self._lock:
+            self._now[scenario] -= 1
+
+
 @pytest.fixture
-def world() -> Iterator[tuple[str, str, list[bool]]]:
-    """(agent endpoint, proxy url, forwarding switch)."""
+def world() -> Iterator[tuple[str, str, list[bool], InFlight]]:
+    """(agent endpoint, proxy url, forwarding switch, what the agent had in flight)."""
     forwarding = [True]
+    flight = InFlight()
     with (
         LoopbackServer(lambda r: Response.json({"price": 1.0})) as tool,
         ChaosProxy(tools={"quotes": tool.url}) as proxy,
@@ -38,18 +68,21 @@ def world() -> Iterator[tuple[str, str, list[bool]]]:
 
         def agent(request: Request) -> Response:
             prompt = request.json()["input"]
+            scenario = request.headers.get("x-flakestorm-scenario", "")
             headers = {}
             if forwarding[0] and "x-flakestorm-cell" in request.headers:
                 headers["X-Flakestorm-Cell"] = request.headers["x-flakestorm-cell"]
+            flight.enter(scenario)
             statuses = []
             for i in range(CALLS_PER_PROMPT):
                 name = urllib.parse.quote(prompt)
                 url = f"{proxy.url}/tools/quotes/quote/{name}/{i}"
                 statuses.append(session.get(url, headers=headers, timeout=10).status_code)
+            flight.leave(scenario)
             return Response.json({"output": f"answer {statuses}"})
 
         with LoopbackServer(agent) as service:
-            yield service.url_for("/chat"), proxy.url, forwarding
+            yield service.url_for("/chat"), proxy.url, forwarding, flight
 
 
 def config(endpoint: str, proxy_url: str) -> str:
@@ -95,9 +128,9 @@ def injected(result: RunResult) -> dict[str, list[tuple[str, int | None, tuple[s
 
 
 def test_the_same_seed_injects_the_same_faults_at_concurrency_1_and_8(
-    world: tuple[str, str, list[bool]],
+    world: tuple[str, str, list[bool], InFlight],
 ) -> None:
-    endpoint, proxy_url, _ = world
+    endpoint, proxy_url, _, _ = world
     first = run(endpoint, proxy_url, concurrency=1, seed=7)
     again = run(endpoint, proxy_url, concurrency=1, seed=7)
     parallel = run(endpoint, proxy_url, concurrency=8, seed=7)
@@ -126,30 +159,78 @@ def test_the_same_seed_injects_the_same_faults_at_concurrency_1_and_8(
     ]
 
 
-def test_another_seed_injects_differently(world: tuple[str, str, list[bool]]) -> None:
-    endpoint, proxy_url, _ = world
+def test_another_seed_injects_differently(world: tuple[str, str, list[bool], InFlight]) -> None:
+    endpoint, proxy_url, _, _ = world
     seven = injected(run(endpoint, proxy_url, concurrency=4, seed=7))
     eight = injected(run(endpoint, proxy_url, concurrency=4, seed=8))
     assert seven["all-ok[flaky-tool]"] != eight["all-ok[flaky-tool]"]
 
 
 def test_without_forwarding_cells_run_one_at_a_time_and_stay_deterministic(
-    world: tuple[str, str, list[bool]],
+    world: tuple[str, str, list[bool], InFlight],
 ) -> None:
-    endpoint, proxy_url, forwarding = world
+    endpoint, proxy_url, forwarding, _ = world
     reference = injected(run(endpoint, proxy_url, concurrency=8, seed=7))
     forwarding[0] = False
     result = run(endpoint, proxy_url, concurrency=8, seed=7)
     assert "contract" in result.phases
     assert all(s.serial for s in result.phases["contract"].scenarios)
-    assert any("does not forward" in w for w in result.phases["contract"].warnings)
+    (warning,) = [w for w in result.phases["contract"].warnings if "no attribution" in w]
+    # the scenarios whose faults depend on call order are named, with why
+    assert (
+        "their cells ran one at a time: flaky-tool (tool_faults[0] error(503) on quotes: "
+        "probability 0.5); degrading-tool (tool_faults[0] error(500) on quotes: acts on "
+        "calls 3-)."
+    ) in warning
     assert injected(result) == reference
 
 
-def test_scenario_and_invariant_names_beyond_ascii_travel_in_the_cell_header(
-    world: tuple[str, str, list[bool]],
+def test_without_forwarding_order_independent_scenarios_run_side_by_side_with_serial_verdicts(
+    world: tuple[str, str, list[bool], InFlight],
 ) -> None:
-    endpoint, proxy_url, _ = world
+    endpoint, proxy_url, forwarding, flight = world
+    doc = json.loads(config(endpoint, proxy_url))
+    doc["contract"]["chaos_matrix"] = [
+        {"name": "calm"},
+        {"name": "down", "tool_faults": [{"tool": "quotes", "mode": "error"}]},
+        doc["contract"]["chaos_matrix"][0],  # flaky-tool: probability 0.5
+    ]
+    loaded = load_config_text(json.dumps(doc))
+    # the reference: each call attributed to its cell, one invocation at a time
+    serial = run_contract_phase(loaded, Overrides(concurrency=1, seed=7)).phases["contract"]
+    forwarding[0], flight.company = False, True
+    result = run_contract_phase(loaded, Overrides(concurrency=8, seed=7)).phases["contract"]
+    assert [(c.id, c.status) for c in result.cells] == [(c.id, c.status) for c in serial.cells]
+    infos = {s.name: s for s in result.scenarios}
+    assert (infos["down"].serial, infos["flaky-tool"].serial) == (False, True)
+    assert flight.most["down"] >= 2 and flight.most["flaky-tool"] == 1
+    # the order-independent scenario's calls are reported per scenario, not per cell
+    down = infos["down"]
+    assert down.unattributed == 2 * 4 * CALLS_PER_PROMPT
+    assert {(c.status, c.fired) for c in down.unattributed_calls} == {
+        (503, ("tool_faults[0] error(503) on quotes",))
+    }
+    assert not any(c.calls for c in result.cells if c.scenario == "down")
+    assert "down" not in infos["down"].undelivered
+
+    # the order-dependent one kept exact per-cell calls, as the serial run had
+    def flaky_calls(phase: PhaseOutcome) -> dict[str, list[tuple[str, str, int | None]]]:
+        return {
+            c.id: sorted((x.invocation, x.url, x.status) for x in c.calls)
+            for c in phase.cells
+            if c.scenario == "flaky-tool"
+        }
+
+    assert flaky_calls(result) == flaky_calls(serial)
+    (warning,) = [w for w in result.warnings if "no attribution" in w]
+    assert "flaky-tool (tool_faults[0] error(503) on quotes: probability 0.5)" in warning
+    assert "The cells of down ran side by side" in warning
+
+
+def test_scenario_and_invariant_names_beyond_ascii_travel_in_the_cell_header(
+    world: tuple[str, str, list[bool], InFlight],
+) -> None:
+    endpoint, proxy_url, _, _ = world
     doc = json.loads(config(endpoint, proxy_url))
     doc["contract"]["invariants"][0]["id"] = "toutes-réponses-ok"
     doc["contract"]["chaos_matrix"] = [

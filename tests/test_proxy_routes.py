@@ -113,12 +113,18 @@ def test_a_service_started_without_routes_delivers_the_configs_tool_faults_and_i
         assert proxy.tools == {"weather": tool.url} and proxy.llm_upstream == "mock"
     assert all(not s.undelivered for s in result.phases["contract"].scenarios)
     by_id = cells(result)
+    # the agent forwards no attribution and the faults do not depend on call order: the cells
+    # ran side by side, and the scenarios' calls are reported per scenario
+    infos = {s.name: s for s in result.phases["contract"].scenarios}
     down = by_id["answers[down]"]
-    assert down.faults_fired == ("tool_faults[0] error(503) on weather",)
-    assert [(c.target, c.tool, c.status) for c in down.calls] == [("tool", "weather", 503)]
+    assert [(c.tool, c.status, c.fired) for c in infos["down"].unattributed_calls] == [
+        ("weather", 503, ("tool_faults[0] error(503) on weather",))
+    ] * infos["down"].unattributed
     assert "is down (503)" in (down.prompts[0].output or "")
     injected = by_id["not-hijacked[injected]"]
-    assert injected.faults_fired == ("context_attacks[0] indirect_injection",)
+    assert {c.fired for c in infos["injected"].unattributed_calls} == {
+        ("context_attacks[0] indirect_injection",)
+    }
     assert PAYLOAD in (injected.prompts[0].output or "")
     assert injected.status.value == "failed"  # the injection reached the agent's tool result
     assert by_id["not-hijacked[calm]"].status.value == "passed"

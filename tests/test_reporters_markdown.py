@@ -28,7 +28,7 @@ def test_verdict_and_scores_come_first() -> None:
     assert "stopped early (max\\_invocations)" in head
     assert "No reset\\_endpoint configured" in head
     # the chaos phase's warning, which the contract phase also gave, is listed once
-    assert head.count("does not forward the X-Flakestorm-Cell header") == 1
+    assert head.count("forwards no attribution to its tool and LLM calls") == 1
 
 
 def test_the_chaos_phase_has_its_own_section_after_the_contract() -> None:
@@ -107,8 +107,15 @@ def test_the_scenarios_table_lists_declared_faults_and_how_they_ran() -> None:
     assert "| baseline | none |  |" in out
     assert (
         "| tool\\_outage | tool orders\\_api: error<br>tool orders\\_api: slow | cells ran one "
-        "at a time (the agent does not forward the X-Flakestorm-Cell header) |"
+        "at a time (the agent forwards no attribution; tool\\_faults\\[0\\] error(503) on "
+        "orders\\_api: probability 0.5) |"
     ) in out
+    # the calls of a scenario whose cells ran side by side, not attributed: counted and listed
+    assert (
+        "| poisoned\\_memory | memory\\_poisoning: append | 3 calls not attributed to a cell "
+        "(cells ran side by side; no attribution forwarded) |"
+    ) in out
+    assert "| 2 | tool orders\\_api GET `http://127.0.0.1:8080/tools/orders_api/orders/42`" in out
     # no notes column when no scenario has a note
     passing_out = markdown.render(passing())
     assert "| scenario | faults declared |\n|---|---|\n| baseline | none |" in passing_out
@@ -191,8 +198,8 @@ def test_hostile_output_stays_text() -> None:
     outside_code = re.sub(r"(`{3,})text\n.*?\n\1\n", "", out, flags=re.S)
     assert "<script" not in outside_code and "<img" not in outside_code
     assert "<!--" not in outside_code and "<td" not in outside_code and "</th" not in outside_code
-    # 4 failed or errored cells and the scenarios table
-    assert outside_code.count("<details>") == outside_code.count("</details>") == 5
+    # 4 failed or errored cells, the calls not attributed to a cell and the scenarios table
+    assert outside_code.count("<details>") == outside_code.count("</details>") == 6
     assert re.search(r"^::", out, flags=re.M) is None and "::error" not in out
     assert "@team" not in out and "#42" not in out and "@org" not in out
     assert "\u202e" not in out and "\x1b" not in out and "\x00" not in out
@@ -202,7 +209,8 @@ def test_hostile_output_stays_text() -> None:
 
 def test_a_hostile_call_record_stays_in_its_table_cell() -> None:
     out = markdown.render(hostile())
-    (row,) = [line for line in out.split("\n") if line.startswith("| 1 | tool")]
+    rows = out.split("\n")
+    (row,) = [line for line in rows if line.startswith("| 1 | tool") and "javascript" in line]
     # 5 columns: the URL's "|" and backticks cannot add cells or end the code span
     assert len(re.findall(r"(?<!\\)\|", row)) == 6
     found = re.search(r"(?<!\\)`javascript[^`]*`", row)

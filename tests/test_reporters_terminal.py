@@ -38,6 +38,15 @@ def test_a_failed_mutation_shows_its_original_input_reply_and_failed_invariants(
         "    reply: PWNED <script>alert(1)</script> :\u200b:error:\u200b:owned | `x` </details>",
         "    failed invariants: no-pwn",
     ]
+    # the calls it made, as a failed cell's are shown in the other reports
+    assert lines[at + 5 : at + 7] == [
+        "    call tool quotes GET http://127.0.0.1:8080/tools/quotes/AAPL -> 200",
+        "    call llm POST http://127.0.0.1:8080/llm/openai/v1/chat/completions -> 200",
+    ]
+    assert (
+        "the mutation phase: 4 calls not attributed to a mutation (mutations ran side by side; "
+        "no attribution forwarded)"
+    ) in lines
     at = lines.index(
         "  FAILED http_header_injection#0.0 (crlf_attempt): HTTP 500: "
         "POST http://127.0.0.1:8000/chat returned HTTP 500"

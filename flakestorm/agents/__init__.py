@@ -34,6 +34,9 @@ class Call:
     """A replayed session's ``context``, for ``{context}`` in an http agent's template."""
     session: str = ""
     """The conversation this invocation belongs to (``agent.session``), or empty."""
+    seed: int | None = None
+    """The run seed: an http agent's ``traceparent`` derives from it and the cell id
+    (:mod:`flakestorm.attribution`); None sends none."""
 
 
 NO_CALL = Call()

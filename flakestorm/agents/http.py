@@ -42,6 +42,7 @@ from flakestorm.agents.deadline import DeadlineAdapter, deadline
 from flakestorm.agents.extraction import extract_auto, extract_path
 from flakestorm.agents.request import RequestShape, padding
 from flakestorm.agents.wire import WireRequest
+from flakestorm.attribution import outgoing
 from flakestorm.config import AgentConfig
 from flakestorm.errors import AgentError, AgentErrorKind
 from flakestorm.redaction import Redactor, active
@@ -129,16 +130,6 @@ def new_session(pool_size: int = POOL_SIZE) -> requests.Session:
     return session
 
 
-_HEADER_SAFE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")
-
-
-def header_value(text: str) -> str:
-    """``text`` as an HTTP header value: percent-encoded where it is not printable ASCII (and
-    ``%`` itself), so any scenario or invariant name travels; ASCII names are unchanged. The
-    proxy decodes it."""
-    return urllib.parse.quote(text, safe=_HEADER_SAFE)
-
-
 class HttpAgent:
     """Invokes an HTTP agent: one request per prompt, the answer taken from the reply."""
 
@@ -208,10 +199,7 @@ class HttpAgent:
     def _send(self, prompt: str, call: Call, started: float) -> requests.Response:
         headers = dict(self._headers)
         headers.update(call.headers)
-        if call.cell_id:
-            headers["X-Flakestorm-Cell"] = header_value(call.cell_id)
-        if call.scenario:
-            headers["X-Flakestorm-Scenario"] = header_value(call.scenario)
+        headers = outgoing(call.cell_id, call.scenario, call.seed, headers)
         session = self.config.session
         if call.session and session is not None and session.header is not None:
             headers[session.header] = call.session
@@ -342,8 +330,7 @@ class HttpAgent:
         headers = dict(self._headers)
         headers["User-Agent"] = f"flakestorm/{__version__}"
         headers.update(call.headers)
-        if call.cell_id:
-            headers["X-Flakestorm-Cell"] = header_value(call.cell_id)
+        headers = outgoing(call.cell_id, "", call.seed, headers)
         session = self.config.session
         if call.session and session is not None and session.header is not None:
             headers[session.header] = call.session

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from flakestorm.chaos.faults import (
     LLM_REQUEST_ATTACKS,
     TOOL_RESULT_ATTACKS,
+    UNATTRIBUTED,
     ActiveScenario,
     FaultBook,
     Target,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from flakestorm.chaos.wrappers.wrapping import Wrapping
 from flakestorm.config import Scenario, Scheduled
 from flakestorm.results import CallRecord, CellResult, ScenarioInfo, Status
+from flakestorm.scenario_results import MAX_UNATTRIBUTED_CALLS
 
 CALM = "flakestorm:no-chaos"
 """The name of the pass-through scenario active outside chaos scenarios (baselines, checks)."""
@@ -79,7 +81,13 @@ class Channel(Protocol):
     def activate(self, scenario: ActiveScenario) -> None: ...
 
     def begin(self, invocation: str) -> None:
-        """``invocation`` starts now: the origin of the active scenario's ``window_ms``."""
+        """``invocation`` starts now: the origin of the active scenario's ``window_ms``, and
+        (:meth:`follow_traces`) the invocation its trace id names."""
+        ...
+
+    def follow_traces(self) -> None:
+        """The agent forwards only the trace context: from now on every invocation is made
+        known as it begins, so its calls are attributed by their trace id."""
         ...
 
     def interactions(self, scenario: str) -> list[Interaction]: ...
@@ -149,6 +157,10 @@ def prove(
             if label in declared and label not in matched
         },
         seen=seen_counts(interactions),
+        unattributed=len(by_cell.get(UNATTRIBUTED, ())),
+        unattributed_calls=tuple(
+            call_record(i) for i in by_cell.get(UNATTRIBUTED, ())[:MAX_UNATTRIBUTED_CALLS]
+        ),
     )
     return out, proof
 
@@ -282,6 +294,7 @@ class ProxyChannel:
     def __init__(self, control: ProxyControl) -> None:
         self._control = control
         self._timed = False
+        self._traced = False
 
     @property
     def url(self) -> str:
@@ -292,8 +305,12 @@ class ProxyChannel:
         self._timed = timed(scenario)
 
     def begin(self, invocation: str) -> None:
-        if self._timed:  # one control call per invocation only where a window needs it
+        # one control call per invocation only where a window or the trace id needs it
+        if self._timed or self._traced:
             self._control.begin(invocation)
+
+    def follow_traces(self) -> None:
+        self._traced = True
 
     def interactions(self, scenario: str) -> list[Interaction]:
         return self._control.interactions(scenario=scenario)
@@ -337,6 +354,9 @@ class WrapperChannel:
 
     def begin(self, invocation: str) -> None:
         self._wrapping.begin(invocation)
+
+    def follow_traces(self) -> None:
+        pass  # calls are attributed by context variable
 
     def interactions(self, scenario: str) -> list[Interaction]:
         return self._wrapping.log.snapshot(scenario)

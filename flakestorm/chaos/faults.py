@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from flakestorm.attribution import PRE_MATRIX, trace_id
 from flakestorm.chaos.llm.modes import LLM_MODES
 from flakestorm.chaos.recording import Recording
 from flakestorm.chaos.schedule import Schedule
@@ -187,6 +188,11 @@ def timed(scenario: ActiveScenario) -> bool:
     return any(f.window_ms is not None for f in faults)
 
 
+MAX_TRACES = 200_000
+"""The most invocations a fault book remembers the start and trace id of (the oldest forgotten
+first): bounded memory in a scenario of any size."""
+
+
 class FaultBook:
     """Decides, for one active scenario, what happens to each interaction. Thread-safe."""
 
@@ -196,14 +202,26 @@ class FaultBook:
         self._counts: dict[tuple[str, str], int] = {}
         self._started: dict[str, float] = {}
         self._schedules: dict[int, Schedule] = {}
+        self._traces = {trace_id(scenario.seed, cell): cell for cell in PRE_MATRIX}
         if scenario.cell_id:
             self.begin(scenario.cell_id)
 
     def begin(self, cell: str, at: float | None = None) -> None:
         """``cell`` (an invocation) started now (or at ``at``, :func:`time.monotonic`): the
-        origin of its faults' ``window_ms``."""
+        origin of its faults' ``window_ms``, and the invocation its trace id names
+        (:meth:`traced`)."""
         with self._lock:
             self._started[cell] = time.monotonic() if at is None else at
+            self._traces[trace_id(self.scenario.seed, cell)] = cell
+            for known in (self._traces, self._started):  # the oldest are long done
+                if len(known) > MAX_TRACES:
+                    del known[next(iter(known))]
+
+    def traced(self, trace: str) -> str | None:
+        """The invocation that started trace ``trace`` (a W3C trace id), if it began under
+        this scenario or before a matrix."""
+        with self._lock:
+            return self._traces.get(trace)
 
     def _elapsed_ms(self, cell: str) -> float | None:
         started = self._started.get(cell)

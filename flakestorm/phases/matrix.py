@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from flakestorm.attribution import PRE_MATRIX, Source
 from flakestorm.chaos.delivery import (
     CALM,
     Channel,
@@ -20,6 +21,8 @@ from flakestorm.chaos.delivery import (
     prove,
 )
 from flakestorm.chaos.faults import ActiveScenario, FaultBook
+from flakestorm.chaos.interactions import Interaction
+from flakestorm.chaos.ordering import order_dependence
 from flakestorm.config import AgentType, Config, Scenario
 from flakestorm.executor import Options
 from flakestorm.phases.applicability import rejudge
@@ -38,12 +41,21 @@ STATEFUL_WARNING = (
 )
 
 
-NOT_FORWARDING_WARNING = (
-    "The agent does not forward the X-Flakestorm-Cell header (or a baggage entry "
-    "flakestorm-cell=...) to its tool and LLM calls, so the cells of chaos scenarios ran one "
-    "at a time to attribute every call to its cell. Forward the header to run them concurrently."
+NOT_FORWARDING = (
+    "The agent forwards no attribution to its tool and LLM calls (the X-Flakestorm-Cell "
+    "header, the W3C baggage entry flakestorm-cell, or the W3C trace context, which an agent "
+    "instrumented with OpenTelemetry forwards on its own)."
 )
-PRE_MATRIX_CELLS = frozenset({"stateful-check", "baseline", "forwarding-probe"})
+SERIAL_SCENARIOS = (
+    " The faults of these chaos scenarios depend on the order of calls, so their cells ran one "
+    "at a time: {scenarios}."
+)
+CONCURRENT_SCENARIOS = (
+    " The cells of {scenarios} ran side by side: their calls are reported per scenario, not "
+    "per cell."
+)
+FORWARD_HINT = " Forward one of them to run every scenario concurrently with per-cell calls."
+PRE_MATRIX_CELLS = frozenset(PRE_MATRIX)
 
 
 def run_matrix(
@@ -74,10 +86,14 @@ def run_matrix(
     if channel is not None and chaos and not channel.exact_attribution:
         if isolated and not plan.baseline_prompts:
             executor.probe(probe, "forwarding-probe")
-        seen = channel.interactions(CALM)
-        forwarding = any(i.cell_id in PRE_MATRIX_CELLS for i in seen)
-        if not forwarding:
-            warnings.append(NOT_FORWARDING_WARNING)
+        source = forwarded(channel.interactions(CALM))
+        forwarding = source is not None
+        if source is Source.TRACE:
+            channel.follow_traces()
+        if source is not None:
+            context.notice(f"attribution: the agent forwards {source.description}")
+        else:
+            warnings.append(_not_forwarding(chaos))
     # a scenario without faults is activated too when each of its calls can be attributed to
     # its invocation without running its cells one at a time (a reset runs them so anyway):
     # its calls are then kept with its cells, as a chaos scenario's are (replay export turns
@@ -105,12 +121,13 @@ def run_matrix(
             assert channel is not None
             channel.activate(dataclasses.replace(active, cell_id=invocation))
 
-        info = dataclasses.replace(infos[scenario.name], serial=not forwarding)
+        order = () if forwarding else order_dependence(scenario)
+        info = dataclasses.replace(infos[scenario.name], serial=bool(order), order=order)
         settle = _settler(channel, active, earlier, info, infos, cells, executor.options)
         results = executor.run_cells(
             cells,
             baselines,
-            serial=not forwarding,
+            serial=bool(order),
             before_invocation=before_invocation,
             settle=settle,
         )
@@ -121,6 +138,28 @@ def run_matrix(
         channel.activate(calm)
     warnings += revived_notice(executor.revived[revived:], "cell")
     return _outcome(phase, plan, lines, infos, spool.items, warnings)
+
+
+def forwarded(seen: Sequence[Interaction]) -> Source | None:
+    """What the agent forwards to its calls, from the calls of the invocations before the
+    matrix (the first source of :data:`flakestorm.attribution.SOURCES` one of them was
+    attributed by); None when it forwards none."""
+    found = {i.attribution for i in seen if i.cell_id in PRE_MATRIX_CELLS}
+    return next((s for s in Source if s.forwarded and s.value in found), None)
+
+
+def _not_forwarding(chaos: Sequence[Scenario]) -> str:
+    """The warning of a run whose agent forwards no attribution: which scenarios' cells ran
+    one at a time (and why), and which ran side by side with their calls per scenario."""
+    serial = {s.name: order_dependence(s) for s in chaos}
+    alone = [f"{name} ({'; '.join(why)})" for name, why in serial.items() if why]
+    together = [name for name, why in serial.items() if not why]
+    text = NOT_FORWARDING
+    if alone:
+        text += SERIAL_SCENARIOS.format(scenarios="; ".join(alone))
+    if together:
+        text += CONCURRENT_SCENARIOS.format(scenarios=", ".join(together))
+    return text + FORWARD_HINT
 
 
 def _outcome(

@@ -29,10 +29,14 @@ Calls. The phase runs on the fault channel when there is one (an http agent with
 section; the wrappers of a python agent with ``agent.tools``, ``agent.tool_registry`` or
 ``agent.llm``, which the phase opens itself), under a scenario of its own without faults
 (:data:`SCENARIO`), and keeps with each mutation the tool and LLM calls attributed to it — by the
-``X-Flakestorm-Cell`` header an http agent forwards (or, with a reset, because mutations then
-run one at a time), by the wrappers for a python agent — as contract cells keep theirs, so
-``replay export`` can serve them again. Of a run judged on an isolated re-run, the calls kept
-are the re-run's.
+attribution an http agent forwards (the ``X-Flakestorm-Cell`` header, the W3C baggage entry or
+trace context: :mod:`flakestorm.attribution`; or, with a reset, because mutations then run one
+at a time), by the wrappers for a python agent — as contract cells keep theirs, so
+``replay export`` can serve them again, and every report shows a failed mutation's. Of a run
+judged on an isolated re-run, the calls kept are the re-run's. A scenario without faults does
+not depend on call order, so an agent that forwards nothing still has its mutations run side by
+side: their calls are then kept for the phase (its one :class:`ScenarioInfo`, counted and the
+first listed), as a matrix's scenario keeps those it cannot attribute.
 
 Score: ``100 × Σ w(type)·passed / Σ w(type)`` (:func:`flakestorm.scoring.score_mutations`).
 """
@@ -74,9 +78,11 @@ from flakestorm.results import (
     MutationResult,
     PhaseOutcome,
     PhaseScore,
+    ScenarioInfo,
     Status,
 )
 from flakestorm.revival import revived_notice
+from flakestorm.scenario_results import MAX_UNATTRIBUTED_CALLS
 from flakestorm.scoring import score_mutations
 from flakestorm.spool import MUTATIONS, Spool
 
@@ -247,10 +253,13 @@ def run_mutations(plan: MutationPlan, context: PhaseContext) -> PhaseOutcome:
         if rerun:
             alone[position] = rerun
 
+    scenarios: tuple[ScenarioInfo, ...] = ()
     if channel is None:
         executor.run_probes(probes, judge, sink=finished)
     else:  # the calls are read once every mutation ran: added to their mutations then
-        calls = _recorded(context, channel, probes, judge, finished)
+        calls, unattributed = _recorded(context, channel, probes, judge, finished)
+        if unattributed.unattributed:  # an agent forwarding no attribution: per phase
+            scenarios = (unattributed,)
         for position, mutation in enumerate(plan.mutations):
             records = calls.get(cell_of_mutation(mutation))
             if records:
@@ -275,7 +284,7 @@ def run_mutations(plan: MutationPlan, context: PhaseContext) -> PhaseOutcome:
             )
             for inv in plan.invariants
         ),
-        scenarios=(),
+        scenarios=scenarios,
         cells=(),
         score=score_mutations(results),
         mutations=results,
@@ -298,15 +307,16 @@ def _recorded(
     probes: Sequence[Probe],
     judge: Callable[[Probe, Reply], Judged],
     sink: Callable[[int, tuple[ProbeRun, ...]], None],
-) -> dict[str, tuple[CallRecord, ...]]:
+) -> tuple[dict[str, tuple[CallRecord, ...]], ScenarioInfo]:
     """Run ``probes`` under :data:`SCENARIO` on ``channel``, each probe's runs to ``sink`` once
-    final; the calls of each mutation (by :func:`cell_of_mutation`). A call no mutation can be
-    told to have made (an http agent that does not forward the cell header, mutations running
-    concurrently) is kept by none."""
+    final; the calls of each mutation (by :func:`cell_of_mutation`), and the calls no mutation
+    can be told to have made (an http agent that forwards no attribution, mutations running
+    concurrently: a scenario without faults does not depend on call order)."""
     seed = context.loaded.config.advanced.seed
     earlier = {i.seq for i in channel.interactions(SCENARIO)}
     active = ActiveScenario(SCENARIO, seed)
     channel.activate(active)
+    channel.follow_traces()  # an agent forwarding only the trace context: each call its own
 
     def before_invocation(invocation: str) -> None:
         channel.activate(dataclasses.replace(active, cell_id=invocation))
@@ -318,11 +328,15 @@ def _recorded(
         channel.forget(SCENARIO)  # the calls are in the results now
         channel.activate(ActiveScenario(CALM_SCENARIO, seed))
     calls: dict[str, list[CallRecord]] = {}
+    unattributed = [i for i in seen if not i.cell_id]
     for interaction in seen:
         if interaction.cell_id:
             calls.setdefault(cell_of(interaction.cell_id), []).append(call_record(interaction))
     # each run's calls in the order they came (runs of a mutation may overlap)
-    return {cell: tuple(sorted(records, key=_run_of)) for cell, records in calls.items()}
+    kept = {cell: tuple(sorted(records, key=_run_of)) for cell, records in calls.items()}
+    first = tuple(call_record(i) for i in unattributed[:MAX_UNATTRIBUTED_CALLS])
+    info = ScenarioInfo(SCENARIO, (), unattributed=len(unattributed), unattributed_calls=first)
+    return kept, info
 
 
 def _judged_calls(records: tuple[CallRecord, ...], alone: set[str]) -> tuple[CallRecord, ...]:

@@ -56,6 +56,7 @@ from flakestorm.reporters.view import (
     run_verdict,
     scenario_notes,
     score_text,
+    unattributed_heading,
     undelivered,
 )
 from flakestorm.results import (
@@ -187,6 +188,10 @@ class _Scenario:
     faults: tuple[str, ...]
     undelivered: bool
     notes: tuple[str, ...]
+    unattributed: str = ""
+    """How many of its calls were not attributed to a cell (when some were)…"""
+    calls: tuple[_Call, ...] = ()
+    """…and the first of them."""
 
 
 @dataclass(frozen=True)
@@ -220,6 +225,7 @@ class _Mutation:
     output: str | None
     status_code: int | None
     error: str
+    calls: tuple[_Call, ...] = ()
 
 
 def _mutation(m: MutationResult) -> _Mutation:
@@ -241,6 +247,7 @@ def _mutation(m: MutationResult) -> _Mutation:
         output=None if m.output is None else excerpt(m.output, EXCERPT_CHARS),
         status_code=m.http_status,
         error=clean(m.error or "error"),
+        calls=tuple(_call(n, c) for n, c in enumerate(m.calls, 1)),
     )
 
 
@@ -402,6 +409,8 @@ def _phase(outcome: PhaseOutcome) -> _Phase:
             faults=tuple(clean(f) for f in s.faults),
             undelivered=bool(s.undelivered),
             notes=tuple(excerpt(note, 2000) for note in scenario_notes(s)),
+            unattributed=excerpt(unattributed_heading(outcome, s), 2000) if s.unattributed else "",
+            calls=tuple(_call(n, c) for n, c in enumerate(s.unattributed_calls, 1)),
         )
         for s in outcome.scenarios
     )

@@ -34,15 +34,23 @@ from __future__ import annotations
 import io
 import uuid
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
 
 from junit_xml import TestCase, TestSuite
 
 from flakestorm.reporters import breaking
 from flakestorm.reporters.escape import clean, excerpt
-from flakestorm.reporters.view import call_status, call_target, phase_counts, phases, score_text
+from flakestorm.reporters.view import (
+    call_status,
+    call_target,
+    phase_counts,
+    phases,
+    score_text,
+    unattributed_heading,
+)
 from flakestorm.results import (
+    CallRecord,
     CellResult,
     MutationResult,
     PhaseOutcome,
@@ -81,9 +89,9 @@ def _faults(cell: CellResult) -> str:
     return ", ".join(_one_line(f, 200) for f in cell.faults_fired) or "none"
 
 
-def _calls(cell: CellResult) -> str:
-    lines = [f"calls through flakestorm: {len(cell.calls)}"]
-    for number, call in enumerate(cell.calls[:MAX_CALLS_PER_CELL], 1):
+def _calls(calls: Sequence[CallRecord], heading: str = "calls through flakestorm") -> str:
+    lines = [f"{heading}: {len(calls)}"]
+    for number, call in enumerate(calls[:MAX_CALLS_PER_CELL], 1):
         line = (
             f"{number}. {_one_line(call_target(call), 120)} {_one_line(call.method, 20)} "
             f"{_one_line(call.url, 500)} -> {call_status(call)} ({call.latency_ms:.0f} ms)"
@@ -93,8 +101,8 @@ def _calls(cell: CellResult) -> str:
         if call.upstream_error:
             line += f"; upstream error: {_one_line(call.upstream_error, 300)}"
         lines.append(line)
-    if len(cell.calls) > MAX_CALLS_PER_CELL:
-        lines.append(f"... and {len(cell.calls) - MAX_CALLS_PER_CELL} more calls")
+    if len(calls) > MAX_CALLS_PER_CELL:
+        lines.append(f"... and {len(calls) - MAX_CALLS_PER_CELL} more calls")
     return "\n".join(lines)
 
 
@@ -106,7 +114,7 @@ def _details(cell: CellResult) -> str:
     parts.append(f"faults fired: {_faults(cell)}")
     parts.extend(_one_line(note, 600) for note in cell.notes)
     if cell.calls:
-        parts.append(_calls(cell))
+        parts.append(_calls(cell.calls))
     return "\n\n".join(parts)
 
 
@@ -158,6 +166,8 @@ def _mutation_details(mutation: MutationResult) -> str:
     else:
         lines.append(f"reply: {_one_line(mutation.output)}")
     lines.append(f"reason: {_one_line(mutation.reason)}")
+    if mutation.calls:
+        lines.append(_calls(mutation.calls))
     return "\n".join(clean(line) for line in lines)
 
 
@@ -209,6 +219,11 @@ def _suite(result: RunResult, outcome: PhaseOutcome) -> Any:
         properties[clean(f"breaking_point[{sweep.scenario}]")] = clean(
             f"{sweep.field}: {breaking.compact(sweep, limit=50)}"
         )
+    unattributed = [s for s in outcome.scenarios if s.unattributed]
+    if unattributed:
+        properties["unattributed_calls"] = clean(
+            "; ".join(f"{s.name}: {s.unattributed}" for s in unattributed)
+        )
     if not result.complete:
         properties["stop_reason"] = clean(result.stop_reason or "unknown")
     return TestSuite(
@@ -216,6 +231,13 @@ def _suite(result: RunResult, outcome: PhaseOutcome) -> Any:
         test_cases=[],
         timestamp=clean(result.started_at),
         properties=properties,
+        stdout=clean(
+            "\n\n".join(
+                _calls(s.unattributed_calls, f"{unattributed_heading(outcome, s)}; calls kept")
+                for s in unattributed
+            )
+        )
+        or None,
     )
 
 
@@ -295,8 +317,10 @@ def write(result: RunResult, out: TextIO) -> None:
         for key in totals:
             totals[key] += counts[key]
         time_s += float(element.get("time", 0))
-        if counts["tests"]:
-            ET.SubElement(element, "testcase", {"name": token})
+        if counts["tests"]:  # the cases before the suite's system-out, as the schema has it
+            out_at = next((i for i, e in enumerate(element) if e.tag == "system-out"), None)
+            placeholder = ET.Element("testcase", {"name": token})
+            element.insert(len(element) if out_at is None else out_at, placeholder)
             streamed.append(outcome)
         root.append(element)
     for key, value in totals.items():

@@ -9,7 +9,10 @@ block with its failing prompts, an excerpt of each reply, the reason, the faults
 the first tool and LLM calls the agent made. A phase whose unit is the mutation (it has
 mutations and no cells) shows a per-type table (total, passed, pass rate) instead of the
 matrix, and a ``<details>`` block per failed or errored mutation: the original, the mutated
-prompt or the request changes, an excerpt of the reply and the failed invariants.
+prompt or the request changes, an excerpt of the reply, the failed invariants and its first
+calls. The calls of a scenario (or of the mutation phase) that could not be attributed to a
+cell — an agent forwarding no attribution, its cells run side by side — follow the legend,
+per scenario.
 
 Untrusted text goes through :mod:`flakestorm.reporters.escape`; the pieces every report shares
 are in :mod:`flakestorm.reporters.view`. The summary is world-readable on a public repository,
@@ -57,9 +60,12 @@ from flakestorm.reporters.view import (
     run_verdict,
     scenario_notes,
     score_text,
+    unattributed,
+    unattributed_heading,
     undelivered_items,
 )
 from flakestorm.results import (
+    CallRecord,
     CellResult,
     MutationResult,
     PhaseOutcome,
@@ -251,15 +257,20 @@ def _calls(cell: CellResult, scenario: ScenarioInfo | None) -> list[str]:
     """The calls the agent made in ``cell``: a compact table of the first few."""
     if not cell.calls:
         return ["- **Calls through flakestorm:** none", ""] if no_calls(cell, scenario) else [""]
-    n = len(cell.calls)
+    return _call_table(cell.calls, "- **Calls through flakestorm:**")
+
+
+def _call_table(calls: Sequence[CallRecord], heading: str) -> list[str]:
+    """``heading`` with how many ``calls`` there are, and a table of the first few."""
+    n = len(calls)
     shown = f"{n}, the first {MAX_CALLS_PER_CELL} below" if n > MAX_CALLS_PER_CELL else str(n)
     out = [
-        f"- **Calls through flakestorm:** {shown}",
+        f"{heading} {shown}",
         "",
         "| # | call | status | faults fired | ms |",
         "|--:|---|---|---|--:|",
     ]
-    for number, call in enumerate(cell.calls[:MAX_CALLS_PER_CELL], 1):
+    for number, call in enumerate(calls[:MAX_CALLS_PER_CELL], 1):
         status = call_status(call)
         if call.upstream_error:
             status += f" · upstream error: {text(call.upstream_error, 200)}"
@@ -270,6 +281,17 @@ def _calls(cell: CellResult, scenario: ScenarioInfo | None) -> list[str]:
         )
     out.append("")
     return out
+
+
+def _unattributed(outcome: PhaseOutcome) -> str:
+    """A ``<details>`` block per scenario with calls not attributed to a cell: the first."""
+    out = []
+    for info in unattributed(outcome):
+        title = html_text(unattributed_heading(outcome, info), 300)
+        out += ["<details>", f"<summary>{title}</summary>", ""]
+        out += _call_table(info.unattributed_calls, "- **Calls kept:**")
+        out += ["</details>", ""]
+    return "\n".join(out) + ("\n" if out else "")
 
 
 def cell_details(cell: CellResult, scenario: ScenarioInfo | None = None) -> str:
@@ -379,7 +401,7 @@ def _section(outcome: PhaseOutcome) -> _Section:
         outcome=outcome,
         top="\n".join(head) + "\n",
         rows=rows,
-        legend=f"\n{_legend(outcome)}\n\n{_sweeps(outcome)}",
+        legend=f"\n{_legend(outcome)}\n\n{_sweeps(outcome)}{_unattributed(outcome)}",
         scenarios_top=scenarios_top,
         scenarios=scenarios,
         scenarios_end=scenarios_end,
@@ -426,7 +448,7 @@ def _mutation_section(outcome: PhaseOutcome) -> _Section:
         outcome=outcome,
         top="\n".join(head) + "\n",
         rows=rows,
-        legend=f"\n{mutation_legend(outcome)}\n\n",
+        legend=f"\n{mutation_legend(outcome)}\n\n{_unattributed(outcome)}",
         scenarios_top="",
         scenarios=[],
         scenarios_end="",
@@ -465,7 +487,10 @@ def mutation_details(mutation: MutationResult) -> str:
         out.append(f"No reply{status}: {text(mutation.error or 'error')}")
     else:
         out += ["Reply:", "", code_block(mutation.output)]
-    out += ["", "</details>"]
+    out.append("")
+    if mutation.calls:
+        out += _call_table(mutation.calls, "- **Calls through flakestorm:**")
+    out.append("</details>")
     return "\n".join(out) + "\n"
 
 

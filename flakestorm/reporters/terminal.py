@@ -16,6 +16,8 @@ from flakestorm.redaction import active
 from flakestorm.reporters import breaking
 from flakestorm.reporters.view import (
     RunVerdict,
+    call_status,
+    call_target,
     errored_note,
     errored_together,
     failed_mutations,
@@ -24,8 +26,9 @@ from flakestorm.reporters.view import (
     mutation_reply,
     mutation_types,
     run_verdict,
+    unattributed_heading,
 )
-from flakestorm.results import CellResult, PhaseOutcome, RunResult, Status
+from flakestorm.results import CallRecord, CellResult, PhaseOutcome, RunResult, Status
 
 _CELL_TEXT = {
     Status.PASSED: "pass",
@@ -157,6 +160,7 @@ def render_mutations(outcome: PhaseOutcome) -> list[str]:
             if m.failed_invariants:
                 failed_ids = ", ".join(safe(i, 60) for i in m.failed_invariants)
                 out.append(f"    failed invariants: {failed_ids}")
+            out.extend(f"    {_call_line(call)}" for call in m.calls[:CALL_LINES])
         if len(failed) > FAILED_MUTATIONS_SHOWN:
             out.append(f"  … and {len(failed) - FAILED_MUTATIONS_SHOWN} more (see the reports)")
     return out
@@ -181,6 +185,20 @@ def error_verdict_line(cause: str, message: str) -> str:
     return f"Verdict: ERROR (exit 3: {safe(cause, 100)}: {safe(first, 400)})"
 
 
+CALL_LINES = 5
+"""The calls listed for a failed mutation or a scenario's unattributed calls (the rest in the
+other reports)."""
+
+
+def _call_line(call: CallRecord) -> str:
+    """``call llm POST http://…/v1/chat/completions -> 503 (fired: llm_faults[0] …)``."""
+    fired = f" (fired: {safe(', '.join(call.fired), 160)})" if call.fired else ""
+    return (
+        f"call {safe(call_target(call), 60)} {safe(call.method, 10)} {safe(call.url, 120)} "
+        f"-> {call_status(call)}{fired}"
+    )
+
+
 def _failing(outcome: PhaseOutcome) -> list[str]:
     """Failed and errored cells with their reasons and notes, undelivered faults, and the
     notes of the other cells (a passing replayed session that diverged)."""
@@ -191,6 +209,9 @@ def _failing(outcome: PhaseOutcome) -> list[str]:
                 f"FAULT NOT DELIVERED in scenario {safe(info.name, 80)}: "
                 + "; ".join(safe(label, 120) for label in info.undelivered)
             )
+        if info.unattributed:
+            out.append(safe(unattributed_heading(outcome, info), 300))
+            out.extend(f"  {_call_line(call)}" for call in info.unattributed_calls[:CALL_LINES])
     bad = [c for c in outcome.cells if c.status in (Status.FAILED, Status.ERRORED)]
     if bad:
         out.append("")

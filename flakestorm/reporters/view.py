@@ -339,10 +339,33 @@ def scenario_notes(info: ScenarioInfo) -> list[str]:
     if info.undelivered:
         notes.append("not delivered: " + "; ".join(info.undelivered))
     if info.serial:
-        notes.append(
-            "cells ran one at a time (the agent does not forward the X-Flakestorm-Cell header)"
-        )
+        why = "; ".join(info.order) or "its faults depend on call order"
+        notes.append(f"cells ran one at a time (the agent forwards no attribution; {why})")
+    if info.unattributed:
+        notes.append(unattributed_title(info))
     return notes
+
+
+def unattributed_title(info: ScenarioInfo, unit: str = "cell") -> str:
+    """What a scenario's calls not attributed to a ``unit`` (``cell``, ``mutation``) are."""
+    n = info.unattributed
+    calls = f"{n} call{'s' if n != 1 else ''}"
+    return (
+        f"{calls} not attributed to a {unit} ({unit}s ran side by side; no attribution forwarded)"
+    )
+
+
+def unattributed_heading(outcome: PhaseOutcome, info: ScenarioInfo) -> str:
+    """``scenario down: 32 calls not attributed…`` (``the mutation phase: …`` for it);
+    quotes the scenario's name: escape it."""
+    if outcome.unit == "mutation":
+        return f"the mutation phase: {unattributed_title(info, 'mutation')}"
+    return f"scenario {info.name}: {unattributed_title(info)}"
+
+
+def unattributed(outcome: PhaseOutcome) -> list[ScenarioInfo]:
+    """The scenarios of ``outcome`` with calls not attributed to a cell."""
+    return [info for info in outcome.scenarios if info.unattributed]
 
 
 def faults_text(cell: CellResult) -> str:

@@ -79,6 +79,9 @@ class LlmMode:
     """Tool calls are removed from the reply."""
     rewrites_whole = False
     """A text part is rewritten whole: a stream holds its deltas back until it ends."""
+    draws = False
+    """The new text is drawn at random per call (from the call's RNG, :func:`call_rng`): which
+    text a call gets depends on which invocation made it, and its place among their calls."""
 
     def detail(self, fault: LlmFault) -> str:
         """What the fault's label adds after the mode: its ``max_tokens``, else its
@@ -169,6 +172,7 @@ class EmptyMode(LlmMode):
 
 class GarbageMode(LlmMode):
     rewrites_whole = True
+    draws = True
 
     def rewrite(self, state: TextState, text: str) -> str:
         return garbage_text(state.rng, text)
@@ -177,6 +181,7 @@ class GarbageMode(LlmMode):
 class ResponseDriftMode(LlmMode):
     fields = Fields(required=("drift_type",))
     rewrites_whole = True
+    draws = True
 
     def rewrite(self, state: TextState, text: str) -> str:
         return drift_text(text, state.drift, state.rng)

@@ -31,6 +31,8 @@ class ServedCall:
     """Sent to the proxy's own LLM upstream (``mock``, ``cassette:PATH``), not to a URL."""
     scenario: str = ""
     cell: str = UNATTRIBUTED
+    attribution: str = ""
+    """Where ``cell`` came from (:class:`flakestorm.attribution.Source`); "" when unset."""
     call_index: int = NOT_COUNTED
     matched: tuple[str, ...] = ()
     fired: list[str] = field(default_factory=list)
@@ -94,6 +96,7 @@ class ServedCall:
                 unapplied=tuple(self.unapplied.items()),
                 replaced=self.replaced,
                 unscheduled=self.unscheduled,
+                attribution=self.attribution,
             )
         )
 

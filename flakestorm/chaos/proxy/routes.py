@@ -21,21 +21,23 @@ What is a call of what:
   cassette, when ``llm_upstream`` is one of those); else other traffic, forwarded and logged
   without faults.
 
-Attribution: the cell of a call is its ``X-Flakestorm-Cell`` header, else the
-``flakestorm-cell`` entry of a W3C ``baggage`` header (percent-decoded), else the active
-scenario's ``cell_id``. A call whose ``X-Flakestorm-Scenario`` names another scenario than the
-active one is a straggler from an earlier scenario: it is passed through with no fault,
+Attribution (:mod:`flakestorm.attribution`): the cell of a call is its ``X-Flakestorm-Cell``
+header, else the ``flakestorm-cell`` entry of a W3C ``baggage`` header (percent-decoded), else
+the invocation whose trace its ``traceparent`` continues (:meth:`FaultBook.traced`), else the
+active scenario's ``cell_id``. A call whose ``X-Flakestorm-Scenario`` names another scenario
+than the active one is a straggler from an earlier scenario: it is passed through with no fault,
 and logged under the scenario it names with no cell (``""``) and ``call_index`` -1, so it never
 consumes the active scenario's ``after_calls`` counts nor proves one of its faults delivered.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from email.message import Message
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
+from flakestorm import attribution
+from flakestorm.attribution import SCENARIO_HEADER
 from flakestorm.chaos import llm
 from flakestorm.chaos.faults import UNATTRIBUTED, FaultBook, Target, tool_matches
 from flakestorm.chaos.proxy.call import ServedCall
@@ -50,10 +52,6 @@ DEFAULT_LLM_UPSTREAMS = {
     llm.Provider.ANTHROPIC: "https://api.anthropic.com",
 }
 """Where LLM calls go when ``llm_upstream`` is not set: each provider's public API."""
-
-CELL_HEADER = "X-Flakestorm-Cell"
-SCENARIO_HEADER = "X-Flakestorm-Scenario"
-BAGGAGE_KEY = "flakestorm-cell"
 
 
 def route(proxy: ChaosProxy, method: str, path: str) -> ServedCall | HttpResponse:
@@ -136,31 +134,19 @@ def tool_for_url(proxy: ChaosProxy, url: str) -> str | None:
 
 
 def attribute(call: ServedCall, book: FaultBook, headers: Message) -> FaultBook | None:
-    """Set the call's scenario and cell; the book to decide with (None: a straggler)."""
+    """Set the call's scenario, cell and where the cell came from; the book to decide with
+    (None: a straggler of another scenario)."""
     named = headers.get(SCENARIO_HEADER)
     if named is not None:
         named = unquote(named)  # percent-encoded by flakestorm's http agent
     if named is not None and named != book.scenario.name:
         call.scenario, call.cell = named, UNATTRIBUTED
         return None
-    cell_header = headers.get(CELL_HEADER)
-    attributed = (unquote(cell_header) if cell_header else None) or _baggage_cell(
-        headers.get_all("baggage", [])
-    )
+    attributed, source = attribution.read(lambda name: headers.get_all(name, []), book.traced)
     call.scenario = book.scenario.name
     call.cell = book.cell_of(attributed)
+    call.attribution = source.value if call.cell else ""
     return book
-
-
-def _baggage_cell(values: Iterable[str]) -> str | None:
-    for header in values:
-        for member in header.split(","):
-            key, _, rest = member.partition("=")
-            if key.strip() == BAGGAGE_KEY:
-                value = unquote(rest.split(";", 1)[0].strip())
-                if value:
-                    return value
-    return None
 
 
 def check_url(value: str, what: str) -> str:
