@@ -346,6 +346,18 @@ class WrapperChannel:
         self._wrapping.log.forget(scenario, keep)
 
     def wiring_hint(self, label: str, tool: str | None) -> str:
+        site = self._wrapping.site(tool) if tool is not None else None
+        if site is not None and site.cause:
+            return (
+                f"the agent made no call to `{tool}`, {site.kind}, wrapped from the inside — "
+                f"{site.cause}, and did the model ask for the tool?"
+            )
+        if site is not None and site.held_by:
+            return (
+                f"the agent made no call to `{tool}` where it is named: {site.held_by} keeps "
+                f"its own reference to that function as its tool `{tool}` — name the holder "
+                f"in agent.tools (its tools are each wrapped by their own names)"
+            )
         kind = self._wrapping.tool_kind(tool) if tool is not None else None
         if kind is not None:
             return (

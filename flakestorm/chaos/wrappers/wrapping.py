@@ -40,7 +40,13 @@ from flakestorm.chaos.interactions import InteractionLog
 from flakestorm.chaos.modes import CALL_THROUGH
 from flakestorm.chaos.wrappers.calls import Call, Plan, llm_plan, llm_result, tool_plan, tool_result
 from flakestorm.chaos.wrappers.sdk_streams import fail_stream_manager, is_async_stream_helper
-from flakestorm.chaos.wrappers.sites import CALLABLE, Site, attribute_site, registry_sites
+from flakestorm.chaos.wrappers.sites import (
+    CALLABLE,
+    Site,
+    attribute_site,
+    attribute_sites,
+    registry_sites,
+)
 from flakestorm.config import AgentConfig
 
 Sleep = Callable[[float], object]
@@ -76,8 +82,9 @@ class Wrapping:
         self._lock = threading.Lock()
         self._installed: list[Callable[[], None]] = []
         sites = [
-            attribute_site(ref, f"agent.tools[{i}]", Target.TOOL, base_dir, locate)
+            site
             for i, ref in enumerate(agent.tools or ())
+            for site in attribute_sites(ref, f"agent.tools[{i}]", Target.TOOL, base_dir, locate)
         ]
         if agent.tool_registry is not None:
             sites += registry_sites(agent.tool_registry, base_dir, locate)
@@ -99,6 +106,10 @@ class Wrapping:
         """What framework tool object the tool ``name`` is (``a Strands @tool``); None for a
         callable."""
         return next((s.kind for s in self._sites if s.name == name and s.kind != CALLABLE), None)
+
+    def site(self, name: str) -> Site | None:
+        """The (first) site of the tool ``name``."""
+        return next((s for s in self._sites if s.target is Target.TOOL and s.name == name), None)
 
     # -- scenarios
 
