@@ -27,7 +27,7 @@ from flakestorm.chaos.routing import Router, Routing
 from flakestorm.config import ToolFault, ToolFaultMode
 from flakestorm.loader import load_config_text
 from flakestorm.results import Status
-from flakestorm.runner import run_ci
+from flakestorm.runner import Overrides, run_ci, run_phases
 
 
 def quote_api(request: Request) -> Response:
@@ -226,3 +226,36 @@ def test_a_tool_that_never_calls_its_url_is_not_delivered(
     assert down.undelivered == ("tool_faults[0] error(503) on get_quote",)
     assert "proxy.tools.get_quote (http://127.0.0.1:9)" in down.hints[down.undelivered[0]]
     assert result.exit_code == 3
+
+
+def test_a_python_agents_tool_calls_are_recorded_and_served_from_a_cassette(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api: LoopbackServer
+) -> None:
+    config = _project(tmp_path, monkeypatch, api.url_for("/v1"), named=False)
+    cassette = tmp_path / "quotes.cassette"
+    recorded = run_ci(load_config_text(config, base_dir=tmp_path), Overrides(record=str(cassette)))
+    sent = len(api.requests)
+    assert sent >= 1 and '"target": "tool:get_quote"' in cassette.read_text()
+    replaying = config.replace("proxy:\n", f'proxy:\n  llm_upstream: "cassette:{cassette}"\n')
+    replayed = run_ci(load_config_text(replaying, base_dir=tmp_path))
+    assert len(api.requests) == sent  # the cassette answered
+    statuses = [{c.id: c.status for c in r.phases["contract"].cells} for r in (recorded, replayed)]
+    assert statuses[0] == statuses[1] and statuses[0]["price[calm]"] is Status.PASSED
+
+
+def test_a_replayed_session_answers_a_routed_tool_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api: LoopbackServer
+) -> None:
+    config = _project(tmp_path, monkeypatch, api.url_for("/v1"), named=False) + (
+        "replays:\n  sessions:\n    - id: recorded\n      input: price of AAPL?\n"
+        "      tool_responses: [{tool: get_quote, status: 200, response: {price: '99.00'}}]\n"
+        "      expected_output: AAPL trades at 99.00.\n"
+        "      contract: quotes\n"
+    )
+    result = run_phases(load_config_text(config, base_dir=tmp_path), ["replay"])
+    (cell,) = result.phases["replay"].cells
+    assert cell.prompts[0].output == "AAPL trades at 99.00."  # the recorded price, not 123.45
+    assert [(c.tool, c.status, c.response) for c in cell.calls] == [
+        ("get_quote", 200, '{"price": "99.00"}')
+    ]
+    assert api.requests == []  # the recording answered, not the API
