@@ -153,6 +153,10 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "Strands `Agent`, a LangGraph `ToolNode`): each tool it holds, by its own name. A tool's "
     "name in `tool_faults[].tool` is its attribute name. A tool also in `proxy.tools` takes "
     "its faults at the HTTP level.",
+    "agent.tool_delivery": "Python agents: where the faults of a tool named both in "
+    "`agent.tools` (or the registry) and in `proxy.tools` act: `http` (default: at its HTTP "
+    "call, through the in-process proxy, so the tool's own error handling runs) or `callable` "
+    "(at the wrapped callable; its URL is then not routed).",
     "agent.tool_registry": "Python agents: `module:attr` of an object with `names()`, "
     "`get(name)` and `set(name, callable)` whose tools are wrapped with faults.",
     "agent.llm": "Python agents: `module:attr` of the callable the agent uses to call its "
@@ -408,6 +412,11 @@ ENUM_DESCRIPTIONS: dict[str, dict[str, str]] = {
     "AgentType": {
         "http": "An HTTP endpoint, called with `method`, `headers` and `request_template`.",
         "python": "A Python callable (`module:attr`), called in-process.",
+    },
+    "ToolDelivery": {
+        "http": "At the tool's HTTP call, through the in-process proxy: its own error "
+        "handling runs.",
+        "callable": "At the wrapped callable: `flakestorm.ToolFaultError` in place of the tool.",
     },
     "Severity": {
         "critical": "Weight 3; any failed or errored critical cell fails the run.",

@@ -28,7 +28,7 @@ from flakestorm.agents.readiness import ReadyAgain
 from flakestorm.agents.reset import build_resetter
 from flakestorm.chaos.delivery import Channel, ProxyChannel, WrapperChannel, needs_delivery
 from flakestorm.chaos.faults import LLM_REQUEST_ATTACKS, TOOL_RESULT_ATTACKS
-from flakestorm.config import AgentType, Config, Proxy, Scenario
+from flakestorm.config import AgentType, Config, Proxy, Scenario, ToolDelivery
 from flakestorm.errors import Problem, UsageError
 from flakestorm.events import Event, RunPlanned
 from flakestorm.executor import Executor, Options
@@ -351,7 +351,8 @@ def _check_python_delivery(config: Config, scenarios: Sequence[Scenario]) -> Non
 def python_routes(config: Config) -> dict[str, str]:
     """The tools whose HTTP calls a python agent's clients are routed through the in-process
     proxy for (SPEC §10): ``proxy.tools``; none for an http agent. A tool also named in
-    ``agent.tools`` (or its registry) by the same name takes its faults at the HTTP level."""
+    ``agent.tools`` (or its registry) by the same name takes its faults at the HTTP level,
+    unless ``agent.tool_delivery`` is ``callable`` (then its URL is not routed)."""
     if config.agent.type is not AgentType.PYTHON or config.proxy is None:
         return {}
     return dict(config.proxy.tools)
@@ -488,12 +489,19 @@ def _agent_up(
             from flakestorm.chaos.interactions import InteractionLog
             from flakestorm.chaos.wrappers.wrapping import Wrapping
 
+            at_http = agent_config.tool_delivery in (None, ToolDelivery.HTTP)
             wrapping = stack.enter_context(
                 Wrapping(
-                    agent_config, loaded.base_dir, InteractionLog(), _locator(loaded), routed=routes
+                    agent_config,
+                    loaded.base_dir,
+                    InteractionLog(),
+                    _locator(loaded),
+                    routed=routes if at_http else (),
                 )
             )
             channel = WrapperChannel(wrapping)
+            # tool_delivery: callable — a wrapped tool's URL is not routed
+            routes = {k: v for k, v in routes.items() if at_http or not wrapping.wraps(k)}
             if routes:
                 channel = _routed_in_process(loaded, routes, wrapping, record, stack, notice)
         agent = build_agent(agent_config, loaded.base_dir, _locator(loaded))

@@ -259,3 +259,19 @@ def test_a_replayed_session_answers_a_routed_tool_call(
         ("get_quote", 200, '{"price": "99.00"}')
     ]
     assert api.requests == []  # the recording answered, not the API
+
+
+def test_tool_delivery_callable_takes_a_tool_named_in_both_at_its_wrapper(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api: LoopbackServer
+) -> None:
+    config = _project(tmp_path, monkeypatch, api.url_for("/v1"), named=True)
+    config = config.replace("  tools: [", "  tool_delivery: callable\n  tools: [")
+    result = run_ci(load_config_text(config, base_dir=tmp_path))
+    cells = {c.id: c for c in result.phases["contract"].cells}
+    (call,) = cells["honest[down]"].calls
+    # the wrapper raised flakestorm.ToolFaultError in place of the tool: the tool's own
+    # handling of an HTTP 503 never ran, and the agent failed
+    assert call.url.startswith("python:") and call.status == 503
+    assert "ToolFaultError" in (cells["honest[down]"].prompts[0].error_message or "")
+    (calm,) = cells["price[calm]"].calls
+    assert calm.url.startswith("python:")  # its URL was not routed either
