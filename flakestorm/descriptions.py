@@ -148,8 +148,15 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "agent: `{header: NAME}` or `{template: true}`.",
     "agent.tools": "Python agents: `module:attr` of each tool to wrap with faults: a callable, "
     "or a framework's tool object (an OpenAI Agents SDK `FunctionTool`, a LangChain `BaseTool`, "
-    "a Strands `@tool`, a Pydantic AI `Tool`), whose function is wrapped inside it. A tool's "
-    "name in `tool_faults[].tool` is its attribute name.",
+    "a Strands `@tool`, a Pydantic AI `Tool`), whose function is wrapped inside it; or a "
+    "framework object that holds tools, named whole (a Pydantic AI, OpenAI Agents SDK or "
+    "Strands `Agent`, a LangGraph `ToolNode`): each tool it holds, by its own name. A tool's "
+    "name in `tool_faults[].tool` is its attribute name. A tool also in `proxy.tools` takes "
+    "its faults at the HTTP level.",
+    "agent.tool_delivery": "Python agents: where the faults of a tool named both in "
+    "`agent.tools` (or the registry) and in `proxy.tools` act: `http` (default: at its HTTP "
+    "call, through the in-process proxy, so the tool's own error handling runs) or `callable` "
+    "(at the wrapped callable; its URL is then not routed).",
     "agent.tool_registry": "Python agents: `module:attr` of an object with `names()`, "
     "`get(name)` and `set(name, callable)` whose tools are wrapped with faults.",
     "agent.llm": "Python agents: `module:attr` of the callable the agent uses to call its "
@@ -282,7 +289,9 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "proxy.llm_upstream": "Where proxied LLM calls go: a base URL, `mock` (a built-in "
     "deterministic LLM) or `cassette:PATH` (replay a recording).",
     "proxy.tools": "Reverse-proxy routes: `/tools/<name>/...` on the proxy is forwarded to "
-    "the URL given for `<name>`.",
+    "the URL given for `<name>`. For a python agent, its HTTP clients (requests, httpx, "
+    "urllib) are routed through an in-process proxy for these URLs, so tool faults act on the "
+    "tool's HTTP call.",
     "proxy.token": "Shared secret for the proxy's control API (`/_flakestorm/`), when the "
     "proxy requires one.",
     # mutations
@@ -403,6 +412,11 @@ ENUM_DESCRIPTIONS: dict[str, dict[str, str]] = {
     "AgentType": {
         "http": "An HTTP endpoint, called with `method`, `headers` and `request_template`.",
         "python": "A Python callable (`module:attr`), called in-process.",
+    },
+    "ToolDelivery": {
+        "http": "At the tool's HTTP call, through the in-process proxy: its own error "
+        "handling runs.",
+        "callable": "At the wrapped callable: `flakestorm.ToolFaultError` in place of the tool.",
     },
     "Severity": {
         "critical": "Weight 3; any failed or errored critical cell fails the run.",

@@ -18,6 +18,7 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from flakestorm import __version__
 from flakestorm.agents import Agent
@@ -27,7 +28,7 @@ from flakestorm.agents.readiness import ReadyAgain
 from flakestorm.agents.reset import build_resetter
 from flakestorm.chaos.delivery import Channel, ProxyChannel, WrapperChannel, needs_delivery
 from flakestorm.chaos.faults import LLM_REQUEST_ATTACKS, TOOL_RESULT_ATTACKS
-from flakestorm.config import AgentType, Config, Proxy, Scenario
+from flakestorm.config import AgentType, Config, Proxy, Scenario, ToolDelivery
 from flakestorm.errors import Problem, UsageError
 from flakestorm.events import Event, RunPlanned
 from flakestorm.executor import Executor, Options
@@ -41,6 +42,9 @@ from flakestorm.revival import Reviver
 from flakestorm.scoring import score_run
 from flakestorm.shards import Shard, config_document, digest_of
 from flakestorm.stopping import Stop
+
+if TYPE_CHECKING:
+    from flakestorm.chaos.wrappers.wrapping import Wrapping
 
 
 @dataclass(frozen=True)
@@ -325,7 +329,7 @@ def proxy_env(proxy_url: str, agent_endpoint: str) -> dict[str, str]:
 def _check_python_delivery(config: Config, scenarios: Sequence[Scenario]) -> None:
     """A python agent's faults need something to wrap; say what is missing (exit 2)."""
     agent = config.agent
-    has_tools = bool(agent.tools or agent.tool_registry)
+    has_tools = bool(agent.tools or agent.tool_registry or python_routes(config))
     for scenario in scenarios:
         llm_side = scenario.llm_faults or any(
             a.type in LLM_REQUEST_ATTACKS for a in scenario.context_attacks
@@ -340,8 +344,58 @@ def _check_python_delivery(config: Config, scenarios: Sequence[Scenario]) -> Non
         if (scenario.tool_faults or tool_side) and not has_tools:
             raise UsageError(
                 f"scenario {scenario.name!r} has tool faults or tool-result attacks, but the "
-                "python agent names no `agent.tools` or `agent.tool_registry` to wrap"
+                "python agent names no `agent.tools` or `agent.tool_registry` to wrap, nor "
+                "`proxy.tools` whose HTTP calls to fault"
             )
+
+
+def python_routes(config: Config) -> dict[str, str]:
+    """The tools whose HTTP calls a python agent's clients are routed through the in-process
+    proxy for (SPEC §10): ``proxy.tools``; none for an http agent. A tool also named in
+    ``agent.tools`` (or its registry) by the same name takes its faults at the HTTP level,
+    unless ``agent.tool_delivery`` is ``callable`` (then its URL is not routed)."""
+    if config.agent.type is not AgentType.PYTHON or config.proxy is None:
+        return {}
+    return dict(config.proxy.tools)
+
+
+def _routed_in_process(
+    loaded: LoadedConfig,
+    routes: dict[str, str],
+    wrapping: Wrapping,
+    record: str | None,
+    stack: contextlib.ExitStack,
+    notice: Callable[[str], None],
+) -> Channel:
+    """The in-process proxy for a python agent's HTTP tool calls, the process's HTTP clients
+    routed through it for ``routes``, and the channel over it and the wrappers."""
+    from flakestorm.chaos.delivery import InProcessChannel
+    from flakestorm.chaos.proxy.server import ChaosProxy
+    from flakestorm.chaos.proxy.upstreams.cassette import resolve_cassette
+    from flakestorm.chaos.routing import Router, Routing
+
+    proxy_config = loaded.config.proxy or Proxy()
+    if proxy_config.url:
+        raise UsageError(
+            f"proxy.url ({proxy_config.url}) is for http agents: a python agent's HTTP tool "
+            "calls (proxy.tools) go through a proxy flakestorm runs in process; remove proxy.url"
+        )
+    proxy = ChaosProxy(
+        "127.0.0.1",
+        0,
+        llm_upstream=resolve_cassette(proxy_config.llm_upstream, loaded.base_dir),
+        tools=routes,
+        token=proxy_config.token,
+        log=wrapping.log,
+        record=record,
+    )
+    stack.enter_context(proxy)
+    routing = stack.enter_context(Routing(Router(proxy.url, routes)))
+    notice(
+        f"chaos proxy (in-process) listening on {proxy.url}: the HTTP calls of "
+        f"{', '.join(routes)} through {', '.join(routing.libraries)} are routed through it"
+    )
+    return InProcessChannel(wrapping, proxy, routes)
 
 
 @contextlib.contextmanager
@@ -370,13 +424,15 @@ def _agent_up(
         channel: Channel | None = None
         reviver: Reviver | None = None
         extra_env: dict[str, str] = {}
+        routes = python_routes(config)
         if record is not None and (
-            agent_config.type is not AgentType.HTTP
+            (agent_config.type is not AgentType.HTTP and not routes)
             or (config.proxy is not None and config.proxy.url)
         ):
             raise UsageError(
-                "--record needs the in-process proxy: an http agent and no proxy.url "
-                "(to record through a proxy service, start it with `flakestorm proxy --record`)"
+                "--record needs the in-process proxy: an http agent, or a python agent with "
+                "proxy.tools, and no proxy.url (to record through a proxy service, start it "
+                "with `flakestorm proxy --record`)"
             )
         if agent_config.type is AgentType.HTTP and (
             chaos or config.proxy is not None or record is not None
@@ -430,14 +486,25 @@ def _agent_up(
         elif agent_config.type is AgentType.HTTP:
             reviver = ReadyAgain(agent_config, stop, lambda waiting: notice(waiting.line()))
             reviver.revive()
-        if agent_config.type is AgentType.PYTHON and chaos:
+        if agent_config.type is AgentType.PYTHON and (chaos or (routes and record)):
             from flakestorm.chaos.interactions import InteractionLog
             from flakestorm.chaos.wrappers.wrapping import Wrapping
 
+            at_http = agent_config.tool_delivery in (None, ToolDelivery.HTTP)
             wrapping = stack.enter_context(
-                Wrapping(agent_config, loaded.base_dir, InteractionLog(), _locator(loaded))
+                Wrapping(
+                    agent_config,
+                    loaded.base_dir,
+                    InteractionLog(),
+                    _locator(loaded),
+                    routed=routes if at_http else (),
+                )
             )
             channel = WrapperChannel(wrapping)
+            # tool_delivery: callable — a wrapped tool's URL is not routed
+            routes = {k: v for k, v in routes.items() if at_http or not wrapping.wraps(k)}
+            if routes:
+                channel = _routed_in_process(loaded, routes, wrapping, record, stack, notice)
         agent = build_agent(agent_config, loaded.base_dir, _locator(loaded))
         stack.callback(agent.close)
         yield agent, channel, reviver

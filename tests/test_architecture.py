@@ -35,6 +35,8 @@ THIRD_PARTY = {
     "requests": (
         "flakestorm/agents/",
         "flakestorm/chaos/proxy/",
+        # its transport adapter routed through the proxy in process (a python agent's tools)
+        "flakestorm/chaos/routing/",
         "flakestorm/similarity.py",
         "flakestorm/github.py",
         # the llm mutation generator's chat completions client (like similarity's embeddings)

@@ -256,10 +256,11 @@ def test_each_fault_is_checked_alone_in_a_scenario_wrong_elsewhere() -> None:
         "contract.chaos_matrix.0.context_attacks.0: an 'overflow' context attack needs "
         "'inject_tokens' (its fields: inject_tokens, tool, calls, every, window_ms)",
         "contract.chaos_matrix.0.tool_faults: scenario 'mixed' has tool faults but the python "
-        "agent names no tools: set agent.tools (module:attr of each tool) or "
-        "agent.tool_registry",
+        "agent names no tools: set agent.tools (module:attr of each tool), "
+        "agent.tool_registry, or proxy.tools (the URLs its tools call)",
         "chaos.tool_faults: chaos has tool faults but the python agent names no tools: set "
-        "agent.tools (module:attr of each tool) or agent.tool_registry",
+        "agent.tools (module:attr of each tool), agent.tool_registry, or proxy.tools (the "
+        "URLs its tools call)",
     ]
 
 

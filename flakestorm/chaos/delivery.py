@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urlsplit
 
@@ -36,6 +36,7 @@ from flakestorm.chaos.interactions import Interaction
 
 if TYPE_CHECKING:
     from flakestorm.chaos.proxy.control import ProxyControl
+    from flakestorm.chaos.proxy.server import ChaosProxy
     from flakestorm.chaos.wrappers.wrapping import Wrapping
 from flakestorm.config import Scenario, Scheduled
 from flakestorm.results import CallRecord, CellResult, ScenarioInfo, Status
@@ -365,6 +366,18 @@ class WrapperChannel:
         self._wrapping.log.forget(scenario, keep)
 
     def wiring_hint(self, label: str, tool: str | None) -> str:
+        site = self._wrapping.site(tool) if tool is not None else None
+        if site is not None and site.cause:
+            return (
+                f"the agent made no call to `{tool}`, {site.kind}, wrapped from the inside — "
+                f"{site.cause}, and did the model ask for the tool?"
+            )
+        if site is not None and site.held_by:
+            return (
+                f"the agent made no call to `{tool}` where it is named: {site.held_by} keeps "
+                f"its own reference to that function as its tool `{tool}` — name the holder "
+                f"in agent.tools (its tools are each wrapped by their own names)"
+            )
         kind = self._wrapping.tool_kind(tool) if tool is not None else None
         if kind is not None:
             return (
@@ -384,3 +397,43 @@ class WrapperChannel:
                 "through its module at call time?"
             )
         return "the agent made no call to any wrapped tool (agent.tools / agent.tool_registry)"
+
+
+class InProcessChannel(WrapperChannel):
+    """Faults for a python agent on both paths (SPEC §10): the HTTP calls of the tools in
+    ``routes`` (``proxy.tools``) through the in-process ``proxy`` the agent's HTTP clients are
+    routed to (:mod:`flakestorm.chaos.routing`), everything else by the wrappers. The proxy
+    logs into the wrappers' log, so a cell's calls stay in the order they were made; each
+    routed request carries its invocation's cell, so attribution is exact."""
+
+    exact_attribution = True
+
+    def __init__(self, wrapping: Wrapping, proxy: ChaosProxy, routes: Mapping[str, str]) -> None:
+        super().__init__(wrapping)
+        self._proxy = proxy
+        self._routes = dict(routes)
+        self._timed = False
+
+    def activate(self, scenario: ActiveScenario) -> None:
+        super().activate(scenario)
+        active = self._proxy.scenario
+        if active is not None and dataclasses.replace(scenario, cell_id=active.cell_id) == active:
+            self._proxy.declare_cell(scenario.cell_id)  # the same scenario, for another cell
+        else:
+            self._proxy.activate(scenario)
+        self._timed = timed(scenario)
+
+    def begin(self, invocation: str) -> None:
+        super().begin(invocation)
+        if self._timed:
+            self._proxy.book.begin(invocation)
+
+    def wiring_hint(self, label: str, tool: str | None) -> str:
+        if tool is not None and tool in self._routes:
+            return (
+                f"the agent made no HTTP call under proxy.tools.{tool} ({self._routes[tool]}) "
+                "— does the tool call that URL with requests, httpx or urllib.request.urlopen "
+                "(flakestorm routes those in process; not aiohttp, nor an opener of its own), "
+                "and did the model ask for the tool?"
+            )
+        return super().wiring_hint(label, tool)

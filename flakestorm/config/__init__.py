@@ -79,6 +79,7 @@ from flakestorm.config.vocabulary import (
     RefusalExpect,
     Severity,
     SimilarityBackend,
+    ToolDelivery,
     ToolFaultMode,
     When,
 )
@@ -137,6 +138,7 @@ __all__ = [
     "Severity",
     "SimilarityBackend",
     "Sweep",
+    "ToolDelivery",
     "ToolFault",
     "ToolFaultMode",
     "ToolResponse",

@@ -17,6 +17,7 @@ from flakestorm.config.vocabulary import (
     PoisonStrategy,
     RefusalExpect,
     Severity,
+    ToolDelivery,
     ToolFaultMode,
     When,
 )
@@ -58,6 +59,8 @@ class AgentConfig(Model):
     tools: list[Callable_] | None = None
     tool_registry: Callable_ | None = None
     llm: Callable_ | None = None
+    tool_delivery: ToolDelivery | None = None
+    """None: ``http`` (:class:`ToolDelivery`)."""
 
 
 # --------------------------------------------------------------------------- invariants

@@ -16,6 +16,16 @@ class AgentType(str, enum.Enum):
     PYTHON = "python"
 
 
+class ToolDelivery(str, enum.Enum):
+    """Where the faults of a python agent's tool go when it is named both in ``agent.tools``
+    (or its registry) and in ``proxy.tools`` (SPEC §10)."""
+
+    HTTP = "http"
+    """At its HTTP call, through the in-process proxy (the default): the tool's code runs."""
+    CALLABLE = "callable"
+    """At the callable, by its wrapper: the tool's HTTP call is not routed."""
+
+
 class Severity(str, enum.Enum):
     CRITICAL = "critical"
     HIGH = "high"

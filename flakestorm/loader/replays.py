@@ -9,10 +9,10 @@ contract file, or the config's contract by default; the config's top-level invar
 - session ids are unique (across files too);
 - the contract resolves;
 - every recorded tool is one the agent can call through flakestorm: for a python agent, an
-  ``agent.tools`` name (unless a ``tool_registry`` names them at run time); for an http agent
-  with ``proxy.tools``, one of those;
+  ``agent.tools`` or ``proxy.tools`` name (unless a ``tool_registry`` names them at run time);
+  for an http agent with ``proxy.tools``, one of those;
 - a python agent has something to serve recorded replies through (``agent.tools`` /
-  ``agent.tool_registry``, ``agent.llm``);
+  ``agent.tool_registry`` / ``proxy.tools``, ``agent.llm``);
 
 Every problem is located: in ``flakestorm.yaml`` (through the loader's ``locate``) or in the
 session or contract file it is in. These checks are registered with the config's meaning
@@ -263,12 +263,14 @@ class _Checker:
             if agent.tool_registry is not None:
                 return out
             known = [ref.rpartition(":")[2].rpartition(".")[2] for ref in agent.tools or ()]
+            # a tool whose HTTP calls are routed through the in-process proxy (SPEC §10)
+            known += sorted(self.config.proxy.tools) if self.config.proxy else []
             if session.tool_responses and not known:
                 out.append(
                     source.place(
                         ("tool_responses",),
-                        "the python agent names no agent.tools or agent.tool_registry to "
-                        "serve recorded tool responses through",
+                        "the python agent names no agent.tools, agent.tool_registry or "
+                        "proxy.tools to serve recorded tool responses through",
                     )
                 )
                 return out

@@ -23,7 +23,7 @@ _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 SESSION_ID = "{session_id}"
 
 _HTTP_ONLY = ("reset_endpoint", "health_endpoint", "start")
-_PYTHON_ONLY = ("reset_function", "tools", "tool_registry", "llm")
+_PYTHON_ONLY = ("reset_function", "tools", "tool_registry", "llm", "tool_delivery")
 
 
 def check_agent(scope: Scope) -> None:

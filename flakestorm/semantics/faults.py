@@ -206,16 +206,20 @@ def _unused(faults: str, fault: ToolFault | LlmFault | ContextAttack, field: str
 
 
 def check_tool_delivery(scope: Scope) -> None:
-    """Reads ``agent``: a python agent's tool faults need ``agent.tools`` or a registry (a
-    tool fault wrong in itself is still a tool fault)."""
-    agent = scope.parts.agent
+    """Reads ``agent`` and ``proxy``: a python agent's tool faults need ``agent.tools``, a
+    registry or ``proxy.tools`` (whose HTTP calls are faulted in process; a tool fault wrong in
+    itself is still a tool fault)."""
+    agent, proxy = scope.parts.agent, scope.parts.proxy
     if agent is None or agent.type is not AgentType.PYTHON or agent.tools or agent.tool_registry:
+        return
+    if proxy is not None and proxy.tools:
         return
     for faults in scope.parts.fault_sets:
         if faults.tool_faults:
             scope.error(
                 (*faults.path, "tool_faults"),
                 f"{faults.label} has tool faults but the python agent names no tools: set "
-                "agent.tools (module:attr of each tool) or agent.tool_registry",
+                "agent.tools (module:attr of each tool), agent.tool_registry, or proxy.tools "
+                "(the URLs its tools call)",
                 key=True,
             )

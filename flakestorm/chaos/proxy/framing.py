@@ -9,6 +9,9 @@ malformed request line, huge headers) are answered in JSON like the proxy's othe
 Hop-by-hop headers (and those named in ``Connection``) are neither forwarded upstream
 (:func:`forwarded_headers`, which also asks for ``Accept-Encoding: identity`` so replies can be
 read and rewritten) nor returned to the agent.
+
+A connection's thread sets :data:`serving`: the requests the proxy sends from it to a tool's
+real upstream are never routed back to the proxy (:mod:`flakestorm.chaos.routing`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import select
 import socket
 import struct
 import time
+from contextvars import ContextVar
 from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
@@ -31,6 +35,9 @@ if TYPE_CHECKING:
     from flakestorm.chaos.proxy.server import ChaosProxy
 
 logger = logging.getLogger("flakestorm.proxy")
+
+serving: ContextVar[bool] = ContextVar("flakestorm_proxy_serving", default=False)
+"""True in a thread that serves a proxy connection."""
 
 HOP_BY_HOP = frozenset(
     {
@@ -111,6 +118,7 @@ class FramedHandler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
+        serving.set(True)  # this thread's own context: it serves this connection only
         self.proxy.track(self.connection, add=True)
 
     def finish(self) -> None:

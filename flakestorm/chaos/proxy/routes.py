@@ -107,7 +107,7 @@ def _route_forward(proxy: ChaosProxy, method: str, url: str) -> ServedCall:
     tool = tool_for_url(proxy, url)
     if tool is not None:
         base = proxy.tools.get(tool)
-        if base is not None and _under(url, base):
+        if base is not None and is_under(url, base):
             rel = url[len(base.rstrip("/")) :].split("?", 1)[0]
         else:
             rel = f"{parts.scheme}://{parts.netloc}{parts.path}"
@@ -125,7 +125,7 @@ def _route_forward(proxy: ChaosProxy, method: str, url: str) -> ServedCall:
 def tool_for_url(proxy: ChaosProxy, url: str) -> str | None:
     """The configured tool whose upstream ``url`` is under, else one a ``match_url`` names."""
     for name, base in proxy.tools.items():
-        if _under(url, base):
+        if is_under(url, base):
             return name
     for fault in proxy.book.scenario.tool_faults:
         if fault.match_url and tool_matches(fault, None, url):
@@ -161,7 +161,7 @@ def _joined(base: str, rest: str) -> str:
     return base.rstrip("/") + rest if rest else base
 
 
-def _under(url: str, base: str) -> bool:
+def is_under(url: str, base: str) -> bool:
     """Whether ``url`` is ``base`` or below it (``http://a/x`` is not under ``http://a/xy``)."""
     if not url.startswith(base):
         return False

@@ -12,6 +12,7 @@ query string or user info (query strings can carry API keys).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import socket
 import threading
@@ -203,6 +204,17 @@ class ChaosProxy:
         with self._lock:
             self._active = active
             self._book = FaultBook(active if active is not None else _PASS_THROUGH)
+
+    def declare_cell(self, cell_id: str) -> None:
+        """The cell a call that carries no attribution is given from now on, the active
+        scenario's fault counters kept (cells of it may still be running)."""
+        with self._lock:
+            book = self._book
+            book.scenario = dataclasses.replace(book.scenario, cell_id=cell_id)
+            if self._active is not None:
+                self._active = book.scenario
+            if cell_id:
+                book.begin(cell_id)
 
     def reset(self) -> None:
         """Clear the interactions, the fault counters and the cassette's replay positions."""

@@ -5,6 +5,8 @@
 - :mod:`.sites`: where each named tool or LLM callable is, and its slots;
 - :mod:`.tool_kinds`: framework tool objects (OpenAI Agents SDK, LangChain, Strands, Pydantic
   AI), wrapped from the inside, one registered unit per framework;
+- :mod:`.tool_holders`: framework objects that hold tools, named whole (a Pydantic AI, Agents
+  SDK or Strands ``Agent``, a LangGraph ``ToolNode``), one registered unit per framework;
 - :mod:`.calls`: one wrapped call: its decision, its plan, its result and its interaction;
 - :mod:`.sdk_errors`: faults raised as the OpenAI and Anthropic SDKs' own exceptions;
 - :mod:`.sdk_streams`: faults on the SDKs' streams.

@@ -8,8 +8,15 @@
 - ``module:attr`` naming a framework tool object (:mod:`.tool_kinds`): the slots are the
   function inside the object; the object stays where it is, so every reference the framework
   holds sees the wrapper.
+- ``module:attr`` naming a framework object that holds tools (:mod:`.tool_holders`: a Pydantic
+  AI ``Agent``, an OpenAI Agents SDK ``Agent``, a Strands ``Agent``, a LangGraph ``ToolNode``):
+  one site per tool it holds, each by its own name, wrapped from the inside.
 - a tool registry (``names()``, ``get(name)``, ``set(name, fn)``): a callable is swapped
   through ``set``; a framework tool object it hands out is wrapped from the inside.
+
+A plain callable that a holder of its module keeps as one of its tools (``@agent.tool_plain``
+returns the function it registered) is wrapped where it was named, which the framework never
+calls: its site says so (:attr:`Site.held_by`), for the wiring hint.
 
 A tool's name, as ``tool_faults[].tool`` refers to it, is the last part of ``attr`` (or the
 registry's name for it).
@@ -27,6 +34,7 @@ from typing import Any
 
 from flakestorm.agents.importer import Locate, describe_exception, load_reference
 from flakestorm.chaos.faults import Target
+from flakestorm.chaos.wrappers.tool_holders import holder_of
 from flakestorm.chaos.wrappers.tool_kinds import Slot, slots_of, supported_kinds
 from flakestorm.errors import ConfigError
 
@@ -45,6 +53,11 @@ class Site:
     slots: tuple[Slot, ...]
     kind: str = CALLABLE
     """What it is, for messages (``a Strands @tool``)."""
+    cause: str = ""
+    """For a tool of a holder: what is probably wrong when none of its calls was seen."""
+    held_by: str = ""
+    """For a plain callable: the holder of its module that keeps it as a tool, if any
+    (``the Pydantic AI Agent "agent:agent"``)."""
 
 
 def _fail(locate: Locate, config_field: str, message: str) -> ConfigError:
@@ -69,11 +82,78 @@ def _framework_slots(
     return kind.label, slots
 
 
-def attribute_site(
+def _held_sites(
+    value: object, reference: str, config_field: str, locate: Locate
+) -> list[Site] | None:
+    """The sites of the tools a framework object holds; None when it holds none."""
+    holder = holder_of(value)
+    if holder is None:
+        return None
+    sites = []
+    for name, tool in holder.tools(value):
+        found = slots_of(tool)
+        if found is None or not found[1]:
+            continue  # a tool of a kind flakestorm cannot wrap: left alone
+        kind, slots = found
+        sites.append(
+            Site(
+                name,
+                f"python:{reference}/{name}",
+                Target.TOOL,
+                tuple(slots),
+                f'{kind.label} of {holder.label} "{reference}"',
+                cause=holder.cause,
+            )
+        )
+    if not sites:
+        raise _fail(
+            locate,
+            config_field,
+            f'"{reference}" is {holder.label}, but it holds no tool flakestorm can wrap '
+            f"(expected {supported_kinds()})",
+        )
+    return sites
+
+
+def _holder_keeping(function: object, module: object) -> str:
+    """The holder among ``module``'s globals that keeps ``function`` as a tool, described."""
+    for attr, value in list(vars(module).items()):
+        holder = holder_of(value)
+        if holder is None:
+            continue
+        for _, tool in holder.tools(value):
+            found = slots_of(tool)
+            if found is not None and any(
+                inspect.unwrap(slot.original) is function for slot in found[1]
+            ):
+                return f'{holder.label} "{module.__name__}:{attr}"'  # type: ignore[attr-defined]
+    return ""
+
+
+def attribute_sites(
     reference: str, config_field: str, target: Target, base_dir: Path, locate: Locate
-) -> Site:
-    """The site of ``agent.tools[i]`` or ``agent.llm`` (module doc)."""
+) -> list[Site]:
+    """The sites of ``agent.tools[i]`` (one per tool a holder holds) or ``agent.llm``."""
     value = load_reference(reference, base_dir, config_field, locate)
+    if target is Target.TOOL:
+        held = _held_sites(value, reference, config_field, locate)
+        if held is not None:
+            return held
+    return [attribute_site(reference, config_field, target, base_dir, locate, value)]
+
+
+def attribute_site(
+    reference: str,
+    config_field: str,
+    target: Target,
+    base_dir: Path,
+    locate: Locate,
+    value: object = _MISSING,
+) -> Site:
+    """The site of ``agent.tools[i]`` or ``agent.llm`` naming one callable or tool object
+    (module doc)."""
+    if value is _MISSING:
+        value = load_reference(reference, base_dir, config_field, locate)
     module_name, _, attr_path = reference.partition(":")
     parent, _, attr = attr_path.rpartition(".")
     url = f"python:{reference}"
@@ -113,7 +193,9 @@ def attribute_site(
         else:
             setattr(owner, attr, raw)
 
-    return Site(attr, url, target, (Slot(original, install, restore),))
+    keeps = target is Target.TOOL and inspect.ismodule(owner)
+    held_by = _holder_keeping(value, owner) if keeps else ""
+    return Site(attr, url, target, (Slot(original, install, restore),), held_by=held_by)
 
 
 def _same(wrapper: Callable[..., Any]) -> Any:

@@ -61,7 +61,7 @@ class ToolKind(Protocol):
         ...
 
 
-def _is_a(value: object, module: str, *names: str) -> bool:
+def is_a(value: object, module: str, *names: str) -> bool:
     """Whether a class of ``value``'s MRO is one of ``names`` in a module under ``module``."""
     return any(
         k.__name__ in names and (k.__module__ == module or k.__module__.startswith(module + "."))
@@ -116,7 +116,7 @@ class AgentsFunctionTool:
     label = "an OpenAI Agents SDK FunctionTool"
 
     def recognises(self, value: object) -> bool:
-        return _is_a(value, "agents", "FunctionTool")
+        return is_a(value, "agents", "FunctionTool")
 
     def slots(self, value: Any) -> list[Slot]:
         invoker = value.on_invoke_tool
@@ -134,7 +134,7 @@ class LangChainTool:
     label = "a LangChain BaseTool"
 
     def recognises(self, value: object) -> bool:
-        return _is_a(value, "langchain_core", "BaseTool")
+        return is_a(value, "langchain_core", "BaseTool")
 
     def slots(self, value: Any) -> list[Slot]:
         own = [
@@ -158,7 +158,7 @@ class StrandsTool:
     label = "a Strands @tool"
 
     def recognises(self, value: object) -> bool:
-        return _is_a(value, "strands", "DecoratedFunctionTool")
+        return is_a(value, "strands", "DecoratedFunctionTool")
 
     def slots(self, value: Any) -> list[Slot]:
         return (
@@ -170,7 +170,7 @@ class PydanticAiTool:
     label = "a Pydantic AI Tool"
 
     def recognises(self, value: object) -> bool:
-        return _is_a(value, "pydantic_ai", "Tool")
+        return is_a(value, "pydantic_ai", "Tool")
 
     def slots(self, value: Any) -> list[Slot]:
         original = value.function

@@ -2,7 +2,8 @@
 
 One :class:`Wrapping` per run. Entering it puts a wrapper in every slot of every
 :class:`~flakestorm.chaos.wrappers.sites.Site` (``agent.tools``, ``agent.llm``, the tools of
-``agent.tool_registry``); leaving it puts every original back, whatever happened in between.
+``agent.tool_registry``; not a tool named in ``routed``, whose HTTP calls take their faults
+at the proxy); leaving it puts every original back, whatever happened in between.
 
 :meth:`Wrapping.activate` switches the scenario; every wrapped call then asks that
 scenario's :class:`~flakestorm.chaos.faults.FaultBook` what to do, attributing the call to the
@@ -27,7 +28,7 @@ import functools
 import inspect
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -39,7 +40,13 @@ from flakestorm.chaos.interactions import InteractionLog
 from flakestorm.chaos.modes import CALL_THROUGH
 from flakestorm.chaos.wrappers.calls import Call, Plan, llm_plan, llm_result, tool_plan, tool_result
 from flakestorm.chaos.wrappers.sdk_streams import fail_stream_manager, is_async_stream_helper
-from flakestorm.chaos.wrappers.sites import CALLABLE, Site, attribute_site, registry_sites
+from flakestorm.chaos.wrappers.sites import (
+    CALLABLE,
+    Site,
+    attribute_site,
+    attribute_sites,
+    registry_sites,
+)
 from flakestorm.config import AgentConfig
 
 Sleep = Callable[[float], object]
@@ -63,6 +70,7 @@ class Wrapping:
         sleep: Sleep | None = None,
         async_sleep: AsyncSleep = asyncio.sleep,
         clock: Callable[[], float] = time.perf_counter,
+        routed: Collection[str] = (),
     ) -> None:
         self.log = log
         self.clock = clock
@@ -74,24 +82,34 @@ class Wrapping:
         self._lock = threading.Lock()
         self._installed: list[Callable[[], None]] = []
         sites = [
-            attribute_site(ref, f"agent.tools[{i}]", Target.TOOL, base_dir, locate)
+            site
             for i, ref in enumerate(agent.tools or ())
+            for site in attribute_sites(ref, f"agent.tools[{i}]", Target.TOOL, base_dir, locate)
         ]
         if agent.tool_registry is not None:
             sites += registry_sites(agent.tool_registry, base_dir, locate)
         if agent.llm is not None:
             sites.append(attribute_site(agent.llm, "agent.llm", Target.LLM, base_dir, locate))
-        self._sites = sites
+        # a tool whose HTTP calls are routed through the proxy takes its faults there
+        self._sites = [s for s in sites if s.target is not Target.TOOL or s.name not in routed]
         self.tool_names: tuple[str, ...] = tuple(
-            dict.fromkeys(s.name for s in sites if s.target is Target.TOOL)
+            dict.fromkeys(s.name for s in self._sites if s.target is Target.TOOL)
         )
         """The names ``tool_faults[].tool`` can refer to, in config order."""
         self.has_llm = agent.llm is not None
+
+    def wraps(self, name: str) -> bool:
+        """Whether a tool called ``name`` is wrapped."""
+        return name in self.tool_names
 
     def tool_kind(self, name: str) -> str | None:
         """What framework tool object the tool ``name`` is (``a Strands @tool``); None for a
         callable."""
         return next((s.kind for s in self._sites if s.name == name and s.kind != CALLABLE), None)
+
+    def site(self, name: str) -> Site | None:
+        """The (first) site of the tool ``name``."""
+        return next((s for s in self._sites if s.target is Target.TOOL and s.name == name), None)
 
     # -- scenarios
 

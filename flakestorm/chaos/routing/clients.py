@@ -1,0 +1,206 @@
+"""The HTTP client libraries a python agent's tools use, each routed through the chaos proxy for
+a run by the library's own extension point (one small registered unit per library):
+
+==========  ==================================================================================
+library     how its requests to a tool's URL are routed
+==========  ==================================================================================
+requests    the transport adapter every session sends through (``HTTPAdapter.send``): the
+            request is sent to the proxy instead (no environment proxy on the way); the
+            response keeps the URL and the request the agent sent
+httpx       the default transports, sync and async (``HTTPTransport.handle_request``,
+            ``AsyncHTTPTransport.handle_async_request``): the request is sent to the proxy
+            instead; the client keeps the request it built
+urllib      a handler in the opener ``urllib.request.urlopen`` uses (``install_opener``); an
+            opener the agent built itself with ``build_opener`` is its own
+==========  ==================================================================================
+
+A library that is not installed has nothing to route. Clients created before the run are
+routed too (the extension points are the library's classes, not an instance's). Leaving
+:class:`Routing` puts every original back. aiohttp is not routed yet (its client middlewares
+are per session): a fault on a tool it calls is not delivered, never passed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import urllib.request
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, Protocol
+
+from flakestorm.chaos.routing.router import Router
+
+Restore = Callable[[], None]
+
+
+class Client(Protocol):
+    """One HTTP client library."""
+
+    @property
+    def library(self) -> str: ...
+
+    def install(self, router: Router) -> Restore | None:
+        """Route the library's requests with ``router``; how to undo it (None: the library is
+        not installed)."""
+        ...
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+class RequestsClient:
+    library = "requests"
+
+    def install(self, router: Router) -> Restore | None:
+        if not _installed("requests"):
+            return None
+        from requests.adapters import HTTPAdapter
+
+        original = HTTPAdapter.send
+
+        def send(
+            self: HTTPAdapter,
+            request: Any,
+            stream: bool = False,
+            timeout: Any = None,
+            verify: Any = True,
+            cert: Any = None,
+            proxies: Any = None,
+        ) -> Any:
+            routed = router.route(request.url or "")
+            if routed is None:
+                return original(self, request, stream, timeout, verify, cert, proxies)
+            sent = request.copy()
+            sent.url = routed.url
+            sent.headers.update(routed.headers)
+            response = original(self, sent, stream, timeout, verify, cert, None)
+            response.url, response.request = request.url, request
+            return response
+
+        HTTPAdapter.send = send  # type: ignore[method-assign]
+
+        def restore() -> None:
+            HTTPAdapter.send = original  # type: ignore[method-assign]
+
+        return restore
+
+
+class HttpxClient:
+    library = "httpx"
+
+    def install(self, router: Router) -> Restore | None:
+        if not _installed("httpx"):
+            return None
+        import httpx
+
+        def rerouted(request: httpx.Request) -> httpx.Request:
+            routed = router.route(str(request.url))
+            if routed is None:
+                return request
+            url = httpx.URL(routed.url)
+            headers = [("Host", url.netloc.decode("ascii"))]
+            headers += [(k, v) for k, v in request.headers.multi_items() if k.lower() != "host"]
+            headers += list(routed.headers.items())
+            return httpx.Request(
+                request.method,
+                url,
+                headers=headers,
+                stream=request.stream,
+                extensions=request.extensions,
+            )
+
+        sync, async_ = httpx.HTTPTransport, httpx.AsyncHTTPTransport
+        handle, handle_async = sync.handle_request, async_.handle_async_request
+
+        def handle_request(self: httpx.HTTPTransport, request: httpx.Request) -> httpx.Response:
+            return handle(self, rerouted(request))
+
+        async def handle_async_request(
+            self: httpx.AsyncHTTPTransport, request: httpx.Request
+        ) -> httpx.Response:
+            return await handle_async(self, rerouted(request))
+
+        sync.handle_request = handle_request  # type: ignore[method-assign]
+        async_.handle_async_request = handle_async_request  # type: ignore[method-assign]
+
+        def restore() -> None:
+            sync.handle_request = handle  # type: ignore[method-assign]
+            async_.handle_async_request = handle_async  # type: ignore[method-assign]
+
+        return restore
+
+
+class _RoutingHandler(urllib.request.BaseHandler):
+    """Sends a tool's request to the proxy (before the HTTP handlers set its ``Host``)."""
+
+    handler_order = 100
+
+    def __init__(self, router: Router) -> None:
+        self.router = router
+
+    def http_request(self, request: urllib.request.Request) -> urllib.request.Request:
+        routed = self.router.route(request.full_url)
+        if routed is not None:
+            request.full_url = routed.url
+            request.remove_header("Host")
+            for name, value in routed.headers.items():
+                request.add_unredirected_header(name, value)
+        return request
+
+    https_request = http_request
+
+
+class UrllibClient:
+    library = "urllib"
+
+    def install(self, router: Router) -> Restore | None:
+        # the opener installed before the run (None: urlopen builds its default one again)
+        previous: urllib.request.OpenerDirector | None = getattr(urllib.request, "_opener", None)
+        urllib.request.install_opener(urllib.request.build_opener(_RoutingHandler(router)))
+
+        def restore() -> None:
+            urllib.request.install_opener(previous)
+
+        return restore
+
+
+CLIENTS: tuple[Client, ...] = (RequestsClient(), HttpxClient(), UrllibClient())
+"""The client libraries routed in process."""
+
+
+class Routing:
+    """Routes the process's HTTP clients with ``router`` while entered (module doc)."""
+
+    def __init__(self, router: Router, clients: tuple[Client, ...] = CLIENTS) -> None:
+        self.router = router
+        self._clients = clients
+        self._restores: list[Restore] = []
+        self.libraries: tuple[str, ...] = ()
+        """The libraries routed (those installed)."""
+
+    def __enter__(self) -> Routing:
+        routed = []
+        try:
+            for client in self._clients:
+                restore = client.install(self.router)
+                if restore is not None:
+                    self._restores.append(restore)
+                    routed.append(client.library)
+        except BaseException:
+            self._restore()
+            raise
+        self.libraries = tuple(routed)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._restore()
+
+    def _restore(self) -> None:
+        while self._restores:
+            self._restores.pop()()

@@ -1,0 +1,67 @@
+"""Which request is a tool's, and where it goes instead: :class:`Router`.
+
+A request whose URL is under ``proxy.tools.NAME`` (``http://a/x`` is not under ``http://a/xy``)
+is sent to ``<proxy>/tools/NAME`` plus the rest of its path and its query, with the headers
+that attribute it (SPEC §4.2): ``X-Flakestorm-Cell`` and ``X-Flakestorm-Scenario`` of the
+invocation in progress (:data:`~flakestorm.agents.python.current_call`). A request made outside
+an invocation (a thread the agent started without its context) carries none, and the proxy
+gives it to the cell the runner declared active.
+
+The proxy's own threads (:data:`~flakestorm.chaos.proxy.framing.serving`) are never routed:
+the requests they send to a tool's real upstream go there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from urllib.parse import quote
+
+from flakestorm.agents.http import header_value
+from flakestorm.agents.python import current_call
+from flakestorm.chaos.proxy.framing import serving
+from flakestorm.chaos.proxy.routes import CELL_HEADER, SCENARIO_HEADER, is_under
+
+
+@dataclass(frozen=True)
+class Routed:
+    """Where a tool's request goes instead, and the headers it gets."""
+
+    url: str
+    tool: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Router:
+    """Routes the requests of ``tools`` (name -> base URL) through the proxy at ``proxy_url``."""
+
+    proxy_url: str
+    tools: Mapping[str, str]
+
+    def route(self, url: str) -> Routed | None:
+        """Where the request for ``url`` goes instead; None when it is no tool's (or this thread
+        serves the proxy)."""
+        if serving.get():
+            return None
+        for name, base in self.tools.items():
+            if is_under(url, base):
+                rest = url[len(base.rstrip("/")) :]
+                if rest and rest[0] not in "/?":
+                    rest = "/" + rest
+                proxied = f"{self.proxy_url.rstrip('/')}/tools/{quote(name, safe='')}{rest}"
+                return Routed(proxied, name, attribution())
+        return None
+
+
+def attribution() -> dict[str, str]:
+    """The headers that attribute a request to the invocation in progress (none outside one)."""
+    call = current_call.get(None)
+    if call is None:
+        return {}
+    headers = {}
+    if call.cell_id:
+        headers[CELL_HEADER] = header_value(call.cell_id)
+    if call.scenario:
+        headers[SCENARIO_HEADER] = header_value(call.scenario)
+    return headers

@@ -1,0 +1,277 @@
+"""HTTP-level faults in process (SPEC §10): a python agent's HTTP clients are routed through the
+run's chaos proxy for the URLs of ``proxy.tools``, so the tool's own client meets the fault and
+the tool's own error handling runs, also when the tool was bound with ``from x import f``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import textwrap
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import requests
+from requests.adapters import HTTPAdapter
+from support.server import LoopbackServer, Request, Response
+
+from flakestorm.agents import Call
+from flakestorm.agents.python import current_call
+from flakestorm.chaos.faults import ActiveScenario
+from flakestorm.chaos.proxy.server import ChaosProxy
+from flakestorm.chaos.routing import Router, Routing
+from flakestorm.config import ToolFault, ToolFaultMode
+from flakestorm.loader import load_config_text
+from flakestorm.results import Status
+from flakestorm.runner import Overrides, run_ci, run_phases
+
+
+def quote_api(request: Request) -> Response:
+    return Response.json({"ticker": "AAPL", "price": "123.45", "path": request.path})
+
+
+@pytest.fixture
+def api() -> Iterator[LoopbackServer]:
+    with LoopbackServer(quote_api) as server:
+        yield server
+
+
+@pytest.fixture
+def other() -> Iterator[LoopbackServer]:
+    with LoopbackServer(lambda r: Response.text("not a tool")) as server:
+        yield server
+
+
+def _get_requests(url: str) -> tuple[int, str]:
+    reply = requests.get(url, timeout=10)
+    return reply.status_code, reply.text
+
+
+def _get_httpx(url: str) -> tuple[int, str]:
+    with httpx.Client() as client:
+        reply = client.get(url)
+    return reply.status_code, reply.text
+
+
+def _get_httpx_async(url: str) -> tuple[int, str]:
+    async def get() -> tuple[int, str]:
+        async with httpx.AsyncClient() as client:
+            reply = await client.get(url)
+        return reply.status_code, reply.text
+
+    return asyncio.run(get())
+
+
+def _get_urllib(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return exc.code, exc.read().decode()
+
+
+CLIENTS = {
+    "requests": _get_requests,
+    "httpx": _get_httpx,
+    "httpx-async": _get_httpx_async,
+    "urllib": _get_urllib,
+}
+
+
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_each_client_meets_the_fault_on_a_tool_url_only(
+    client: str, api: LoopbackServer, other: LoopbackServer
+) -> None:
+    get = CLIENTS[client]
+    base = api.url_for("/v1")
+    fault = ToolFault(tool="quotes", mode=ToolFaultMode.ERROR, error_code=503)
+    with ChaosProxy(tools={"quotes": base}) as proxy:
+        proxy.activate(ActiveScenario(name="down", seed=1, tool_faults=(fault,)))
+        with Routing(Router(proxy.url, {"quotes": base})) as routing:
+            token = current_call.set(Call(cell_id="answers[down]#0.0", scenario="down"))
+            try:
+                faulted = get(api.url_for("/v1/quote?ticker=AAPL"))
+                untouched = get(other.url_for("/v1/quote"))
+            finally:
+                current_call.reset(token)
+        assert set(routing.libraries) == {"requests", "httpx", "urllib"}
+        calls = proxy.log.snapshot()
+    assert faulted[0] == 503 and "error" in json.loads(faulted[1])
+    assert untouched == (200, "not a tool")
+    assert [(c.tool, c.cell_id, c.fired) for c in calls] == [
+        ("quotes", "answers[down]#0.0", ("tool_faults[0] error(503) on quotes",))
+    ]
+    assert calls[0].url == base + "/quote"
+    assert api.requests == []  # the fault answered in place of the API
+    # after the run, the tool URL goes where it went
+    assert json.loads(get(api.url_for("/v1/quote"))[1])["path"] == "/v1/quote"
+
+
+def test_without_a_fault_the_call_reaches_the_api_through_the_proxy(api: LoopbackServer) -> None:
+    base = api.url
+    with ChaosProxy(tools={"quotes": base}) as proxy, Routing(Router(proxy.url, {"quotes": base})):
+        status, text = _get_requests(api.url_for("/v1/quote?ticker=AAPL"))
+        assert [c.tool for c in proxy.log.snapshot()] == ["quotes"]
+    assert status == 200 and json.loads(text)["path"] == "/v1/quote?ticker=AAPL"
+    assert "X-Flakestorm-Cell" not in api.requests[0].headers  # attribution stays with the proxy
+
+
+def test_leaving_puts_the_originals_back() -> None:
+    send = HTTPAdapter.send
+    handle = httpx.HTTPTransport.handle_request
+    opener = getattr(urllib.request, "_opener", None)  # urlopen's, when it made one
+    with Routing(Router("http://127.0.0.1:9", {"t": "http://127.0.0.1:8"})):
+        assert HTTPAdapter.send is not send
+        assert getattr(urllib.request, "_opener", None) is not opener
+    assert HTTPAdapter.send is send and httpx.HTTPTransport.handle_request is handle
+    assert getattr(urllib.request, "_opener", None) is opener
+
+
+TOOLS = """
+import requests
+
+API = {api!r}
+
+
+def get_quote(ticker):
+    reply = requests.get(f"{{API}}/quote", params={{"ticker": ticker}}, timeout=10)
+    reply.raise_for_status()
+    return reply.json()["price"]
+"""
+
+AGENT = """
+import requests
+from {tools} import get_quote
+
+
+def answer(prompt):
+    try:
+        price = get_quote("AAPL")
+    except requests.RequestException as exc:
+        status = getattr(exc.response, "status_code", None)
+        return f"Live market data is unavailable ({{status}})."
+    return f"AAPL trades at {{price}}."
+"""
+
+CONFIG = """
+agent:
+  type: python
+  endpoint: "{agent}:answer"
+  {tools_line}
+proxy:
+  tools: {{get_quote: "{api}"}}
+golden_prompts: ["price of AAPL?"]
+contract:
+  name: quotes
+  invariants:
+    - {{id: price, type: contains, value: "123.45", severity: critical}}
+    - {{id: honest, type: contains, value: "unavailable (503)", when: tool_faults_active}}
+  chaos_matrix:
+    - {{name: calm}}
+    - name: down
+      tool_faults: [{{tool: get_quote, mode: error, error_code: 503}}]
+"""
+
+
+def _project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api: str, named: bool) -> str:
+    suffix = uuid.uuid4().hex[:8]
+    agent, tools = f"rt_agent_{suffix}", f"rt_tools_{suffix}"
+    (tmp_path / f"{tools}.py").write_text(textwrap.dedent(TOOLS.format(api=api)))
+    (tmp_path / f"{agent}.py").write_text(textwrap.dedent(AGENT.format(tools=tools)))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for module in (agent, tools):
+        monkeypatch.delitem(sys.modules, module, raising=False)
+    tools_line = f'tools: ["{tools}:get_quote"]' if named else ""
+    return CONFIG.format(agent=agent, api=api, tools_line=tools_line)
+
+
+@pytest.mark.parametrize("named", [False, True], ids=["from-import", "also-in-agent-tools"])
+def test_a_tool_bound_with_from_import_gets_its_http_fault(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api: LoopbackServer, named: bool
+) -> None:
+    """``from tools import get_quote`` hides the function from wrapping, not its HTTP call;
+    named in agent.tools as well, its fault is still taken at the HTTP level (the default)."""
+    config = _project(tmp_path, monkeypatch, api.url_for("/v1"), named)
+    result = run_ci(load_config_text(config, base_dir=tmp_path))
+    cells = {c.id: c for c in result.phases["contract"].cells}
+    assert {k: c.status for k, c in cells.items()} == {
+        "price[calm]": Status.PASSED,
+        "price[down]": Status.FAILED,
+        "honest[calm]": Status.SKIPPED,
+        "honest[down]": Status.PASSED,
+    }
+    down = cells["honest[down]"]
+    assert down.faults_fired == ("tool_faults[0] error(503) on get_quote",)
+    assert [(c.target, c.tool, c.status, c.fired) for c in down.calls] == [
+        ("tool", "get_quote", 503, ("tool_faults[0] error(503) on get_quote",))
+    ]
+    calm = cells["price[calm]"]
+    assert [(c.tool, c.status, c.fired) for c in calm.calls] == [("get_quote", 200, ())]
+    assert "AAPL trades at 123.45." in calm.prompts[0].output
+    assert result.exit_code == 1
+
+
+def test_a_tool_that_never_calls_its_url_is_not_delivered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api: LoopbackServer
+) -> None:
+    config = _project(tmp_path, monkeypatch, api.url_for("/v1"), named=False)
+    config = config.replace(f'get_quote: "{api.url_for("/v1")}"', 'get_quote: "http://127.0.0.1:9"')
+    result = run_ci(load_config_text(config, base_dir=tmp_path))
+    down = next(s for s in result.phases["contract"].scenarios if s.name == "down")
+    assert down.undelivered == ("tool_faults[0] error(503) on get_quote",)
+    assert "proxy.tools.get_quote (http://127.0.0.1:9)" in down.hints[down.undelivered[0]]
+    assert result.exit_code == 3
+
+
+def test_a_python_agents_tool_calls_are_recorded_and_served_from_a_cassette(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api: LoopbackServer
+) -> None:
+    config = _project(tmp_path, monkeypatch, api.url_for("/v1"), named=False)
+    cassette = tmp_path / "quotes.cassette"
+    recorded = run_ci(load_config_text(config, base_dir=tmp_path), Overrides(record=str(cassette)))
+    sent = len(api.requests)
+    assert sent >= 1 and '"target": "tool:get_quote"' in cassette.read_text()
+    replaying = config.replace("proxy:\n", f'proxy:\n  llm_upstream: "cassette:{cassette}"\n')
+    replayed = run_ci(load_config_text(replaying, base_dir=tmp_path))
+    assert len(api.requests) == sent  # the cassette answered
+    statuses = [{c.id: c.status for c in r.phases["contract"].cells} for r in (recorded, replayed)]
+    assert statuses[0] == statuses[1] and statuses[0]["price[calm]"] is Status.PASSED
+
+
+def test_a_replayed_session_answers_a_routed_tool_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api: LoopbackServer
+) -> None:
+    config = _project(tmp_path, monkeypatch, api.url_for("/v1"), named=False) + (
+        "replays:\n  sessions:\n    - id: recorded\n      input: price of AAPL?\n"
+        "      tool_responses: [{tool: get_quote, status: 200, response: {price: '99.00'}}]\n"
+        "      expected_output: AAPL trades at 99.00.\n"
+        "      contract: quotes\n"
+    )
+    result = run_phases(load_config_text(config, base_dir=tmp_path), ["replay"])
+    (cell,) = result.phases["replay"].cells
+    assert cell.prompts[0].output == "AAPL trades at 99.00."  # the recorded price, not 123.45
+    assert [(c.tool, c.status, c.response) for c in cell.calls] == [
+        ("get_quote", 200, '{"price": "99.00"}')
+    ]
+    assert api.requests == []  # the recording answered, not the API
+
+
+def test_tool_delivery_callable_takes_a_tool_named_in_both_at_its_wrapper(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api: LoopbackServer
+) -> None:
+    config = _project(tmp_path, monkeypatch, api.url_for("/v1"), named=True)
+    config = config.replace("  tools: [", "  tool_delivery: callable\n  tools: [")
+    result = run_ci(load_config_text(config, base_dir=tmp_path))
+    cells = {c.id: c for c in result.phases["contract"].cells}
+    (call,) = cells["honest[down]"].calls
+    # the wrapper raised flakestorm.ToolFaultError in place of the tool: the tool's own
+    # handling of an HTTP 503 never ran, and the agent failed
+    assert call.url.startswith("python:") and call.status == 503
+    assert "ToolFaultError" in (cells["honest[down]"].prompts[0].error_message or "")
+    (calm,) = cells["price[calm]"].calls
+    assert calm.url.startswith("python:")  # its URL was not routed either
