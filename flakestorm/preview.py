@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from flakestorm.config import AgentType, Config, InvariantType, MutationGenerator
+from flakestorm.counting import MatrixCount, count_invocations
 from flakestorm.errors import Problem, UsageError
 from flakestorm.loader.replays import resolve_sessions
 from flakestorm.mutations.generation import left_out, slots, writes
 from flakestorm.mutations.registry import types_of
-from flakestorm.phases.matrix import MatrixCount, count_invocations
 from flakestorm.phases.phase import PhaseName
 from flakestorm.plan import build_plan
 from flakestorm.redaction import without_userinfo

@@ -19,11 +19,13 @@ import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flakestorm.config import Contract, Scenario
-from flakestorm.results import PhaseOutcome, Status
 from flakestorm.sweep_results import BreakingPoint, SweepInfo
+
+if TYPE_CHECKING:  # the results are needed only once a phase ran (validate imports this)
+    from flakestorm.results import PhaseOutcome, Status
 
 SWEEPABLE: Mapping[str, tuple[str, ...]] = {
     "tool_faults": ("delay_ms", "probability", "calls"),
@@ -199,6 +201,8 @@ def judged(outcome: PhaseOutcome) -> PhaseOutcome:
 
 
 def _mark(status: Status) -> str | None:
+    from flakestorm.results import Status
+
     if status is Status.PASSED:
         return "passed"
     if status in (Status.FAILED, Status.ERRORED):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import os
 import socket
 import subprocess
@@ -14,6 +16,7 @@ from click.testing import CliRunner
 
 from flakestorm import __version__
 from flakestorm.cli import FlakestormGroup, main
+from flakestorm.cli.app import LazyGroup
 from flakestorm.errors import InfrastructureError
 from flakestorm.loader import load_config
 from flakestorm.preview import count_matrix
@@ -106,7 +109,50 @@ def test_contract_validate_is_an_alias(runner: CliRunner, tmp_path: Path) -> Non
 def test_contract_group_is_ready_for_more_commands() -> None:
     group = main.commands["contract"]
     assert isinstance(group, click.Group)
-    assert "validate" in group.commands
+    assert group.get_command(click.Context(group), "validate") is not None
+
+
+@pytest.mark.parametrize("group", [main, main.commands["contract"]], ids=["main", "contract"])
+def test_the_lazy_table_names_each_commands_module_and_help(group: click.Group) -> None:
+    assert isinstance(group, LazyGroup)
+    for name, (module, words) in group.lazy.items():
+        importlib.import_module(f"flakestorm.cli.{module}")
+        command = group.commands[name]  # registered by that module
+        first = inspect.cleandoc(command.help or "").split("\n\n")[0].replace("\n", " ")
+        assert words == first, name
+    # every command a module registers is in the table (or defined with the group)
+    assert set(group.commands) - set(group.lazy) <= {"contract"}
+
+
+def imported_by(*args: str) -> set[str]:
+    """The modules a fresh interpreter has imported once ``flakestorm ARGS`` ran."""
+    code = (
+        "import sys\nfrom flakestorm.cli import main\n"
+        f"try:\n    main({list(args)!r})\nexcept SystemExit:\n    pass\n"
+        "print(' '.join(sorted(sys.modules)), file=sys.stderr)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return set(out.stderr.split())
+
+
+def test_help_and_validate_import_only_what_they_need(tmp_path: Path) -> None:
+    helped = imported_by("--help")
+    commands = {m for m in helped if m.startswith("flakestorm.cli.") and m != "flakestorm.cli.app"}
+    assert commands == set()
+    assert not helped & {"pydantic", "yaml", "requests", "jinja2", "flakestorm.results"}
+    (tmp_path / "flakestorm.yaml").write_text(STARTER_CONFIG)
+    validated = imported_by("validate", "-c", str(tmp_path / "flakestorm.yaml"))
+    assert "flakestorm.preview" in validated
+    engine = {
+        "flakestorm.executor",
+        "flakestorm.phases.matrix",
+        "flakestorm.chaos.delivery",
+        "flakestorm.results",
+        "flakestorm.cli.run",
+        "requests",
+        "jinja2",
+    }
+    assert not validated & engine
 
 
 def test_count_matrix(tmp_path: Path) -> None:

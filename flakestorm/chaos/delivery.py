@@ -39,23 +39,12 @@ if TYPE_CHECKING:
     from flakestorm.chaos.proxy.server import ChaosProxy
     from flakestorm.chaos.wrappers.wrapping import Wrapping
 from flakestorm.config import Scenario, Scheduled
+from flakestorm.counting import needs_delivery as needs_delivery
 from flakestorm.results import CallRecord, CellResult, ScenarioInfo, Status
 from flakestorm.scenario_results import MAX_UNATTRIBUTED_CALLS
 
 CALM = "flakestorm:no-chaos"
 """The name of the pass-through scenario active outside chaos scenarios (baselines, checks)."""
-
-
-def needs_delivery(scenario: Scenario) -> bool:
-    """Whether ``scenario`` has faults that travel with the agent's tool or LLM calls."""
-    return bool(
-        scenario.tool_faults
-        or scenario.llm_faults
-        or any(
-            a.type in TOOL_RESULT_ATTACKS or a.type in LLM_REQUEST_ATTACKS
-            for a in scenario.context_attacks
-        )
-    )
 
 
 def active_scenario(scenario: Scenario, seed: int, cell_id: str = "") -> ActiveScenario:

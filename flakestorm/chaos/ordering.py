@@ -36,7 +36,7 @@ def order_dependence(scenario: Scenario) -> tuple[str, ...]:
     faults += [
         (attack_label(i, a), a, _draws(a))
         for i, a in enumerate(scenario.context_attacks)
-        if a.type is not ContextAttackType.MEMORY_POISONING  # it acts on the input, not calls
+        if a.type.acts_on_calls  # memory_poisoning acts on the input, not on calls
     ]
     for label, fault, draws in faults:
         why = []

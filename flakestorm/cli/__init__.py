@@ -4,22 +4,11 @@
 exit codes) and the ``contract`` group; each other module registers its commands on them when
 imported: ``project.py`` (validate, schema, init), ``run.py`` (contract run/score, run, ci),
 ``report.py`` (report), ``compare.py`` (compare), ``merge.py`` (merge), ``proxy.py`` (proxy),
-``mutations.py`` (mutations preview), ``replay.py`` (replay run, export, import). A new command
-group is a module here and one line below.
+``mutations.py`` (mutations preview), ``replay.py`` (replay run, export, import). A command's
+module is imported when the command runs (``app.LazyGroup``): a new command group is a module
+here and one line in the table of ``app.FlakestormGroup``.
 """
 
-from flakestorm.cli import compare, merge, mutations, project, proxy, replay, report, run
 from flakestorm.cli.app import FlakestormGroup, main
 
-__all__ = [
-    "FlakestormGroup",
-    "compare",
-    "main",
-    "merge",
-    "mutations",
-    "project",
-    "proxy",
-    "replay",
-    "report",
-    "run",
-]
+__all__ = ["FlakestormGroup", "main"]

@@ -19,17 +19,20 @@ what is printed is dropped (:class:`ReaderMayLeave`), so the command still finis
 writes its reports and keeps its exit code — instead of dying in a ``BrokenPipeError``.
 
 Start-up is kept fast: the package imports only click and :mod:`flakestorm.errors` at import
-time; pydantic, yaml and the rest are imported inside the commands that need them.
+time; a command's module is imported only when that command runs (:class:`LazyGroup`, whose
+table gives ``--help`` each command's line), and pydantic, yaml and the engine inside the
+commands that need them.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, ClassVar, TextIO
 
 import click
 
@@ -113,8 +116,71 @@ class ReaderMayLeave:
         return getattr(self.stream, name)
 
 
-class FlakestormGroup(click.Group):
+class LazyGroup(click.Group):
+    """A click group whose commands are imported when one is run (or its help is asked for),
+    not when the group is: ``lazy`` maps a command's name to the module of this package that
+    registers it and its one-line help, which ``--help`` lists without importing anything. A
+    test keeps the table true to the commands."""
+
+    lazy: ClassVar[Mapping[str, tuple[str, str]]] = {}
+    """A command's name -> (its module in ``flakestorm.cli``, the first paragraph of its help)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.lazy:
+            importlib.import_module(f"flakestorm.cli.{self.lazy[cmd_name][0]}")
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            loaded = self.commands.get(name)
+            if loaded is not None and loaded.hidden:
+                continue
+            limit = formatter.width - 6 - max(len(n) for n in self.list_commands(ctx))
+            if loaded is not None:
+                rows.append((name, loaded.get_short_help_str(limit)))
+            else:  # worded as click words the command's help in one line
+                words = click.Command(name, help=self.lazy[name][1])
+                rows.append((name, words.get_short_help_str(limit)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+class FlakestormGroup(LazyGroup):
     """A click group whose commands' errors become messages and exit codes (see module doc)."""
+
+    lazy: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "ci": ("run", "Run every configured phase, write every report, exit with the gate's code."),
+        "compare": (
+            "compare",
+            "Compare two results.json files cell by cell: new failures, fixed, still failing, "
+            "new and removed cells.",
+        ),
+        "init": ("project", "Write a starter flakestorm.yaml (and with --github a workflow)."),
+        "merge": (
+            "merge",
+            "Merge the shards' results.json (files, or directories searched for them) into the "
+            "run's verdict: every report in OUTPUT, and the gate's exit code.",
+        ),
+        "mutations": ("mutations", "The mutation phase's mutations."),
+        "proxy": ("proxy", "Run the chaos proxy until Ctrl-C (SIGINT) or SIGTERM."),
+        "replay": (
+            "replay",
+            "Replay recorded sessions: reproduce incidents with the tool responses the agent saw.",
+        ),
+        "report": ("report", "Render reports from a results.json written by a run."),
+        "run": (
+            "run",
+            "Run the mutation phase (--chaos adds the chaos-only phase, --chaos-only runs only "
+            "that) and score it.",
+        ),
+        "schema": ("project", "Print the JSON Schema of flakestorm.yaml."),
+        "validate": ("project", "Check the config and summarise what a run would do."),
+    }
 
     def invoke(self, ctx: click.Context) -> Any:
         streams = sys.stdout, sys.stderr
@@ -170,6 +236,17 @@ def load(config_path: Path) -> LoadedConfig:
     return load_config(config_path)
 
 
-@main.group()
+class ContractGroup(LazyGroup):
+    lazy: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "run": ("run", "Run every invariant under every scenario and print the matrix."),
+        "score": (
+            "run",
+            "Run the contract and print only the resilience score; exit with the gate's code.",
+        ),
+        "validate": ("project", "Check the config and summarise what a run would do."),
+    }
+
+
+@main.group(cls=ContractGroup)
 def contract() -> None:
     """Behavioural contracts: the invariants × scenarios matrix."""

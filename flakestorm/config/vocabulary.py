@@ -144,6 +144,12 @@ class ContextAttackType(str, enum.Enum):
     CONFLICTING_CONTEXT = "conflicting_context"
     INJECTION_VIA_CONTEXT = "injection_via_context"
 
+    @property
+    def acts_on_calls(self) -> bool:
+        """Whether the attack travels with the agent's calls (tool results, LLM requests), so a
+        fault channel must deliver it; ``memory_poisoning`` acts on the agent's input."""
+        return self is not ContextAttackType.MEMORY_POISONING
+
 
 SCHEDULE_FIELDS = ("calls", "every", "window_ms")
 """The fields of a schedule (SPEC §4.1): every fault has them, and the context attacks that act

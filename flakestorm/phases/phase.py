@@ -28,14 +28,16 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from flakestorm.chaos.delivery import Channel
 from flakestorm.config import Config, Scenario
-from flakestorm.executor import Executor
-from flakestorm.loader import LoadedConfig
-from flakestorm.results import PhaseOutcome, PhaseScore
 from flakestorm.shards import Shard, deal
+
+if TYPE_CHECKING:  # the engine, imported by what runs a phase (validate imports only names)
+    from flakestorm.chaos.delivery import Channel
+    from flakestorm.executor import Executor
+    from flakestorm.loader import LoadedConfig
+    from flakestorm.results import PhaseOutcome, PhaseScore
 
 _T = TypeVar("_T")
 

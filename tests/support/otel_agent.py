@@ -5,7 +5,8 @@ and the urllib and httpx client instrumentation (which inject them into its outg
 
 Each request ``{"input": PROMPT}`` makes one tool call with urllib (``TOOL_URL/quote/PROMPT``)
 and one chat completion with httpx (``OPENAI_BASE_URL/chat/completions``), and answers what
-they gave (``AGENT_TRACING=off``: the same agent, not traced). Run as a program:
+they gave (``AGENT_TRACING``: see :data:`TRACING`; ``AGENT_DELAY_MS``: its own latency;
+``/reset`` answers 200). Run as a program:
 ``python otel_agent.py`` serves on 127.0.0.1 and a free port, and prints the port on its first
 line.
 """
@@ -16,6 +17,7 @@ import json
 import os
 import socketserver
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -30,8 +32,10 @@ from opentelemetry.instrumentation.urllib import URLLibInstrumentor
 from opentelemetry.instrumentation.wsgi import OpenTelemetryMiddleware
 from opentelemetry.sdk.trace import TracerProvider
 
-TRACED = os.environ.get("AGENT_TRACING", "on") == "on"
-"""``AGENT_TRACING=off``: the same agent without OpenTelemetry, forwarding nothing."""
+TRACING = os.environ.get("AGENT_TRACING", "on")
+"""``off``: the same agent without OpenTelemetry, forwarding nothing; ``header``: without it,
+forwarding ``X-Flakestorm-Cell`` by hand (for benchmarks)."""
+TRACED = TRACING == "on"
 if TRACED:
     trace.set_tracer_provider(TracerProvider())
     URLLibInstrumentor().instrument()
@@ -43,28 +47,39 @@ NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 CLIENT = httpx.Client(trust_env=False, timeout=30)
 
 
-def quote(prompt: str) -> str:
+def quote(prompt: str, cell: str | None) -> str:
     url = f"{TOOL_URL}/quote/{urllib.parse.quote(prompt)}"
+    request = urllib.request.Request(url, headers={"X-Flakestorm-Cell": cell} if cell else {})
     try:
-        with NO_PROXY.open(url, timeout=30) as reply:
-            return str(reply.read().decode())
+        with NO_PROXY.open(request, timeout=30) as reply:
+            return str(reply.read().decode(errors="replace"))
     except urllib.error.HTTPError as exc:
         return f"the quote service failed ({exc.code})"
 
 
-def complete(prompt: str, quoted: str) -> str:
+def complete(prompt: str, quoted: str, cell: str | None) -> str:
     body = {"model": "m", "messages": [{"role": "user", "content": f"{prompt}: {quoted}"}]}
-    reply = CLIENT.post(f"{LLM_URL}/chat/completions", json=body)
+    headers = {"X-Flakestorm-Cell": cell} if cell else {}
+    reply = CLIENT.post(f"{LLM_URL}/chat/completions", json=body, headers=headers)
     if reply.status_code != 200:
         return f"the model failed ({reply.status_code})"
     return str(reply.json()["choices"][0]["message"]["content"])
 
 
+DELAY_S = int(os.environ.get("AGENT_DELAY_MS", "0")) / 1000
+"""The agent's own latency per answer, besides its calls (for benchmarks)."""
+
+
 def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+    if environ.get("PATH_INFO") == "/reset":
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [b"{}"]
+    time.sleep(DELAY_S)
     size = int(environ.get("CONTENT_LENGTH") or 0)
     prompt = json.loads(environ["wsgi.input"].read(size))["input"]
-    quoted = quote(prompt)
-    answer = complete(prompt, quoted)
+    cell = environ.get("HTTP_X_FLAKESTORM_CELL") if TRACING == "header" else None
+    quoted = quote(prompt, cell)
+    answer = complete(prompt, quoted, cell)
     body = json.dumps({"output": f"{quoted} | {answer}"}).encode()
     start_response("200 OK", [("Content-Type", "application/json")])
     return [body]
