@@ -22,13 +22,15 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from flakestorm import runner
 from flakestorm.action import BaselineMode, Command, Settings, SettingsError, parse_settings
 from flakestorm.baseline import source
-from flakestorm.baseline.delta import Change, FailOn, compare, same_config
+from flakestorm.baseline.delta import Change, Delta, FailOn, compare, same_config
+from flakestorm.baseline.judgement import Judgement
 from flakestorm.config import OutputFormat
 from flakestorm.errors import ConfigError, ExitCode, FlakestormError, Problem, UsageError
 from flakestorm.events import CellFinished, Event, ScenarioFinished
@@ -44,7 +46,7 @@ from flakestorm.reporters.terminal import (
     scenario_line,
     verdict_line,
 )
-from flakestorm.reporters.view import RunVerdict, error_causes, step_verdict
+from flakestorm.reporters.view import RunVerdict, error_causes, run_verdict
 from flakestorm.reports import write_reports
 from flakestorm.results import InvariantInfo, MutationResult, PhaseOutcome, RunResult, Status
 from flakestorm.stopping import GRACE_S, Stop, stopping_on_signals
@@ -248,46 +250,45 @@ class _Action:
         from flakestorm.reporters import markdown
 
         gh = self.gh
+        # judged first, then written once: every report in the directory states the step's
+        # verdict (its exit code's; under fail-on: regression, with the run's own gate beside
+        # it) and leads with the delta, as the summary, the comment and the outputs do
+        judged = self._compare(result)
+        if judged.matters:
+            result = replace(result, step=judged.document(result))
+        compared = delta_report.compared_of(judged)
+        shown = run_verdict(result)
         written = write_reports(result, out_dir, formats)
         summary_file = written.get(OutputFormat.MARKDOWN)
         redact = self.settings.redact.public
-        compared, lead = self._compare(result)
-        # the step's verdict, which its exit code follows: under fail-on: regression, with the
-        # run's own gate beside it in the summary, the comment and the log
-        shown = step_verdict(
-            result,
-            self.settings.fail_on,
-            compared.delta if compared is not None else None,
-            compared.against if compared is not None else "the baseline",
-        )
         summary = (
-            summary_file.read_text(encoding="utf-8")
-            # summary.md is the public-safe summary with the run's own verdict
-            if summary_file is not None and redact and shown.rule is None
-            else markdown.render(result, redact=redact, shown=shown)
+            summary_file.read_text(encoding="utf-8")  # the public-safe summary, as rendered
+            if summary_file is not None and redact
+            else markdown.render(result, redact=redact)
         )
-        gh.append_summary(f"{lead}\n{summary}" if lead else summary)
+        gh.append_summary(summary)
         self._outputs(result, out_dir, compared, shown)
         # the log is world-readable on a public repository too
         logged = public(result).result if self.settings.redact.public else result
         self._annotations(logged, shown, compared)
-        self._comment(result, lead, shown)
+        self._comment(result, shown)
         self._verdict(result, shown, out_dir)
         return shown.code
 
-    def _compare(self, result: RunResult) -> tuple[delta_report.Compared | None, str]:
-        """The delta against the base branch's newest successful run (``baseline: auto``),
-        and the block that leads the summary and the comment. Never fails the job: no baseline
-        is a notice."""
+    def _compare(self, result: RunResult) -> Judgement:
+        """How the step judges ``result``: its ``fail-on`` rule and the delta against the base
+        branch's newest successful run (``baseline: auto``), or why there is none. Never fails
+        the job: no baseline is a notice."""
         settings = self.settings
+        unjudged = Judgement(settings.fail_on)
         if settings.baseline is BaselineMode.OFF:
-            return None, ""
+            return unjudged
         if result.stop_reason == "interrupted":  # cancelled: report now, nothing to compare
             self.gh.log("flakestorm: baseline: not compared (the run was cancelled)")
-            return None, ""
+            return unjudged
         if result.shard is not None:  # a part of the run: the merge job compares the whole
             self.gh.log(f"flakestorm: baseline: shard {result.shard} is compared by the merge job")
-            return None, ""
+            return unjudged
         query = source.query_of(self.env, settings.baseline_branch, settings.baseline_artifact)
         found = (
             query if isinstance(query, source.NoBaseline) else source.find_baseline(self.gh, query)
@@ -299,7 +300,7 @@ class _Action:
             )
         if isinstance(found, source.NoBaseline) and found.expected:
             self.gh.log(f"flakestorm: baseline: none: {safe(found.reason, 400)}")
-            return None, ""
+            return unjudged
         if isinstance(found, source.NoBaseline):
             reason = found.reason
             if settings.fail_on is FailOn.REGRESSION:
@@ -310,18 +311,20 @@ class _Action:
             self.gh.notice(
                 f"flakestorm: no baseline: {safe(reason, 1500)}", title=f"{TITLE}: no baseline"
             )
-            return None, delta_report.missing_markdown(reason)
+            return replace(unjudged, missing=reason)
         delta = compare(found.result, result)
-        compared = delta_report.Compared(
-            delta=delta,
+        judged = Judgement(
+            fail_on=settings.fail_on,
+            delta=Delta(tuple(c for c in delta.changes if c.change.shown)),
             against=found.run.label,
             age=source.age_text(found.run.created_at, datetime.now(timezone.utc)),
             url=found.run.url,
-            fail_on=settings.fail_on,
         )
+        compared = delta_report.compared_of(judged)
+        assert compared is not None
         for line in delta_report.terminal_lines(compared):
             self.gh.log(f"flakestorm: baseline: {line}" if not line.startswith(" ") else line)
-        return compared, delta_report.markdown(compared)
+        return judged
 
     def _outputs(
         self,
@@ -452,7 +455,7 @@ class _Action:
             title=f"{TITLE}: critical invariant {safe(invariant.id, 80)} failed",
         )
 
-    def _comment(self, result: RunResult, lead: str, shown: RunVerdict) -> None:
+    def _comment(self, result: RunResult, shown: RunVerdict) -> None:
         mode = self.settings.comment
         if not mode.updates:
             return
@@ -469,7 +472,7 @@ class _Action:
         def render(previous: str | None) -> str:
             state = comment.parse_state(previous) if previous is not None else None
             return comment.render(
-                result, state, key, lead=lead, redact=self.settings.redact.public, shown=shown
+                result, state, key, redact=self.settings.redact.public, shown=shown
             )
 
         outcome = self.gh.sticky_comment(

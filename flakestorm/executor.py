@@ -20,7 +20,10 @@ recorded, and whatever an abandoned invocation returns later is ignored.
 The agent going down. Once a cell's invocation meets a refused or reset connection (or a probe's
 verdict says the agent went down), the next invocation first brings the agent back through the
 run's :class:`~flakestorm.revival.Gate`; when it does not come back, the cells left are ERRORED
-unsent with one reason. Probes: :mod:`flakestorm.probes`.
+unsent with one reason. An invocation the agent went down under while others were in flight
+(any of them may have brought it down) is held, and once every cell has run it is sent again on
+its own after the agent is back, and judged on that (with ``agent.session``, the cell's run
+whole, in a session of its own); the cell notes it. Probes: :mod:`flakestorm.probes`.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from flakestorm.invariants import Observation, Verdict
 from flakestorm.plan import Cell, Plan
 from flakestorm.probes import Host, Probe, ProbeRun, ProbeVerdict, run_probes
 from flakestorm.results import CellResult, PromptResult
-from flakestorm.revival import Gate, Reviver
+from flakestorm.revival import Crowd, Gate, Reviver
 from flakestorm.stopping import abandoned
 from flakestorm.tracker import Tracker
 
@@ -183,7 +186,13 @@ class Executor:
         conversation of its own (keyed by its cell id)."""
         if not call.session and self._options.session_seed is not None:
             call = dataclasses.replace(call, session=self._session(call.cell_id))
-        return self._invoke(prompt, call)
+        # the agent going down under it is marked, as under a cell: the next send waits for it
+        return self._send(f"session {call.cell_id.rpartition('#')[0]}", prompt, call)
+
+    @property
+    def lost(self) -> str | None:
+        """Why nothing more can be sent: the agent went down and did not come back."""
+        return self._gate.stranded if self._gate.lost is not None else None
 
     def reset(self) -> bool:
         """Reset the agent when a reset is configured (HarnessError when it fails); whether
@@ -300,20 +309,32 @@ class Executor:
                 tracker.skip(cell)
         runnable = [c for c in cells if c.applicable]
         runs = [(cell, run) for cell in runnable for run in range(self._options.repeat)]
+        crowd: _Crowd | None = Crowd() if self._options.concurrency > 1 else None
         if self._resetter is None and not serial and self._options.session_seed is not None:
             # a session is one conversation: a cell's prompts in order, the cells side by side
             finished = self._each(
                 runs,
-                lambda item: self._run_isolated(*item, tracker, baselines),
+                lambda item: self._run_isolated(*item, tracker, baselines, crowd=crowd),
                 parallel=True,
             )
         elif self._resetter is None and not serial:
             tasks = [_Task(cell, run, i) for cell, run in runs for i in range(len(cell.prompts))]
-            finished = self._each(tasks, lambda t: self._do(t, tracker, baselines), parallel=True)
+            finished = self._each(
+                tasks, lambda t: self._do(t, tracker, baselines, crowd), parallel=True
+            )
         else:
+            crowd = None  # one at a time: an invocation the agent went down under is the one
             finished = self._each(
                 runs,
                 lambda item: self._run_isolated(*item, tracker, baselines, before_invocation),
+                parallel=False,
+            )
+        if finished and crowd is not None and crowd.held:
+            # the agent went down with several invocations in flight: each is judged again
+            # alone once it is back, so only the one it goes down under again fails
+            finished = self._each(
+                sorted(crowd.held, key=lambda held: held[0][0].order),
+                lambda held: self._alone(held, tracker, baselines, crowd),
                 parallel=False,
             )
         if not finished:
@@ -335,7 +356,11 @@ class Executor:
         tracker: Tracker,
         baselines: Mapping[str, Reply | None],
         before_invocation: Callable[[str], None] | None = None,
+        crowd: _Crowd | None = None,
     ) -> None:
+        """Run ``run`` of ``cell``, its prompts in order (after a reset, or in a session of its
+        own). With ``crowd`` (sessions side by side), a run the agent went down under while
+        other runs were in flight is held, whole, to be run again alone."""
         if self._stop.is_set():
             for i in range(len(cell.prompts)):
                 tracker.record(cell, run, i, None)
@@ -350,38 +375,107 @@ class Executor:
             except HarnessError as exc:
                 tracker.error(cell, str(exc))
                 return
-        for i in range(len(cell.prompts)):
-            task = _Task(cell, run, i)
-            if before_invocation is not None and not self._stop.is_set():
-                before_invocation(task.invocation_id)
-            self._do(task, tracker, baselines)
-
-    def _do(self, task: _Task, tracker: Tracker, baselines: Mapping[str, Reply | None]) -> None:
-        cell = task.cell
-        if tracker.is_errored(cell):
-            tracker.record(cell, task.run, task.prompt_index, None)
+        tasks = [_Task(cell, run, i) for i in range(len(cell.prompts))]
+        if crowd is None:
+            for task in tasks:
+                if before_invocation is not None and not self._stop.is_set():
+                    before_invocation(task.invocation_id)
+                self._do(task, tracker, baselines)
             return
+        key = (cell.index, run)
+        crowd.flight.enter(key)
+        outcomes: list[_Outcome] = []
+        try:
+            for task in tasks:  # after an error, the rest of the run is not sent
+                errored = any(o.error is not None for o in outcomes)
+                outcomes.append(_Outcome() if errored else self._attempt(task, baselines))
+        finally:
+            shared = crowd.flight.leave(key)
+        if shared and any(o.down for o in outcomes):
+            crowd.hold(tuple(zip(tasks, outcomes, strict=True)))
+            return
+        for task, outcome in zip(tasks, outcomes, strict=True):
+            outcome.commit(tracker, task)
+
+    def _do(
+        self,
+        task: _Task,
+        tracker: Tracker,
+        baselines: Mapping[str, Reply | None],
+        crowd: _Crowd | None = None,
+    ) -> None:
+        """One invocation of a cell, recorded; with ``crowd``, held to be sent again alone when
+        the agent went down under it while other invocations were in flight."""
+        if tracker.is_errored(task.cell):
+            tracker.record(task.cell, task.run, task.prompt_index, None)
+            return
+        if crowd is None:
+            self._attempt(task, baselines).commit(tracker, task)
+            return
+        key = task.order
+        crowd.flight.enter(key)
+        try:
+            outcome = self._attempt(task, baselines)
+        finally:
+            shared = crowd.flight.leave(key)
+        if shared and outcome.down:
+            crowd.hold(((task, outcome),))
+            return
+        outcome.commit(tracker, task)
+
+    def _alone(
+        self,
+        held: tuple[tuple[_Task, _Outcome], ...],
+        tracker: Tracker,
+        baselines: Mapping[str, Reply | None],
+        crowd: _Crowd,
+    ) -> None:
+        """Send invocations the agent went down under while others were in flight again, on
+        their own (a session's run whole, in a session of its own) once the agent is back,
+        and judge them on that: only the one the agent goes down under again fails."""
+        first = held[0][0]
+        if self._stop.is_set():  # stopping: the first verdicts stand
+            for task, outcome in held:
+                outcome.commit(tracker, task)
+            return
+        # it went down under the first send: brought back before this one; right after it went
+        # down under the one before, this one may meet it still going down (a dying agent can
+        # pass a readiness check): then it is tried again
+        self._gate.down(f"cell {first.cell.id}")
+        retry, crowd.after_down = crowd.after_down, False
+        for task, _ in held:
+            outcome = self._attempt(task, baselines, alone=True, retry=retry)
+            crowd.after_down |= outcome.down
+            outcome.commit(tracker, task, alone=True)
+
+    def _attempt(
+        self,
+        task: _Task,
+        baselines: Mapping[str, Reply | None],
+        alone: bool = False,
+        retry: bool = True,
+    ) -> _Outcome:
+        """Send one invocation of a cell and judge the reply. ``alone``: sent again on its own
+        after the agent went down with others in flight, as invocation ``CELL#R.P`` with ``R``
+        its run plus ``repeat`` (so its calls and fault decisions are its own)."""
+        cell = task.cell
         prompt = cell.prompts[task.prompt_index]
         sent, fired = poison_input(prompt, cell.scenario)
+        run = task.run + (self._options.repeat if alone else 0)
         call = Call(
-            cell_id=task.invocation_id,
+            cell_id=f"{cell.id}#{run}.{task.prompt_index}",
             scenario=cell.scenario.name,
-            session=self._session(f"{cell.id}#{task.run}"),
+            session=self._session(f"{cell.id}#{run}"),
         )
-        reply = self._send(cell, sent, call)
-        if reply is None:
-            if self._gate.lost is not None:  # not sent: the agent did not come back
-                tracker.error(cell, self._gate.stranded, task.run, task.prompt_index)
-            else:
-                tracker.record(cell, task.run, task.prompt_index, None)
-            return
+        reply = self._send(f"cell {cell.id}", sent, call, retry)
+        if reply is None:  # not sent: stopping, or the agent did not come back
+            return _Outcome(error=self._gate.stranded if self._gate.lost is not None else None)
         baseline_reply = baselines.get(prompt)
         baseline = baseline_reply.output if baseline_reply is not None else None
         try:
             verdict = self._checker.check(cell.invariant, Observation(sent, reply, baseline))
         except HarnessError as exc:
-            tracker.error(cell, str(exc), task.run, task.prompt_index)
-            return
+            return _Outcome(error=str(exc))
         result = PromptResult(
             prompt=prompt,
             sent=sent,
@@ -397,26 +491,27 @@ class Executor:
             similarity_backend=verdict.backend,
             leak_at=verdict.leak_at,
         )
-        tracker.record(cell, task.run, task.prompt_index, result, fired)
+        return _Outcome(result, fired, down=reply.error is AgentErrorKind.CONNECTION)
 
-    def _send(self, cell: Cell, sent: str, call: Call) -> Reply | None:
-        """One invocation of ``cell``, once the agent is back if it went down; None when not
-        sent (the run is stopping, or the agent did not come back). A refused or reset
+    def _send(self, what: str, sent: str, call: Call, retry: bool = True) -> Reply | None:
+        """One invocation of ``what`` (``cell ID``, ``session ID``), once the agent is back if
+        it went down; None when not sent (the run is stopping, or the agent did not come
+        back). A refused or reset
         connection marks the agent down; met right after the agent was brought back (a dying
         agent can pass a readiness check), the agent is brought back again and it is sent
-        once more."""
+        once more (``retry``; not when it was the agent's last victim's own re-run)."""
         revived = self._gate.open()
         if self._gate.lost is not None:
             return None
         reply = self._invoke(sent, call)
         if reply is None or reply.error is not AgentErrorKind.CONNECTION:
             return reply
-        if not (revived and self._gate.again(f"cell {cell.id}")):
-            self._gate.down(f"cell {cell.id}")
+        if not (retry and revived and self._gate.again(what)):
+            self._gate.down(what)
             return reply
         again = self._invoke(sent, call)
         if again is not None and again.error is AgentErrorKind.CONNECTION:
-            self._gate.down(f"cell {cell.id}")
+            self._gate.down(what)
         return again
 
     def _each(self, items: list[_T], work: Callable[[_T], None], parallel: bool) -> bool:
@@ -473,7 +568,35 @@ class _Task:
     prompt_index: int
 
     @property
+    def order(self) -> tuple[int, int, int]:
+        return self.cell.index, self.run, self.prompt_index
+
+    @property
     def invocation_id(self) -> str:
         """``cell#run.prompt``: sent as the cell header so fault decisions (``after_calls``,
         ``probability``) are made per invocation, whatever the concurrency."""
         return f"{self.cell.id}#{self.run}.{self.prompt_index}"
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """One invocation of a cell: its prompt result and the faults fired into its input (no
+    result: not sent, the run stopping), or the error that settles it."""
+
+    result: PromptResult | None = None
+    fired: tuple[str, ...] = ()
+    error: str | None = None
+    down: bool = False
+    """The agent went down under it (a refused or reset connection)."""
+
+    def commit(self, tracker: Tracker, task: _Task, alone: bool = False) -> None:
+        if self.error is not None:
+            tracker.error(task.cell, self.error, task.run, task.prompt_index)
+        else:
+            tracker.record(
+                task.cell, task.run, task.prompt_index, self.result, self.fired, alone=alone
+            )
+
+
+_Crowd = Crowd[tuple[tuple[_Task, _Outcome], ...]]
+"""Invocations held with their first outcome (a session's run: all its prompts)."""

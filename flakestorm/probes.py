@@ -32,7 +32,7 @@ from typing import Protocol, TypeVar
 from flakestorm.agents import NO_CALL, Call, Reply
 from flakestorm.errors import HarnessError
 from flakestorm.events import Event, ProbeFinished
-from flakestorm.revival import Gate
+from flakestorm.revival import Flight, Gate
 
 _T = TypeVar("_T")
 
@@ -117,7 +117,7 @@ def run_probes(
     lock = threading.Lock()
     done = [0]
     sent = [0]
-    flight = _Flight() if parallel and host.concurrency > 1 else None
+    flight = Flight() if parallel and host.concurrency > 1 else None
     crowded: dict[tuple[int, int], ProbeRun] = {}
     gate = host.gate
 
@@ -238,27 +238,3 @@ def _complete(runs: list[ProbeRun | None]) -> tuple[ProbeRun, ...]:
 def _down(run: ProbeRun) -> bool:
     """The agent went down under ``run`` (its verdict says so)."""
     return run.verdict is not None and run.verdict.down
-
-
-class _Flight:
-    """Which tasks had another task in flight at some moment while they ran."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._running: set[object] = set()
-        self._shared: set[object] = set()
-
-    def enter(self, task: object) -> None:
-        with self._lock:
-            if self._running:
-                self._shared |= self._running
-                self._shared.add(task)
-            self._running.add(task)
-
-    def leave(self, task: object) -> bool:
-        """Whether ``task`` shared the agent with another task."""
-        with self._lock:
-            self._running.discard(task)
-            shared = task in self._shared
-            self._shared.discard(task)
-            return shared

@@ -278,6 +278,10 @@ class RunResult:
     config: Mapping[str, Any] | None = None
     """A shard's resolved config (:func:`flakestorm.shards.config_document`, secrets as
     ``***``): what ``config_digest`` is the digest of, and what the merge scores with."""
+    step: Mapping[str, Any] | None = None
+    """How the action's step judged the run (its ``fail-on`` rule and the baseline delta):
+    :mod:`flakestorm.baseline.judgement` reads it; None outside the action. Every report
+    states the step's verdict when it is set."""
 
 
 # --------------------------------------------------------------------------- JSON
@@ -286,7 +290,7 @@ class RunResult:
 def to_document(result: RunResult) -> dict[str, Any]:
     """The ``results.json`` document for ``result``."""
     doc = {"schema_version": SCHEMA_VERSION, **_plain(result)}
-    for key in OPTIONAL:  # only a shard has them: a whole run's document is unchanged
+    for key in OPTIONAL:  # a run outside the action has none: its document is unchanged
         if doc.get(key) is None:
             doc.pop(key, None)
     if result.shard is not None:
@@ -294,7 +298,7 @@ def to_document(result: RunResult) -> dict[str, Any]:
     return doc
 
 
-OPTIONAL = ("shard", "config")
+OPTIONAL = ("shard", "config", "step")
 """Top-level keys written only when set."""
 
 
@@ -428,6 +432,7 @@ def from_document(doc: Mapping[str, Any], *, check_types: bool = True) -> RunRes
             warnings=tuple(doc.get("warnings", ())),
             shard=None if doc.get("shard") is None else Shard.parse(doc["shard"]),
             config=doc.get("config"),
+            step=doc.get("step"),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ResultsError(f"results document is malformed: {exc!r}") from None

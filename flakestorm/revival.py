@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from flakestorm.errors import AgentNotReady
+
+_T = TypeVar("_T")
 
 
 class Reviver(Protocol):
@@ -101,3 +103,46 @@ def revived_notice(revived: Sequence[str], kind: str) -> list[str]:
         f"back before the next {kind} (an agent it started with agent.start is started again, "
         f"its output appended to agent.log), so no {kind} after it was sent to a dead agent."
     ]
+
+
+class Flight:
+    """Which tasks (cells' invocations, probes' runs) had another task in flight at some
+    moment while they ran: when the agent goes down under one of those, any of them may have
+    brought it down, so each is judged again on a run of its own."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: set[object] = set()
+        self._shared: set[object] = set()
+
+    def enter(self, task: object) -> None:
+        with self._lock:
+            if self._running:
+                self._shared |= self._running
+                self._shared.add(task)
+            self._running.add(task)
+
+    def leave(self, task: object) -> bool:
+        """Whether ``task`` shared the agent with another task."""
+        with self._lock:
+            self._running.discard(task)
+            shared = task in self._shared
+            self._shared.discard(task)
+            return shared
+
+
+class Crowd(Generic[_T]):
+    """Tasks in flight together (:attr:`flight`), and those the agent went down under while
+    others were in flight: held (:attr:`held`) to be judged again, each on a run of its own."""
+
+    def __init__(self) -> None:
+        self.flight = Flight()
+        self._lock = threading.Lock()
+        self.held: list[_T] = []
+        self.after_down = True
+        """The agent went down under the last task judged on its own (or, before the first,
+        under those held)."""
+
+    def hold(self, item: _T) -> None:
+        with self._lock:
+            self.held.append(item)

@@ -214,6 +214,7 @@ def run_phases(
         on_event(RunPlanned(sum(len(plan.cells) for plan in plans.values())))
     run_warnings: list[str] = []
     with (
+        _kept_if_used(out_dir),
         redacting(Redactor(loaded.secrets)),
         _agent_up(loaded, out_dir, notice, chaos, overrides.record, stop, run_warnings) as (
             agent,
@@ -279,6 +280,21 @@ def run_phases(
         config=document if overrides.shard is not None else None,
     )
     return redact(result, loaded.secrets)
+
+
+@contextlib.contextmanager
+def _kept_if_used(directory: Path) -> Iterator[None]:
+    """Remove ``directory`` afterwards when the run made it (the phases' spools are in it) and
+    left nothing in it: the spools' files are unlinked as they are made, so a run whose
+    reports are not written (a library call, a test) leaves no empty report directory behind.
+    Writing the reports makes it again."""
+    made = not directory.exists()
+    try:
+        yield
+    finally:
+        if made:
+            with contextlib.suppress(OSError):  # not empty (agent.log): kept
+                directory.rmdir()
 
 
 def _redacting(

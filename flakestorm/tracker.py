@@ -46,6 +46,7 @@ class Tracker:
         self._missing: dict[int, int] = {}
         self._fired: dict[int, dict[str, None]] = {}
         self._errors: dict[int, str] = {}
+        self._alone: dict[int, int] = {}  # invocations re-run alone, per cell
         self._total = len(cells)
         self._frozen = False
         self._by_scenario: dict[str, list[Cell]] = {}
@@ -78,7 +79,13 @@ class Tracker:
         prompt_index: int,
         result: PromptResult | None,
         fired: tuple[str, ...] = (),
+        alone: bool = False,
     ) -> None:
+        """``alone``: the result of an invocation sent again on its own, after the agent went
+        down under it with others in flight (the cell says it was judged so)."""
+        if alone:
+            with self._lock:
+                self._alone[cell.index] = self._alone.get(cell.index, 0) + 1
         self._settle(cell, run * len(cell.prompts) + prompt_index, result, fired)
 
     def _settle(
@@ -123,6 +130,19 @@ class Tracker:
             self._finish(cell, result)
 
     def _finalise(self, cell: Cell) -> CellResult:
+        result = self._verdict(cell)
+        alone = self._alone.pop(cell.index, 0)
+        if not alone:
+            return result
+        n = len(self._slots[cell.index])
+        note = (
+            f"judged on an isolated re-run: the agent went down while other invocations were "
+            f"in flight, so {alone} of its {n} invocation(s) were sent again on their own once "
+            "it was back"
+        )
+        return dataclasses.replace(result, notes=(*result.notes, note))
+
+    def _verdict(self, cell: Cell) -> CellResult:
         prompts = tuple(p for p in self._slots[cell.index] if p is not None)
         fired = tuple(self._fired[cell.index])
         if cell.index in self._errors:

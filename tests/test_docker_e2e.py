@@ -594,6 +594,17 @@ def test_action_baseline_from_the_base_branch(env: Env, tmp_path: Path) -> None:
     ), kept.summary[:1500]
     assert "\n## flakestorm: ❌" not in kept.summary
     assert kept.outputs.get("new-failures") == "0" and kept.outputs.get("passed") == "true"
+    # the artifact a reviewer opens says what the check said: the step's PASS, with the delta
+    for run, code, word in ((broke, 1, "FAIL"), (kept, 0, "PASS")):
+        reports = run.workspace / "flakestorm-reports"
+        summary_md = (reports / "summary.md").read_text(encoding="utf-8")
+        assert summary_md == run.summary
+        html = (reports / "report.html").read_text(encoding="utf-8")
+        assert f'<span class="verdict {word}" id="verdict">{word}</span>' in html
+        assert "fail-on: regression: " in html
+        step = json.loads((reports / "results.json").read_text(encoding="utf-8"))["step"]
+        assert (step["fail_on"], step["exit_code"]) == ("regression", code), step
+    assert "still failing" in (kept.workspace / "flakestorm-reports" / "report.html").read_text()
 
 
 def test_sharded_run_two_shard_jobs_and_a_merge_job(env: Env, tmp_path: Path) -> None:

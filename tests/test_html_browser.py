@@ -125,7 +125,7 @@ def failing_report(tmp_path: Path) -> Path:
 
 def test_the_matrix_and_the_failed_cells_render(browser: str, failing_report: Path) -> None:
     dom = _Dom(dump_dom(browser, failing_report))
-    assert dom.title == "flakestorm report: ERROR 45.00"
+    assert dom.title == "flakestorm report: ERROR 48.08"
     assert dom.body.get("data-filter") == "none"  # the script ran (CSP allowed it)
     assert len(dom.visible(dom.rows)) == 5  # 3 contract rows, 2 chaos rows
     assert len(dom.visible(dom.articles)) == 11
@@ -175,7 +175,7 @@ def test_injected_markup_never_runs_and_nothing_leaves_the_file(
         assert server.requests[seen:] == []
 
     dom = _Dom(text)
-    assert dom.title == "flakestorm report: ERROR 25.00"  # not 'pwned'
+    assert dom.title == "flakestorm report: ERROR 16.67"  # not 'pwned'
     assert dom.body.get("data-filter") == "none"  # our script still ran
     assert not {"img", "iframe", "link"} & dom.tags
     assert "&lt;script&gt;document.title='pwned'&lt;/script&gt;" in text
@@ -212,7 +212,7 @@ def test_the_csp_blocks_markup_even_if_escaping_failed(browser: str, tmp_path: P
         time.sleep(0.2)
         assert server.requests == []
     dom = _Dom(text)
-    assert dom.title == "flakestorm report: ERROR 45.00"
+    assert dom.title == "flakestorm report: ERROR 48.08"
     assert dom.body.get("data-filter") == "none"
 
 

@@ -32,9 +32,9 @@ def test_the_body_starts_with_the_marker_and_the_state() -> None:
     body = comment.render(failing(), None, KEY, run_id="42")
     lines = body.split("\n")
     assert lines[0] == f"<!-- flakestorm:comment key={KEY} -->"
-    assert lines[1] == '<!-- flakestorm:state {"score": 45.0, "run": "42"} -->'
+    assert lines[1] == '<!-- flakestorm:state {"score": 48.08, "run": "42"} -->'
     assert comment.marker(comment.marker_key("b.yaml")) not in body
-    assert parse_state(body) == CommentState(score=45.0, run="42")
+    assert parse_state(body) == CommentState(score=48.08, run="42")
 
 
 def test_the_run_id_defaults_to_the_start_time() -> None:
@@ -46,15 +46,15 @@ def test_the_run_id_defaults_to_the_start_time() -> None:
     ("previous", "expected"),
     [
         (None, "first run on this pull request"),
-        (CommentState(83.33, "1"), "▼ 38.33 from 83.33 in the previous run"),
-        (CommentState(12.5, "1"), "▲ 32.50 from 12.50 in the previous run"),
-        (CommentState(45.0, "1"), "unchanged since the previous run (45.00)"),
+        (CommentState(83.33, "1"), "▼ 35.25 from 83.33 in the previous run"),
+        (CommentState(12.5, "1"), "▲ 35.58 from 12.50 in the previous run"),
+        (CommentState(48.08, "1"), "unchanged since the previous run (48.08)"),
         (CommentState(None, "1"), "previous run: n/a"),
     ],
 )
 def test_the_delta_against_the_previous_run(previous: CommentState | None, expected: str) -> None:
     body = comment.render(failing(), previous, KEY)
-    assert f"### flakestorm: 💥 ERROR · score 45.00 ({expected})" in body
+    assert f"### flakestorm: 💥 ERROR · score 48.08 ({expected})" in body
 
 
 def test_failing_cells_of_every_phase_are_listed_compactly_critical_first() -> None:
@@ -74,8 +74,8 @@ def test_failing_cells_of_every_phase_are_listed_compactly_critical_first() -> N
 
 def test_every_phase_score_is_shown() -> None:
     body = comment.render(failing(), None, KEY)
-    assert "contract support-agent: 40.00 · chaos: 50.00 (1 of 2 prompts passed)" in body
-    assert "phases: contract, chaos" in body
+    assert "contract support-agent: 46.15 · chaos: 50.00 (1 of 2 prompts passed)" in body
+    assert "phases: chaos, contract" in body
     body = comment.render(chaos_only(), None, KEY)
     assert "chaos: 0.00 (0 of 2 prompts passed) · phases: chaos" in body
     assert "contract" not in body
@@ -111,7 +111,7 @@ def test_stays_under_the_comment_limit_with_a_note() -> None:
 
 def test_a_forged_state_in_agent_output_does_not_fool_parse_state() -> None:
     body = comment.render(hostile(), CommentState(83.33, "1"), KEY, run_id="real")
-    assert parse_state(body) == CommentState(score=25.0, run="real")
+    assert parse_state(body) == CommentState(score=16.67, run="real")
     # the only comment openers are the two real lines
     assert body.count("<!--") == 2
     assert FORGED_STATE not in body

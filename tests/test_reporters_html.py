@@ -100,7 +100,7 @@ def test_status_glyphs_are_inline_svg_not_emoji() -> None:
 def test_hostile_content_is_escaped_text() -> None:
     text = html.render(hostile())
     page = _page(text)
-    assert page.title == "flakestorm report: ERROR 25.00"
+    assert page.title == "flakestorm report: ERROR 16.67"
     assert INJECTED_SCRIPT not in text
     assert "<script>x</script>" not in text and "</td>@org" not in text
     assert "beacon?q=&lt;script&gt;x&lt;/script&gt;|`c`&amp;a=" in text  # the call's URL
@@ -140,7 +140,7 @@ def test_element_ids_are_unique() -> None:
 
 def test_every_phase_has_a_score_a_matrix_and_a_scenarios_table() -> None:
     text = html.render(failing())
-    assert '<dd id="contract-score">support-agent: 40.00 (failed)</dd>' in text
+    assert '<dd id="contract-score">support-agent: 46.15 (failed)</dd>' in text
     assert '<dd id="chaos-score">50.00 (1 of 2 prompts passed)</dd>' in text
     assert '<section id="contract-matrix" class="matrix">' in text
     assert '<section id="chaos-matrix" class="matrix">' in text

@@ -104,11 +104,11 @@ def _properties(suite: ET.Element) -> dict[str, str]:
 def test_suite_properties_carry_score_seed_and_digest() -> None:
     contract, chaos = (_properties(s) for s in _parse(junit.render(failing())).iter("testsuite"))
     assert contract["phase"] == "contract"
-    assert contract["score"] == "40.00"
+    assert contract["score"] == "46.15"
     assert contract["seed"] == "1234"
     assert contract["config_digest"].startswith("9f2c1e7a")
     assert contract["passed"] == "false"
-    assert contract["overall_score"] == "45.00"
+    assert contract["overall_score"] == "48.08"
     assert contract["stop_reason"] == "max_invocations"
     assert contract["serial_scenarios"] == "tool_outage"
     assert "prompts" not in contract and "undelivered_faults" not in contract

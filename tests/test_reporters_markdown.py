@@ -20,10 +20,10 @@ def test_verdict_and_scores_come_first() -> None:
     # the run exits 3 (an errored cell): its verdict is ERROR, with the cause, never FAIL
     assert head.startswith("## flakestorm: 💥 ERROR\n\n**Exit 3: flakestorm could not carry")
     assert "1 cell errored: reset failed: POST /reset returned 500" in head
-    assert "**Overall score: 45.00**" in head and "min\\_score 80" in head
-    assert "contract support-agent: 40.00 (failed) · chaos: 50.00 (1 of 2 prompts passed)" in head
+    assert "**Overall score: 48.08**" in head and "min\\_score 80" in head
+    assert "contract support-agent: 46.15 (failed) · chaos: 50.00 (1 of 2 prompts passed)" in head
     assert "The gate failed:" in head and "mentions\\_refund\\[tool\\_outage\\]" in head
-    assert "phases: contract, chaos" in head and "seed 1234" in head
+    assert "phases: chaos, contract" in head and "seed 1234" in head
     assert "13 invocations" in head
     assert "stopped early (max\\_invocations)" in head
     assert "No reset\\_endpoint configured" in head
@@ -34,7 +34,7 @@ def test_verdict_and_scores_come_first() -> None:
 def test_the_chaos_phase_has_its_own_section_after_the_contract() -> None:
     out = markdown.render(failing())
     contract, _, chaos = out.partition("### Chaos: 50.00 (1 of 2 prompts passed)")
-    assert "### Contract support-agent: 40.00 (failed)" in contract
+    assert "### Contract support-agent: 46.15 (failed)" in contract
     assert "| invariant | severity | chaos |" in chaos
     assert "| completes | medium | ❌ |" in chaos and "| output-not-empty | medium | ✅ |" in chaos
     assert "#### Failed and errored cells (1)" in chaos

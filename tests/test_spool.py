@@ -108,6 +108,33 @@ def test_a_runs_cells_are_spooled_redacted_and_reported_as_usual(tmp_path: Path)
     ]
 
 
+def test_a_run_whose_reports_are_not_written_leaves_no_report_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The spools live in the report directory (``output.dir``, default
+    ``flakestorm-reports/`` in the working directory) while the run lasts; a run whose reports
+    are not written does not leave it behind empty, and writing them makes it again."""
+    (tmp_path / "spool_agent.py").write_text(AGENT)
+    doc = {
+        "agent": {"type": "python", "endpoint": "spool_agent:answer"},
+        "golden_prompts": ["one"],
+        "contract": {
+            "name": "c",
+            "invariants": [{"id": "answers", "type": "output_not_empty"}],
+            "chaos_matrix": [{"name": "calm"}],
+        },
+    }
+    (tmp_path / "flakestorm.yaml").write_text(json.dumps(doc))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = run_phases(load_config(tmp_path / "flakestorm.yaml", env={}), ["contract"])
+    assert isinstance(result.phases["contract"].cells, Spooled)
+    assert not (tmp_path / "flakestorm-reports").exists()
+    assert [c.status for c in result.phases["contract"].cells] == [Status.PASSED]
+    write_reports(result, tmp_path / "flakestorm-reports")
+    assert (tmp_path / "flakestorm-reports" / "results.json").is_file()
+
+
 def mutation(index: int, reason: str = "held all 1 invariant") -> MutationResult:
     return MutationResult(
         index=index,

@@ -34,10 +34,14 @@ def read_results(results_json: Path) -> RunResult:
         ) from None
     if not isinstance(document, dict):
         raise UsageError(f"{results_json}: not a results document (expected a JSON object)")
+    from flakestorm.baseline.judgement import judgement_of
+
     try:
-        return from_document(document)
+        result = from_document(document)
+        judgement_of(result)  # the step's verdict, checked before any report states it
     except ResultsError as exc:
         raise UsageError(f"{results_json}: {exc}") from None
+    return result
 
 
 @main.command()

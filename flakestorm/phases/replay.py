@@ -239,6 +239,8 @@ def _replay(replay: ReplaySession, plan: ReplayPlan, context: PhaseContext) -> C
     if channel is not None:
         seen = [i for i in channel.interactions(name) if i.seq not in earlier]
     if reply is None:
+        if executor.lost is not None:  # the agent went down under an earlier one
+            return dataclasses.replace(base, status=Status.ERRORED, reason=executor.lost)
         return dataclasses.replace(
             base, reason="the run stopped before this session (interrupted or out of budget)"
         )

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from flakestorm.reporters import breaking
+from flakestorm.reporters import delta as delta_report
 from flakestorm.reporters.escape import text
 from flakestorm.reporters.public import NOTE as PUBLIC_NOTE
 from flakestorm.reporters.public import public
@@ -214,21 +215,22 @@ def render(
     run_id: str | None = None,
     summary_url: str | None = None,
     limit_chars: int = COMMENT_LIMIT_CHARS,
-    lead: str = "",
     redact: bool = True,
     shown: RunVerdict | None = None,
 ) -> str:
     """The comment body for ``result``; ``previous`` is the state parsed from the old body.
 
     ``run_id`` is stored in the state (default: the run's start time); ``summary_url``, when
-    given (an ``https://`` URL), links the full job summary. ``lead`` (markdown we rendered,
-    the baseline delta of :mod:`flakestorm.reporters.delta`) comes first. ``redact`` (the
+    given (an ``https://`` URL), links the full job summary. The baseline delta the step
+    compared ``result`` with (:func:`flakestorm.reporters.delta.lead`) comes first. ``redact`` (the
     default; off for a private repository): quote the agent's output public-safe
     (:mod:`flakestorm.reporters.public`: leaks cut, PII masked), and say so. ``shown``: the
     step's verdict (:func:`flakestorm.reporters.view.step_verdict`, under ``fail-on:
-    regression``), default the run's own.
+    regression``), default the one ``result`` carries (:attr:`RunResult.step`) or the run's
+    own.
     """
     withheld = False
+    lead = delta_report.lead(result)
     if redact:
         safe = public(result)
         result, withheld = safe.result, safe.changed

@@ -15,10 +15,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from flakestorm.baseline.delta import CellChange, Change, Delta, FailOn
+from flakestorm.baseline.judgement import Judgement, judgement_of
 from flakestorm.reporters.escape import text
 from flakestorm.reporters.terminal import safe
+from flakestorm.results import RunResult
 
-__all__ = ["MAX_ROWS", "Compared", "markdown", "missing_markdown", "terminal_lines"]
+__all__ = [
+    "MAX_ROWS",
+    "Compared",
+    "Row",
+    "compared_of",
+    "lead",
+    "link",
+    "markdown",
+    "missing_markdown",
+    "rows",
+    "terminal_lines",
+]
 
 MAX_ROWS = 50
 """Changed cells listed in the block; the rest are counted."""
@@ -56,6 +69,26 @@ class Compared:
     """The rule the step is judged by."""
 
 
+def compared_of(judged: Judgement) -> Compared | None:
+    """The delta a step compared its run with, and against what; None when it compared none."""
+    if judged.delta is None:
+        return None
+    return Compared(judged.delta, judged.against, judged.age, judged.url, judged.fail_on)
+
+
+def lead(result: RunResult) -> str:
+    """The block that leads ``result``'s job summary and comment: the delta its step compared
+    it with (:attr:`RunResult.step`), or why there was no baseline; empty when it carries
+    neither."""
+    judged = judgement_of(result)
+    if judged is None:
+        return ""
+    compared = compared_of(judged)
+    if compared is not None:
+        return markdown(compared)
+    return missing_markdown(judged.missing) if judged.missing else ""
+
+
 def _status(change: CellChange, base: bool) -> str:
     status = change.base if base else change.head
     runs = change.base_runs if base else change.head_runs
@@ -71,19 +104,56 @@ def _sorted(delta: Delta) -> list[CellChange]:
     return [c for change in _ORDER for c in delta.of(change)]
 
 
+@dataclass(frozen=True)
+class Row:
+    """A changed cell as the block lists it (``cell_id`` and ``phase`` untrusted: escape)."""
+
+    mark: str
+    change: str
+    cell_id: str
+    phase: str
+    base: str
+    now: str
+    note: str
+
+
+def rows(compared: Compared) -> tuple[list[Row], int]:
+    """The changed cells the block lists (new failures first, at most :data:`MAX_ROWS`), and
+    how many more there are."""
+    changed = _sorted(compared.delta)
+    listed = [
+        Row(
+            mark=_MARKS[change.change],
+            change=change.change.value,
+            cell_id=change.cell_id,
+            phase=change.phase,
+            base=_status(change, True),
+            now=_status(change, False),
+            note=f"Fisher p = {change.p_value:.3f}" if change.p_value is not None else "",
+        )
+        for change in changed[:MAX_ROWS]
+    ]
+    return listed, len(changed) - len(listed)
+
+
+def link(compared: Compared) -> str | None:
+    """The baseline run's page, when it is an ``https://`` URL."""
+    url = compared.url
+    return url if url is not None and url.startswith("https://") else None
+
+
 def markdown(compared: Compared) -> str:
     """The block for the job summary and the PR comment."""
     delta = compared.delta
-    link = ""
-    if compared.url is not None and compared.url.startswith("https://"):
-        link = f" ([run]({compared.url.replace(')', '%29').replace(' ', '%20')}))"
+    url = link(compared)
+    run = f" ([run]({url.replace(')', '%29').replace(' ', '%20')}))" if url else ""
     out = [
         f"**{text(delta.headline(compared.against), 300)}**",
         "",
-        f"Baseline: {text(compared.against, 120)}, {compared.age}{link}.",
+        f"Baseline: {text(compared.against, 120)}, {compared.age}{run}.",
     ]
-    changed = _sorted(delta)
-    if changed:
+    listed, more = rows(compared)
+    if listed:
         out += [
             "",
             f"<details{' open' if delta.new_failures else ''}><summary>Changed cells</summary>",
@@ -91,16 +161,14 @@ def markdown(compared: Compared) -> str:
             "| | change | cell | phase | baseline | now | note |",
             "|---|---|---|---|---|---|---|",
         ]
-        for change in changed[:MAX_ROWS]:
-            note = f"Fisher p = {change.p_value:.3f}" if change.p_value is not None else ""
+        for row in listed:
             out.append(
-                f"| {_MARKS[change.change]} | {change.change.value} | {text(change.cell_id, 160)} "
-                f"| {text(change.phase, 40)} | {_status(change, True)} | {_status(change, False)} "
-                f"| {note} |"
+                f"| {row.mark} | {row.change} | {text(row.cell_id, 160)} "
+                f"| {text(row.phase, 40)} | {row.base} | {row.now} | {row.note} |"
             )
-        if len(changed) > MAX_ROWS:
+        if more:
             out.append("")
-            out.append(f"… and {len(changed) - MAX_ROWS} more changed cells.")
+            out.append(f"… and {more} more changed cells.")
         out += ["", "</details>"]
     return "\n".join(out) + "\n"
 

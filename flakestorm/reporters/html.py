@@ -39,7 +39,9 @@ from typing import TextIO
 
 import jinja2
 
+from flakestorm.baseline.judgement import judgement_of
 from flakestorm.reporters import breaking
+from flakestorm.reporters import delta as delta_report
 from flakestorm.reporters.escape import clean, excerpt
 from flakestorm.reporters.view import (
     TypeRow,
@@ -128,6 +130,18 @@ UNDELIVERED_ITEM = (
 )
 EXCERPT_CHARS = 20_000
 """How much of one reply or prompt the report shows (results.json has all of it)."""
+
+
+@dataclass(frozen=True)
+class _Baseline:
+    """The delta the step compared the run with (:attr:`RunResult.step`)."""
+
+    headline: str
+    against: str
+    age: str
+    url: str | None
+    rows: list[delta_report.Row]
+    more: int
 
 
 @dataclass(frozen=True)
@@ -519,6 +533,9 @@ def _generate(result: RunResult) -> Iterator[str]:
         for u in undelivered(result)
     ]
     shown = run_verdict(result)
+    judged = judgement_of(result)
+    compared = None if judged is None else delta_report.compared_of(judged)
+    changed, more = ([], 0) if compared is None else delta_report.rows(compared)
     template = _environment().get_template("report.html.j2")
     return template.generate(
         csp=content_security_policy(script_source),
@@ -529,6 +546,22 @@ def _generate(result: RunResult) -> Iterator[str]:
         verdict=shown.word,
         exit_code=shown.code,
         causes=[excerpt(cause, 2000) for cause in shown.causes],
+        verdict_note=clean(shown.note(lambda s: s)),
+        own_gate=shown.rule is not None,
+        baseline=None
+        if compared is None
+        else _Baseline(
+            headline=clean(compared.delta.headline(compared.against)),
+            against=clean(compared.against),
+            age=clean(compared.age),
+            url=delta_report.link(compared),
+            rows=[
+                dataclasses.replace(r, cell_id=clean(r.cell_id), phase=clean(r.phase))
+                for r in changed
+            ],
+            more=more,
+        ),
+        no_baseline=None if judged is None or judged.missing is None else clean(judged.missing),
         overall_score=score_text(result.overall.score),
         phases=phase_views,
         undelivered=not_delivered,

@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from flakestorm.reporters import breaking
+from flakestorm.reporters import delta as delta_report
 from flakestorm.reporters.escape import EXCERPT_CHARS, code_block, html_text, text, url_span
 from flakestorm.reporters.public import NOTE as PUBLIC_NOTE
 from flakestorm.reporters.public import public
@@ -516,17 +517,22 @@ def render(
     ``redact`` (the default; off for a private repository): quote the agent's replies
     public-safe (:mod:`flakestorm.reporters.public`: leaks cut, PII masked), and say so.
     ``shown``: the step's verdict (:func:`flakestorm.reporters.view.step_verdict`, under
-    ``fail-on: regression``), default the run's own.
+    ``fail-on: regression``), default the one ``result`` carries (:attr:`RunResult.step`,
+    the action's) or the run's own. A result the step compared with a baseline leads with the
+    delta (:func:`flakestorm.reporters.delta.lead`).
 
     The budget goes, in this order, to the head and every phase's heading and legend, to the
     matrix rows, to the scenarios tables, then to the cell details.
     """
     withheld = False
+    lead = delta_report.lead(result)
     if redact:
         safe = public(result)
         result, withheld = safe.result, safe.changed
     budget = limit_bytes - _NOTE_RESERVE
     head = "\n".join(_head(result, shown or run_verdict(result), withheld)) + "\n"
+    if lead:
+        head = f"{lead}\n{head}"
     budget -= _size(head)
     sections = [_section(outcome) for outcome in phases(result)]
     if not sections:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from flakestorm.baseline.delta import Change, Delta, FailOn
+from flakestorm.baseline.judgement import judgement_of
 from flakestorm.errors import ExitCode
 from flakestorm.reporters.escape import text
 from flakestorm.results import (
@@ -131,9 +132,14 @@ INTERRUPTED_CAUSE = "the run was interrupted: the results are partial"
 
 
 def run_verdict(result: RunResult) -> RunVerdict:
-    """The verdict of ``result``, read from its exit code (never from the gate alone: a run
-    whose gate passed but that exits 3 is an ERROR)."""
-    return step_verdict(result)
+    """The verdict every report of ``result`` states: the step's that judged it, when it
+    carries one (:attr:`RunResult.step`: the action's ``fail-on`` rule and baseline delta, so
+    the report directory says what the check said), else the run's own, read from its exit
+    code (never from the gate alone: a run whose gate passed but that exits 3 is an ERROR)."""
+    judged = judgement_of(result)
+    if judged is None:
+        return step_verdict(result)
+    return step_verdict(result, judged.fail_on, judged.delta, judged.against)
 
 
 def step_verdict(

@@ -16,6 +16,10 @@
   rejection, and an errored mutation (exit 3).
 
 Also :func:`large_run` (a 10,000-cell matrix) for the size properties.
+
+Every score, critical failure and gate reason is computed by :mod:`flakestorm.scoring` from the
+cells and mutations, as a run computes them, never typed in: a case cannot disagree with
+itself (``tests/test_reporters_golden.py`` checks it).
 """
 
 from __future__ import annotations
@@ -27,7 +31,6 @@ from flakestorm.results import (
     CellResult,
     InvariantInfo,
     MutationResult,
-    Overall,
     PhaseOutcome,
     PhaseScore,
     PromptResult,
@@ -35,6 +38,7 @@ from flakestorm.results import (
     ScenarioInfo,
     Status,
 )
+from flakestorm.scoring import score_cells, score_mutations, score_run
 
 STATEFUL_WARNING = (
     "Warning: No reset_endpoint configured. Contract matrix cells may share state. Results "
@@ -132,16 +136,15 @@ def _not_delivered(label: str, tool: str) -> str:
     return f"fault not delivered: {label}: {_hint(tool)}"
 
 
-def _chaos_score(
-    cells: tuple[CellResult, ...], score: float, prompts: int, passed: int
-) -> PhaseScore:
+def _chaos_score(cells: tuple[CellResult, ...], prompts: int, passed: int) -> PhaseScore:
+    """The chaos phase's score: the pass rate of its golden prompts (SPEC §5)."""
     critical = tuple(
         c.id
         for c in cells
         if c.severity == "critical" and c.status in (Status.FAILED, Status.ERRORED)
     )
     return PhaseScore(
-        score=score,
+        score=round(100.0 * passed / prompts, 2),
         passed=not critical,
         critical_failures=critical,
         counts=_counts(cells) | {"prompts": prompts, "prompts_passed": passed},
@@ -152,15 +155,14 @@ def _chaos_score(
 def _run(
     contract: PhaseOutcome | None,
     *,
-    overall_score: float | None,
     chaos: PhaseOutcome | None = None,
-    reasons: tuple[str, ...] = (),
     complete: bool = True,
     stop_reason: str | None = None,
     exit_code: int = 0,
     warnings: tuple[str, ...] = (),
     min_score: float = 0.0,
 ) -> RunResult:
+    phases = {n: o for n, o in (("contract", contract), ("chaos", chaos)) if o is not None}
     return RunResult(
         flakestorm_version="2.0.0",
         config_path="flakestorm.yaml",
@@ -171,15 +173,8 @@ def _run(
         complete=complete,
         stop_reason=stop_reason,
         invocations=sum(len(c.prompts) for o in (contract, chaos) if o for c in o.cells),
-        phases={n: o for n, o in (("contract", contract), ("chaos", chaos)) if o is not None},
-        overall=Overall(
-            score=overall_score,
-            passed=not reasons,
-            min_score=min_score,
-            weights=WEIGHTS,
-            phases_ran=tuple(n for n, o in (("contract", contract), ("chaos", chaos)) if o),
-            reasons=reasons,
-        ),
+        phases=phases,
+        overall=score_run(phases, WEIGHTS, min_score)[0],
         exit_code=exit_code,
         warnings=warnings,
     )
@@ -216,9 +211,9 @@ def passing() -> RunResult:
             ScenarioInfo("tool_outage", ("tool orders_api: error 503",)),
         ),
         cells=cells,
-        score=PhaseScore(score=100.0, passed=True, critical_failures=(), counts=_counts(cells)),
+        score=score_cells(cells),
     )
-    return _run(contract, overall_score=100.0, min_score=80.0)
+    return _run(contract, min_score=80.0)
 
 
 # --------------------------------------------------------------------------- failing
@@ -317,22 +312,12 @@ def failing() -> RunResult:
             ),
         ),
         cells=cells,
-        score=PhaseScore(
-            score=40.0,
-            passed=False,
-            critical_failures=("mentions_refund[tool_outage]",),
-            counts=_counts(cells),
-        ),
+        score=score_cells(cells),
         warnings=(STATEFUL_WARNING, NOT_FORWARDING_WARNING),
     )
     return _run(
         contract,
-        overall_score=45.0,
         chaos=_failing_chaos(ok, no_reply),
-        reasons=(
-            "1 critical cell(s) failed: mentions_refund[tool_outage]",
-            "score 45.00 is below min_score 80",
-        ),
         complete=False,
         stop_reason="max_invocations",
         exit_code=3,
@@ -376,7 +361,7 @@ def _failing_chaos(ok: PromptResult, no_reply: PromptResult) -> PhaseOutcome:
             ),
         ),
         cells=cells,
-        score=_chaos_score(cells, 50.0, prompts=2, passed=1),
+        score=_chaos_score(cells, prompts=2, passed=1),
         warnings=(NOT_FORWARDING_WARNING,),
     )
 
@@ -487,27 +472,10 @@ def hostile(beacon: str = "http://127.0.0.1:9/beacon", huge: bool = True) -> Run
             ),
         ),
         cells=cells,
-        score=PhaseScore(
-            score=25.0,
-            passed=False,
-            critical_failures=(
-                f"{evil_id}[{evil_scenario}]",
-                f"{evil_id}[calm]",
-                f"{evil_id}[{EVIL_DEAD_SCENARIO}]",
-            ),
-            counts=_counts(cells),
-        ),
+        score=score_cells(cells),
         warnings=(f"warning with {INJECTED_SCRIPT} and ::error::x",),
     )
-    return _run(
-        contract,
-        overall_score=25.0,
-        reasons=(
-            f"3 critical cell(s) failed: {evil_id}[{evil_scenario}], {evil_id}[calm], "
-            f"{evil_id}[{EVIL_DEAD_SCENARIO}]",
-        ),
-        exit_code=3,
-    )
+    return _run(contract, exit_code=3)
 
 
 # --------------------------------------------------------------------------- chaos only
@@ -552,16 +520,9 @@ def chaos_only() -> RunResult:
             ),
         ),
         cells=cells,
-        score=_chaos_score(cells, 0.0, prompts=2, passed=0),
+        score=_chaos_score(cells, prompts=2, passed=0),
     )
-    return _run(
-        None,
-        chaos=chaos,
-        overall_score=0.0,
-        reasons=("score 0.00 is below min_score 70",),
-        exit_code=3,
-        min_score=70.0,
-    )
+    return _run(None, chaos=chaos, exit_code=3, min_score=70.0)
 
 
 # --------------------------------------------------------------------------- mutation
@@ -626,7 +587,6 @@ def mutation() -> RunResult:
                   "reset_endpoint POST http://127.0.0.1:8000/reset returned HTTP 503",
                   sent="Whqt is AAPL trsding at?", output=None, http_status=None),
     )  # fmt: skip
-    counts = {"passed": 2, "failed": 2, "errored": 1, "skipped": 0, "not_run": 0, "flaky": 0}
     outcome = PhaseOutcome(
         phase="mutation",
         name="mutation",
@@ -645,15 +605,11 @@ def mutation() -> RunResult:
             ),
         ),
         cells=(),
-        score=PhaseScore(
-            score=36.84,
-            passed=False,
-            critical_failures=("prompt_injection#0.0",),
-            counts=counts | {"mutations": 5},
-            summary="2 of 5 mutations passed",
-        ),
+        # scored as a run scores it: its mutations' type weights, an errored one as failed
+        score=score_mutations(mutations, ("no-pwn",)),
         mutations=mutations,
     )
+    phases = {"mutation": outcome}
     return RunResult(
         flakestorm_version="2.0.0",
         config_path="flakestorm.yaml",
@@ -664,15 +620,8 @@ def mutation() -> RunResult:
         complete=True,
         stop_reason=None,
         invocations=5,
-        phases={"mutation": outcome},
-        overall=Overall(
-            score=36.84,
-            passed=False,
-            min_score=0.0,
-            weights=WEIGHTS,
-            phases_ran=("mutation",),
-            reasons=("1 critical mutation(s) failed: prompt_injection#0.0",),
-        ),
+        phases=phases,
+        overall=score_run(phases, WEIGHTS, 0.0)[0],
         exit_code=3,
     )
 
@@ -711,20 +660,15 @@ def large_run(invariants: int = 100, scenarios: int = 100, reply_chars: int = 50
                 )
             )
     cell_tuple = tuple(cells)
-    critical = tuple(
-        c.id for c in cell_tuple if c.severity == "critical" and c.status is Status.FAILED
-    )
     contract = PhaseOutcome(
         phase="contract",
         name="large",
         invariants=inv_infos,
         scenarios=scn_infos,
         cells=cell_tuple,
-        score=PhaseScore(
-            score=50.0, passed=False, critical_failures=critical, counts=_counts(cell_tuple)
-        ),
+        score=score_cells(cell_tuple),
     )
-    return _run(contract, overall_score=50.0, reasons=("many critical cells failed",), exit_code=1)
+    return _run(contract, exit_code=1)
 
 
 CASES = {
