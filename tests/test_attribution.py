@@ -20,6 +20,7 @@ import pytest
 from support.server import LoopbackServer, Request, Response
 
 from flakestorm.attribution import Source, baggage, read, trace_id, traceparent
+from flakestorm.chaos.ordering import order_dependence
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.loader import load_config_text
 from flakestorm.results import RunResult
@@ -189,3 +190,44 @@ def test_the_mutation_phase_keeps_each_mutations_calls_or_else_the_phases(
         (info,) = phase.scenarios
         assert info.unattributed == 2 * len(mutations)
         assert {c.target for c in info.unattributed_calls} == {"tool", "llm"}
+
+
+def test_which_faults_depend_on_call_order_and_why() -> None:
+    doc = {
+        "agent": {"endpoint": "http://127.0.0.1:9/chat"},
+        "golden_prompts": ["q"],
+        "contract": {
+            "name": "order",
+            "invariants": [{"id": "answers", "type": "output_not_empty"}],
+            "chaos_matrix": [
+                {
+                    "name": "fixed",
+                    "tool_faults": [{"tool": "quotes", "mode": "error", "probability": 1}],
+                    "llm_faults": [{"mode": "truncated_response", "max_tokens": 5}],
+                    "context_attacks": [
+                        {"type": "indirect_injection", "payloads": ["one payload"]},
+                        {"type": "memory_poisoning", "payload": "note"},
+                    ],
+                },
+                {
+                    "name": "ordered",
+                    "tool_faults": [
+                        {"tool": "quotes", "mode": "error", "probability": 0.25},
+                        {"tool": "news", "mode": "timeout", "calls": "2-3"},
+                    ],
+                    "llm_faults": [{"mode": "garbage"}],
+                    "context_attacks": [{"type": "indirect_injection", "payloads": ["a", "b"]}],
+                },
+            ],
+        },
+    }
+    contract = load_config_text(json.dumps(doc)).config.contract
+    assert contract is not None
+    fixed, ordered = contract.chaos_matrix
+    assert order_dependence(fixed) == ()
+    assert order_dependence(ordered) == (
+        "tool_faults[0] error(503) on quotes: probability 0.25",
+        "tool_faults[1] timeout on news: acts on calls 2-3",
+        "llm_faults[0] garbage: draws its payload per call",
+        "context_attacks[0] indirect_injection: draws its payload per call",
+    )
