@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.server import LoopbackServer
+from support.server import LoopbackServer, free_port
 
 from flakestorm.agents.process import AgentProcess
 from flakestorm.agents.readiness import Waiting
@@ -18,12 +18,6 @@ from flakestorm.config import AgentConfig, AgentStart
 from flakestorm.errors import AgentNotReady
 
 PYTHON = shlex.quote(sys.executable)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def alive(pid: int) -> bool:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 import shlex
-import socket
 import sys
 import textwrap
 from pathlib import Path
+
+from support.server import free_port
 
 from flakestorm.loader import load_config_text
 from flakestorm.reporters import markdown
@@ -55,13 +56,6 @@ AGENT = f"""\
 
     ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
 """
-
-
-def free_port() -> int:
-    """A port for an agent flakestorm starts itself (its command must name the port)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_an_agent_that_dies_under_one_cell_at_concurrency_8_fails_exactly_that_cell(

@@ -8,21 +8,15 @@ fired in each cell, and the "fault not delivered" proof when the wiring is wrong
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.server import free_port
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "finance_agent"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def config(tool: str = "market_data_api", reset: bool = False) -> str:

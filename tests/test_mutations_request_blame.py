@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import socket
 import sys
 import textwrap
 import threading
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from support.recording_server import Received, RecordingServer
+from support.server import free_port
 
 from flakestorm.config import MutationType
 from flakestorm.loader import load_config_text
@@ -150,13 +150,6 @@ AGENT = """\
 
     ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
 """
-
-
-def free_port() -> int:
-    """A port for an agent flakestorm starts itself (its command must name the port)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_an_agent_process_that_dies_is_restarted_and_only_the_killer_is_blamed(

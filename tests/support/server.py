@@ -36,6 +36,7 @@ stopping never waits for them.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -243,3 +244,11 @@ def _make_request_handler(server: LoopbackServer) -> type[BaseHTTPRequestHandler
             # handle_one_request() flushes wfile after this returns: one write per response
 
     return _RequestHandler
+
+
+def free_port() -> int:
+    """A free port on 127.0.0.1, for an agent flakestorm starts itself (its command must name
+    the port): bound and released, so another process may take it first (rarely)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
