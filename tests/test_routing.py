@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import aiohttp
 import httpx
 import pytest
 import requests
@@ -75,7 +76,16 @@ def _get_urllib(url: str) -> tuple[int, str]:
             return exc.code, exc.read().decode()
 
 
+def _get_aiohttp(url: str) -> tuple[int, str]:
+    async def get() -> tuple[int, str]:
+        async with aiohttp.ClientSession() as session, session.get(url) as reply:
+            return reply.status, await reply.text()
+
+    return asyncio.run(get())
+
+
 CLIENTS = {
+    "aiohttp": _get_aiohttp,
     "requests": _get_requests,
     "httpx": _get_httpx,
     "httpx-async": _get_httpx_async,
@@ -99,7 +109,7 @@ def test_each_client_meets_the_fault_on_a_tool_url_only(
                 untouched = get(other.url_for("/v1/quote"))
             finally:
                 current_call.reset(token)
-        assert set(routing.libraries) == {"requests", "httpx", "urllib"}
+        assert set(routing.libraries) == {"requests", "httpx", "urllib", "aiohttp"}
         calls = proxy.log.snapshot()
     assert faulted[0] == 503 and "error" in json.loads(faulted[1])
     assert untouched == (200, "not a tool")
@@ -124,12 +134,14 @@ def test_without_a_fault_the_call_reaches_the_api_through_the_proxy(api: Loopbac
 def test_leaving_puts_the_originals_back() -> None:
     send = HTTPAdapter.send
     handle = httpx.HTTPTransport.handle_request
+    session_init = aiohttp.ClientSession.__init__
     opener = getattr(urllib.request, "_opener", None)  # urlopen's, when it made one
     with Routing(Router("http://127.0.0.1:9", {"t": "http://127.0.0.1:8"})):
         assert HTTPAdapter.send is not send
         assert getattr(urllib.request, "_opener", None) is not opener
     assert HTTPAdapter.send is send and httpx.HTTPTransport.handle_request is handle
     assert getattr(urllib.request, "_opener", None) is opener
+    assert aiohttp.ClientSession.__init__ is session_init
 
 
 TOOLS = """

@@ -421,8 +421,9 @@ class InProcessChannel(WrapperChannel):
         if tool is not None and tool in self._routes:
             return (
                 f"the agent made no HTTP call under proxy.tools.{tool} ({self._routes[tool]}) "
-                "— does the tool call that URL with requests, httpx or urllib.request.urlopen "
-                "(flakestorm routes those in process; not aiohttp, nor an opener of its own), "
+                "— does the tool call that URL with requests, httpx, aiohttp or "
+                "urllib.request.urlopen (flakestorm routes those in process; not an aiohttp "
+                "session made before the run, nor an opener of its own), "
                 "and did the model ask for the tool?"
             )
         return super().wiring_hint(label, tool)

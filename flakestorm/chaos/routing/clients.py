@@ -12,12 +12,15 @@ httpx       the default transports, sync and async (``HTTPTransport.handle_reque
             instead; the client keeps the request it built
 urllib      a handler in the opener ``urllib.request.urlopen`` uses (``install_opener``); an
             opener the agent built itself with ``build_opener`` is its own
+aiohttp     a client middleware added to every ``ClientSession`` created during the run, which
+            sends a tool's request through the proxy as its HTTP proxy (forward mode)
 ==========  ==================================================================================
 
 A library that is not installed has nothing to route. Clients created before the run are
-routed too (the extension points are the library's classes, not an instance's). Leaving
-:class:`Routing` puts every original back. aiohttp is not routed yet (its client middlewares
-are per session): a fault on a tool it calls is not delivered, never passed.
+routed too (the extension points are the library's classes, not an instance's), but
+aiohttp's (its middlewares are a session's). Leaving
+:class:`Routing` puts every original back. An aiohttp session created before the run keeps
+the middlewares it was given: a fault on a tool only it calls is not delivered, never passed.
 """
 
 from __future__ import annotations
@@ -165,7 +168,46 @@ class UrllibClient:
         return restore
 
 
-CLIENTS: tuple[Client, ...] = (RequestsClient(), HttpxClient(), UrllibClient())
+class AiohttpClient:
+    """aiohttp: a client middleware (aiohttp's own extension point for a session's requests) on
+    every session created during the run, which sends a tool's request through the proxy as
+    its HTTP proxy (``ClientRequest.update_proxy``): the proxy takes it in forward mode, by its
+    URL under ``proxy.tools``. A session created before the run keeps the middlewares it was
+    given."""
+
+    library = "aiohttp"
+
+    def install(self, router: Router) -> Restore | None:
+        if not _installed("aiohttp"):
+            return None
+        import aiohttp
+        from yarl import URL
+
+        proxy = URL(router.proxy_url)
+
+        async def middleware(request: Any, handler: Any) -> Any:
+            routed = router.route(str(request.url))
+            if routed is not None:
+                request.update_proxy(proxy, None, None)
+                for name, value in routed.headers.items():
+                    request.headers[name] = value
+            return await handler(request)
+
+        session = aiohttp.ClientSession
+        original = session.__init__
+
+        def init(self: Any, *args: Any, middlewares: Any = (), **kwargs: Any) -> None:
+            original(self, *args, middlewares=(*middlewares, middleware), **kwargs)
+
+        session.__init__ = init  # type: ignore[method-assign]
+
+        def restore() -> None:
+            session.__init__ = original  # type: ignore[method-assign]
+
+        return restore
+
+
+CLIENTS: tuple[Client, ...] = (RequestsClient(), HttpxClient(), UrllibClient(), AiohttpClient())
 """The client libraries routed in process."""
 
 
