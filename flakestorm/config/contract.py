@@ -13,6 +13,7 @@ from flakestorm.config.vocabulary import (
     DriftType,
     InvariantType,
     LlmFaultMode,
+    McpErrorForm,
     PiiKind,
     PoisonStrategy,
     RefusalExpect,
@@ -142,6 +143,9 @@ class ToolFault(FaultTrigger):
     message: str | None = None
     payload: str | dict[str, Any] | list[Any] | None = None
     match_url: str | None = None
+    as_: McpErrorForm | None = Field(default=None, alias="as")
+    """``error`` on an MCP tool: ``jsonrpc`` answers with a JSON-RPC error instead of an
+    ``isError`` result."""
 
 
 class LlmFault(FaultTrigger):
@@ -236,4 +240,6 @@ class Proxy(Model):
     url: str | None = None
     llm_upstream: str | None = None
     tools: dict[str, str] = {}
+    mcp: dict[str, str] = {}
+    """MCP servers (streamable HTTP) by name: ``<proxy>/mcp/NAME`` -> URL (SPEC §11)."""
     token: str | None = None

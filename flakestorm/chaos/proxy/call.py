@@ -29,6 +29,9 @@ class ServedCall:
     provider: llm.Provider | None = None
     local: bool = False
     """Sent to the proxy's own LLM upstream (``mock``, ``cassette:PATH``), not to a URL."""
+    mcp: str | None = None
+    """The MCP server (its ``proxy.mcp`` name) the request goes to: its JSON-RPC traffic is
+    read by :mod:`~flakestorm.chaos.proxy.mcp_calls`; a ``tools/call`` becomes a tool call."""
     scenario: str = ""
     cell: str = UNATTRIBUTED
     attribution: str = ""
