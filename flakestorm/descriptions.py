@@ -298,7 +298,8 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "proxy.mcp": "MCP servers over streamable HTTP: `/mcp/<name>` on the proxy is forwarded "
     "to the URL given for `<name>` (and, in forward mode, a request under that URL is that "
     "server's). A `tools/call` is a call of the MCP tool it names; every other method passes "
-    "through untouched. See [docs/mcp.md](mcp.md).",
+    "through untouched. The value `stdio` names a stdio server relayed by `flakestorm mcp-stdio "
+    "--name <name>` instead. See [docs/mcp.md](mcp.md).",
     "proxy.token": "Shared secret for the proxy's control API (`/_flakestorm/`), when the "
     "proxy requires one.",
     # mutations

@@ -187,5 +187,20 @@ def test_an_mcp_server_route_is_checked_like_a_tool_route() -> None:
     assert errors == [
         "proxy.mcp._flakestorm: MCP server name '_flakestorm' cannot be a URL path segment (use "
         "letters, digits, '.', '_', '~', '-'; not starting with '_flakestorm')",
-        "proxy.mcp._flakestorm: 'ftp://x' is not an http(s) URL",
+        "proxy.mcp._flakestorm: 'ftp://x' is not an http(s) URL (nor 'stdio', for a server "
+        "relayed by flakestorm mcp-stdio)",
     ]
+
+
+def test_the_stdio_relay_without_a_proxy_says_how_to_give_it_one() -> None:
+    from click.testing import CliRunner
+
+    from flakestorm.cli import main
+
+    result = CliRunner().invoke(
+        main,
+        ["mcp-stdio", "--name", "quotes", "--", "python", "server.py"],
+        env={"FLAKESTORM_PROXY_URL": None},
+    )
+    assert result.exit_code == 2
+    assert "mcp-stdio: no chaos proxy: set FLAKESTORM_PROXY_URL" in result.output

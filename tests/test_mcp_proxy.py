@@ -1,7 +1,8 @@
 """MCP tools through the chaos proxy (SPEC §11), end to end: the real CLI, an agent using the
 official ``mcp`` client against an ``mcp`` SDK server with two tools, over streamable HTTP
-(``<proxy>/mcp/quotes``). A fault on one MCP tool reaches that tool only: the other still
-answers, the agent's answer shows both, and results.json proves the fault fired on it."""
+(``<proxy>/mcp/quotes``) and over stdio (through ``flakestorm mcp-stdio``). A fault on one MCP
+tool reaches that tool only: the other still answers, the agent's answer shows both, and
+results.json proves the fault fired on it."""
 
 from __future__ import annotations
 
@@ -50,8 +51,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def config(server: McpServer, tool: str = "get_quote") -> str:
+def config(server: McpServer, transport: str) -> str:
     port = free_port()
+    tool = "get_quote"
     matrix: list[dict[str, Any]] = [{"name": "calm"}]
     matrix += [{"name": name, "tool_faults": [{"tool": tool, **f}]} for name, f in FAULTS.items()]
     matrix.append(
@@ -96,6 +98,12 @@ def config(server: McpServer, tool: str = "get_quote") -> str:
         "proxy": {"mcp": {"quotes": server.url}},
         "advanced": {"concurrency": 4},
     }
+    if transport == "stdio":
+        # the same server over stdio, through flakestorm mcp-stdio; its calls carry no cell
+        # header, so the agent's no-op reset has flakestorm run the cells one at a time
+        doc["agent"]["start"]["env"] = {"MCP_AGENT_STDIO": "1"}
+        doc["agent"]["reset_endpoint"] = "/reset"
+        doc["proxy"] = {"mcp": {"quotes": "stdio"}}
     return json.dumps(doc)
 
 
@@ -114,10 +122,14 @@ def run(tmp_path: Path, text: str) -> tuple[int, str, dict[str, Any]]:
     return proc.returncode, proc.stdout + proc.stderr, results
 
 
-@pytest.fixture(scope="module")
-def outcome(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, dict[str, Any]]:
+@pytest.fixture(scope="module", params=["http", "stdio"])
+def outcome(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> tuple[int, str, dict[str, Any]]:
+    """One run of the whole matrix, over streamable HTTP (``<proxy>/mcp/quotes``) and over
+    stdio (``flakestorm mcp-stdio --name quotes -- python -m support.mcp_server``)."""
     with McpServer() as server:
-        return run(tmp_path_factory.mktemp("mcp"), config(server))
+        return run(tmp_path_factory.mktemp("mcp"), config(server, request.param))
 
 
 def cells(results: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -235,11 +235,21 @@ class Chaos(Faults):
 
 # --------------------------------------------------------------------------- proxy
 
+STDIO_SERVER = "stdio"
+"""The ``proxy.mcp`` value of a stdio MCP server (reached through ``flakestorm mcp-stdio``)."""
+
 
 class Proxy(Model):
     url: str | None = None
     llm_upstream: str | None = None
     tools: dict[str, str] = {}
     mcp: dict[str, str] = {}
-    """MCP servers (streamable HTTP) by name: ``<proxy>/mcp/NAME`` -> URL (SPEC §11)."""
+    """MCP servers by name: ``<proxy>/mcp/NAME`` -> URL (streamable HTTP), or ``stdio``: a stdio
+    server relayed by ``flakestorm mcp-stdio --name NAME`` (SPEC §11)."""
+
+    @property
+    def mcp_routes(self) -> dict[str, str]:
+        """The MCP servers the proxy routes to (streamable HTTP): not the stdio ones."""
+        return {name: url for name, url in self.mcp.items() if url != STDIO_SERVER}
+
     token: str | None = None

@@ -6,6 +6,7 @@ tool route is a warning when MCP servers are configured; an MCP-only mode (``too
 from __future__ import annotations
 
 from flakestorm.config import AgentType
+from flakestorm.config.contract import STDIO_SERVER
 from flakestorm.semantics.agent import URL
 from flakestorm.semantics.scope import Scope, fields_set, listing
 from flakestorm.semantics.sections import path_segment_problem
@@ -20,8 +21,12 @@ def check_mcp(scope: Scope) -> None:
         problem = path_segment_problem(name, "MCP server name")
         if problem:
             scope.error(("proxy", "mcp", name), problem, key=True)
-        if not URL.match(url):
-            scope.error(("proxy", "mcp", name), f"{url!r} is not an http(s) URL")
+        if not URL.match(url) and url != STDIO_SERVER:
+            scope.error(
+                ("proxy", "mcp", name),
+                f"{url!r} is not an http(s) URL (nor 'stdio', for a server relayed by "
+                "flakestorm mcp-stdio)",
+            )
     http_agent = agent is not None and agent.type is AgentType.HTTP
     warned: set[str] = set()
     for faults in scope.parts.fault_sets:

@@ -30,6 +30,7 @@ from flakestorm.chaos.mcp.protocol import (
     edit_response,
     media_type,
     message_bytes,
+    messages_of,
     read_request,
     response_message,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "listed_tools",
     "media_type",
     "message_bytes",
+    "messages_of",
     "poisoned",
     "qualified",
     "read_request",

@@ -113,6 +113,35 @@ def edit_response(body: bytes, content_type: str, request_id: Any, edit: Edit) -
     return message_bytes(edit(message))
 
 
+def messages_of(body: bytes, content_type: str) -> list[Message]:
+    """The JSON-RPC messages a reply body carries: one plain JSON object, or the ``data`` of
+    each server-sent event (what is not a JSON object is left out)."""
+    if media_type(content_type) == SSE_TYPE:
+        text = body.decode("utf-8", errors="replace").replace("\r\n", "\n")
+        datas = [
+            "\n".join(
+                line[5:].lstrip(" ") for line in event.split("\n") if line.startswith("data:")
+            )
+            for event in text.split("\n\n")
+        ]
+    else:
+        datas = [body.decode("utf-8", errors="replace")]
+    out = []
+    for data in datas:
+        try:
+            message = json.loads(data) if data.strip() else None
+        except ValueError:
+            continue
+        if isinstance(message, dict):
+            out.append(message)
+    return out
+
+
+def _event_data(lines: list[str]) -> str:
+    """The ``data`` of one server-sent event, given its lines."""
+    return "\n".join(line[5:].lstrip(" ") for line in lines if line.startswith("data:"))
+
+
 def _answers(message: Any, request_id: Any) -> bool:
     return (
         isinstance(message, dict)
@@ -127,7 +156,7 @@ def _edit_events(body: bytes, request_id: Any, edit: Edit) -> bytes | None:
     events = text.split("\n\n")
     for i, event in enumerate(events):
         lines = event.split("\n")
-        data = "\n".join(line[5:].lstrip(" ") for line in lines if line.startswith("data:"))
+        data = _event_data(lines)
         if not data:
             continue
         try:

@@ -18,6 +18,8 @@ What is a call of what:
 - ``/mcp/NAME/...``, and in forward mode a URL under ``mcp[NAME]``: MCP traffic of server
   ``NAME``, whose JSON-RPC :mod:`~flakestorm.chaos.proxy.mcp_calls` reads (a ``tools/call`` is
   a call of tool ``NAME.TOOL``; everything else passes through untouched).
+- forward mode with an ``X-Flakestorm-Mcp: NAME`` header (:data:`MCP_HEADER`): MCP traffic of
+  server ``NAME`` at that URL, as the stdio relay sends it.
 - forward mode: a call of tool ``NAME`` when the URL starts with ``tools[NAME]``, or when it
   matches the ``match_url`` of a tool fault (then the tool is that fault's ``tool``); else an LLM
   call when the path ends with ``/chat/completions``, ``/completions``, ``/responses`` or
@@ -58,9 +60,22 @@ DEFAULT_LLM_UPSTREAMS = {
 """Where LLM calls go when ``llm_upstream`` is not set: each provider's public API."""
 
 
-def route(proxy: ChaosProxy, method: str, path: str) -> ServedCall | HttpResponse:
-    """The call a data request is, or the 404 it gets."""
+MCP_HEADER = "X-Flakestorm-Mcp"
+"""Marks a forward-mode request as MCP traffic of the server it names: how the stdio relay
+(:mod:`~flakestorm.chaos.proxy.stdio_relay`) sends a stdio server's calls through the proxy."""
+
+
+def route(
+    proxy: ChaosProxy, method: str, path: str, mcp_server: str | None = None
+) -> ServedCall | HttpResponse:
+    """The call a data request is, or the 404 it gets (``mcp_server``: the request's
+    :data:`MCP_HEADER`)."""
     if path.startswith(("http://", "https://")):
+        if mcp_server:
+            parts = urlsplit(path)
+            return ServedCall(
+                Target.OTHER, method, path, parts.path, parts.query, mcp=unquote(mcp_server)
+            )
         return _route_forward(proxy, method, path)
     rel, _, query = path.partition("?")
     for provider in llm.Provider:

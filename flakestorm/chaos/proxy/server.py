@@ -29,7 +29,7 @@ from flakestorm.chaos.proxy.control import MAX_BODY_BYTES, answer, is_control_pa
 from flakestorm.chaos.proxy.framing import FramedHandler, ThreadedServer
 from flakestorm.chaos.proxy.injection import serve
 from flakestorm.chaos.proxy.reply import ClientFailure, HttpResponse, UpstreamFailure, error_reply
-from flakestorm.chaos.proxy.routes import check_url, route
+from flakestorm.chaos.proxy.routes import MCP_HEADER, check_url, route
 from flakestorm.chaos.proxy.tunnel import Tunnel
 from flakestorm.chaos.proxy.upstreams.base import Rewindable, Upstream
 from flakestorm.chaos.proxy.upstreams.cassette import (
@@ -345,7 +345,7 @@ class _Handler(FramedHandler):
         started = time.perf_counter()
         seq = proxy.log.next_seq()
         body = self.read_body(proxy.max_request_bytes)
-        call = route(proxy, self.command, self.path)
+        call = route(proxy, self.command, self.path, self.headers.get(MCP_HEADER))
         if isinstance(call, HttpResponse):
             self.write(call, head=self.command == "HEAD")
             return
