@@ -51,7 +51,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def config(server: McpServer, transport: str) -> str:
+def config(server_url: str, transport: str) -> str:
     port = free_port()
     tool = "get_quote"
     matrix: list[dict[str, Any]] = [{"name": "calm"}]
@@ -95,7 +95,7 @@ def config(server: McpServer, transport: str) -> str:
             ],
             "chaos_matrix": matrix,
         },
-        "proxy": {"mcp": {"quotes": server.url}},
+        "proxy": {"mcp": {"quotes": server_url}},
         "advanced": {"concurrency": 4},
     }
     if transport == "stdio":
@@ -129,7 +129,7 @@ def outcome(
     """One run of the whole matrix, over streamable HTTP (``<proxy>/mcp/quotes``) and over
     stdio (``flakestorm mcp-stdio --name quotes -- python -m support.mcp_server``)."""
     with McpServer() as server:
-        return run(tmp_path_factory.mktemp("mcp"), config(server, request.param))
+        return run(tmp_path_factory.mktemp("mcp"), config(server.url, request.param))
 
 
 def cells(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -202,3 +202,94 @@ def test_an_injection_on_the_other_tool_reaches_its_result_only(
     calm = cells(results)["news[calm]"]
     assert calm["faults_fired"] == []
     assert INJECTED not in output(calm)
+
+
+def test_a_replayed_session_of_mcp_tool_responses_needs_no_server(tmp_path: Path) -> None:
+    down = f"http://127.0.0.1:{free_port()}/mcp"  # nothing listens: the real server is down
+    doc = json.loads(config(down, "http"))
+    doc["contract"]["chaos_matrix"] = [{"name": "calm"}]
+    doc["replays"] = {
+        "sessions": [
+            {
+                "id": "incident-12",
+                "input": "What is AAPL at, and what is the news?",
+                "tool_responses": [
+                    {
+                        "tool": "get_quote",
+                        "status": 503,
+                        "response": "quotes backend down",
+                        "arguments": {"symbol": "AAPL"},
+                    },
+                    {"tool": "quotes.get_news", "response": "AAPL news: earnings beat (replayed)"},
+                ],
+                "contract": "MCP tools",
+            }
+        ]
+    }
+    path = tmp_path / "flakestorm.yaml"
+    path.write_text(json.dumps(doc))
+    proc = subprocess.run(
+        [sys.executable, "-m", "flakestorm", "replay", "run", "-c", str(path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin"},
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = json.loads((tmp_path / "flakestorm-reports" / "results.json").read_text())
+    (cell,) = results["phases"]["replay"]["cells"]
+    assert cell["status"] == "passed"
+    assert output(cell) == (
+        "quote: unavailable (error: quotes backend down); news: AAPL news: earnings beat (replayed)"
+    )
+    tools = sorted((c["tool"], c["upstream_error"]) for c in cell["calls"] if c["target"] == "tool")
+    assert tools == [("quotes.get_news", None), ("quotes.get_quote", None)]
+    # the calls are the recorded ones, by the names and with the arguments the session gave
+    assert not any("arguments of" in note for note in cell["notes"]), cell["notes"]
+    assert not any("tools called" in note and "another order" not in note for note in cell["notes"])
+
+
+def test_a_failed_cell_exports_a_session_that_replays_with_the_server_down(
+    tmp_path: Path,
+) -> None:
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "flakestorm", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            env={"PATH": "/usr/bin:/bin"},
+            timeout=240,
+        )
+
+    with McpServer() as server:
+        doc = json.loads(config(server.url, "http"))
+        doc["contract"]["invariants"].append(
+            {"id": "quotes", "type": "regex", "pattern": r"AAPL trades", "severity": "critical"}
+        )
+        doc["contract"]["chaos_matrix"] = [
+            {"name": "quote-down", "tool_faults": [{"tool": "get_quote", "mode": "error"}]}
+        ]
+        (tmp_path / "flakestorm.yaml").write_text(json.dumps(doc))
+        ran = cli("contract", "run", "-c", "flakestorm.yaml")
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    results = json.loads((tmp_path / "flakestorm-reports" / "results.json").read_text())
+    failed = cells(results)["quotes[quote-down]"]
+    assert failed["status"] == "failed"
+    exported = cli(
+        "replay", "export", "--from-report", "flakestorm-reports/results.json", "-o", "s"
+    )
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    (session,) = sorted((tmp_path / "s").glob("*.yaml"))
+    text = session.read_text()
+    assert "quotes.get_quote" in text and "Service Unavailable" in text
+    # the server is gone: the exported session replays from its recorded MCP results alone
+    doc["proxy"] = {"mcp": {"quotes": f"http://127.0.0.1:{free_port()}/mcp"}}
+    doc["replays"] = {"sessions": [{"file": f"s/{session.name}"}]}
+    (tmp_path / "flakestorm.yaml").write_text(json.dumps(doc))
+    replayed = cli("replay", "run", "-c", "flakestorm.yaml")
+    replay = json.loads((tmp_path / "flakestorm-reports" / "results.json").read_text())
+    (cell,) = replay["phases"]["replay"]["cells"]
+    assert output(cell) == output(failed), replayed.stdout + replayed.stderr
+    assert cell["status"] == "failed"  # the regression reproduces: the quote is still missing

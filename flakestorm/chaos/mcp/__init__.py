@@ -11,6 +11,8 @@ module          what it holds
                 the :class:`McpAnswer` a faulted ``tools/call`` gets
 ``results``     edits of real responses: context attacks on a result's text content
                 (:func:`poisoned`), tools hidden from ``tools/list`` (:func:`without_tools`)
+``replay``      an MCP server played from a replayed session's recording (the real one may
+                be down)
 ``names``       MCP tool names: ``SERVER.TOOL`` as calls are logged, and which faults name
                 which tool
 ==============  ===============================================================================
@@ -34,6 +36,7 @@ from flakestorm.chaos.mcp.protocol import (
     read_request,
     response_message,
 )
+from flakestorm.chaos.mcp.replay import offered, recorded_call, recorded_result, replayed_answer
 from flakestorm.chaos.mcp.results import listed_tools, poisoned, without_tools
 
 __all__ = [
@@ -53,10 +56,14 @@ __all__ = [
     "media_type",
     "message_bytes",
     "messages_of",
+    "offered",
     "poisoned",
     "qualified",
     "read_request",
+    "recorded_call",
+    "recorded_result",
     "removed_tools",
+    "replayed_answer",
     "response_message",
     "short_name",
     "text_result",

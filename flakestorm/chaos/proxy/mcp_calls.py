@@ -10,6 +10,11 @@
   that fault delivered: the agent saw the tool gone);
 - everything else (``initialize``, notifications, pings, the GET stream, ``DELETE``) passes
   through untouched, logged as other traffic.
+
+While a replayed session is active (SPEC §7), the proxy is the server: every request to an MCP
+server is answered from the recording (:mod:`flakestorm.chaos.mcp.replay`), never sent to
+the real one, so a session replays with the server down. A ``tools/call`` with nothing recorded
+for it is a replay miss.
 """
 
 from __future__ import annotations
@@ -27,8 +32,9 @@ from flakestorm.chaos.faults import (
 )
 from flakestorm.chaos.proxy.call import ServedCall
 from flakestorm.chaos.proxy.framing import FramedHandler
-from flakestorm.chaos.proxy.reply import HttpResponse
+from flakestorm.chaos.proxy.reply import HttpResponse, UpstreamFailure
 from flakestorm.chaos.proxy.upstreams.base import UpstreamRequest
+from flakestorm.chaos.recording import Live, Miss
 from flakestorm.config import ToolFaultMode
 
 
@@ -39,6 +45,8 @@ def serve_mcp(
     server = call.mcp
     assert server is not None
     request = mcp.read_request(body) if call.method == "POST" else None
+    if book is not None and book.scenario.replay is not None:
+        return _replayed(call, request, book, server)
     if book is None or request is None:
         return _upstream(handler, call, body)
     if request.method == mcp.TOOLS_LIST:
@@ -120,6 +128,37 @@ def _tools_list(
     call.matched = labels
     call.fired += labels
     return _rebuilt(reply, edited)
+
+
+def _replayed(
+    call: ServedCall, request: mcp.Request | None, book: FaultBook, server: str
+) -> HttpResponse:
+    recording = book.scenario.replay
+    assert recording is not None
+    if request is None:  # the GET stream, DELETE: the replayed server offers neither
+        return HttpResponse(405, [("Allow", "POST")])
+    if not request.is_tool_call:
+        answer = mcp.replayed_answer(request, server, mcp.offered(server, recording.tool_names()))
+        return _json(answer) if answer is not None else HttpResponse(202, [])
+    assert request.tool is not None
+    qualified = mcp.qualified(server, request.tool)
+    call.target, call.tool = Target.TOOL, qualified
+    decision = book.tool_call(qualified, call.upstream_url, call.cell, short=request.tool)
+    call.decided(decision)
+    name = qualified if qualified in recording.tool_names() else request.tool
+    served = recording.tool(name, decision.call_index)
+    if isinstance(served, Live):  # on_miss: live; an MCP call is never sent live in a replay
+        served = Miss(name, decision.call_index, len(dict(recording.tools).get(name, ())))
+    if isinstance(served, Miss):
+        raise UpstreamFailure(502, "replay_miss", str(served))
+    call.upstream_status = served.status
+    reply = _json(mcp.recorded_result(request.id, served))
+    reply.delay_ms = served.latency_ms
+    return reply
+
+
+def _json(message: mcp.Message) -> HttpResponse:
+    return HttpResponse(200, [("Content-Type", mcp.JSON_TYPE)], mcp.message_bytes(message))
 
 
 def _upstream(handler: FramedHandler, call: ServedCall, body: bytes) -> HttpResponse:
