@@ -55,6 +55,8 @@ class McpServer:
             json_response=json_response, stateless_http=stateless
         )
         self._socket = socket.socket()
+        # accepted connections inherit it: no Nagle stall on a reply written in two parts
+        self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._socket.bind(("127.0.0.1", 0))
         self.port = int(self._socket.getsockname()[1])
         config = uvicorn.Config(app, log_level="warning", lifespan="on")
