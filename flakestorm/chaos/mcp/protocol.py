@@ -137,6 +137,35 @@ def messages_of(body: bytes, content_type: str) -> list[Message]:
     return out
 
 
+def keyed(body: bytes) -> bytes:
+    """A request as a cassette matches it: without its ``id`` and ``params._meta``, which
+    change with every client (a body that is not one JSON-RPC object, as it is)."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return body
+    if not isinstance(message, dict):
+        return body
+    message = {k: v for k, v in message.items() if k != "id"}
+    params = message.get("params")
+    if isinstance(params, dict):
+        message["params"] = {k: v for k, v in params.items() if k != "_meta"}
+    return message_bytes(message)
+
+
+def answering(body: bytes, content_type: str, request: bytes) -> bytes:
+    """A recorded response ``body`` (JSON or SSE) made to answer ``request``'s id."""
+    parsed = read_request(request)
+    if parsed is None or parsed.id is None:
+        return body
+    recorded = messages_of(body, content_type)
+    old = next((m["id"] for m in recorded if "id" in m and "method" not in m), None)
+    if old is None:
+        return body
+    edited = edit_response(body, content_type, old, lambda m: {**m, "id": parsed.id})
+    return body if edited is None else edited
+
+
 def _event_data(lines: list[str]) -> str:
     """The ``data`` of one server-sent event, given its lines."""
     return "\n".join(line[5:].lstrip(" ") for line in lines if line.startswith("data:"))
