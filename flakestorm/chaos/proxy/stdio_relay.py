@@ -12,6 +12,9 @@ decision engine, and the run's delivery proof counts the relay's calls. What the
 goes back to the agent as lines; a call the fault drops (``timeout``) gets no answer, as from a
 server that hangs. Notifications and the agent's answers to server requests go straight to the
 server; everything the server sends on its own goes straight to the agent.
+
+The bridge listens on the agent's loopback: the proxy must run on the same host (the
+in-process proxy, or a service beside the agent), not in another container.
 """
 
 from __future__ import annotations
