@@ -221,8 +221,9 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "chaos.llm_faults": "LLM faults of the chaos-only phase.",
     "chaos.context_attacks": "Context attacks of the chaos-only phase (list form or dict form).",
     # faults
-    "tool_faults[].tool": "Name of the tool the fault applies to (a proxy route name or a "
-    "python tool's attribute name).",
+    "tool_faults[].tool": "Name of the tool the fault applies to (a proxy route name, a "
+    "python tool's attribute name, or an MCP tool: `get_quote`, or `SERVER.get_quote` when "
+    "two servers of `proxy.mcp` share the name).",
     "tool_faults[].mode": "What the fault does: see [fault modes](#fault-modes).",
     "tool_faults[].probability": "Chance that a matching call gets the fault, 0–1, decided by "
     "a seeded RNG (reproducible).",
@@ -241,6 +242,8 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "tool_faults[].error_code": "`error`: HTTP status of the error reply (or the "
     "`error_code` of the raised `ToolFaultError`).",
     "tool_faults[].message": "`error`: the error message.",
+    "tool_faults[].as": "`error` on an MCP tool: `result` (default) answers with a tool result "
+    "whose `isError` is true; `jsonrpc` with a JSON-RPC error response.",
     "tool_faults[].payload": "`malicious_response`: the tool result returned instead of the "
     "real one.",
     "tool_faults[].match_url": "Match calls by URL instead of by tool name: a glob when it "
@@ -292,6 +295,11 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "the URL given for `<name>`. For a python agent, its HTTP clients (requests, httpx, "
     "urllib) are routed through an in-process proxy for these URLs, so tool faults act on the "
     "tool's HTTP call.",
+    "proxy.mcp": "MCP servers over streamable HTTP: `/mcp/<name>` on the proxy is forwarded "
+    "to the URL given for `<name>` (and, in forward mode, a request under that URL is that "
+    "server's). A `tools/call` is a call of the MCP tool it names; every other method passes "
+    "through untouched. The value `stdio` names a stdio server relayed by `flakestorm mcp-stdio "
+    "--name <name>` instead. See [docs/mcp.md](mcp.md).",
     "proxy.token": "Shared secret for the proxy's control API (`/_flakestorm/`), when the "
     "proxy requires one.",
     # mutations
@@ -466,6 +474,16 @@ ENUM_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "malformed": "Reply 200 with a body that is not valid JSON.",
         "slow": "Wait `delay_ms`, then pass the real reply through.",
         "malicious_response": "Reply 200 with `payload` as the tool result.",
+        "empty": "Reply 200 with an empty body (MCP: a result with no content; python: "
+        'return `""`).',
+        "tool_removed": "MCP: the tool vanishes from `tools/list` and a call gets `Unknown "
+        "tool` (elsewhere: 404).",
+        "session_expired": "MCP: the server answers 404 for the session, so the client must "
+        "initialize again (elsewhere: 404).",
+    },
+    "McpErrorForm": {
+        "result": "A tool result with `isError: true` and the error text.",
+        "jsonrpc": "A JSON-RPC error response.",
     },
     "LlmFaultMode": {
         "timeout": "Hold the call `delay_ms`, then fail it (python: raise `TimeoutError`).",

@@ -461,7 +461,8 @@ def _agent_up(
                 control.reset()
                 # the config is the one source of truth for the service's routes (SPEC §9)
                 llm_upstream = resolve_cassette(proxy_config.llm_upstream, loaded.base_dir)
-                for warning in control.route(proxy_config.tools, llm_upstream):
+                pushed = proxy_config.tools, llm_upstream, proxy_config.mcp_routes
+                for warning in control.route(*pushed):
                     warnings.append(warning)
                     notice(f"warning: {warning}")
             else:
@@ -472,6 +473,7 @@ def _agent_up(
                     0,
                     llm_upstream=resolve_cassette(proxy_config.llm_upstream, loaded.base_dir),
                     tools=proxy_config.tools,
+                    mcp=proxy_config.mcp_routes,
                     token=proxy_config.token,
                     record=record,
                 )

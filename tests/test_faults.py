@@ -76,6 +76,25 @@ def test_an_attack_that_does_not_fire_by_its_own_probability_is_still_matched() 
     assert decision.attacks == () and decision.matched == (LABEL,) and decision.replaced == ()
 
 
+@pytest.mark.parametrize("mode", ["empty", "tool_removed", "session_expired"])
+def test_the_modes_made_for_mcp_tools_answer_in_place_of_the_tool(mode: str) -> None:
+    decision = book(fault(mode)).tool_call("market_data", "u", "c1")
+    label = f"tool_faults[0] {mode} on market_data"
+    assert decision.tool_fault is not None and decision.attacks == ()
+    assert decision.replaced == ((LABEL, label),)
+
+
+def test_an_mcp_tool_is_matched_by_its_own_name_and_by_its_servers() -> None:
+    bare = book(fault("error", tool="get_quote"))
+    assert bare.tool_call("quotes.get_quote", "u", "c1", short="get_quote").tool_fault is not None
+    assert bare.tool_call("quotes.get_news", "u", "c1", short="get_news").tool_fault is None
+    qualified = book(fault("error", tool="quotes.get_quote"))
+    call = qualified.tool_call("quotes.get_quote", "u", "c1", short="get_quote")
+    assert call.tool_fault is not None
+    other = qualified.tool_call("prices.get_quote", "u", "c1", short="get_quote")
+    assert other.tool_fault is None
+
+
 def test_every_mode_is_covered_above() -> None:
     assert {m.value for m in ToolFaultMode} == {
         "error",
@@ -83,6 +102,9 @@ def test_every_mode_is_covered_above() -> None:
         "malformed",
         "malicious_response",
         "slow",
+        "empty",
+        "tool_removed",
+        "session_expired",
     }
 
 

@@ -46,7 +46,13 @@ def test_a_registry_refuses_a_mode_twice() -> None:
 
 
 def test_field_names_are_every_units_fields() -> None:
-    assert field_names(TOOL_MODES.values()) == {"delay_ms", "message", "error_code", "payload"}
+    assert field_names(TOOL_MODES.values()) == {
+        "delay_ms",
+        "message",
+        "error_code",
+        "payload",
+        "as",
+    }
     assert field_names(LLM_MODES.values()) == {"delay_ms", "max_tokens", "drift_type"}
     assert Fields(("a",), ("b", "c")).names == ("a", "b", "c")
 

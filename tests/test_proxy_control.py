@@ -226,12 +226,17 @@ def test_routes_are_read_and_replaced_over_the_defaults(proxy: ChaosProxy) -> No
     default = proxy.tools["weather"]
     assert requests.get(url, timeout=5).json() == {
         "tools": {"weather": default},
+        "mcp": {},
         "llm_upstream": None,
     }
-    pushed = {"tools": {"weather": "http://127.0.0.1:9/w", "news": "http://127.0.0.1:9/n"}}
+    pushed = {
+        "tools": {"weather": "http://127.0.0.1:9/w", "news": "http://127.0.0.1:9/n"},
+        "mcp": {"quotes": "http://127.0.0.1:9/mcp"},
+    }
     reply = requests.put(url, json={**pushed, "llm_upstream": "mock"}, timeout=5).json()
     assert reply == {
         "tools": pushed["tools"],
+        "mcp": pushed["mcp"],
         "llm_upstream": "mock",
         "conflicts": [
             {

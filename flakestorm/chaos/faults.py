@@ -164,13 +164,16 @@ def draw(seed: int, scenario: str, cell: str, label: str, call_index: int) -> fl
     return call_rng(seed, scenario, cell, label, call_index).random()
 
 
-def tool_matches(fault: ToolFault, tool: str | None, url: str) -> bool:
-    """A tool fault matches a call to its ``tool``, or to a URL matching its ``match_url``
-    (a glob when it has ``*``, else a prefix)."""
+def tool_matches(fault: ToolFault, tool: str | None, url: str, short: str | None = None) -> bool:
+    """A tool fault matches a call to its ``tool`` (or to the ``short`` name the tool also
+    answers to: an MCP tool's own name), or to a URL matching its ``match_url`` (a glob when
+    it has ``*``, else a prefix)."""
     if fault.match_url:
         pattern = fault.match_url
         return fnmatch.fnmatchcase(url, pattern) if "*" in pattern else url.startswith(pattern)
-    return tool is not None and (fault.tool == tool or fault.tool == "*")
+    if tool is None:
+        return False
+    return fault.tool in (tool, "*") or (short is not None and fault.tool == short)
 
 
 def schedule_of(fault: Scheduled) -> Schedule:
@@ -275,13 +278,16 @@ class FaultBook:
                 chosen = (i, fault)
         return chosen, matched, unscheduled
 
-    def tool_call(self, tool: str | None, url: str, cell: str) -> Decision:
-        """Decide a call to ``tool`` (None when only the URL is known) for ``cell``."""
+    def tool_call(
+        self, tool: str | None, url: str, cell: str, short: str | None = None
+    ) -> Decision:
+        """Decide a call to ``tool`` (None when only the URL is known) for ``cell``; an MCP
+        tool (``quotes.get_quote``) is also matched by its ``short`` name (``get_quote``)."""
         call_index = self._next_index(cell, tool_key(tool or url))
         candidates = [
             (i, fault, tool_fault_label(i, fault))
             for i, fault in enumerate(self.scenario.tool_faults)
-            if tool_matches(fault, tool, url)
+            if tool_matches(fault, tool, url, short)
         ]
         chosen, matched, unscheduled = self._first_firing(cell, call_index, candidates)
         replacing = (
@@ -293,7 +299,7 @@ class FaultBook:
         for i, attack in enumerate(self.scenario.context_attacks):
             if attack.type not in TOOL_RESULT_ATTACKS:
                 continue
-            if attack.tool is not None and attack.tool != tool:
+            if attack.tool is not None and attack.tool not in (tool, short):
                 continue
             label = attack_label(i, attack)
             if not self._in_schedule(cell, attack, call_index):

@@ -13,6 +13,13 @@
   on the same call still poison the real result.
 - ``malicious_response``: an HTTP call gets a 200 with ``payload`` (JSON, or text when it is
   a string that does not parse); a python call returns a fresh copy of ``payload``.
+- ``empty``: an HTTP call gets a 200 with an empty body; a python call returns ``""``.
+- ``tool_removed``, ``session_expired``: made for MCP tools (:mod:`flakestorm.chaos.mcp`, whose
+  units say what an MCP client meets); on an HTTP tool a 404, on a python tool a
+  :class:`~flakestorm.errors.ToolFaultError` with 404.
+
+An MCP tool's call is faulted by the unit of the same mode in :data:`flakestorm.chaos.mcp.MCP_MODES`
+(its JSON-RPC answer); the fields, labels and delays are these units'.
 
 A body cannot be forged inside a TLS tunnel: the closest a ``CONNECT`` gets to a malformed or
 malicious answer is a reset once the tunnel is established.
@@ -166,7 +173,7 @@ class TimeoutMode(ToolMode):
 
 
 class ErrorMode(ToolMode):
-    fields = Fields(optional=("error_code", "message"))
+    fields = Fields(optional=("error_code", "message", "as"))
 
     def detail(self, fault: ToolFault) -> str:
         return f"({fault.error_code})"
@@ -232,6 +239,29 @@ class MaliciousResponseMode(ToolMode):
         return PythonPlan(value=payload if payload is not None else DEFAULT_INJECTION)
 
 
+class EmptyMode(ToolMode):
+    def response(self, fault: ToolFault) -> InjectedResponse:
+        return InjectedResponse(200, (_JSON,), b"")
+
+    def plan(self, fault: ToolFault, tool: str) -> PythonPlan:
+        return PythonPlan(value="")
+
+
+class GoneMode(ToolMode):
+    """``tool_removed`` and ``session_expired`` outside MCP: the tool (or its session) is not
+    found."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def response(self, fault: ToolFault) -> InjectedResponse:
+        body = {"error": {"code": 404, "message": fault.message or self.what}}
+        return InjectedResponse(404, (_JSON,), _json_bytes(body))
+
+    def plan(self, fault: ToolFault, tool: str) -> PythonPlan:
+        return PythonPlan(error=ToolFaultError(404, fault.message or f"{tool}: {self.what}"))
+
+
 TOOL_MODES: Mapping[ToolFaultMode, ToolMode] = registry(
     [
         (ToolFaultMode.TIMEOUT, TimeoutMode()),
@@ -239,6 +269,9 @@ TOOL_MODES: Mapping[ToolFaultMode, ToolMode] = registry(
         (ToolFaultMode.MALFORMED, MalformedMode()),
         (ToolFaultMode.SLOW, SlowMode()),
         (ToolFaultMode.MALICIOUS_RESPONSE, MaliciousResponseMode()),
+        (ToolFaultMode.EMPTY, EmptyMode()),
+        (ToolFaultMode.TOOL_REMOVED, GoneMode("unknown tool")),
+        (ToolFaultMode.SESSION_EXPIRED, GoneMode("session not found")),
     ]
 )
 """Every tool fault mode's unit."""

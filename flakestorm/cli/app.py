@@ -166,6 +166,7 @@ class FlakestormGroup(LazyGroup):
             "Merge the shards' results.json (files, or directories searched for them) into the "
             "run's verdict: every report in OUTPUT, and the gate's exit code.",
         ),
+        "mcp-stdio": ("mcp_stdio", "Relay a stdio MCP server, with the run's faults on its tools."),
         "mutations": ("mutations", "The mutation phase's mutations."),
         "proxy": ("proxy", "Run the chaos proxy until Ctrl-C (SIGINT) or SIGTERM."),
         "replay": (

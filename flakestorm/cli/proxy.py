@@ -28,6 +28,13 @@ from flakestorm.cli.app import load, main
     help="A tool route /tools/NAME/... -> URL (repeatable; adds to the config's).",
 )
 @click.option(
+    "--mcp",
+    "mcp_routes",
+    multiple=True,
+    metavar="NAME=URL",
+    help="An MCP server (streamable HTTP) /mcp/NAME -> URL (repeatable; adds to the config's).",
+)
+@click.option(
     "--record",
     type=click.Path(dir_okay=False, path_type=Path),
     help="Record real upstream exchanges to this cassette file.",
@@ -37,20 +44,22 @@ from flakestorm.cli.app import load, main
     "--config",
     "config_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Take llm_upstream, tools and token from this config's `proxy` section.",
+    help="Take llm_upstream, tools, mcp and token from this config's `proxy` section.",
 )
 def proxy(
     host: str,
     port: int,
     llm_upstream: str | None,
     tool_routes: tuple[str, ...],
+    mcp_routes: tuple[str, ...],
     record: Path | None,
     config_path: Path | None,
 ) -> None:
     """Run the chaos proxy until Ctrl-C (SIGINT) or SIGTERM.
 
     Point the agent's OPENAI_BASE_URL at <url>/llm/openai/v1, ANTHROPIC_BASE_URL at
-    <url>/llm/anthropic, tools at <url>/tools/NAME, and HTTP_PROXY/HTTPS_PROXY at <url>.
+    <url>/llm/anthropic, tools at <url>/tools/NAME, MCP clients at <url>/mcp/NAME, and
+    HTTP_PROXY/HTTPS_PROXY at <url>.
     Control calls (under /_flakestorm/) need `Authorization: Bearer $FLAKESTORM_PROXY_TOKEN`
     when that variable (or proxy.token) is set.
     """
@@ -64,19 +73,24 @@ def proxy(
 
     token = os.environ.get("FLAKESTORM_PROXY_TOKEN") or None
     tools: dict[str, str] = {}
+    servers: dict[str, str] = {}
     if config_path is not None:
         loaded = load(config_path)
         section = loaded.config.proxy
         if section is not None:
             tools.update(section.tools)
+            servers.update(section.mcp_routes)
             token = token or section.token
             upstream = section.llm_upstream
             llm_upstream = llm_upstream or resolve_cassette(upstream, loaded.base_dir)
     tools.update(parse_tools(tool_routes, "--tool"))
-    chaos = ChaosProxy(host, port, llm_upstream, tools, token=token, record=record)
+    servers.update(parse_tools(mcp_routes, "--mcp"))
+    chaos = ChaosProxy(host, port, llm_upstream, tools, token=token, mcp=servers, record=record)
     stop = threading.Event()
     with stopping_on_signals(stop), chaos:
         routes = ", ".join(sorted(tools)) or "none"
+        if servers:
+            routes += f"; mcp: {', '.join(sorted(servers))}"
         llm = without_userinfo(llm_upstream) if llm_upstream else "provider APIs"
         click.echo(f"flakestorm proxy listening on {chaos.url} (llm: {llm}; tools: {routes})")
         while not stop.wait(0.5):

@@ -13,6 +13,7 @@ from flakestorm.config.vocabulary import (
     DriftType,
     InvariantType,
     LlmFaultMode,
+    McpErrorForm,
     PiiKind,
     PoisonStrategy,
     RefusalExpect,
@@ -142,6 +143,9 @@ class ToolFault(FaultTrigger):
     message: str | None = None
     payload: str | dict[str, Any] | list[Any] | None = None
     match_url: str | None = None
+    as_: McpErrorForm | None = Field(default=None, alias="as")
+    """``error`` on an MCP tool: ``jsonrpc`` answers with a JSON-RPC error instead of an
+    ``isError`` result."""
 
 
 class LlmFault(FaultTrigger):
@@ -231,9 +235,21 @@ class Chaos(Faults):
 
 # --------------------------------------------------------------------------- proxy
 
+STDIO_SERVER = "stdio"
+"""The ``proxy.mcp`` value of a stdio MCP server (reached through ``flakestorm mcp-stdio``)."""
+
 
 class Proxy(Model):
     url: str | None = None
     llm_upstream: str | None = None
     tools: dict[str, str] = {}
+    mcp: dict[str, str] = {}
+    """MCP servers by name: ``<proxy>/mcp/NAME`` -> URL (streamable HTTP), or ``stdio``: a stdio
+    server relayed by ``flakestorm mcp-stdio --name NAME`` (SPEC §11)."""
+
+    @property
+    def mcp_routes(self) -> dict[str, str]:
+        """The MCP servers the proxy routes to (streamable HTTP): not the stdio ones."""
+        return {name: url for name, url in self.mcp.items() if url != STDIO_SERVER}
+
     token: str | None = None

@@ -118,6 +118,23 @@ class ToolFaultMode(str, enum.Enum):
     MALFORMED = "malformed"
     SLOW = "slow"
     MALICIOUS_RESPONSE = "malicious_response"
+    EMPTY = "empty"
+    TOOL_REMOVED = "tool_removed"
+    SESSION_EXPIRED = "session_expired"
+
+    @property
+    def mcp_only(self) -> bool:
+        """Whether the mode means something only on an MCP tool (SPEC §11)."""
+        return self in (ToolFaultMode.TOOL_REMOVED, ToolFaultMode.SESSION_EXPIRED)
+
+
+class McpErrorForm(str, enum.Enum):
+    """How an ``error`` fault on an MCP tool answers (SPEC §11)."""
+
+    RESULT = "result"
+    """A tool result with ``isError: true`` and the error text."""
+    JSONRPC = "jsonrpc"
+    """A JSON-RPC error response."""
 
 
 class LlmFaultMode(str, enum.Enum):

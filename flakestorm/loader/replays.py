@@ -10,7 +10,8 @@ contract file, or the config's contract by default; the config's top-level invar
 - the contract resolves;
 - every recorded tool is one the agent can call through flakestorm: for a python agent, an
   ``agent.tools`` or ``proxy.tools`` name (unless a ``tool_registry`` names them at run time);
-  for an http agent with ``proxy.tools``, one of those;
+  for an http agent with ``proxy.tools`` (and no ``proxy.mcp``, whose tools are known only at
+  run time), one of those;
 - a python agent has something to serve recorded replies through (``agent.tools`` /
   ``agent.tool_registry`` / ``proxy.tools``, ``agent.llm``);
 
@@ -278,6 +279,8 @@ class _Checker:
             known = sorted(self.config.proxy.tools) if self.config.proxy else []
             if not known:
                 return out  # the agent calls <proxy>/tools/NAME itself: any name routes
+            if self.config.proxy is not None and self.config.proxy.mcp:
+                return out  # an MCP server's tools are known only at run time
         for j, response in enumerate(session.tool_responses):
             if response.tool in known:
                 continue

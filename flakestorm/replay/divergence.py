@@ -21,7 +21,7 @@ def divergence(recorded: Sequence[ToolResponse], calls: Sequence[CallRecord]) ->
     """One line per difference between the recorded tool calls and the ones in ``calls``."""
     then = [r.tool for r in recorded]
     made = [c for c in calls if c.target == "tool"]
-    now = [c.tool or c.url for c in made]
+    now = [_named(c, set(then)) for c in made]
     out = []
     if then != now:
         out.append(f"tools called: recorded {_sequence(then)}; now {_sequence(now)}")
@@ -31,14 +31,13 @@ def divergence(recorded: Sequence[ToolResponse], calls: Sequence[CallRecord]) ->
     by_tool: dict[str, list[ToolResponse]] = {}
     for response in recorded:
         by_tool.setdefault(response.tool, []).append(response)
-    for call in made:
-        name = call.tool or call.url
+    for call, name in zip(made, now, strict=True):
         n = seen.get(name, 0)
         seen[name] = n + 1
         responses = by_tool.get(name, [])
         if n >= len(responses) or responses[n].arguments is None or call.request is None:
             continue
-        before, after = _canonical(responses[n].arguments), _canonical(call.request)
+        before, after = _canonical(responses[n].arguments), _canonical(_arguments(call.request))
         if before != after:
             out.append(
                 f"arguments of the {ordinal(n + 1)} call to {name}: recorded "
@@ -47,6 +46,29 @@ def divergence(recorded: Sequence[ToolResponse], calls: Sequence[CallRecord]) ->
     if len(out) > MAX_LINES:
         out = [*out[:MAX_LINES], f"… and {len(out) - MAX_LINES} more differences"]
     return out
+
+
+def _named(call: CallRecord, recorded: set[str]) -> str:
+    """The call's tool as the session names it: an MCP tool (``quotes.get_quote``) by its own
+    name (``get_quote``) when the session recorded it so."""
+    name = call.tool or call.url
+    if name not in recorded and "." in name and name.partition(".")[2] in recorded:
+        return name.partition(".")[2]
+    return name
+
+
+def _arguments(request: str) -> str:
+    """What a call sent: an MCP ``tools/call``'s ``arguments``, else the request as it is."""
+    try:
+        message = json.loads(request)
+    except ValueError:
+        return request
+    if not isinstance(message, dict) or message.get("method") != "tools/call":
+        return request
+    params = message.get("params")
+    if isinstance(params, dict) and "arguments" in params:
+        return json.dumps(params["arguments"])
+    return request
 
 
 def _sequence(names: Sequence[str]) -> str:

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from flakestorm.chaos import mcp
 from flakestorm.chaos.interactions import BODY_CHARS, RUN_BODY_CHARS, was_cut
 from flakestorm.chaos.recording import ordinal
 from flakestorm.config import LlmReply, Session, ToolResponse, Verify
@@ -217,8 +218,9 @@ def _responses(
 ) -> tuple[list[ToolResponse], list[LlmReply]]:
     """The tool responses and LLM replies ``calls`` got, for a session; a note when a body
     was cut or dropped by the bounds, or an LLM reply was not kept whole."""
-    tools = [_tool_response(c) for c in calls if c.target == "tool"]
-    notes += _bounded(c for c in calls if c.target == "tool")
+    tool_calls = [c for c in calls if c.target == "tool" and not _mcp_listing(c)]
+    tools = [_tool_response(c) for c in tool_calls]
+    notes += _bounded(tool_calls)
     llm_calls = [c for c in calls if c.target == "llm"]
     replies = [_llm_reply(c) for c in llm_calls]
     if llm_calls and any(r is None for r in replies):
@@ -276,7 +278,23 @@ def _bounded(calls: Iterable[CallRecord]) -> list[str]:
     return notes
 
 
+def _mcp_listing(call: CallRecord) -> bool:
+    """A ``tools/list`` of an MCP server a ``tool_removed`` fault edited: proof, not a call."""
+    return (call.tool or "").endswith(f".{mcp.TOOLS_LIST}")
+
+
 def _tool_response(call: CallRecord) -> ToolResponse:
+    recorded = mcp.recorded_call(call.request, call.response)
+    if recorded is not None:  # an MCP tool: its result, as the replayed server serves it
+        status, value, arguments = recorded
+        return ToolResponse(
+            tool=call.tool or call.url,
+            status=status,
+            response=value,
+            latency_ms=round(call.latency_ms),
+            arguments=arguments,
+            fault=_faulted(call, "tool_faults["),
+        )
     status = call.status if call.status is not None else DROPPED_STATUS
     return ToolResponse(
         tool=call.tool or call.url,

@@ -33,6 +33,7 @@ from flakestorm.semantics.invariants import (
     check_phase_when,
     check_unique_ids,
 )
+from flakestorm.semantics.mcp import check_mcp
 from flakestorm.semantics.mutations import check_mutations
 from flakestorm.semantics.parts import Parts
 from flakestorm.semantics.scope import Findings, Locate, Scope
@@ -82,6 +83,7 @@ register(Check("tool delivery", ("agent", "proxy"), check_tool_delivery))
 register(Check("golden prompts", ("golden_prompts",), check_golden_prompts))
 register(Check("mutations", ("mutations", "agent"), check_mutations))
 register(Check("proxy", ("proxy",), check_proxy))
+register(Check("mcp", ("agent", "proxy"), check_mcp))
 register(Check("scoring", ("scoring",), check_scoring))
 register(Check("advanced", ("advanced",), check_advanced))
 register(Check("contract when", ("contract.chaos_matrix[*]",), check_contract_when))

@@ -48,9 +48,10 @@ class Scope:
 def fields_set(model: Any) -> set[str]:
     """The fields explicitly given a non-null value, by their YAML names."""
     out = set()
+    fields = type(model).model_fields
     for name in model.model_fields_set:
         if getattr(model, name) is not None:
-            out.add("schema" if name == "json_schema" else name)
+            out.add(fields[name].alias or name)
     return out
 
 

@@ -51,15 +51,21 @@ def check_proxy(scope: Scope) -> None:
             f"{upstream!r} is not valid (expected an http(s) URL, 'mock' or 'cassette:PATH')",
         )
     for name, url in proxy.tools.items():
-        if not _PATH_SEGMENT.match(name) or name.startswith("_flakestorm"):
-            scope.error(
-                ("proxy", "tools", name),
-                f"tool name {name!r} cannot be a URL path segment (use letters, digits, "
-                "'.', '_', '~', '-'; not starting with '_flakestorm')",
-                key=True,
-            )
+        problem = path_segment_problem(name, "tool name")
+        if problem:
+            scope.error(("proxy", "tools", name), problem, key=True)
         if not URL.match(url):
             scope.error(("proxy", "tools", name), f"{url!r} is not an http(s) URL")
+
+
+def path_segment_problem(name: str, what: str) -> str:
+    """Why ``name`` (a route's name) cannot be a URL path segment; "" when it can."""
+    if not _PATH_SEGMENT.match(name) or name.startswith("_flakestorm"):
+        return (
+            f"{what} {name!r} cannot be a URL path segment (use letters, digits, "
+            "'.', '_', '~', '-'; not starting with '_flakestorm')"
+        )
+    return ""
 
 
 def check_scoring(scope: Scope) -> None:

@@ -5,6 +5,7 @@ One threaded HTTP/1.1 server. Routes (the data routes never use the ``/_flakesto
     /llm/openai/v1/...       -> llm_upstream + /v1/...   (default https://api.openai.com)
     /llm/anthropic/v1/...    -> llm_upstream + /v1/...   (default https://api.anthropic.com)
     /tools/NAME/REST?QUERY   -> tools[NAME] + /REST?QUERY (unknown NAME: 404 naming the tools)
+    /mcp/NAME/REST?QUERY     -> mcp[NAME] + /REST?QUERY   (an MCP server, streamable HTTP)
     GET http://host/path     forward-proxy mode (HTTP_PROXY): forwarded to that URL
     CONNECT host:port        HTTPS tunnel (HTTPS_PROXY): bytes relayed as they are
     /_flakestorm/...         the control API
@@ -23,6 +24,9 @@ control client does not load the server):
 - ``framing``: HTTP/1.1 framing, the threaded server, hop-by-hop headers;
 - ``routes``: which call a request is, and its cell (attribution, stragglers);
 - ``injection``: a data call served with its faults;
+- ``mcp_calls``: a request to an MCP server, read and faulted with :mod:`flakestorm.chaos.mcp`;
+- ``stdio_relay``: ``flakestorm mcp-stdio``, a stdio MCP server's requests sent through the
+  proxy;
 - ``tunnel``: ``CONNECT`` tunnels;
 - ``control``: the control API, the proxy's end (:func:`~.control.answer`) and the runner's
   (:class:`~.control.ProxyControl`);

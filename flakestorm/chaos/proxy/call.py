@@ -29,6 +29,9 @@ class ServedCall:
     provider: llm.Provider | None = None
     local: bool = False
     """Sent to the proxy's own LLM upstream (``mock``, ``cassette:PATH``), not to a URL."""
+    mcp: str | None = None
+    """The MCP server (its ``proxy.mcp`` name) the request goes to: its JSON-RPC traffic is
+    read by :mod:`~flakestorm.chaos.proxy.mcp_calls`; a ``tools/call`` becomes a tool call."""
     scenario: str = ""
     cell: str = UNATTRIBUTED
     attribution: str = ""
@@ -110,10 +113,14 @@ class ServedCall:
 
     @property
     def cassette_target(self) -> str:
-        """``llm`` for every call of an LLM API (generation or not), else ``tool:NAME``."""
+        """``llm`` for every call of an LLM API (generation or not), ``mcp:SERVER`` for all
+        traffic of an MCP server, else ``tool:NAME``."""
+        if self.mcp is not None:
+            return f"mcp:{self.mcp}"
         return "llm" if self.provider is not None else f"tool:{self.tool}"
 
     @property
     def recorded(self) -> bool:
-        """Whether the exchange goes to a cassette: LLM API and tool calls, not other traffic."""
-        return self.target is Target.TOOL or self.provider is not None
+        """Whether the exchange goes to a cassette: LLM API, tool and MCP server calls, not
+        other traffic."""
+        return self.target is Target.TOOL or self.provider is not None or self.mcp is not None

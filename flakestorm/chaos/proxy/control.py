@@ -26,10 +26,11 @@ TOKEN``, else 401)::
                                                  "declared": [fault labels]}
     DELETE /_flakestorm/scenario                 pass-through (no faults) -> {"scenario": null}
     POST   /_flakestorm/reset                    clear interactions and fault counters
-    GET    /_flakestorm/routes                   {"tools": {NAME: URL}, "llm_upstream"}: the
-                                                 routes in use
-    PUT    /_flakestorm/routes                   a run's routes, {"tools", "llm_upstream"} (its
-                                                 config's proxy section), over the proxy's
+    GET    /_flakestorm/routes                   {"tools", "mcp": {NAME: URL}, "llm_upstream"}:
+                                                 the routes in use
+    PUT    /_flakestorm/routes                   a run's routes, {"tools", "mcp",
+                                                 "llm_upstream"} (its config's proxy section),
+                                                 over the proxy's
                                                  defaults -> the routes in use and
                                                  "conflicts": [{"route", "default", "config",
                                                  "origin"}]
@@ -240,7 +241,7 @@ def _reset(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> HttpRes
 
 
 def _routes_document(proxy: ChaosProxy) -> dict[str, Any]:
-    return {"tools": dict(proxy.tools), "llm_upstream": proxy.llm_upstream}
+    return {"tools": dict(proxy.tools), "mcp": dict(proxy.mcp), "llm_upstream": proxy.llm_upstream}
 
 
 def _get_routes(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> HttpResponse:
@@ -257,14 +258,18 @@ def _put_routes(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> Ht
             400, "invalid_routes", f"routes: expected a JSON object, got {_kind(doc)}"
         )
     tools, llm_upstream = doc.get("tools") or {}, doc.get("llm_upstream")
-    if not isinstance(tools, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in tools.items()
-    ):
-        return error_reply(400, "invalid_routes", "routes: tools: expected {NAME: URL} strings")
+    mcp = doc.get("mcp") or {}
+    for key, routes in (("tools", tools), ("mcp", mcp)):
+        if not isinstance(routes, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in routes.items()
+        ):
+            return error_reply(
+                400, "invalid_routes", f"routes: {key}: expected {{NAME: URL}} strings"
+            )
     if llm_upstream is not None and not isinstance(llm_upstream, str):
         return error_reply(400, "invalid_routes", "routes: llm_upstream: expected a string")
     try:
-        conflicts = proxy.route(tools, llm_upstream)
+        conflicts = proxy.route(tools, llm_upstream, mcp)
     except UsageError as exc:
         return error_reply(400, "invalid_routes", str(exc))
     return json_reply(
@@ -364,11 +369,17 @@ class ProxyControl:
         """Clear the proxy's interactions and fault counters."""
         self._call("POST", "/reset")
 
-    def route(self, tools: Mapping[str, str], llm_upstream: str | None) -> list[str]:
-        """Push a run's routes (its config's ``proxy.tools`` and ``llm_upstream``) to the proxy,
-        over the defaults it was started with; return a warning for each default they override.
-        A route the proxy cannot use is a :class:`UsageError` naming it."""
-        body = {"tools": dict(tools), "llm_upstream": llm_upstream}
+    def route(
+        self,
+        tools: Mapping[str, str],
+        llm_upstream: str | None,
+        mcp: Mapping[str, str] | None = None,
+    ) -> list[str]:
+        """Push a run's routes (its config's ``proxy.tools``, ``proxy.mcp`` and
+        ``llm_upstream``) to the proxy, over the defaults it was started with; return a warning
+        for each default they override. A route the proxy cannot use is a :class:`UsageError`
+        naming it."""
+        body = {"tools": dict(tools), "mcp": dict(mcp or {}), "llm_upstream": llm_upstream}
         try:
             reply = self._call("PUT", "/routes", body)
         except _Refused as exc:

@@ -28,6 +28,7 @@ from flakestorm.chaos.faults import (
 from flakestorm.chaos.llm.modes import LLM_MODES
 from flakestorm.chaos.proxy.call import ServedCall
 from flakestorm.chaos.proxy.framing import FramedHandler
+from flakestorm.chaos.proxy.mcp_calls import serve_mcp
 from flakestorm.chaos.proxy.reply import HttpResponse, from_llm, from_tool
 from flakestorm.chaos.proxy.routes import attribute
 from flakestorm.chaos.proxy.upstreams.base import UpstreamRequest
@@ -45,6 +46,8 @@ UNPLACED = (
 def serve(handler: FramedHandler, call: ServedCall, body: bytes) -> HttpResponse:
     """The reply to ``call`` (attributed here) with its faults applied."""
     book = attribute(call, handler.proxy.book, handler.headers)
+    if call.mcp is not None:
+        return serve_mcp(handler, call, body, book)
     if book is None or call.target is Target.OTHER:
         return _upstream(handler, call, body)
     if call.target is Target.TOOL:

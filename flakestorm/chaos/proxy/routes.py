@@ -5,6 +5,7 @@ Routes (the data routes never use the ``/_flakestorm/`` prefix)::
     /llm/openai/v1/...       -> llm_upstream + /v1/...   (default https://api.openai.com)
     /llm/anthropic/v1/...    -> llm_upstream + /v1/...   (default https://api.anthropic.com)
     /tools/NAME/REST?QUERY   -> tools[NAME] + /REST?QUERY (unknown NAME: 404 naming the tools)
+    /mcp/NAME/REST?QUERY     -> mcp[NAME] + /REST?QUERY   (an MCP server, streamable HTTP)
     GET http://host/path     forward-proxy mode (HTTP_PROXY): forwarded to that URL
 
 What is a call of what:
@@ -14,6 +15,11 @@ What is a call of what:
   and served from a cassette like LLM calls (cassette target ``llm``).
 - ``/tools/NAME/...``: a call of tool ``NAME`` (while a replayed session is active, also a
   ``NAME`` with no route: the recording answers it, logged as ``replay:/REST``).
+- ``/mcp/NAME/...``, and in forward mode a URL under ``mcp[NAME]``: MCP traffic of server
+  ``NAME``, whose JSON-RPC :mod:`~flakestorm.chaos.proxy.mcp_calls` reads (a ``tools/call`` is
+  a call of tool ``NAME.TOOL``; everything else passes through untouched).
+- forward mode with an ``X-Flakestorm-Mcp: NAME`` header (:data:`MCP_HEADER`): MCP traffic of
+  server ``NAME`` at that URL, as the stdio relay sends it.
 - forward mode: a call of tool ``NAME`` when the URL starts with ``tools[NAME]``, or when it
   matches the ``match_url`` of a tool fault (then the tool is that fault's ``tool``); else an LLM
   call when the path ends with ``/chat/completions``, ``/completions``, ``/responses`` or
@@ -54,9 +60,22 @@ DEFAULT_LLM_UPSTREAMS = {
 """Where LLM calls go when ``llm_upstream`` is not set: each provider's public API."""
 
 
-def route(proxy: ChaosProxy, method: str, path: str) -> ServedCall | HttpResponse:
-    """The call a data request is, or the 404 it gets."""
+MCP_HEADER = "X-Flakestorm-Mcp"
+"""Marks a forward-mode request as MCP traffic of the server it names: how the stdio relay
+(:mod:`~flakestorm.chaos.proxy.stdio_relay`) sends a stdio server's calls through the proxy."""
+
+
+def route(
+    proxy: ChaosProxy, method: str, path: str, mcp_server: str | None = None
+) -> ServedCall | HttpResponse:
+    """The call a data request is, or the 404 it gets (``mcp_server``: the request's
+    :data:`MCP_HEADER`)."""
     if path.startswith(("http://", "https://")):
+        if mcp_server:
+            parts = urlsplit(path)
+            return ServedCall(
+                Target.OTHER, method, path, parts.path, parts.query, mcp=unquote(mcp_server)
+            )
         return _route_forward(proxy, method, path)
     rel, _, query = path.partition("?")
     for provider in llm.Provider:
@@ -64,6 +83,8 @@ def route(proxy: ChaosProxy, method: str, path: str) -> ServedCall | HttpRespons
         if rel == prefix or rel.startswith(prefix + "/"):
             rest = rel[len(prefix) :]
             return _llm_call(proxy, provider, rest, query, method)
+    if rel.startswith("/mcp/"):
+        return _mcp_call(proxy, method, rel, query)
     if rel.startswith("/tools/"):
         name, slash, rest = rel[len("/tools/") :].partition("/")
         name = unquote(name)
@@ -86,8 +107,24 @@ def route(proxy: ChaosProxy, method: str, path: str) -> ServedCall | HttpRespons
         404,
         "not_found",
         f"no route for {rel}: use /llm/openai/v1/..., /llm/anthropic/v1/..., "
-        "/tools/NAME/..., or this proxy as HTTP_PROXY",
+        "/tools/NAME/..., /mcp/NAME, or this proxy as HTTP_PROXY",
     )
+
+
+def _mcp_call(proxy: ChaosProxy, method: str, rel: str, query: str) -> ServedCall | HttpResponse:
+    quoted, slash, rest = rel[len("/mcp/") :].partition("/")
+    name = unquote(quoted)
+    if name not in proxy.mcp:
+        configured = ", ".join(sorted(proxy.mcp)) or "none"
+        return error_reply(
+            404,
+            "unknown_mcp_server",
+            f"no MCP server {name!r} is configured on this proxy (configured: {configured}); "
+            "add it under proxy.mcp or with --mcp NAME=URL",
+        )
+    rest = slash + rest
+    upstream = _joined(proxy.mcp[name], rest) + (f"?{query}" if query else "")
+    return ServedCall(Target.OTHER, method, upstream, rest, query, mcp=name)
 
 
 def _llm_call(
@@ -104,6 +141,9 @@ def _llm_call(
 
 def _route_forward(proxy: ChaosProxy, method: str, url: str) -> ServedCall:
     parts = urlsplit(url)
+    for server, root in proxy.mcp.items():
+        if is_under(url, root):
+            return ServedCall(Target.OTHER, method, url, parts.path, parts.query, mcp=server)
     tool = tool_for_url(proxy, url)
     if tool is not None:
         base = proxy.tools.get(tool)

@@ -29,7 +29,7 @@ from flakestorm.chaos.proxy.control import MAX_BODY_BYTES, answer, is_control_pa
 from flakestorm.chaos.proxy.framing import FramedHandler, ThreadedServer
 from flakestorm.chaos.proxy.injection import serve
 from flakestorm.chaos.proxy.reply import ClientFailure, HttpResponse, UpstreamFailure, error_reply
-from flakestorm.chaos.proxy.routes import check_url, route
+from flakestorm.chaos.proxy.routes import MCP_HEADER, check_url, route
 from flakestorm.chaos.proxy.tunnel import Tunnel
 from flakestorm.chaos.proxy.upstreams.base import Rewindable, Upstream
 from flakestorm.chaos.proxy.upstreams.cassette import (
@@ -87,6 +87,7 @@ class ChaosProxy:
         token: str | None = None,
         log: InteractionLog | None = None,
         *,
+        mcp: Mapping[str, str] | None = None,
         record: str | Path | None = None,
         upstream_timeout_s: float = 120.0,
         connect_timeout_s: float = 10.0,
@@ -96,6 +97,9 @@ class ChaosProxy:
         self.tools = {
             name: check_url(url, f"proxy.tools.{name}") for name, url in (tools or {}).items()
         }
+        self.mcp = {name: check_url(url, f"proxy.mcp.{name}") for name, url in (mcp or {}).items()}
+        """The MCP servers (streamable HTTP) by name: ``/mcp/NAME`` routes (SPEC §11)."""
+        self.default_mcp = dict(self.mcp)
         self.default_tools = dict(self.tools)
         """The routes the proxy was started with (``--tool``, ``FLAKESTORM_TOOLS``): the
         defaults that :meth:`route` layers a run's routes over."""
@@ -230,12 +234,18 @@ class ChaosProxy:
 
     # -- routes
 
-    def route(self, tools: Mapping[str, str], llm_upstream: str | None) -> list[RouteConflict]:
-        """Take a run's routes (its config's ``proxy.tools`` and ``llm_upstream``, pushed over
-        the control API) over the proxy's defaults, replacing the previous run's; return where
-        they override a default with another value. Raises :class:`UsageError` (nothing
-        changed) for a route the proxy cannot use."""
+    def route(
+        self,
+        tools: Mapping[str, str],
+        llm_upstream: str | None,
+        mcp: Mapping[str, str] | None = None,
+    ) -> list[RouteConflict]:
+        """Take a run's routes (its config's ``proxy.tools``, ``proxy.mcp`` and
+        ``llm_upstream``, pushed over the control API) over the proxy's defaults, replacing the
+        previous run's; return where they override a default with another value. Raises
+        :class:`UsageError` (nothing changed) for a route the proxy cannot use."""
         checked = {name: check_url(url, f"proxy.tools.{name}") for name, url in tools.items()}
+        servers = {name: check_url(url, f"proxy.mcp.{name}") for name, url in (mcp or {}).items()}
         setting = llm_upstream or self.default_llm_upstream
         source, build = local_upstream(setting)
         conflicts = [
@@ -243,11 +253,17 @@ class ChaosProxy:
             for name, url in checked.items()
             if name in self.default_tools and self.default_tools[name] != url
         ]
+        conflicts += [
+            RouteConflict(f"proxy.mcp.{name}", self.default_mcp[name], url, TOOLS_ORIGIN)
+            for name, url in servers.items()
+            if name in self.default_mcp and self.default_mcp[name] != url
+        ]
         default = self.default_llm_upstream
         if llm_upstream and default is not None and default != llm_upstream:
             conflicts.append(RouteConflict("proxy.llm_upstream", default, llm_upstream, LLM_ORIGIN))
         with self._lock:
             self.tools = self.default_tools | checked
+            self.mcp = self.default_mcp | servers
             if setting != self.llm_upstream:
                 self.llm_upstream, self.llm_source = setting, source
                 self.upstream = self._replaying(build)
@@ -329,7 +345,7 @@ class _Handler(FramedHandler):
         started = time.perf_counter()
         seq = proxy.log.next_seq()
         body = self.read_body(proxy.max_request_bytes)
-        call = route(proxy, self.command, self.path)
+        call = route(proxy, self.command, self.path, self.headers.get(MCP_HEADER))
         if isinstance(call, HttpResponse):
             self.write(call, head=self.command == "HEAD")
             return

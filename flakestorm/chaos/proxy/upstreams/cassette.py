@@ -27,6 +27,10 @@ Matching. An exchange is found by a hash of the normalised request:
   identifiers that do not change the answer (in a tool request they are kept: there ``user``
   is often what is asked about); ``stream`` and ``stream_options`` are kept, because they
   change the reply's shape. Other bodies are taken byte for byte;
+- an MCP server's request (target ``mcp:SERVER``, SPEC §11) is matched without its JSON-RPC
+  ``id`` and ``params._meta`` (they change with every client), and its recorded response is
+  served answering the request's own ``id``; its GET stream is neither recorded nor served
+  (405);
 - headers are excluded (they carry keys, dates and request ids).
 
 Request headers are never written to the file; the values of credential-like query parameters
@@ -55,6 +59,7 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import parse_qsl, urlencode
 
+from flakestorm.chaos import mcp
 from flakestorm.chaos.proxy.reply import HttpResponse, UpstreamFailure
 from flakestorm.chaos.proxy.upstreams.base import Upstream, UpstreamRequest
 from flakestorm.errors import UsageError
@@ -74,6 +79,8 @@ def resolve_cassette(upstream: str | None, base_dir: Path) -> str | None:
     return upstream if path.is_absolute() else f"{CASSETTE_PREFIX}{base_dir / path}"
 
 
+MCP_TARGET = "mcp:"
+"""How an MCP server's exchanges are keyed: ``mcp:SERVER``."""
 FORMAT_VERSION = 1
 VOLATILE_FIELDS = frozenset({"user", "metadata"})
 """Top-level JSON body fields ignored when matching a request."""
@@ -110,7 +117,7 @@ class RequestKey:
     """The parts of a request that identify it in a cassette."""
 
     target: str
-    """``llm`` or ``tool:NAME``."""
+    """``llm``, ``tool:NAME`` or ``mcp:SERVER``."""
     method: str
     path: str
     query: str
@@ -121,7 +128,10 @@ class RequestKey:
         h = hashlib.sha256()
         for part in (self.target, self.method.upper(), self.path, _sorted_query(self.query)):
             h.update(part.encode("utf-8") + b"\x00")
-        h.update(_canonical_body(self.body, volatile=self.target == "llm"))
+        if self.target.startswith(MCP_TARGET):
+            h.update(_canonical_body(mcp.keyed(self.body), volatile=False))
+        else:
+            h.update(_canonical_body(self.body, volatile=self.target == "llm"))
         return h.hexdigest()
 
     def describe(self) -> dict[str, str]:
@@ -377,6 +387,8 @@ class CassetteReplay:
         cassette = self.cassette
         if not call.local and not cassette.has_target(call.cassette_target):
             return self.network.send(request)
+        if call.mcp is not None and call.method == "GET":
+            return HttpResponse(405, [("Allow", "POST")])  # no server stream to replay
         key = request_key(request)
         exchange = cassette.lookup(key)
         if exchange is None:
@@ -388,6 +400,13 @@ class CassetteReplay:
                 request=key.describe(),
             )
         call.upstream_status = exchange.status
+        if call.mcp is not None:  # the recorded response, answering this request's id
+            body = exchange.body if exchange.chunks is None else b"".join(exchange.chunks)
+            headers = [(k, v) for k, v in exchange.headers if k.lower() != "content-length"]
+            content_type = next((v for k, v in headers if k.lower() == "content-type"), "")
+            return HttpResponse(
+                exchange.status, headers, mcp.answering(body, content_type, request.body)
+            )
         return HttpResponse(
             exchange.status,
             list(exchange.headers),
@@ -415,8 +434,8 @@ class CassetteRecording:
 
     def send(self, request: UpstreamRequest) -> HttpResponse:
         reply = self.network.send(request)
-        if not request.call.recorded:
-            return reply
+        if not request.call.recorded or (request.call.mcp and request.call.method == "GET"):
+            return reply  # an MCP server's GET stream is long-lived: not an exchange
         key = request_key(request)
         if reply.chunks is not None:
             reply.chunks = _RecordedStream(reply.chunks, self, key, reply.status, reply.headers)

@@ -1,0 +1,162 @@
+"""Overhead of the chaos proxy on MCP tool calls: a loopback MCP server (the official ``mcp``
+SDK's ``MCPServer``, streamable HTTP) called directly vs through ``<proxy>/mcp/NAME``.
+
+A benchmark, not a test. Starts the server (``tests/support/mcp_server.py``'s quotes server,
+plain JSON replies) and ``flakestorm proxy --mcp bench=URL`` (pass-through) in their own
+processes, then sends ``tools/call`` requests (``get_quote``) from this process as JSON-RPC
+POSTs, the way an MCP client's transport does, and measures:
+
+- the median latency of sequential calls, direct and proxied: the difference is the latency
+  the proxy adds per ``tools/call`` (goal: at most 1 ms);
+- the throughput with ``--clients`` concurrent clients, direct and proxied (goal: proxied at
+  least 0.8x direct);
+- beside them, the same calls through a plain HTTP tool route (``/tools/bench``, no JSON-RPC
+  read): what of the overhead is MCP's own, and what any proxied call costs.
+
+    .venv/bin/python bench/mcp_proxy.py [--calls N] [--seconds S] [--clients C]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+import requests
+from proxy_overhead import start
+
+ROOT = Path(__file__).resolve().parent.parent
+GOAL_ADDED_MS = 1.0
+GOAL_RATIO = 0.8
+
+SERVER = """
+import sys, time
+sys.path.insert(0, {tests!r})
+from support.mcp_server import McpServer
+with McpServer(json_response=True, stateless=True) as server:
+    print(server.url, flush=True)
+    sys.stdin.read()
+"""
+HEADERS = {
+    "Content-Type": "application/json",
+    "Accept": "application/json, text/event-stream",
+    "MCP-Protocol-Version": "2026-07-28",
+    "Mcp-Method": "tools/call",
+    "Mcp-Name": "get_quote",
+}
+_ids = itertools.count(1)
+
+
+def call(session: requests.Session, url: str) -> None:
+    body = {
+        "jsonrpc": "2.0",
+        "id": next(_ids),
+        "method": "tools/call",
+        "params": {
+            "name": "get_quote",
+            "arguments": {"symbol": "AAPL"},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        },
+    }
+    reply = session.post(url, data=json.dumps(body), headers=HEADERS, timeout=10)
+    reply.raise_for_status()
+    if "AAPL trades" not in reply.text:
+        raise SystemExit(f"unexpected reply: {reply.text[:200]}")
+
+
+def latencies_ms(url: str, calls: int) -> list[float]:
+    with requests.Session() as session:
+        session.trust_env = False
+        for _ in range(50):  # warm up: connections, caches
+            call(session, url)
+        out = []
+        for _ in range(calls):
+            started = time.perf_counter()
+            call(session, url)
+            out.append((time.perf_counter() - started) * 1000)
+    return out
+
+
+def throughput(url: str, clients: int, seconds: float) -> float:
+    done = [0] * clients
+    deadline = time.perf_counter() + seconds
+    barrier = threading.Barrier(clients + 1)
+
+    def client(index: int) -> None:
+        with requests.Session() as session:
+            session.trust_env = False
+            call(session, url)
+            barrier.wait()
+            while time.perf_counter() < deadline:
+                call(session, url)
+                done[index] += 1
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    started = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    return sum(done) / (time.perf_counter() - started)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=1000, help="sequential calls per side")
+    parser.add_argument("--seconds", type=float, default=5.0, help="throughput run length")
+    parser.add_argument("--clients", type=int, default=8)
+    args = parser.parse_args()
+
+    server, server_url = start([sys.executable, "-c", SERVER.format(tests=str(ROOT / "tests"))])
+    command = [sys.executable, "-m", "flakestorm", "proxy", "--port", "0"]
+    proxy, line = start([*command, "--mcp", f"bench={server_url}", "--tool", f"bench={server_url}"])
+    proxy_url = line.split(" on ", 1)[1].split(" ", 1)[0]
+    proxied = f"{proxy_url}/mcp/bench"
+    plain = f"{proxy_url}/tools/bench"
+    try:
+        direct_ms = statistics.median(latencies_ms(server_url, args.calls))
+        proxied_ms = statistics.median(latencies_ms(proxied, args.calls))
+        plain_ms = statistics.median(latencies_ms(plain, args.calls))
+        direct_rps = throughput(server_url, args.clients, args.seconds)
+        proxied_rps = throughput(proxied, args.clients, args.seconds)
+        plain_rps = throughput(plain, args.clients, args.seconds)
+    finally:
+        for process in (proxy, server):
+            process.terminate()
+            process.wait(10)
+
+    added_ms = proxied_ms - direct_ms
+    ratio = proxied_rps / direct_rps
+    print(
+        f"median tools/call latency: direct {direct_ms:.3f} ms, "
+        f"through the proxy {proxied_ms:.3f} ms"
+    )
+    verdict = "ok" if added_ms <= GOAL_ADDED_MS else "OVER GOAL"
+    print(
+        f"added latency per tools/call: {added_ms:.3f} ms (goal <= {GOAL_ADDED_MS} ms: {verdict})"
+    )
+    verdict = "ok" if ratio >= GOAL_RATIO else "UNDER GOAL"
+    print(
+        f"throughput, {args.clients} clients: direct {direct_rps:.0f} calls/s, through the "
+        f"proxy {proxied_rps:.0f} calls/s: {ratio:.2f}x (goal >= {GOAL_RATIO}x: {verdict})"
+    )
+    print(
+        f"the same calls through a plain tool route: {plain_ms - direct_ms:.3f} ms added, "
+        f"{plain_rps:.0f} calls/s ({plain_rps / direct_rps:.2f}x direct): MCP's own share "
+        f"{proxied_ms - plain_ms:.3f} ms"
+    )
+    return 0 if added_ms <= GOAL_ADDED_MS and ratio >= GOAL_RATIO else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
