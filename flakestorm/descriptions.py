@@ -16,6 +16,7 @@ SECTIONS: dict[str, str] = {
     "AgentConfig": "agent",
     "AgentStart": "agent.start",
     "AgentSession": "agent.session",
+    "Conversation": "golden_prompts[]",
     "Invariant": "invariants[]",
     "ContractInvariant": "invariants[]",
     "Contract": "contract",
@@ -45,6 +46,9 @@ SECTION_NOTES: dict[str, str] = {
     "": "The root of `flakestorm.yaml`. A phase runs when its section is present: `contract`, "
     "`chaos`, `mutations`, `replays`.",
     "agent": "The system under test: an HTTP endpoint or a Python callable.",
+    "golden_prompts[]": "A golden prompt that is a conversation (SPEC §12): its turns are "
+    "sent in order in one session; invariants check the last turn's reply unless `turn` says "
+    "otherwise, and faults may be scoped to turns with `turns`.",
     "agent.start": "Local runs only: flakestorm starts the agent, waits until it is ready, "
     "passes the proxy environment variables to it and stops it at the end.",
     "agent.session": "Http agents: each cell gets its own conversation, a session id derived "
@@ -106,8 +110,12 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "version": 'Config format version. A missing version means "2.0"; "1.0" is accepted '
     "with a warning.",
     "agent": "The agent under test.",
-    "golden_prompts": "Normal user inputs. Required for the contract, chaos and mutation "
-    "phases unless every invariant has `probes`.",
+    "golden_prompts": "Normal user inputs: a string (one message) or `{turns: [...]}` (a "
+    "conversation, its turns sent in order in one session). Required for the contract, chaos "
+    "and mutation phases unless every invariant has `probes`.",
+    "golden_prompts[].turns": "A conversation's messages, sent in order in one session (http "
+    "agents: `agent.session` or a reset before it; python agents: a `session_id` parameter or "
+    "`reset_function`). Each turn is one invocation.",
     "invariants": "Invariants for the mutation and chaos-only phases.",
     "contract": "The behavioural contract (contract phase).",
     "chaos": "Faults for the chaos-only phase (chaos phase).",
@@ -180,6 +188,8 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "invariants[].description": "Human-readable description, shown in reports.",
     "invariants[].probes": "Prompts sent instead of the golden prompts for this invariant "
     "(e.g. system-prompt leak probes).",
+    "invariants[].turn": "Which reply of a conversation is checked: `last` (default), `every` "
+    "(each turn; a failure names the turn) or a turn number N.",
     "invariants[].value": "`contains`: the text the output must contain.",
     "invariants[].values": "`contains_any`: texts of which the output must contain at least one.",
     "invariants[].case_sensitive": "`contains`, `contains_any`: compare case-sensitively "
@@ -236,6 +246,8 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "2K-th, …): an intermittent dependency.",
     "tool_faults[].window_ms": "`[FROM, TO]`: only calls made from FROM to TO ms after the "
     "invocation started: an outage that heals.",
+    "tool_faults[].turns": "Active only while these turns of a conversation run (numbered from "
+    "1; a one-message prompt is turn 1). Unset: every turn.",
     "tool_faults[].delay_ms": "`timeout`: how long to hold the call before dropping it; "
     "`slow`: the delay before the real reply. Milliseconds.",
     "tool_faults[].error_code": "`error`: HTTP status of the error reply (or the "
@@ -259,6 +271,8 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "2K-th, …): an intermittent dependency.",
     "llm_faults[].window_ms": "`[FROM, TO]`: only calls made from FROM to TO ms after the "
     "invocation started: an outage that heals.",
+    "llm_faults[].turns": "Active only while these turns of a conversation run (numbered from "
+    "1; a one-message prompt is turn 1). Unset: every turn.",
     "llm_faults[].delay_ms": "`timeout`: how long to hold the call before failing it. "
     "Milliseconds.",
     "llm_faults[].max_tokens": "`truncated_response`: how many tokens of the content are kept.",
@@ -283,6 +297,8 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "2K-th, …): an intermittent dependency.",
     "context_attacks[].window_ms": "`[FROM, TO]`: only calls made from FROM to TO ms after the "
     "invocation started: an outage that heals.",
+    "context_attacks[].turns": "Active only while these turns of a conversation run "
+    "(numbered from 1; a one-message prompt is turn 1). Unset: every turn.",
     # proxy
     "proxy.url": "Where the chaos proxy runs (e.g. `http://flakestorm-proxy:8080` in "
     "GitHub). Omitted: flakestorm starts one in-process on 127.0.0.1.",

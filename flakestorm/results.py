@@ -73,6 +73,12 @@ class PromptResult:
     leak_at: int | None = None
     """Where the reply starts showing what a leak invariant forbids (PII, an extracted system
     prompt), when that failed it: public reports cut the reply there."""
+    conversation: int | None = None
+    """For a conversation's turn (SPEC §12): the index of its golden prompt."""
+    turn: int | None = None
+    """For a conversation's turn: its number, from 1 (its calls' invocation ends ``.TURN``)."""
+    checked: bool = True
+    """Whether the invariant was checked on this reply (``turn: last | every | N``)."""
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,8 @@ from flakestorm.config.contract import (
     Scheduled,
     Sweep,
     ToolFault,
+    TurnSelector,
+    checks_turn,
 )
 from flakestorm.config.mutations import (
     MAX_TYPE_WEIGHT,
@@ -57,9 +59,13 @@ from flakestorm.config.root import (
     LEGACY_WEIGHT_KEYS,
     Advanced,
     Config,
+    Conversation,
+    GoldenPrompt,
     Output,
     Scoring,
     Weights,
+    last_turn,
+    turns_of,
     version_text,
 )
 from flakestorm.config.vocabulary import (
@@ -103,9 +109,11 @@ __all__ = [
     "ContextAttackType",
     "Contract",
     "ContractInvariant",
+    "Conversation",
     "DriftType",
     "FaultTrigger",
     "Faults",
+    "GoldenPrompt",
     "HttpStatus",
     "Invariant",
     "InvariantType",
@@ -142,9 +150,13 @@ __all__ = [
     "ToolFault",
     "ToolFaultMode",
     "ToolResponse",
+    "TurnSelector",
     "Verify",
     "Weights",
     "When",
+    "checks_turn",
+    "last_turn",
     "strict_scalar",
+    "turns_of",
     "version_text",
 ]

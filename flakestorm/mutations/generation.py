@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from flakestorm.agents.request import RequestShape
-from flakestorm.config import Config, LlmFallback, MutationGenerator, MutationType
+from flakestorm.config import Config, LlmFallback, MutationGenerator, MutationType, last_turn
 from flakestorm.mutations.registry import types_of, unit
 from flakestorm.mutations.unit import Target, mutation_rng
 from flakestorm.mutations.usability import Unusable, UnusableAnswerError
@@ -66,7 +66,8 @@ def slots(config: Config) -> list[tuple[int, str, MutationType, int]]:
     if mutations is None or not kinds:
         return []
     out = []
-    for p, prompt in enumerate(config.golden_prompts):
+    for p, golden in enumerate(config.golden_prompts):
+        prompt = last_turn(golden)  # a conversation: its last turn, mutated as one message
         for i in range(mutations.count):
             out.append((p, prompt, kinds[i % len(kinds)], i // len(kinds)))
     return out

@@ -64,7 +64,7 @@ def rejudge(
     fired: set[str] = set()
     for call in cell.calls:
         if any(label.startswith(kinds) for label in call.fired):
-            fired.add(call.invocation)
+            fired.add(".".join(call.invocation.split(".")[:2]))  # RUN.PROMPT(.TURN)
     applies = [
         poisoned or f"{index // prompts}.{index % prompts}" in fired
         for index in range(len(cell.prompts))

@@ -49,6 +49,7 @@ from flakestorm.config import (
     OnMiss,
     Scenario,
     Severity,
+    turns_of,
 )
 from flakestorm.errors import ConfigError, HarnessError, Problem, UsageError
 from flakestorm.events import CellFinished, ScenarioFinished
@@ -251,7 +252,8 @@ def _replay(replay: ReplaySession, plan: ReplayPlan, context: PhaseContext) -> C
         calls = proven[0].calls
     notes = tuple(divergence(session.tool_responses, calls))
     misses = [i.upstream_error for i in seen if (i.upstream_error or "").startswith(MISS_PREFIX)]
-    prompts = _verdicts(replay, prompt, reply, executor, config.golden_prompts)
+    golden = [turn for p in config.golden_prompts for turn in turns_of(p)]
+    prompts = _verdicts(replay, prompt, reply, executor, golden)
     if isinstance(prompts, str):
         return dataclasses.replace(
             base, status=Status.ERRORED, reason=prompts, calls=calls, notes=notes
