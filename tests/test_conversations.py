@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ from flakestorm.agents.session import session_id
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.errors import UsageError
 from flakestorm.loader import load_config, load_config_text
+from flakestorm.reporters import comment, html, junit, markdown, terminal
+from flakestorm.reporters import json as json_report
 from flakestorm.results import CellResult, Status
 from flakestorm.runner import run_phases
 
@@ -83,7 +86,7 @@ def world() -> Iterator[tuple[str, str, Memory]]:
                 f"{proxy.url}/tools/quotes/quote/{ticker}", headers=headers, timeout=10
             )
             if reply.status_code != 200:
-                return Response.json({"output": f"{ticker} is unavailable right now"})
+                return Response.json({"output": f"{ticker} is unavailable <retry later>"})
             price = reply.json()["price"]
             with memory.lock:
                 known[ticker] = price
@@ -145,7 +148,7 @@ def test_a_tool_fault_on_turn_2_fires_on_turn_2_only_and_every_turn_is_checked(
     replies = [(p.turn, p.output) for p in down.prompts]
     assert replies == [
         (1, "AAPL is at 123.45"),
-        (2, "MSFT is unavailable right now"),
+        (2, "MSFT is unavailable <retry later>"),
         (3, "I only know AAPL at 123.45"),  # from the session's memory
     ]
     # `turn: every` fails, naming turn 2
@@ -169,6 +172,59 @@ def test_a_tool_fault_on_turn_2_fires_on_turn_2_only_and_every_turn_is_checked(
     # each cell's conversation is one session, its own
     per_cell = [memory.sessions.count(session_id(5, f"{cell}#0/c0")) for cell in by_id]
     assert per_cell == [3, 3, 3, 3]
+
+
+def test_reports_show_a_failed_cell_turn_by_turn(world: tuple[str, str, Memory]) -> None:
+    endpoint, proxy_url, _ = world
+    result = run_phases(load_config_text(config(endpoint, proxy_url)), ["contract"])
+
+    shown = terminal.render(result)
+    lines = [line.strip() for line in shown.splitlines()]
+    at = lines.index("conversation 1 (run 1), 3 turns: turn 2 failed")
+    one, two, three = lines[at + 1 : at + 4]
+    assert one == (
+        "turn 1/3 held | sent: What is the price of AAPL? | reply: AAPL is at 123.45 | "
+        "calls: tool quotes 200"
+    )
+    assert two.startswith("turn 2/3 FAILED: no match for")
+    assert two.endswith(
+        "| sent: And MSFT? | reply: MSFT is unavailable <retry later> | calls: tool quotes 503 "
+        f"| fired: {FAULT}"
+    )
+    assert three == (
+        "turn 3/3 held | sent: Which of the two is higher? | reply: I only know AAPL at 123.45 "
+        "| calls: none"
+    )
+
+    summary = markdown.render(result)
+    assert "| 2/3 | FAILED: " in summary
+    assert "| And MSFT? | MSFT is unavailable &lt;retry later&gt; | tool quotes 503 |" in summary
+
+    page = html.render(result)
+    assert "conversation turn by turn" in page
+    assert "MSFT is unavailable &lt;retry later&gt;" in page
+    assert "<retry later>" not in page
+
+    suite = ET.fromstring(junit.render(result))
+    case = next(c for c in suite.iter("testcase") if c.get("name") == "quotes-a-price[msft-down]")
+    out = case.findtext("system-out") or ""
+    assert "turn 2/3 FAILED" in out and "fired: " + FAULT in out
+
+    posted = comment.render_first(result)
+    assert f"turns: 1 ✓ · 2 ✗ ({FAULT}) · 3 ✓" in posted.replace("\\", "")
+
+    document = json.loads(json_report.render(result))
+    cell = next(
+        c
+        for c in document["phases"]["contract"]["cells"]
+        if c["invariant_id"] == "quotes-a-price" and c["scenario"] == "msft-down"
+    )
+    assert [(p["conversation"], p["turn"], p["checked"]) for p in cell["prompts"]] == [
+        (0, 1, True),
+        (0, 2, True),
+        (0, 3, True),
+    ]
+    assert {c["invocation"] for c in cell["calls"]} == {"0.0.1", "0.1.2"}
 
 
 def echo_config(endpoint: str) -> str:
