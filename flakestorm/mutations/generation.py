@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from flakestorm.agents.request import RequestShape
 from flakestorm.config import Config, LlmFallback, MutationGenerator, MutationType, last_turn
 from flakestorm.mutations.registry import types_of, unit
+from flakestorm.mutations.turns import real_turns
 from flakestorm.mutations.unit import Target, mutation_rng
 from flakestorm.mutations.usability import Unusable, UnusableAnswerError
 
@@ -48,6 +49,9 @@ class Mutation:
     request: RequestShape | None
     weight: float
     generator: str = MutationGenerator.TEMPLATES.value
+    turns: tuple[str, ...] = ()
+    """Sent as real turns (:mod:`flakestorm.mutations.turns`): the turns sent before
+    ``prompt`` (the last turn), in the same session."""
 
     @property
     def id(self) -> str:
@@ -85,6 +89,7 @@ def generate(config: Config, llm: LlmWriter | None = None) -> tuple[Mutation, ..
     by_llm = mutations.generator is MutationGenerator.LLM and llm is not None
     fallback = mutations.llm is not None and mutations.llm.fallback is LlmFallback.TEMPLATES
     kinds = types_of(config)
+    sessions = config.agent.session is not None
     units = {kind: unit(kind, mutations.templates) for kind in kinds}
     weights = {kind: mutations.weight(kind) for kind in kinds}
     out: list[Mutation] = []
@@ -107,8 +112,18 @@ def generate(config: Config, llm: LlmWriter | None = None) -> tuple[Mutation, ..
                 )
                 continue
         transform = units[kind].transform(variant)
-        made = transform.apply(prompt, mutation_rng(seed, kind, prompt, variant), target)
         name = transform.name
+        rng = mutation_rng(seed, kind, prompt, variant)
+        turns = real_turns(kind, name, prompt, rng) if sessions else None
+        if turns is not None:  # an agent with sessions: the history sent as real turns
+            out.append(
+                Mutation(
+                    len(out), kind, f"{name} (turns){fell_back}", p, variant, prompt,
+                    turns[-1], None, weight, turns=turns[:-1],
+                )
+            )  # fmt: skip
+            continue
+        made = transform.apply(prompt, rng, target)
         text = made.prompt
         if made.request is None and text == prompt:
             text, name = text + UNCHANGED_SUFFIX, f"{name}+suffix"
