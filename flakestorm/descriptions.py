@@ -33,6 +33,7 @@ SECTIONS: dict[str, str] = {
     "Replays": "replays",
     "Session": "replays.sessions[]",
     "SessionFile": "replays.sessions[]",
+    "SessionTurn": "replays.sessions[].turns[]",
     "ToolResponse": "replays.sessions[].tool_responses[]",
     "LlmReply": "replays.sessions[].llm_responses[]",
     "LangsmithSource": "replays.sources[]",
@@ -87,6 +88,8 @@ SECTION_NOTES: dict[str, str] = {
     "replays.sessions[]": "A recorded session, inline, or `{file: PATH}` to read sessions from "
     "YAML or JSON files (a path or a glob such as `sessions/*.yaml`). See "
     "[the replay guide](replay.md).",
+    "replays.sessions[].turns[]": "One turn of a recorded conversation: its input, and the "
+    "tool replies and LLM replies recorded while it ran, served to that turn only.",
     "replays.sessions[].tool_responses[]": "A recorded tool reply. Per tool, the n-th call "
     "the agent makes gets the n-th recorded reply, with its status and latency; a call with "
     "nothing recorded is a replay miss (`replays.on_miss`).",
@@ -340,7 +343,15 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "tool or LLM).",
     "replays.sessions[].id": "Session identifier (unique).",
     "replays.sessions[].name": "Human-readable name.",
-    "replays.sessions[].input": "The input sent to the agent.",
+    "replays.sessions[].input": "The input sent to the agent (a one-turn session).",
+    "replays.sessions[].turns": "A recorded conversation instead of `input`: its turns, "
+    "replayed in order in one session, each with its own recorded responses; invariants check "
+    "the turns their `turn` selects.",
+    "replays.sessions[].turns[].input": "The turn's message.",
+    "replays.sessions[].turns[].tool_responses": "The tool replies recorded during this turn, "
+    "in call order per tool.",
+    "replays.sessions[].turns[].llm_responses": "The LLM replies recorded during this turn, "
+    "served in order; empty: live.",
     "replays.sessions[].context": "Extra context: filled in for `{context}` in "
     "`agent.request_template` (a python agent gets it as its `context` argument); without "
     "`{context}`, prepended to the input as `Context:` text and a blank line.",

@@ -138,6 +138,10 @@ class Executor:
         seed = self._options.session_seed
         return "" if seed is None else session_id(seed, key)
 
+    def session_of(self, key: str) -> str:
+        """The session id of ``key`` (a replayed conversation's), or "" without sessions."""
+        return self._session(key)
+
     def _invoke(self, prompt: str, call: Call = NO_CALL) -> Reply | None:
         """One invocation, or None when the run is stopping or out of budget; sent once the
         agent is back if it went down under an earlier one (:mod:`flakestorm.revival`)."""

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import requests
+import yaml
 from support.config_text import load, problems
 from support.server import LoopbackServer, Request, Response
 
@@ -26,6 +27,7 @@ from flakestorm.agents.session import session_id
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.errors import UsageError
 from flakestorm.loader import load_config, load_config_text
+from flakestorm.replay.export import export_sessions
 from flakestorm.reporters import comment, html, junit, markdown, terminal
 from flakestorm.reporters import json as json_report
 from flakestorm.results import CellResult, Status
@@ -360,3 +362,43 @@ def test_a_python_agent_with_neither_session_id_nor_a_reset_is_refused(tmp_path:
     path.write_text(json.dumps(doc))
     with pytest.raises(UsageError, match="a conversation needs its own session"):
         run_phases(load_config(path), ["contract"])
+
+
+def test_a_replayed_conversation_reproduces_the_recorded_failure_turn_by_turn(
+    world: tuple[str, str, Memory], tmp_path: Path
+) -> None:
+    endpoint, proxy_url, _ = world
+    text = config(endpoint, proxy_url)
+    result = run_phases(load_config_text(text), ["contract"])
+    original = cells(result)["quotes-a-price[msft-down]"]
+    paths, _ = export_sessions(result, tmp_path / "sessions")
+    exported = next(p for p in paths if "quotes-a-price-msft-down" in p.name)
+    session = yaml.safe_load(exported.read_text())
+    assert [t["input"] for t in session["turns"]] == TURNS
+    assert [
+        [(r["tool"], r["status"]) for r in t.get("tool_responses", [])] for t in session["turns"]
+    ] == [
+        [("quotes", 200)],
+        [("quotes", 503)],
+        [],
+    ]
+
+    doc = json.loads(text)
+    doc["replays"] = {"sessions": [{"file": str(exported)}]}
+    path = tmp_path / "flakestorm.yaml"
+    path.write_text(json.dumps(doc))
+    replayed = run_phases(load_config(path), ["replay"]).phases["replay"].cells[0]
+
+    assert replayed.status is Status.FAILED
+    assert replayed.reason.startswith("1 invariant(s) failed: turn 2/3: quotes-a-price: ")
+    # turn by turn, the same replies and the same verdicts as the recorded run
+    by_turn = [
+        (p.turn, p.output, p.passed)
+        for p in replayed.prompts
+        if p.reason.startswith("quotes-a-price")
+    ]
+    assert by_turn == [(p.turn, p.output, p.passed) for p in original.prompts]
+    # each turn was served its own recorded response: turn 2 the 503, in one session
+    served = {c.invocation: (c.status, c.url.rsplit("/", 1)[-1]) for c in replayed.calls}
+    assert served == {"0.0.1": (200, "AAPL"), "0.1.2": (503, "MSFT")}
+    assert replayed.notes == ()  # the agent made the recorded calls, in order

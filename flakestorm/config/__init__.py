@@ -50,6 +50,7 @@ from flakestorm.config.replays import (
     Replays,
     Session,
     SessionFile,
+    SessionTurn,
     ToolResponse,
     Verify,
 )
@@ -143,6 +144,7 @@ __all__ = [
     "Scoring",
     "Session",
     "SessionFile",
+    "SessionTurn",
     "Severity",
     "SimilarityBackend",
     "Sweep",
