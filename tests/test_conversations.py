@@ -402,3 +402,26 @@ def test_a_replayed_conversation_reproduces_the_recorded_failure_turn_by_turn(
     served = {c.invocation: (c.status, c.url.rsplit("/", 1)[-1]) for c in replayed.calls}
     assert served == {"0.0.1": (200, "AAPL"), "0.1.2": (503, "MSFT")}
     assert replayed.notes == ()  # the agent made the recorded calls, in order
+
+
+def test_when_tool_faults_active_judges_the_turns_a_turn_scoped_fault_fired_in(
+    world: tuple[str, str, Memory],
+) -> None:
+    endpoint, proxy_url, _ = world
+    doc = json.loads(config(endpoint, proxy_url))
+    doc["golden_prompts"].append("What is the price of MSFT?")  # one message: turn 1
+    doc["contract"]["invariants"] = [
+        {
+            "id": "says-unavailable",
+            "type": "contains",
+            "value": "unavailable",
+            "when": "tool_faults_active",
+            "turn": "every",
+        }
+    ]
+    result = run_phases(load_config_text(json.dumps(doc)), ["contract"])
+    down = cells(result)["says-unavailable[msft-down]"]
+    # the fault fired on turn 2 only: the other turns and the one-message prompt are spared
+    assert down.status is Status.PASSED
+    assert down.notes[-1].startswith("judged on 1 of 4 invocations")
+    assert cells(result)["says-unavailable[calm]"].status is Status.SKIPPED
