@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flakestorm.config import AgentType, Config, InvariantType, MutationGenerator
+from flakestorm.config import AgentType, Config, InvariantType, MutationGenerator, last_turn
 from flakestorm.counting import MatrixCount, count_invocations
 from flakestorm.errors import Problem, UsageError
 from flakestorm.loader.replays import resolve_sessions
@@ -120,7 +120,10 @@ def summary(config: Config, base_dir: Path = Path(".")) -> list[tuple[str, str]]
             parts.append(f"{matrix.detection} stateful-detection (no reset configured)")
         if matrix.probe:
             parts.append("1 forwarding probe (does the agent forward the cell header?)")
-        lines.append(("invocations", f"{matrix.invocations} per contract run: {' + '.join(parts)}"))
+        turns = " (each turn of a conversation one)" if config.conversations else ""
+        lines.append(
+            ("invocations", f"{matrix.invocations} per contract run{turns}: {' + '.join(parts)}")
+        )
         budget = config.advanced.max_invocations
         if budget is not None and matrix.invocations > budget:
             lines.append(
@@ -130,7 +133,7 @@ def summary(config: Config, base_dir: Path = Path(".")) -> list[tuple[str, str]]
         kinds = types_of(config)
         count = len(slots(config))
         baselines = (
-            len(set(config.golden_prompts))
+            len({last_turn(p) for p in config.golden_prompts})
             if any(
                 i.type is InvariantType.BEHAVIOR_UNCHANGED and (i.baseline or "auto") == "auto"
                 for i in config.invariants
@@ -154,7 +157,7 @@ def summary(config: Config, base_dir: Path = Path(".")) -> list[tuple[str, str]]
     if config.replays is not None:
         sessions, _ = resolve_sessions(config, base_dir, lambda path, m: Problem("", 1, 1, "", m))
         responses = _plural(
-            sum(len(s.session.tool_responses) for s in sessions), "recorded tool response"
+            sum(len(s.session.all_tool_responses) for s in sessions), "recorded tool response"
         )
         lines.append(
             (

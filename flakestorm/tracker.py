@@ -222,6 +222,6 @@ def _reason(
     if turn is not None:
         where = f"turn {turn.number}/{turn.of}"
         if any(t is not None and t.conversation != turn.conversation for t in cell.turns):
-            where = f"conversation {turn.conversation + 1}, {where}"
+            where = f"golden prompt {turn.conversation + 1}, {where}"
         return f"{where}: {failing.reason}"
     return f"prompt {index + 1}/{n}: {failing.reason}"

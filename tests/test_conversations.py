@@ -182,7 +182,7 @@ def test_reports_show_a_failed_cell_turn_by_turn(world: tuple[str, str, Memory])
 
     shown = terminal.render(result)
     lines = [line.strip() for line in shown.splitlines()]
-    at = lines.index("conversation 1 (run 1), 3 turns: turn 2 failed")
+    at = lines.index("conversation (golden prompt 1, run 1), 3 turns: turn 2 failed")
     one, two, three = lines[at + 1 : at + 4]
     assert one == (
         "turn 1/3 held | sent: What is the price of AAPL? | reply: AAPL is at 123.45 | "
@@ -424,4 +424,6 @@ def test_when_tool_faults_active_judges_the_turns_a_turn_scoped_fault_fired_in(
     # the fault fired on turn 2 only: the other turns and the one-message prompt are spared
     assert down.status is Status.PASSED
     assert down.notes[-1].startswith("judged on 1 of 4 invocations")
+    # the turns it was not judged on say so
+    assert [p.checked for p in down.prompts] == [False, True, False, False]
     assert cells(result)["says-unavailable[calm]"].status is Status.SKIPPED

@@ -102,13 +102,22 @@ def rejudge(
     failing = next(((i, p) for run in runs for i, p in run if not p.passed), None)
     if failing is None:
         reason = f"held in the {judged} invocation(s) {words} fired in"
+    elif failing[1].turn is not None:
+        reason = f"golden prompt {(failing[1].conversation or 0) + 1}, turn {failing[1].turn}: "
+        reason += failing[1].reason
     else:
         reason = f"prompt {failing[0] + 1}/{prompts}: {failing[1].reason}"
     note = f"judged on {judged} of {total} invocations: those {words} fired in (when: {when.value})"
+    # the invocations it was not judged on are shown so (their verdicts did not count)
+    shown = tuple(
+        p if applied else dataclasses.replace(p, checked=False)
+        for p, applied in zip(cell.prompts, applies, strict=True)
+    )
     return dataclasses.replace(
         cell,
         status=status,
         reason=reason,
+        prompts=shown,
         flaky=0 < passed < len(runs),
         runs_passed=passed,
         runs_total=len(runs),

@@ -32,7 +32,8 @@ class TurnShown:
 
     @property
     def failed(self) -> bool:
-        return not self.prompt.passed
+        """Its verdict failed the cell (a turn ``when`` spared was not judged)."""
+        return not self.prompt.passed and self.prompt.checked
 
     @property
     def fired(self) -> tuple[str, ...]:
@@ -51,7 +52,9 @@ class TurnShown:
         """``FAILED: reason``, ``held``, or ``not checked``."""
         if self.failed:
             return f"FAILED: {self.prompt.reason}"
-        return "held" if self.prompt.checked else "not checked"
+        if not self.prompt.checked:
+            return "not checked"
+        return "held"
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,8 @@ class Conversation:
         where = ", ".join(map(str, failed))
         s = "s" if len(failed) > 1 else ""
         return (
-            f"conversation {self.index + 1} (run {self.run + 1}), {len(self.turns)} turns: "
+            f"conversation (golden prompt {self.index + 1}, run {self.run + 1}), "
+            f"{len(self.turns)} turns: "
             f"turn{s} {where} failed"
         )
 
