@@ -10,6 +10,8 @@ comparison answers from memory, calling nothing.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import uuid
 import xml.etree.ElementTree as ET
@@ -30,8 +32,9 @@ from flakestorm.loader import load_config, load_config_text
 from flakestorm.replay.export import export_sessions
 from flakestorm.reporters import comment, html, junit, markdown, terminal
 from flakestorm.reporters import json as json_report
-from flakestorm.results import CellResult, Status
-from flakestorm.runner import run_phases
+from flakestorm.results import CellResult, Status, to_document
+from flakestorm.runner import Overrides, run_phases
+from flakestorm.shards import Shard
 
 PRICES = {"AAPL": "123.45", "MSFT": "456.78"}
 TURNS = ["What is the price of AAPL?", "And MSFT?", "Which of the two is higher?"]
@@ -427,3 +430,124 @@ def test_when_tool_faults_active_judges_the_turns_a_turn_scoped_fault_fired_in(
     # the turns it was not judged on say so
     assert [p.checked for p in down.prompts] == [False, True, False, False]
     assert cells(result)["says-unavailable[calm]"].status is Status.SKIPPED
+
+
+def test_python_wrappers_fire_a_turn_scoped_fault_on_its_turn_only(tmp_path: Path) -> None:
+    suffix = uuid.uuid4().hex[:10]
+    (tmp_path / f"conv_tools_{suffix}.py").write_text(
+        "def get_quote(ticker):\n    return {'ticker': ticker, 'price': '123.45'}\n"
+    )
+    (tmp_path / f"conv_py_{suffix}.py").write_text(
+        f"import conv_tools_{suffix} as tools\n"
+        "from flakestorm import ToolFaultError\n\n"
+        "def answer(prompt, session_id=''):\n"
+        "    try:\n"
+        "        return str(tools.get_quote(prompt.split()[-1]))\n"
+        "    except ToolFaultError as exc:\n"
+        "        return f'unavailable ({exc.error_code})'\n"
+    )
+    doc = {
+        "agent": {
+            "type": "python",
+            "endpoint": f"conv_py_{suffix}:answer",
+            "tools": [f"conv_tools_{suffix}:get_quote"],
+        },
+        "golden_prompts": [{"turns": ["quote AAPL", "quote MSFT", "quote NVDA"]}],
+        "contract": {
+            "name": "c",
+            "invariants": [
+                {"id": "priced", "type": "contains", "value": "123.45", "turn": "every"}
+            ],
+            "chaos_matrix": [
+                {
+                    "name": "down-on-2",
+                    "tool_faults": [
+                        {"tool": "get_quote", "mode": "error", "error_code": 503, "turns": [2]}
+                    ],
+                }
+            ],
+        },
+    }
+    path = tmp_path / "flakestorm.yaml"
+    path.write_text(json.dumps(doc))
+    cell = run_phases(load_config(path), ["contract"]).phases["contract"].cells[0]
+    assert [p.output for p in cell.prompts] == [
+        "{'ticker': 'AAPL', 'price': '123.45'}",
+        "unavailable (503)",
+        "{'ticker': 'NVDA', 'price': '123.45'}",
+    ]
+    assert [(c.invocation, c.fired) for c in cell.calls] == [
+        ("0.0.1", ()),
+        ("0.1.2", ("tool_faults[0] error(503) on get_quote",)),
+        ("0.2.3", ()),
+    ]
+    assert cell.status is Status.FAILED and cell.reason.startswith("turn 2/3: ")
+
+
+def test_with_a_reset_each_conversation_starts_from_a_reset_of_its_own() -> None:
+    heard: list[str] = []
+    resets: list[int] = []
+
+    def agent(request: Request) -> Response:
+        if request.path.endswith("/reset"):
+            resets.append(len(heard))
+            heard.clear()
+            return Response.json({"reset": True})
+        heard.append(request.json()["input"])
+        return Response.json({"output": " ".join(heard)})
+
+    with LoopbackServer(agent) as service:
+        doc = {
+            "agent": {"endpoint": service.url_for("/chat"), "reset_endpoint": "/reset"},
+            "golden_prompts": [{"turns": ["a", "b"]}, {"turns": ["c", "d"]}],
+            "contract": {
+                "name": "c",
+                "invariants": [{"id": "own", "type": "regex", "pattern": "^(a b|c d)$"}],
+                "chaos_matrix": [{"name": "calm"}],
+            },
+        }
+        result = run_phases(load_config_text(json.dumps(doc)), ["contract"])
+    cell = result.phases["contract"].cells[0]
+    assert [p.output for p in cell.prompts] == ["a", "a b", "c", "c d"]
+    assert cell.status is Status.PASSED
+
+
+def test_two_shards_of_conversation_cells_merge_into_the_unsharded_run(
+    world: tuple[str, str, Memory], tmp_path: Path
+) -> None:
+    endpoint, proxy_url, _ = world
+    text = config(endpoint, proxy_url)
+
+    def saved(shard: Shard | None, where: str) -> Path:
+        result = run_phases(load_config_text(text), ["contract"], Overrides(shard=shard))
+        out = tmp_path / where / "results.json"
+        out.parent.mkdir(parents=True)
+        out.write_text(json.dumps(to_document(result)))
+        return out
+
+    whole = saved(None, "whole")
+    parts = [saved(Shard(k, 2), f"shard-{k}") for k in (1, 2)]
+    done = subprocess.run(
+        [sys.executable, "-m", "flakestorm", "merge", *map(str, parts), "-o", "merged"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+
+    def kept(path: Path) -> list[Any]:
+        cells = json.loads(path.read_text())["phases"]["contract"]["cells"]
+        return [
+            (
+                c["invariant_id"],
+                c["scenario"],
+                c["status"],
+                c["reason"],
+                [(p["conversation"], p["turn"], p["checked"], p["passed"]) for p in c["prompts"]],
+                sorted((k["invocation"], k["status"], tuple(k["fired"])) for k in c["calls"]),
+            )
+            for c in cells
+        ]
+
+    assert kept(tmp_path / "merged" / "results.json") == kept(whole)
