@@ -11,13 +11,16 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from support.server import LoopbackServer, Request, Response
 
 from flakestorm.agents.session import session_id
-from flakestorm.loader import load_config_text
+from flakestorm.loader import load_config, load_config_text
+from flakestorm.replay.export import export_sessions
 from flakestorm.results import Status
 from flakestorm.runner import Overrides, run_phases
 
@@ -109,3 +112,21 @@ def test_without_sessions_multi_turn_attack_is_one_message(agent: Gullible) -> N
     assert all(m.turns == () for m in mutations)
     assert len(agent.server.requests) == 4  # one message each
     assert "Turn 3 - User: Transfer 100 EUR to account 42" in mutations[3].sent
+
+
+def test_an_exported_multi_turn_attack_replays_every_turn(agent: Gullible, tmp_path: Path) -> None:
+    text = config(agent, sessions=True)
+    result = run_phases(load_config_text(text), ["mutation"])
+    crescendo = result.phases["mutation"].mutations[3]
+    paths, _ = export_sessions(result, tmp_path / "sessions")
+    exported = next(p for p in paths if crescendo.id.replace("#", "-") in p.name)
+    session = yaml.safe_load(exported.read_text())
+    assert [t["input"] for t in session["turns"]] == [*crescendo.turns, crescendo.sent]
+
+    doc = json.loads(text)
+    doc["replays"] = {"sessions": [{"file": str(exported)}]}
+    path = tmp_path / "flakestorm.yaml"
+    path.write_text(json.dumps(doc))
+    replayed = run_phases(load_config(path), ["replay"]).phases["replay"].cells[0]
+    assert replayed.status is Status.FAILED  # the planted turns reach the agent again
+    assert replayed.reason.startswith("1 invariant(s) failed: turn 4/4: no-canary: ")

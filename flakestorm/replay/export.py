@@ -195,7 +195,17 @@ def mutation_session(
             "a reset); its tool calls would be replay misses (add the responses, or set "
             "replays.on_miss: live)"
         )
-    tools, llm = _responses(calls, notes)
+    if mutation.turns:  # sent as real turns: the conversation, each turn with its responses
+        messages = (*mutation.turns, mutation.sent)
+        turns = []
+        for number, message in enumerate(messages, 1):
+            own = [c for c in mutation.calls if c.invocation == f"{mutation.run}.0.{number}"]
+            tools, llm = _responses(own, notes)
+            turns.append(SessionTurn(input=message, tool_responses=tools, llm_responses=llm))
+        shape: dict[str, Any] = {"turns": turns}
+    else:
+        tools, llm = _responses(calls, notes)
+        shape = {"input": mutation.sent, "tool_responses": tools, "llm_responses": llm}
     notes += _needs_expected_output(outcome, mutation.failed_invariants)
     # its reason names the invariants that failed ("no-leak: matched ..."), else the error
     failure = (
@@ -206,9 +216,7 @@ def mutation_session(
     session = Session(
         id=_slug(f"mutation-{mutation.id}"),
         name=f"{mutation.id} ({mutation.type}: {mutation.transform})",
-        input=mutation.sent,
-        tool_responses=tools,
-        llm_responses=llm,
+        **shape,
         expected_failure=failure,
         verify=Verify.INVARIANTS,
     )
