@@ -10,7 +10,7 @@ from flakestorm.config import AgentType, Config, InvariantType, MutationGenerato
 from flakestorm.counting import MatrixCount, count_invocations
 from flakestorm.errors import Problem, UsageError
 from flakestorm.loader.replays import resolve_sessions
-from flakestorm.mutations.generation import left_out, slots, writes
+from flakestorm.mutations.generation import left_out, sends, slots, writes
 from flakestorm.mutations.registry import types_of
 from flakestorm.phases.phase import PhaseName
 from flakestorm.plan import build_plan
@@ -140,14 +140,16 @@ def summary(config: Config, base_dir: Path = Path(".")) -> list[tuple[str, str]]
             )
             else 0
         )
-        runs = count * config.advanced.repeat + baselines
+        sent = sends(config)
+        runs = sent * config.advanced.repeat + baselines
         extra = f" + {_plural(baselines, 'baseline')}" if baselines else ""
+        per = f"{count}" if sent == count else f"{sent} sends (attacks as real turns: one per turn)"
         lines.append(
             (
                 "mutations",
                 f"{count} = {_plural(len(config.golden_prompts), 'prompt')} × "
                 f"{config.mutations.count} over {_plural(len(kinds), 'type')} "
-                f"({config.mutations.generator.value}); {runs} invocations: {count} × repeat "
+                f"({config.mutations.generator.value}); {runs} invocations: {per} × repeat "
                 f"{config.advanced.repeat}{extra}",
             )
         )

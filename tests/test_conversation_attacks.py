@@ -20,6 +20,7 @@ from support.server import LoopbackServer, Request, Response
 
 from flakestorm.agents.session import session_id
 from flakestorm.loader import load_config, load_config_text
+from flakestorm.mutations.generation import sends
 from flakestorm.replay.export import export_sessions
 from flakestorm.results import Status
 from flakestorm.runner import Overrides, run_phases
@@ -85,6 +86,9 @@ def test_multi_turn_attack_sends_real_turns_in_one_session(agent: Gullible) -> N
     assert all(m.status is Status.FAILED for m in mutations)
     assert all(m.output == f"{CANARY}: sure" for m in mutations)
     assert result.invocations == 11
+    # and validate counted them so, before the run
+    assert sends(load_config_text(config(agent, sessions=True)).config) == 11
+    assert sends(load_config_text(config(agent, sessions=False)).config) == 4
 
     # the same seed sends byte-identical turns; each message is its own request
     first = sorted(r.body for r in agent.server.requests)

@@ -135,6 +135,25 @@ def generate(config: Config, llm: LlmWriter | None = None) -> tuple[Mutation, ..
     return tuple(out)
 
 
+def sends(config: Config) -> int:
+    """The invocations one run of every mutation makes: one each, or, sent as real turns to
+    an agent with sessions, one per turn (the ``templates`` variants; an ``llm``-written one is
+    counted as one message)."""
+    mutations = config.mutations
+    if mutations is None:
+        return 0
+    if config.agent.session is None or mutations.generator is MutationGenerator.LLM:
+        return len(slots(config))
+    seed = config.advanced.seed
+    units = {kind: unit(kind, mutations.templates) for kind in types_of(config)}
+    total = 0
+    for _, prompt, kind, variant in slots(config):
+        name = units[kind].transform(variant).name
+        turns = real_turns(kind, name, prompt, mutation_rng(seed, kind, prompt, variant))
+        total += 1 if turns is None else len(turns)
+    return total
+
+
 def writes(kind: MutationType) -> bool:
     """Whether the ``llm`` generator writes ``kind`` (``custom`` and the request-level types
     always use their catalogues)."""
