@@ -16,6 +16,7 @@ SECTIONS: dict[str, str] = {
     "AgentConfig": "agent",
     "AgentStart": "agent.start",
     "AgentSession": "agent.session",
+    "Conversation": "golden_prompts[]",
     "Invariant": "invariants[]",
     "ContractInvariant": "invariants[]",
     "Contract": "contract",
@@ -32,6 +33,7 @@ SECTIONS: dict[str, str] = {
     "Replays": "replays",
     "Session": "replays.sessions[]",
     "SessionFile": "replays.sessions[]",
+    "SessionTurn": "replays.sessions[].turns[]",
     "ToolResponse": "replays.sessions[].tool_responses[]",
     "LlmReply": "replays.sessions[].llm_responses[]",
     "LangsmithSource": "replays.sources[]",
@@ -45,6 +47,9 @@ SECTION_NOTES: dict[str, str] = {
     "": "The root of `flakestorm.yaml`. A phase runs when its section is present: `contract`, "
     "`chaos`, `mutations`, `replays`.",
     "agent": "The system under test: an HTTP endpoint or a Python callable.",
+    "golden_prompts[]": "A golden prompt that is a conversation (SPEC §12): its turns are "
+    "sent in order in one session; invariants check the last turn's reply unless `turn` says "
+    "otherwise, and faults may be scoped to turns with `turns`.",
     "agent.start": "Local runs only: flakestorm starts the agent, waits until it is ready, "
     "passes the proxy environment variables to it and stops it at the end.",
     "agent.session": "Http agents: each cell gets its own conversation, a session id derived "
@@ -83,6 +88,8 @@ SECTION_NOTES: dict[str, str] = {
     "replays.sessions[]": "A recorded session, inline, or `{file: PATH}` to read sessions from "
     "YAML or JSON files (a path or a glob such as `sessions/*.yaml`). See "
     "[the replay guide](replay.md).",
+    "replays.sessions[].turns[]": "One turn of a recorded conversation: its input, and the "
+    "tool replies and LLM replies recorded while it ran, served to that turn only.",
     "replays.sessions[].tool_responses[]": "A recorded tool reply. Per tool, the n-th call "
     "the agent makes gets the n-th recorded reply, with its status and latency; a call with "
     "nothing recorded is a replay miss (`replays.on_miss`).",
@@ -106,8 +113,12 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "version": 'Config format version. A missing version means "2.0"; "1.0" is accepted '
     "with a warning.",
     "agent": "The agent under test.",
-    "golden_prompts": "Normal user inputs. Required for the contract, chaos and mutation "
-    "phases unless every invariant has `probes`.",
+    "golden_prompts": "Normal user inputs: a string (one message) or `{turns: [...]}` (a "
+    "conversation, its turns sent in order in one session). Required for the contract, chaos "
+    "and mutation phases unless every invariant has `probes`.",
+    "golden_prompts[].turns": "A conversation's messages, sent in order in one session (http "
+    "agents: `agent.session` or a reset before it; python agents: a `session_id` parameter or "
+    "`reset_function`). Each turn is one invocation.",
     "invariants": "Invariants for the mutation and chaos-only phases.",
     "contract": "The behavioural contract (contract phase).",
     "chaos": "Faults for the chaos-only phase (chaos phase).",
@@ -180,6 +191,8 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "invariants[].description": "Human-readable description, shown in reports.",
     "invariants[].probes": "Prompts sent instead of the golden prompts for this invariant "
     "(e.g. system-prompt leak probes).",
+    "invariants[].turn": "Which reply of a conversation is checked: `last` (default), `every` "
+    "(each turn; a failure names the turn) or a turn number N.",
     "invariants[].value": "`contains`: the text the output must contain.",
     "invariants[].values": "`contains_any`: texts of which the output must contain at least one.",
     "invariants[].case_sensitive": "`contains`, `contains_any`: compare case-sensitively "
@@ -237,6 +250,8 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "2K-th, …): an intermittent dependency.",
     "tool_faults[].window_ms": "`[FROM, TO]`: only calls made from FROM to TO ms after the "
     "invocation started: an outage that heals.",
+    "tool_faults[].turns": "Active only while these turns of a conversation run (numbered from "
+    "1; a one-message prompt is turn 1). Unset: every turn.",
     "tool_faults[].delay_ms": "`timeout`: how long to hold the call before dropping it; "
     "`slow`: the delay before the real reply. Milliseconds.",
     "tool_faults[].error_code": "`error`: HTTP status of the error reply (or the "
@@ -262,6 +277,8 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "2K-th, …): an intermittent dependency.",
     "llm_faults[].window_ms": "`[FROM, TO]`: only calls made from FROM to TO ms after the "
     "invocation started: an outage that heals.",
+    "llm_faults[].turns": "Active only while these turns of a conversation run (numbered from "
+    "1; a one-message prompt is turn 1). Unset: every turn.",
     "llm_faults[].delay_ms": "`timeout`: how long to hold the call before failing it. "
     "Milliseconds.",
     "llm_faults[].max_tokens": "`truncated_response`: how many tokens of the content are kept.",
@@ -286,6 +303,8 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "2K-th, …): an intermittent dependency.",
     "context_attacks[].window_ms": "`[FROM, TO]`: only calls made from FROM to TO ms after the "
     "invocation started: an outage that heals.",
+    "context_attacks[].turns": "Active only while these turns of a conversation run "
+    "(numbered from 1; a one-message prompt is turn 1). Unset: every turn.",
     # proxy
     "proxy.url": "Where the chaos proxy runs (e.g. `http://flakestorm-proxy:8080` in "
     "GitHub). Omitted: flakestorm starts one in-process on 127.0.0.1.",
@@ -332,7 +351,15 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "tool or LLM).",
     "replays.sessions[].id": "Session identifier (unique).",
     "replays.sessions[].name": "Human-readable name.",
-    "replays.sessions[].input": "The input sent to the agent.",
+    "replays.sessions[].input": "The input sent to the agent (a one-turn session).",
+    "replays.sessions[].turns": "A recorded conversation instead of `input`: its turns, "
+    "replayed in order in one session, each with its own recorded responses; invariants check "
+    "the turns their `turn` selects.",
+    "replays.sessions[].turns[].input": "The turn's message.",
+    "replays.sessions[].turns[].tool_responses": "The tool replies recorded during this turn, "
+    "in call order per tool.",
+    "replays.sessions[].turns[].llm_responses": "The LLM replies recorded during this turn, "
+    "served in order; empty: live.",
     "replays.sessions[].context": "Extra context: filled in for `{context}` in "
     "`agent.request_template` (a python agent gets it as its `context` argument); without "
     "`{context}`, prepended to the input as `Context:` text and a blank line.",

@@ -28,10 +28,9 @@ whole, in a session of its own); the cell notes it. Probes: :mod:`flakestorm.pro
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -41,18 +40,15 @@ from flakestorm.chaos.attacks import poison_input
 from flakestorm.config import Invariant
 from flakestorm.errors import AgentErrorKind, HarnessError
 from flakestorm.events import CellFinished, Event, ScenarioFinished
+from flakestorm.fanout import each
 from flakestorm.invariants import Observation, Verdict
 from flakestorm.plan import Cell, Plan
 from flakestorm.probes import Host, Probe, ProbeRun, ProbeVerdict, run_probes
 from flakestorm.results import CellResult, PromptResult
 from flakestorm.revival import Crowd, Gate, Reviver
-from flakestorm.stopping import abandoned
 from flakestorm.tracker import Tracker
 
 _T = TypeVar("_T")
-
-POLL_S = 0.05
-"""How often the caller's thread looks whether work in flight is to be abandoned."""
 
 
 class Checker(Protocol):
@@ -141,6 +137,10 @@ class Executor:
     def _session(self, key: str) -> str:
         seed = self._options.session_seed
         return "" if seed is None else session_id(seed, key)
+
+    def session_of(self, key: str) -> str:
+        """The session id of ``key`` (a replayed conversation's), or "" without sessions."""
+        return self._session(key)
 
     def _invoke(self, prompt: str, call: Call = NO_CALL) -> Reply | None:
         """One invocation, or None when the run is stopping or out of budget; sent once the
@@ -378,6 +378,8 @@ class Executor:
         tasks = [_Task(cell, run, i) for i in range(len(cell.prompts))]
         if crowd is None:
             for task in tasks:
+                if not self._reset_before(task, tracker):
+                    return
                 if before_invocation is not None and not self._stop.is_set():
                     before_invocation(task.invocation_id)
                 self._do(task, tracker, baselines)
@@ -396,6 +398,26 @@ class Executor:
             return
         for task, outcome in zip(tasks, outcomes, strict=True):
             outcome.commit(tracker, task)
+
+    def _reset_before(self, task: _Task, tracker: Tracker) -> bool:
+        """With a reset and no sessions, a conversation after a cell's first prompt starts
+        from a reset of its own (SPEC §12); False when that reset failed (the cell ERRORED)."""
+        turn = task.cell.turn(task.prompt_index)
+        if (
+            self._resetter is None
+            or self._options.session_seed is not None
+            or task.prompt_index == 0
+            or turn is None
+            or not turn.first
+            or self._stop.is_set()
+        ):
+            return True
+        try:
+            self._resetter.reset()
+        except HarnessError as exc:
+            tracker.error(task.cell, str(exc))
+            return False
+        return True
 
     def _do(
         self,
@@ -459,21 +481,28 @@ class Executor:
         after the agent went down with others in flight, as invocation ``CELL#R.P`` with ``R``
         its run plus ``repeat`` (so its calls and fault decisions are its own)."""
         cell = task.cell
-        prompt = cell.prompts[task.prompt_index]
-        sent, fired = poison_input(prompt, cell.scenario)
+        index = task.prompt_index
+        prompt = cell.prompts[index]
+        turn = cell.turn(index)
+        sent, fired = poison_input(prompt, cell.scenario, 1 if turn is None else turn.number)
         run = task.run + (self._options.repeat if alone else 0)
         call = Call(
-            cell_id=f"{cell.id}#{run}.{task.prompt_index}",
+            cell_id=cell.invocation(run, index),
             scenario=cell.scenario.name,
-            session=self._session(f"{cell.id}#{run}"),
+            session=self._session(cell.session_key(run, index)),
         )
         reply = self._send(f"cell {cell.id}", sent, call, retry)
         if reply is None:  # not sent: stopping, or the agent did not come back
             return _Outcome(error=self._gate.stranded if self._gate.lost is not None else None)
         baseline_reply = baselines.get(prompt)
         baseline = baseline_reply.output if baseline_reply is not None else None
+        checked = cell.checks(index) or reply.error is not None  # a turn unanswered fails
         try:
-            verdict = self._checker.check(cell.invariant, Observation(sent, reply, baseline))
+            verdict = (
+                self._checker.check(cell.invariant, Observation(sent, reply, baseline))
+                if checked
+                else Verdict(True, f"not checked (turn: {cell.invariant.turn})")
+            )
         except HarnessError as exc:
             return _Outcome(error=str(exc))
         result = PromptResult(
@@ -490,6 +519,9 @@ class Executor:
             similarity=verdict.score,
             similarity_backend=verdict.backend,
             leak_at=verdict.leak_at,
+            conversation=None if turn is None else turn.conversation,
+            turn=None if turn is None else turn.number,
+            checked=checked,
         )
         return _Outcome(result, fired, down=reply.error is AgentErrorKind.CONNECTION)
 
@@ -516,49 +548,9 @@ class Executor:
 
     def _each(self, items: list[_T], work: Callable[[_T], None], parallel: bool) -> bool:
         """Apply ``work`` to every item on up to ``concurrency`` worker threads (one when not
-        ``parallel``); re-raise a bug. False when the run stopped and the work still in flight
-        was abandoned after the grace (the workers are left to finish on their own)."""
-        if not items:
-            return True
+        ``parallel``): :func:`flakestorm.fanout.each`."""
         workers = min(self._options.concurrency, len(items)) if parallel else 1
-        source: Iterator[_T] = iter(items)
-        lock = threading.Lock()
-        failures: list[BaseException] = []
-        done = threading.Event()
-        running = [workers]
-
-        def worker() -> None:
-            try:
-                while not failures:
-                    with lock:
-                        item = next(source, _DONE)
-                    if item is _DONE:
-                        return
-                    try:
-                        work(item)  # type: ignore[arg-type]  # _DONE was ruled out above
-                    except BaseException as exc:  # a bug: stop everyone and re-raise in the caller
-                        failures.append(exc)
-                        return
-            finally:
-                with lock:
-                    running[0] -= 1
-                    if running[0] == 0:
-                        done.set()
-
-        for _ in range(workers):  # each in a copy of the caller's context (the run's redactor)
-            context = contextvars.copy_context()
-            threading.Thread(
-                target=context.run, args=(worker,), name="flakestorm-invocation", daemon=True
-            ).start()
-        while not done.wait(POLL_S):
-            if abandoned(self._stop, self._noticed):
-                return False
-        if failures:
-            raise failures[0]
-        return True
-
-
-_DONE = object()
+        return each(items, work, workers, self._stop, self._noticed)
 
 
 @dataclass(frozen=True)
@@ -573,9 +565,10 @@ class _Task:
 
     @property
     def invocation_id(self) -> str:
-        """``cell#run.prompt``: sent as the cell header so fault decisions (``after_calls``,
-        ``probability``) are made per invocation, whatever the concurrency."""
-        return f"{self.cell.id}#{self.run}.{self.prompt_index}"
+        """``cell#run.prompt`` (``.turn`` after it for a conversation's turn): sent as the
+        cell header so fault decisions (``after_calls``, ``probability``, ``turns``) are made
+        per invocation, whatever the concurrency."""
+        return self.cell.invocation(self.run, self.prompt_index)
 
 
 @dataclass(frozen=True)

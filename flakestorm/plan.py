@@ -4,21 +4,45 @@ A contract run is a matrix: every invariant under every scenario of ``chaos_matr
 scenario standing for one scenario per value (:mod:`flakestorm.sweeps`). Each
 (invariant × scenario) pair is a :class:`Cell`, listed invariant-major in config order; that
 order is the order of every report, whatever order cells finish in.
+
+A golden prompt that is a conversation (SPEC §12) stands in a cell's ``prompts`` as its turns,
+in order, each with its :class:`Turn` in ``turns``: every turn is one invocation the executor
+sends, attributes and judges as it does a prompt, the turns of a conversation in one session.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from flakestorm.config import (
     Contract,
     ContractInvariant,
+    Conversation,
+    GoldenPrompt,
     InvariantType,
     Scenario,
+    checks_turn,
 )
 from flakestorm.errors import UsageError
 from flakestorm.sweep_results import SweepInfo
 from flakestorm.sweeps import expanded_matrix, sweeps_of
+
+
+@dataclass(frozen=True)
+class Turn:
+    """Where a prompt of a cell stands in a conversation."""
+
+    conversation: int
+    """The index of the golden prompt it is a turn of."""
+    number: int
+    """1-based."""
+    of: int
+    """How many turns the conversation has."""
+
+    @property
+    def first(self) -> bool:
+        return self.number == 1
 
 
 @dataclass(frozen=True)
@@ -29,11 +53,39 @@ class Cell:
     invariant: ContractInvariant
     scenario: Scenario
     prompts: tuple[str, ...]
-    """The invariant's probes, or else the golden prompts."""
+    """The invariant's probes, or else the golden prompts (a conversation's turns each)."""
+    turns: tuple[Turn | None, ...] = ()
+    """Per prompt, its turn in a conversation (None: a one-message prompt); empty: none is."""
 
     @property
     def id(self) -> str:
         return f"{self.invariant.id}[{self.scenario.name}]"
+
+    def turn(self, index: int) -> Turn | None:
+        """The turn prompt ``index`` is, or None for a one-message prompt."""
+        return self.turns[index] if self.turns else None
+
+    def checks(self, index: int) -> bool:
+        """Whether the invariant checks prompt ``index`` (``turn: last | every | N``)."""
+        turn = self.turn(index)
+        if turn is None:
+            return True
+        return checks_turn(self.invariant.turn, turn.number, turn.of)
+
+    def invocation(self, run: int, index: int) -> str:
+        """The invocation id of prompt ``index`` in run ``run``: ``CELL#RUN.PROMPT``, and for
+        a conversation's turn ``CELL#RUN.PROMPT.TURN`` (so faults scoped to ``turns`` are
+        decided by it)."""
+        turn = self.turn(index)
+        head = f"{self.id}#{run}.{index}"
+        return head if turn is None else f"{head}.{turn.number}"
+
+    def session_key(self, run: int, index: int) -> str:
+        """What prompt ``index``'s session id derives from: the cell's run (``CELL#RUN``), and
+        for a conversation's turn, its conversation's own (``CELL#RUN/cN``)."""
+        turn = self.turn(index)
+        head = f"{self.id}#{run}"
+        return head if turn is None else f"{head}/c{turn.conversation}"
 
     @property
     def applicable(self) -> bool:
@@ -70,17 +122,33 @@ class Plan:
         return tuple(seen)
 
 
-def build_plan(contract: Contract, golden_prompts: list[str]) -> Plan:
+def flatten(prompts: Sequence[GoldenPrompt]) -> tuple[tuple[str, ...], tuple[Turn | None, ...]]:
+    """Golden prompts as a cell sends them: every turn of a conversation a prompt of its own,
+    with its :class:`Turn` (no turns at all when none is a conversation)."""
+    texts: list[str] = []
+    turns: list[Turn | None] = []
+    for i, prompt in enumerate(prompts):
+        if isinstance(prompt, Conversation):
+            n = len(prompt.turns)
+            texts.extend(prompt.turns)
+            turns.extend(Turn(i, k, n) for k in range(1, n + 1))
+        else:
+            texts.append(prompt)
+            turns.append(None)
+    return tuple(texts), (tuple(turns) if any(t is not None for t in turns) else ())
+
+
+def build_plan(contract: Contract, golden_prompts: Sequence[GoldenPrompt]) -> Plan:
     """Expand a contract into its cells (invariant-major, config order)."""
     cells: list[Cell] = []
     scenarios = expanded_matrix(contract)
     for invariant in contract.invariants:
-        prompts = tuple(invariant.probes or golden_prompts)
+        prompts, turns = flatten(invariant.probes or golden_prompts)
         if not prompts:
             raise UsageError(
                 f"invariant {invariant.id!r} has no prompts to send: "
                 "add golden_prompts, or probes to the invariant"
             )
         for scenario in scenarios:
-            cells.append(Cell(len(cells), invariant, scenario, prompts))
+            cells.append(Cell(len(cells), invariant, scenario, prompts, turns))
     return Plan(contract, tuple(cells), tuple(scenarios))

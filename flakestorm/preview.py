@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flakestorm.config import AgentType, Config, InvariantType, MutationGenerator
+from flakestorm.config import AgentType, Config, InvariantType, MutationGenerator, last_turn
 from flakestorm.counting import MatrixCount, count_invocations
 from flakestorm.errors import Problem, UsageError
 from flakestorm.loader.replays import resolve_sessions
-from flakestorm.mutations.generation import left_out, slots, writes
+from flakestorm.mutations.generation import left_out, sends, slots, writes
 from flakestorm.mutations.registry import types_of
 from flakestorm.phases.phase import PhaseName
 from flakestorm.plan import build_plan
@@ -120,7 +120,10 @@ def summary(config: Config, base_dir: Path = Path(".")) -> list[tuple[str, str]]
             parts.append(f"{matrix.detection} stateful-detection (no reset configured)")
         if matrix.probe:
             parts.append("1 forwarding probe (does the agent forward the cell header?)")
-        lines.append(("invocations", f"{matrix.invocations} per contract run: {' + '.join(parts)}"))
+        turns = " (each turn of a conversation one)" if config.conversations else ""
+        lines.append(
+            ("invocations", f"{matrix.invocations} per contract run{turns}: {' + '.join(parts)}")
+        )
         budget = config.advanced.max_invocations
         if budget is not None and matrix.invocations > budget:
             lines.append(
@@ -130,21 +133,23 @@ def summary(config: Config, base_dir: Path = Path(".")) -> list[tuple[str, str]]
         kinds = types_of(config)
         count = len(slots(config))
         baselines = (
-            len(set(config.golden_prompts))
+            len({last_turn(p) for p in config.golden_prompts})
             if any(
                 i.type is InvariantType.BEHAVIOR_UNCHANGED and (i.baseline or "auto") == "auto"
                 for i in config.invariants
             )
             else 0
         )
-        runs = count * config.advanced.repeat + baselines
+        sent = sends(config)
+        runs = sent * config.advanced.repeat + baselines
         extra = f" + {_plural(baselines, 'baseline')}" if baselines else ""
+        per = f"{count}" if sent == count else f"{sent} sends (attacks as real turns: one per turn)"
         lines.append(
             (
                 "mutations",
                 f"{count} = {_plural(len(config.golden_prompts), 'prompt')} × "
                 f"{config.mutations.count} over {_plural(len(kinds), 'type')} "
-                f"({config.mutations.generator.value}); {runs} invocations: {count} × repeat "
+                f"({config.mutations.generator.value}); {runs} invocations: {per} × repeat "
                 f"{config.advanced.repeat}{extra}",
             )
         )
@@ -154,7 +159,7 @@ def summary(config: Config, base_dir: Path = Path(".")) -> list[tuple[str, str]]
     if config.replays is not None:
         sessions, _ = resolve_sessions(config, base_dir, lambda path, m: Problem("", 1, 1, "", m))
         responses = _plural(
-            sum(len(s.session.tool_responses) for s in sessions), "recorded tool response"
+            sum(len(s.session.all_tool_responses) for s in sessions), "recorded tool response"
         )
         lines.append(
             (

@@ -46,6 +46,9 @@ class Probe:
     id: str
     prompt: str
     call: Call = NO_CALL
+    turns: tuple[str, ...] = ()
+    """Turns sent before ``prompt``, in the same session (an attack sent as real turns): each
+    its own invocation (``ID#RUN.ALONE.TURN``); the last turn's reply is judged."""
 
 
 class ProbeVerdict(Protocol):
@@ -140,7 +143,7 @@ def run_probes(
             call = dataclasses.replace(call, cell_id=f"{call.cell_id}#{run}.{int(alone)}")
             if before_invocation is not None and host.reset is not None:
                 before_invocation(call.cell_id)
-        reply = host.invoke(probe.prompt, call)
+        reply = _converse(host, probe, call)
         if reply is None:
             return ProbeRun(None)
         try:
@@ -228,6 +231,25 @@ def run_probes(
         if left[i] > 0:
             sink(i, _complete(probe_runs))
     return []
+
+
+def _converse(host: Host, probe: Probe, call: Call) -> Reply | None:
+    """Send ``probe``'s turns in order in its session, then its prompt: the reply to judge
+    (the first turn the agent did not answer, else the last)."""
+    if not probe.turns:
+        return host.invoke(probe.prompt, call)
+    messages = (*probe.turns, probe.prompt)
+    reply = None
+    for number, message in enumerate(messages, 1):
+        turn = (
+            call
+            if not call.cell_id
+            else dataclasses.replace(call, cell_id=f"{call.cell_id}.{number}")
+        )
+        reply = host.invoke(message, turn)
+        if reply is None or reply.error is not None:
+            return reply
+    return reply
 
 
 def _complete(runs: list[ProbeRun | None]) -> tuple[ProbeRun, ...]:

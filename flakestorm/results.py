@@ -73,6 +73,12 @@ class PromptResult:
     leak_at: int | None = None
     """Where the reply starts showing what a leak invariant forbids (PII, an extracted system
     prompt), when that failed it: public reports cut the reply there."""
+    conversation: int | None = None
+    """For a conversation's turn (SPEC §12): the index of its golden prompt."""
+    turn: int | None = None
+    """For a conversation's turn: its number, from 1 (its calls' invocation ends ``.TURN``)."""
+    checked: bool = True
+    """Whether the invariant was checked on this reply (``turn: last | every | N``)."""
 
 
 @dataclass(frozen=True)
@@ -161,6 +167,9 @@ class MutationResult:
     when the fault channel is open and each call can be attributed to its mutation); a call's
     ``invocation`` is ``RUN.0`` (of a run judged on an isolated re-run, the re-run's calls).
     What ``replay export`` serves again."""
+    turns: tuple[str, ...] = ()
+    """Sent as real turns (``multi_turn_attack``, ``context_manipulation`` to an agent with
+    sessions): the turns sent before ``sent``, in order, in the same session."""
     isolated: bool = False
     """The verdict comes from an isolated re-run: the agent went down under this mutation
     while other mutations were in flight, so it was sent again on its own once the agent was
@@ -474,6 +483,7 @@ def _mutation(d: Mapping[str, Any]) -> MutationResult:
             "status": Status(d["status"]),
             "changes": tuple(d["changes"]),
             "failed_invariants": tuple(d["failed_invariants"]),
+            "turns": tuple(d.get("turns", ())),
             "request": None if d["request"] is None else dict(d["request"]),
             "calls": call_records(d.get("calls", ())),
         }

@@ -222,12 +222,22 @@ def run_phases(
             reviver,
         ),
     ):
-        # a session isolates each cell: no global reset, so cells run concurrently
-        resetter = (
-            None
-            if config.agent.session is not None
-            else build_resetter(config.agent, loaded.base_dir, _locator(loaded))
+        # a session isolates each cell: no global reset, so cells run concurrently; a python
+        # agent taking `session_id` (and no reset_function) is given one (SPEC §12)
+        sessions = config.agent.session is not None or (
+            getattr(agent, "takes_session", False) and config.agent.reset_function is None
         )
+        if sessions and options.session_seed is None:
+            options = dataclasses.replace(options, session_seed=advanced.seed)
+        resetter = (
+            None if sessions else build_resetter(config.agent, loaded.base_dir, _locator(loaded))
+        )
+        if config.conversations and not sessions and resetter is None:
+            raise UsageError(
+                f"{loaded.path.name}: golden_prompts: a conversation needs its own session: "
+                "give the agent's callable a `session_id` parameter, or set "
+                "agent.reset_function (http agents: agent.session or agent.reset_endpoint)"
+            )
         checker = build_checker(advanced)
         try:
             begin = channel.begin if channel is not None else None
@@ -243,7 +253,7 @@ def run_phases(
                     first=not outcomes,
                     stop=stop,
                     notice=notice,
-                    has_session=config.agent.session is not None,
+                    has_session=sessions,
                     spool_dir=out_dir,
                 )
                 outcome = phase.run(plans[phase.name], context)

@@ -217,5 +217,11 @@ def _reason(
         return head if failing is None else f"{head}; {failing.reason}"
     if failing is None:
         return f"held for all {n} prompt(s)" if n > 1 else runs[0][0].reason  # type: ignore[union-attr]
-    index = cell.prompts.index(failing.prompt) + 1
-    return f"prompt {index}/{n}: {failing.reason}"
+    index = next(i for run in runs for i, p in enumerate(run) if p is failing)
+    turn = cell.turn(index)
+    if turn is not None:
+        where = f"turn {turn.number}/{turn.of}"
+        if any(t is not None and t.conversation != turn.conversation for t in cell.turns):
+            where = f"golden prompt {turn.conversation + 1}, {where}"
+        return f"{where}: {failing.reason}"
+    return f"prompt {index + 1}/{n}: {failing.reason}"

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from click.testing import CliRunner
 from support.server import LoopbackServer, Request, Response
 
@@ -76,8 +78,10 @@ RUNS = [
 ]
 
 
-def fake_langsmith() -> LoopbackServer:
-    """The parts of the LangSmith REST API the client's list_runs and read_run use."""
+def fake_langsmith(every: list[dict[str, Any]] | None = None) -> LoopbackServer:
+    """The parts of the LangSmith REST API the client's list_runs and read_run use (a
+    thread's filter keeps the root runs whose metadata names the thread)."""
+    known = RUNS if every is None else every
 
     def handle(request: Request) -> Response:
         if request.headers.get("x-api-key") != KEY:
@@ -96,24 +100,66 @@ def fake_langsmith() -> LoopbackServer:
             return Response.json([project])
         if path == "/runs/query":
             query = request.json()
-            runs = RUNS
+            runs = known
             if "trace" in query:
                 runs = [r for r in runs if r["trace_id"] == query["trace"]]
             if query.get("is_root"):
                 runs = [r for r in runs if r["parent_run_id"] is None]
                 assert query["session"] == [PROJECT_ID]
+            thread = re.search(r'eq\(metadata_value, "([^"]+)"\)', query.get("filter") or "")
+            if thread:
+                runs = [r for r in runs if _thread_of(r) == thread[1]]
             if "limit" in query:
                 runs = runs[: query["limit"]]
             return Response.json({"runs": runs, "cursors": {"next": None}})
         if path.startswith("/runs/"):
             run_id = path.rsplit("/", 1)[1]
-            found = [r for r in RUNS if r["id"] == run_id]
+            found = [r for r in known if r["id"] == run_id]
             if not found:
                 return Response.json({"detail": "not found"}, status=404)
             return Response.json(found[0])
         return Response.json({}, status=200)
 
     return LoopbackServer(handle)
+
+
+def _thread_of(run: dict[str, Any]) -> str | None:
+    return ((run.get("extra") or {}).get("metadata") or {}).get("thread_id")
+
+
+def in_thread(run: dict[str, Any], thread: str) -> dict[str, Any]:
+    return {**run, "extra": {"metadata": {"thread_id": thread}}}
+
+
+THREAD = [
+    # the second turn listed first: the roots' start order decides
+    in_thread(
+        run_doc(5, 0, "quote_agent", "chain", {"input": "And MSFT?"}, {"output": "down"}), "t-42"
+    ),
+    run_doc(5, 1, "market_data_api", "tool", {"ticker": "MSFT"}, None, "HTTPError: 503 down"),
+    in_thread(
+        run_doc(4, 0, "quote_agent", "chain", {"input": "What is AAPL at?"}, {"output": "187.50"}),
+        "t-42",
+    ),
+    run_doc(4, 1, "market_data_api", "tool", {"ticker": "AAPL"}, {"output": {"price": 187.5}}),
+    in_thread(
+        run_doc(6, 0, "quote_agent", "chain", {"input": "Another user"}, {"output": "hi"}), "t-7"
+    ),
+]
+
+
+def test_a_thread_becomes_one_conversation_session(tmp_path: Path) -> None:
+    with fake_langsmith(THREAD) as server:
+        result = import_cli(server, tmp_path, "--project", "finance-prod", "--thread", "t-42")
+    assert result.exit_code == 0, result.output
+    (written,) = tmp_path.glob("*.yaml")
+    assert written.name == "langsmith-thread-t-42.yaml"
+    session = yaml.safe_load(written.read_text())
+    assert "input" not in session
+    assert [t["input"] for t in session["turns"]] == ["What is AAPL at?", "And MSFT?"]
+    assert [
+        [(r["tool"], r.get("status", 200)) for r in t["tool_responses"]] for t in session["turns"]
+    ] == [[("market_data_api", 200)], [("market_data_api", 500)]]
 
 
 def import_cli(server: LoopbackServer, out: Path, *args: str) -> Any:

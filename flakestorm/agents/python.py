@@ -3,7 +3,8 @@
 ``agent.endpoint`` is ``module:attr``, imported with the config's directory first on
 ``sys.path``. The attribute may be
 
-- a function ``f(prompt) -> str | dict`` (sync or async);
+- a function ``f(prompt) -> str | dict`` (sync or async); one that takes a ``session_id``
+  keyword argument is given each conversation's id (SPEC §12: a cell's run, a conversation);
 - an object with an ``invoke(prompt)`` method (sync or async);
 - a class: instantiated once, without arguments, then used as above.
 
@@ -82,6 +83,9 @@ class PythonAgent:
         target = load_reference(config.endpoint, base_dir, "agent.endpoint", locate)
         self._fn = resolve_callable(target, config.endpoint, "agent.endpoint", locate)
         self._is_async = inspect.iscoroutinefunction(self._fn)
+        self.takes_session = _takes_session(self._fn)
+        """Whether the callable takes ``session_id`` (SPEC §12): each conversation's id is
+        then passed to it, as ``agent.session`` sends it to an http agent."""
         self._pool = pool or DaemonPool()
         self._loop = LoopThread()
         self._timeout_s = config.timeout / 1000
@@ -135,16 +139,19 @@ class PythonAgent:
 
     # -- running
 
+    def _args(self, call: Call) -> dict[str, str]:
+        return {"session_id": call.session} if self.takes_session and call.session else {}
+
     def _run_sync(self, prompt: str, call: Call) -> Any:
         current_call.set(call)  # in the worker's private copy of the caller's context
-        result = self._fn(prompt)
+        result = self._fn(prompt, **self._args(call))
         if inspect.isawaitable(result):  # a sync callable handing back a coroutine
             return self._loop.submit(_awaited(result)).result()
         return result
 
     async def _run_async(self, prompt: str, call: Call) -> Any:
         current_call.set(call)  # the task runs in its own copy of the context
-        return await self._fn(prompt)
+        return await self._fn(prompt, **self._args(call))
 
     # -- answering
 
@@ -181,6 +188,18 @@ class PythonAgent:
         extra: dict[str, str] | None = None,
     ) -> Reply:
         return Reply(None, _ms_since(started), error=kind, error_message=message, extra=extra or {})
+
+
+def _takes_session(fn: Callable[..., Any]) -> bool:
+    try:
+        parameters = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # a builtin without a signature
+        return False
+    found = parameters.get("session_id")
+    return found is not None and found.kind in (
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        inspect.Parameter.KEYWORD_ONLY,
+    )
 
 
 async def _awaited(awaitable: Awaitable[Any]) -> Any:

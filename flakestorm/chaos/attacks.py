@@ -10,11 +10,14 @@ from __future__ import annotations
 from flakestorm.config import ContextAttackType, PoisonStrategy, Scenario
 
 
-def poison_input(prompt: str, scenario: Scenario) -> tuple[str, tuple[str, ...]]:
-    """The input the agent receives under ``scenario``, and the attacks that fired on it."""
+def poison_input(prompt: str, scenario: Scenario, turn: int = 1) -> tuple[str, tuple[str, ...]]:
+    """The input the agent receives under ``scenario`` on turn ``turn`` of a conversation (a
+    one-message prompt is turn 1), and the attacks that fired on it."""
     fired = []
     for attack in scenario.context_attacks:
         if attack.type is not ContextAttackType.MEMORY_POISONING or attack.payload is None:
+            continue
+        if attack.turns is not None and turn not in attack.turns:
             continue
         strategy = attack.strategy or PoisonStrategy.APPEND
         if strategy is PoisonStrategy.PREPEND:

@@ -249,11 +249,13 @@ def judge(info: ScenarioInfo, cells: Sequence[CellResult]) -> tuple[ScenarioInfo
     return judged, out
 
 
-_INVOCATION_SUFFIX = re.compile(r"#\d+\.\d+$")
+_INVOCATION_SUFFIX = re.compile(r"#\d+\.\d+(?:\.\d+)?$")
+"""``#RUN.PROMPT``, or ``#RUN.PROMPT.TURN`` for a conversation's turn."""
 
 
 def invocation_of(attribution: str) -> str:
-    """``RUN.PROMPT`` of an interaction's attribution (``cell#0.2`` → ``0.2``), else ""."""
+    """``RUN.PROMPT`` of an interaction's attribution (``cell#0.2`` → ``0.2``; a turn's
+    ``cell#0.2.3`` → ``0.2.3``), else ""."""
     found = _INVOCATION_SUFFIX.search(attribution)
     return found.group(0)[1:] if found else ""
 

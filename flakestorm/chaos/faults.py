@@ -5,16 +5,16 @@ ask one :class:`FaultBook` per active scenario what to do with each call the age
 report back what happened, so the two paths cannot disagree on semantics.
 
 Decisions are deterministic: a fault's schedule (:mod:`flakestorm.chaos.schedule`: ``calls``,
-``every``, ``window_ms``; ``after_calls`` is ``calls: "N+1-"``) counts matching calls *per cell*
-(an invocation: the cell header is ``cell#run.prompt``) and times them from when the invocation
-started (:meth:`FaultBook.begin`), and a ``probability`` draw comes from an RNG seeded by
-``(seed, scenario, cell, fault, call index)``,
-so a run with the same seed injects the same faults in the same cells, whatever the thread
-scheduling — provided calls can be attributed to their cell (see SPEC §4.2). The payloads a
-fired fault injects (which ``indirect_injection`` payload, which garbage text) come from the
-same kind of RNG, seeded by ``(seed, scenario, cell, call key, call index)``
-(:func:`call_rng` with :func:`tool_key` or :data:`LLM_KEY`), so both delivery paths inject the
-same payloads for the same seed.
+``every``, ``window_ms``; ``after_calls`` is ``calls: "N+1-"``) counts matching calls *per cell* (an
+invocation: the cell header is ``cell#run.prompt``, ``cell#run.prompt.turn`` for a conversation's
+turn, whose number decides a fault scoped to ``turns``) and times them from when the invocation
+started (:meth:`FaultBook.begin`), and a ``probability`` draw comes from an RNG seeded by ``(seed,
+scenario, cell, fault, call index)``, so a run with the same seed injects the same faults in the
+same cells, whatever the thread scheduling — provided calls can be attributed to their cell (see
+SPEC §4.2). The payloads a fired fault injects (which ``indirect_injection`` payload, which garbage
+text) come from the same kind of RNG, seeded by ``(seed, scenario, cell, call key, call index)``
+(:func:`call_rng` with :func:`tool_key` or :data:`LLM_KEY`), so both delivery paths inject the same
+payloads for the same seed.
 
 Vocabulary: an *interaction* is one call the agent makes to a tool or LLM; a fault *fires*
 on an interaction when it is injected into it; a fault is *delivered* in a scenario when at
@@ -179,7 +179,11 @@ def tool_matches(fault: ToolFault, tool: str | None, url: str, short: str | None
 def schedule_of(fault: Scheduled) -> Schedule:
     """A fault's (or context attack's) schedule, ``after_calls`` folded in."""
     return Schedule.of(
-        fault.calls, fault.every, fault.window_ms, getattr(fault, "after_calls", 0) or 0
+        fault.calls,
+        fault.every,
+        fault.window_ms,
+        getattr(fault, "after_calls", 0) or 0,
+        fault.turns,
     )
 
 
@@ -239,6 +243,8 @@ class FaultBook:
 
     def _in_schedule(self, cell: str, fault: Scheduled, call_index: int) -> bool:
         schedule = self._schedule(fault)
+        if not schedule.in_turn(cell):
+            return False
         if schedule.every_call:
             return True
         elapsed = self._elapsed_ms(cell) if schedule.timed else None

@@ -8,7 +8,9 @@ A fault acts on a call when the call is inside every part of its schedule:
 - ``every: K``: every K-th matching call (the K-th, the 2K-th, ...): an intermittent
   dependency;
 - ``window_ms: [FROM, TO]``: from FROM to TO ms after the invocation started: an outage that
-  heals.
+  heals;
+- ``turns: [N, ...]``: only while those turns of a conversation run (SPEC §12): the invocation
+  id of a turn ends ``.TURN`` (:func:`turn_of`), a one-message prompt is turn 1.
 
 Pure: :class:`Schedule` is a value, :meth:`Schedule.covers` the one decision both delivery
 paths take (through :class:`~flakestorm.chaos.faults.FaultBook`), and :func:`problems` what the
@@ -22,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:(-)\s*(\d+)?)?\s*$")
+_TURN = re.compile(r"#\d+\.\d+\.(\d+)$")
 CALLS_EXAMPLES = '"1-2" (the first two), "3-" (from the third on), "2,4", "1-2,5"'
 
 
@@ -51,6 +54,12 @@ def parse_calls(text: str) -> tuple[tuple[int, int | None], ...]:
     return tuple(ranges)
 
 
+def turn_of(invocation: str) -> int:
+    """The turn an invocation is (``cell#0.4.2`` → 2); 1 for a one-message prompt's."""
+    found = _TURN.search(invocation)
+    return int(found[1]) if found else 1
+
+
 @dataclass(frozen=True)
 class Schedule:
     """Which matching calls of an invocation a fault acts on; the empty schedule: all."""
@@ -58,6 +67,8 @@ class Schedule:
     calls: tuple[tuple[int, int | None], ...] = ()
     every: int | None = None
     window_ms: tuple[int, int] | None = None
+    turns: tuple[int, ...] = ()
+    """The turns of a conversation it is active in (empty: every turn)."""
 
     @classmethod
     def of(
@@ -66,13 +77,18 @@ class Schedule:
         every: int | None = None,
         window_ms: Sequence[int] | None = None,
         after_calls: int = 0,
+        turns: Sequence[int] | None = None,
     ) -> Schedule:
         """A fault's schedule from its fields (``calls`` already checked by the config)."""
         ranges = parse_calls(calls) if calls else ()
         if after_calls and not ranges:
             ranges = ((after_calls + 1, None),)
         window = (int(window_ms[0]), int(window_ms[1])) if window_ms else None
-        return cls(ranges, every, window)
+        return cls(ranges, every, window, tuple(turns or ()))
+
+    def in_turn(self, invocation: str) -> bool:
+        """Whether it is active during ``invocation`` (its turn one of ``turns``)."""
+        return not self.turns or turn_of(invocation) in self.turns
 
     @property
     def timed(self) -> bool:
@@ -127,6 +143,10 @@ class Schedule:
             parts.append(f"every {_ordinal(self.every)} call")
         if self.window_ms is not None:
             parts.append(f"{self.window_ms[0]}-{self.window_ms[1]} ms after the invocation started")
+        if self.turns:
+            parts.append(
+                f"turn{'s' if len(self.turns) > 1 else ''} {', '.join(map(str, self.turns))}"
+            )
         return ", ".join(parts) or "every call"
 
 

@@ -83,6 +83,8 @@ def preview(config_path: Path, kind: str | None, prompt_number: int | None) -> N
             )
         )
         click.echo(masked(f"  original: {_shown(mutation.original)}"))
+        for number, turn in enumerate(mutation.turns, 1):  # sent as real turns first
+            click.echo(masked(f"  turn {number}:   {_shown(turn)}"))
         click.echo(masked(f"  sent:     {_shown(mutation.prompt)}"))
         if mutation.request is not None:
             for change in mutation.request.changes:

@@ -85,6 +85,12 @@ def import_group() -> None:
 @import_group.command("langsmith")
 @click.option("--project", default=None, help="A LangSmith project: its root runs.")
 @click.option("--run", "run_id", default=None, help="One root run, by id.")
+@click.option(
+    "--thread",
+    default=None,
+    help="A thread of the project (its metadata session_id, conversation_id or thread_id): "
+    "imported as one conversation session, a turn per root run.",
+)
 @click.option("--filter", "filter_", default=None, help="A LangSmith filter (FQL) on the runs.")
 @click.option("--limit", type=click.IntRange(1), default=None, help="At most this many runs.")
 @click.option(
@@ -106,6 +112,7 @@ def import_group() -> None:
 def import_langsmith(
     project: str | None,
     run_id: str | None,
+    thread: str | None,
     filter_: str | None,
     limit: int | None,
     input_key: str | None,
@@ -129,6 +136,7 @@ def import_langsmith(
         input_key=input_key,
         with_llm=with_llm,
         contract=contract,
+        thread=thread,
     )
     secrets = [v for k, v in os.environ.items() if k == "LANGSMITH_API_KEY"]
     kept: list[Path] = []

@@ -66,6 +66,20 @@ class AgentConfig(Model):
 
 # --------------------------------------------------------------------------- invariants
 
+TurnNumber = Annotated[int, Field(ge=1)]
+"""A turn of a conversation (SPEC §12), numbered from 1; a one-message prompt is turn 1."""
+TurnSelector = Literal["last", "every"] | TurnNumber
+"""Which turns of a conversation an invariant checks: the last (default), every one, or turn N."""
+
+
+def checks_turn(selector: TurnSelector, number: int, of: int) -> bool:
+    """Whether an invariant with ``turn: selector`` checks turn ``number`` of ``of`` turns."""
+    if selector == "every":
+        return True
+    if selector == "last":
+        return number == of
+    return number == selector
+
 
 class Invariant(Model):
     id: str | None = Field(default=None, min_length=1)
@@ -75,6 +89,7 @@ class Invariant(Model):
     negate: bool = False
     description: str | None = None
     probes: list[str] | None = Field(default=None, min_length=1)
+    turn: TurnSelector = "last"
     # type fields (see INVARIANT_FIELDS)
     value: str | None = None
     values: list[str] | None = Field(default=None, min_length=1)
@@ -124,6 +139,9 @@ class Scheduled(Protocol):
     @property
     def window_ms(self) -> tuple[int, int] | None: ...
 
+    @property
+    def turns(self) -> list[int] | None: ...
+
 
 class FaultTrigger(Model):
     """Fields every fault shares: how often and on which calls it fires."""
@@ -134,6 +152,8 @@ class FaultTrigger(Model):
     calls: Calls | None = None
     every: Every | None = None
     window_ms: WindowMs | None = None
+    turns: list[TurnNumber] | None = Field(default=None, min_length=1)
+    """Active only while these turns of a conversation run (None: every turn)."""
 
 
 class ToolFault(FaultTrigger):
@@ -166,6 +186,8 @@ class ContextAttack(Model):
     calls: Calls | None = None
     every: Every | None = None
     window_ms: WindowMs | None = None
+    turns: list[TurnNumber] | None = Field(default=None, min_length=1)
+    """Active only while these turns of a conversation run (None: every turn)."""
 
 
 def _attacks_dict_to_list(value: Any) -> Any:

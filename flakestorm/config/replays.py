@@ -64,10 +64,22 @@ class Verify(str, enum.Enum):
     exported from a mutation)."""
 
 
+class SessionTurn(Model):
+    """One turn of a recorded conversation (SPEC §12): its input, and the tool responses and
+    LLM replies recorded while it ran."""
+
+    input: str
+    tool_responses: list[ToolResponse] = []
+    llm_responses: list[LlmReply] = []
+
+
 class Session(Model):
     id: str = Field(min_length=1)
     name: str | None = None
-    input: str
+    input: str = ""
+    """The input of a one-turn session (a conversation gives ``turns`` instead)."""
+    turns: list[SessionTurn] | None = Field(default=None, min_length=1)
+    """A recorded conversation: its turns, replayed in order in one session."""
     context: str | list[Any] | dict[str, Any] | None = None
     tool_responses: list[ToolResponse] = []
     llm_responses: list[LlmReply] = []
@@ -77,12 +89,33 @@ class Session(Model):
     verify: Verify = Verify.CONTRACT
 
     @property
+    def steps(self) -> tuple[SessionTurn, ...]:
+        """What is replayed, in order: the turns of a conversation, or the one input with the
+        session's recorded responses."""
+        if self.turns:
+            return tuple(self.turns)
+        return (SessionTurn(input=self.input, tool_responses=self.tool_responses,
+                            llm_responses=self.llm_responses),)  # fmt: skip
+
+    @property
+    def first_input(self) -> str:
+        return self.steps[0].input
+
+    @property
+    def all_tool_responses(self) -> list[ToolResponse]:
+        return [r for step in self.steps for r in step.tool_responses]
+
+    @property
     def has_tool_faults(self) -> bool:
-        return any(r.faulty for r in self.tool_responses)
+        return any(r.faulty for r in self.all_tool_responses)
+
+    @property
+    def has_llm_replies(self) -> bool:
+        return any(step.llm_responses for step in self.steps)
 
     @property
     def has_llm_faults(self) -> bool:
-        return any(r.faulty for r in self.llm_responses)
+        return any(r.faulty for step in self.steps for r in step.llm_responses)
 
 
 class SessionFile(Model):

@@ -83,10 +83,31 @@ class Advanced(Model):
 # --------------------------------------------------------------------------- root
 
 
+class Conversation(Model):
+    """A golden prompt that is a conversation (SPEC §12): its turns, sent in order in one
+    session."""
+
+    turns: list[Annotated[str, Field(min_length=1)]] = Field(min_length=1)
+
+
+GoldenPrompt = str | Conversation
+"""One golden prompt: one message, or a conversation."""
+
+
+def turns_of(prompt: GoldenPrompt) -> tuple[str, ...]:
+    """The messages a golden prompt sends, in order (one for a one-message prompt)."""
+    return (prompt,) if isinstance(prompt, str) else tuple(prompt.turns)
+
+
+def last_turn(prompt: GoldenPrompt) -> str:
+    """What a phase that sends one message per golden prompt sends: its last turn."""
+    return turns_of(prompt)[-1]
+
+
 class Config(Model):
     version: Literal["2.0", "1.0"] = "2.0"
     agent: AgentConfig
-    golden_prompts: list[str] = []
+    golden_prompts: list[GoldenPrompt] = []
     invariants: list[Invariant] = []
     contract: Contract | None = None
     chaos: Chaos | None = None
@@ -96,6 +117,16 @@ class Config(Model):
     scoring: Scoring = Scoring()
     output: Output = Output()
     advanced: Advanced = Advanced()
+
+    @property
+    def conversations(self) -> bool:
+        """Whether a golden prompt is a conversation."""
+        return any(isinstance(p, Conversation) for p in self.golden_prompts)
+
+    @property
+    def longest_conversation(self) -> int:
+        """The most turns a golden prompt has (1 without conversations)."""
+        return max((len(turns_of(p)) for p in self.golden_prompts), default=1)
 
     def top_level_invariants(self) -> list[ContractInvariant]:
         """The top-level invariants as the chaos and mutation phases check them, each with an

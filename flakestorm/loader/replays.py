@@ -37,6 +37,7 @@ from flakestorm.config import (
     Scenario,
     Session,
     SessionFile,
+    ToolResponse,
     Verify,
 )
 from flakestorm.errors import Problem
@@ -248,12 +249,35 @@ class _Checker:
         semantics.check(semantics.Parts.of_config(config), locate, self.base_dir)
         return kept
 
+    def shape(self, source: SessionSource) -> list[Problem]:
+        """A session is one input, or a conversation's turns, each with its own responses."""
+        session = source.session
+        if session.turns is None:
+            if not session.input:
+                return [source.place(("input",), "a session needs an input, or turns")]
+            return []
+        given = [k for k in ("input", "tool_responses", "llm_responses") if getattr(session, k)]
+        return [
+            source.place(
+                (key,),
+                f"a conversation session records {key} per turn: move it into its turn "
+                "(turns[N].input, turns[N].tool_responses, turns[N].llm_responses)",
+            )
+            for key in given
+        ]
+
     def tools(self, source: SessionSource) -> list[Problem]:
         agent = self.config.agent
         session = source.session
-        out = []
+        out = self.shape(source)
+        recorded: list[tuple[ConfigPath, list[ToolResponse]]] = [
+            (("tool_responses",), session.tool_responses)
+        ] + [
+            (("turns", k, "tool_responses"), turn.tool_responses)
+            for k, turn in enumerate(session.turns or ())
+        ]
         if agent.type is AgentType.PYTHON:
-            if session.llm_responses and agent.llm is None:
+            if session.has_llm_replies and agent.llm is None:
                 out.append(
                     source.place(
                         ("llm_responses",),
@@ -266,7 +290,7 @@ class _Checker:
             known = [ref.rpartition(":")[2].rpartition(".")[2] for ref in agent.tools or ()]
             # a tool whose HTTP calls are routed through the in-process proxy (SPEC §10)
             known += sorted(self.config.proxy.tools) if self.config.proxy else []
-            if session.tool_responses and not known:
+            if session.all_tool_responses and not known:
                 out.append(
                     source.place(
                         ("tool_responses",),
@@ -281,19 +305,20 @@ class _Checker:
                 return out  # the agent calls <proxy>/tools/NAME itself: any name routes
             if self.config.proxy is not None and self.config.proxy.mcp:
                 return out  # an MCP server's tools are known only at run time
-        for j, response in enumerate(session.tool_responses):
-            if response.tool in known:
-                continue
-            guess = did_you_mean(response.tool, known)
-            hint = f"; did you mean {guess!r}?" if guess else ""
-            where = "agent.tools" if agent.type is AgentType.PYTHON else "proxy.tools"
-            out.append(
-                source.place(
-                    ("tool_responses", j, "tool"),
-                    f"unknown tool {response.tool!r} (the tools in {where}: "
-                    f"{', '.join(known)}){hint}",
+        for at, responses in recorded:
+            for j, response in enumerate(responses):
+                if response.tool in known:
+                    continue
+                guess = did_you_mean(response.tool, known)
+                hint = f"; did you mean {guess!r}?" if guess else ""
+                where = "agent.tools" if agent.type is AgentType.PYTHON else "proxy.tools"
+                out.append(
+                    source.place(
+                        (*at, j, "tool"),
+                        f"unknown tool {response.tool!r} (the tools in {where}: "
+                        f"{', '.join(known)}){hint}",
+                    )
                 )
-            )
         return out
 
 

@@ -102,11 +102,15 @@ def session_text(session: Session) -> str:
     write): its fields in model order, empty ones (and ``fault: false``, ``verify:
     contract``) left out."""
     data = session.model_dump(mode="json", exclude_none=True)
-    data = {k: v for k, v in data.items() if v != [] and (k, v) != ("verify", "contract")}
-    for key in ("tool_responses", "llm_responses"):
-        for response in data.get(key, []):
-            if response.get("fault") is False:
-                del response["fault"]
+    left_out = (("verify", "contract"), ("input", ""))
+    data = {k: v for k, v in data.items() if v != [] and (k, v) not in left_out}
+    for part in (data, *data.get("turns", [])):
+        for key in ("tool_responses", "llm_responses"):
+            if part.get(key) == []:
+                del part[key]
+            for response in part.get(key, []):
+                if response.get("fault") is False:
+                    del response["fault"]
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
 
 

@@ -21,8 +21,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from flakestorm.agents.request import RequestShape
-from flakestorm.config import Config, LlmFallback, MutationGenerator, MutationType
+from flakestorm.config import Config, LlmFallback, MutationGenerator, MutationType, last_turn
 from flakestorm.mutations.registry import types_of, unit
+from flakestorm.mutations.turns import real_turns
 from flakestorm.mutations.unit import Target, mutation_rng
 from flakestorm.mutations.usability import Unusable, UnusableAnswerError
 
@@ -48,6 +49,9 @@ class Mutation:
     request: RequestShape | None
     weight: float
     generator: str = MutationGenerator.TEMPLATES.value
+    turns: tuple[str, ...] = ()
+    """Sent as real turns (:mod:`flakestorm.mutations.turns`): the turns sent before
+    ``prompt`` (the last turn), in the same session."""
 
     @property
     def id(self) -> str:
@@ -66,7 +70,8 @@ def slots(config: Config) -> list[tuple[int, str, MutationType, int]]:
     if mutations is None or not kinds:
         return []
     out = []
-    for p, prompt in enumerate(config.golden_prompts):
+    for p, golden in enumerate(config.golden_prompts):
+        prompt = last_turn(golden)  # a conversation: its last turn, mutated as one message
         for i in range(mutations.count):
             out.append((p, prompt, kinds[i % len(kinds)], i // len(kinds)))
     return out
@@ -84,6 +89,7 @@ def generate(config: Config, llm: LlmWriter | None = None) -> tuple[Mutation, ..
     by_llm = mutations.generator is MutationGenerator.LLM and llm is not None
     fallback = mutations.llm is not None and mutations.llm.fallback is LlmFallback.TEMPLATES
     kinds = types_of(config)
+    sessions = config.agent.session is not None
     units = {kind: unit(kind, mutations.templates) for kind in kinds}
     weights = {kind: mutations.weight(kind) for kind in kinds}
     out: list[Mutation] = []
@@ -106,8 +112,18 @@ def generate(config: Config, llm: LlmWriter | None = None) -> tuple[Mutation, ..
                 )
                 continue
         transform = units[kind].transform(variant)
-        made = transform.apply(prompt, mutation_rng(seed, kind, prompt, variant), target)
         name = transform.name
+        rng = mutation_rng(seed, kind, prompt, variant)
+        turns = real_turns(kind, name, prompt, rng) if sessions else None
+        if turns is not None:  # an agent with sessions: the history sent as real turns
+            out.append(
+                Mutation(
+                    len(out), kind, f"{name} (turns){fell_back}", p, variant, prompt,
+                    turns[-1], None, weight, turns=turns[:-1],
+                )
+            )  # fmt: skip
+            continue
+        made = transform.apply(prompt, rng, target)
         text = made.prompt
         if made.request is None and text == prompt:
             text, name = text + UNCHANGED_SUFFIX, f"{name}+suffix"
@@ -117,6 +133,25 @@ def generate(config: Config, llm: LlmWriter | None = None) -> tuple[Mutation, ..
             )
         )
     return tuple(out)
+
+
+def sends(config: Config) -> int:
+    """The invocations one run of every mutation makes: one each, or, sent as real turns to
+    an agent with sessions, one per turn (the ``templates`` variants; an ``llm``-written one is
+    counted as one message)."""
+    mutations = config.mutations
+    if mutations is None:
+        return 0
+    if config.agent.session is None or mutations.generator is MutationGenerator.LLM:
+        return len(slots(config))
+    seed = config.advanced.seed
+    units = {kind: unit(kind, mutations.templates) for kind in types_of(config)}
+    total = 0
+    for _, prompt, kind, variant in slots(config):
+        name = units[kind].transform(variant).name
+        turns = real_turns(kind, name, prompt, mutation_rng(seed, kind, prompt, variant))
+        total += 1 if turns is None else len(turns)
+    return total
 
 
 def writes(kind: MutationType) -> bool:

@@ -1,15 +1,15 @@
 """``when`` judged per invocation, for faults that may leave an invocation untouched (SPEC §5,
 "``when`` and faults that may not fire").
 
-A scenario whose faults can spare an invocation — ``probability`` below 1, a schedule
-(``calls``, ``every``, ``window_ms``, ``after_calls``), an attack's ``trigger_probability`` below
-1 — does not make every invocation of its cells one "with tool faults active": a fault with
-``calls: "1-2"`` that an agent's third try gets past leaves the invocation with a real answer.
-An invariant whose ``when`` is ``tool_faults_active``, ``llm_faults_active`` or
-``any_chaos_active`` then applies to an invocation only if a fault of that kind fired during it,
-as the delivery proof recorded (each call names its invocation, ``RUN.PROMPT``). The cell is
-judged again on those invocations alone (:func:`rejudge`): ``skipped`` when there is none, and
-its notes say how many it was judged on.
+A scenario whose faults can spare an invocation — ``probability`` below 1, a schedule (``calls``,
+``every``, ``window_ms``, ``after_calls``), ``turns`` (a conversation's other turns, and one-message
+prompts, are spared), an attack's ``trigger_probability`` below 1 — does not make every invocation
+of its cells one "with tool faults active": a fault with ``calls: "1-2"`` that an agent's third try
+gets past leaves the invocation with a real answer. An invariant whose ``when`` is
+``tool_faults_active``, ``llm_faults_active`` or ``any_chaos_active`` then applies to an invocation
+only if a fault of that kind fired during it, as the delivery proof recorded (each call names its
+invocation, ``RUN.PROMPT``). The cell is judged again on those invocations alone (:func:`rejudge`):
+``skipped`` when there is none, and its notes say how many it was judged on.
 """
 
 from __future__ import annotations
@@ -35,13 +35,15 @@ _WORDS = {
 def may_spare(scenario: Scenario) -> bool:
     """Whether a fault of ``scenario`` can leave an invocation untouched."""
     for fault in (*scenario.tool_faults, *scenario.llm_faults):
-        if fault.probability < 1 or not schedule_of(fault).every_call:
+        if fault.probability < 1 or not schedule_of(fault).every_call or fault.turns:
             return True
     for attack in scenario.context_attacks:
         if attack.type not in TOOL_RESULT_ATTACKS | LLM_REQUEST_ATTACKS:
             continue  # memory_poisoning: every invocation's prompt
         probability = attack.trigger_probability
         if (probability is not None and probability < 1) or not schedule_of(attack).every_call:
+            return True
+        if attack.turns:
             return True
     return False
 
@@ -64,7 +66,7 @@ def rejudge(
     fired: set[str] = set()
     for call in cell.calls:
         if any(label.startswith(kinds) for label in call.fired):
-            fired.add(call.invocation)
+            fired.add(".".join(call.invocation.split(".")[:2]))  # RUN.PROMPT(.TURN)
     applies = [
         poisoned or f"{index // prompts}.{index % prompts}" in fired
         for index in range(len(cell.prompts))
@@ -100,13 +102,22 @@ def rejudge(
     failing = next(((i, p) for run in runs for i, p in run if not p.passed), None)
     if failing is None:
         reason = f"held in the {judged} invocation(s) {words} fired in"
+    elif failing[1].turn is not None:
+        reason = f"golden prompt {(failing[1].conversation or 0) + 1}, turn {failing[1].turn}: "
+        reason += failing[1].reason
     else:
         reason = f"prompt {failing[0] + 1}/{prompts}: {failing[1].reason}"
     note = f"judged on {judged} of {total} invocations: those {words} fired in (when: {when.value})"
+    # the invocations it was not judged on are shown so (their verdicts did not count)
+    shown = tuple(
+        p if applied else dataclasses.replace(p, checked=False)
+        for p, applied in zip(cell.prompts, applies, strict=True)
+    )
     return dataclasses.replace(
         cell,
         status=status,
         reason=reason,
+        prompts=shown,
         flaky=0 < passed < len(runs),
         runs_passed=passed,
         runs_total=len(runs),

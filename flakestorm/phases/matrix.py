@@ -22,7 +22,7 @@ from flakestorm.chaos.delivery import (
 from flakestorm.chaos.faults import ActiveScenario, FaultBook
 from flakestorm.chaos.interactions import Interaction
 from flakestorm.chaos.ordering import order_dependence
-from flakestorm.config import Scenario
+from flakestorm.config import Scenario, turns_of
 from flakestorm.counting import MatrixCount as MatrixCount
 from flakestorm.counting import count_invocations as count_invocations
 from flakestorm.executor import Options
@@ -77,7 +77,7 @@ def run_matrix(
     calm = ActiveScenario(CALM, seed)
     if channel is not None:
         channel.activate(calm)
-    probe = golden_prompts[0] if golden_prompts else plan.cells[0].prompts[0]
+    probe = turns_of(golden_prompts[0])[0] if golden_prompts else plan.cells[0].prompts[0]
     isolated = context.has_reset or context.has_session
     if context.first and not isolated and executor.looks_stateful(probe):
         warnings.append(STATEFUL_WARNING)

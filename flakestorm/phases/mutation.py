@@ -382,7 +382,7 @@ class _Probes(Sequence[Probe]):
             return _Probes(self._mutations[position], self._scenario)
         m = self._mutations[position]
         call = Call(cell_id=cell_of_mutation(m), scenario=self._scenario, request=m.request)
-        return Probe(m.id, m.prompt, call)
+        return Probe(m.id, m.prompt, call, m.turns)
 
 
 def _check(
@@ -443,6 +443,7 @@ def _result(mutation: Mutation, runs: tuple[ProbeRun, ...], min_pass: int) -> Mu
         weight=mutation.weight,
         original=mutation.original,
         sent=mutation.prompt,
+        turns=mutation.turns,
         request=_shape_fields(mutation.request),
         changes=mutation.request.changes if mutation.request is not None else (),
         status=Status.NOT_RUN,

@@ -49,6 +49,8 @@ from flakestorm.config import (
     OnMiss,
     Scenario,
     Severity,
+    checks_turn,
+    turns_of,
 )
 from flakestorm.errors import ConfigError, HarnessError, Problem, UsageError
 from flakestorm.events import CellFinished, ScenarioFinished
@@ -209,6 +211,8 @@ def _replay(replay: ReplaySession, plan: ReplayPlan, context: PhaseContext) -> C
         status=Status.NOT_RUN,
         reason="",
     )
+    steps = session.steps
+    conversation = session.turns is not None
     invocation = f"{base.id}#0.0"  # the cell's calls are attributed to it (delivery.prove)
     if context.stop.is_set():
         return dataclasses.replace(base, reason="the run stopped before this session")
@@ -219,26 +223,36 @@ def _replay(replay: ReplaySession, plan: ReplayPlan, context: PhaseContext) -> C
     earlier: set[int] = set()
     if channel is not None:
         earlier = {i.seq for i in channel.interactions(name)}
-        channel.activate(
-            ActiveScenario(
-                name,
-                config.advanced.seed,
-                cell_id=invocation,
-                replay=Recording.of(session, plan.on_miss),
-            )
-        )
-    elif session.tool_responses or session.llm_responses:
+    elif any(step.tool_responses or step.llm_responses for step in steps):
         return dataclasses.replace(
             base,
             status=Status.ERRORED,
             reason="no fault channel to serve the recorded responses through",
         )
-    prompt, context_text = _input(replay, config)
-    reply = executor.invoke(prompt, Call(cell_id=invocation, scenario=name, context=context_text))
+    # a conversation's turns in order, in one session, each with its own recording
+    sid = executor.session_of(f"{base.id}#0/c0") if conversation else ""
+    replies: list[tuple[str, Reply]] = []
+    for k, step in enumerate(steps):
+        turn_id = f"{base.id}#0.{k}.{k + 1}" if conversation else invocation
+        if channel is not None:
+            recording = Recording.build(
+                session.id, step.tool_responses, step.llm_responses, plan.on_miss
+            )
+            channel.activate(
+                ActiveScenario(name, config.advanced.seed, cell_id=turn_id, replay=recording)
+            )
+        prompt, context_text = _input(replay, config, step.input if k else None)
+        if k:
+            context_text = ""
+        call = Call(cell_id=turn_id, scenario=name, context=context_text, session=sid)
+        reply = executor.invoke(prompt, call)
+        if reply is None:
+            break
+        replies.append((prompt, reply))
     seen: list[Interaction] = []
     if channel is not None:
         seen = [i for i in channel.interactions(name) if i.seq not in earlier]
-    if reply is None:
+    if len(replies) < len(steps):
         if executor.lost is not None:  # the agent went down under an earlier one
             return dataclasses.replace(base, status=Status.ERRORED, reason=executor.lost)
         return dataclasses.replace(
@@ -249,9 +263,10 @@ def _replay(replay: ReplaySession, plan: ReplayPlan, context: PhaseContext) -> C
         book = FaultBook(ActiveScenario(name, 0))
         proven, _ = prove([base], seen, book, channel, ScenarioInfo(name, ()))
         calls = proven[0].calls
-    notes = tuple(divergence(session.tool_responses, calls))
+    notes = tuple(divergence(session.all_tool_responses, calls))
     misses = [i.upstream_error for i in seen if (i.upstream_error or "").startswith(MISS_PREFIX)]
-    prompts = _verdicts(replay, prompt, reply, executor, config.golden_prompts)
+    golden = [turn for p in config.golden_prompts for turn in turns_of(p)]
+    prompts = _conversation_verdicts(replay, replies, executor, golden)
     if isinstance(prompts, str):
         return dataclasses.replace(
             base, status=Status.ERRORED, reason=prompts, calls=calls, notes=notes
@@ -281,7 +296,10 @@ def _replay(replay: ReplaySession, plan: ReplayPlan, context: PhaseContext) -> C
     if failed:
         ids = [p.reason.split(":", 1)[0] for p in failed]
         worst = _highest([severity[i] for i in ids if i in severity])
-        reason = f"{len(failed)} invariant(s) failed: " + "; ".join(p.reason for p in failed)
+        reason = f"{len(failed)} invariant(s) failed: " + "; ".join(
+            p.reason if p.turn is None else f"turn {p.turn}/{len(steps)}: {p.reason}"
+            for p in failed
+        )
         status, cell_severity = Status.FAILED, worst.value
     else:
         reason = f"all {len(prompts)} applicable invariant(s) held"
@@ -299,19 +317,22 @@ def _replay(replay: ReplaySession, plan: ReplayPlan, context: PhaseContext) -> C
     )
 
 
-def _input(replay: ReplaySession, config: Config) -> tuple[str, str]:
+def _input(replay: ReplaySession, config: Config, later: str | None = None) -> tuple[str, str]:
     """The prompt to send and the context for ``{context}`` (SPEC §7): the session's context
     goes into ``{context}`` of an http agent's request template when it has one, else it is
-    prepended to the input (``Context: ...``, a blank line, the input)."""
+    prepended to the input (``Context: ...``, a blank line, the input). ``later``: a later
+    turn of a conversation, sent as it is (the context went with the first)."""
+    if later is not None:
+        return later, ""
     session = replay.session
     value = session.context
     if value is None:
-        return session.input, ""
+        return session.first_input, ""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     agent = config.agent
     if agent.type is AgentType.HTTP and takes_context(agent.request_template):
-        return session.input, text
-    return f"{CONTEXT_HEAD} {text}\n\n{session.input}", ""
+        return session.first_input, text
+    return f"{CONTEXT_HEAD} {text}\n\n{session.first_input}", ""
 
 
 def _checking(replay: ReplaySession, golden_prompts: Sequence[str]) -> list[ContractInvariant]:
@@ -319,11 +340,36 @@ def _checking(replay: ReplaySession, golden_prompts: Sequence[str]) -> list[Cont
     exported probe cell); then those the contract checks it with — the invariants listing it,
     and those without probes when it is a golden prompt too."""
     invariants = list(replay.contract.invariants)
-    text = replay.session.input
+    text = replay.session.first_input
     if not any(text in i.probes for i in invariants if i.probes):
         return invariants
     golden = text in golden_prompts
     return [i for i in invariants if (text in i.probes if i.probes else golden)]
+
+
+def _conversation_verdicts(
+    replay: ReplaySession,
+    replies: Sequence[tuple[str, Reply]],
+    executor: Executor,
+    golden_prompts: Sequence[str],
+) -> tuple[PromptResult, ...] | str:
+    """The verdicts on a session's replies: a one-turn session's, or each turn of a
+    conversation's, by the invariants whose ``turn`` selects it (SPEC §12)."""
+    steps = replay.session.steps
+    if replay.session.turns is None:
+        prompt, reply = replies[0]
+        return _verdicts(replay, prompt, reply, executor, golden_prompts)
+    out: list[PromptResult] = []
+    for k, (prompt, reply) in enumerate(replies):
+        number, of = k + 1, len(replies)
+        found = _verdicts(replay, prompt, reply, executor, golden_prompts, (number, of))
+        if isinstance(found, str):
+            return found
+        out += [
+            dataclasses.replace(p, prompt=steps[k].input, conversation=0, turn=number)
+            for p in found
+        ]
+    return tuple(out)
 
 
 def _verdicts(
@@ -332,12 +378,15 @@ def _verdicts(
     reply: Reply,
     executor: Executor,
     golden_prompts: Sequence[str],
+    turn: tuple[int, int] | None = None,
 ) -> tuple[PromptResult, ...] | str:
     """Every applicable invariant's verdict on the reply (a HarnessError's message when one
-    cannot be judged)."""
+    cannot be judged); ``turn`` (number, of): only the invariants checking that turn."""
     session = replay.session
     out = []
     for invariant in _checking(replay, golden_prompts):
+        if turn is not None and not checks_turn(invariant.turn, *turn):
+            continue
         if not invariant.when.applies_to(
             session.has_tool_faults,
             session.has_llm_faults,
@@ -357,7 +406,7 @@ def _verdicts(
             return f"{invariant.id}: {exc}"
         out.append(
             PromptResult(
-                prompt=session.input,
+                prompt=session.first_input,
                 sent=prompt,
                 run=0,
                 passed=verdict.passed,

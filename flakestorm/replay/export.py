@@ -33,7 +33,7 @@ from typing import Any
 from flakestorm.chaos import mcp
 from flakestorm.chaos.interactions import BODY_CHARS, RUN_BODY_CHARS, was_cut
 from flakestorm.chaos.recording import ordinal
-from flakestorm.config import LlmReply, Session, ToolResponse, Verify
+from flakestorm.config import LlmReply, Session, SessionTurn, ToolResponse, Verify
 from flakestorm.errors import UsageError
 from flakestorm.loader.sessions import session_text
 from flakestorm.redaction import Redactor, redact_data
@@ -153,14 +153,17 @@ def cell_session(outcome: PhaseOutcome, cell: CellResult) -> tuple[Session | Non
             "the X-Flakestorm-Cell header, or configure a reset); its tool calls would be replay "
             "misses (add the responses, or set replays.on_miss: live)"
         )
-    tools, llm = _responses(calls, notes)
     notes += _needs_expected_output(outcome, (cell.invariant_id,))
+    if failing.turn is not None:  # a conversation: every turn, each with its own responses
+        turns = _turns(cell, failing, notes)
+        shape: dict[str, Any] = {"turns": turns}
+    else:
+        tools, llm = _responses(calls, notes)
+        shape = {"input": failing.sent, "tool_responses": tools, "llm_responses": llm}
     session = Session(
         id=_slug(f"{outcome.phase}-{cell.invariant_id}-{cell.scenario}"),
         name=f"{cell.id} ({outcome.label})",
-        input=failing.sent,
-        tool_responses=tools,
-        llm_responses=llm,
+        **shape,
         expected_failure=f"{cell.invariant_id}: {cell.reason}",
         contract=outcome.name if outcome.phase == "contract" else None,
         # the chaos phase checks the top-level invariants, as the mutation phase does
@@ -193,7 +196,17 @@ def mutation_session(
             "a reset); its tool calls would be replay misses (add the responses, or set "
             "replays.on_miss: live)"
         )
-    tools, llm = _responses(calls, notes)
+    if mutation.turns:  # sent as real turns: the conversation, each turn with its responses
+        messages = (*mutation.turns, mutation.sent)
+        turns = []
+        for number, message in enumerate(messages, 1):
+            own = [c for c in mutation.calls if c.invocation == f"{mutation.run}.0.{number}"]
+            tools, llm = _responses(own, notes)
+            turns.append(SessionTurn(input=message, tool_responses=tools, llm_responses=llm))
+        shape: dict[str, Any] = {"turns": turns}
+    else:
+        tools, llm = _responses(calls, notes)
+        shape = {"input": mutation.sent, "tool_responses": tools, "llm_responses": llm}
     notes += _needs_expected_output(outcome, mutation.failed_invariants)
     # its reason names the invariants that failed ("no-leak: matched ..."), else the error
     failure = (
@@ -204,9 +217,7 @@ def mutation_session(
     session = Session(
         id=_slug(f"mutation-{mutation.id}"),
         name=f"{mutation.id} ({mutation.type}: {mutation.transform})",
-        input=mutation.sent,
-        tool_responses=tools,
-        llm_responses=llm,
+        **shape,
         expected_failure=failure,
         verify=Verify.INVARIANTS,
     )
@@ -240,6 +251,20 @@ def _needs_expected_output(outcome: PhaseOutcome, failed: Iterable[str]) -> list
         for ident in failed
         if kinds.get(ident) == "behavior_unchanged"
     ]
+
+
+def _turns(cell: CellResult, failing: PromptResult, notes: list[str]) -> list[SessionTurn]:
+    """Every turn of the conversation ``failing`` is a turn of (in its run), each with the
+    responses its calls (``RUN.PROMPT.TURN``) got."""
+    of_run = [p for p in cell.prompts if p.run == failing.run]
+    turns = []
+    for index, prompt in enumerate(of_run):
+        if prompt.conversation != failing.conversation or prompt.turn is None:
+            continue
+        invocation = f"{failing.run}.{index}.{prompt.turn}"
+        tools, llm = _responses([c for c in cell.calls if c.invocation == invocation], notes)
+        turns.append(SessionTurn(input=prompt.sent, tool_responses=tools, llm_responses=llm))
+    return turns
 
 
 def _calls_of(cell: CellResult, failing: PromptResult, notes: list[str]) -> list[CallRecord]:

@@ -16,6 +16,11 @@ A root run becomes a session:
   generations, OpenAI and Anthropic shapes), or a 500 when the run errored;
 - ``id``: ``langsmith-<root id>``; ``name``: the root run's name; ``contract`` as given.
 
+A thread (``thread``: the root runs of a project whose metadata ``session_id``,
+``conversation_id`` or ``thread_id`` is the thread's id, as LangSmith groups threads) becomes
+one conversation session (SPEC §12): each root run, in start order, a turn with its input and
+the tool (and LLM) responses of its own trace; ``id``: ``langsmith-thread-<thread id>``.
+
 The client's failures are translated here: a bad key or a missing project or run is a usage
 error (exit 2), anything else an infrastructure error (exit 3).
 """
@@ -27,7 +32,7 @@ import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from flakestorm.config import LlmReply, Session, ToolResponse
+from flakestorm.config import LlmReply, Session, SessionTurn, ToolResponse
 from flakestorm.errors import InfrastructureError, UsageError
 
 API_KEY = "LANGSMITH_API_KEY"
@@ -46,10 +51,14 @@ def import_sessions(
     input_key: str | None = None,
     with_llm: bool = False,
     contract: str | None = None,
+    thread: str | None = None,
 ) -> list[Session]:
-    """The sessions of a project's root runs (``filter``/``limit``), or of one run."""
+    """The sessions of a project's root runs (``filter``/``limit``), or of one run; with
+    ``thread``, the one conversation of that thread of the project."""
     if (project is None) == (run_id is None):
         raise UsageError("give --project NAME or --run ID (one of them)")
+    if thread is not None and project is None:
+        raise UsageError("--thread imports a thread of a project: give --project NAME too")
     try:
         import langsmith
         from langsmith.utils import LangSmithAuthError, LangSmithError, LangSmithNotFoundError
@@ -69,6 +78,9 @@ def import_sessions(
             # list_runs/read_run are deprecated for an async API that needs a newer server;
             # they are the calls every LangSmith version answers
             warnings.simplefilter("ignore", DeprecationWarning)
+            if thread is not None:
+                assert project is not None
+                return [_thread(client, project, thread, filter, input_key, with_llm, contract)]
             return _sessions(client, project, run_id, filter, limit, input_key, with_llm, contract)
     except LangSmithAuthError as exc:
         raise UsageError(f"LangSmith refused the key in {API_KEY}: {exc}") from None
@@ -100,6 +112,60 @@ def _sessions(
         runs = list(client.list_runs(trace_id=root.trace_id))
         sessions.append(session_of(root, runs, input_key, with_llm, contract))
     return sessions
+
+
+THREAD_KEYS = ("session_id", "conversation_id", "thread_id")
+"""The metadata keys LangSmith groups a thread's root runs by."""
+
+
+def thread_filter(thread: str, extra: str | None = None) -> str:
+    """The FQL filter of a thread's root runs (and ``extra``, the user's filter)."""
+    keys = ", ".join(json.dumps(k) for k in THREAD_KEYS)
+    own = f"and(in(metadata_key, [{keys}]), eq(metadata_value, {json.dumps(thread)}))"
+    return own if extra is None else f"and({extra}, {own})"
+
+
+def _thread(
+    client: Any,
+    project: str,
+    thread: str,
+    filter: str | None,
+    input_key: str | None,
+    with_llm: bool,
+    contract: str | None,
+) -> Session:
+    roots = list(
+        client.list_runs(project_name=project, is_root=True, filter=thread_filter(thread, filter))
+    )
+    if not roots:
+        raise UsageError(f"LangSmith has no run of thread {thread!r} in project {project!r}")
+    traces = [(root, list(client.list_runs(trace_id=root.trace_id))) for root in roots]
+    return conversation_of(thread, traces, input_key, with_llm, contract)
+
+
+def conversation_of(
+    thread: str,
+    traces: Sequence[tuple[Any, Sequence[Any]]],
+    input_key: str | None = None,
+    with_llm: bool = False,
+    contract: str | None = None,
+) -> Session:
+    """The conversation session of a thread: each (root run, its trace's runs), in the roots'
+    start order, one turn."""
+    turns = []
+    for root, runs in sorted(traces, key=lambda trace: (trace[0].start_time, str(trace[0].id))):
+        one = session_of(root, runs, input_key, with_llm)
+        turns.append(
+            SessionTurn(
+                input=one.input, tool_responses=one.tool_responses, llm_responses=one.llm_responses
+            )
+        )
+    return Session(
+        id=f"langsmith-thread-{thread}",
+        name=f"LangSmith thread {thread}",
+        turns=turns,
+        contract=contract,
+    )
 
 
 def session_of(

@@ -35,6 +35,7 @@ from flakestorm.reporters import delta as delta_report
 from flakestorm.reporters.escape import text
 from flakestorm.reporters.public import NOTE as PUBLIC_NOTE
 from flakestorm.reporters.public import public
+from flakestorm.reporters.transcript import compact, transcript
 from flakestorm.reporters.view import (
     UNDELIVERED_TITLE,
     RunVerdict,
@@ -143,6 +144,7 @@ def _delta(score: float | None, previous: CommentState | None) -> str:
 
 def _failing_row(cell: CellResult) -> str:
     notes = "".join(f"<br>{text(note, 160)}" for note in cell.notes[:2])
+    notes += "".join(f"<br>{text(compact(c), 240)}" for c in transcript(cell, 1))
     return (
         f"| {cell_mark(cell)} | {text(cell.id, 120)} | {text(cell.severity)} | "
         f"{text(cell.reason, 200)}{notes} | {faults_text(cell)} |"

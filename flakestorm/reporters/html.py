@@ -43,6 +43,7 @@ from flakestorm.baseline.judgement import judgement_of
 from flakestorm.reporters import breaking
 from flakestorm.reporters import delta as delta_report
 from flakestorm.reporters.escape import clean, excerpt
+from flakestorm.reporters.transcript import TurnRow, rows
 from flakestorm.reporters.view import (
     TypeRow,
     all_warnings,
@@ -194,6 +195,8 @@ class _Cell:
     no_calls: bool
     notes: tuple[str, ...] = ()
     """The agent was invoked under declared faults, yet no call reached flakestorm."""
+    turns: tuple[TurnRow, ...] = ()
+    """A failed cell's conversations, turn by turn."""
 
 
 @dataclass(frozen=True)
@@ -385,6 +388,7 @@ def _cell(
         calls=tuple(_call(n, c) for n, c in enumerate(cell.calls, 1)) if detail else (),
         no_calls=no_calls(cell, scenario),
         notes=tuple(excerpt(n, 2000) for n in cell.notes),
+        turns=rows(cell, excerpt) if detail else (),
     )
 
 

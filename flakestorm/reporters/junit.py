@@ -41,6 +41,7 @@ from junit_xml import TestCase, TestSuite
 
 from flakestorm.reporters import breaking
 from flakestorm.reporters.escape import clean, excerpt
+from flakestorm.reporters.transcript import transcript, turn_line
 from flakestorm.reporters.view import (
     call_status,
     call_target,
@@ -125,6 +126,9 @@ def _system_out(cell: CellResult) -> str:
         lines.append(f"runs passed: {cell.runs_passed} of {cell.runs_total}{flaky}")
     lines.append(f"reason: {_one_line(cell.reason)}")
     lines.append(f"faults fired: {_faults(cell)}")
+    for conversation in transcript(cell):
+        lines.append(_one_line(conversation.title))
+        lines.extend(f"  {_one_line(turn_line(turn, 300), 2000)}" for turn in conversation.turns)
     return "\n".join(lines)
 
 

@@ -30,6 +30,7 @@ out and where the full report is (``report.html``, ``results.json``).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -38,6 +39,7 @@ from flakestorm.reporters import delta as delta_report
 from flakestorm.reporters.escape import EXCERPT_CHARS, code_block, html_text, text, url_span
 from flakestorm.reporters.public import NOTE as PUBLIC_NOTE
 from flakestorm.reporters.public import public
+from flakestorm.reporters.transcript import rows
 from flakestorm.reporters.view import (
     LEGEND,
     UNDELIVERED_LEGEND,
@@ -254,6 +256,20 @@ def _invocation(prompt: PromptResult, number: int) -> list[str]:
     return out
 
 
+def _transcript(cell: CellResult) -> list[str]:
+    """A failed cell's conversations turn by turn: a table per conversation, a row per turn."""
+    out: list[str] = []
+    head = "| turn | verdict | sent | reply | calls | faults fired |\n|---|---|---|---|---|---|"
+    for title, turns in itertools.groupby(rows(cell, text), key=lambda row: row.conversation):
+        out += [f"- **{title}**", "", head]
+        out += [
+            f"| {r.turn} | {r.verdict} | {r.sent} | {r.reply} | {r.calls} | {r.fired} |"
+            for r in turns
+        ]
+        out.append("")
+    return out
+
+
 def _calls(cell: CellResult, scenario: ScenarioInfo | None) -> list[str]:
     """The calls the agent made in ``cell``: a compact table of the first few."""
     if not cell.calls:
@@ -309,6 +325,7 @@ def cell_details(cell: CellResult, scenario: ScenarioInfo | None = None) -> str:
     out.append(f"- **Faults fired:** {faults_text(cell)}")
     out.extend(f"- {text(note, 600)}" for note in cell.notes)
     out.extend(_calls(cell, scenario))
+    out.extend(_transcript(cell))
     failing = [p for p in cell.prompts if not p.passed]
     for number, prompt in enumerate(failing[:MAX_PROMPTS_PER_CELL], 1):
         out.extend(_invocation(prompt, number))

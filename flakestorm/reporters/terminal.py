@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from flakestorm.redaction import active
 from flakestorm.reporters import breaking
+from flakestorm.reporters.transcript import transcript, turn_line
 from flakestorm.reporters.view import (
     RunVerdict,
     call_status,
@@ -224,6 +225,9 @@ def _failing(outcome: PhaseOutcome) -> list[str]:
                 f"{safe(cell.reason, 400)}{fired}"
             )
             out.extend(f"    {safe(note, 400)}" for note in cell.notes)
+            for conversation in transcript(cell):
+                out.append(f"    {safe(conversation.title, 200)}")
+                out.extend(f"      {safe(turn_line(t, 120), 600)}" for t in conversation.turns)
     noted = [c for c in outcome.cells if c.notes and c not in bad]
     if noted:
         out.append("")

@@ -537,6 +537,9 @@ def mutation_input(mutation: MutationResult) -> str:
     either way: escape it)."""
     if mutation.changes:
         return "; ".join(mutation.changes)
+    if mutation.turns:  # sent as real turns, in one session
+        turns = (*mutation.turns, mutation.sent)
+        return "\n".join(f"turn {n}: {turn}" for n, turn in enumerate(turns, 1))
     return mutation.sent
 
 

@@ -37,6 +37,7 @@ from flakestorm.config import (
     Contract,
     ContractInvariant,
     Faults,
+    GoldenPrompt,
     Invariant,
     LlmFault,
     Mutations,
@@ -123,7 +124,7 @@ class Parts:
 
     version: str | None
     agent: AgentConfig | None
-    golden_prompts: list[str] | None
+    golden_prompts: list[GoldenPrompt] | None
     invariants: tuple[Item[Invariant], ...]
     contract: Contract | None
     """The contract section validated as a whole (part ``contract``)."""

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flakestorm.semantics.agent import check_agent
+from flakestorm.semantics.conversations import check_isolation, check_turns
 from flakestorm.semantics.faults import (
     check_faults,
     check_sweeps,
@@ -81,6 +82,8 @@ register(Check("unique names", ("contract.chaos_matrix",), check_unique_names))
 register(Check("sweeps", ("contract.chaos_matrix[*]",), check_sweeps))
 register(Check("tool delivery", ("agent", "proxy"), check_tool_delivery))
 register(Check("golden prompts", ("golden_prompts",), check_golden_prompts))
+register(Check("conversation isolation", ("golden_prompts", "agent"), check_isolation))
+register(Check("conversation turns", ("golden_prompts",), check_turns))
 register(Check("mutations", ("mutations", "agent"), check_mutations))
 register(Check("proxy", ("proxy",), check_proxy))
 register(Check("mcp", ("agent", "proxy"), check_mcp))

@@ -1,0 +1,553 @@
+"""Conversations (SPEC §12): a golden prompt of several turns, sent in order in one session;
+faults scoped to turns; invariants on the last, every or one turn.
+
+The agent is a real HTTP service with per-session memory (the session id it is sent in
+``X-Session-Id``): each question about a ticker asks its ``quotes`` tool through the chaos
+proxy (forwarding the ``X-Flakestorm-Cell`` header it received) and remembers the price; a
+comparison answers from memory, calling nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import uuid
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import yaml
+from support.config_text import load, problems
+from support.server import LoopbackServer, Request, Response
+
+from flakestorm.agents.session import session_id
+from flakestorm.chaos.proxy.server import ChaosProxy
+from flakestorm.errors import UsageError
+from flakestorm.loader import load_config, load_config_text
+from flakestorm.replay.export import export_sessions
+from flakestorm.reporters import comment, html, junit, markdown, terminal
+from flakestorm.reporters import json as json_report
+from flakestorm.results import CellResult, Status, to_document
+from flakestorm.runner import Overrides, run_phases
+from flakestorm.shards import Shard
+
+PRICES = {"AAPL": "123.45", "MSFT": "456.78"}
+TURNS = ["What is the price of AAPL?", "And MSFT?", "Which of the two is higher?"]
+FAULT = "tool_faults[0] error(503) on quotes"
+
+
+class Memory:
+    """The agent's memory: per session (or, ``leaky``, one for everyone), the prices it was
+    told and the messages it got."""
+
+    def __init__(self, leaky: bool = False) -> None:
+        self.leaky = leaky
+        self.lock = threading.Lock()
+        self.prices: dict[str, dict[str, str]] = {}
+        self.heard: dict[str, list[str]] = {}
+        self.sessions: list[str] = []
+
+    def key(self, request: Request) -> str:
+        session = request.headers.get("X-Session-Id", "")
+        with self.lock:
+            self.sessions.append(session)
+        return "everyone" if self.leaky else session
+
+
+@pytest.fixture
+def world() -> Iterator[tuple[str, str, Memory]]:
+    """(agent endpoint, proxy url, the agent's memory)."""
+    memory = Memory()
+    with (
+        LoopbackServer(
+            lambda r: Response.json({"price": PRICES[r.path.rsplit("/", 1)[-1]]})
+        ) as tool,
+        ChaosProxy(tools={"quotes": tool.url}) as proxy,
+    ):
+        http = requests.Session()
+        http.trust_env = False
+
+        def agent(request: Request) -> Response:
+            message = request.json()["input"]
+            key = memory.key(request)
+            headers = {}
+            if "x-flakestorm-cell" in request.headers:
+                headers["X-Flakestorm-Cell"] = request.headers["x-flakestorm-cell"]
+            ticker = next((t for t in PRICES if t in message), None)
+            with memory.lock:
+                known = memory.prices.setdefault(key, {})
+            if ticker is None:  # a comparison: from memory alone
+                if len(known) == 2:
+                    high = max(known, key=lambda t: float(known[t]))
+                    return Response.json({"output": f"{high} is higher at {known[high]}"})
+                shown = ", ".join(f"{t} at {p}" for t, p in known.items()) or "nothing"
+                return Response.json({"output": f"I only know {shown}"})
+            reply = http.get(
+                f"{proxy.url}/tools/quotes/quote/{ticker}", headers=headers, timeout=10
+            )
+            if reply.status_code != 200:
+                return Response.json({"output": f"{ticker} is unavailable <retry later>"})
+            price = reply.json()["price"]
+            with memory.lock:
+                known[ticker] = price
+            return Response.json({"output": f"{ticker} is at {price}"})
+
+        with LoopbackServer(agent) as service:
+            yield service.url_for("/chat"), proxy.url, memory
+
+
+def config(endpoint: str, proxy_url: str, **extra: Any) -> str:
+    doc: dict[str, Any] = {
+        "agent": {"endpoint": endpoint, "session": {"header": "X-Session-Id"}},
+        "golden_prompts": [{"turns": TURNS}],
+        "contract": {
+            "name": "conversations",
+            "invariants": [
+                {
+                    "id": "quotes-a-price",
+                    "type": "regex",
+                    "pattern": r"\d+\.\d\d",
+                    "severity": "high",
+                    "turn": "every",
+                },
+                {"id": "answers", "type": "output_not_empty"},
+            ],
+            "chaos_matrix": [
+                {"name": "calm"},
+                {
+                    "name": "msft-down",
+                    "tool_faults": [
+                        {"tool": "quotes", "mode": "error", "error_code": 503, "turns": [2]}
+                    ],
+                },
+            ],
+        },
+        "proxy": {"url": proxy_url},
+        "advanced": {"seed": 5, "concurrency": 4},
+        **extra,
+    }
+    return json.dumps(doc)
+
+
+def cells(result: Any) -> dict[str, CellResult]:
+    return {c.id: c for c in result.phases["contract"].cells}
+
+
+def test_a_tool_fault_on_turn_2_fires_on_turn_2_only_and_every_turn_is_checked(
+    world: tuple[str, str, Memory],
+) -> None:
+    endpoint, proxy_url, memory = world
+    result = run_phases(load_config_text(config(endpoint, proxy_url)), ["contract"])
+    by_id = cells(result)
+    down = by_id["quotes-a-price[msft-down]"]
+
+    # turn 1's call is clean, turn 2's gets the fault, turn 3 calls nothing
+    calls = {c.invocation: (c.url.rsplit("/", 1)[-1], c.status, c.fired) for c in down.calls}
+    assert calls == {"0.0.1": ("AAPL", 200, ()), "0.1.2": ("MSFT", 503, (FAULT,))}
+    assert down.faults_fired == (FAULT,)
+    replies = [(p.turn, p.output) for p in down.prompts]
+    assert replies == [
+        (1, "AAPL is at 123.45"),
+        (2, "MSFT is unavailable <retry later>"),
+        (3, "I only know AAPL at 123.45"),  # from the session's memory
+    ]
+    # `turn: every` fails, naming turn 2
+    assert down.status is Status.FAILED
+    assert down.reason.startswith("turn 2/3: ")
+    assert [p.passed for p in down.prompts] == [True, False, True]
+    # under calm the three turns compare from memory, and nothing fired
+    calm = by_id["quotes-a-price[calm]"]
+    assert calm.status is Status.PASSED
+    assert calm.prompts[2].output == "MSFT is higher at 456.78"
+    assert all(c.fired == () and c.status == 200 for c in calm.calls)
+    # `turn: last` (the default) checks the last reply only
+    answers = by_id["answers[msft-down]"]
+    assert answers.status is Status.PASSED
+    assert [p.checked for p in answers.prompts] == [False, False, True]
+
+    # the score by hand: quotes-a-price (high, 2) passes under calm, fails under msft-down;
+    # answers (medium, 1) passes in both: 100 × (2 + 1 + 1) / (2 + 2 + 1 + 1)
+    assert result.phases["contract"].score.score == round(100 * 4 / 6, 2) == 66.67
+
+    # each cell's conversation is one session, its own
+    per_cell = [memory.sessions.count(session_id(5, f"{cell}#0/c0")) for cell in by_id]
+    assert per_cell == [3, 3, 3, 3]
+
+
+def test_reports_show_a_failed_cell_turn_by_turn(world: tuple[str, str, Memory]) -> None:
+    endpoint, proxy_url, _ = world
+    result = run_phases(load_config_text(config(endpoint, proxy_url)), ["contract"])
+
+    shown = terminal.render(result)
+    lines = [line.strip() for line in shown.splitlines()]
+    at = lines.index("conversation (golden prompt 1, run 1), 3 turns: turn 2 failed")
+    one, two, three = lines[at + 1 : at + 4]
+    assert one == (
+        "turn 1/3 held | sent: What is the price of AAPL? | reply: AAPL is at 123.45 | "
+        "calls: tool quotes 200"
+    )
+    assert two.startswith("turn 2/3 FAILED: no match for")
+    assert two.endswith(
+        "| sent: And MSFT? | reply: MSFT is unavailable <retry later> | calls: tool quotes 503 "
+        f"| fired: {FAULT}"
+    )
+    assert three == (
+        "turn 3/3 held | sent: Which of the two is higher? | reply: I only know AAPL at 123.45 "
+        "| calls: none"
+    )
+
+    summary = markdown.render(result)
+    assert "| 2/3 | FAILED: " in summary
+    assert "| And MSFT? | MSFT is unavailable &lt;retry later&gt; | tool quotes 503 |" in summary
+
+    page = html.render(result)
+    assert "conversation turn by turn" in page
+    assert "MSFT is unavailable &lt;retry later&gt;" in page
+    assert "<retry later>" not in page
+
+    suite = ET.fromstring(junit.render(result))
+    case = next(c for c in suite.iter("testcase") if c.get("name") == "quotes-a-price[msft-down]")
+    out = case.findtext("system-out") or ""
+    assert "turn 2/3 FAILED" in out and "fired: " + FAULT in out
+
+    posted = comment.render_first(result)
+    assert f"turns: 1 ✓ · 2 ✗ ({FAULT}) · 3 ✓" in posted.replace("\\", "")
+
+    document = json.loads(json_report.render(result))
+    cell = next(
+        c
+        for c in document["phases"]["contract"]["cells"]
+        if c["invariant_id"] == "quotes-a-price" and c["scenario"] == "msft-down"
+    )
+    assert [(p["conversation"], p["turn"], p["checked"]) for p in cell["prompts"]] == [
+        (0, 1, True),
+        (0, 2, True),
+        (0, 3, True),
+    ]
+    assert {c["invocation"] for c in cell["calls"]} == {"0.0.1", "0.1.2"}
+
+
+def echo_config(endpoint: str) -> str:
+    doc: dict[str, Any] = {
+        "agent": {"endpoint": endpoint, "session": {"header": "X-Session-Id"}},
+        "golden_prompts": [{"turns": ["one", "two", "three"]}],
+        "contract": {
+            "name": "isolation",
+            "invariants": [{"id": "own-history", "type": "regex", "pattern": "^one two three$"}],
+            "chaos_matrix": [{"name": f"calm-{i}"} for i in range(8)],
+        },
+        "advanced": {"seed": 9, "concurrency": 8},
+    }
+    return json.dumps(doc)
+
+
+@pytest.mark.parametrize("leaky", [False, True], ids=["per-session", "leaky"])
+def test_the_same_conversation_in_8_concurrent_cells_never_mixes_sessions(leaky: bool) -> None:
+    memory = Memory(leaky=leaky)
+    in_flight = [0]
+    overlapped = threading.Event()
+
+    def agent(request: Request) -> Response:
+        key = memory.key(request)
+        with memory.lock:
+            in_flight[0] += 1
+            if in_flight[0] > 1:
+                overlapped.set()
+            heard = memory.heard.setdefault(key, [])
+            heard.append(request.json()["input"])
+            said = " ".join(heard)
+        overlapped.wait(timeout=5)  # bounded: the first request waits for company
+        with memory.lock:
+            in_flight[0] -= 1
+        return Response.json({"output": said})
+
+    with LoopbackServer(agent) as service:
+        result = run_phases(load_config_text(echo_config(service.url_for("/chat"))), ["contract"])
+    statuses = [c.status for c in result.phases["contract"].cells]
+    assert overlapped.is_set()  # conversations were in flight together
+    if leaky:  # an agent mixing conversations is caught: a last turn heard other cells' turns
+        assert Status.FAILED in statuses
+        return
+    assert statuses == [Status.PASSED] * 8
+    ids = [c.id for c in result.phases["contract"].cells]
+    expected = [session_id(9, f"{cell}#0/c0") for cell in ids]
+    assert sorted(memory.sessions) == sorted(s for s in expected for _ in range(3))
+
+
+NO_ISOLATION = """\
+agent:
+  endpoint: http://localhost:8000/invoke
+golden_prompts:
+  - "hi"
+  - turns: ["What is AAPL?", "And MSFT?"]
+contract:
+  name: c
+  invariants:
+    - {id: a, type: output_not_empty, turn: 3}
+  chaos_matrix:
+    - name: s
+      tool_faults:
+        - {tool: quotes, mode: error, turns: [2, 4]}
+"""
+
+
+def test_a_conversation_without_isolation_and_turns_past_the_longest_are_located_errors() -> None:
+    found = problems(NO_ISOLATION)
+    assert found == [
+        "flakestorm.yaml:5:5: golden_prompts[1]: a conversation is sent in one session of its "
+        "own, and this agent has no way to isolate it: set agent.session ({header: NAME} or "
+        "{template: true}) or agent.reset_endpoint",
+        "flakestorm.yaml:9:45: contract.invariants[0].turn: turn 3 is past every golden "
+        "prompt: the longest conversation has 2 turns (use a turn number up to it, `last` or "
+        "`every`)",
+        "flakestorm.yaml:13:46: contract.chaos_matrix[0].tool_faults[0].turns: turn 4 past "
+        "every golden prompt: the longest conversation has 2 turns, so the fault could never "
+        "be active",
+    ]
+    isolated = NO_ISOLATION.replace("  endpoint:", "  session: {header: X-Session}\n  endpoint:")
+    isolated = isolated.replace("turn: 3", "turn: 2").replace("[2, 4]", "[2]")
+    config = load(isolated).config
+    assert config.longest_conversation == 2
+
+
+def test_a_python_agent_taking_session_id_holds_each_conversation_in_its_own_session(
+    tmp_path: Path,
+) -> None:
+    module = f"conv_agent_{uuid.uuid4().hex[:10]}"
+    (tmp_path / f"{module}.py").write_text(
+        "HEARD = {}\n\n"
+        "def answer(prompt, session_id=''):\n"
+        "    HEARD.setdefault(session_id, []).append(prompt)\n"
+        "    return ' '.join(HEARD[session_id])\n"
+    )
+    doc = {
+        "agent": {"type": "python", "endpoint": f"{module}:answer"},
+        "golden_prompts": [{"turns": ["one", "two"]}, {"turns": ["three"]}, "four"],
+        "contract": {
+            "name": "c",
+            "invariants": [{"id": "all", "type": "output_not_empty", "turn": "every"}],
+            "chaos_matrix": [{"name": "a"}, {"name": "b"}],
+        },
+        "advanced": {"seed": 3, "concurrency": 2},
+    }
+    path = tmp_path / "flakestorm.yaml"
+    path.write_text(json.dumps(doc))
+    result = run_phases(load_config(path), ["contract"])
+    for cell in result.phases["contract"].cells:
+        assert [p.output for p in cell.prompts] == ["one", "one two", "three", "four"]
+        assert [(p.conversation, p.turn) for p in cell.prompts] == [
+            (0, 1),
+            (0, 2),
+            (1, 1),
+            (None, None),
+        ]
+        assert cell.status is Status.PASSED
+
+
+def test_a_python_agent_with_neither_session_id_nor_a_reset_is_refused(tmp_path: Path) -> None:
+    module = f"conv_agent_{uuid.uuid4().hex[:10]}"
+    (tmp_path / f"{module}.py").write_text("def answer(prompt):\n    return prompt\n")
+    doc = {
+        "agent": {"type": "python", "endpoint": f"{module}:answer"},
+        "golden_prompts": [{"turns": ["one", "two"]}],
+        "contract": {
+            "name": "c",
+            "invariants": [{"id": "all", "type": "output_not_empty"}],
+            "chaos_matrix": [{"name": "a"}],
+        },
+    }
+    path = tmp_path / "flakestorm.yaml"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(UsageError, match="a conversation needs its own session"):
+        run_phases(load_config(path), ["contract"])
+
+
+def test_a_replayed_conversation_reproduces_the_recorded_failure_turn_by_turn(
+    world: tuple[str, str, Memory], tmp_path: Path
+) -> None:
+    endpoint, proxy_url, _ = world
+    text = config(endpoint, proxy_url)
+    result = run_phases(load_config_text(text), ["contract"])
+    original = cells(result)["quotes-a-price[msft-down]"]
+    paths, _ = export_sessions(result, tmp_path / "sessions")
+    exported = next(p for p in paths if "quotes-a-price-msft-down" in p.name)
+    session = yaml.safe_load(exported.read_text())
+    assert [t["input"] for t in session["turns"]] == TURNS
+    assert [
+        [(r["tool"], r["status"]) for r in t.get("tool_responses", [])] for t in session["turns"]
+    ] == [
+        [("quotes", 200)],
+        [("quotes", 503)],
+        [],
+    ]
+
+    doc = json.loads(text)
+    doc["replays"] = {"sessions": [{"file": str(exported)}]}
+    path = tmp_path / "flakestorm.yaml"
+    path.write_text(json.dumps(doc))
+    replayed = run_phases(load_config(path), ["replay"]).phases["replay"].cells[0]
+
+    assert replayed.status is Status.FAILED
+    assert replayed.reason.startswith("1 invariant(s) failed: turn 2/3: quotes-a-price: ")
+    # turn by turn, the same replies and the same verdicts as the recorded run
+    by_turn = [
+        (p.turn, p.output, p.passed)
+        for p in replayed.prompts
+        if p.reason.startswith("quotes-a-price")
+    ]
+    assert by_turn == [(p.turn, p.output, p.passed) for p in original.prompts]
+    # each turn was served its own recorded response: turn 2 the 503, in one session
+    served = {c.invocation: (c.status, c.url.rsplit("/", 1)[-1]) for c in replayed.calls}
+    assert served == {"0.0.1": (200, "AAPL"), "0.1.2": (503, "MSFT")}
+    assert replayed.notes == ()  # the agent made the recorded calls, in order
+
+
+def test_when_tool_faults_active_judges_the_turns_a_turn_scoped_fault_fired_in(
+    world: tuple[str, str, Memory],
+) -> None:
+    endpoint, proxy_url, _ = world
+    doc = json.loads(config(endpoint, proxy_url))
+    doc["golden_prompts"].append("What is the price of MSFT?")  # one message: turn 1
+    doc["contract"]["invariants"] = [
+        {
+            "id": "says-unavailable",
+            "type": "contains",
+            "value": "unavailable",
+            "when": "tool_faults_active",
+            "turn": "every",
+        }
+    ]
+    result = run_phases(load_config_text(json.dumps(doc)), ["contract"])
+    down = cells(result)["says-unavailable[msft-down]"]
+    # the fault fired on turn 2 only: the other turns and the one-message prompt are spared
+    assert down.status is Status.PASSED
+    assert down.notes[-1].startswith("judged on 1 of 4 invocations")
+    # the turns it was not judged on say so
+    assert [p.checked for p in down.prompts] == [False, True, False, False]
+    assert cells(result)["says-unavailable[calm]"].status is Status.SKIPPED
+
+
+def test_python_wrappers_fire_a_turn_scoped_fault_on_its_turn_only(tmp_path: Path) -> None:
+    suffix = uuid.uuid4().hex[:10]
+    (tmp_path / f"conv_tools_{suffix}.py").write_text(
+        "def get_quote(ticker):\n    return {'ticker': ticker, 'price': '123.45'}\n"
+    )
+    (tmp_path / f"conv_py_{suffix}.py").write_text(
+        f"import conv_tools_{suffix} as tools\n"
+        "from flakestorm import ToolFaultError\n\n"
+        "def answer(prompt, session_id=''):\n"
+        "    try:\n"
+        "        return str(tools.get_quote(prompt.split()[-1]))\n"
+        "    except ToolFaultError as exc:\n"
+        "        return f'unavailable ({exc.error_code})'\n"
+    )
+    doc = {
+        "agent": {
+            "type": "python",
+            "endpoint": f"conv_py_{suffix}:answer",
+            "tools": [f"conv_tools_{suffix}:get_quote"],
+        },
+        "golden_prompts": [{"turns": ["quote AAPL", "quote MSFT", "quote NVDA"]}],
+        "contract": {
+            "name": "c",
+            "invariants": [
+                {"id": "priced", "type": "contains", "value": "123.45", "turn": "every"}
+            ],
+            "chaos_matrix": [
+                {
+                    "name": "down-on-2",
+                    "tool_faults": [
+                        {"tool": "get_quote", "mode": "error", "error_code": 503, "turns": [2]}
+                    ],
+                }
+            ],
+        },
+    }
+    path = tmp_path / "flakestorm.yaml"
+    path.write_text(json.dumps(doc))
+    cell = run_phases(load_config(path), ["contract"]).phases["contract"].cells[0]
+    assert [p.output for p in cell.prompts] == [
+        "{'ticker': 'AAPL', 'price': '123.45'}",
+        "unavailable (503)",
+        "{'ticker': 'NVDA', 'price': '123.45'}",
+    ]
+    assert [(c.invocation, c.fired) for c in cell.calls] == [
+        ("0.0.1", ()),
+        ("0.1.2", ("tool_faults[0] error(503) on get_quote",)),
+        ("0.2.3", ()),
+    ]
+    assert cell.status is Status.FAILED and cell.reason.startswith("turn 2/3: ")
+
+
+def test_with_a_reset_each_conversation_starts_from_a_reset_of_its_own() -> None:
+    heard: list[str] = []
+    resets: list[int] = []
+
+    def agent(request: Request) -> Response:
+        if request.path.endswith("/reset"):
+            resets.append(len(heard))
+            heard.clear()
+            return Response.json({"reset": True})
+        heard.append(request.json()["input"])
+        return Response.json({"output": " ".join(heard)})
+
+    with LoopbackServer(agent) as service:
+        doc = {
+            "agent": {"endpoint": service.url_for("/chat"), "reset_endpoint": "/reset"},
+            "golden_prompts": [{"turns": ["a", "b"]}, {"turns": ["c", "d"]}],
+            "contract": {
+                "name": "c",
+                "invariants": [{"id": "own", "type": "regex", "pattern": "^(a b|c d)$"}],
+                "chaos_matrix": [{"name": "calm"}],
+            },
+        }
+        result = run_phases(load_config_text(json.dumps(doc)), ["contract"])
+    cell = result.phases["contract"].cells[0]
+    assert [p.output for p in cell.prompts] == ["a", "a b", "c", "c d"]
+    assert cell.status is Status.PASSED
+
+
+def test_two_shards_of_conversation_cells_merge_into_the_unsharded_run(
+    world: tuple[str, str, Memory], tmp_path: Path
+) -> None:
+    endpoint, proxy_url, _ = world
+    text = config(endpoint, proxy_url)
+
+    def saved(shard: Shard | None, where: str) -> Path:
+        result = run_phases(load_config_text(text), ["contract"], Overrides(shard=shard))
+        out = tmp_path / where / "results.json"
+        out.parent.mkdir(parents=True)
+        out.write_text(json.dumps(to_document(result)))
+        return out
+
+    whole = saved(None, "whole")
+    parts = [saved(Shard(k, 2), f"shard-{k}") for k in (1, 2)]
+    done = subprocess.run(
+        [sys.executable, "-m", "flakestorm", "merge", *map(str, parts), "-o", "merged"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+
+    def kept(path: Path) -> list[Any]:
+        cells = json.loads(path.read_text())["phases"]["contract"]["cells"]
+        return [
+            (
+                c["invariant_id"],
+                c["scenario"],
+                c["status"],
+                c["reason"],
+                [(p["conversation"], p["turn"], p["checked"], p["passed"]) for p in c["prompts"]],
+                sorted((k["invocation"], k["status"], tuple(k["fired"])) for k in c["calls"]),
+            )
+            for c in cells
+        ]
+
+    assert kept(tmp_path / "merged" / "results.json") == kept(whole)
