@@ -92,13 +92,19 @@ class Spool(Generic[T]):
         self.items: Spooled[T] = Spooled(self)
         weakref.finalize(self.items, self._file.close)
 
-    def add(self, item: T) -> None:
-        """Write ``item`` (an item written again under the same index replaces it)."""
-        document = self._codec.encode(item)
-        if self._redactor is not None:
-            document = redact_data(document, self._redactor, keys=False)
-            item = self._codec.decode(document)  # counted as it is read back
-        line = json.dumps(document, ensure_ascii=False).encode("utf-8", "surrogatepass") + b"\n"
+    def add(self, item: T, text: str | None = None) -> None:
+        """Write ``item`` (an item written again under the same index replaces it); ``text``:
+        the item's JSON as a ``results.json`` has it, when it was read from one (written as it
+        is, not made again, when nothing is to be redacted)."""
+        if text is not None and self._redactor is None:
+            line = text.encode("utf-8", "surrogatepass") + b"\n"
+        else:
+            document = self._codec.encode(item) if text is None else json.loads(text)
+            if self._redactor is not None:
+                document = redact_data(document, self._redactor, keys=False)
+                item = self._codec.decode(document)  # counted as it is read back
+            line = json.dumps(document, ensure_ascii=False).encode("utf-8", "surrogatepass")
+            line += b"\n"
         with self._lock:
             replaced = item.index in self._where
         # what it replaces is counted out before it is counted in (a codec holds these)
@@ -117,6 +123,11 @@ class Spool(Generic[T]):
                 self._order = None
             self._where[item.index] = (self._end, len(line))
             self._end += len(line)
+
+    def __contains__(self, index: object) -> bool:
+        """Whether an item with ``index`` was written."""
+        with self._lock:
+            return index in self._where
 
     def extend(self, items: Sequence[T]) -> None:
         for item in items:
