@@ -33,6 +33,9 @@ def test_a_streamed_result_is_the_document_read_whole_in_any_chunks(
     items = outcome.mutations if name == "mutation" else outcome.cells
     assert isinstance(items, Spooled)  # read back from disk as they are used
     assert json_report.render(streamed) == text
+    written = io.StringIO()
+    json_report.write(streamed, written)  # the items' text as read, written out again
+    assert written.getvalue() == text
 
 
 def test_a_compact_or_reordered_document_reads_the_same() -> None:
