@@ -647,3 +647,20 @@ def test_a_sweep_sharded_and_merged_has_the_unsharded_breaking_points(tmp_path: 
     assert merged["phases"]["contract"]["sweeps"] == whole["phases"]["contract"]["sweeps"]
     for part in (json.loads(p.read_text()) for p in shards):  # each shard judged its own part
         assert part["phases"]["contract"]["sweeps"][0]["scenarios"] == sweep["scenarios"]
+
+
+def test_a_run_whose_interaction_log_kept_no_bodies_says_so_in_its_reports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flakestorm.chaos import interactions
+    from flakestorm.reporters import markdown, terminal
+
+    monkeypatch.setattr(interactions, "RUN_BODY_CHARS", 10)  # every call's bodies are more
+    result = run(project(tmp_path, SCENARIOS[1:2]))
+    [note] = [w for w in result.warnings if "interaction log is bounded" in w]
+    assert "logged without their request and response bodies" in note
+    assert "`replay export` cannot serve those responses again" in note
+    assert "interaction log is bounded" in markdown.render(result)
+    assert "interaction log is bounded" in terminal.render(result)
+    monkeypatch.undo()  # the log's own bound: the same run keeps every body, and says nothing
+    assert not any("interaction log" in w for w in run(project(tmp_path, SCENARIOS[1:2])).warnings)
