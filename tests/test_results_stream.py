@@ -75,3 +75,29 @@ def test_a_number_cut_by_a_chunk_boundary_is_read_whole(monkeypatch: pytest.Monk
     text = json_report.render(result).replace('"seed": 1234,', '"seed": 1234567,')
     monkeypatch.setattr(results_stream, "_CHUNK", 3)
     assert read_streamed(io.StringIO(text)).seed == 1234567
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("runs_total", True, "cells[0].runs_total: True is not an int"),
+        ("flaky", 1, "cells[0].flaky: 1 is not a boolean"),
+        ("reason", 7, "cells[0].reason: 7 is not a string"),
+        ("faults_fired", [3], "cells[0].faults_fired[0]: 3 is not a string"),
+        ("prompts.latency_ms", "fast", "cells[0].prompts[0].latency_ms: 'fast' is not a number"),
+        ("prompts.status", 2.5, "cells[0].prompts[0].status: 2.5 is not an int"),
+    ],
+)
+def test_each_field_of_a_streamed_item_is_checked_and_located(
+    field: str, value: object, message: str
+) -> None:
+    document = to_document(failing())
+    cell = document["phases"]["contract"]["cells"][0]
+    if field.startswith("prompts."):
+        cell["prompts"][0][field.split(".", 1)[1]] = value
+    else:
+        cell[field] = value
+    with pytest.raises(ResultsError) as raised:
+        read_streamed(io.StringIO(json.dumps(document)))
+    assert f"phases.contract.{message}" in str(raised.value)
+    assert from_document(to_document(failing())) == failing()  # a good document: no complaint
