@@ -176,21 +176,23 @@ class _Action:
     def _merge(self) -> int:
         """``command: merge``: the shards' results merged into the run's result, reported
         like a run (the one summary, comment and outputs)."""
-        from flakestorm.merge import merge, output_formats, read_shards
+        from flakestorm.merge import leaving_nothing, merge, output_formats, read_shards
 
         paths = [self.workspace / p for p in self.settings.shard_results]
         formats: tuple[OutputFormat, ...] = ()
+        out_dir = self.workspace / (self.settings.report_dir or "flakestorm-reports")
 
         def work() -> RunResult:
             nonlocal formats
-            with self.gh.group(f"flakestorm merge: {' '.join(self.settings.shard_results)}"):
-                shards = read_shards(paths)
+            listed = " ".join(self.settings.shard_results)
+            # the items are spooled in the report directory
+            with self.gh.group(f"flakestorm merge: {listed}"), leaving_nothing(out_dir):
+                shards = read_shards(paths, out_dir)
                 for shard in shards:
                     self.gh.log(f"shard {shard.result.shard}: {self._relative(shard.path)}")
                 formats = output_formats(shards)
                 return merge(shards, self.settings.min_score)
 
-        out_dir = self.workspace / (self.settings.report_dir or "flakestorm-reports")
         result = self._guarded(work, out_dir)
         if isinstance(result, int):
             return result

@@ -21,10 +21,11 @@ invocation count (each shard checks the agent before its cells) aside.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from flakestorm.chaos.delivery import judge
 from flakestorm.config import Config, OutputFormat
@@ -33,16 +34,17 @@ from flakestorm.phases.registry import PHASES
 from flakestorm.results import (
     CellResult,
     InvariantInfo,
-    MutationResult,
     PhaseOutcome,
     ResultsError,
     RunResult,
     ScenarioInfo,
     from_document,
 )
+from flakestorm.results_stream import CODECS, item_of, read_document
 from flakestorm.scenario_results import MAX_UNATTRIBUTED_CALLS
 from flakestorm.scoring import score_run
 from flakestorm.shards import digest_of
+from flakestorm.spool import Spool
 from flakestorm.sweeps import judged as sweeps_judged
 from flakestorm.validation import InvalidData, validate_model
 
@@ -55,7 +57,8 @@ class MergeError(UsageError):
 
 @dataclasses.dataclass(frozen=True)
 class ShardFile:
-    """A shard's result and the file it came from."""
+    """A shard's result, its cells and mutations left out (they are in :class:`Shards`' spools),
+    and the file it came from."""
 
     path: Path
     result: RunResult
@@ -63,6 +66,93 @@ class ShardFile:
     @property
     def name(self) -> str:
         return f"{self.path} (shard {self.result.shard})"
+
+
+@dataclasses.dataclass
+class _Items:
+    """One phase's items of one field (``cells``, ``mutations``) from every shard, in one
+    spool, and what the merge needs of them, noted as they are read: which shard each came
+    from, the cells of each scenario, each invariant's first cell."""
+
+    spool: Spool[Any]
+    owner: dict[int, int] = dataclasses.field(default_factory=dict)
+    scenarios: dict[str, list[int]] = dataclasses.field(default_factory=dict)
+    checked: set[str] = dataclasses.field(default_factory=set)
+    """The scenarios with a cell delivery errored (its own verdict in ``checked``)."""
+    first: dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+class Shards:
+    """The shards read: each one's result without its items (:attr:`files`, in the order they
+    were found), and every shard's items streamed into one spool per phase and field, in the
+    report directory (so the merged run's memory stays flat in its size, as a run's does)."""
+
+    def __init__(self, directory: Path | None = None) -> None:
+        self.files: list[ShardFile] = []
+        self._directory = directory
+        self._items: dict[tuple[str, str], _Items] = {}
+        self._twice: str | None = None  # the first item two shards ran, when one did
+
+    def __iter__(self) -> Iterator[ShardFile]:
+        return iter(self.files)
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def read(self, path: Path) -> None:
+        """Add the shard in ``path``; raises :class:`MergeError` when it cannot be read."""
+        position = len(self.files)
+        try:
+            with path.open(encoding="utf-8") as file:
+                document = read_document(file, lambda *item: self._add(position, path, *item))
+        except OSError as exc:
+            raise MergeError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        except RecursionError:
+            raise MergeError(f"{path}: not a results.json (nested too deeply)") from None
+        except ResultsError as exc:
+            raise MergeError(f"{path}: {exc}") from None
+        except ValueError as exc:  # JSON and UTF-8 errors alike
+            raise MergeError(f"{path}: not a results.json ({exc})") from None
+        if not isinstance(document, dict):
+            raise MergeError(f"{path}: not a results document (expected a JSON object)")
+        try:
+            result = from_document(document)
+        except ResultsError as exc:
+            raise MergeError(f"{path}: {exc}") from None
+        if result.shard is None:
+            raise MergeError(f"{path}: a whole run, not a shard (run each part with --shard K/N)")
+        self.files.append(ShardFile(path, result))
+
+    def _add(
+        self, position: int, path: Path, phase: str, key: str, at: int, document: Any, text: str
+    ) -> None:
+        item = item_of(phase, key, at, document)
+        items = self._items.get((phase, key))
+        if items is None:
+            items = self._items[phase, key] = _Items(Spool(CODECS[key], self._directory))
+        if item.index in items.spool:
+            if self._twice is None:
+                other = self.files[items.owner[item.index]].path
+                self._twice = (
+                    f"{key[:-1]} {item.id} ran in two shards ({other} and {path}): these are "
+                    "not shards of one run"
+                )
+            return
+        items.spool.add(item, text)
+        items.owner[item.index] = position
+        if isinstance(item, CellResult):
+            items.scenarios.setdefault(item.scenario, []).append(item.index)
+            if item.checked is not None:
+                items.checked.add(item.scenario)
+            items.first.setdefault(item.invariant_id, item.index)
+
+    def items(self, phase: str, key: str) -> _Items | None:
+        return self._items.get((phase, key))
+
+    def check_items(self) -> None:
+        """Raise :class:`MergeError` when two shards ran the same item."""
+        if self._twice is not None:
+            raise MergeError(self._twice)
 
 
 def find_results(paths: Iterable[Path]) -> list[Path]:
@@ -82,26 +172,29 @@ def find_results(paths: Iterable[Path]) -> list[Path]:
     return found
 
 
-def read_shards(paths: Iterable[Path]) -> list[ShardFile]:
-    """Every shard result under ``paths`` (see :func:`find_results`)."""
-    shards = []
+def read_shards(paths: Iterable[Path], directory: Path | None = None) -> Shards:
+    """Every shard result under ``paths`` (see :func:`find_results`), their items streamed
+    into spools in ``directory`` (the report directory; the system's temporary one when
+    None)."""
+    shards = Shards(directory)
     for path in find_results(paths):
-        try:
-            document = json.loads(path.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise MergeError(f"{path}: cannot read ({exc.strerror or exc})") from None
-        except ValueError as exc:  # JSON and UTF-8 errors alike
-            raise MergeError(f"{path}: not a results.json ({exc})") from None
-        if not isinstance(document, dict):
-            raise MergeError(f"{path}: not a results document (expected a JSON object)")
-        try:
-            result = from_document(document)
-        except ResultsError as exc:
-            raise MergeError(f"{path}: {exc}") from None
-        if result.shard is None:
-            raise MergeError(f"{path}: a whole run, not a shard (run each part with --shard K/N)")
-        shards.append(ShardFile(path, result))
+        shards.read(path)
     return shards
+
+
+@contextlib.contextmanager
+def leaving_nothing(directory: Path) -> Iterator[None]:
+    """A merge that spools in ``directory``: when it fails, ``directory`` is removed again if
+    it made it (the spools are anonymous files, gone with the merge), so a refused merge
+    writes nothing."""
+    made = not directory.exists()
+    try:
+        yield
+    except BaseException:
+        if made:
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        raise
 
 
 def check_together(shards: Sequence[ShardFile]) -> None:
@@ -150,13 +243,14 @@ def check_together(shards: Sequence[ShardFile]) -> None:
         )
 
 
-def merge(shards: Sequence[ShardFile], min_score: float | None = None) -> RunResult:
+def merge(shards: Shards, min_score: float | None = None) -> RunResult:
     """The run's result from its shards (see the module docstring); ``min_score`` replaces
     the shards' own (``--min-score`` on the merge: the gate is the merge's)."""
-    if not shards:
+    if not shards.files:
         raise MergeError("no shards to merge")
-    check_together(shards)
-    ordered = sorted(shards, key=lambda s: s.result.shard.index if s.result.shard else 0)
+    check_together(shards.files)
+    shards.check_items()
+    ordered = sorted(shards.files, key=lambda s: s.result.shard.index if s.result.shard else 0)
     results = [s.result for s in ordered]
     head = results[0]
     assert head.config is not None
@@ -173,7 +267,7 @@ def merge(shards: Sequence[ShardFile], min_score: float | None = None) -> RunRes
                 f"score (known: {', '.join(PHASES)})"
             )
         parts = [r.phases[name] for r in results]
-        outcome = merge_phase(parts, [str(s.name) for s in ordered])
+        outcome = merge_phase(parts, shards.items(name, "cells"), shards.items(name, "mutations"))
         outcomes[name] = dataclasses.replace(outcome, score=phase.score(outcome, config))
     interrupted = any(r.stop_reason == "interrupted" for r in results)
     gate = head.overall.min_score if min_score is None else min_score
@@ -196,72 +290,60 @@ def merge(shards: Sequence[ShardFile], min_score: float | None = None) -> RunRes
     )
 
 
-def output_formats(shards: Sequence[ShardFile]) -> tuple[OutputFormat, ...]:
+def output_formats(shards: Shards) -> tuple[OutputFormat, ...]:
     """The report formats the shards' config asks for (``output.formats``)."""
-    config = shards[0].result.config or {}
+    config = shards.files[0].result.config or {}
     formats = config.get("output", {}).get("formats", [f.value for f in OutputFormat])
     return tuple(OutputFormat(f) for f in formats if f in OutputFormat._value2member_map_)
 
 
-def merge_phase(parts: Sequence[PhaseOutcome], names: Sequence[str]) -> PhaseOutcome:
-    """One phase of the run from its shards' parts (in shard order): cells by index, each
-    scenario's delivery proof over all parts and judged again. Unscored."""
+def merge_phase(
+    parts: Sequence[PhaseOutcome], cells: _Items | None, mutations: _Items | None
+) -> PhaseOutcome:
+    """One phase of the run from its shards' parts (in shard order) and their items: each
+    scenario's delivery proof over all parts, judged again, the cells it settles rewritten in
+    the spool (only a scenario that declares faults, or has a cell delivery errored, has its
+    cells read: one scenario's at a time). Unscored."""
     head = parts[0]
-    cells: dict[int, CellResult] = {}
-    owner: dict[int, str] = {}
-    for part, name in zip(parts, names, strict=True):
-        for cell in part.cells:
-            if cell.index in cells:
-                raise MergeError(
-                    f"cell {cell.id} ran in two shards ({owner[cell.index]} and {name}): "
-                    "these are not shards of one run"
-                )
-            cells[cell.index] = cell
-            owner[cell.index] = name
-    merged = [cells[i] for i in sorted(cells)]
-    mutations: dict[int, MutationResult] = {}
-    for part, name in zip(parts, names, strict=True):
-        for mutation in part.mutations:
-            if mutation.index in mutations:
-                raise MergeError(
-                    f"mutation {mutation.id} ran in two shards (the other before {name}): "
-                    "these are not shards of one run"
-                )
-            mutations[mutation.index] = mutation
     infos = [
         merge_proof([p.scenarios[i] for p in parts if i < len(p.scenarios)])
         for i in range(len(head.scenarios))
     ]
-    judged: dict[str, ScenarioInfo] = {}
-    by_index: dict[int, CellResult] = {}
+    judged: list[ScenarioInfo] = []
     for info in infos:
-        own = [c for c in merged if c.scenario == info.name]
-        judged[info.name], settled = judge(info, own)
-        by_index.update((c.index, c) for c in settled)
+        indexes = cells.scenarios.get(info.name, []) if cells is not None else []
+        if cells is None or not (info.declared or info.name in cells.checked):
+            judged.append(dataclasses.replace(info, undelivered=()))  # as judge() gives it
+            continue
+        own = [cells.spool.items.at(i) for i in sorted(indexes)]
+        settled_info, settled = judge(info, own)
+        judged.append(settled_info)
+        for old, new in zip(own, settled, strict=True):
+            if new is not old:
+                cells.spool.add(new)
     return sweeps_judged(
         dataclasses.replace(
             head,
-            invariants=_rows(parts, merged),
-            scenarios=tuple(judged[i.name] for i in infos),
-            cells=tuple(by_index.get(c.index, c) for c in merged),
-            mutations=tuple(mutations[i] for i in sorted(mutations)),
+            invariants=_rows(parts, cells.first if cells is not None else {}),
+            scenarios=tuple(judged),
+            cells=cells.spool.items if cells is not None else (),
+            mutations=mutations.spool.items if mutations is not None else (),
             warnings=_union(w for p in parts for w in p.warnings),
         )
     )
 
 
-def _rows(parts: Sequence[PhaseOutcome], cells: Sequence[CellResult]) -> tuple[InvariantInfo, ...]:
+def _rows(parts: Sequence[PhaseOutcome], first: Mapping[str, int]) -> tuple[InvariantInfo, ...]:
     """The rows of the merged matrix: every shard's (a phase whose rows are its items, like
-    the replay phase's sessions, lists only its shard's), in the order of their first cell."""
+    the replay phase's sessions, lists only its shard's), in the order of their first cell
+    (``first``: each invariant's first cell's index)."""
     rows: dict[str, InvariantInfo] = {}
     for part in parts:
         for info in part.invariants:
             rows.setdefault(info.id, info)
-    first: dict[str, int] = {}
-    for cell in cells:
-        first.setdefault(cell.invariant_id, cell.index)
     listed = {ident: n for n, ident in enumerate(rows)}
-    return tuple(sorted(rows.values(), key=lambda i: (first.get(i.id, len(cells)), listed[i.id])))
+    last = max(first.values(), default=0) + 1
+    return tuple(sorted(rows.values(), key=lambda i: (first.get(i.id, last), listed[i.id])))
 
 
 def merge_proof(infos: Sequence[ScenarioInfo]) -> ScenarioInfo:

@@ -260,6 +260,10 @@ def run_phases(
                 outcomes[phase.name] = dataclasses.replace(
                     outcome, score=phase.score(outcome, config)
                 )
+            # the interaction log is bounded: what it could not keep is said, not hidden
+            lost = channel.lost() if channel is not None else None
+            if lost is not None:
+                run_warnings.append(lost)
         finally:
             checker.close()
             close_resetter = getattr(resetter, "close", None)

@@ -85,6 +85,7 @@ class Spool(Generic[T]):
         self._redactor = redactor if redactor else None
         self._lock = threading.Lock()
         self._where: dict[int, tuple[int, int]] = {}  # item index -> (offset, length)
+        self._verbatim: set[int] = set()  # the items whose line is their text as read
         self._order: list[int] | None = []  # the indexes sorted; None: to sort again
         self._end = 0
         self.tally = Tally()
@@ -92,13 +93,20 @@ class Spool(Generic[T]):
         self.items: Spooled[T] = Spooled(self)
         weakref.finalize(self.items, self._file.close)
 
-    def add(self, item: T) -> None:
-        """Write ``item`` (an item written again under the same index replaces it)."""
-        document = self._codec.encode(item)
-        if self._redactor is not None:
-            document = redact_data(document, self._redactor, keys=False)
-            item = self._codec.decode(document)  # counted as it is read back
-        line = json.dumps(document, ensure_ascii=False).encode("utf-8", "surrogatepass") + b"\n"
+    def add(self, item: T, text: str | None = None) -> None:
+        """Write ``item`` (an item written again under the same index replaces it); ``text``:
+        the item's JSON as a ``results.json`` has it, when it was read from one (written as it
+        is, not made again, when nothing is to be redacted)."""
+        verbatim = text is not None and self._redactor is None
+        if text is not None and verbatim:
+            line = text.encode("utf-8", "surrogatepass") + b"\n"
+        else:
+            document = self._codec.encode(item) if text is None else json.loads(text)
+            if self._redactor is not None:
+                document = redact_data(document, self._redactor, keys=False)
+                item = self._codec.decode(document)  # counted as it is read back
+            line = json.dumps(document, ensure_ascii=False).encode("utf-8", "surrogatepass")
+            line += b"\n"
         with self._lock:
             replaced = item.index in self._where
         # what it replaces is counted out before it is counted in (a codec holds these)
@@ -116,7 +124,16 @@ class Spool(Generic[T]):
             if item.index not in self._where:
                 self._order = None
             self._where[item.index] = (self._end, len(line))
+            if verbatim:
+                self._verbatim.add(item.index)
+            else:
+                self._verbatim.discard(item.index)
             self._end += len(line)
+
+    def __contains__(self, index: object) -> bool:
+        """Whether an item with ``index`` was written."""
+        with self._lock:
+            return index in self._where
 
     def extend(self, items: Sequence[T]) -> None:
         for item in items:
@@ -128,16 +145,18 @@ class Spool(Generic[T]):
                 self._order = sorted(self._where)
             return self._order
 
-    def _document(self, index: int) -> dict[str, Any]:
+    def _line(self, index: int) -> bytes:
+        """The item's line, without its newline."""
         with self._lock:
             offset, length = self._where[index]
             start = offset - self._written
             if start >= 0:
-                line = bytes(self._pending[start : start + length])
-            else:
-                self._file.seek(offset)
-                line = self._file.read(length)
-        document: dict[str, Any] = json.loads(line.decode("utf-8", "surrogatepass"))
+                return bytes(self._pending[start : start + length - 1])
+            self._file.seek(offset)
+            return self._file.read(length - 1)
+
+    def _document(self, index: int) -> dict[str, Any]:
+        document: dict[str, Any] = json.loads(self._line(index).decode("utf-8", "surrogatepass"))
         return document
 
     def _read(self, index: int) -> T:
@@ -177,6 +196,17 @@ class Spooled(Sequence[T]):
     def at(self, index: int) -> T:
         """The item with ``index`` (not a position), read from disk alone."""
         return self._spool._read(index)
+
+    def written(self) -> Iterator[str | dict[str, Any]]:
+        """Each item as :meth:`documents` gives it, or, when it was added with its text as
+        read from a ``results.json`` (and nothing redacted), that text: written out again as it
+        was, not parsed and made again."""
+        spool = self._spool
+        for index in spool._indexes():
+            if index in spool._verbatim:
+                yield spool._line(index).decode("utf-8", "surrogatepass")
+            else:
+                yield spool._document(index)
 
     def documents(self) -> Iterator[dict[str, Any]]:
         """The items as they are in ``results.json`` (as written: not read into results)."""

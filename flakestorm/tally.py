@@ -13,6 +13,7 @@ read back from ``results.json``, a merged run) is counted in one pass.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from typing import Any
 from flakestorm.results import CellResult, MutationResult, Status
 
 
+@functools.cache
 def _severity_weight(severity: str) -> int:
     # imported here: the config package loads pydantic, which the CLI's start-up leaves out
     from flakestorm.config import Severity

@@ -52,8 +52,7 @@ def _by_key(changes: tuple) -> dict[str, Change]:  # type: ignore[type-arg]
 
 def test_every_change_of_every_phase() -> None:
     delta = compare(BASE, HEAD)
-    assert _by_key(delta.changes) == {
-        "contract:cite[calm]": Change.UNCHANGED,
+    assert _by_key(delta.changes) == {  # an unchanged cell is counted, not kept
         "contract:cite[poisoned]": Change.NEW_FAILURE,
         "contract:leak[calm]": Change.STILL_FAILING,
         "contract:leak[poisoned]": Change.STILL_FAILING,
@@ -66,6 +65,7 @@ def test_every_change_of_every_phase() -> None:
         "contract:gone[calm]": Change.REMOVED,
     }
     assert delta.new_failures == 3 and delta.fixed == 2
+    assert delta.unchanged == 1 and delta.counts()[Change.UNCHANGED] == 1  # cite[calm]
     assert delta.headline("main @ abc1234") == (
         "3 new failures vs main @ abc1234, 2 fixed, 2 still failing, 2 new cells, 1 removed cell"
     )
@@ -119,10 +119,9 @@ def test_a_flaky_cell_that_now_always_fails_is_a_new_failure() -> None:
 def test_a_repeated_id_in_one_phase_still_matches_one_to_one() -> None:
     base = run_of({"mutation": ["m[x]=passed", "m[x]=failed"]})
     head = run_of({"mutation": ["m[x]=passed", "m[x]=passed"]})
-    assert _by_key(compare(base, head).changes) == {
-        "mutation:m[x]": Change.UNCHANGED,
-        "mutation:m[x]#2": Change.FIXED,
-    }
+    delta = compare(base, head)
+    assert _by_key(delta.changes) == {"mutation:m[x]#2": Change.FIXED}
+    assert delta.unchanged == 1  # m[x]
 
 
 def test_fail_on() -> None:
@@ -253,8 +252,8 @@ def test_mutations_compare_by_their_id() -> None:
     injected = changes["mutation:prompt_injection#0.0"]
     assert injected.change is Change.NEW_FAILURE and injected.severity == "critical"
     assert changes["mutation:http_header_injection#0.0"].change is Change.STILL_FAILING
-    assert changes["mutation:paraphrase#0.0"].change is Change.UNCHANGED
-    assert len(delta.changes) == len(outcome.mutations)
+    assert "mutation:paraphrase#0.0" not in changes  # unchanged: counted only
+    assert len(delta.changes) + delta.unchanged == len(outcome.mutations)
 
 
 def _mutation_run(prompts: list[tuple[str, str]]) -> RunResult:
@@ -294,10 +293,10 @@ def test_a_mutation_is_matched_by_its_golden_prompt_not_its_position() -> None:
     delta = compare(base, head)
     assert delta.new_failures == 0, delta.changes
     assert [(c.cell_id, c.change, c.base, c.head) for c in delta.changes] == [
-        ("prompt_injection#0.0", Change.UNCHANGED, Status.PASSED, Status.PASSED),  # stocks?
         ("prompt_injection#1.0", Change.STILL_FAILING, Status.FAILED, Status.FAILED),  # bonds?
         ("prompt_injection#0.0", Change.REMOVED, Status.PASSED, None),  # etfs?, the base's id
     ]
+    assert delta.unchanged == 1  # stocks?
     assert FailOn.REGRESSION.exit_code(head, delta) == 0
     # and the other way round: a prompt added first is new, the known failure is not fixed
     delta = compare(head, base)

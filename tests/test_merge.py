@@ -444,6 +444,32 @@ def test_an_edited_shard_is_refused(three: tuple[Path, list[Path]], tmp_path: Pa
     assert "does not match its config digest" in done.stderr
 
 
+def test_a_shard_with_a_malformed_cell_or_a_cell_of_another_shard_is_refused_saying_where(
+    three: tuple[Path, list[Path]], tmp_path: Path
+) -> None:
+    _, files = three
+    doc = json.loads(files[1].read_text())
+    cells = doc["phases"]["contract"]["cells"]
+    good = json.dumps(doc)
+    cells[1]["status"] = "sideways"
+    files[1].write_text(json.dumps(doc))
+    done = merge(*files, "-o", tmp_path / "out", cwd=tmp_path)
+    assert done.returncode == 2
+    assert f"{files[1]}: results document is malformed: phases.contract.cells[1]" in done.stderr
+    assert "'sideways' is not a valid Status" in done.stderr
+    assert "Traceback" not in done.stderr
+
+    doc = json.loads(good)
+    stolen = json.loads(files[0].read_text())["phases"]["contract"]["cells"][0]
+    doc["phases"]["contract"]["cells"].append(stolen)  # a cell shard 1 ran
+    files[1].write_text(json.dumps(doc))
+    done = merge(*files, "-o", tmp_path / "out", cwd=tmp_path)
+    assert done.returncode == 2
+    ident = f"{stolen['invariant_id']}[{stolen['scenario']}]"
+    assert f"cell {ident} ran in two shards ({files[0]} and {files[1]})" in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_merge_finds_results_in_downloaded_artifact_folders(
     three: tuple[Path, list[Path]], tmp_path: Path
 ) -> None:
@@ -621,3 +647,20 @@ def test_a_sweep_sharded_and_merged_has_the_unsharded_breaking_points(tmp_path: 
     assert merged["phases"]["contract"]["sweeps"] == whole["phases"]["contract"]["sweeps"]
     for part in (json.loads(p.read_text()) for p in shards):  # each shard judged its own part
         assert part["phases"]["contract"]["sweeps"][0]["scenarios"] == sweep["scenarios"]
+
+
+def test_a_run_whose_interaction_log_kept_no_bodies_says_so_in_its_reports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flakestorm.chaos import interactions
+    from flakestorm.reporters import markdown, terminal
+
+    monkeypatch.setattr(interactions, "RUN_BODY_CHARS", 10)  # every call's bodies are more
+    result = run(project(tmp_path, SCENARIOS[1:2]))
+    [note] = [w for w in result.warnings if "interaction log is bounded" in w]
+    assert "logged without their request and response bodies" in note
+    assert "`replay export` cannot serve those responses again" in note
+    assert "interaction log is bounded" in markdown.render(result)
+    assert "interaction log is bounded" in terminal.render(result)
+    monkeypatch.undo()  # the log's own bound: the same run keeps every body, and says nothing
+    assert not any("interaction log" in w for w in run(project(tmp_path, SCENARIOS[1:2])).warnings)

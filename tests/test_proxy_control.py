@@ -12,6 +12,8 @@ import requests
 from support.proxy_rig import fault, last, scenario
 from support.server import LoopbackServer, Response
 
+from flakestorm.chaos import interactions
+from flakestorm.chaos.delivery import ProxyChannel
 from flakestorm.chaos.faults import ActiveScenario
 from flakestorm.chaos.proxy.control import ProxyControl, parse_scenario, scenario_document
 from flakestorm.chaos.proxy.server import ChaosProxy
@@ -123,7 +125,7 @@ def test_interactions_filter_by_scenario_and_since(proxy: ChaosProxy) -> None:
     since = requests.get(route, params={"since": 1}, timeout=5).json()
     assert [i["seq"] for i in since["interactions"]] == [1, 2] and since["next"] == 3
     nothing_new = requests.get(route, params={"since": 3}, timeout=5).json()
-    assert nothing_new == {"interactions": [], "next": 3, "dropped": 0}
+    assert nothing_new == {"interactions": [], "next": 3, "dropped": 0, "bodies_dropped": 0}
     bad = requests.get(route, params={"since": "x"}, timeout=5)
     assert bad.status_code == 400
 
@@ -267,3 +269,22 @@ def test_invalid_routes_are_refused_naming_the_field(
     reply = requests.put(f"{proxy.url}/_flakestorm/routes", data=body, timeout=5)
     assert reply.status_code == 400 and message in reply.json()["error"]["message"]
     assert proxy.llm_upstream is None and list(proxy.tools) == ["weather"]
+
+
+def test_what_the_bounded_log_did_not_keep_is_said_by_the_channel(
+    proxy: ChaosProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(interactions, "RUN_BODY_CHARS", 10)  # every call's bodies are more
+    monkeypatch.setattr(proxy.log, "_limit", 2)  # and the log holds two calls
+    proxy.activate(scenario())
+    for _ in range(3):
+        requests.get(f"{proxy.url}/tools/weather/x", timeout=5)
+    control = ProxyControl(proxy.url)
+    channel = ProxyChannel(control)
+    assert channel.lost() is None  # nothing read yet: nothing known
+    assert [i.response for i in control.interactions()] == [None, None]
+    note = channel.lost()
+    assert note is not None
+    assert "1 call(s) were not logged (the log was full)" in note
+    assert "2 call(s) were logged without their request and response bodies" in note
+    control.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
+import pytest
 from golden.cases import chaos_only, failing, hostile, large_run, passing
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -196,3 +197,35 @@ def test_ten_thousand_cells() -> None:
     assert len(cases) == 10_000
     assert sum(1 for c in cases if c.find("failure") is not None) == 5_000
     assert Status.FAILED.value in (cases[1].find("system-out").text or "")  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("outcome", ["failure", "error", "skipped", "passed"])
+def test_a_case_made_alone_is_the_element_junit_xml_makes_in_a_suite(outcome: str) -> None:
+    from junit_xml import TestCase, TestSuite
+
+    from flakestorm.reporters.junit import _case_element
+
+    case = TestCase(
+        "inv[calm]",
+        classname="contract.inv",
+        elapsed_sec=0.25,
+        stdout="out <&>",
+        stderr="err",
+        assertions=3,
+        timestamp="2026-01-01T00:00:00",
+        status="ran",
+        category="c",
+        file="flakestorm.yaml",
+        line=7,
+        log="log",
+        url="http://127.0.0.1/x",
+    )
+    if outcome == "failure":
+        case.add_failure_info(message="failed: no \x1b", output="details", failure_type="kind")
+    elif outcome == "error":
+        case.add_error_info(message="errored", output="details")
+    elif outcome == "skipped":
+        case.add_skipped_info(message="skipped: when", output="because")
+    in_suite = TestSuite("", [case]).build_xml_doc().find("testcase")
+    assert in_suite is not None
+    assert ET.tostring(_case_element(case), "unicode") == ET.tostring(in_suite, "unicode")

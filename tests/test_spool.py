@@ -275,3 +275,38 @@ def test_lines_past_the_write_buffer_come_back_from_the_file_and_from_memory(
     spool.add(cell(7, "settled"))
     assert 0 < spool._written < spool._end  # some in the file, the last ones not yet
     assert spool.items == tuple(cell(7, "settled") if c.index == 7 else c for c in cells)
+
+
+def test_failed_cells_are_listed_critical_first_and_read_only_as_a_report_shows_them(
+    tmp_path: Path,
+) -> None:
+    from flakestorm.reporters.view import all_bad_cells, bad_cells
+    from flakestorm.results import PhaseOutcome, PhaseScore, RunResult
+
+    made = [
+        CellResult(
+            i,
+            f"inv{i}",
+            "calm",
+            "critical" if i % 4 == 0 else "high",
+            Status.PASSED if i % 3 == 0 else Status.FAILED,
+            "why",
+        )
+        for i in range(40)
+    ]
+    spool = Spool(CELLS, tmp_path)
+    spool.extend(list(reversed(made)))
+    failing = [c for c in made if c.status is Status.FAILED]
+    expected = [c.index for c in sorted(failing, key=lambda c: (c.severity != "critical", c.index))]
+    score = PhaseScore(None, True, (), {})
+    spooled = PhaseOutcome("contract", "c", (), (), spool.items, score)
+    held = PhaseOutcome("contract", "c", (), (), tuple(made), score)
+    reads: list[int] = []
+    read = spool._read
+    spool._read = lambda index: reads.append(index) or read(index)  # type: ignore[method-assign]
+    listed = bad_cells(spooled)
+    assert len(listed) == len(failing) and reads == []  # ordered from the tally, nothing read
+    assert listed[0].index == expected[0] and reads == [expected[0]]
+    assert [c.index for c in listed] == expected == [c.index for c in bad_cells(held)]
+    run = RunResult("2", "f.yaml", "d", 1, "t", 1.0, True, None, 1, {"contract": spooled}, None, 1)  # type: ignore[arg-type]
+    assert [c.index for c in all_bad_cells(run)] == expected

@@ -4,17 +4,18 @@
 directory itself was uploaded (the README's workflow), or one level down when several were. The
 shallowest ``results.json`` is the one; two at that depth are ambiguous and refused. An artifact
 is untrusted input like any other: its size is bounded before it is inflated, and the document
-is read with :func:`flakestorm.results.from_document`, which rejects anything malformed.
+is read as a stream (:func:`flakestorm.results_stream.read_streamed`: its cells into spools, so a
+large baseline is not held in memory), which rejects anything malformed.
 """
 
 from __future__ import annotations
 
 import io
-import json
 import zipfile
 from pathlib import PurePosixPath
 
-from flakestorm.results import ResultsError, RunResult, from_document
+from flakestorm.results import ResultsError, RunResult
+from flakestorm.results_stream import NotJson, read_streamed
 
 __all__ = ["MAX_RESULTS_BYTES", "ArtifactError", "results_from_zip"]
 
@@ -58,21 +59,17 @@ def results_from_zip(data: bytes, max_bytes: int = MAX_RESULTS_BYTES) -> RunResu
                 f"{info.filename} is {info.file_size:,} bytes (at most {max_bytes:,} are read)"
             )
         try:
+            # a member is read no further than the size its header gives (zipfile stops
+            # there), checked above; its cells and mutations are read as a stream into spools
             with archive.open(info) as member:
-                raw = member.read(max_bytes + 1)
+                return read_streamed(io.TextIOWrapper(member, encoding="utf-8"))
+        except RecursionError:
+            raise ArtifactError(f"{info.filename}: not JSON (nested too deeply)") from None
         except (zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError) as exc:
             raise ArtifactError(f"{info.filename}: cannot be extracted ({exc})") from None
-    if len(raw) > max_bytes:
-        raise ArtifactError(f"{info.filename} is larger than {max_bytes:,} bytes")
-    try:
-        document = json.loads(raw)
-    except ValueError as exc:  # UnicodeDecodeError included
-        raise ArtifactError(f"{info.filename}: not JSON ({exc})") from None
-    except RecursionError:
-        raise ArtifactError(f"{info.filename}: not JSON (nested too deeply)") from None
-    if not isinstance(document, dict):
-        raise ArtifactError(f"{info.filename}: not a results document")
-    try:
-        return from_document(document)
-    except ResultsError as exc:
-        raise ArtifactError(f"{info.filename}: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise ArtifactError(f"{info.filename}: not JSON ({exc})") from None
+        except NotJson as exc:
+            raise ArtifactError(f"{info.filename}: not JSON ({exc})") from None
+        except ResultsError as exc:
+            raise ArtifactError(f"{info.filename}: {exc}") from None

@@ -105,9 +105,13 @@ class CellChange:
 
 @dataclass(frozen=True)
 class Delta:
-    """Every cell of both runs, in this run's report order then the removed ones."""
+    """The cells that changed (every change but ``unchanged``), in this run's report order
+    then the removed ones; the unchanged cells are only counted, so a delta holds what moved,
+    not every cell of two large runs."""
 
     changes: tuple[CellChange, ...]
+    unchanged: int = 0
+    """How many cells did not change."""
 
     def of(self, change: Change) -> tuple[CellChange, ...]:
         return tuple(c for c in self.changes if c.change is change)
@@ -122,7 +126,9 @@ class Delta:
 
     def counts(self) -> dict[Change, int]:
         """Cells per change, every change present (zero included)."""
-        return {change: len(self.of(change)) for change in Change}
+        counts = {change: len(self.of(change)) for change in Change}
+        counts[Change.UNCHANGED] += self.unchanged
+        return counts
 
     def headline(self, against: str) -> str:
         """``2 new failures vs main @ abc1234, 1 fixed`` (``against`` is what was compared)."""
@@ -153,51 +159,69 @@ def _identity(item: CellResult | MutationResult) -> str:
 def _cells(
     result: RunResult,
 ) -> Iterator[tuple[tuple[str, str], str, CellResult | MutationResult]]:
-    """((phase, identity), id, cell) for every cell and mutation; a repeated id in one phase
-    gets ``#2``, ``#3``…, and so does a repeated identity (a golden prompt listed twice)."""
+    """((phase, identity), id, cell) for every cell and mutation, read one at a time; a
+    repeated id in one phase gets ``#2``, ``#3``…, and so does a repeated identity (a golden
+    prompt listed twice)."""
     for phase, outcome in result.phases.items():
         ids: dict[str, int] = {}
         identities: dict[str, int] = {}
-        items: list[CellResult | MutationResult] = [*outcome.cells, *outcome.mutations]
-        for cell in items:
-            ids[cell.id] = ids.get(cell.id, 0) + 1
-            cell_id = cell.id if ids[cell.id] == 1 else f"{cell.id}#{ids[cell.id]}"
-            identity = _identity(cell)
-            identities[identity] = identities.get(identity, 0) + 1
-            if identities[identity] > 1:
-                identity = f"{identity}#{identities[identity]}"
-            yield (phase, identity), cell_id, cell
+        for items in (outcome.cells, outcome.mutations):
+            for cell in items:
+                ids[cell.id] = ids.get(cell.id, 0) + 1
+                cell_id = cell.id if ids[cell.id] == 1 else f"{cell.id}#{ids[cell.id]}"
+                identity = _identity(cell)
+                identities[identity] = identities.get(identity, 0) + 1
+                if identities[identity] > 1:
+                    identity = f"{identity}#{identities[identity]}"
+                yield (phase, identity), cell_id, cell
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    """What the delta needs of a baseline cell: its id, status, severity and pass counts (an
+    index of the baseline holds these, not its cells)."""
+
+    cell_id: str
+    status: Status
+    severity: str
+    runs_passed: int
+    runs_total: int
 
 
 def compare(
     base: RunResult, head: RunResult, *, min_repeat: int = MIN_REPEAT, alpha: float = ALPHA
 ) -> Delta:
-    """The delta of ``head`` against ``base``, cell by cell."""
-    before = {key: (cell_id, cell) for key, cell_id, cell in _cells(base)}
+    """The delta of ``head`` against ``base``, cell by cell: the baseline indexed by cell
+    (:class:`_Seen`), this run's cells read one at a time."""
+    before = {
+        key: _Seen(cell_id, cell.status, cell.severity, cell.runs_passed, cell.runs_total)
+        for key, cell_id, cell in _cells(base)
+    }
     changes: list[CellChange] = []
-    matched: set[tuple[str, str]] = set()
+    unchanged = 0
     for key, cell_id, cell in _cells(head):
-        old = before.get(key)
-        if old is not None:
-            matched.add(key)
-        changes.append(
-            _change(key[0], cell_id, None if old is None else old[1], cell, min_repeat, alpha)
-        )
-    for key, (cell_id, old_cell) in before.items():
-        if key not in matched:
-            changes.append(_change(key[0], cell_id, old_cell, None, min_repeat, alpha))
-    return Delta(tuple(changes))
+        change = _change(key[0], cell_id, before.pop(key, None), cell, min_repeat, alpha)
+        if change.change.shown:
+            changes.append(change)
+        else:
+            unchanged += 1
+    for key, old in before.items():  # the cells no longer there
+        changes.append(_change(key[0], old.cell_id, old, None, min_repeat, alpha))
+    return Delta(tuple(changes), unchanged)
 
 
-def _runs(cell: CellResult | MutationResult | None) -> tuple[int, int]:
+Runs = CellResult | MutationResult | _Seen
+
+
+def _runs(cell: Runs | None) -> tuple[int, int]:
     return (cell.runs_passed, cell.runs_total) if cell is not None else (0, 0)
 
 
 def _change(
     phase: str,
     cell_id: str,
-    old: CellResult | MutationResult | None,
-    new: CellResult | MutationResult | None,
+    old: Runs | None,
+    new: Runs | None,
     min_repeat: int,
     alpha: float,
 ) -> CellChange:

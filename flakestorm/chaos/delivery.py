@@ -32,7 +32,7 @@ from flakestorm.chaos.faults import (
     timed,
     tool_fault_label,
 )
-from flakestorm.chaos.interactions import Interaction
+from flakestorm.chaos.interactions import Interaction, lost_note
 
 if TYPE_CHECKING:
     from flakestorm.chaos.proxy.control import ProxyControl
@@ -88,6 +88,11 @@ class Channel(Protocol):
         ...
 
     def wiring_hint(self, label: str, tool: str | None) -> str: ...
+
+    def lost(self) -> str | None:
+        """The run's warning when the channel's interaction log did not keep every call whole
+        (:func:`~flakestorm.chaos.interactions.lost_note`); None when it did."""
+        ...
 
 
 def prove(
@@ -310,6 +315,10 @@ class ProxyChannel:
     def forget(self, scenario: str, keep: Collection[str] = ()) -> None:
         self._control.forget(scenario, keep)
 
+    def lost(self) -> str | None:
+        lost = self._control.lost
+        return lost_note(lost.get("dropped", 0), lost.get("bodies_dropped", 0))
+
     def wiring_hint(self, label: str, tool: str | None) -> str:
         url = self._control.url
         if tool is not None and tool != "*":
@@ -355,6 +364,10 @@ class WrapperChannel:
 
     def forget(self, scenario: str, keep: Collection[str] = ()) -> None:
         self._wrapping.log.forget(scenario, keep)
+
+    def lost(self) -> str | None:
+        log = self._wrapping.log
+        return lost_note(log.dropped, log.bodies_dropped)
 
     def wiring_hint(self, label: str, tool: str | None) -> str:
         site = self._wrapping.site(tool) if tool is not None else None

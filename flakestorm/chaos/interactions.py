@@ -125,8 +125,31 @@ class Interaction:
         )
 
 
+def lost_note(dropped: int, bodies_dropped: int) -> str | None:
+    """The run's warning when its interaction log could not keep every call whole (None when
+    it did): the log is bounded, so a long run does not grow without bound, and says so."""
+    parts = []
+    if dropped:
+        parts.append(
+            f"{dropped:,} call(s) were not logged (the log was full): their faults and calls are "
+            "missing from their cells, and delivery was judged without them"
+        )
+    if bodies_dropped:
+        parts.append(
+            f"{bodies_dropped:,} call(s) were logged without their request and response bodies "
+            f"(a run keeps at most {RUN_BODY_CHARS // (1024 * 1024)} MiB of body text): "
+            "`replay export` cannot serve those responses again"
+        )
+    if not parts:
+        return None
+    return "the interaction log is bounded: " + "; ".join(parts)
+
+
 class InteractionLog:
-    """A thread-safe, append-only list of interactions with a bounded size."""
+    """A thread-safe, append-only list of interactions with a bounded size: past ``limit``
+    interactions a call is not logged (:attr:`dropped`), past :data:`RUN_BODY_CHARS` of body
+    text a call is logged without its bodies (:attr:`bodies_dropped`); :func:`lost_note` words
+    both for the run's warnings."""
 
     def __init__(self, limit: int = 100_000) -> None:
         self._lock = threading.Lock()

@@ -34,12 +34,13 @@ def merge_command(paths: tuple[Path, ...], output_dir: Path, min_score: float | 
     The shards must be 1..N of one run (same config digest and seed); otherwise nothing is
     written and the exit code is 2, with what is missing or foreign.
     """
-    from flakestorm.merge import merge, output_formats, read_shards
+    from flakestorm.merge import leaving_nothing, merge, output_formats, read_shards
     from flakestorm.reporters import terminal
     from flakestorm.reports import write_reports
 
-    shards = read_shards(paths)
-    result = merge(shards, min_score)
+    with leaving_nothing(output_dir):  # the items are spooled in the report directory
+        shards = read_shards(paths, output_dir)
+        result = merge(shards, min_score)
     write_reports(result, output_dir, output_formats(shards))
     click.echo(f"merged {len(shards)} shards", err=True)
     click.echo(terminal.render(result), nl=False)

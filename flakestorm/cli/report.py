@@ -15,30 +15,27 @@ DEFAULT_REPORT_FORMATS = ("junit", "markdown", "html", "json")
 
 
 def read_results(results_json: Path) -> RunResult:
-    """The run result in a ``results.json`` file; a :class:`UsageError` saying what is wrong."""
-    import json
-
-    from flakestorm.results import ResultsError, from_document
+    """The run result in a ``results.json`` file, its cells and mutations read as a stream
+    into spools (:mod:`flakestorm.results_stream`: a large file is not held in memory); a
+    :class:`UsageError` saying what is wrong."""
+    from flakestorm.baseline.judgement import judgement_of
+    from flakestorm.results import ResultsError
+    from flakestorm.results_stream import NotJson, read_streamed
 
     try:
-        document = json.loads(results_json.read_text(encoding="utf-8"))
+        with results_json.open(encoding="utf-8") as file:
+            result = read_streamed(file)
+        judgement_of(result)  # the step's verdict, checked before any report states it
     except OSError as exc:
         raise UsageError(f"{results_json}: cannot read ({exc.strerror or exc})") from None
     except UnicodeDecodeError:
         raise UsageError(f"{results_json}: not UTF-8 text (expected a results.json)") from None
-    except ValueError as exc:
+    except NotJson as exc:
         raise UsageError(f"{results_json}: not JSON ({exc}); expected a results.json") from None
     except RecursionError:
         raise UsageError(
             f"{results_json}: not JSON (nested too deeply); expected a results.json"
         ) from None
-    if not isinstance(document, dict):
-        raise UsageError(f"{results_json}: not a results document (expected a JSON object)")
-    from flakestorm.baseline.judgement import judgement_of
-
-    try:
-        result = from_document(document)
-        judgement_of(result)  # the step's verdict, checked before any report states it
     except ResultsError as exc:
         raise UsageError(f"{results_json}: {exc}") from None
     return result

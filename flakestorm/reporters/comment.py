@@ -294,7 +294,7 @@ def render(
             "| | cell | severity | reason | faults fired |",
             "|---|---|---|---|---|",
         ]
-        part, budget = _table(table, [_failing_row(c) for c in bad], budget, "failing cells")
+        part, budget = _table(table, Mapped(bad, _failing_row), budget, "failing cells")
         body += part
     # made as the table takes them (a spooled phase's are read back one at a time)
     failed = Joined([failed_mutations(outcome) for outcome in phases(result)])

@@ -46,19 +46,27 @@ def write(result: RunResult, out: TextIO) -> None:
     out.write(text)
 
 
-def _documents(items: Sequence[Any], key: str) -> Iterable[dict[str, Any]]:
-    """The documents of a phase's ``key`` items: as they were written, when spooled."""
+def _documents(items: Sequence[Any], key: str) -> Iterable[str | dict[str, Any]]:
+    """The documents of a phase's ``key`` items: as they were written, when spooled (an item
+    read from a ``results.json``, e.g. a shard's, as its text there)."""
     if isinstance(items, Spooled):
-        return items.documents()
+        return items.written()
     return (STREAMED[key](item) for item in items)
 
 
-def _items(out: TextIO, documents: Iterable[dict[str, Any]], indent: int) -> None:
-    """A JSON list as ``json.dumps(indent=2)`` writes it at ``indent`` spaces."""
+_ENCODER = json.JSONEncoder(ensure_ascii=True, indent=2)
+
+
+def _items(out: TextIO, documents: Iterable[str | dict[str, Any]], indent: int) -> None:
+    """A JSON list as ``json.dumps(indent=2)`` writes it at ``indent`` spaces (an item given as
+    its text, written as it is: the same text when this writer wrote it at this depth)."""
     pad = " " * indent
     first = True
     for document in documents:
-        body = json.dumps(document, ensure_ascii=True, indent=2).replace("\n", "\n" + pad + "  ")
+        if isinstance(document, str):
+            body = document
+        else:
+            body = _ENCODER.encode(document).replace("\n", "\n" + pad + "  ")
         out.write(("[\n" if first else ",\n") + pad + "  " + body)
         first = False
     out.write("[]" if first else "\n" + pad + "]")

@@ -281,11 +281,59 @@ def _counts(outcome: PhaseOutcome) -> tuple[dict[str, int], float]:
     return counts, microseconds / 1_000_000
 
 
-def _case_xml(case: Any) -> str:
+def _case_xml(case: TestCase) -> str:
     """One case's element as it stands in the indented document (a suite's child)."""
-    element = TestSuite("", [case]).build_xml_doc().find("testcase")
+    element = _case_element(case)
     ET.indent(element, space="\t", level=2)
     return ET.tostring(element, "unicode")
+
+
+_CASE_ATTRIBUTES = (
+    ("timestamp", "timestamp"),
+    ("classname", "classname"),
+    ("status", "status"),
+    ("category", "class"),
+    ("file", "file"),
+    ("line", "line"),
+    ("log", "log"),
+    ("url", "url"),
+)
+
+
+def _case_element(case: TestCase) -> ET.Element:
+    """The ``<testcase>`` element ``junit-xml`` makes of ``case`` in a suite
+    (``TestSuite.build_xml_doc``), made alone: a case is serialised without a suite of its
+    own around it. Its strings were cleaned already (no decoding to do)."""
+    attributes = {"name": str(case.name)}
+    if case.assertions:
+        attributes["assertions"] = f"{int(case.assertions):d}"
+    if case.elapsed_sec:
+        attributes["time"] = f"{case.elapsed_sec:f}"
+    for field, name in _CASE_ATTRIBUTES:
+        value = getattr(case, field)
+        if value:
+            attributes[name] = str(value)
+    element = ET.Element("testcase", attributes)
+    for kind, infos in (("failure", case.failures), ("error", case.errors)):
+        for info in infos:
+            if info["output"] or info["message"]:
+                child = ET.SubElement(element, kind, {"type": kind})
+                if info["message"]:
+                    child.set("message", info["message"])
+                if info["type"]:
+                    child.set("type", info["type"])
+                if info["output"]:
+                    child.text = info["output"]
+    for info in case.skipped:
+        child = ET.SubElement(element, "skipped", {"type": "skipped"})
+        if info["message"]:
+            child.set("message", info["message"])
+        if info["output"]:
+            child.text = info["output"]
+    for stream, tag in ((case.stdout, "system-out"), (case.stderr, "system-err")):
+        if stream:
+            ET.SubElement(element, tag).text = stream
+    return element
 
 
 def render(result: RunResult) -> str:

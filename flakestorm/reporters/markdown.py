@@ -186,13 +186,11 @@ def _matrix(contract: PhaseOutcome) -> tuple[list[str], list[str]]:
         + " |"
     )
     head.append("|---|---|" + ":-:|" * len(names))
-    by_key = {(c.invariant_id, c.scenario): c for c in contract.cells}
+    # each cell's mark only (a few shared strings), the cells read one at a time
+    by_key = {(c.invariant_id, c.scenario): cell_mark(c) for c in contract.cells}
     rows = []
     for invariant in contract.invariants:
-        marks = []
-        for name in names:
-            cell = by_key.get((invariant.id, name))
-            marks.append(cell_mark(cell) if cell is not None else " ")
+        marks = [by_key.get((invariant.id, name), " ") for name in names]
         rows.append(
             f"| {text(invariant.id, 100)} | {text(invariant.severity)} | "
             + " | ".join(marks)
@@ -423,7 +421,7 @@ def _section(outcome: PhaseOutcome) -> _Section:
         scenarios_top=scenarios_top,
         scenarios=scenarios,
         scenarios_end=scenarios_end,
-        bad=[cell_details(c, by_name.get(c.scenario)) for c in bad_cells(outcome)],
+        bad=Mapped(bad_cells(outcome), lambda c: cell_details(c, by_name.get(c.scenario))),
     )
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from flakestorm.redaction import active
 from flakestorm.reporters import breaking
@@ -67,17 +68,16 @@ def scenario_line(name: str, cells: Sequence[CellResult]) -> str:
     return f"scenario {safe(name, 80)}: {summary}"
 
 
-def render_matrix(outcome: PhaseOutcome) -> str:
-    """The pass/fail matrix: rows = invariants (with severity), columns = scenarios."""
+def render_matrix(outcome: PhaseOutcome, texts: Mapping[tuple[str, str], str] | None = None) -> str:
+    """The pass/fail matrix: rows = invariants (with severity), columns = scenarios
+    (``texts``: each cell's :func:`cell_text` by invariant and scenario, when read already)."""
     scenarios = [s.name for s in outcome.scenarios]
-    by_key = {(c.invariant_id, c.scenario): c for c in outcome.cells}
+    by_key = texts if texts is not None else _scan(outcome).texts
     head = [outcome.rows, "severity", *scenarios]
     rows = []
     for inv in outcome.invariants:
         row = [safe(inv.id, 40), inv.severity]
-        for name in scenarios:
-            cell = by_key.get((inv.id, name))
-            row.append(cell_text(cell) if cell is not None else "")
+        row.extend(by_key.get((inv.id, name), "") for name in scenarios)
         rows.append(row)
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
 
@@ -97,15 +97,16 @@ def render(result: RunResult) -> str:
         out.append(
             f"{label}: {safe(outcome.name)}" if outcome.name != outcome.phase else f"{label}:"
         )
+        scan = _scan(outcome)  # the cells read once, one at a time
         if outcome.cells or not outcome.mutations:
-            out.append(render_matrix(outcome))
+            out.append(render_matrix(outcome, scan.texts))
         for sweep in outcome.sweeps:
             out.append(f"Sweep {safe(breaking.title(sweep), 200)}:")
             out.extend(
                 f"  {safe(invariant, 60)}: {' '.join(marks)}  {point}"
                 for invariant, marks, point in breaking.rows(sweep)
             )
-        out.extend(_failing(outcome))
+        out.extend(_failing(outcome, scan))
         if outcome.mutations:
             out.extend(render_mutations(outcome))
         score = outcome.score.score
@@ -200,7 +201,7 @@ def _call_line(call: CallRecord) -> str:
     )
 
 
-def _failing(outcome: PhaseOutcome) -> list[str]:
+def _failing(outcome: PhaseOutcome, scan: _Scan) -> list[str]:
     """Failed and errored cells with their reasons and notes, undelivered faults, and the
     notes of the other cells (a passing replayed session that diverged)."""
     out = []
@@ -213,26 +214,41 @@ def _failing(outcome: PhaseOutcome) -> list[str]:
         if info.unattributed:
             out.append(safe(unattributed_heading(outcome, info), 300))
             out.extend(f"  {_call_line(call)}" for call in info.unattributed_calls[:CALL_LINES])
-    bad = [c for c in outcome.cells if c.status in (Status.FAILED, Status.ERRORED)]
-    if bad:
-        out.append("")
-        out.append("Failing cells:")
-        for cell in bad:
+    if scan.failing:
+        out.extend(["", "Failing cells:", *scan.failing])
+    if scan.noted:
+        out.extend(["", "Notes:", *scan.noted])
+    return out
+
+
+@dataclass(frozen=True)
+class _Scan:
+    """What the terminal shows of a phase's cells, read in one pass: each cell's text in the
+    matrix, and the lines of the failing cells and of the other cells' notes."""
+
+    texts: dict[tuple[str, str], str]
+    failing: list[str]
+    noted: list[str]
+
+
+def _scan(outcome: PhaseOutcome) -> _Scan:
+    texts: dict[tuple[str, str], str] = {}
+    failing: list[str] = []  # the lines only: the cells are read one at a time, once
+    noted: list[str] = []
+    for cell in outcome.cells:
+        texts[cell.invariant_id, cell.scenario] = cell_text(cell)
+        if cell.status in (Status.FAILED, Status.ERRORED):
             fired = ", ".join(cell.faults_fired)
             fired = f" (faults fired: {safe(fired)})" if fired else ""
-            out.append(
+            failing.append(
                 f"  {cell.status.value.upper()} {safe(cell.id, 80)} [{cell.severity}]: "
                 f"{safe(cell.reason, 400)}{fired}"
             )
-            out.extend(f"    {safe(note, 400)}" for note in cell.notes)
+            failing.extend(f"    {safe(note, 400)}" for note in cell.notes)
             for conversation in transcript(cell):
-                out.append(f"    {safe(conversation.title, 200)}")
-                out.extend(f"      {safe(turn_line(t, 120), 600)}" for t in conversation.turns)
-    noted = [c for c in outcome.cells if c.notes and c not in bad]
-    if noted:
-        out.append("")
-        out.append("Notes:")
-        for cell in noted:
-            out.append(f"  {cell.status.value.upper()} {safe(cell.id, 80)}:")
-            out.extend(f"    {safe(note, 400)}" for note in cell.notes)
-    return out
+                failing.append(f"    {safe(conversation.title, 200)}")
+                failing.extend(f"      {safe(turn_line(t, 120), 600)}" for t in conversation.turns)
+        elif cell.notes:
+            noted.append(f"  {cell.status.value.upper()} {safe(cell.id, 80)}:")
+            noted.extend(f"    {safe(note, 400)}" for note in cell.notes)
+    return _Scan(texts, failing, noted)

@@ -245,10 +245,24 @@ def cell_mark(cell: CellResult) -> str:
     return cell.symbol
 
 
-def bad_cells(outcome: PhaseOutcome) -> list[CellResult]:
-    """Failed and errored cells, critical first, then in matrix order."""
-    bad = [c for c in outcome.cells if c.status in (Status.FAILED, Status.ERRORED)]
-    return sorted(bad, key=lambda c: (c.severity != "critical", c.index))
+def bad_cells(outcome: PhaseOutcome) -> Sequence[CellResult]:
+    """Failed and errored cells, critical first, then in matrix order: ordered from the
+    phase's tally (their ids and severities), each read as it is used, so a list that stops
+    at its size limit reads only what it shows (a spooled phase's from disk)."""
+    return Mapped([key for _, key in _bad_keys(outcome)], _cell_at(outcome.cells))
+
+
+def _bad_keys(outcome: PhaseOutcome) -> list[tuple[bool, int]]:
+    """(not critical, key) of each of :func:`bad_cells` in the phase's tally (a spooled
+    phase's indexes, a tuple's positions), critical first."""
+    missed = tally_of(outcome.cells).missed
+    return sorted(("critical" not in keys, key) for key, (_, keys) in missed.items())
+
+
+def _cell_at(cells: Sequence[CellResult]) -> Callable[[int], CellResult]:
+    """How a tally key of ``cells`` reads its cell: by index when spooled, else by position."""
+    at: Callable[[int], CellResult] | None = getattr(cells, "at", None)
+    return at if at is not None and hasattr(cells, "tally") else cells.__getitem__
 
 
 def phases(result: RunResult) -> list[PhaseOutcome]:
@@ -256,10 +270,16 @@ def phases(result: RunResult) -> list[PhaseOutcome]:
     return list(result.phases.values())
 
 
-def all_bad_cells(result: RunResult) -> list[CellResult]:
-    """Every failed or errored cell: critical first, then phase order."""
-    bad = [c for outcome in phases(result) for c in bad_cells(outcome)]
-    return sorted(bad, key=lambda c: c.severity != "critical")
+def all_bad_cells(result: RunResult) -> Sequence[CellResult]:
+    """Every failed or errored cell: critical first, then phase order (each read as it is
+    used, as :func:`bad_cells`)."""
+    keyed: list[tuple[bool, int, int]] = []  # (not critical, phase, key)
+    readers = []
+    for n, outcome in enumerate(phases(result)):
+        keyed.extend((later, n, key) for later, key in _bad_keys(outcome))
+        readers.append(_cell_at(outcome.cells))
+    keyed.sort(key=lambda k: k[0])  # stable: phase order, then each phase's own
+    return Mapped(keyed, lambda k: readers[k[1]](k[2]))
 
 
 def label_text(outcome: PhaseOutcome, limit: int, title: bool = False) -> str:

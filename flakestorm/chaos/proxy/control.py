@@ -36,7 +36,10 @@ TOKEN``, else 401)::
                                                  "origin"}]
     GET    /_flakestorm/interactions[?scenario=NAME][&since=SEQ]
                                                  {"interactions": [...], "next": SEQ,
-                                                  "dropped": N}; ``since`` keeps seq >= SEQ,
+                                                  "dropped": N, "bodies_dropped": N} (calls
+                                                 not logged, or logged without bodies,
+                                                 as the log is bounded); ``since`` keeps
+                                                 seq >= SEQ,
                                                  so polling passes the previous ``next``
     DELETE /_flakestorm/interactions?scenario=NAME[&keep=CELL,...]
                                                  forget a scenario's interactions (but the
@@ -298,6 +301,7 @@ def _interactions(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> 
             "interactions": [i.to_document() for i in items],
             "next": next_seq,
             "dropped": proxy.log.dropped,
+            "bodies_dropped": proxy.log.bodies_dropped,
         }
     )
 
@@ -347,6 +351,9 @@ class ProxyControl:
         self.url = url.rstrip("/")
         self.token = token
         self.timeout_s = timeout_s
+        self.lost: dict[str, int] = {}
+        """The most calls the proxy has said its log did not keep (``dropped``), or kept
+        without bodies (``bodies_dropped``), as :meth:`interactions` read them."""
         self._session = requests.Session()
         self._session.trust_env = False  # the proxy is never reached through another proxy
 
@@ -402,6 +409,10 @@ class ProxyControl:
         if since is not None:
             params["since"] = str(since)
         reply = self._call("GET", "/interactions", params=params)
+        for key in ("dropped", "bodies_dropped"):  # the most the proxy has said (its own count)
+            count = reply.get(key)
+            if type(count) is int:
+                self.lost[key] = max(self.lost.get(key, 0), count)
         try:
             return [Interaction.from_document(doc) for doc in reply["interactions"]]
         except (KeyError, TypeError, ValueError) as exc:
