@@ -359,7 +359,9 @@ def proxy_env(proxy_url: str, agent_endpoint: str) -> dict[str, str]:
 def _check_python_delivery(config: Config, scenarios: Sequence[Scenario]) -> None:
     """A python agent's faults need something to wrap; say what is missing (exit 2)."""
     agent = config.agent
-    has_tools = bool(agent.tools or agent.tool_registry or python_routes(config))
+    has_tools = bool(
+        agent.tools or agent.tool_registry or python_routes(config) or python_mcp(config)
+    )
     for scenario in scenarios:
         llm_side = scenario.llm_faults or any(
             a.type in LLM_REQUEST_ATTACKS for a in scenario.context_attacks
@@ -389,6 +391,14 @@ def python_routes(config: Config) -> dict[str, str]:
     return dict(config.proxy.tools)
 
 
+def python_mcp(config: Config) -> dict[str, str]:
+    """The MCP servers (``proxy.mcp``, streamable HTTP) whose calls a python agent's clients
+    are routed through the in-process proxy for; none for an http agent."""
+    if config.agent.type is not AgentType.PYTHON or config.proxy is None:
+        return {}
+    return dict(config.proxy.mcp_routes)
+
+
 def _routed_in_process(
     loaded: LoadedConfig,
     routes: dict[str, str],
@@ -415,15 +425,17 @@ def _routed_in_process(
         0,
         llm_upstream=resolve_cassette(proxy_config.llm_upstream, loaded.base_dir),
         tools=routes,
+        mcp=python_mcp(loaded.config),
         token=proxy_config.token,
         log=wrapping.log,
         record=record,
     )
     stack.enter_context(proxy)
-    routing = stack.enter_context(Routing(Router(proxy.url, routes)))
+    routing = stack.enter_context(Routing(Router(proxy.url, routes, proxy.mcp)))
+    routed = [*routes, *(f"MCP server {name}" for name in proxy.mcp)]
     notice(
         f"chaos proxy (in-process) listening on {proxy.url}: the HTTP calls of "
-        f"{', '.join(routes)} through {', '.join(routing.libraries)} are routed through it"
+        f"{', '.join(routed)} through {', '.join(routing.libraries)} are routed through it"
     )
     return InProcessChannel(wrapping, proxy, routes)
 
@@ -535,7 +547,7 @@ def _agent_up(
             channel = WrapperChannel(wrapping)
             # tool_delivery: callable — a wrapped tool's URL is not routed
             routes = {k: v for k, v in routes.items() if at_http or not wrapping.wraps(k)}
-            if routes:
+            if routes or python_mcp(config):
                 channel = _routed_in_process(loaded, routes, wrapping, record, stack, notice)
         agent = build_agent(agent_config, loaded.base_dir, _locator(loaded))
         stack.callback(agent.close)

@@ -109,7 +109,7 @@ def test_each_client_meets_the_fault_on_a_tool_url_only(
                 untouched = get(other.url_for("/v1/quote"))
             finally:
                 current_call.reset(token)
-        assert set(routing.libraries) == {"requests", "httpx", "urllib", "aiohttp"}
+        assert set(routing.libraries) == {"requests", "httpx", "httpx2", "urllib", "aiohttp"}
         calls = proxy.log.snapshot()
     assert faulted[0] == 503 and "error" in json.loads(faulted[1])
     assert untouched == (200, "not a tool")
@@ -287,3 +287,72 @@ def test_tool_delivery_callable_takes_a_tool_named_in_both_at_its_wrapper(
     assert "ToolFaultError" in (cells["honest[down]"].prompts[0].error_message or "")
     (calm,) = cells["price[calm]"].calls
     assert calm.url.startswith("python:")  # its URL was not routed either
+
+
+MCP_AGENT = """
+import asyncio, os
+
+import mcp
+
+URL = os.environ["QUOTES_MCP_URL"]
+
+
+async def _ask(tool):
+    try:
+        async with mcp.Client(URL) as client:
+            result = await client.call_tool(tool, {"symbol": "AAPL"})
+    except Exception as exc:
+        return f"unavailable ({type(exc).__name__})"
+    text = " ".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+    return f"unavailable ({text})" if result.is_error else text
+
+
+def answer(prompt):
+    async def both():
+        return await asyncio.gather(_ask("get_quote"), _ask("get_news"))
+
+    quote, news = asyncio.run(both())
+    return f"quote: {quote}; news: {news}"
+"""
+
+
+def test_a_python_agents_mcp_client_gets_a_fault_on_one_mcp_tool_in_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The official mcp client (httpx2) of a python agent, routed through the in-process proxy
+    for the URL under proxy.mcp: the fault reaches get_quote only, get_news still answers."""
+    from support.mcp_server import NEWS, McpServer
+
+    (tmp_path / "mcp_agent_mod.py").write_text(MCP_AGENT)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with McpServer() as server:
+        monkeypatch.setenv("QUOTES_MCP_URL", server.url)
+        doc = {
+            "agent": {"type": "python", "endpoint": "mcp_agent_mod:answer"},
+            "golden_prompts": ["AAPL?"],
+            "contract": {
+                "name": "mcp in process",
+                "invariants": [{"id": "news", "type": "contains", "value": "earnings beat"}],
+                "chaos_matrix": [
+                    {"name": "calm"},
+                    {"name": "down", "tool_faults": [{"tool": "get_quote", "mode": "error"}]},
+                ],
+            },
+            "proxy": {"mcp": {"quotes": server.url}},
+        }
+        result = run_phases(load_config_text(json.dumps(doc), base_dir=tmp_path), ["contract"])
+        served = dict(server.calls)
+    cells = {c.id: c for c in result.phases["contract"].cells}
+    down = cells["news[down]"]
+    assert down.status is Status.PASSED and down.faults_fired == (
+        "tool_faults[0] error(503) on get_quote",
+    )
+    output = down.prompts[0].output or ""
+    assert output.startswith("quote: unavailable (") and NEWS in output
+    fired = {c.tool: c.fired for c in down.calls if c.target == "tool"}
+    assert fired == {
+        "quotes.get_quote": ("tool_faults[0] error(503) on get_quote",),
+        "quotes.get_news": (),
+    }
+    # every invocation reached get_news; the fault answered in place of get_quote once
+    assert served["get_news"] == served["get_quote"] + 1

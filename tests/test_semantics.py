@@ -257,10 +257,11 @@ def test_each_fault_is_checked_alone_in_a_scenario_wrong_elsewhere() -> None:
         "'inject_tokens' (its fields: inject_tokens, tool, calls, every, window_ms)",
         "contract.chaos_matrix.0.tool_faults: scenario 'mixed' has tool faults but the python "
         "agent names no tools: set agent.tools (module:attr of each tool), "
-        "agent.tool_registry, or proxy.tools (the URLs its tools call)",
+        "agent.tool_registry, proxy.tools (the URLs its tools call) or proxy.mcp (its MCP "
+        "servers' URLs)",
         "chaos.tool_faults: chaos has tool faults but the python agent names no tools: set "
-        "agent.tools (module:attr of each tool), agent.tool_registry, or proxy.tools (the "
-        "URLs its tools call)",
+        "agent.tools (module:attr of each tool), agent.tool_registry, proxy.tools (the "
+        "URLs its tools call) or proxy.mcp (its MCP servers' URLs)",
     ]
 
 

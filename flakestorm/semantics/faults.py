@@ -207,19 +207,19 @@ def _unused(faults: str, fault: ToolFault | LlmFault | ContextAttack, field: str
 
 def check_tool_delivery(scope: Scope) -> None:
     """Reads ``agent`` and ``proxy``: a python agent's tool faults need ``agent.tools``, a
-    registry or ``proxy.tools`` (whose HTTP calls are faulted in process; a tool fault wrong in
-    itself is still a tool fault)."""
+    registry, ``proxy.tools`` or streamable-HTTP ``proxy.mcp`` servers (whose HTTP calls are
+    faulted in process; a tool fault wrong in itself is still a tool fault)."""
     agent, proxy = scope.parts.agent, scope.parts.proxy
     if agent is None or agent.type is not AgentType.PYTHON or agent.tools or agent.tool_registry:
         return
-    if proxy is not None and proxy.tools:
+    if proxy is not None and (proxy.tools or proxy.mcp_routes):
         return
     for faults in scope.parts.fault_sets:
         if faults.tool_faults:
             scope.error(
                 (*faults.path, "tool_faults"),
                 f"{faults.label} has tool faults but the python agent names no tools: set "
-                "agent.tools (module:attr of each tool), agent.tool_registry, or proxy.tools "
-                "(the URLs its tools call)",
+                "agent.tools (module:attr of each tool), agent.tool_registry, proxy.tools "
+                "(the URLs its tools call) or proxy.mcp (its MCP servers' URLs)",
                 key=True,
             )

@@ -9,7 +9,8 @@ requests    the transport adapter every session sends through (``HTTPAdapter.sen
             response keeps the URL and the request the agent sent
 httpx       the default transports, sync and async (``HTTPTransport.handle_request``,
             ``AsyncHTTPTransport.handle_async_request``): the request is sent to the proxy
-            instead; the client keeps the request it built
+            instead; the client keeps the request it built. The same for httpx2 (the
+            official ``mcp`` SDK's client), which has httpx's API
 urllib      a handler in the opener ``urllib.request.urlopen`` uses (``install_opener``); an
             opener the agent built itself with ``build_opener`` is its own
 aiohttp     a client middleware added to every ``ClientSession`` created during the run, which
@@ -90,14 +91,18 @@ class RequestsClient:
 
 
 class HttpxClient:
-    library = "httpx"
+    """httpx, or a library with its API under another name (``httpx2``, which the official
+    ``mcp`` SDK's client uses)."""
+
+    def __init__(self, library: str = "httpx") -> None:
+        self.library = library
 
     def install(self, router: Router) -> Restore | None:
-        if not _installed("httpx"):
+        if not _installed(self.library):
             return None
-        import httpx
+        httpx = importlib.import_module(self.library)
 
-        def rerouted(request: httpx.Request) -> httpx.Request:
+        def rerouted(request: Any) -> Any:
             routed = router.route(str(request.url))
             if routed is None:
                 return request
@@ -116,20 +121,18 @@ class HttpxClient:
         sync, async_ = httpx.HTTPTransport, httpx.AsyncHTTPTransport
         handle, handle_async = sync.handle_request, async_.handle_async_request
 
-        def handle_request(self: httpx.HTTPTransport, request: httpx.Request) -> httpx.Response:
+        def handle_request(self: Any, request: Any) -> Any:
             return handle(self, rerouted(request))
 
-        async def handle_async_request(
-            self: httpx.AsyncHTTPTransport, request: httpx.Request
-        ) -> httpx.Response:
+        async def handle_async_request(self: Any, request: Any) -> Any:
             return await handle_async(self, rerouted(request))
 
-        sync.handle_request = handle_request  # type: ignore[method-assign]
-        async_.handle_async_request = handle_async_request  # type: ignore[method-assign]
+        sync.handle_request = handle_request
+        async_.handle_async_request = handle_async_request
 
         def restore() -> None:
-            sync.handle_request = handle  # type: ignore[method-assign]
-            async_.handle_async_request = handle_async  # type: ignore[method-assign]
+            sync.handle_request = handle
+            async_.handle_async_request = handle_async
 
         return restore
 
@@ -207,7 +210,13 @@ class AiohttpClient:
         return restore
 
 
-CLIENTS: tuple[Client, ...] = (RequestsClient(), HttpxClient(), UrllibClient(), AiohttpClient())
+CLIENTS: tuple[Client, ...] = (
+    RequestsClient(),
+    HttpxClient(),
+    HttpxClient("httpx2"),
+    UrllibClient(),
+    AiohttpClient(),
+)
 """The client libraries routed in process."""
 
 

@@ -1,7 +1,8 @@
 """Which request is a tool's, and where it goes instead: :class:`Router`.
 
 A request whose URL is under ``proxy.tools.NAME`` (``http://a/x`` is not under ``http://a/xy``)
-is sent to ``<proxy>/tools/NAME`` plus the rest of its path and its query, with the headers
+is sent to ``<proxy>/tools/NAME`` plus the rest of its path and its query (under
+``proxy.mcp.NAME``, an MCP server's, to ``<proxy>/mcp/NAME``), with the headers
 that attribute it (SPEC §4.2): ``X-Flakestorm-Cell`` and ``X-Flakestorm-Scenario`` of the
 invocation in progress (:data:`~flakestorm.agents.python.current_call`). A request made outside
 an invocation (a thread the agent started without its context) carries none, and the proxy
@@ -38,19 +39,23 @@ class Router:
 
     proxy_url: str
     tools: Mapping[str, str]
+    servers: Mapping[str, str] = field(default_factory=dict)
+    """MCP servers (``proxy.mcp``, streamable HTTP): name -> URL, routed to ``/mcp/NAME``."""
 
     def route(self, url: str) -> Routed | None:
-        """Where the request for ``url`` goes instead; None when it is no tool's (or this thread
-        serves the proxy)."""
+        """Where the request for ``url`` goes instead; None when it is no tool's nor an MCP
+        server's (or this thread serves the proxy)."""
         if serving.get():
             return None
-        for name, base in self.tools.items():
-            if is_under(url, base):
-                rest = url[len(base.rstrip("/")) :]
-                if rest and rest[0] not in "/?":
-                    rest = "/" + rest
-                proxied = f"{self.proxy_url.rstrip('/')}/tools/{quote(name, safe='')}{rest}"
-                return Routed(proxied, name, attribution())
+        for kind, routes in (("tools", self.tools), ("mcp", self.servers)):
+            for name, base in routes.items():
+                if is_under(url, base):
+                    rest = url[len(base.rstrip("/")) :]
+                    if rest and rest[0] not in "/?":
+                        rest = "/" + rest
+                    proxy = self.proxy_url.rstrip("/")
+                    proxied = f"{proxy}/{kind}/{quote(name, safe='')}{rest}"
+                    return Routed(proxied, name, attribution())
         return None
 
 
