@@ -131,9 +131,18 @@ def test_python_agents_need_something_to_serve_recordings_through(tmp_path: Path
         "      tool_responses: [{tool: get_quote}, {tool: get_news}]\n"
         "      llm_responses: [{content: hi}]\n"
     )
-    found = problems(text, tmp_path)
-    assert any("unknown tool 'get_news' (the tools in agent.tools: get_quote)" in p for p in found)
+    with pytest.raises(ConfigError) as info:
+        load_config_text(text, base_dir=tmp_path)
+    found = [str(p) for p in info.value.problems]
     assert any("names no agent.llm callable" in p for p in found)
+    # a tool the names in agent.tools do not show may be held by a framework object named
+    # there (module:agent), known only once imported: a warning, a replay miss at run time
+    assert not any("get_news" in p for p in found)
+    assert any(
+        "unknown tool 'get_news' (the tools in agent.tools: get_quote); fine if a framework "
+        "object named in agent.tools holds it" in str(w)
+        for w in info.value.warnings
+    )
 
 
 def test_a_replays_section_with_no_session_is_located_by_validate_as_the_run_refuses_it(
