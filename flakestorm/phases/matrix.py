@@ -84,6 +84,9 @@ def run_matrix(
     baselines = executor.baselines(plan.baseline_prompts)
     chaos = [s for s in plan.scenarios if channel is not None and needs_delivery(s)]
     forwarding = True
+    # without forwarded attribution, why each chaos scenario's faults depend on call order
+    # (none: its cells still run side by side)
+    orders: dict[str, tuple[str, ...]] = {}
     if channel is not None and chaos and not channel.exact_attribution:
         if isolated and not plan.baseline_prompts:
             executor.probe(probe, "forwarding-probe")
@@ -94,7 +97,8 @@ def run_matrix(
         if source is not None:
             context.notice(f"attribution: the agent forwards {source.description}")
         else:
-            warnings.append(_not_forwarding(chaos))
+            orders = {s.name: order_dependence(s) for s in chaos}
+            warnings.append(_not_forwarding(orders))
     # a scenario without faults is activated too when each of its calls can be attributed to
     # its invocation without running its cells one at a time (a reset runs them so anyway):
     # its calls are then kept with its cells, as a chaos scenario's are (replay export turns
@@ -122,7 +126,7 @@ def run_matrix(
             assert channel is not None
             channel.activate(dataclasses.replace(active, cell_id=invocation))
 
-        order = () if forwarding else order_dependence(scenario)
+        order = orders.get(scenario.name, ())
         info = dataclasses.replace(infos[scenario.name], serial=bool(order), order=order)
         settle = _settler(channel, active, earlier, info, infos, cells, executor.options)
         results = executor.run_cells(
@@ -149,10 +153,9 @@ def forwarded(seen: Sequence[Interaction]) -> Source | None:
     return next((s for s in Source if s.forwarded and s.value in found), None)
 
 
-def _not_forwarding(chaos: Sequence[Scenario]) -> str:
-    """The warning of a run whose agent forwards no attribution: which scenarios' cells ran
-    one at a time (and why), and which ran side by side with their calls per scenario."""
-    serial = {s.name: order_dependence(s) for s in chaos}
+def _not_forwarding(serial: dict[str, tuple[str, ...]]) -> str:
+    """The warning of a run whose agent forwards no attribution: which chaos scenarios' cells
+    ran one at a time (and why), and which ran side by side with their calls per scenario."""
     alone = [f"{name} ({'; '.join(why)})" for name, why in serial.items() if why]
     together = [name for name, why in serial.items() if not why]
     text = NOT_FORWARDING
