@@ -10,8 +10,6 @@ from flakestorm.config import AgentType, Config, InvariantType, MutationGenerato
 from flakestorm.counting import MatrixCount, count_invocations
 from flakestorm.errors import Problem, UsageError
 from flakestorm.loader.replays import resolve_sessions
-from flakestorm.mutations.generation import left_out, sends, slots, writes
-from flakestorm.mutations.registry import types_of
 from flakestorm.phases.phase import PhaseName
 from flakestorm.plan import build_plan
 from flakestorm.redaction import without_userinfo
@@ -38,8 +36,12 @@ def notes(config: Config) -> list[str]:
     """What ``validate`` warns about beyond the file's problems: mutation types that ``count``
     leaves out (they are dealt round-robin)."""
     mutations = config.mutations
+    if mutations is None:
+        return []
+    from flakestorm.mutations.generation import left_out
+
     skipped = left_out(config)
-    if mutations is None or not skipped:
+    if not skipped:
         return []
     names = ", ".join(k.value for k in skipped)
     return [
@@ -56,6 +58,7 @@ def llm_generator_state(config: Config, base_dir: Path) -> str | None:
     if mutations is None or mutations.generator is not MutationGenerator.LLM or not mutations.llm:
         return None
     from flakestorm.mutations.cache import cache_path, read_cache
+    from flakestorm.mutations.generation import slots, writes
     from flakestorm.mutations.registry import unit
     from flakestorm.mutations.usability import unusable
 
@@ -130,6 +133,9 @@ def summary(config: Config, base_dir: Path = Path(".")) -> list[tuple[str, str]]
                 ("budget", f"advanced.max_invocations = {budget}: the run will stop early")
             )
     if config.mutations is not None:
+        from flakestorm.mutations.generation import sends, slots
+        from flakestorm.mutations.registry import types_of
+
         kinds = types_of(config)
         count = len(slots(config))
         baselines = (

@@ -19,6 +19,7 @@ give legal advice, but generally ...") is a refusal here, because it contains on
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -95,7 +96,6 @@ REFUSAL_PHRASES: tuple[RefusalPhrase, ...] = (
 )
 """The refusal wordings ``refusal_check`` recognises, in the order they are tried."""
 
-_COMPILED = tuple((phrase, re.compile(phrase.pattern, re.IGNORECASE)) for phrase in REFUSAL_PHRASES)
 _QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u2032": "'"})
 _SPACES = re.compile(r"\s+")
 
@@ -110,6 +110,13 @@ class Refusal:
     matched: str
 
 
+@functools.cache
+def _compiled() -> tuple[tuple[RefusalPhrase, re.Pattern[str]], ...]:
+    """The phrases' patterns, compiled the first time a text is checked (not on import: the
+    commands that only read a config, such as ``validate``, never match one)."""
+    return tuple((p, re.compile(p.pattern, re.IGNORECASE)) for p in REFUSAL_PHRASES)
+
+
 def normalise(text: str) -> str:
     """The text refusal phrases are matched against: straight quotes, single spaces."""
     return _SPACES.sub(" ", text.translate(_QUOTES))
@@ -119,7 +126,7 @@ def find_refusal(text: str) -> Refusal | None:
     """The earliest refusal wording in ``text``, or None when it does not refuse."""
     normal = normalise(text)
     best: Refusal | None = None
-    for phrase, pattern in _COMPILED:
+    for phrase, pattern in _compiled():
         m = pattern.search(normal)
         if m and (best is None or m.start() < best.start):
             best = Refusal(phrase, m.start(), m.group())

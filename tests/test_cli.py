@@ -153,6 +153,29 @@ def test_help_and_validate_import_only_what_they_need(tmp_path: Path) -> None:
         "jinja2",
     }
     assert not validated & engine
+    # a config without a mutations section reads no mutation catalogue
+    assert not {m for m in validated if m.startswith("flakestorm.mutations.")}
+
+
+def test_validate_loads_no_pydantic_plugins_and_leaves_the_environment_as_it_was(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "flakestorm.yaml").write_text(STARTER_CONFIG)
+    monkeypatch.delenv("PYDANTIC_DISABLE_PLUGINS", raising=False)
+    seen: list[str | None] = []
+    import flakestorm.cli.project as project
+
+    real = project.load
+
+    def load(path: Path) -> object:
+        seen.append(os.environ.get("PYDANTIC_DISABLE_PLUGINS"))
+        return real(path)
+
+    monkeypatch.setattr(project, "load", load)
+    result = runner.invoke(main, ["validate", "-c", str(tmp_path / "flakestorm.yaml")])
+    assert result.exit_code == 0, result.output
+    assert seen == ["__all__"]  # while the config is read
+    assert "PYDANTIC_DISABLE_PLUGINS" not in os.environ
 
 
 def test_count_matrix(tmp_path: Path) -> None:

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -20,9 +23,10 @@ def validate(config_path: Path) -> None:
     Runs nothing: prints the agent, the contract matrix, how many agent invocations a
     contract run makes, the configured phases and any warnings. Exit 2 on a config error.
     """
-    from flakestorm.preview import notes, summary
+    with _no_pydantic_plugins():
+        from flakestorm.preview import notes, summary
 
-    loaded = load(config_path)
+        loaded = load(config_path)
     masked = Redactor(loaded.secrets)
     click.echo(masked(f"ok: {config_path} is valid"))
     for label, value in summary(loaded.config, loaded.base_dir):
@@ -32,6 +36,22 @@ def validate(config_path: Path) -> None:
 
 
 contract.add_command(validate, "validate")
+
+
+@contextmanager
+def _no_pydantic_plugins() -> Iterator[None]:
+    """While ``validate`` reads the config, pydantic loads no plugins: it would otherwise scan
+    the entry points of every installed package when the config models are built (a cost that
+    grows with the environment). ``validate`` runs no agent, so no plugin has anything to
+    observe; a value the user set is kept."""
+    if "PYDANTIC_DISABLE_PLUGINS" in os.environ:
+        yield
+        return
+    os.environ["PYDANTIC_DISABLE_PLUGINS"] = "__all__"
+    try:
+        yield
+    finally:
+        del os.environ["PYDANTIC_DISABLE_PLUGINS"]
 
 
 @main.command()

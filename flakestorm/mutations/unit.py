@@ -74,9 +74,10 @@ class Attack:
 
     @classmethod
     def matching(cls, looked_for: str, pattern: str) -> Attack:
-        """An attack carried when ``pattern`` matches (case-insensitive, multiline)."""
-        compiled = re.compile(pattern, re.IGNORECASE | re.MULTILINE)
-        return cls(looked_for, lambda text: compiled.search(text) is not None)
+        """An attack carried when ``pattern`` matches (case-insensitive, multiline); compiled
+        when first matched, not when the catalogue is imported."""
+        compiled = functools.cache(lambda: re.compile(pattern, re.IGNORECASE | re.MULTILINE))
+        return cls(looked_for, lambda text: compiled().search(text) is not None)
 
 
 @dataclass(frozen=True)

@@ -5,14 +5,16 @@ placed in the file."""
 
 from __future__ import annotations
 
-from flakestorm.mutations.checks import check_mutations as findings
 from flakestorm.semantics.scope import Scope
 
 
 def check_mutations(scope: Scope) -> None:
-    """Reads ``mutations`` and ``agent``."""
+    """Reads ``mutations`` and ``agent``. The mutation catalogue is imported only for a config
+    that has a ``mutations`` section (a contract-only ``validate`` stays light)."""
     agent = scope.parts.agent
-    if agent is None:
+    if agent is None or scope.parts.mutations is None:
         return
+    from flakestorm.mutations.checks import check_mutations as findings
+
     for found in findings(scope.parts.mutations, agent):
         (scope.warn if found.warning else scope.error)(found.path, found.message, found.key)
