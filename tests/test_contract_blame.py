@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-import textwrap
 from pathlib import Path
 
+from support.dying_agent import dying_agent
 from support.server import free_port
 
 from flakestorm.loader import load_config_text
@@ -19,43 +19,11 @@ from flakestorm.runner import Overrides, run_phases
 
 OTHERS = 7
 
-AGENT = f"""\
-    import json, os, sys, threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    MARK = "crashed-once"
-    changed = threading.Condition()
-    in_flight = []
-    print("agent up", flush=True)
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def do_POST(self):
-            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            cell = self.headers.get("X-Flakestorm-Cell", "")
-            if b"crash now" in body:  # the input this agent dies on, every time
-                with changed:  # the first time, once the seven other cells are in flight
-                    if not os.path.exists(MARK):
-                        changed.wait_for(lambda: len(in_flight) == {OTHERS}, timeout=10)
-                open(MARK, "w").close()
-                print("agent crashed under " + cell, flush=True)
-                os._exit(1)
-            if "[calm]#" in cell and not os.path.exists(MARK):
-                with changed:
-                    in_flight.append(cell)
-                    changed.notify_all()
-                threading.Event().wait(10)  # until the process dies under it
-            out = json.dumps({{"output": "ok"}}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(out)))
-            self.end_headers()
-            self.wfile.write(out)
-
-    ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
-"""
+AGENT = dying_agent(
+    'b"crash now" in body',  # the input this agent dies on, every time
+    takes_down=OTHERS,
+    held='"[calm]#" in cell',
+)
 
 
 def test_an_agent_that_dies_under_one_cell_at_concurrency_8_fails_exactly_that_cell(
@@ -65,7 +33,7 @@ def test_an_agent_that_dies_under_one_cell_at_concurrency_8_fails_exactly_that_c
     cannot take, resetting the seven others' connections. flakestorm starts it again before
     each of the eight is sent again on its own: the seven pass, judged on their own run, and
     the one it dies under again fails."""
-    (tmp_path / "agent.py").write_text(textwrap.dedent(AGENT))
+    (tmp_path / "agent.py").write_text(AGENT)
     port = free_port()
     invariants = [
         {"id": f"holds-{i}", "type": "output_not_empty", "severity": "high"} for i in range(OTHERS)
@@ -116,36 +84,13 @@ def test_an_agent_that_dies_under_one_cell_at_concurrency_8_fails_exactly_that_c
     assert "judged on an isolated re-run" in markdown.render(result)
 
 
-DIES_ON_CRASH = """\
-    import json, os, sys
-    from http.server import BaseHTTPRequestHandler, HTTPServer
-
-    print("agent up", flush=True)
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def do_POST(self):
-            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            if b"crash now" in body:
-                print("agent crashed", flush=True)
-                os._exit(1)
-            out = json.dumps({"output": "ok"}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(out)))
-            self.end_headers()
-            self.wfile.write(out)
-
-    HTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
-"""
+DIES_ON_CRASH = dying_agent('b"crash now" in body')
 
 
 def test_a_replayed_session_the_agent_dies_under_is_blamed_alone(tmp_path: Path) -> None:
     """The replay phase marks the agent down as cells and mutations do: the agent is started
     again before the next session, which passes, instead of meeting a dead agent."""
-    (tmp_path / "agent.py").write_text(textwrap.dedent(DIES_ON_CRASH))
+    (tmp_path / "agent.py").write_text(DIES_ON_CRASH)
     (tmp_path / "sessions").mkdir()
     (tmp_path / "sessions" / "a-crash.yaml").write_text("id: a-crash\ninput: crash now\n")
     (tmp_path / "sessions" / "b-after.yaml").write_text("id: b-after\ninput: quote ACME\n")

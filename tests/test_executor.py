@@ -13,12 +13,12 @@ import json
 import shlex
 import socket
 import sys
-import textwrap
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.dying_agent import dying_agent
 from support.quote_project import contract_cells, quote_project, run_config
 
 from flakestorm.agents import NO_CALL, Call, Reply
@@ -574,32 +574,11 @@ def test_a_mutation_meeting_the_agent_still_going_down_after_a_revival_is_tried_
     assert passed == [False, True, True]
 
 
-DIES_ON_BOOM = """\
-    import json, os, sys
-    from http.server import BaseHTTPRequestHandler, HTTPServer
-
-    print("agent up", flush=True)
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def do_POST(self):
-            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            prompt = json.loads(body)["input"]
-            if prompt == "boom" and not os.path.exists("boomed"):  # dies the first time only
-                open("boomed", "w").close()
-                print("agent crashed", flush=True)
-                os._exit(1)
-            out = json.dumps({"output": f"answer to {prompt}"}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(out)))
-            self.end_headers()
-            self.wfile.write(out)
-
-    HTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
-"""
+DIES_ON_BOOM = dying_agent(
+    'json.loads(body)["input"] == "boom"',
+    once=True,
+    reply='"answer to " + json.loads(body)["input"]',
+)
 
 
 def test_a_contract_cell_after_one_the_agent_process_died_under_finds_it_started_again(
@@ -608,7 +587,7 @@ def test_a_contract_cell_after_one_the_agent_process_died_under_finds_it_started
     """An agent flakestorm started dies under the second prompt of the first cell: that cell
     fails, and the agent is started again before the next invocation, so the second cell is
     not sent to a dead agent; the report says so."""
-    (tmp_path / "agent.py").write_text(textwrap.dedent(DIES_ON_BOOM))
+    (tmp_path / "agent.py").write_text(DIES_ON_BOOM)
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]

@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from support.dying_agent import dying_agent
 from support.recording_server import Received, RecordingServer
 from support.server import free_port
 
@@ -45,6 +46,11 @@ def run(
     }
     loaded = load_config_text(json.dumps(doc), base_dir=tmp_path)
     return run_phases(loaded, ["mutation"], **kw)
+
+
+NESTED = 'body.startswith(b\'{"a":{"a":\')'
+"""The body of ``resource_exhaustion``'s first variant (a JSON nested 5,000 levels deep), as the
+agent scripts test it."""
 
 
 def nested(body: bytes) -> bool:
@@ -112,44 +118,9 @@ def test_a_crash_at_concurrency_8_fails_exactly_the_mutation_that_caused_it(
     assert "7 passed alone" in summary
 
 
-AGENT = """\
-    import json, os, sys, threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    MARK = "crashed-once"
-    changed = threading.Condition()
-    in_flight = []
-    print("agent up", flush=True)
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def handle_one(self):
-            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            if body.startswith(b'{"a":{"a":'):
-                with changed:  # the first time, once the others are all in flight
-                    if not os.path.exists(MARK):
-                        changed.wait_for(lambda: len(in_flight) == 5, timeout=10)
-                open(MARK, "w").close()
-                print("agent crashed", flush=True)
-                os._exit(1)
-            if not os.path.exists(MARK):
-                with changed:
-                    in_flight.append(self.path)
-                    changed.notify_all()
-                threading.Event().wait(10)  # until the process dies under it
-            out = json.dumps({"output": "ok"}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(out)))
-            self.end_headers()
-            self.wfile.write(out)
-
-        do_GET = do_POST = handle_one
-
-    ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
-"""
+AGENT = dying_agent(NESTED, takes_down=5)
+"""Dies on ``resource_exhaustion``'s nested body, the first time once the five others are in
+flight."""
 
 
 def test_an_agent_process_that_dies_is_restarted_and_only_the_killer_is_blamed(
@@ -158,7 +129,7 @@ def test_an_agent_process_that_dies_is_restarted_and_only_the_killer_is_blamed(
     """An agent flakestorm started (``agent.start``) exits on the nested body, taking the five
     other mutations in flight (two of them prompt-level) down with it: flakestorm starts it
     again before each of them is sent on its own."""
-    (tmp_path / "agent.py").write_text(textwrap.dedent(AGENT))
+    (tmp_path / "agent.py").write_text(AGENT)
     port = free_port()
     agent = {
         "endpoint": f"http://127.0.0.1:{port}/invoke",
@@ -198,30 +169,8 @@ def test_an_agent_process_that_dies_is_restarted_and_only_the_killer_is_blamed(
     assert outcome.score.score == round(100 * (total - WEIGHTS["resource_exhaustion"]) / total, 2)
 
 
-DIES_ON_NESTED = """\
-    import json, os, sys
-    from http.server import BaseHTTPRequestHandler, HTTPServer
-
-    print("agent up", flush=True)
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def do_POST(self):
-            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            if body.startswith(b'{"a":{"a":'):  # its JSON parser dies on the nested body
-                print("agent crashed", flush=True)
-                os._exit(1)
-            out = json.dumps({"output": "ok"}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(out)))
-            self.end_headers()
-            self.wfile.write(out)
-
-    HTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
-"""
+DIES_ON_NESTED = dying_agent(NESTED)
+"""Its JSON parser dies on the nested body, every time."""
 ONE_AT_A_TIME = ["http_header_injection", "resource_exhaustion", "paraphrase", "noise"]
 """Sent in this order at concurrency 1: the nested body (``deep_nesting``) second."""
 
@@ -231,7 +180,7 @@ def test_at_concurrency_1_an_agent_process_that_dies_is_restarted_before_the_nex
 ) -> None:
     """An agent flakestorm started dies under the nested body, alone: that mutation fails, and
     the agent is started again before the next one, so the mutations after it pass."""
-    (tmp_path / "agent.py").write_text(textwrap.dedent(DIES_ON_NESTED))
+    (tmp_path / "agent.py").write_text(DIES_ON_NESTED)
     port = free_port()
     agent = {
         "endpoint": f"http://127.0.0.1:{port}/invoke",
