@@ -28,13 +28,13 @@ from flakestorm.config import (
 )
 from flakestorm.descriptions import (
     DEFAULT_NOTES,
-    ENUM_DESCRIPTIONS,
     FIELD_DESCRIPTIONS,
     INTERNAL_FIELDS,
     SECTION_NOTES,
     SECTIONS,
 )
 from flakestorm.loader.document import BYTES_VAR, DEPTH_VAR, MAX_BYTES, MAX_DEPTH
+from flakestorm.value_descriptions import ENUM_DESCRIPTIONS
 
 SCHEMA_URL = (
     "https://raw.githubusercontent.com/flakestorm/flakestorm/main/schema/flakestorm.schema.json"

@@ -28,7 +28,6 @@ from flakestorm.config import (
     LEGACY_WEIGHT_KEYS,
 )
 from flakestorm.descriptions import (
-    ENUM_DESCRIPTIONS,
     FIELD_DESCRIPTIONS,
     SECTION_NOTES,
     SECTIONS,
@@ -39,6 +38,7 @@ from flakestorm.reference import (
     model_schema,
     object_models,
 )
+from flakestorm.value_descriptions import ENUM_DESCRIPTIONS
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 REFERENCE_URL = "https://github.com/flakestorm/flakestorm/blob/main/docs/config-reference.md"
