@@ -43,10 +43,11 @@ FAULT = "tool_faults[0] error(503) on quotes"
 
 class Memory:
     """The agent's memory: per session (or, ``leaky``, one for everyone), the prices it was
-    told and the messages it got."""
+    told and the messages it got; ``fabricate``: it claims a comparison with one price known."""
 
-    def __init__(self, leaky: bool = False) -> None:
+    def __init__(self, leaky: bool = False, fabricate: bool = False) -> None:
         self.leaky = leaky
+        self.fabricate = fabricate  # compares even when it knows one price only
         self.lock = threading.Lock()
         self.prices: dict[str, dict[str, str]] = {}
         self.heard: dict[str, list[str]] = {}
@@ -60,9 +61,10 @@ class Memory:
 
 
 @pytest.fixture
-def world() -> Iterator[tuple[str, str, Memory]]:
-    """(agent endpoint, proxy url, the agent's memory)."""
-    memory = Memory()
+def world(request: pytest.FixtureRequest) -> Iterator[tuple[str, str, Memory]]:
+    """(agent endpoint, proxy url, the agent's memory); parametrized indirectly, whether the
+    agent fabricates a comparison."""
+    memory = Memory(fabricate=getattr(request, "param", False))
     with (
         LoopbackServer(
             lambda r: Response.json({"price": PRICES[r.path.rsplit("/", 1)[-1]]})
@@ -82,7 +84,7 @@ def world() -> Iterator[tuple[str, str, Memory]]:
             with memory.lock:
                 known = memory.prices.setdefault(key, {})
             if ticker is None:  # a comparison: from memory alone
-                if len(known) == 2:
+                if len(known) == 2 or (memory.fabricate and known):
                     high = max(known, key=lambda t: float(known[t]))
                     return Response.json({"output": f"{high} is higher at {known[high]}"})
                 shown = ", ".join(f"{t} at {p}" for t, p in known.items()) or "nothing"
@@ -407,12 +409,47 @@ def test_a_replayed_conversation_reproduces_the_recorded_failure_turn_by_turn(
     assert replayed.notes == ()  # the agent made the recorded calls, in order
 
 
-def test_when_tool_faults_active_judges_the_turns_a_turn_scoped_fault_fired_in(
+@pytest.mark.parametrize("world", [False, True], ids=["honest", "fabricates"], indirect=True)
+def test_when_tool_faults_active_reads_the_scenario_under_a_fault_on_turn_2(
+    world: tuple[str, str, Memory],
+) -> None:
+    # the tool fails on turn 2: does the agent still claim a comparison on turn 3?
+    endpoint, proxy_url, memory = world
+    doc = json.loads(config(endpoint, proxy_url))
+    doc["contract"]["invariants"] = [
+        {
+            "id": "no-comparison-without-data",
+            "type": "excludes_pattern",
+            "patterns": ["is higher"],
+            "when": "tool_faults_active",
+            "severity": "critical",
+        }
+    ]
+    result = run_phases(load_config_text(json.dumps(doc)), ["contract"])
+    down = cells(result)["no-comparison-without-data[msft-down]"]
+    # no fault fired on turn 3, and the invariant is judged on it: the scenario has tool faults
+    assert [(c.invocation, c.fired) for c in down.calls] == [("0.0.1", ()), ("0.1.2", (FAULT,))]
+    assert [p.checked for p in down.prompts] == [False, False, True]
+    assert not any(n.startswith("judged on") for n in down.notes)
+    if memory.fabricate:
+        assert down.prompts[2].output == "AAPL is higher at 123.45"
+        assert down.status is Status.FAILED
+        assert down.reason.startswith("turn 3/3: ")
+        assert result.exit_code == 1  # critical: the contract fails
+    else:
+        assert down.prompts[2].output == "I only know AAPL at 123.45"
+        assert down.status is Status.PASSED
+    # a scenario without tool faults is skipped, as `when` says
+    assert cells(result)["no-comparison-without-data[calm]"].status is Status.SKIPPED
+
+
+def test_a_turn_scoped_fault_that_may_also_spare_a_call_judges_when_per_invocation(
     world: tuple[str, str, Memory],
 ) -> None:
     endpoint, proxy_url, _ = world
     doc = json.loads(config(endpoint, proxy_url))
     doc["golden_prompts"].append("What is the price of MSFT?")  # one message: turn 1
+    doc["contract"]["chaos_matrix"][1]["tool_faults"][0]["probability"] = 0.999
     doc["contract"]["invariants"] = [
         {
             "id": "says-unavailable",
@@ -424,12 +461,11 @@ def test_when_tool_faults_active_judges_the_turns_a_turn_scoped_fault_fired_in(
     ]
     result = run_phases(load_config_text(json.dumps(doc)), ["contract"])
     down = cells(result)["says-unavailable[msft-down]"]
-    # the fault fired on turn 2 only: the other turns and the one-message prompt are spared
+    # `probability` below 1 (SPEC §5): judged on the invocations a tool fault fired in only
+    assert [c.fired for c in down.calls if c.invocation == "0.1.2"] == [(FAULT,)]
     assert down.status is Status.PASSED
     assert down.notes[-1].startswith("judged on 1 of 4 invocations")
-    # the turns it was not judged on say so
     assert [p.checked for p in down.prompts] == [False, True, False, False]
-    assert cells(result)["says-unavailable[calm]"].status is Status.SKIPPED
 
 
 def test_python_wrappers_fire_a_turn_scoped_fault_on_its_turn_only(tmp_path: Path) -> None:
