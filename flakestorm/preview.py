@@ -140,7 +140,7 @@ def summary(config: Config, base_dir: Path = Path(".")) -> list[tuple[str, str]]
             )
             else 0
         )
-        sent = sends(config)
+        sent = sends(config, config.agent.session is not None)
         runs = sent * config.advanced.repeat + baselines
         extra = f" + {_plural(baselines, 'baseline')}" if baselines else ""
         per = f"{count}" if sent == count else f"{sent} sends (attacks as real turns: one per turn)"

@@ -67,7 +67,7 @@ from flakestorm.config import (
 from flakestorm.errors import AgentErrorKind, UsageError
 from flakestorm.invariants import Observation, Verdict
 from flakestorm.loader import LoadedConfig
-from flakestorm.mutations.generation import Mutation, fell_back, generate
+from flakestorm.mutations.generation import Mutation, fell_back, generate, in_turns
 from flakestorm.phases.chaos import chaos_contract
 from flakestorm.phases.phase import PhaseContext, PhaseName, PhasePlan, PhaseRequest, SectionPhase
 from flakestorm.probes import Probe, ProbeRun
@@ -106,6 +106,10 @@ class MutationPlan:
     the calls of each mutation are recorded."""
     notes: tuple[str, ...] = ()
     """What the reports say of how the mutations were made (the llm generator's health)."""
+    sessions: bool = False
+    """Made for an agent known to keep sessions (``agent.session``): attacks as real turns.
+    A python agent whose callable takes ``session_id`` is known to when the run imports it,
+    after the plan: the run puts the mutations in that form then (:func:`in_turns`)."""
 
     @property
     def cells(self) -> Sequence[object]:
@@ -169,8 +173,9 @@ def plan_mutations(loaded: LoadedConfig) -> MutationPlan:
 
         writer = LlmGenerator.for_config(config, loaded.base_dir)
     notes: tuple[str, ...] = ()
+    sessions = config.agent.session is not None
     try:
-        mutations = generate(config, llm=writer)
+        mutations = generate(config, llm=writer, sessions=sessions)
     finally:
         if writer is not None:
             writer.close()
@@ -179,7 +184,7 @@ def plan_mutations(loaded: LoadedConfig) -> MutationPlan:
         notes = (writer.health.line(writer.model, without_userinfo(writer.url)),)
     agent = config.agent
     wraps = agent.type is AgentType.PYTHON and bool(agent.tools or agent.tool_registry or agent.llm)
-    return MutationPlan(mutations, mutation_invariants(config), wraps, notes)
+    return MutationPlan(mutations, mutation_invariants(config), wraps, notes, sessions)
 
 
 CALM = Scenario(name=NAME)
@@ -202,6 +207,8 @@ def run_mutations(plan: MutationPlan, context: PhaseContext) -> PhaseOutcome:
     """Send every mutation of ``plan`` and judge the replies."""
     loaded = context.loaded
     config = loaded.config
+    if context.has_session and not plan.sessions:  # a python agent taking `session_id`
+        plan = dataclasses.replace(plan, mutations=in_turns(plan.mutations, config), sessions=True)
     executor = context.executor
     needs_baseline = any(
         i.type is InvariantType.BEHAVIOR_UNCHANGED and (i.baseline or "auto") == "auto"
