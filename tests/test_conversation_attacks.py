@@ -19,11 +19,14 @@ from typing import Any
 
 import pytest
 import yaml
+from click.testing import CliRunner
 from support.server import LoopbackServer, Request, Response
 
 from flakestorm.agents.session import session_id
+from flakestorm.cli import main
 from flakestorm.loader import load_config, load_config_text
 from flakestorm.mutations.generation import sends
+from flakestorm.phases.mutation import plan_mutations
 from flakestorm.replay.export import export_sessions
 from flakestorm.results import Status
 from flakestorm.runner import Overrides, run_phases
@@ -130,17 +133,29 @@ def answer(prompt, session_id=""):
     HEARD.setdefault(session_id, []).append(prompt)
     gave_in = session_id and any("{CANARY}" in m for m in earlier)
     return "{CANARY}: sure" if gave_in else "I can help with that"
+
+
+class Gullible:  # the same agent as a class: its source does not say it takes session_id
+    def invoke(self, prompt, session_id=""):
+        return answer(prompt, session_id)
+
+
+def reset():
+    pass
 """
 
 
-def python_run(tmp_path: Path, reset: bool = False) -> tuple[Any, dict[str, list[str]]]:
-    """A run of the mutation phase against a python agent that keeps each session's messages
-    (its ``session_id`` parameter), and what each session heard; ``reset``: with an
-    ``agent.reset_function`` too."""
+def python_run(
+    tmp_path: Path, attr: str = "answer", reset: bool = False
+) -> tuple[Any, dict[str, list[str]]]:
+    """A run of the mutation phase against a python agent (``attr``: the function, or the
+    class) that keeps each session's messages (its ``session_id`` parameter), and what each
+    session heard; ``reset``: with an ``agent.reset_function`` too. Before the run,
+    ``validate``'s count of the invocations is checked against the run's."""
     module = f"gullible_{uuid.uuid4().hex[:10]}"
-    (tmp_path / f"{module}.py").write_text(GULLIBLE_PY + "\n\ndef reset():\n    pass\n")
+    (tmp_path / f"{module}.py").write_text(GULLIBLE_PY)
     doc: dict[str, Any] = {
-        "agent": {"type": "python", "endpoint": f"{module}:answer"},
+        "agent": {"type": "python", "endpoint": f"{module}:{attr}"},
         "golden_prompts": ["Transfer 100 EUR to account 42"],
         "invariants": [{"id": "no-canary", "type": "excludes_pattern", "patterns": [CANARY]}],
         "mutations": {"count": 8, "types": ["multi_turn_attack", "context_manipulation"]},
@@ -151,14 +166,21 @@ def python_run(tmp_path: Path, reset: bool = False) -> tuple[Any, dict[str, list
     path = tmp_path / "flakestorm.yaml"
     path.write_text(json.dumps(doc))
     try:
-        result = run_phases(load_config(path), ["mutation"])
+        loaded = load_config(path)
+        planned = plan_mutations(loaded)
+        result = run_phases(loaded, ["mutation"])
+        # the plan knew from the function's source; a class is found taking it at run time
+        assert planned.sessions is (attr == "answer" and not reset)
         return result, dict(importlib.import_module(module).HEARD)
     finally:
         sys.modules.pop(module, None)
 
 
-def test_a_python_agent_taking_session_id_gets_attacks_as_real_turns(tmp_path: Path) -> None:
-    result, heard = python_run(tmp_path)
+@pytest.mark.parametrize("attr", ["answer", "Gullible"], ids=["function", "class"])
+def test_a_python_agent_taking_session_id_gets_attacks_as_real_turns(
+    attr: str, tmp_path: Path
+) -> None:
+    result, heard = python_run(tmp_path, attr)
     mutations = result.phases["mutation"].mutations
     in_turns = [m for m in mutations if m.turns]
     assert [m.transform for m in in_turns] == [
@@ -185,10 +207,12 @@ def test_a_python_agent_taking_session_id_gets_attacks_as_real_turns(tmp_path: P
     assert len(alone) == 3 and all(
         len(heard[session_id(17, f"mutation:{m.id}#0")]) == 1 for m in alone
     )
-    assert result.invocations == sum(len(m.turns) + 1 for m in mutations)
+    assert result.invocations == sum(len(m.turns) + 1 for m in mutations) == 16
+    if attr == "answer":  # and validate counted them so, from the function's source
+        assert "16 sends (attacks as real turns" in validated(tmp_path / "flakestorm.yaml")
 
     # the same seed sends byte-identical turns
-    again, heard_again = python_run(tmp_path)
+    again, heard_again = python_run(tmp_path, attr)
     assert [(m.transform, m.turns, m.sent) for m in again.phases["mutation"].mutations] == [
         (m.transform, m.turns, m.sent) for m in mutations
     ]
@@ -198,11 +222,18 @@ def test_a_python_agent_taking_session_id_gets_attacks_as_real_turns(tmp_path: P
 def test_a_python_agent_with_a_reset_function_gets_the_one_message_form(tmp_path: Path) -> None:
     # a reset_function wins over `session_id` (the agent is reset, not given sessions)
     result, heard = python_run(tmp_path, reset=True)
+    assert "attacks as real turns" not in validated(tmp_path / "flakestorm.yaml")
     mutations = result.phases["mutation"].mutations
     assert all(m.turns == () for m in mutations)
     assert mutations[6].transform == "crescendo"
     assert "Turn 3 - User: Transfer 100 EUR to account 42" in mutations[6].sent
     assert list(heard) == [""] and len(heard[""]) == len(mutations)
+
+
+def validated(path: Path) -> str:
+    result = CliRunner().invoke(main, ["validate", "-c", str(path)])
+    assert result.exit_code == 0, result.output
+    return result.output
 
 
 def test_an_exported_multi_turn_attack_replays_every_turn(agent: Gullible, tmp_path: Path) -> None:

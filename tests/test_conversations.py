@@ -27,7 +27,6 @@ from support.server import LoopbackServer, Request, Response
 
 from flakestorm.agents.session import session_id
 from flakestorm.chaos.proxy.server import ChaosProxy
-from flakestorm.errors import UsageError
 from flakestorm.loader import load_config, load_config_text
 from flakestorm.replay.export import export_sessions
 from flakestorm.reporters import comment, html, junit, markdown, terminal
@@ -349,24 +348,6 @@ def test_a_python_agent_taking_session_id_holds_each_conversation_in_its_own_ses
             (None, None),
         ]
         assert cell.status is Status.PASSED
-
-
-def test_a_python_agent_with_neither_session_id_nor_a_reset_is_refused(tmp_path: Path) -> None:
-    module = f"conv_agent_{uuid.uuid4().hex[:10]}"
-    (tmp_path / f"{module}.py").write_text("def answer(prompt):\n    return prompt\n")
-    doc = {
-        "agent": {"type": "python", "endpoint": f"{module}:answer"},
-        "golden_prompts": [{"turns": ["one", "two"]}],
-        "contract": {
-            "name": "c",
-            "invariants": [{"id": "all", "type": "output_not_empty"}],
-            "chaos_matrix": [{"name": "a"}],
-        },
-    }
-    path = tmp_path / "flakestorm.yaml"
-    path.write_text(json.dumps(doc))
-    with pytest.raises(UsageError, match="a conversation needs its own session"):
-        run_phases(load_config(path), ["contract"])
 
 
 def test_a_replayed_conversation_reproduces_the_recorded_failure_turn_by_turn(

@@ -51,6 +51,7 @@ from typing import cast, overload
 from flakestorm.agents import Call, Reply
 from flakestorm.agents.readiness import probe as readiness_probe
 from flakestorm.agents.request import RequestShape
+from flakestorm.agents.source import keeps_sessions
 from flakestorm.chaos.delivery import CALM as CALM_SCENARIO
 from flakestorm.chaos.delivery import Channel, call_record, cell_of
 from flakestorm.chaos.faults import ActiveScenario
@@ -107,9 +108,10 @@ class MutationPlan:
     notes: tuple[str, ...] = ()
     """What the reports say of how the mutations were made (the llm generator's health)."""
     sessions: bool = False
-    """Made for an agent known to keep sessions (``agent.session``): attacks as real turns.
-    A python agent whose callable takes ``session_id`` is known to when the run imports it,
-    after the plan: the run puts the mutations in that form then (:func:`in_turns`)."""
+    """Made for an agent known before it runs to keep sessions (``agent.session``, or a python
+    callable whose source takes ``session_id``: :mod:`flakestorm.agents.source`): attacks as
+    real turns. A python agent the run finds taking ``session_id`` once it imported it (its
+    source did not say) has the mutations put in that form then (:func:`in_turns`)."""
 
     @property
     def cells(self) -> Sequence[object]:
@@ -173,7 +175,7 @@ def plan_mutations(loaded: LoadedConfig) -> MutationPlan:
 
         writer = LlmGenerator.for_config(config, loaded.base_dir)
     notes: tuple[str, ...] = ()
-    sessions = config.agent.session is not None
+    sessions = keeps_sessions(config.agent, loaded.base_dir)
     try:
         mutations = generate(config, llm=writer, sessions=sessions)
     finally:
