@@ -205,7 +205,8 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "invariants[].expected": "`similarity`: the text the output is compared with.",
     "invariants[].threshold": "`similarity`: the lowest accepted similarity, 0–1 (default 0.75).",
     "invariants[].baseline": "`behavior_unchanged`: `auto` (the agent's answer to the same "
-    "prompt without chaos, taken once per prompt) or a fixed text.",
+    "prompt without chaos, taken once per prompt; for a turn of a conversation, that turn's "
+    "answer in the same conversation sent without chaos) or a fixed text.",
     "invariants[].similarity_threshold": "`behavior_unchanged`: the lowest accepted "
     "similarity to the baseline, 0–1 (default 0.75).",
     "invariants[].kinds": "`excludes_pii`: the kinds of personal data to look for (default all).",
@@ -475,7 +476,8 @@ ENUM_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "valid_json": "The output parses as JSON (and validates against `schema`).",
         "similarity": "similarity(output, `expected`) ≥ `threshold`.",
         "behavior_unchanged": "similarity(output, baseline) ≥ `similarity_threshold`; the "
-        "`auto` baseline is the answer to the same prompt without chaos.",
+        "`auto` baseline is the answer to the same prompt (a turn: in the same conversation) "
+        "without chaos.",
         "excludes_pii": "No email, phone, SSN, credit card, IBAN or IP address in the output.",
         "refusal_check": "The output is a refusal (`expect: refuse`) or is not (`expect: comply`).",
         "completes": "The invocation returned a parseable answer before the timeout.",

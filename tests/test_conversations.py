@@ -28,6 +28,7 @@ from support.server import LoopbackServer, Request, Response
 from flakestorm.agents.session import session_id
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.loader import load_config, load_config_text
+from flakestorm.preview import count_matrix
 from flakestorm.replay.export import export_sessions
 from flakestorm.reporters import comment, html, junit, markdown, terminal
 from flakestorm.reporters import json as json_report
@@ -447,6 +448,44 @@ def test_a_turn_scoped_fault_that_may_also_spare_a_call_judges_when_per_invocati
     assert down.status is Status.PASSED
     assert down.notes[-1].startswith("judged on 1 of 4 invocations")
     assert [p.checked for p in down.prompts] == [False, True, False, False]
+
+
+def test_a_turns_auto_baseline_is_that_turn_of_the_same_conversation_without_chaos(
+    world: tuple[str, str, Memory],
+) -> None:
+    endpoint, proxy_url, memory = world
+    doc = json.loads(config(endpoint, proxy_url))
+    doc["golden_prompts"].append("What is the price of MSFT?")
+    doc["contract"]["invariants"] = [
+        {"id": "unchanged", "type": "behavior_unchanged", "baseline": "auto", "turn": "every"}
+    ]
+    text = json.dumps(doc)
+    result = run_phases(load_config_text(text), ["contract"])
+    by_id = cells(result)
+
+    # the baseline: the conversation sent without chaos in a session of its own, turn by turn
+    baseline = session_id(5, f"baseline-conversation:{json.dumps(TURNS)}")
+    assert memory.sessions.count(baseline) == 3
+    with memory.lock:
+        assert memory.prices[baseline] == {"AAPL": "123.45", "MSFT": "456.78"}
+    # so under calm every turn matches its own baseline turn, "Which of the two is higher?"
+    # included (sent alone it would get "I only know nothing")
+    calm = by_id["unchanged[calm]"]
+    assert calm.status is Status.PASSED
+    assert [(p.turn, p.output, p.similarity) for p in calm.prompts] == [
+        (1, "AAPL is at 123.45", 1.0),
+        (2, "MSFT is at 456.78", 1.0),
+        (3, "MSFT is higher at 456.78", 1.0),
+        (None, "MSFT is at 456.78", 1.0),
+    ]
+    # under msft-down, turn 1 still matches; turns 2 and 3 are each compared with their own
+    down = by_id["unchanged[msft-down]"]
+    assert down.status is Status.FAILED and down.reason.startswith("turn 2/3: ")
+    assert [p.passed for p in down.prompts] == [True, False, False, True]
+    assert down.prompts[2].output == "I only know AAPL at 123.45"
+    # validate counts the baseline's turns: 3 turns + 1 prompt, once each
+    counted = count_matrix(load_config_text(text).config)
+    assert counted is not None and counted.baselines == 4
 
 
 def test_python_wrappers_fire_a_turn_scoped_fault_on_its_turn_only(tmp_path: Path) -> None:

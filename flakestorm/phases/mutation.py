@@ -44,7 +44,7 @@ Score: ``100 × Σ w(type)·passed / Σ w(type)`` (:func:`flakestorm.scoring.sco
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast, overload
 
@@ -71,6 +71,7 @@ from flakestorm.loader import LoadedConfig
 from flakestorm.mutations.generation import Mutation, fell_back, generate, in_turns
 from flakestorm.phases.chaos import chaos_contract
 from flakestorm.phases.phase import PhaseContext, PhaseName, PhasePlan, PhaseRequest, SectionPhase
+from flakestorm.plan import BaselineKey
 from flakestorm.probes import Probe, ProbeRun
 from flakestorm.redaction import Redactor, without_userinfo
 from flakestorm.results import (
@@ -216,7 +217,7 @@ def run_mutations(plan: MutationPlan, context: PhaseContext) -> PhaseOutcome:
         i.type is InvariantType.BEHAVIOR_UNCHANGED and (i.baseline or "auto") == "auto"
         for i in plan.invariants
     )
-    baselines: dict[str, Reply | None] = {}
+    baselines: Mapping[BaselineKey, Reply | None] = {}
     if needs_baseline:
         baselines = executor.baselines(list(dict.fromkeys(m.original for m in plan.mutations)))
     by_id = {m.id: m for m in plan.mutations}
