@@ -43,7 +43,7 @@ from flakestorm.errors import AgentErrorKind, HarnessError
 from flakestorm.events import CellFinished, Event, ScenarioFinished
 from flakestorm.fanout import each
 from flakestorm.invariants import Observation, Verdict
-from flakestorm.plan import Baseline, BaselineKey, Cell, Plan
+from flakestorm.plan import Baseline, BaselineKey, Cell, Plan, baseline_sends
 from flakestorm.probes import Host, Probe, ProbeRun, ProbeVerdict, run_probes
 from flakestorm.results import CellResult, PromptResult
 from flakestorm.revival import Crowd, Gate, Reviver
@@ -169,10 +169,8 @@ class Executor:
 
         def one(baseline: Baseline) -> None:
             if isinstance(baseline, str):
-                sent: list[tuple[BaselineKey, str]] = [(baseline, baseline)]
                 key = f"baseline:{baseline}"
             else:
-                sent = [((baseline, n), text) for n, text in enumerate(baseline, 1)]
                 key = f"baseline-conversation:{json.dumps(baseline)}"
             if self._resetter is not None:
                 if self._stop.is_set():
@@ -182,16 +180,11 @@ class Executor:
                 except HarnessError:  # no baseline: the cells needing it are ERRORED
                     return
             call = Call(cell_id="baseline", scenario="", session=self._session(key))
-            for at, text in sent:
+            for at, text in baseline_sends(baseline):
                 out[at] = self._invoke(text, call)
 
         self._each(list(baselines), one, parallel=self._resetter is None)
-        keys = [
-            k
-            for b in baselines
-            for k in ([b] if isinstance(b, str) else [(b, n) for n in range(1, len(b) + 1)])
-        ]
-        return {k: out.get(k) for k in keys}
+        return {k: out.get(k) for b in baselines for k, _ in baseline_sends(b)}
 
     def invoke(self, prompt: str, call: Call) -> Reply | None:
         """One invocation outside a matrix (a replayed session), within the budget; None when

@@ -40,6 +40,13 @@ BaselineKey = str | tuple[tuple[str, ...], int]
 ``N`` of its conversation's (``(turns, N)``)."""
 
 
+def baseline_sends(baseline: Baseline) -> tuple[tuple[BaselineKey, str], ...]:
+    """What a baseline sends, in order, each with the key its reply is kept under."""
+    if isinstance(baseline, str):
+        return ((baseline, baseline),)
+    return tuple(((baseline, n), text) for n, text in enumerate(baseline, 1))
+
+
 @dataclass(frozen=True)
 class Turn:
     """Where a prompt of a cell stands in a conversation."""
