@@ -50,7 +50,7 @@ def count_invocations(plan: Plan, config: Config, first: bool = True) -> MatrixC
         config.agent.reset_endpoint or config.agent.reset_function
     )
     applicable = [c for c in plan.cells if c.applicable]
-    baselines = len(plan.baseline_prompts)
+    baselines = plan.baseline_invocations
     probe = (
         isolated
         and not baselines

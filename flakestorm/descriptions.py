@@ -205,7 +205,8 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "invariants[].expected": "`similarity`: the text the output is compared with.",
     "invariants[].threshold": "`similarity`: the lowest accepted similarity, 0–1 (default 0.75).",
     "invariants[].baseline": "`behavior_unchanged`: `auto` (the agent's answer to the same "
-    "prompt without chaos, taken once per prompt) or a fixed text.",
+    "prompt without chaos, taken once per prompt; for a turn of a conversation, that turn's "
+    "answer in the same conversation sent without chaos) or a fixed text.",
     "invariants[].similarity_threshold": "`behavior_unchanged`: the lowest accepted "
     "similarity to the baseline, 0–1 (default 0.75).",
     "invariants[].kinds": "`excludes_pii`: the kinds of personal data to look for (default all).",

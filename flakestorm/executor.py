@@ -29,6 +29,7 @@ whole, in a session of its own); the cell notes it. Probes: :mod:`flakestorm.pro
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ from flakestorm.errors import AgentErrorKind, HarnessError
 from flakestorm.events import CellFinished, Event, ScenarioFinished
 from flakestorm.fanout import each
 from flakestorm.invariants import Observation, Verdict
-from flakestorm.plan import Cell, Plan
+from flakestorm.plan import Baseline, BaselineKey, Cell, Plan, baseline_sends
 from flakestorm.probes import Host, Probe, ProbeRun, ProbeVerdict, run_probes
 from flakestorm.results import CellResult, PromptResult
 from flakestorm.revival import Crowd, Gate, Reviver
@@ -160,25 +161,30 @@ class Executor:
         brought back before the next request, in order."""
         return tuple(self._gate.revived)
 
-    def baselines(self, prompts: Sequence[str]) -> dict[str, Reply | None]:
-        """The chaos-free answer to each prompt (for ``behavior_unchanged`` with ``auto``)."""
-        out: dict[str, Reply | None] = {}
+    def baselines(self, baselines: Sequence[Baseline]) -> dict[BaselineKey, Reply | None]:
+        """The chaos-free answer to each prompt (for ``behavior_unchanged`` with ``auto``), and
+        to each turn of each conversation: its turns sent in order in a session of their own
+        (or after a reset), each reply the baseline of its turn (``(turns, N)``)."""
+        out: dict[BaselineKey, Reply | None] = {}
 
-        def one(prompt: str) -> None:
+        def one(baseline: Baseline) -> None:
+            if isinstance(baseline, str):
+                key = f"baseline:{baseline}"
+            else:
+                key = f"baseline-conversation:{json.dumps(baseline)}"
             if self._resetter is not None:
                 if self._stop.is_set():
                     return
                 try:
                     self._resetter.reset()
                 except HarnessError:  # no baseline: the cells needing it are ERRORED
-                    out[prompt] = None
                     return
-            session = self._session(f"baseline:{prompt}")
-            call = Call(cell_id="baseline", scenario="", session=session)
-            out[prompt] = self._invoke(prompt, call)
+            call = Call(cell_id="baseline", scenario="", session=self._session(key))
+            for at, text in baseline_sends(baseline):
+                out[at] = self._invoke(text, call)
 
-        self._each(list(prompts), one, parallel=self._resetter is None)
-        return {prompt: out.get(prompt) for prompt in prompts}
+        self._each(list(baselines), one, parallel=self._resetter is None)
+        return {k: out.get(k) for b in baselines for k, _ in baseline_sends(b)}
 
     def invoke(self, prompt: str, call: Call) -> Reply | None:
         """One invocation outside a matrix (a replayed session), within the budget; None when
@@ -278,14 +284,14 @@ class Executor:
 
     # ----------------------------------------------------------------- the matrix
 
-    def run(self, plan: Plan, baselines: Mapping[str, Reply | None]) -> list[CellResult]:
+    def run(self, plan: Plan, baselines: Mapping[BaselineKey, Reply | None]) -> list[CellResult]:
         """Run every cell of ``plan``; results in plan order."""
         return self.run_cells(plan.cells, baselines)
 
     def run_cells(
         self,
         cells: Sequence[Cell],
-        baselines: Mapping[str, Reply | None],
+        baselines: Mapping[BaselineKey, Reply | None],
         serial: bool = False,
         before_invocation: Callable[[str], None] | None = None,
         settle: Callable[[list[CellResult]], list[CellResult]] | None = None,
@@ -354,7 +360,7 @@ class Executor:
         cell: Cell,
         run: int,
         tracker: Tracker,
-        baselines: Mapping[str, Reply | None],
+        baselines: Mapping[BaselineKey, Reply | None],
         before_invocation: Callable[[str], None] | None = None,
         crowd: _Crowd | None = None,
     ) -> None:
@@ -423,7 +429,7 @@ class Executor:
         self,
         task: _Task,
         tracker: Tracker,
-        baselines: Mapping[str, Reply | None],
+        baselines: Mapping[BaselineKey, Reply | None],
         crowd: _Crowd | None = None,
     ) -> None:
         """One invocation of a cell, recorded; with ``crowd``, held to be sent again alone when
@@ -449,7 +455,7 @@ class Executor:
         self,
         held: tuple[tuple[_Task, _Outcome], ...],
         tracker: Tracker,
-        baselines: Mapping[str, Reply | None],
+        baselines: Mapping[BaselineKey, Reply | None],
         crowd: _Crowd,
     ) -> None:
         """Send invocations the agent went down under while others were in flight again, on
@@ -473,7 +479,7 @@ class Executor:
     def _attempt(
         self,
         task: _Task,
-        baselines: Mapping[str, Reply | None],
+        baselines: Mapping[BaselineKey, Reply | None],
         alone: bool = False,
         retry: bool = True,
     ) -> _Outcome:
@@ -494,7 +500,7 @@ class Executor:
         reply = self._send(f"cell {cell.id}", sent, call, retry)
         if reply is None:  # not sent: stopping, or the agent did not come back
             return _Outcome(error=self._gate.stranded if self._gate.lost is not None else None)
-        baseline_reply = baselines.get(prompt)
+        baseline_reply = baselines.get(cell.baseline_key(index))
         baseline = baseline_reply.output if baseline_reply is not None else None
         checked = cell.checks(index) or reply.error is not None  # a turn unanswered fails
         try:

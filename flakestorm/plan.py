@@ -8,6 +8,9 @@ order is the order of every report, whatever order cells finish in.
 A golden prompt that is a conversation (SPEC §12) stands in a cell's ``prompts`` as its turns,
 in order, each with its :class:`Turn` in ``turns``: every turn is one invocation the executor
 sends, attributes and judges as it does a prompt, the turns of a conversation in one session.
+A ``behavior_unchanged`` cell's ``auto`` baseline of a turn is that turn's reply in the same
+conversation sent without chaos in a session of its own (:data:`Baseline`), not the turn's
+text sent alone ("Which of the two is higher?" means nothing without the turns before it).
 """
 
 from __future__ import annotations
@@ -27,6 +30,21 @@ from flakestorm.config import (
 from flakestorm.errors import UsageError
 from flakestorm.sweep_results import SweepInfo
 from flakestorm.sweeps import expanded_matrix, sweeps_of
+
+Baseline = str | tuple[str, ...]
+"""What ``auto`` baselines are the chaos-free answers to: a one-message prompt, or a
+conversation's turns, sent in order in one session (each turn's reply its own baseline)."""
+
+BaselineKey = str | tuple[tuple[str, ...], int]
+"""Which baseline reply a prompt of a cell is compared with: a one-message prompt's, or turn
+``N`` of its conversation's (``(turns, N)``)."""
+
+
+def baseline_sends(baseline: Baseline) -> tuple[tuple[BaselineKey, str], ...]:
+    """What a baseline sends, in order, each with the key its reply is kept under."""
+    if isinstance(baseline, str):
+        return ((baseline, baseline),)
+    return tuple(((baseline, n), text) for n, text in enumerate(baseline, 1))
 
 
 @dataclass(frozen=True)
@@ -87,6 +105,23 @@ class Cell:
         head = f"{self.id}#{run}"
         return head if turn is None else f"{head}/c{turn.conversation}"
 
+    def baseline_of(self, index: int) -> Baseline:
+        """What prompt ``index``'s baseline is an answer in: the prompt, or its conversation."""
+        turn = self.turn(index)
+        if turn is None:
+            return self.prompts[index]
+        start = index - turn.number + 1
+        return self.prompts[start : start + turn.of]
+
+    def baseline_key(self, index: int) -> BaselineKey:
+        """Which baseline reply prompt ``index`` is compared with (:data:`BaselineKey`)."""
+        turn = self.turn(index)
+        if turn is None:
+            return self.prompts[index]
+        conversation = self.baseline_of(index)
+        assert isinstance(conversation, tuple)
+        return conversation, turn.number
+
     @property
     def applicable(self) -> bool:
         """Whether the invariant's ``when`` applies to this scenario (else the cell is skipped)."""
@@ -113,13 +148,19 @@ class Plan:
         return sweeps_of(self.contract)
 
     @property
-    def baseline_prompts(self) -> tuple[str, ...]:
-        """Distinct prompts whose chaos-free answer a ``behavior_unchanged`` cell needs."""
-        seen: dict[str, None] = {}
+    def baselines(self) -> tuple[Baseline, ...]:
+        """Distinct prompts and conversations whose chaos-free answers a
+        ``behavior_unchanged`` cell needs."""
+        seen: dict[Baseline, None] = {}
         for cell in self.cells:
             if cell.applicable and cell.needs_baseline:
-                seen.update(dict.fromkeys(cell.prompts))
+                seen.update(dict.fromkeys(cell.baseline_of(i) for i in range(len(cell.prompts))))
         return tuple(seen)
+
+    @property
+    def baseline_invocations(self) -> int:
+        """How many invocations the baselines take (a conversation: one per turn)."""
+        return sum(1 if isinstance(b, str) else len(b) for b in self.baselines)
 
 
 def flatten(prompts: Sequence[GoldenPrompt]) -> tuple[tuple[str, ...], tuple[Turn | None, ...]]:

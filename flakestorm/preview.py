@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from flakestorm.agents.source import keeps_sessions
 from flakestorm.config import AgentType, Config, InvariantType, MutationGenerator, last_turn
 from flakestorm.counting import MatrixCount, count_invocations
 from flakestorm.errors import Problem, UsageError
@@ -146,7 +147,7 @@ def summary(config: Config, base_dir: Path = Path(".")) -> list[tuple[str, str]]
             )
             else 0
         )
-        sent = sends(config)
+        sent = sends(config, keeps_sessions(config.agent, base_dir))
         runs = sent * config.advanced.repeat + baselines
         extra = f" + {_plural(baselines, 'baseline')}" if baselines else ""
         per = f"{count}" if sent == count else f"{sent} sends (attacks as real turns: one per turn)"

@@ -26,10 +26,11 @@ from flakestorm.agents.factory import build_agent
 from flakestorm.agents.process import AgentProcess
 from flakestorm.agents.readiness import ReadyAgain
 from flakestorm.agents.reset import build_resetter
+from flakestorm.agents.source import no_session
 from flakestorm.chaos.delivery import Channel, ProxyChannel, WrapperChannel, needs_delivery
 from flakestorm.chaos.faults import LLM_REQUEST_ATTACKS, TOOL_RESULT_ATTACKS
-from flakestorm.config import AgentType, Config, Proxy, Scenario, ToolDelivery
-from flakestorm.errors import Problem, UsageError
+from flakestorm.config import AgentType, Config, Conversation, Proxy, Scenario, ToolDelivery
+from flakestorm.errors import ConfigError, Problem, UsageError
 from flakestorm.events import Event, RunPlanned
 from flakestorm.executor import Executor, Options
 from flakestorm.invariants import build_checker
@@ -233,10 +234,18 @@ def run_phases(
             None if sessions else build_resetter(config.agent, loaded.base_dir, _locator(loaded))
         )
         if config.conversations and not sessions and resetter is None:
-            raise UsageError(
-                f"{loaded.path.name}: golden_prompts: a conversation needs its own session: "
-                "give the agent's callable a `session_id` parameter, or set "
-                "agent.reset_function (http agents: agent.session or agent.reset_endpoint)"
+            # what `validate` says when the agent's source decides it (agents/source.py)
+            raise ConfigError(
+                [
+                    Problem(
+                        loaded.path.name,
+                        *loaded.locations.get(("golden_prompts", i), (1, 1)),
+                        f"golden_prompts[{i}]",
+                        no_session(config.agent.endpoint),
+                    )
+                    for i, prompt in enumerate(config.golden_prompts)
+                    if isinstance(prompt, Conversation)
+                ]
             )
         checker = build_checker(advanced)
         try:

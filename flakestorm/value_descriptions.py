@@ -37,7 +37,8 @@ ENUM_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "valid_json": "The output parses as JSON (and validates against `schema`).",
         "similarity": "similarity(output, `expected`) ≥ `threshold`.",
         "behavior_unchanged": "similarity(output, baseline) ≥ `similarity_threshold`; the "
-        "`auto` baseline is the answer to the same prompt without chaos.",
+        "`auto` baseline is the answer to the same prompt (a turn: in the same conversation) "
+        "without chaos.",
         "excludes_pii": "No email, phone, SSN, credit card, IBAN or IP address in the output.",
         "refusal_check": "The output is a refusal (`expect: refuse`) or is not (`expect: comply`).",
         "completes": "The invocation returned a parseable answer before the timeout.",

@@ -27,8 +27,8 @@ from support.server import LoopbackServer, Request, Response
 
 from flakestorm.agents.session import session_id
 from flakestorm.chaos.proxy.server import ChaosProxy
-from flakestorm.errors import UsageError
 from flakestorm.loader import load_config, load_config_text
+from flakestorm.preview import count_matrix
 from flakestorm.replay.export import export_sessions
 from flakestorm.reporters import comment, html, junit, markdown, terminal
 from flakestorm.reporters import json as json_report
@@ -43,10 +43,11 @@ FAULT = "tool_faults[0] error(503) on quotes"
 
 class Memory:
     """The agent's memory: per session (or, ``leaky``, one for everyone), the prices it was
-    told and the messages it got."""
+    told and the messages it got; ``fabricate``: it claims a comparison with one price known."""
 
-    def __init__(self, leaky: bool = False) -> None:
+    def __init__(self, leaky: bool = False, fabricate: bool = False) -> None:
         self.leaky = leaky
+        self.fabricate = fabricate  # compares even when it knows one price only
         self.lock = threading.Lock()
         self.prices: dict[str, dict[str, str]] = {}
         self.heard: dict[str, list[str]] = {}
@@ -60,9 +61,10 @@ class Memory:
 
 
 @pytest.fixture
-def world() -> Iterator[tuple[str, str, Memory]]:
-    """(agent endpoint, proxy url, the agent's memory)."""
-    memory = Memory()
+def world(request: pytest.FixtureRequest) -> Iterator[tuple[str, str, Memory]]:
+    """(agent endpoint, proxy url, the agent's memory); parametrized indirectly, whether the
+    agent fabricates a comparison."""
+    memory = Memory(fabricate=getattr(request, "param", False))
     with (
         LoopbackServer(
             lambda r: Response.json({"price": PRICES[r.path.rsplit("/", 1)[-1]]})
@@ -82,7 +84,7 @@ def world() -> Iterator[tuple[str, str, Memory]]:
             with memory.lock:
                 known = memory.prices.setdefault(key, {})
             if ticker is None:  # a comparison: from memory alone
-                if len(known) == 2:
+                if len(known) == 2 or (memory.fabricate and known):
                     high = max(known, key=lambda t: float(known[t]))
                     return Response.json({"output": f"{high} is higher at {known[high]}"})
                 shown = ", ".join(f"{t} at {p}" for t, p in known.items()) or "nothing"
@@ -349,24 +351,6 @@ def test_a_python_agent_taking_session_id_holds_each_conversation_in_its_own_ses
         assert cell.status is Status.PASSED
 
 
-def test_a_python_agent_with_neither_session_id_nor_a_reset_is_refused(tmp_path: Path) -> None:
-    module = f"conv_agent_{uuid.uuid4().hex[:10]}"
-    (tmp_path / f"{module}.py").write_text("def answer(prompt):\n    return prompt\n")
-    doc = {
-        "agent": {"type": "python", "endpoint": f"{module}:answer"},
-        "golden_prompts": [{"turns": ["one", "two"]}],
-        "contract": {
-            "name": "c",
-            "invariants": [{"id": "all", "type": "output_not_empty"}],
-            "chaos_matrix": [{"name": "a"}],
-        },
-    }
-    path = tmp_path / "flakestorm.yaml"
-    path.write_text(json.dumps(doc))
-    with pytest.raises(UsageError, match="a conversation needs its own session"):
-        run_phases(load_config(path), ["contract"])
-
-
 def test_a_replayed_conversation_reproduces_the_recorded_failure_turn_by_turn(
     world: tuple[str, str, Memory], tmp_path: Path
 ) -> None:
@@ -407,12 +391,47 @@ def test_a_replayed_conversation_reproduces_the_recorded_failure_turn_by_turn(
     assert replayed.notes == ()  # the agent made the recorded calls, in order
 
 
-def test_when_tool_faults_active_judges_the_turns_a_turn_scoped_fault_fired_in(
+@pytest.mark.parametrize("world", [False, True], ids=["honest", "fabricates"], indirect=True)
+def test_when_tool_faults_active_reads_the_scenario_under_a_fault_on_turn_2(
+    world: tuple[str, str, Memory],
+) -> None:
+    # the tool fails on turn 2: does the agent still claim a comparison on turn 3?
+    endpoint, proxy_url, memory = world
+    doc = json.loads(config(endpoint, proxy_url))
+    doc["contract"]["invariants"] = [
+        {
+            "id": "no-comparison-without-data",
+            "type": "excludes_pattern",
+            "patterns": ["is higher"],
+            "when": "tool_faults_active",
+            "severity": "critical",
+        }
+    ]
+    result = run_phases(load_config_text(json.dumps(doc)), ["contract"])
+    down = cells(result)["no-comparison-without-data[msft-down]"]
+    # no fault fired on turn 3, and the invariant is judged on it: the scenario has tool faults
+    assert [(c.invocation, c.fired) for c in down.calls] == [("0.0.1", ()), ("0.1.2", (FAULT,))]
+    assert [p.checked for p in down.prompts] == [False, False, True]
+    assert not any(n.startswith("judged on") for n in down.notes)
+    if memory.fabricate:
+        assert down.prompts[2].output == "AAPL is higher at 123.45"
+        assert down.status is Status.FAILED
+        assert down.reason.startswith("turn 3/3: ")
+        assert result.exit_code == 1  # critical: the contract fails
+    else:
+        assert down.prompts[2].output == "I only know AAPL at 123.45"
+        assert down.status is Status.PASSED
+    # a scenario without tool faults is skipped, as `when` says
+    assert cells(result)["no-comparison-without-data[calm]"].status is Status.SKIPPED
+
+
+def test_a_turn_scoped_fault_that_may_also_spare_a_call_judges_when_per_invocation(
     world: tuple[str, str, Memory],
 ) -> None:
     endpoint, proxy_url, _ = world
     doc = json.loads(config(endpoint, proxy_url))
     doc["golden_prompts"].append("What is the price of MSFT?")  # one message: turn 1
+    doc["contract"]["chaos_matrix"][1]["tool_faults"][0]["probability"] = 0.999
     doc["contract"]["invariants"] = [
         {
             "id": "says-unavailable",
@@ -424,12 +443,49 @@ def test_when_tool_faults_active_judges_the_turns_a_turn_scoped_fault_fired_in(
     ]
     result = run_phases(load_config_text(json.dumps(doc)), ["contract"])
     down = cells(result)["says-unavailable[msft-down]"]
-    # the fault fired on turn 2 only: the other turns and the one-message prompt are spared
+    # `probability` below 1 (SPEC §5): judged on the invocations a tool fault fired in only
+    assert [c.fired for c in down.calls if c.invocation == "0.1.2"] == [(FAULT,)]
     assert down.status is Status.PASSED
     assert down.notes[-1].startswith("judged on 1 of 4 invocations")
-    # the turns it was not judged on say so
     assert [p.checked for p in down.prompts] == [False, True, False, False]
-    assert cells(result)["says-unavailable[calm]"].status is Status.SKIPPED
+
+
+def test_a_turns_auto_baseline_is_that_turn_of_the_same_conversation_without_chaos(
+    world: tuple[str, str, Memory],
+) -> None:
+    endpoint, proxy_url, memory = world
+    doc = json.loads(config(endpoint, proxy_url))
+    doc["golden_prompts"].append("What is the price of MSFT?")
+    doc["contract"]["invariants"] = [
+        {"id": "unchanged", "type": "behavior_unchanged", "baseline": "auto", "turn": "every"}
+    ]
+    text = json.dumps(doc)
+    result = run_phases(load_config_text(text), ["contract"])
+    by_id = cells(result)
+
+    # the baseline: the conversation sent without chaos in a session of its own, turn by turn
+    baseline = session_id(5, f"baseline-conversation:{json.dumps(TURNS)}")
+    assert memory.sessions.count(baseline) == 3
+    with memory.lock:
+        assert memory.prices[baseline] == {"AAPL": "123.45", "MSFT": "456.78"}
+    # so under calm every turn matches its own baseline turn, "Which of the two is higher?"
+    # included (sent alone it would get "I only know nothing")
+    calm = by_id["unchanged[calm]"]
+    assert calm.status is Status.PASSED
+    assert [(p.turn, p.output, p.similarity) for p in calm.prompts] == [
+        (1, "AAPL is at 123.45", 1.0),
+        (2, "MSFT is at 456.78", 1.0),
+        (3, "MSFT is higher at 456.78", 1.0),
+        (None, "MSFT is at 456.78", 1.0),
+    ]
+    # under msft-down, turn 1 still matches; turns 2 and 3 are each compared with their own
+    down = by_id["unchanged[msft-down]"]
+    assert down.status is Status.FAILED and down.reason.startswith("turn 2/3: ")
+    assert [p.passed for p in down.prompts] == [True, False, False, True]
+    assert down.prompts[2].output == "I only know AAPL at 123.45"
+    # validate counts the baseline's turns: 3 turns + 1 prompt, once each
+    counted = count_matrix(load_config_text(text).config)
+    assert counted is not None and counted.baselines == 4
 
 
 def test_python_wrappers_fire_a_turn_scoped_fault_on_its_turn_only(tmp_path: Path) -> None:

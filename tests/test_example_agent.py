@@ -621,15 +621,15 @@ def test_the_configs_describe_this_agent() -> None:
         "no-chaos",
         "memory-poisoning",
         "market-data-down",
-        "market-data-down-on-turn-2",
         "market-data-timeout",
         "llm-rate-limited",
         "llm-truncated",
         "indirect-injection",
     ]
     assert chaos.longest_conversation == 3
-    turn_2 = next(s for s in chaos.contract.chaos_matrix if s.name == "market-data-down-on-turn-2")
-    assert [f.turns for f in turn_2.tool_faults] == [[2]]
+    # `when` reads the scenario: a fault on one turn would make the no-dollar-figure invariant
+    # check the turns that got a real quote too
+    assert not any(f.turns for s in chaos.contract.chaos_matrix for f in s.tool_faults)
     assert chaos.proxy is not None and set(chaos.proxy.tools) == {"market_data_api"}
     tools = {f.tool for s in chaos.contract.chaos_matrix for f in s.tool_faults}
     assert tools == {"market_data_api"}

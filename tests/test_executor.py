@@ -245,7 +245,7 @@ def test_behavior_unchanged_compares_each_prompt_with_its_own_chaos_free_answer(
     invariants = [{"id": "same", "type": "behavior_unchanged", "baseline": "auto"}]
     plan = build_plan(contract(invariants, [CALM, POISONED]), list(answers))
     executor = Executor(agent, CHECKER)
-    baselines = executor.baselines(plan.baseline_prompts)
+    baselines = executor.baselines(plan.baselines)
     assert {p: r.output for p, r in baselines.items() if r} == answers
     calm, poisoned = executor.run(plan, baselines)
     assert calm.status is Status.PASSED

@@ -44,7 +44,7 @@ def test_cells_are_invariant_major_with_probes_replacing_golden_prompts() -> Non
 def test_when_decides_applicability_and_baselines() -> None:
     plan = build_plan(contract(), ["g1", "g2"])
     assert [c.applicable for c in plan.cells] == [True, True, True, True, False, True]
-    assert plan.baseline_prompts == ("g1", "g2")
+    assert plan.baselines == ("g1", "g2")
 
 
 def test_an_invariant_without_any_prompt_is_refused() -> None:

@@ -6,7 +6,8 @@ An invocation never raises for an agent failure: the failure is in ``Reply.error
 Modules: ``factory`` (``build_agent``: config -> agent), ``http`` and ``python`` (the two agent
 kinds), ``extraction`` (``response_path``), ``readiness`` (waiting for the agent), ``process``
 (``agent.start``), ``reset`` (``reset_endpoint`` / ``reset_function``), ``session``
-(``agent.session`` conversation ids), ``importer`` (importing
+(``agent.session`` conversation ids), ``source`` (a python agent's callable read from its
+source, never imported), ``importer`` (importing
 ``module:attr`` without tracebacks), ``workers`` (daemon threads for python agent calls),
 ``request`` (a described HTTP request: what a request-level mutation changes) and ``wire``
 (sending such a request byte by byte).

@@ -4,7 +4,8 @@
 ``sys.path``. The attribute may be
 
 - a function ``f(prompt) -> str | dict`` (sync or async); one that takes a ``session_id``
-  keyword argument is given each conversation's id (SPEC §12: a cell's run, a conversation);
+  keyword argument (a parameter of that name, or ``**kwargs``) is given each conversation's
+  id (SPEC §12: a cell's run, a conversation);
 - an object with an ``invoke(prompt)`` method (sync or async);
 - a class: instantiated once, without arguments, then used as above.
 
@@ -196,6 +197,8 @@ def _takes_session(fn: Callable[..., Any]) -> bool:
     except (TypeError, ValueError):  # a builtin without a signature
         return False
     found = parameters.get("session_id")
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return True  # **kwargs accepts it
     return found is not None and found.kind in (
         inspect.Parameter.POSITIONAL_OR_KEYWORD,
         inspect.Parameter.KEYWORD_ONLY,

@@ -17,6 +17,7 @@ transform name. The ``llm`` generator never sends an answer that is not a mutati
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -30,6 +31,7 @@ from flakestorm.mutations.usability import Unusable, UnusableAnswerError
 UNCHANGED_SUFFIX = " ?"
 FALLBACK_MARKS = tuple(f" (llm {kind.value})" for kind in Unusable)
 """What a fallen-back mutation's transform name ends with."""
+TEMPLATES = MutationGenerator.TEMPLATES.value
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,7 @@ class Mutation:
     """The prompt the agent is sent (for request-level types, before any padding)."""
     request: RequestShape | None
     weight: float
-    generator: str = MutationGenerator.TEMPLATES.value
+    generator: str = TEMPLATES
     turns: tuple[str, ...] = ()
     """Sent as real turns (:mod:`flakestorm.mutations.turns`): the turns sent before
     ``prompt`` (the last turn), in the same session."""
@@ -77,10 +79,13 @@ def slots(config: Config) -> list[tuple[int, str, MutationType, int]]:
     return out
 
 
-def generate(config: Config, llm: LlmWriter | None = None) -> tuple[Mutation, ...]:
+def generate(
+    config: Config, llm: LlmWriter | None = None, sessions: bool = False
+) -> tuple[Mutation, ...]:
     """Every mutation of ``config``'s mutation phase, in index order. ``llm`` writes the
     prompt-level ones when ``mutations.generator`` is ``llm`` (request-level types and
-    ``custom`` always use their catalogues)."""
+    ``custom`` always use their catalogues). ``sessions``: made for an agent that keeps
+    sessions, the variants that have one in the form of real turns (:func:`in_turns`)."""
     mutations = config.mutations
     if mutations is None:
         return ()
@@ -89,7 +94,6 @@ def generate(config: Config, llm: LlmWriter | None = None) -> tuple[Mutation, ..
     by_llm = mutations.generator is MutationGenerator.LLM and llm is not None
     fallback = mutations.llm is not None and mutations.llm.fallback is LlmFallback.TEMPLATES
     kinds = types_of(config)
-    sessions = config.agent.session is not None
     units = {kind: unit(kind, mutations.templates) for kind in kinds}
     weights = {kind: mutations.weight(kind) for kind in kinds}
     out: list[Mutation] = []
@@ -114,15 +118,6 @@ def generate(config: Config, llm: LlmWriter | None = None) -> tuple[Mutation, ..
         transform = units[kind].transform(variant)
         name = transform.name
         rng = mutation_rng(seed, kind, prompt, variant)
-        turns = real_turns(kind, name, prompt, rng) if sessions else None
-        if turns is not None:  # an agent with sessions: the history sent as real turns
-            out.append(
-                Mutation(
-                    len(out), kind, f"{name} (turns){fell_back}", p, variant, prompt,
-                    turns[-1], None, weight, turns=turns[:-1],
-                )
-            )  # fmt: skip
-            continue
         made = transform.apply(prompt, rng, target)
         text = made.prompt
         if made.request is None and text == prompt:
@@ -132,17 +127,50 @@ def generate(config: Config, llm: LlmWriter | None = None) -> tuple[Mutation, ..
                 len(out), kind, name + fell_back, p, variant, prompt, text, made.request, weight
             )
         )
+    return in_turns(out, config) if sessions else tuple(out)
+
+
+def in_turns(mutations: Sequence[Mutation], config: Config) -> tuple[Mutation, ...]:
+    """``mutations`` as an agent that keeps sessions is sent them: each template variant with
+    a real-turns form (:mod:`flakestorm.mutations.turns`: ``multi_turn_attack``,
+    ``false_premise``) sends its history as turns before its prompt, named ``NAME (turns)``,
+    its turns drawn from the variant's own RNG (byte-identical for a seed); the others as
+    they are. The same mutation, index and variant either way, so a plan made before the run
+    knew the agent keeps sessions (a python agent taking ``session_id``) is put in this form
+    when it runs."""
+    if config.mutations is None:
+        return tuple(mutations)
+    units = {kind: unit(kind, config.mutations.templates) for kind in types_of(config)}
+    seed = config.advanced.seed
+    out = []
+    for m in mutations:
+        made = units.get(m.type)
+        if m.turns or m.request is not None or made is None or m.generator != TEMPLATES:
+            out.append(m)
+            continue
+        name = made.transform(m.variant).name
+        mark = next((f for f in FALLBACK_MARKS if m.transform.endswith(f)), "")
+        rng = mutation_rng(seed, m.type, m.original, m.variant)
+        turns = real_turns(m.type, name, m.original, rng)
+        if turns is None:
+            out.append(m)
+            continue
+        out.append(
+            dataclasses.replace(
+                m, transform=f"{name} (turns){mark}", prompt=turns[-1], turns=turns[:-1]
+            )
+        )
     return tuple(out)
 
 
-def sends(config: Config) -> int:
+def sends(config: Config, sessions: bool) -> int:
     """The invocations one run of every mutation makes: one each, or, sent as real turns to
-    an agent with sessions, one per turn (the ``templates`` variants; an ``llm``-written one is
-    counted as one message)."""
+    an agent with sessions (``sessions``), one per turn (the ``templates`` variants; an
+    ``llm``-written one is counted as one message)."""
     mutations = config.mutations
     if mutations is None:
         return 0
-    if config.agent.session is None or mutations.generator is MutationGenerator.LLM:
+    if not sessions or mutations.generator is MutationGenerator.LLM:
         return len(slots(config))
     seed = config.advanced.seed
     units = {kind: unit(kind, mutations.templates) for kind in types_of(config)}

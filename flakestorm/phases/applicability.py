@@ -2,14 +2,20 @@
 "``when`` and faults that may not fire").
 
 A scenario whose faults can spare an invocation — ``probability`` below 1, a schedule (``calls``,
-``every``, ``window_ms``, ``after_calls``), ``turns`` (a conversation's other turns, and one-message
-prompts, are spared), an attack's ``trigger_probability`` below 1 — does not make every invocation
-of its cells one "with tool faults active": a fault with ``calls: "1-2"`` that an agent's third try
-gets past leaves the invocation with a real answer. An invariant whose ``when`` is
-``tool_faults_active``, ``llm_faults_active`` or ``any_chaos_active`` then applies to an invocation
-only if a fault of that kind fired during it, as the delivery proof recorded (each call names its
-invocation, ``RUN.PROMPT``). The cell is judged again on those invocations alone (:func:`rejudge`):
-``skipped`` when there is none, and its notes say how many it was judged on.
+``every``, ``window_ms``, ``after_calls``), an attack's ``trigger_probability`` below 1 — does not
+make every invocation of its cells one "with tool faults active": a fault with ``calls: "1-2"``
+that an agent's third try gets past leaves the invocation with a real answer. An invariant
+whose ``when`` is ``tool_faults_active``, ``llm_faults_active`` or ``any_chaos_active`` then
+applies to an invocation only if a fault of that kind fired during it, as the delivery proof
+recorded (each call names its invocation, ``RUN.PROMPT``). The cell is judged again on those
+invocations alone (:func:`rejudge`): ``skipped`` when there is none, and its notes say how many
+it was judged on.
+
+A fault's ``turns`` alone does not make ``when`` per invocation (SPEC §12: "``when`` still reads
+the scenario"): a conversation is one unit, and a fault on turn 2 is what the later turns are
+checked under (the tool failed on turn 2: does the agent still claim a comparison on turn 3?).
+An invariant with ``when: tool_faults_active`` then checks the turns its ``turn`` selects in
+every conversation of a scenario with tool faults, as for a fault on every turn.
 """
 
 from __future__ import annotations
@@ -33,17 +39,16 @@ _WORDS = {
 
 
 def may_spare(scenario: Scenario) -> bool:
-    """Whether a fault of ``scenario`` can leave an invocation untouched."""
+    """Whether a fault of ``scenario`` can leave an invocation untouched by chance or by its
+    schedule (``turns`` does not count: ``when`` reads the scenario for those)."""
     for fault in (*scenario.tool_faults, *scenario.llm_faults):
-        if fault.probability < 1 or not schedule_of(fault).every_call or fault.turns:
+        if fault.probability < 1 or not schedule_of(fault).every_call:
             return True
     for attack in scenario.context_attacks:
         if attack.type not in TOOL_RESULT_ATTACKS | LLM_REQUEST_ATTACKS:
             continue  # memory_poisoning: every invocation's prompt
         probability = attack.trigger_probability
         if (probability is not None and probability < 1) or not schedule_of(attack).every_call:
-            return True
-        if attack.turns:
             return True
     return False
 

@@ -81,14 +81,14 @@ def run_matrix(
     isolated = context.has_reset or context.has_session
     if context.first and not isolated and executor.looks_stateful(probe):
         warnings.append(STATEFUL_WARNING)
-    baselines = executor.baselines(plan.baseline_prompts)
+    baselines = executor.baselines(plan.baselines)
     chaos = [s for s in plan.scenarios if channel is not None and needs_delivery(s)]
     forwarding = True
     # without forwarded attribution, why each chaos scenario's faults depend on call order
     # (none: its cells still run side by side)
     orders: dict[str, tuple[str, ...]] = {}
     if channel is not None and chaos and not channel.exact_attribution:
-        if isolated and not plan.baseline_prompts:
+        if isolated and not plan.baselines:
             executor.probe(probe, "forwarding-probe")
         source = forwarded(channel.interactions(CALM))
         forwarding = source is not None

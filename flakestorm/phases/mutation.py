@@ -44,13 +44,14 @@ Score: ``100 × Σ w(type)·passed / Σ w(type)`` (:func:`flakestorm.scoring.sco
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast, overload
 
 from flakestorm.agents import Call, Reply
 from flakestorm.agents.readiness import probe as readiness_probe
 from flakestorm.agents.request import RequestShape
+from flakestorm.agents.source import keeps_sessions
 from flakestorm.chaos.delivery import CALM as CALM_SCENARIO
 from flakestorm.chaos.delivery import Channel, call_record, cell_of
 from flakestorm.chaos.faults import ActiveScenario
@@ -67,9 +68,10 @@ from flakestorm.config import (
 from flakestorm.errors import AgentErrorKind, UsageError
 from flakestorm.invariants import Observation, Verdict
 from flakestorm.loader import LoadedConfig
-from flakestorm.mutations.generation import Mutation, fell_back, generate
+from flakestorm.mutations.generation import Mutation, fell_back, generate, in_turns
 from flakestorm.phases.chaos import chaos_contract
 from flakestorm.phases.phase import PhaseContext, PhaseName, PhasePlan, PhaseRequest, SectionPhase
+from flakestorm.plan import BaselineKey
 from flakestorm.probes import Probe, ProbeRun
 from flakestorm.redaction import Redactor, without_userinfo
 from flakestorm.results import (
@@ -106,6 +108,11 @@ class MutationPlan:
     the calls of each mutation are recorded."""
     notes: tuple[str, ...] = ()
     """What the reports say of how the mutations were made (the llm generator's health)."""
+    sessions: bool = False
+    """Made for an agent known before it runs to keep sessions (``agent.session``, or a python
+    callable whose source takes ``session_id``: :mod:`flakestorm.agents.source`): attacks as
+    real turns. A python agent the run finds taking ``session_id`` once it imported it (its
+    source did not say) has the mutations put in that form then (:func:`in_turns`)."""
 
     @property
     def cells(self) -> Sequence[object]:
@@ -169,8 +176,9 @@ def plan_mutations(loaded: LoadedConfig) -> MutationPlan:
 
         writer = LlmGenerator.for_config(config, loaded.base_dir)
     notes: tuple[str, ...] = ()
+    sessions = keeps_sessions(config.agent, loaded.base_dir)
     try:
-        mutations = generate(config, llm=writer)
+        mutations = generate(config, llm=writer, sessions=sessions)
     finally:
         if writer is not None:
             writer.close()
@@ -179,7 +187,7 @@ def plan_mutations(loaded: LoadedConfig) -> MutationPlan:
         notes = (writer.health.line(writer.model, without_userinfo(writer.url)),)
     agent = config.agent
     wraps = agent.type is AgentType.PYTHON and bool(agent.tools or agent.tool_registry or agent.llm)
-    return MutationPlan(mutations, mutation_invariants(config), wraps, notes)
+    return MutationPlan(mutations, mutation_invariants(config), wraps, notes, sessions)
 
 
 CALM = Scenario(name=NAME)
@@ -202,12 +210,14 @@ def run_mutations(plan: MutationPlan, context: PhaseContext) -> PhaseOutcome:
     """Send every mutation of ``plan`` and judge the replies."""
     loaded = context.loaded
     config = loaded.config
+    if context.has_session and not plan.sessions:  # a python agent taking `session_id`
+        plan = dataclasses.replace(plan, mutations=in_turns(plan.mutations, config), sessions=True)
     executor = context.executor
     needs_baseline = any(
         i.type is InvariantType.BEHAVIOR_UNCHANGED and (i.baseline or "auto") == "auto"
         for i in plan.invariants
     )
-    baselines: dict[str, Reply | None] = {}
+    baselines: Mapping[BaselineKey, Reply | None] = {}
     if needs_baseline:
         baselines = executor.baselines(list(dict.fromkeys(m.original for m in plan.mutations)))
     by_id = {m.id: m for m in plan.mutations}

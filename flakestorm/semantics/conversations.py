@@ -1,30 +1,39 @@
 """Meaning checks of conversations (SPEC §12): a conversation needs a way to be isolated (a
-session or a reset before it), and a ``turn: N`` or ``turns: [N, ...]`` names a turn some
-conversation has."""
+session — for a python agent, a callable taking ``session_id`` — or a reset before it), and a
+``turn: N`` or ``turns: [N, ...]`` names a turn some conversation has."""
 
 from __future__ import annotations
 
+from flakestorm.agents.source import no_session, takes_session
 from flakestorm.config import AgentType, Conversation, turns_of
 from flakestorm.semantics.scope import Scope
 
 
 def check_isolation(scope: Scope) -> None:
     """Reads ``golden_prompts`` and ``agent``. An http agent without ``agent.session`` or a
-    reset cannot hold a conversation apart from another (a python agent can take
-    ``session_id``: the runner checks that when it has imported it)."""
+    reset cannot hold a conversation apart from another; nor can a python agent without
+    ``reset_function`` whose callable, as its source says (:mod:`flakestorm.agents.source`,
+    read without importing it), takes no ``session_id``. When the source does not decide it
+    (a class, a decorated function, no source file), the run start checks the imported
+    callable."""
     agent, prompts = scope.parts.agent, scope.parts.golden_prompts or []
-    if agent is None or agent.type is not AgentType.HTTP:
+    conversations = [i for i, p in enumerate(prompts) if isinstance(p, Conversation)]
+    if agent is None or not conversations:
         return
-    if agent.session is not None or agent.reset_endpoint or agent.reset_function:
-        return
-    for i, prompt in enumerate(prompts):
-        if isinstance(prompt, Conversation):
-            scope.error(
-                ("golden_prompts", i),
-                "a conversation is sent in one session of its own, and this agent has no way "
-                "to isolate it: set agent.session ({header: NAME} or {template: true}) or "
-                "agent.reset_endpoint",
-            )
+    if agent.type is AgentType.HTTP:
+        if agent.session is not None or agent.reset_endpoint or agent.reset_function:
+            return
+        message = (
+            "a conversation is sent in one session of its own, and this agent has no way "
+            "to isolate it: set agent.session ({header: NAME} or {template: true}) or "
+            "agent.reset_endpoint"
+        )
+    else:
+        if agent.reset_function or takes_session(agent.endpoint, scope.base_dir) is not False:
+            return
+        message = no_session(agent.endpoint)
+    for i in conversations:
+        scope.error(("golden_prompts", i), message)
 
 
 def check_turns(scope: Scope) -> None:
