@@ -41,14 +41,17 @@ class MatrixCount:
         return self.prompt_runs * self.repeat + self.baselines + self.detection + self.probe
 
 
-def count_invocations(plan: Plan, config: Config, first: bool = True) -> MatrixCount:
+def count_invocations(
+    plan: Plan, config: Config, first: bool = True, sessions: bool | None = None
+) -> MatrixCount:
     """The invocations :func:`run_matrix` makes for ``plan`` (``first``: as the run's first
     phase), by its rules: two calls of the first prompt to detect a stateful agent when cells
     are not isolated (no reset, no session); isolated and with no baselines, one call to learn
-    whether an http agent forwards the cell header, when some scenario needs fault delivery."""
-    isolated = config.agent.session is not None or bool(
-        config.agent.reset_endpoint or config.agent.reset_function
-    )
+    whether an http agent forwards the cell header, when some scenario needs fault delivery.
+    ``sessions``: whether the agent keeps a session per cell, when the caller knows more than
+    ``agent.session`` says (a python agent whose callable takes ``session_id``)."""
+    keeps = config.agent.session is not None if sessions is None else sessions
+    isolated = keeps or bool(config.agent.reset_endpoint or config.agent.reset_function)
     applicable = [c for c in plan.cells if c.applicable]
     baselines = plan.baseline_invocations
     probe = (

@@ -17,16 +17,18 @@ from flakestorm.redaction import without_userinfo
 from flakestorm.sweeps import sweeps_of
 
 
-def count_matrix(config: Config) -> MatrixCount | None:
+def count_matrix(config: Config, base_dir: Path | None = None) -> MatrixCount | None:
     """Cells and agent invocations of a contract run, by the run's own rules; None without
-    a contract (or with an invariant that has no prompt, which validation reports)."""
+    a contract (or with an invariant that has no prompt, which validation reports). With
+    ``base_dir``, a python agent's source says whether it keeps sessions (``session_id``)."""
     if config.contract is None:
         return None
     try:
         plan = build_plan(config.contract, config.golden_prompts)
     except UsageError:
         return None
-    return count_invocations(plan, config)
+    sessions = None if base_dir is None else keeps_sessions(config.agent, base_dir)
+    return count_invocations(plan, config, sessions=sessions)
 
 
 def _plural(n: int, word: str) -> str:
@@ -91,7 +93,7 @@ def summary(config: Config, base_dir: Path = Path(".")) -> list[tuple[str, str]]
     else:
         target = f"python {agent.endpoint}"
     lines = [("agent", target)]
-    matrix = count_matrix(config)
+    matrix = count_matrix(config, base_dir)
     if config.contract is None or matrix is None:
         lines.append(("contract", "none (no `contract` section)"))
     else:
