@@ -34,7 +34,7 @@ from __future__ import annotations
 import io
 import uuid
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TextIO
 
 from junit_xml import TestCase, TestSuite
@@ -281,13 +281,6 @@ def _counts(outcome: PhaseOutcome) -> tuple[dict[str, int], float]:
     return counts, microseconds / 1_000_000
 
 
-def _case_xml(case: TestCase) -> str:
-    """One case's element as it stands in the indented document (a suite's child)."""
-    element = _case_element(case)
-    ET.indent(element, space="\t", level=2)
-    return ET.tostring(element, "unicode")
-
-
 _CASE_ATTRIBUTES = (
     ("timestamp", "timestamp"),
     ("classname", "classname"),
@@ -300,40 +293,71 @@ _CASE_ATTRIBUTES = (
 )
 
 
-def _case_element(case: TestCase) -> ET.Element:
-    """The ``<testcase>`` element ``junit-xml`` makes of ``case`` in a suite
-    (``TestSuite.build_xml_doc``), made alone: a case is serialised without a suite of its
-    own around it. Its strings were cleaned already (no decoding to do)."""
-    attributes = {"name": str(case.name)}
+def _case_xml(case: TestCase) -> str:
+    """One case's element as it stands in the indented document (a suite's child): the
+    ``<testcase>`` element ``junit-xml`` makes of ``case`` in a suite
+    (``TestSuite.build_xml_doc``), indented by ``ElementTree.indent`` and serialised by
+    ``ElementTree.tostring`` — written here as text, escaped as they escape it (a test keeps
+    them equal), not built as a tree for each of a run's cases. Its strings were cleaned
+    already (no decoding to do)."""
+    attributes = [("name", str(case.name))]
     if case.assertions:
-        attributes["assertions"] = f"{int(case.assertions):d}"
+        attributes.append(("assertions", f"{int(case.assertions):d}"))
     if case.elapsed_sec:
-        attributes["time"] = f"{case.elapsed_sec:f}"
+        attributes.append(("time", f"{case.elapsed_sec:f}"))
     for field, name in _CASE_ATTRIBUTES:
         value = getattr(case, field)
         if value:
-            attributes[name] = str(value)
-    element = ET.Element("testcase", attributes)
+            attributes.append((name, str(value)))
+    children = []
     for kind, infos in (("failure", case.failures), ("error", case.errors)):
         for info in infos:
             if info["output"] or info["message"]:
-                child = ET.SubElement(element, kind, {"type": kind})
+                child = {"type": kind}
                 if info["message"]:
-                    child.set("message", info["message"])
+                    child["message"] = info["message"]
                 if info["type"]:
-                    child.set("type", info["type"])
-                if info["output"]:
-                    child.text = info["output"]
+                    child["type"] = info["type"]
+                children.append(_element(kind, child.items(), info["output"]))
     for info in case.skipped:
-        child = ET.SubElement(element, "skipped", {"type": "skipped"})
+        child = {"type": "skipped"}
         if info["message"]:
-            child.set("message", info["message"])
-        if info["output"]:
-            child.text = info["output"]
+            child["message"] = info["message"]
+        children.append(_element("skipped", child.items(), info["output"]))
     for stream, tag in ((case.stdout, "system-out"), (case.stderr, "system-err")):
         if stream:
-            ET.SubElement(element, tag).text = stream
-    return element
+            children.append(_element(tag, (), stream))
+    if not children:
+        return _element("testcase", attributes)
+    inner = "".join(f"\n\t\t\t{child}" for child in children)
+    return f"<testcase{_attributes(attributes)}>{inner}\n\t\t</testcase>"
+
+
+def _element(tag: str, attributes: Iterable[tuple[str, str]], text: str | None = None) -> str:
+    """An element without children, as ``ElementTree.tostring`` writes it."""
+    if not text:
+        return f"<{tag}{_attributes(attributes)} />"
+    return f"<{tag}{_attributes(attributes)}>{_text(text)}</{tag}>"
+
+
+def _attributes(attributes: Iterable[tuple[str, str]]) -> str:
+    return "".join(f' {name}="{_attribute(value)}"' for name, value in attributes)
+
+
+_TEXT = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+_ATTRIBUTE = str.maketrans(
+    {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "\r": "&#13;", "\n": "&#10;",
+     "\t": "&#09;"}
+)  # fmt: skip
+"""What ``ElementTree`` escapes in text and in an attribute value."""
+
+
+def _text(value: str) -> str:
+    return value.translate(_TEXT)
+
+
+def _attribute(value: str) -> str:
+    return value.translate(_ATTRIBUTE)
 
 
 def render(result: RunResult) -> str:
