@@ -5,15 +5,19 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
+import io
 import re
 from collections import Counter
 from html.parser import HTMLParser
+from pathlib import Path
 
 from golden.cases import INJECTED_SCRIPT, chaos_only, failing, hostile, passing
 
 from flakestorm.reporters import html
+from flakestorm.reporters import json as json_report
 from flakestorm.reporters.html_matrix import DETAIL_LIMIT
 from flakestorm.results import CellResult, InvariantInfo, PromptResult, ScenarioInfo, Status
+from flakestorm.results_stream import read_streamed
 from flakestorm.scoring import score_cells
 
 
@@ -204,7 +208,9 @@ def test_the_template_ships_inside_the_package() -> None:
     assert html.TEMPLATES.parent.name == "reporters"
 
 
-def test_a_large_phase_shows_its_failed_cells_in_detail_and_says_how_many_it_leaves_out() -> None:
+def test_a_large_phase_shows_its_failed_cells_in_detail_and_says_how_many_it_leaves_out(
+    tmp_path: Path,
+) -> None:
     invariants, scenarios = 3, DETAIL_LIMIT // 2  # more cells than the report details
 
     def cell(index: int) -> CellResult:
@@ -227,7 +233,8 @@ def test_a_large_phase_shows_its_failed_cells_in_detail_and_says_how_many_it_lea
         cells=cells,
         score=score_cells(cells),
     )
-    text = html.render(dataclasses.replace(passing(), phases={"contract": contract}))
+    result = dataclasses.replace(passing(), phases={"contract": contract})
+    text = html.render(result)
     failed = [c.index for c in cells if c.status is Status.FAILED]
     page = _page(text)
     shown = [a["id"] for t, a in page.tags if t == "article"]
@@ -241,3 +248,8 @@ def test_a_large_phase_shows_its_failed_cells_in_detail_and_says_how_many_it_lea
     more = len(cells) - len(failed)
     assert f"{more:,} more cells are not shown in detail" in text
     assert "<b>no refund</b>" not in text
+    # read back from results.json, its cells spooled, as `flakestorm report` and merge read it
+    document = io.StringIO()
+    json_report.write(result, document)
+    document.seek(0)
+    assert html.render(read_streamed(document, tmp_path)) == text

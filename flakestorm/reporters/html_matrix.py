@@ -3,8 +3,10 @@
 A large run's matrix has a cell per invariant and scenario (100,000 in a contract of 200
 invariants and 500 scenarios), so its cells are made here as strings, not by a template loop per
 cell: each text escaped as the template's autoescaping escapes it (``markupsafe.escape``, what
-jinja2 uses), the row handed to the template as ``Markup``. A phase's cells are read once for it,
-and each cell keeps only its status, whether it is flaky, its (shared) title and its index.
+jinja2 uses), the row handed to the template as ``Markup``. A phase's cells are read once for it
+— a spooled phase's as the documents it wrote (:meth:`~flakestorm.spool.Spooled.documents`), the
+few fields the matrix shows taken from each, no cell made — and each keeps only its status,
+whether it is flaky, its (shared) title and its anchor.
 
 **Cells in detail.** The report shows every cell of a phase in detail (invocations, calls,
 replies) up to :data:`DETAIL_LIMIT` cells. A larger phase shows its failed and errored cells
@@ -23,6 +25,7 @@ from markupsafe import Markup, escape
 from flakestorm.reporters.escape import excerpt
 from flakestorm.reporters.view import cell_reader
 from flakestorm.results import CellResult, PhaseOutcome, Status
+from flakestorm.spool import Spooled
 from flakestorm.tally import tally_of
 
 DETAIL_LIMIT = 1_000
@@ -139,16 +142,31 @@ def matrix(outcome: PhaseOutcome, prefix: str, shown: Detail) -> dict[tuple[str,
         linked = {read(key).index for key in shown.keys}
     titles: dict[tuple[Status, str], str] = {}  # one string per distinct title
     by_key: dict[tuple[str, str], MatrixCell] = {}
-    for cell in outcome.cells:
-        title = titles.get((cell.status, cell.reason))
+    for index, invariant_id, scenario, status, flaky, reason in _shown(outcome.cells):
+        title = titles.get((status, reason))
         if title is None:
-            reason = excerpt(cell.reason, REASON_CHARS)
-            title = titles[cell.status, cell.reason] = str(escape(f"{cell.status.value}: {reason}"))
-        anchor = f"{prefix}cell-{cell.index}" if linked is None or cell.index in linked else None
-        by_key[cell.invariant_id, cell.scenario] = MatrixCell(
-            cell.status, cell.flaky, title, anchor
-        )
+            text = f"{status.value}: {excerpt(reason, REASON_CHARS)}"
+            title = titles[status, reason] = str(escape(text))
+        anchor = f"{prefix}cell-{index}" if linked is None or index in linked else None
+        by_key[invariant_id, scenario] = MatrixCell(status, flaky, title, anchor)
     return by_key
+
+
+_Shown = tuple[int, str, str, Status, bool, str]
+
+
+def _shown(cells: Sequence[CellResult]) -> Iterator[_Shown]:
+    """(index, invariant, scenario, status, flaky, reason) of each cell: a spooled phase's from
+    the documents it wrote (as ``results.json`` has them), without making its cells."""
+    if isinstance(cells, Spooled):
+        for d in cells.documents():
+            yield (
+                d["index"], d["invariant_id"], d["scenario"], Status(d["status"]),
+                d.get("flaky", False), d["reason"],
+            )  # fmt: skip
+    else:
+        for c in cells:
+            yield c.index, c.invariant_id, c.scenario, c.status, c.flaky, c.reason
 
 
 def row_html(cells: Iterable[MatrixCell | None]) -> Markup:
