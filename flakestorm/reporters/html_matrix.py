@@ -137,9 +137,10 @@ def detailed(outcome: PhaseOutcome, shown: Detail) -> Iterator[CellResult]:
 def matrix(outcome: PhaseOutcome, prefix: str, shown: Detail) -> dict[tuple[str, str], MatrixCell]:
     """Each cell of the phase by (invariant, scenario), its cells read once."""
     linked = None
-    if shown.keys is not None:
+    if shown.keys is not None:  # a spooled phase's keys are its indexes
         read = cell_reader(outcome.cells)
-        linked = {read(key).index for key in shown.keys}
+        spooled = isinstance(outcome.cells, Spooled)
+        linked = set(shown.keys) if spooled else {read(key).index for key in shown.keys}
     titles: dict[tuple[Status, str], str] = {}  # one string per distinct title
     by_key: dict[tuple[str, str], MatrixCell] = {}
     for index, invariant_id, scenario, status, flaky, reason in _shown(outcome.cells):

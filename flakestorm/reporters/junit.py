@@ -119,29 +119,49 @@ def _details(cell: CellResult) -> str:
     return "\n\n".join(parts)
 
 
-def _system_out(cell: CellResult) -> str:
-    lines = [f"severity: {_one_line(cell.severity, 40)}", f"status: {cell.status.value}"]
+class _Lines:
+    """:func:`_one_line` of the texts many cells share (a severity, a reason, a fault), each
+    made once while a document is written (the texts it keeps are bounded)."""
+
+    def __init__(self) -> None:
+        self._made: dict[tuple[str, int], str] = {}
+
+    def __call__(self, value: str, limit: int = 500) -> str:
+        made = self._made.get((value, limit))
+        if made is None:
+            if len(self._made) >= 4096:
+                self._made.clear()
+            made = self._made[value, limit] = _one_line(value, limit)
+        return made
+
+    def faults(self, cell: CellResult) -> str:
+        return ", ".join(self(f, 200) for f in cell.faults_fired) or "none"
+
+
+def _system_out(cell: CellResult, line: _Lines, reason: str, faults: str) -> str:
+    lines = [f"severity: {line(cell.severity, 40)}", f"status: {cell.status.value}"]
     if cell.runs_total > 1:
         flaky = " (flaky)" if cell.flaky else ""
         lines.append(f"runs passed: {cell.runs_passed} of {cell.runs_total}{flaky}")
-    lines.append(f"reason: {_one_line(cell.reason)}")
-    lines.append(f"faults fired: {_faults(cell)}")
+    lines.append(f"reason: {reason}")
+    lines.append(f"faults fired: {faults}")
     for conversation in transcript(cell):
         lines.append(_one_line(conversation.title))
         lines.extend(f"  {_one_line(turn_line(turn, 300), 2000)}" for turn in conversation.turns)
     return "\n".join(lines)
 
 
-def _case(cell: CellResult, classname: str, file: str, line: int | None) -> Any:
+def _case(cell: CellResult, classname: str, file: str, line: int | None, lines: _Lines) -> Any:
+    reason = lines(cell.reason)
     case = TestCase(
         name=clean(cell.id),
         classname=classname,
         elapsed_sec=seconds(cell),
-        stdout=_system_out(cell),
+        stdout=_system_out(cell, lines, reason, lines.faults(cell)),
         file=file,
         line=str(line) if line else None,
     )
-    message = _one_line(cell.reason) or cell.status.value
+    message = reason or cell.status.value
     if cell.status is Status.FAILED:
         case.add_failure_info(message=message, output=_details(cell))
     elif cell.status is Status.ERRORED:
@@ -250,8 +270,9 @@ def _cases(result: RunResult, outcome: PhaseOutcome) -> Iterator[Any]:
     name = clean(outcome.name)
     file = clean(result.config_path)
     lines = {i.id: i.line for i in outcome.invariants}
+    texts = _Lines()
     for cell in outcome.cells:
-        yield _case(cell, name, file, lines.get(cell.invariant_id))
+        yield _case(cell, name, file, lines.get(cell.invariant_id), texts)
     for mutation in outcome.mutations:
         yield _mutation_case(mutation, name, file)
 
