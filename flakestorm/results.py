@@ -39,13 +39,14 @@ class Status(str, enum.Enum):
 
     @property
     def scored(self) -> bool:
-        return self in (Status.PASSED, Status.FAILED, Status.ERRORED)
+        return self in _SCORED
 
     @property
     def symbol(self) -> str:
         return _SYMBOLS[self.value]
 
 
+_SCORED = frozenset([Status.PASSED, Status.FAILED, Status.ERRORED])
 _SYMBOLS = {"passed": "✅", "failed": "❌", "errored": "💥", "skipped": "➖", "not_run": "⏸"}
 FLAKY_SYMBOL = "⚠️"
 
