@@ -180,8 +180,9 @@ def _expression(kind: str, x: str, names: dict[str, Any]) -> str:
 
 
 def _fast_nested(value: Any) -> bool:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return _fast(value.__class__)(value)
+    kind = value.__class__  # a dataclass instance (dataclasses.is_dataclass, inline)
+    if hasattr(kind, "__dataclass_fields__") and not isinstance(value, type):
+        return _fast(kind)(value)
     return True
 
 

@@ -39,13 +39,14 @@ class Status(str, enum.Enum):
 
     @property
     def scored(self) -> bool:
-        return self in (Status.PASSED, Status.FAILED, Status.ERRORED)
+        return self in _SCORED
 
     @property
     def symbol(self) -> str:
         return _SYMBOLS[self.value]
 
 
+_SCORED = frozenset([Status.PASSED, Status.FAILED, Status.ERRORED])
 _SYMBOLS = {"passed": "✅", "failed": "❌", "errored": "💥", "skipped": "➖", "not_run": "⏸"}
 FLAKY_SYMBOL = "⚠️"
 
@@ -490,16 +491,23 @@ def _mutation(d: Mapping[str, Any]) -> MutationResult:
     )
 
 
+_STATUSES = {status.value: status for status in Status}
+
+
+def _status(value: Any) -> Status:
+    """``Status(value)``, looked up (a cell is read back each time a report reads it)."""
+    status = _STATUSES.get(value) if type(value) is str else None
+    return Status(value) if status is None else status
+
+
 def _cell(d: Mapping[str, Any]) -> CellResult:
+    fields = dict(d)
     checked = d.get("checked")
-    return CellResult(
-        **{
-            **d,
-            "status": Status(d["status"]),
-            "checked": None if checked is None else Status(checked),
-            "prompts": tuple(PromptResult(**p) for p in d["prompts"]),
-            "faults_fired": tuple(d["faults_fired"]),
-            "notes": tuple(d.get("notes", ())),
-            "calls": call_records(d.get("calls", ())),
-        }
-    )
+    fields["status"] = _status(d["status"])
+    fields["checked"] = None if checked is None else _status(checked)
+    fields["prompts"] = tuple([PromptResult(**p) for p in d["prompts"]])
+    fields["faults_fired"] = tuple(d["faults_fired"])
+    fields["notes"] = tuple(d.get("notes", ()))
+    calls = d.get("calls", ())
+    fields["calls"] = () if calls == [] or calls == () else call_records(calls)
+    return CellResult(**fields)

@@ -4,20 +4,24 @@ counted once (SPEC §9).
 A :class:`Tally` is kept beside each :class:`~flakestorm.spool.Spool` and counts every item as
 it is written (an item written again under its index is taken out first): statuses, the score's
 weights, the per-type table of a mutation phase, the time of the JUnit cases, and the indexes
-of the items the reports list (failed or errored, judged on an isolated re-run). It holds only
-the counts, per type, and per failed item its id and what decides whether it failed critically,
-never the items, so a run's memory stays flat in its size. Scores and reports take a phase's
-tally from :func:`tally_of`, instead of reading the whole spool again: a tuple of items (a phase
-read back from ``results.json``, a merged run) is counted in one pass.
+of the items the reports list (failed or errored, judged on an isolated re-run), and each
+cell's place in the matrix and its mark (:class:`CellMark`). It holds the counts, per type, per
+failed item its id and what decides whether it failed critically, and per cell a few shared
+strings and flags, never the items (their texts, invocations and calls), so a run's memory stays
+small beside its size. Scores and reports take a phase's tally from :func:`tally_of`, instead of
+reading the whole spool again: a tuple of items (a phase read back from ``results.json``, a
+merged run) is counted in one pass. A matrix is drawn from the marks, and a report that shows
+some cells reads only those (by index).
 """
 
 from __future__ import annotations
 
 import functools
+import sys
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from flakestorm.results import CellResult, MutationResult, Status
 
@@ -35,6 +39,17 @@ def seconds(item: CellResult | MutationResult) -> float:
     if isinstance(item, MutationResult):
         return round(item.latency_ms / 1000.0, 6)
     return round(sum(p.latency_ms for p in item.prompts) / 1000.0, 6)
+
+
+class CellMark(NamedTuple):
+    """What a matrix shows of a cell: its row and column, its status and whether it is flaky;
+    and whether it has notes (a report lists those of the cells that did not fail)."""
+
+    invariant_id: str
+    scenario: str
+    status: Status
+    flaky: bool
+    noted: bool
 
 
 @dataclass
@@ -69,6 +84,10 @@ class Tally:
     isolated: dict[int, bool] = field(default_factory=dict)
     """Mutations judged on an isolated re-run, by index: whether they passed."""
     types: dict[str, TypeCount] = field(default_factory=dict)
+    cells: dict[int, CellMark] = field(default_factory=dict)
+    """Each cell's :class:`CellMark`, by index (its strings shared between cells)."""
+    leaks: int = 0
+    """The cells' replies that failed a leak invariant (``leak_at``)."""
 
     @classmethod
     def of(cls, items: Sequence[Any]) -> Tally:
@@ -94,6 +113,7 @@ class Tally:
             keys = item.failed_invariants
         else:
             weight, keys = _severity_weight(item.severity), (item.severity,)
+            self._cell(item, key, sign)
         if not status.scored:
             return
         self.scored += sign
@@ -102,6 +122,19 @@ class Tally:
             self.passed_weights[weight] += sign
             return
         mark(self.missed, key, True, (item.id, keys), sign)
+
+    def _cell(self, cell: CellResult, key: int, sign: int) -> None:
+        self.leaks += sign * sum(p.leak_at is not None for p in cell.prompts)
+        if sign < 0:
+            self.cells.pop(key, None)
+            return
+        self.cells[key] = CellMark(
+            sys.intern(cell.invariant_id),
+            sys.intern(cell.scenario),
+            cell.status,
+            cell.flaky,
+            bool(cell.notes),
+        )
 
     def _type(self, mutation: MutationResult, key: int, sign: int) -> None:
         kind = self.types.setdefault(mutation.type, TypeCount(key, key, 0))

@@ -29,6 +29,8 @@ MODULES = frozenset(_module_name(path) for path in SOURCES)
 THIRD_PARTY = {
     "yaml": ("flakestorm/loader/",),
     "jinja2": ("flakestorm/reporters/html.py",),
+    # jinja2's escaping, for the matrix cells the HTML report makes as strings
+    "markupsafe": ("flakestorm/reporters/html.py", "flakestorm/reporters/html_matrix.py"),
     "junit_xml": ("flakestorm/reporters/junit.py",),
     "click": ("flakestorm/cli/",),
     "langsmith": ("flakestorm/replay/langsmith.py",),

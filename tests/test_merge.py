@@ -664,3 +664,28 @@ def test_a_run_whose_interaction_log_kept_no_bodies_says_so_in_its_reports(
     assert "interaction log is bounded" in terminal.render(result)
     monkeypatch.undo()  # the log's own bound: the same run keeps every body, and says nothing
     assert not any("interaction log" in w for w in run(project(tmp_path, SCENARIOS[1:2])).warnings)
+
+
+def test_a_long_runs_later_calls_keep_their_bodies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flakestorm.chaos import interactions
+
+    path = project(tmp_path, SCENARIOS)
+    whole = run(path)
+    held: dict[str, int] = {}  # each scenario's body text
+    for cell in whole.phases["contract"].cells:
+        for call in cell.calls:
+            size = len(call.request or "") + len(call.response or "")
+            held[cell.scenario] = held.get(cell.scenario, 0) + size
+    assert len(held) == len(SCENARIOS) and min(held.values()) > 0
+    # room for two scenarios' bodies (the checks before the matrix keep theirs), not for the
+    # run's: each scenario forgotten once its cells have its calls gives its room back
+    monkeypatch.setattr(interactions, "RUN_BODY_CHARS", 2 * max(held.values()))
+    assert sum(held.values()) > 1.5 * interactions.RUN_BODY_CHARS
+    result = run(path)
+    assert not any("interaction log" in w for w in result.warnings)
+    last = [c for c in result.phases["contract"].cells if c.scenario == SCENARIOS[-1]["name"]]
+    calls = [call for cell in last for call in cell.calls]
+    assert calls and all(call.request is not None for call in calls)
+    assert all(call.response is not None for call in calls if call.status == 200)

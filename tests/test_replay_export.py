@@ -476,7 +476,7 @@ def test_a_secret_in_a_recorded_json_body_never_reaches_an_exported_session(
 
 
 def test_a_tool_body_cut_or_dropped_by_the_bounds_is_named_not_served_silently() -> None:
-    # results.json cuts a body to 16,384 characters and keeps none past 8 MiB a run: the
+    # results.json cuts a body to 16,384 characters and keeps none past 8 MiB held at once: the
     # session would serve the agent something it never saw, so the command says which call
     big = body_text('{"rows": "' + "x" * 20_000 + '"}')
     cell = CellResult(
@@ -498,7 +498,7 @@ def test_a_tool_body_cut_or_dropped_by_the_bounds_is_named_not_served_silently()
     assert notes == [
         "the response of the 1st call to big was cut to 16,384 characters in results.json "
         "(docs/results.md): complete it in the session by hand",
-        "the response of the 1st call to late was not kept (a run keeps 8 MiB of bodies, "
+        "the response of the 1st call to late was not kept (a run holds 8 MiB of bodies at once, "
         "docs/results.md): add it to the session by hand",
     ]
 

@@ -5,13 +5,20 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
+import io
 import re
 from collections import Counter
 from html.parser import HTMLParser
+from pathlib import Path
 
 from golden.cases import INJECTED_SCRIPT, chaos_only, failing, hostile, passing
 
 from flakestorm.reporters import html
+from flakestorm.reporters import json as json_report
+from flakestorm.reporters.html_matrix import DETAIL_LIMIT
+from flakestorm.results import CellResult, InvariantInfo, PromptResult, ScenarioInfo, Status
+from flakestorm.results_stream import read_streamed
+from flakestorm.scoring import score_cells
 
 
 class _Page(HTMLParser):
@@ -199,3 +206,50 @@ def test_the_template_ships_inside_the_package() -> None:
     assert (html.TEMPLATES / "report.html.j2").is_file()
     assert (html.TEMPLATES / "report.js").is_file()
     assert html.TEMPLATES.parent.name == "reporters"
+
+
+def test_a_large_phase_shows_its_failed_cells_in_detail_and_says_how_many_it_leaves_out(
+    tmp_path: Path,
+) -> None:
+    invariants, scenarios = 3, DETAIL_LIMIT // 2  # more cells than the report details
+
+    def cell(index: int) -> CellResult:
+        failed = index % 7 == 0
+        reason = "<b>no refund</b> & more" if failed else "contains 'refund'"
+        reply = PromptResult("refund?", "refund?", 0, not failed, reason, f"reply {index}", 1.0)
+        return CellResult(
+            index, f"inv{index // scenarios}", f"s{index % scenarios}", "critical" if index < 30
+            else "low", Status.FAILED if failed else Status.PASSED, reason, prompts=(reply,),
+        )  # fmt: skip
+
+    cells = tuple(cell(i) for i in range(invariants * scenarios))
+    contract = dataclasses.replace(
+        passing().phases["contract"],
+        invariants=tuple(
+            InvariantInfo(f"inv{i}", "contains", "low", "always", False, None, i)
+            for i in range(invariants)
+        ),
+        scenarios=tuple(ScenarioInfo(f"s{s}", ()) for s in range(scenarios)),
+        cells=cells,
+        score=score_cells(cells),
+    )
+    result = dataclasses.replace(passing(), phases={"contract": contract})
+    text = html.render(result)
+    failed = [c.index for c in cells if c.status is Status.FAILED]
+    page = _page(text)
+    shown = [a["id"] for t, a in page.tags if t == "article"]
+    assert shown == [f"contract-cell-{i}" for i in failed]  # in matrix order
+    assert f"reply {failed[-1]}" in text and f"reply {failed[-1] + 1}" not in text
+    tds = [a for t, a in page.tags if t == "td" and a.get("data-status")]
+    assert len(tds) == len(cells)  # the matrix keeps every cell…
+    assert tds[0]["title"] == "failed: <b>no refund</b> & more"  # …its reason as text
+    links = [a["href"] for t, a in page.tags if t == "a" and a.get("href", "").startswith("#")]
+    assert links == [f"#contract-cell-{i}" for i in failed]  # …and links to what is shown
+    more = len(cells) - len(failed)
+    assert f"{more:,} more cells are not shown in detail" in text
+    assert "<b>no refund</b>" not in text
+    # read back from results.json, its cells spooled, as `flakestorm report` and merge read it
+    document = io.StringIO()
+    json_report.write(result, document)
+    document.seek(0)
+    assert html.render(read_streamed(document, tmp_path)) == text

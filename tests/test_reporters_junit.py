@@ -203,13 +203,13 @@ def test_ten_thousand_cells() -> None:
 def test_a_case_made_alone_is_the_element_junit_xml_makes_in_a_suite(outcome: str) -> None:
     from junit_xml import TestCase, TestSuite
 
-    from flakestorm.reporters.junit import _case_element
+    from flakestorm.reporters.junit import _case_xml
 
     case = TestCase(
         "inv[calm]",
         classname="contract.inv",
         elapsed_sec=0.25,
-        stdout="out <&>",
+        stdout='out <&> "q"\n',
         stderr="err",
         assertions=3,
         timestamp="2026-01-01T00:00:00",
@@ -221,11 +221,13 @@ def test_a_case_made_alone_is_the_element_junit_xml_makes_in_a_suite(outcome: st
         url="http://127.0.0.1/x",
     )
     if outcome == "failure":
-        case.add_failure_info(message="failed: no \x1b", output="details", failure_type="kind")
+        message = 'failed: "no" \x1b\n\tline\r & <b>'  # every character an attribute escapes
+        case.add_failure_info(message=message, output="details <&>", failure_type="kind")
     elif outcome == "error":
         case.add_error_info(message="errored", output="details")
     elif outcome == "skipped":
         case.add_skipped_info(message="skipped: when", output="because")
     in_suite = TestSuite("", [case]).build_xml_doc().find("testcase")
     assert in_suite is not None
-    assert ET.tostring(_case_element(case), "unicode") == ET.tostring(in_suite, "unicode")
+    ET.indent(in_suite, space="\t", level=2)  # as it stands in the document
+    assert _case_xml(case) == ET.tostring(in_suite, "unicode")

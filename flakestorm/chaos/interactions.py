@@ -22,8 +22,10 @@ BODY_CHARS = 16_384
 """The most of one request or response body an interaction keeps (the rest is cut, with a
 note of how much)."""
 RUN_BODY_CHARS = 8 * 1024 * 1024
-"""The most body text the interactions of one run keep in all; later interactions keep none
-(:attr:`InteractionLog.bodies_dropped` counts them)."""
+"""The most body text the interaction log holds at once; a call logged past it keeps none
+(:attr:`InteractionLog.bodies_dropped` counts them). A scenario's bodies are given back when
+its interactions are forgotten (:meth:`InteractionLog.forget`: its cells carry them), so a long
+run's later calls keep theirs."""
 
 
 _CUT = re.compile(r"…\[\d+ more characters\]\Z")
@@ -137,7 +139,8 @@ def lost_note(dropped: int, bodies_dropped: int) -> str | None:
     if bodies_dropped:
         parts.append(
             f"{bodies_dropped:,} call(s) were logged without their request and response bodies "
-            f"(a run keeps at most {RUN_BODY_CHARS // (1024 * 1024)} MiB of body text): "
+            f"(the log holds at most {RUN_BODY_CHARS // (1024 * 1024)} MiB of body text at "
+            "once): "
             "`replay export` cannot serve those responses again"
         )
     if not parts:
@@ -148,8 +151,8 @@ def lost_note(dropped: int, bodies_dropped: int) -> str | None:
 class InteractionLog:
     """A thread-safe, append-only list of interactions with a bounded size: past ``limit``
     interactions a call is not logged (:attr:`dropped`), past :data:`RUN_BODY_CHARS` of body
-    text a call is logged without its bodies (:attr:`bodies_dropped`); :func:`lost_note` words
-    both for the run's warnings."""
+    text held a call is logged without its bodies (:attr:`bodies_dropped`); :func:`lost_note`
+    words both for the run's warnings. What :meth:`forget` drops gives its room back."""
 
     def __init__(self, limit: int = 100_000) -> None:
         self._lock = threading.Lock()
@@ -189,7 +192,7 @@ class InteractionLog:
         if len(self._items) >= self._limit:
             self.dropped += 1
             return
-        size = len(interaction.request or "") + len(interaction.response or "")
+        size = _body_size(interaction)
         if size and self._body_chars + size > RUN_BODY_CHARS:
             interaction = dataclasses.replace(interaction, request=None, response=None)
             self.bodies_dropped += 1
@@ -218,8 +221,18 @@ class InteractionLog:
     def forget(self, scenario: str, keep: Collection[str] = ()) -> int:
         """Drop the interactions of ``scenario`` (except those of the cells in ``keep``) once
         the runner has read them into its results, so a long run's log stays small (and under
-        its limit); return how many were dropped."""
+        its limit, its bodies' room given back); return how many were dropped."""
         with self._lock:
-            before = len(self._items)
-            self._items = [i for i in self._items if i.scenario != scenario or i.cell_id in keep]
-            return before - len(self._items)
+            kept: list[Interaction] = []
+            for item in self._items:
+                if item.scenario != scenario or item.cell_id in keep:
+                    kept.append(item)
+                else:
+                    self._body_chars -= _body_size(item)
+            dropped, self._items = len(self._items) - len(kept), kept
+            return dropped
+
+
+def _body_size(interaction: Interaction) -> int:
+    """The body text an interaction holds (what counts against :data:`RUN_BODY_CHARS`)."""
+    return len(interaction.request or "") + len(interaction.response or "")

@@ -297,8 +297,8 @@ def _bounded(calls: Iterable[CallRecord]) -> list[str]:
             )
         elif call.response is None and call.status is not None:
             notes.append(
-                f"{what} was not kept (a run keeps {RUN_BODY_CHARS // 2**20} MiB of bodies, "
-                "docs/results.md): add it to the session by hand"
+                f"{what} was not kept (a run holds {RUN_BODY_CHARS // 2**20} MiB of bodies at "
+                "once, docs/results.md): add it to the session by hand"
             )
     return notes
 

@@ -12,10 +12,12 @@ Status glyphs (passed, failed, errored, flaky, skipped, not run, not delivered) 
 Rendered with jinja2 from ``templates/report.html.j2`` with autoescaping on; every string from
 the run first goes through :func:`flakestorm.reporters.markdown.clean` (control characters,
 lone surrogates and bidirectional overrides neutralised), and replies and prompts are shown in
-``<pre>`` as text. The page loads nothing: no external URL, inline CSS, one small inline script
-(``templates/report.js``). A Content-Security-Policy meta tag allows only that script, by its
-SHA-256 hash computed at render time, so even markup that slipped through escaping could not
-run a script or fetch anything::
+``<pre>`` as text (the matrix's cells are made as strings by
+:mod:`flakestorm.reporters.html_matrix`, escaped alike, and a large phase shows only some cells
+in detail, saying how many it leaves out). The page loads nothing: no external URL, inline
+CSS, one small inline script (``templates/report.js``). A Content-Security-Policy meta tag
+allows only that script, by its SHA-256 hash computed at render time, so even markup that
+slipped through escaping could not run a script or fetch anything::
 
     default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-…'; img-src data:;
     base-uri 'none'; form-action 'none'
@@ -43,6 +45,16 @@ from flakestorm.baseline.judgement import judgement_of
 from flakestorm.reporters import breaking
 from flakestorm.reporters import delta as delta_report
 from flakestorm.reporters.escape import clean, excerpt
+from flakestorm.reporters.html_matrix import (
+    DETAIL_LIMIT,
+    GLYPHS,
+    Detail,
+    detail,
+    detailed,
+    glyph_kinds,
+    matrix,
+    row_html,
+)
 from flakestorm.reporters.transcript import TurnRow, rows
 from flakestorm.reporters.view import (
     TypeRow,
@@ -74,47 +86,9 @@ from flakestorm.results import (
 )
 from flakestorm.spool import Mapped
 from flakestorm.sweep_results import SweepInfo
+from flakestorm.tally import tally_of
 
 TEMPLATES = Path(__file__).parent / "templates"
-
-GLYPHS: dict[str, tuple[str, str]] = {
-    "passed": (
-        "passed",
-        '<circle cx="8" cy="8" r="7.5" class="fill"/><path d="M4.4 8.3l2.4 2.4 4.8-5" '
-        'class="ink"/>',
-    ),
-    "failed": (
-        "failed",
-        '<circle cx="8" cy="8" r="7.5" class="fill"/><path d="M5.2 5.2l5.6 5.6M10.8 5.2l-5.6 '
-        '5.6" class="ink"/>',
-    ),
-    "errored": (
-        "errored",
-        '<path d="M8 .5l7.5 7.5-7.5 7.5L.5 8z" class="fill"/><path d="M8 4.2v4.6" class="ink"/>'
-        '<circle cx="8" cy="11.6" r="1.1" class="dot"/>',
-    ),
-    "flaky": (
-        "flaky",
-        '<path d="M8 1l7.5 13.5H.5z" class="fill"/><path d="M8 5.6v4.4" class="ink"/>'
-        '<circle cx="8" cy="12.4" r="1" class="dot"/>',
-    ),
-    "skipped": (
-        "skipped",
-        '<circle cx="8" cy="8" r="6.8" class="ring"/><path d="M4.8 8h6.4" class="line"/>',
-    ),
-    "not_run": (
-        "not run",
-        '<circle cx="8" cy="8" r="6.8" class="ring"/><path d="M6.4 5.4v5.2M9.6 5.4v5.2" '
-        'class="line"/>',
-    ),
-    "undelivered": (
-        "not delivered",
-        '<circle cx="8" cy="8" r="6.8" class="ring"/><path d="M3.2 12.8l9.6-9.6" class="line"/>',
-    ),
-}
-"""The status glyphs, as inline SVG (kind -> (label, shapes)): they render the same on any
-machine, emoji font or not (a CI runner's headless browser has none); colours come from the
-page's stylesheet."""
 
 LEGEND_ITEMS: tuple[tuple[str, str], ...] = (
     ("passed", "passed"),
@@ -220,7 +194,9 @@ class _Row:
     negate: bool
     description: str | None
     bad: bool
-    cells: tuple[_Cell | None, ...]
+    cells: str
+    """Its cells' ``<td>`` elements (``Markup``: :func:`~flakestorm.reporters.html_matrix.
+    row_html`)."""
 
 
 @dataclass(frozen=True)
@@ -278,10 +254,13 @@ class _Phase:
     state: str
     counts: dict[str, int]
     scenarios: tuple[_Scenario, ...]
-    rows: tuple[_Row, ...]
+    rows: Iterable[_Row]
     cells: Iterable[_Cell]
-    """Each cell with its invocations and calls, made as the template reaches it (a run's
-    cells are not all held in memory at once: :class:`_CellViews`)."""
+    """Each cell shown in detail with its invocations and calls, made as the template reaches
+    it (a run's cells are not all held in memory at once: :class:`_CellViews`)."""
+    more: int
+    """How many cells are not shown in detail (:data:`~flakestorm.reporters.html_matrix.
+    DETAIL_LIMIT`)."""
     legend: tuple[tuple[str, str], ...]
     """The matrix legend: (glyph kind, words) items."""
     types: tuple[TypeRow, ...] = ()
@@ -352,22 +331,22 @@ def _call(number: int, call: CallRecord) -> _Call:
 
 
 class _CellViews:
-    """The views of a phase's cells, made one at a time each time they are iterated."""
+    """The views of a phase's cells shown in detail, made one at a time each time they are
+    iterated."""
 
-    def __init__(self, outcome: PhaseOutcome, prefix: str) -> None:
+    def __init__(self, outcome: PhaseOutcome, prefix: str, shown: Detail) -> None:
         self._outcome = outcome
         self._prefix = prefix
+        self._shown = shown
         self._infos = {s.name: s for s in outcome.scenarios}
 
     def __iter__(self) -> Iterator[_Cell]:
-        for cell in self._outcome.cells:
+        for cell in detailed(self._outcome, self._shown):
             yield _cell(cell, self._prefix, self._infos.get(cell.scenario))
 
 
-def _cell(
-    cell: CellResult, prefix: str, scenario: ScenarioInfo | None, detail: bool = True
-) -> _Cell:
-    """The view of ``cell``; without ``detail``, no invocations and calls (the matrix)."""
+def _cell(cell: CellResult, prefix: str, scenario: ScenarioInfo | None) -> _Cell:
+    """The view of ``cell``, with its invocations and calls."""
     return _Cell(
         index=cell.index,
         anchor=f"{prefix}cell-{cell.index}",
@@ -376,51 +355,48 @@ def _cell(
         scenario=clean(cell.scenario),
         severity=clean(cell.severity),
         status=cell.status.value,
-        glyphs=_glyphs(cell),
+        glyphs=glyph_kinds(cell.status, cell.flaky),
         bad=cell.status in (Status.FAILED, Status.ERRORED),
         flaky=cell.flaky,
         reason=excerpt(cell.reason, 2000),
         runs=f"{cell.runs_passed} of {cell.runs_total}" if cell.runs_total > 1 else None,
         faults=tuple(excerpt(f, 500) for f in cell.faults_fired),
-        invocations=tuple(_invocation(n, p) for n, p in enumerate(cell.prompts, 1))
-        if detail
-        else (),
-        calls=tuple(_call(n, c) for n, c in enumerate(cell.calls, 1)) if detail else (),
+        invocations=tuple(_invocation(n, p) for n, p in enumerate(cell.prompts, 1)),
+        calls=tuple(_call(n, c) for n, c in enumerate(cell.calls, 1)),
         no_calls=no_calls(cell, scenario),
         notes=tuple(excerpt(n, 2000) for n in cell.notes),
-        turns=rows(cell, excerpt) if detail else (),
+        turns=rows(cell, excerpt),
     )
 
 
-def _glyphs(cell: CellResult) -> tuple[str, ...]:
-    if not cell.flaky:
-        return (cell.status.value,)
-    return ("flaky",) if cell.status is Status.PASSED else (cell.status.value, "flaky")
+class _Rows:
+    """The matrix rows of a phase, each made (its cells' elements) as the template reaches it:
+    a large matrix's elements are not all held at once."""
 
+    def __init__(self, outcome: PhaseOutcome, prefix: str, shown: Detail) -> None:
+        self._outcome = outcome
+        self._by_key = matrix(outcome, prefix, shown) if outcome.cells else {}
 
-def _phase(outcome: PhaseOutcome) -> _Phase:
-    key = outcome.phase
-    prefix = f"{key}-"
-    infos = {s.name: s for s in outcome.scenarios}
-    by_key = {
-        (c.invariant_id, c.scenario): _cell(c, prefix, infos.get(c.scenario), detail=False)
-        for c in outcome.cells
-    }
-    rows = []
-    for inv in outcome.invariants:
-        row_cells = tuple(by_key.get((inv.id, s.name)) for s in outcome.scenarios)
-        rows.append(
-            _Row(
+    def __iter__(self) -> Iterator[_Row]:
+        names = [s.name for s in self._outcome.scenarios]
+        for inv in self._outcome.invariants:
+            cells = [self._by_key.get((inv.id, name)) for name in names]
+            yield _Row(
                 id=clean(inv.id),
                 type=clean(inv.type),
                 severity=clean(inv.severity),
                 when=clean(inv.when),
                 negate=inv.negate,
                 description=None if inv.description is None else clean(inv.description),
-                bad=any(c is not None and c.bad for c in row_cells),
-                cells=row_cells,
+                bad=any(c is not None and c.bad for c in cells),
+                cells=row_html(cells),
             )
-        )
+
+
+def _phase(outcome: PhaseOutcome) -> _Phase:
+    key = outcome.phase
+    prefix = f"{key}-"
+    shown = detail(outcome)
     scenarios = tuple(
         _Scenario(
             name=clean(s.name),
@@ -443,8 +419,9 @@ def _phase(outcome: PhaseOutcome) -> _Phase:
         state=phase_state(outcome),
         counts=cell_counts(outcome),
         scenarios=scenarios,
-        rows=tuple(rows),
-        cells=_CellViews(outcome, prefix),
+        rows=_Rows(outcome, prefix, shown),
+        cells=_CellViews(outcome, prefix, shown),
+        more=shown.more,
         legend=() if outcome.mutations else legend,
         legend_text=mutation_legend(outcome).replace("`", "") if outcome.mutations else "",
         types=tuple(dataclasses.replace(r, type=clean(r.type)) for r in mutation_types(outcome)),
@@ -474,13 +451,7 @@ def _sweep(sweep: SweepInfo) -> _Sweep:
 
 def _leaks(result: RunResult) -> str | None:
     """``3 replies`` that failed a leak invariant, or None."""
-    n = sum(
-        1
-        for outcome in phases(result)
-        for cell in outcome.cells
-        for prompt in cell.prompts
-        if prompt.leak_at is not None
-    )
+    n = sum(tally_of(outcome.cells).leaks for outcome in phases(result))
     return None if not n else f"{n} repl{'y' if n == 1 else 'ies'}"
 
 
@@ -544,6 +515,7 @@ def _generate(result: RunResult) -> Iterator[str]:
     return template.generate(
         csp=content_security_policy(script_source),
         glyphs=GLYPHS,
+        detail_limit=DETAIL_LIMIT,
         leaks=_leaks(result),
         script=script,
         result=result,

@@ -34,7 +34,7 @@ from __future__ import annotations
 import io
 import uuid
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TextIO
 
 from junit_xml import TestCase, TestSuite
@@ -119,29 +119,49 @@ def _details(cell: CellResult) -> str:
     return "\n\n".join(parts)
 
 
-def _system_out(cell: CellResult) -> str:
-    lines = [f"severity: {_one_line(cell.severity, 40)}", f"status: {cell.status.value}"]
+class _Lines:
+    """:func:`_one_line` of the texts many cells share (a severity, a reason, a fault), each
+    made once while a document is written (the texts it keeps are bounded)."""
+
+    def __init__(self) -> None:
+        self._made: dict[tuple[str, int], str] = {}
+
+    def __call__(self, value: str, limit: int = 500) -> str:
+        made = self._made.get((value, limit))
+        if made is None:
+            if len(self._made) >= 4096:
+                self._made.clear()
+            made = self._made[value, limit] = _one_line(value, limit)
+        return made
+
+    def faults(self, cell: CellResult) -> str:
+        return ", ".join(self(f, 200) for f in cell.faults_fired) or "none"
+
+
+def _system_out(cell: CellResult, line: _Lines, reason: str, faults: str) -> str:
+    lines = [f"severity: {line(cell.severity, 40)}", f"status: {cell.status.value}"]
     if cell.runs_total > 1:
         flaky = " (flaky)" if cell.flaky else ""
         lines.append(f"runs passed: {cell.runs_passed} of {cell.runs_total}{flaky}")
-    lines.append(f"reason: {_one_line(cell.reason)}")
-    lines.append(f"faults fired: {_faults(cell)}")
+    lines.append(f"reason: {reason}")
+    lines.append(f"faults fired: {faults}")
     for conversation in transcript(cell):
         lines.append(_one_line(conversation.title))
         lines.extend(f"  {_one_line(turn_line(turn, 300), 2000)}" for turn in conversation.turns)
     return "\n".join(lines)
 
 
-def _case(cell: CellResult, classname: str, file: str, line: int | None) -> Any:
+def _case(cell: CellResult, classname: str, file: str, line: int | None, lines: _Lines) -> Any:
+    reason = lines(cell.reason)
     case = TestCase(
         name=clean(cell.id),
         classname=classname,
         elapsed_sec=seconds(cell),
-        stdout=_system_out(cell),
+        stdout=_system_out(cell, lines, reason, lines.faults(cell)),
         file=file,
         line=str(line) if line else None,
     )
-    message = _one_line(cell.reason) or cell.status.value
+    message = reason or cell.status.value
     if cell.status is Status.FAILED:
         case.add_failure_info(message=message, output=_details(cell))
     elif cell.status is Status.ERRORED:
@@ -250,8 +270,9 @@ def _cases(result: RunResult, outcome: PhaseOutcome) -> Iterator[Any]:
     name = clean(outcome.name)
     file = clean(result.config_path)
     lines = {i.id: i.line for i in outcome.invariants}
+    texts = _Lines()
     for cell in outcome.cells:
-        yield _case(cell, name, file, lines.get(cell.invariant_id))
+        yield _case(cell, name, file, lines.get(cell.invariant_id), texts)
     for mutation in outcome.mutations:
         yield _mutation_case(mutation, name, file)
 
@@ -281,13 +302,6 @@ def _counts(outcome: PhaseOutcome) -> tuple[dict[str, int], float]:
     return counts, microseconds / 1_000_000
 
 
-def _case_xml(case: TestCase) -> str:
-    """One case's element as it stands in the indented document (a suite's child)."""
-    element = _case_element(case)
-    ET.indent(element, space="\t", level=2)
-    return ET.tostring(element, "unicode")
-
-
 _CASE_ATTRIBUTES = (
     ("timestamp", "timestamp"),
     ("classname", "classname"),
@@ -300,40 +314,71 @@ _CASE_ATTRIBUTES = (
 )
 
 
-def _case_element(case: TestCase) -> ET.Element:
-    """The ``<testcase>`` element ``junit-xml`` makes of ``case`` in a suite
-    (``TestSuite.build_xml_doc``), made alone: a case is serialised without a suite of its
-    own around it. Its strings were cleaned already (no decoding to do)."""
-    attributes = {"name": str(case.name)}
+def _case_xml(case: TestCase) -> str:
+    """One case's element as it stands in the indented document (a suite's child): the
+    ``<testcase>`` element ``junit-xml`` makes of ``case`` in a suite
+    (``TestSuite.build_xml_doc``), indented by ``ElementTree.indent`` and serialised by
+    ``ElementTree.tostring`` — written here as text, escaped as they escape it (a test keeps
+    them equal), not built as a tree for each of a run's cases. Its strings were cleaned
+    already (no decoding to do)."""
+    attributes = [("name", str(case.name))]
     if case.assertions:
-        attributes["assertions"] = f"{int(case.assertions):d}"
+        attributes.append(("assertions", f"{int(case.assertions):d}"))
     if case.elapsed_sec:
-        attributes["time"] = f"{case.elapsed_sec:f}"
+        attributes.append(("time", f"{case.elapsed_sec:f}"))
     for field, name in _CASE_ATTRIBUTES:
         value = getattr(case, field)
         if value:
-            attributes[name] = str(value)
-    element = ET.Element("testcase", attributes)
+            attributes.append((name, str(value)))
+    children = []
     for kind, infos in (("failure", case.failures), ("error", case.errors)):
         for info in infos:
             if info["output"] or info["message"]:
-                child = ET.SubElement(element, kind, {"type": kind})
+                child = {"type": kind}
                 if info["message"]:
-                    child.set("message", info["message"])
+                    child["message"] = info["message"]
                 if info["type"]:
-                    child.set("type", info["type"])
-                if info["output"]:
-                    child.text = info["output"]
+                    child["type"] = info["type"]
+                children.append(_element(kind, child.items(), info["output"]))
     for info in case.skipped:
-        child = ET.SubElement(element, "skipped", {"type": "skipped"})
+        child = {"type": "skipped"}
         if info["message"]:
-            child.set("message", info["message"])
-        if info["output"]:
-            child.text = info["output"]
+            child["message"] = info["message"]
+        children.append(_element("skipped", child.items(), info["output"]))
     for stream, tag in ((case.stdout, "system-out"), (case.stderr, "system-err")):
         if stream:
-            ET.SubElement(element, tag).text = stream
-    return element
+            children.append(_element(tag, (), stream))
+    if not children:
+        return _element("testcase", attributes)
+    inner = "".join(f"\n\t\t\t{child}" for child in children)
+    return f"<testcase{_attributes(attributes)}>{inner}\n\t\t</testcase>"
+
+
+def _element(tag: str, attributes: Iterable[tuple[str, str]], text: str | None = None) -> str:
+    """An element without children, as ``ElementTree.tostring`` writes it."""
+    if not text:
+        return f"<{tag}{_attributes(attributes)} />"
+    return f"<{tag}{_attributes(attributes)}>{_text(text)}</{tag}>"
+
+
+def _attributes(attributes: Iterable[tuple[str, str]]) -> str:
+    return "".join(f' {name}="{_attribute(value)}"' for name, value in attributes)
+
+
+_TEXT = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+_ATTRIBUTE = str.maketrans(
+    {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "\r": "&#13;", "\n": "&#10;",
+     "\t": "&#09;"}
+)  # fmt: skip
+"""What ``ElementTree`` escapes in text and in an attribute value."""
+
+
+def _text(value: str) -> str:
+    return value.translate(_TEXT)
+
+
+def _attribute(value: str) -> str:
+    return value.translate(_ATTRIBUTE)
 
 
 def render(result: RunResult) -> str:

@@ -50,6 +50,7 @@ from flakestorm.reporters.view import (
     call_status,
     call_target,
     cell_mark,
+    cell_marks,
     error_line,
     failed_mutations,
     faults_text,
@@ -186,8 +187,8 @@ def _matrix(contract: PhaseOutcome) -> tuple[list[str], list[str]]:
         + " |"
     )
     head.append("|---|---|" + ":-:|" * len(names))
-    # each cell's mark only (a few shared strings), the cells read one at a time
-    by_key = {(c.invariant_id, c.scenario): cell_mark(c) for c in contract.cells}
+    # each cell's mark, from the phase's tally: the cells are not read for it
+    by_key = {(c.invariant_id, c.scenario): cell_mark(c) for c in cell_marks(contract)}
     rows = []
     for invariant in contract.invariants:
         marks = [by_key.get((invariant.id, name), " ") for name in names]

@@ -16,6 +16,12 @@ reports, in two separate steps over the agent's output:
    reasons. Errored cells' reasons are flakestorm's own messages (wiring hints, reset
    failures) and are kept.
 
+What was withheld (:attr:`PublicResult.masked`, :attr:`PublicResult.cut`, and so whether a
+report says it is public-safe) is counted over what these reports can quote: the failed and
+errored cells (a matrix shows only the others' marks) and the mutations. A spooled phase's cells
+are made public as a report reads them (:class:`~flakestorm.spool.Remade`): the failed and
+errored ones first, by index, for the counts; a matrix reads none (its marks are the tally's).
+
 Secrets are another rule, applied to every report before this one
 (:mod:`flakestorm.redaction`). ``results.json`` and ``report.html``, the run's artifact, keep
 the full text, and the reports that use this say so (:data:`NOTE`). The action's ``redact:
@@ -39,7 +45,8 @@ from flakestorm.results import (
     RunResult,
     Status,
 )
-from flakestorm.spool import CELLS, Codec, Remade, Spool, Spooled
+from flakestorm.spool import Remade, Spooled
+from flakestorm.tally import tally_of
 
 _T = TypeVar("_T", CellResult, MutationResult)
 
@@ -117,23 +124,22 @@ class _Counter:
     def phase(self, outcome: PhaseOutcome) -> PhaseOutcome:
         return dataclasses.replace(
             outcome,
-            cells=self.spooled(outcome.cells, _Counter.cell, CELLS),
+            cells=self.cells(outcome.cells),
             mutations=self.remade(outcome.mutations, _Counter.mutation),
         )
 
-    def spooled(
-        self, items: Sequence[_T], make: Callable[[_Counter, _T], _T], codec: Codec[_T]
-    ) -> Sequence[_T]:
-        """``items`` made public by ``make``. A spooled phase's items (read back from disk,
-        :mod:`flakestorm.spool`) go to a spool of their own as they are made public (in the
-        system's temporary directory): made once, and not all held. For cells: a matrix
-        reads every cell, in more than one pass."""
-        if not isinstance(items, Spooled):
-            return tuple(make(self, item) for item in items)
-        spool = Spool(codec)
-        for item in items:
-            spool.add(make(self, item))
-        return spool.items
+    def cells(self, cells: Sequence[CellResult]) -> Sequence[CellResult]:
+        """``cells`` made public, what was withheld counted over the failed and errored ones
+        (those a report quotes). A spooled phase's are made as they are used: only those are
+        read for the counts (by index, from the spool's tally)."""
+        bad = tally_of(cells).missed
+        if not isinstance(cells, Spooled):
+            return tuple(
+                (self if key in bad else _Counter()).cell(cell) for key, cell in enumerate(cells)
+            )
+        for key in sorted(bad):
+            self.cell(cells.at(key))
+        return Remade(cells, lambda cell: _Counter().cell(cell))  # already counted
 
     def remade(self, items: Sequence[_T], make: Callable[[_Counter, _T], _T]) -> Sequence[_T]:
         """``items`` made public by ``make``. A spooled phase's items are made public in one

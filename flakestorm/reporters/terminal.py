@@ -20,6 +20,7 @@ from flakestorm.reporters.view import (
     RunVerdict,
     call_status,
     call_target,
+    cell_reader,
     errored_note,
     errored_together,
     failed_mutations,
@@ -31,6 +32,7 @@ from flakestorm.reporters.view import (
     unattributed_heading,
 )
 from flakestorm.results import CallRecord, CellResult, PhaseOutcome, RunResult, Status
+from flakestorm.tally import CellMark, tally_of
 
 _CELL_TEXT = {
     Status.PASSED: "pass",
@@ -53,7 +55,7 @@ def safe(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def cell_text(cell: CellResult) -> str:
+def cell_text(cell: CellResult | CellMark) -> str:
     if cell.flaky:
         return "flaky" if cell.status is Status.PASSED else "flaky FAIL"
     return _CELL_TEXT[cell.status]
@@ -232,11 +234,15 @@ class _Scan:
 
 
 def _scan(outcome: PhaseOutcome) -> _Scan:
-    texts: dict[tuple[str, str], str] = {}
-    failing: list[str] = []  # the lines only: the cells are read one at a time, once
+    """The matrix from the phase's tally (:func:`cell_marks`); the failing cells and the others
+    with notes read one at a time (a spooled phase's by index), once."""
+    tally = tally_of(outcome.cells)
+    texts = {(m.invariant_id, m.scenario): cell_text(m) for m in tally.cells.values()}
+    failing: list[str] = []  # the lines only
     noted: list[str] = []
-    for cell in outcome.cells:
-        texts[cell.invariant_id, cell.scenario] = cell_text(cell)
+    shown = sorted({*tally.missed, *(key for key, m in tally.cells.items() if m.noted)})
+    read = cell_reader(outcome.cells)
+    for cell in map(read, shown):
         if cell.status in (Status.FAILED, Status.ERRORED):
             fired = ", ".join(cell.faults_fired)
             fired = f" (faults fired: {safe(fired)})" if fired else ""

@@ -14,6 +14,7 @@ from flakestorm.errors import ExitCode
 from flakestorm.reporters.escape import text
 from flakestorm.results import (
     CELL_COUNTS,
+    FLAKY_SYMBOL,
     CallRecord,
     CellResult,
     MutationResult,
@@ -23,7 +24,7 @@ from flakestorm.results import (
     Status,
 )
 from flakestorm.spool import Mapped, Remade, Spooled
-from flakestorm.tally import tally_of
+from flakestorm.tally import CellMark, tally_of
 
 LEGEND = (
     "✅ passed · ❌ failed · ⚠️ flaky (repeats disagreed; ❌⚠️ = flaky and failed) · "
@@ -238,18 +239,26 @@ def error_line(result: RunResult, limit: int = 300) -> str | None:
     return f"**Exit {shown.code}: flakestorm could not carry the run out:** {causes}"
 
 
-def cell_mark(cell: CellResult) -> str:
+def cell_mark(cell: CellResult | CellMark) -> str:
     """The matrix symbol of a cell (a flaky failure shows both marks)."""
-    if cell.flaky and cell.status is not Status.PASSED:
-        return cell.status.symbol + cell.symbol
-    return cell.symbol
+    if not cell.flaky:
+        return cell.status.symbol
+    if cell.status is not Status.PASSED:
+        return cell.status.symbol + FLAKY_SYMBOL
+    return FLAKY_SYMBOL
+
+
+def cell_marks(outcome: PhaseOutcome) -> Sequence[CellMark]:
+    """What a matrix shows of each of the phase's cells, from its tally (a spooled phase's
+    cells are not read again)."""
+    return list(tally_of(outcome.cells).cells.values())
 
 
 def bad_cells(outcome: PhaseOutcome) -> Sequence[CellResult]:
     """Failed and errored cells, critical first, then in matrix order: ordered from the
     phase's tally (their ids and severities), each read as it is used, so a list that stops
     at its size limit reads only what it shows (a spooled phase's from disk)."""
-    return Mapped([key for _, key in _bad_keys(outcome)], _cell_at(outcome.cells))
+    return Mapped([key for _, key in _bad_keys(outcome)], cell_reader(outcome.cells))
 
 
 def _bad_keys(outcome: PhaseOutcome) -> list[tuple[bool, int]]:
@@ -259,7 +268,7 @@ def _bad_keys(outcome: PhaseOutcome) -> list[tuple[bool, int]]:
     return sorted(("critical" not in keys, key) for key, (_, keys) in missed.items())
 
 
-def _cell_at(cells: Sequence[CellResult]) -> Callable[[int], CellResult]:
+def cell_reader(cells: Sequence[CellResult]) -> Callable[[int], CellResult]:
     """How a tally key of ``cells`` reads its cell: by index when spooled, else by position."""
     at: Callable[[int], CellResult] | None = getattr(cells, "at", None)
     return at if at is not None and hasattr(cells, "tally") else cells.__getitem__
@@ -277,7 +286,7 @@ def all_bad_cells(result: RunResult) -> Sequence[CellResult]:
     readers = []
     for n, outcome in enumerate(phases(result)):
         keyed.extend((later, n, key) for later, key in _bad_keys(outcome))
-        readers.append(_cell_at(outcome.cells))
+        readers.append(cell_reader(outcome.cells))
     keyed.sort(key=lambda k: k[0])  # stable: phase order, then each phase's own
     return Mapped(keyed, lambda k: readers[k[1]](k[2]))
 
