@@ -24,9 +24,10 @@ from types import TracebackType
 
 from flakestorm.chaos.faults import ActiveScenario, FaultBook
 from flakestorm.chaos.interactions import BODY_CHARS, InteractionLog, body_text
+from flakestorm.chaos.proxy import headers
 from flakestorm.chaos.proxy.call import ServedCall
 from flakestorm.chaos.proxy.control import MAX_BODY_BYTES, answer, is_control_path
-from flakestorm.chaos.proxy.framing import FramedHandler, ThreadedServer
+from flakestorm.chaos.proxy.framing import FramedHandler, ThreadedServer, serving
 from flakestorm.chaos.proxy.injection import serve
 from flakestorm.chaos.proxy.reply import ClientFailure, HttpResponse, UpstreamFailure, error_reply
 from flakestorm.chaos.proxy.routes import MCP_HEADER, check_url, route
@@ -37,7 +38,8 @@ from flakestorm.chaos.proxy.upstreams.cassette import (
     CassetteRecording,
     redact_query,
 )
-from flakestorm.chaos.proxy.upstreams.network import NetworkUpstream, network_session
+from flakestorm.chaos.proxy.upstreams.connections import Connections
+from flakestorm.chaos.proxy.upstreams.network import NetworkUpstream
 from flakestorm.chaos.proxy.upstreams.registry import Build, local_upstream
 from flakestorm.chaos.proxy.upstreams.replay import ReplayUpstream
 from flakestorm.errors import UsageError
@@ -117,16 +119,15 @@ class ChaosProxy:
         self._lock = threading.Lock()
         self._book = FaultBook(_PASS_THROUGH)
         self._active: ActiveScenario | None = None
-        self._session = network_session()
-        network: Upstream = NetworkUpstream(
-            self._session, connect_timeout_s, upstream_timeout_s, max_response_bytes
-        )
+        self._pool = Connections(connect_timeout_s, upstream_timeout_s)
+        network: Upstream = NetworkUpstream(self._pool, upstream_timeout_s, max_response_bytes)
         if self._recorder is not None:
             network = CassetteRecording(network, self._recorder, self.in_background)
         self._network = network
         self.upstream: Upstream = self._replaying(build)
         """Where every data call goes once its faults are decided."""
         self._connections: set[socket.socket] = set()
+        headers.install(serving)  # the feed parser only for odd header blocks, on our threads
         self._background: set[threading.Thread] = set()
         self._thread: threading.Thread | None = None
         try:
@@ -168,7 +169,7 @@ class ChaosProxy:
             background = list(self._background)
         for thread in background:  # recordings still reading their upstream's rest
             thread.join(max(0.0, deadline - time.monotonic()))
-        self._session.close()
+        self._pool.close()
         if self._recorder is not None:
             self._recorder.close()
 
