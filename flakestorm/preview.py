@@ -13,7 +13,7 @@ from flakestorm.loader.replays import resolve_sessions
 from flakestorm.mutations.generation import left_out, sends, slots, writes
 from flakestorm.mutations.registry import types_of
 from flakestorm.phases.phase import PhaseName
-from flakestorm.plan import build_plan
+from flakestorm.plan import build_plan, mcp_server_of
 from flakestorm.redaction import without_userinfo
 from flakestorm.sweeps import sweeps_of
 
@@ -24,7 +24,7 @@ def count_matrix(config: Config) -> MatrixCount | None:
     if config.contract is None:
         return None
     try:
-        plan = build_plan(config.contract, config.golden_prompts)
+        plan = build_plan(config.contract, config.golden_prompts, mcp_server_of(config))
     except UsageError:
         return None
     return count_invocations(plan, config)
