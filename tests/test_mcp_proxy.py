@@ -6,10 +6,12 @@ results.json proves the fault fired on it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -129,14 +131,44 @@ def run(tmp_path: Path, text: str) -> tuple[int, str, dict[str, Any]]:
     return proc.returncode, proc.stdout + proc.stderr, results
 
 
-@pytest.fixture(scope="module", params=["http", "stdio"])
+@contextlib.contextmanager
+def proxy_service() -> Iterator[str]:
+    """``flakestorm proxy`` in a process of its own, as a proxy service (``proxy.url``): it
+    reaches nothing of the agent's; the stdio relay reaches it."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "flakestorm", "proxy", "--port", "0"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        yield line.split(" on ", 1)[1].split(" ", 1)[0]
+    finally:
+        process.terminate()
+        process.wait(10)
+        for pipe in (process.stdin, process.stdout):
+            if pipe is not None:
+                pipe.close()
+
+
+@pytest.fixture(scope="module", params=["http", "stdio", "stdio-service"])
 def outcome(
     tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> tuple[int, str, dict[str, Any]]:
-    """One run of the whole matrix, over streamable HTTP (``<proxy>/mcp/quotes``) and over
-    stdio (``flakestorm mcp-stdio --name quotes -- python -m support.mcp_server``)."""
+    """One run of the whole matrix, over streamable HTTP (``<proxy>/mcp/quotes``), over stdio
+    (``flakestorm mcp-stdio --name quotes -- python -m support.mcp_server``), and over stdio
+    with a proxy service (``proxy.url``) in place of the run's own proxy."""
+    tmp = tmp_path_factory.mktemp("mcp")
+    if request.param == "stdio-service":
+        with proxy_service() as url:
+            doc = json.loads(config("", "stdio"))
+            doc["proxy"]["url"] = url
+            return run(tmp, json.dumps(doc))
     with McpServer() as server:
-        return run(tmp_path_factory.mktemp("mcp"), config(server.url, request.param))
+        return run(tmp, config(server.url, request.param))
 
 
 def cells(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -178,6 +210,18 @@ def test_a_fault_on_one_mcp_tool_reaches_only_that_tool(
         assert 'quote: {"result": "AAPL trades at 1 USD"}' in answer
     else:
         assert "quote: unavailable" in answer
+
+
+def test_a_stdio_servers_calls_reach_it_through_its_relay_only(
+    outcome: tuple[int, str, dict[str, Any]], request: pytest.FixtureRequest
+) -> None:
+    """Over stdio the proxy sends the server's requests back to the relay that polls for
+    them, never to an address of the agent's host: a proxy service elsewhere serves it."""
+    _, _, results = outcome
+    calls = [c for cell in cells(results).values() for c in cell["calls"]]
+    urls = {c["url"].split(":", 1)[0] for c in calls if c["target"] != "llm"}
+    stdio = request.node.callspec.params["outcome"] != "http"
+    assert urls == ({"relay"} if stdio else {"http"})
 
 
 def test_what_each_fault_looks_like_to_the_mcp_client(

@@ -29,6 +29,7 @@ from flakestorm.chaos.proxy.call import ServedCall
 from flakestorm.chaos.proxy.control import MAX_BODY_BYTES, answer, is_control_path
 from flakestorm.chaos.proxy.framing import FramedHandler, ThreadedServer, serving
 from flakestorm.chaos.proxy.injection import serve
+from flakestorm.chaos.proxy.relays import KEY_HEADER, Relays, RelayUpstream, plumbing
 from flakestorm.chaos.proxy.reply import ClientFailure, HttpResponse, UpstreamFailure, error_reply
 from flakestorm.chaos.proxy.routes import MCP_HEADER, check_url, route
 from flakestorm.chaos.proxy.tunnel import Tunnel
@@ -120,7 +121,13 @@ class ChaosProxy:
         self._book = FaultBook(_PASS_THROUGH)
         self._active: ActiveScenario | None = None
         self._pool = Connections(connect_timeout_s, upstream_timeout_s)
-        network: Upstream = NetworkUpstream(self._pool, upstream_timeout_s, max_response_bytes)
+        self.relays = Relays()
+        """The stdio relays' requests, handed to them when they poll (:mod:`.relays`)."""
+        network: Upstream = RelayUpstream(
+            NetworkUpstream(self._pool, upstream_timeout_s, max_response_bytes),
+            self.relays,
+            upstream_timeout_s,
+        )
         if self._recorder is not None:
             network = CassetteRecording(network, self._recorder, self.in_background)
         self._network = network
@@ -154,6 +161,7 @@ class ChaosProxy:
     def stop(self) -> None:
         """Stop serving: release held calls, close every connection and the listening socket."""
         self._stopping.set()
+        self.relays.close()
         if self._thread is not None:
             self._server.shutdown()
             self._thread.join()
@@ -319,6 +327,8 @@ class _Handler(FramedHandler):
                 Tunnel(self).serve()
             elif is_control_path(self.path):
                 self._control()
+            elif (relay := plumbing(self.path)) is not None:
+                self._relay(*relay)
             else:
                 self._data()
         except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
@@ -339,6 +349,22 @@ class _Handler(FramedHandler):
         body = self.read_body(MAX_BODY_BYTES)
         authorization = self.headers.get("Authorization", "")
         reply = answer(self.proxy, self.command, self.path, authorization, body)
+        self.write(reply, head=False)
+
+    def _relay(self, relay: str, what: str, key: str) -> None:
+        """A stdio relay's poll for its next request, or its answer to one (not calls)."""
+        relays = self.proxy.relays
+        if what == "next":
+            got = relays.next(relay) if self.command == "GET" else None
+            if got is None:
+                reply = HttpResponse(204 if self.command == "GET" else 405, [])
+            else:
+                headers = [(KEY_HEADER, got[0]), ("Content-Type", "application/json")]
+                reply = HttpResponse(200, headers, got[1])
+        else:
+            body = self.read_body(self.proxy.max_request_bytes)
+            answered = self.command == "POST" and relays.answer(relay, key, body)
+            reply = HttpResponse(204 if answered else 404, [])  # 404: no call waits for it
         self.write(reply, head=False)
 
     def _data(self) -> None:
