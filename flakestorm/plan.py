@@ -5,6 +5,12 @@ scenario standing for one scenario per value (:mod:`flakestorm.sweeps`). Each
 (invariant × scenario) pair is a :class:`Cell`, listed invariant-major in config order; that
 order is the order of every report, whatever order cells finish in.
 
+A tool fault on an MCP tool is named by its server and its tool (SPEC §11): with one
+``proxy.mcp`` server, a fault written ``tool: get_quote`` that names no HTTP tool route (nor, for
+a python agent, a tool it wraps) is that server's ``quotes.get_quote`` in the plan
+(:func:`mcp_server_of`), so its label — ``tool_faults[0] error(503) on quotes.get_quote`` — and
+every report name both. With several servers, ``SERVER.TOOL`` says which.
+
 A golden prompt that is a conversation (SPEC §12) stands in a cell's ``prompts`` as its turns,
 in order, each with its :class:`Turn` in ``turns``: every turn is one invocation the executor
 sends, attributes and judges as it does a prompt, the turns of a conversation in one session.
@@ -19,12 +25,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from flakestorm.config import (
+    AgentType,
+    Config,
     Contract,
     ContractInvariant,
     Conversation,
     GoldenPrompt,
     InvariantType,
     Scenario,
+    ToolFault,
     checks_turn,
 )
 from flakestorm.errors import UsageError
@@ -179,10 +188,57 @@ def flatten(prompts: Sequence[GoldenPrompt]) -> tuple[tuple[str, ...], tuple[Tur
     return tuple(texts), (tuple(turns) if any(t is not None for t in turns) else ())
 
 
-def build_plan(contract: Contract, golden_prompts: Sequence[GoldenPrompt]) -> Plan:
-    """Expand a contract into its cells (invariant-major, config order)."""
+def mcp_server_of(config: Config) -> McpServer | None:
+    """The MCP server a tool fault's bare tool name belongs to when it names no other tool:
+    the one ``proxy.mcp`` server, for an http agent or a python agent that wraps no tools
+    (None otherwise: several servers, none, or a python agent's tools)."""
+    proxy, agent = config.proxy, config.agent
+    if proxy is None or len(proxy.mcp) != 1:
+        return None
+    if agent.type is AgentType.PYTHON and (agent.tools or agent.tool_registry):
+        return None
+    (name,) = proxy.mcp
+    return McpServer(name, frozenset(proxy.tools))
+
+
+@dataclass(frozen=True)
+class McpServer:
+    """The one MCP server of a run, and the HTTP tool routes beside it."""
+
+    name: str
+    http_tools: frozenset[str]
+
+    def qualified(self, fault: ToolFault) -> ToolFault:
+        """``fault`` naming its tool ``SERVER.TOOL`` when its bare name can only be this
+        server's tool."""
+        tool = fault.tool
+        if (
+            fault.match_url
+            or tool == "*"
+            or tool in self.http_tools
+            or tool.startswith(f"{self.name}.")
+        ):
+            return fault
+        return fault.model_copy(update={"tool": f"{self.name}.{tool}"})
+
+    def scenario(self, scenario: Scenario) -> Scenario:
+        faults = [self.qualified(f) for f in scenario.tool_faults]
+        if all(a is b for a, b in zip(faults, scenario.tool_faults, strict=True)):
+            return scenario
+        return scenario.model_copy(update={"tool_faults": faults})
+
+
+def build_plan(
+    contract: Contract,
+    golden_prompts: Sequence[GoldenPrompt],
+    mcp_server: McpServer | None = None,
+) -> Plan:
+    """Expand a contract into its cells (invariant-major, config order); with ``mcp_server``
+    (:func:`mcp_server_of`), the tool faults on its tools name it."""
     cells: list[Cell] = []
     scenarios = expanded_matrix(contract)
+    if mcp_server is not None:
+        scenarios = [mcp_server.scenario(s) for s in scenarios]
     for invariant in contract.invariants:
         prompts, turns = flatten(invariant.probes or golden_prompts)
         if not prompts:

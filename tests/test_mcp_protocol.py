@@ -177,7 +177,19 @@ def test_a_tool_known_only_at_run_time_is_a_warning_once() -> None:
     assert errors == []
     assert warnings == [
         "contract.chaos_matrix.0.tool_faults.0.tool: 'get_quote' is not an HTTP tool of "
-        "proxy.tools; it must be a tool of an MCP server (quotes), whose tools are known only "
+        "proxy.tools; it must be a tool of the MCP server 'quotes', named quotes.get_quote in "
+        "reports; a server's tools are known only at run time (a fault no call reaches is "
+        "reported as not delivered)"
+    ]
+
+
+def test_with_several_servers_the_warning_asks_which() -> None:
+    servers = {"mcp": {"quotes": "http://127.0.0.1:9/mcp", "news": "stdio"}}
+    _, warnings = checked(servers, [{"tool": "get_quote", "mode": "error"}])
+    assert warnings == [
+        "contract.chaos_matrix.0.tool_faults.0.tool: 'get_quote' is not an HTTP tool of "
+        "proxy.tools; it must be a tool of an MCP server (news, quotes): write "
+        "SERVER.get_quote to say which, and reports name it; a server's tools are known only "
         "at run time (a fault no call reaches is reported as not delivered)"
     ]
 

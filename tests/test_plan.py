@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from flakestorm.config import Contract
+from flakestorm.chaos.faults import tool_fault_label
+from flakestorm.config import Config, Contract
 from flakestorm.errors import UsageError
-from flakestorm.plan import build_plan
+from flakestorm.loader import load_config_text
+from flakestorm.plan import build_plan, mcp_server_of
 
 
 def contract(**extra: object) -> Contract:
@@ -50,3 +54,73 @@ def test_when_decides_applicability_and_baselines() -> None:
 def test_an_invariant_without_any_prompt_is_refused() -> None:
     with pytest.raises(UsageError, match="'cite' has no prompts"):
         build_plan(contract(), [])
+
+
+MCP_FAULTS = [
+    {"tool": "get_quote", "mode": "error"},
+    {"tool": "quotes.get_news", "mode": "error"},
+    {"tool": "weather", "mode": "error"},
+    {"tool": "*", "mode": "error"},
+    {"tool": "feed", "mode": "error", "match_url": "https://feed.example/*"},
+]
+
+
+def mcp_config(agent: dict[str, object], mcp: dict[str, str]) -> Config:
+    doc = {
+        "agent": agent,
+        "golden_prompts": ["AAPL?"],
+        "proxy": {"tools": {"weather": "http://127.0.0.1:9/w"}, "mcp": mcp},
+        "contract": {
+            "name": "c",
+            "invariants": [{"id": "ok", "type": "contains", "value": "x"}],
+            "chaos_matrix": [{"name": "down", "tool_faults": MCP_FAULTS}],
+        },
+    }
+    return load_config_text(json.dumps(doc)).config
+
+
+def fault_labels(config: Config) -> list[str]:
+    assert config.contract is not None
+    plan = build_plan(config.contract, config.golden_prompts, mcp_server_of(config))
+    (scenario,) = plan.scenarios
+    assert all(cell.scenario is scenario for cell in plan.cells)
+    return [tool_fault_label(i, f) for i, f in enumerate(scenario.tool_faults)]
+
+
+HTTP_AGENT = {"endpoint": "http://127.0.0.1:9/chat"}
+
+
+def test_a_fault_on_the_one_mcp_servers_tool_names_the_server() -> None:
+    config = mcp_config(HTTP_AGENT, {"quotes": "http://127.0.0.1:9/mcp"})
+    assert fault_labels(config) == [
+        "tool_faults[0] error(503) on quotes.get_quote",  # a bare name: the server's tool
+        "tool_faults[1] error(503) on quotes.get_news",  # already named
+        "tool_faults[2] error(503) on weather",  # an HTTP tool route
+        "tool_faults[3] error(503) on *",
+        "tool_faults[4] error(503) on feed",  # matched by URL
+    ]
+
+
+def test_a_stdio_server_is_named_as_well() -> None:
+    config = mcp_config(HTTP_AGENT, {"quotes": "stdio"})
+    assert fault_labels(config)[0] == "tool_faults[0] error(503) on quotes.get_quote"
+
+
+def test_with_several_servers_a_bare_name_stays_as_written() -> None:
+    config = mcp_config(HTTP_AGENT, {"quotes": "http://127.0.0.1:9/a", "news": "stdio"})
+    assert fault_labels(config)[:2] == [
+        "tool_faults[0] error(503) on get_quote",
+        "tool_faults[1] error(503) on quotes.get_news",
+    ]
+
+
+def test_a_python_agent_that_wraps_tools_keeps_the_names_it_wraps() -> None:
+    server = {"quotes": "http://127.0.0.1:9/mcp"}
+    wrapping = {"type": "python", "endpoint": "agent:run", "tools": ["tools:get_quote"]}
+    assert fault_labels(mcp_config(wrapping, server))[0] == (
+        "tool_faults[0] error(503) on get_quote"
+    )
+    routed = {"type": "python", "endpoint": "agent:run"}  # its HTTP clients routed only
+    assert fault_labels(mcp_config(routed, server))[0] == (
+        "tool_faults[0] error(503) on quotes.get_quote"
+    )

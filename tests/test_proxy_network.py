@@ -9,6 +9,7 @@ import json
 import socket
 import threading
 import time
+import zlib
 
 import requests
 from support.proxy_rig import (
@@ -135,3 +136,63 @@ def test_upstream_dropping_mid_body_is_a_502(upstream: LoopbackServer) -> None:
     with ChaosProxy(tools={"weather": upstream.url}, upstream_timeout_s=0.2) as proxy:
         response = requests.get(f"{proxy.url}/tools/weather/x", timeout=5)
     assert response.status_code == 504  # it stalled mid-body: a read timeout
+
+
+def test_calls_to_one_upstream_reuse_one_kept_alive_connection(upstream: LoopbackServer) -> None:
+    with ChaosProxy(tools={"weather": upstream.url}) as proxy, session() as agent:
+        for _ in range(5):
+            assert agent.get(f"{proxy.url}/tools/weather/x", timeout=5).status_code == 200
+    assert len({request.client for request in upstream.requests}) == 1
+
+
+def test_an_upstream_connection_closed_while_idle_is_not_reused() -> None:
+    closed = threading.Event()
+
+    def script(conn: socket.socket, request: bytes) -> None:  # keep-alive reply, then close
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok")
+        conn.close()
+        closed.set()
+
+    with (
+        RawUpstream(script) as upstream,
+        ChaosProxy(tools={"t": upstream.url}) as proxy,
+        session() as agent,
+    ):
+        assert agent.get(f"{proxy.url}/tools/t/a", timeout=5).text == "ok"
+        assert closed.wait(5)
+        second = agent.get(f"{proxy.url}/tools/t/b", timeout=5)
+        assert (second.status_code, second.text) == (200, "ok")
+        assert len(upstream.requests) == 2 and last(proxy).upstream_error is None
+
+
+def test_a_compressed_reply_larger_than_the_limit_once_decoded_is_a_502() -> None:
+    packed = gzip.compress(b"x" * 100_000)  # a few hundred bytes on the wire
+
+    def script(conn: socket.socket, request: bytes) -> None:
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n"
+            b"Connection: close\r\n\r\n%s" % (len(packed), packed)
+        )
+
+    with (
+        RawUpstream(script) as upstream,
+        ChaosProxy(tools={"t": upstream.url}, max_response_bytes=10_000) as proxy,
+    ):
+        response = requests.get(f"{proxy.url}/tools/t/x", timeout=5)
+        assert response.status_code == 502
+        assert response.json()["error"]["type"] == "upstream_too_large"
+
+
+def test_a_deflate_reply_without_its_zlib_header_is_passed_decoded() -> None:
+    squeezer = zlib.compressobj(wbits=-zlib.MAX_WBITS)  # raw deflate, as some servers send
+    packed = squeezer.compress(b'{"v": 1}') + squeezer.flush()
+
+    def script(conn: socket.socket, request: bytes) -> None:
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Encoding: deflate\r\nContent-Length: %d\r\n"
+            b"Connection: close\r\n\r\n%s" % (len(packed), packed)
+        )
+
+    with RawUpstream(script) as upstream, ChaosProxy(tools={"t": upstream.url}) as proxy:
+        response = requests.get(f"{proxy.url}/tools/t/x", timeout=5)
+        assert (response.status_code, response.json()) == (200, {"v": 1})

@@ -12,6 +12,7 @@ from support.proxy_rig import last
 from support.server import LoopbackServer
 
 from flakestorm.chaos.faults import Target
+from flakestorm.chaos.proxy.relays import RelayUpstream
 from flakestorm.chaos.proxy.reply import HttpResponse
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.chaos.proxy.upstreams import registry
@@ -47,11 +48,17 @@ class Echo:
         Echo.rewinds += 1
 
 
+def network(proxy: ChaosProxy) -> bool:
+    """Whether the proxy sends calls to the network (its stdio relays' calls to the relays)."""
+    upstream = proxy.upstream.inner  # type: ignore[attr-defined]
+    return isinstance(upstream, RelayUpstream) and isinstance(upstream.inner, NetworkUpstream)
+
+
 def test_llm_upstream_chooses_the_upstream_once(tmp_path: Path) -> None:
     with ChaosProxy() as proxy:
-        assert proxy.llm_source is None and isinstance(proxy.upstream.inner, NetworkUpstream)
+        assert proxy.llm_source is None and network(proxy)
     with ChaosProxy(llm_upstream="https://llm.example") as proxy:
-        assert proxy.llm_source is None and isinstance(proxy.upstream.inner, NetworkUpstream)
+        assert proxy.llm_source is None and network(proxy)
     with ChaosProxy(llm_upstream="mock") as proxy:
         assert proxy.llm_source == "mock" and isinstance(proxy.upstream.inner, MockLlm)
     cassette = tmp_path / "c.jsonl"

@@ -344,14 +344,15 @@ def test_a_python_agents_mcp_client_gets_a_fault_on_one_mcp_tool_in_process(
         served = dict(server.calls)
     cells = {c.id: c for c in result.phases["contract"].cells}
     down = cells["news[down]"]
+    # the one MCP server's tool: the fault written `tool: get_quote` names its server
     assert down.status is Status.PASSED and down.faults_fired == (
-        "tool_faults[0] error(503) on get_quote",
+        "tool_faults[0] error(503) on quotes.get_quote",
     )
     output = down.prompts[0].output or ""
     assert output.startswith("quote: unavailable (") and NEWS in output
     fired = {c.tool: c.fired for c in down.calls if c.target == "tool"}
     assert fired == {
-        "quotes.get_quote": ("tool_faults[0] error(503) on get_quote",),
+        "quotes.get_quote": ("tool_faults[0] error(503) on quotes.get_quote",),
         "quotes.get_news": (),
     }
     # every invocation reached get_news; the fault answered in place of get_quote once

@@ -100,14 +100,21 @@ class _Watchdog:
 
     def watch(self, limit: Deadline) -> None:
         with self._cond:
+            heap = self._heap
+            while heap and heap[0][2].finished:  # exchanges that ended: forgotten here
+                heapq.heappop(heap)
+            # the thread sleeps until the earliest deadline: it is woken (a thread switch per
+            # exchange) only when this one comes sooner
+            wake = not heap or limit.at < heap[0][0]
             self._count += 1
-            heapq.heappush(self._heap, (limit.at, self._count, limit))
+            heapq.heappush(heap, (limit.at, self._count, limit))
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._loop, name="flakestorm-deadlines", daemon=True
                 )
                 self._thread.start()
-            self._cond.notify()
+            if wake:
+                self._cond.notify()
 
     def _loop(self) -> None:
         while True:

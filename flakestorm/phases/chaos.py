@@ -14,7 +14,7 @@ from flakestorm.errors import UsageError
 from flakestorm.loader import LoadedConfig, load_profile
 from flakestorm.phases.matrix import MatrixPhase, dealt
 from flakestorm.phases.phase import PhaseName, PhaseRequest
-from flakestorm.plan import Plan, build_plan
+from flakestorm.plan import Plan, build_plan, mcp_server_of
 from flakestorm.results import PhaseOutcome, PhaseScore, Status
 from flakestorm.scoring import score_cells
 
@@ -36,7 +36,9 @@ class ChaosPhase(MatrixPhase):
                 f"{loaded.path.name} has no `chaos` section: add one, or pick a built-in "
                 "profile with --chaos-profile"
             )
-        return dealt(build_plan(chaos_contract(config, profile), config.golden_prompts), request)
+        contract = chaos_contract(config, profile)
+        plan = build_plan(contract, config.golden_prompts, mcp_server_of(config))
+        return dealt(plan, request)
 
     def score(self, outcome: PhaseOutcome, config: Config) -> PhaseScore:
         return score_prompts(outcome, config.advanced.effective_min_pass)

@@ -49,9 +49,16 @@ def check_mcp(scope: Scope) -> None:
             if fault.tool in tools or server in servers or fault.tool in warned:
                 continue
             warned.add(fault.tool)
+            which = (
+                f"the MCP server {next(iter(servers))!r}, named {next(iter(servers))}."
+                f"{fault.tool} in reports"
+                if len(servers) == 1
+                else f"an MCP server ({listing(sorted(servers))}): write SERVER.{fault.tool} "
+                "to say which, and reports name it"
+            )
             scope.warn(
                 (*item.path, "tool"),
-                f"{fault.tool!r} is not an HTTP tool of proxy.tools; it must be a tool of an "
-                f"MCP server ({listing(sorted(servers))}), whose tools are known only at run "
-                "time (a fault no call reaches is reported as not delivered)",
+                f"{fault.tool!r} is not an HTTP tool of proxy.tools; it must be a tool of "
+                f"{which}; a server's tools are known only at run time (a fault no call "
+                "reaches is reported as not delivered)",
             )

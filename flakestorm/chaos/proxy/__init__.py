@@ -25,8 +25,9 @@ control client does not load the server):
 - ``routes``: which call a request is, and its cell (attribution, stragglers);
 - ``injection``: a data call served with its faults;
 - ``mcp_calls``: a request to an MCP server, read and faulted with :mod:`flakestorm.chaos.mcp`;
+- ``headers``: header blocks on the proxy's threads, read without the ``email`` feed parser;
 - ``stdio_relay``: ``flakestorm mcp-stdio``, a stdio MCP server's requests sent through the
-  proxy;
+  proxy; ``relays``: the proxy's half, requests handed back to the relay that polls for them;
 - ``tunnel``: ``CONNECT`` tunnels;
 - ``control``: the control API, the proxy's end (:func:`~.control.answer`) and the runner's
   (:class:`~.control.ProxyControl`);

@@ -18,8 +18,10 @@ What is a call of what:
 - ``/mcp/NAME/...``, and in forward mode a URL under ``mcp[NAME]``: MCP traffic of server
   ``NAME``, whose JSON-RPC :mod:`~flakestorm.chaos.proxy.mcp_calls` reads (a ``tools/call`` is
   a call of tool ``NAME.TOOL``; everything else passes through untouched).
-- forward mode with an ``X-Flakestorm-Mcp: NAME`` header (:data:`MCP_HEADER`): MCP traffic of
-  server ``NAME`` at that URL, as the stdio relay sends it.
+- ``/mcp-relay/ID/call`` with an ``X-Flakestorm-Mcp: NAME`` header (:data:`MCP_HEADER`): MCP
+  traffic of server ``NAME``, sent by the stdio relay ``ID`` and answered through it
+  (:mod:`~flakestorm.chaos.proxy.relays`); in forward mode with that header, MCP traffic of
+  server ``NAME`` at the URL.
 - forward mode: a call of tool ``NAME`` when the URL starts with ``tools[NAME]``, or when it
   matches the ``match_url`` of a tool fault (then the tool is that fault's ``tool``); else an LLM
   call when the path ends with ``/chat/completions``, ``/completions``, ``/responses`` or
@@ -46,6 +48,7 @@ from flakestorm import attribution
 from flakestorm.attribution import SCENARIO_HEADER
 from flakestorm.chaos import llm
 from flakestorm.chaos.faults import UNATTRIBUTED, FaultBook, Target, tool_matches
+from flakestorm.chaos.proxy import relays
 from flakestorm.chaos.proxy.call import ServedCall
 from flakestorm.chaos.proxy.reply import HttpResponse, error_reply
 from flakestorm.errors import UsageError
@@ -61,8 +64,8 @@ DEFAULT_LLM_UPSTREAMS = {
 
 
 MCP_HEADER = "X-Flakestorm-Mcp"
-"""Marks a forward-mode request as MCP traffic of the server it names: how the stdio relay
-(:mod:`~flakestorm.chaos.proxy.stdio_relay`) sends a stdio server's calls through the proxy."""
+"""Marks a request as MCP traffic of the server it names: how the stdio relay
+(:mod:`~flakestorm.chaos.proxy.stdio_relay`) sends a stdio server's calls to the proxy."""
 
 
 def route(
@@ -78,6 +81,14 @@ def route(
             )
         return _route_forward(proxy, method, path)
     rel, _, query = path.partition("?")
+    relay = relays.call_relay(rel)
+    if relay is not None:
+        if not mcp_server:
+            return error_reply(
+                400, "bad_request", f"a stdio relay's call names its MCP server in {MCP_HEADER}"
+            )
+        upstream = f"{relays.SCHEME}{relay}"
+        return ServedCall(Target.OTHER, method, upstream, "/", query, mcp=unquote(mcp_server))
     for provider in llm.Provider:
         prefix = f"/llm/{provider.value}"
         if rel == prefix or rel.startswith(prefix + "/"):

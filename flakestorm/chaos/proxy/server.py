@@ -24,10 +24,12 @@ from types import TracebackType
 
 from flakestorm.chaos.faults import ActiveScenario, FaultBook
 from flakestorm.chaos.interactions import BODY_CHARS, InteractionLog, body_text
+from flakestorm.chaos.proxy import headers
 from flakestorm.chaos.proxy.call import ServedCall
 from flakestorm.chaos.proxy.control import MAX_BODY_BYTES, answer, is_control_path
-from flakestorm.chaos.proxy.framing import FramedHandler, ThreadedServer
+from flakestorm.chaos.proxy.framing import FramedHandler, ThreadedServer, serving
 from flakestorm.chaos.proxy.injection import serve
+from flakestorm.chaos.proxy.relays import KEY_HEADER, Relays, RelayUpstream, plumbing
 from flakestorm.chaos.proxy.reply import ClientFailure, HttpResponse, UpstreamFailure, error_reply
 from flakestorm.chaos.proxy.routes import MCP_HEADER, check_url, route
 from flakestorm.chaos.proxy.tunnel import Tunnel
@@ -37,7 +39,8 @@ from flakestorm.chaos.proxy.upstreams.cassette import (
     CassetteRecording,
     redact_query,
 )
-from flakestorm.chaos.proxy.upstreams.network import NetworkUpstream, network_session
+from flakestorm.chaos.proxy.upstreams.connections import Connections
+from flakestorm.chaos.proxy.upstreams.network import NetworkUpstream
 from flakestorm.chaos.proxy.upstreams.registry import Build, local_upstream
 from flakestorm.chaos.proxy.upstreams.replay import ReplayUpstream
 from flakestorm.errors import UsageError
@@ -117,9 +120,13 @@ class ChaosProxy:
         self._lock = threading.Lock()
         self._book = FaultBook(_PASS_THROUGH)
         self._active: ActiveScenario | None = None
-        self._session = network_session()
-        network: Upstream = NetworkUpstream(
-            self._session, connect_timeout_s, upstream_timeout_s, max_response_bytes
+        self._pool = Connections(connect_timeout_s, upstream_timeout_s)
+        self.relays = Relays()
+        """The stdio relays' requests, handed to them when they poll (:mod:`.relays`)."""
+        network: Upstream = RelayUpstream(
+            NetworkUpstream(self._pool, upstream_timeout_s, max_response_bytes),
+            self.relays,
+            upstream_timeout_s,
         )
         if self._recorder is not None:
             network = CassetteRecording(network, self._recorder, self.in_background)
@@ -127,6 +134,7 @@ class ChaosProxy:
         self.upstream: Upstream = self._replaying(build)
         """Where every data call goes once its faults are decided."""
         self._connections: set[socket.socket] = set()
+        headers.install(serving)  # the feed parser only for odd header blocks, on our threads
         self._background: set[threading.Thread] = set()
         self._thread: threading.Thread | None = None
         try:
@@ -153,6 +161,7 @@ class ChaosProxy:
     def stop(self) -> None:
         """Stop serving: release held calls, close every connection and the listening socket."""
         self._stopping.set()
+        self.relays.close()
         if self._thread is not None:
             self._server.shutdown()
             self._thread.join()
@@ -168,7 +177,7 @@ class ChaosProxy:
             background = list(self._background)
         for thread in background:  # recordings still reading their upstream's rest
             thread.join(max(0.0, deadline - time.monotonic()))
-        self._session.close()
+        self._pool.close()
         if self._recorder is not None:
             self._recorder.close()
 
@@ -318,6 +327,8 @@ class _Handler(FramedHandler):
                 Tunnel(self).serve()
             elif is_control_path(self.path):
                 self._control()
+            elif (relay := plumbing(self.path)) is not None:
+                self._relay(*relay)
             else:
                 self._data()
         except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
@@ -338,6 +349,22 @@ class _Handler(FramedHandler):
         body = self.read_body(MAX_BODY_BYTES)
         authorization = self.headers.get("Authorization", "")
         reply = answer(self.proxy, self.command, self.path, authorization, body)
+        self.write(reply, head=False)
+
+    def _relay(self, relay: str, what: str, key: str) -> None:
+        """A stdio relay's poll for its next request, or its answer to one (not calls)."""
+        relays = self.proxy.relays
+        if what == "next":
+            got = relays.next(relay) if self.command == "GET" else None
+            if got is None:
+                reply = HttpResponse(204 if self.command == "GET" else 405, [])
+            else:
+                headers = [(KEY_HEADER, got[0]), ("Content-Type", "application/json")]
+                reply = HttpResponse(200, headers, got[1])
+        else:
+            body = self.read_body(self.proxy.max_request_bytes)
+            answered = self.command == "POST" and relays.answer(relay, key, body)
+            reply = HttpResponse(204 if answered else 404, [])  # 404: no call waits for it
         self.write(reply, head=False)
 
     def _data(self) -> None:

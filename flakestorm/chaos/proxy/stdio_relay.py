@@ -3,18 +3,18 @@ agent and a stdio MCP server, with the same faults as over streamable HTTP.
 
 The agent starts the relay in place of the server (its MCP configuration changes only the
 command); the relay starts the real server and relays newline-delimited JSON-RPC both ways.
-Each *request* the agent sends (a message with a method and an id) goes through the run's chaos
-proxy (``FLAKESTORM_PROXY_URL``), as an HTTP POST in forward mode marked with
-``X-Flakestorm-Mcp: NAME``, to a loopback bridge the relay serves, which writes it to the
-server and answers with the server's response. So the proxy reads, decides, faults and logs
-every ``tools/call`` exactly as it does for a streamable HTTP server (:mod:`mcp_calls`): one
-decision engine, and the run's delivery proof counts the relay's calls. What the proxy answers
-goes back to the agent as lines; a call the fault drops (``timeout``) gets no answer, as from a
+Each *request* the agent sends (a message with a method and an id) is sent to the run's chaos
+proxy (``FLAKESTORM_PROXY_URL``) as a call, ``POST /mcp-relay/ID/call`` marked with
+``X-Flakestorm-Mcp: NAME``: the proxy reads, decides, faults and logs every ``tools/call``
+exactly as it does for a streamable HTTP server (:mod:`mcp_calls`): one decision engine, and
+the run's delivery proof counts the relay's calls. When the request must reach the server, the
+proxy hands it back to the relay, which polls for it (``GET /mcp-relay/ID/next``), writes it to
+the server and posts the server's response back (:mod:`~flakestorm.chaos.proxy.relays`). The
+relay only ever connects to the proxy, never the other way: a proxy service in another
+container (``proxy.url``) serves it as the in-process proxy does. What the proxy answers goes
+back to the agent as lines; a call the fault drops (``timeout``) gets no answer, as from a
 server that hangs. Notifications and the agent's answers to server requests go straight to the
 server; everything the server sends on its own goes straight to the agent.
-
-The bridge listens on the agent's loopback: the proxy must run on the same host (the
-in-process proxy, or a service beside the agent), not in another container.
 """
 
 from __future__ import annotations
@@ -23,15 +23,16 @@ import contextlib
 import json
 import logging
 import queue
+import secrets
 import subprocess
 import threading
 from collections.abc import Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import IO, Any
 
 import requests
 
 from flakestorm.chaos import mcp
+from flakestorm.chaos.proxy.relays import KEY_HEADER, POLL_S, PREFIX
 from flakestorm.chaos.proxy.routes import MCP_HEADER
 from flakestorm.errors import UsageError
 
@@ -39,6 +40,8 @@ logger = logging.getLogger("flakestorm.mcp_stdio")
 
 CALL_TIMEOUT_S = 3600.0
 """How long the relay waits for the proxy to answer one request (faults hold calls)."""
+RETRY_S = 1.0
+"""How long the relay waits before polling again a proxy that did not answer its poll."""
 
 
 class StdioRelay:
@@ -66,6 +69,10 @@ class StdioRelay:
         self._session = requests.Session()
         self._session.trust_env = False  # NO_PROXY must not route around the proxy
         self._server: subprocess.Popen[bytes] | None = None
+        self._stopped = threading.Event()
+        self.relay_id = secrets.token_hex(16)
+        """How the proxy knows this relay (random: no other relay can take its requests)."""
+        self._base = f"{self.proxy_url}{PREFIX}{self.relay_id}"
 
     def run(self) -> int:
         try:
@@ -73,26 +80,22 @@ class StdioRelay:
         except OSError as exc:
             raise UsageError(f"mcp-stdio: cannot start {self.command[0]!r}: {exc}") from exc
         self._server = server
-        bridge = ThreadingHTTPServer(("127.0.0.1", 0), _bridge_handler(self))
-        bridge.daemon_threads = True
         threads = [
-            threading.Thread(target=bridge.serve_forever, daemon=True),
+            threading.Thread(target=self._poll, daemon=True),
             threading.Thread(target=self._from_server, daemon=True),
         ]
         for thread in threads:
             thread.start()
-        self._bridge_url = f"http://127.0.0.1:{bridge.server_address[1]}/"
         try:
             for line in self.agent_in:
                 if line.strip():
                     self._from_agent(line)
         finally:
+            self._stopped.set()
             with contextlib.suppress(OSError):
                 assert server.stdin is not None
                 server.stdin.close()
             code = server.wait()
-            bridge.shutdown()
-            bridge.server_close()
             self._session.close()
         return code
 
@@ -108,10 +111,9 @@ class StdioRelay:
     def _through_proxy(self, line: bytes) -> None:
         try:
             reply = self._session.post(
-                self._bridge_url,
+                f"{self._base}/call",
                 data=line.strip(),
                 headers={"Content-Type": mcp.JSON_TYPE, MCP_HEADER: self.name},
-                proxies={"http": self.proxy_url},
                 timeout=CALL_TIMEOUT_S,
             )
         except requests.RequestException as exc:  # a fault dropped the call: no answer
@@ -156,9 +158,35 @@ class StdioRelay:
             self.agent_out.write(line.rstrip(b"\r\n") + b"\n")
             self.agent_out.flush()
 
-    # -- the bridge: one request written to the server, its response returned
+    # -- the proxy's side: the requests it hands back, written to the server
+
+    def _poll(self) -> None:
+        """Take the requests the proxy hands back (each answered on a thread of its own)."""
+        while not self._stopped.is_set():
+            try:
+                reply = self._session.get(f"{self._base}/next", timeout=POLL_S + 30)
+            except requests.RequestException:
+                self._stopped.wait(RETRY_S)  # the proxy is not up (yet, or any more)
+                continue
+            if reply.status_code != 200:
+                if reply.status_code != 204:
+                    self._stopped.wait(RETRY_S)
+                continue
+            key = reply.headers.get(KEY_HEADER, "")
+            threading.Thread(target=self._answer, args=(key, reply.content), daemon=True).start()
+
+    def _answer(self, key: str, body: bytes) -> None:
+        response = self.exchange(body)
+        try:
+            self._session.post(
+                f"{self._base}/answer/{key}", data=(response or b"").strip(), timeout=30
+            )
+        except requests.RequestException as exc:
+            logger.warning("mcp-stdio %s: answer not taken (%s)", self.name, type(exc).__name__)
 
     def exchange(self, body: bytes) -> bytes | None:
+        """Write one request to the server and return its response (None: a message that
+        gets none, or the server exited)."""
         request = mcp.read_request(body)
         if request is None or request.id is None:
             self._to_server(body)
@@ -177,24 +205,3 @@ class StdioRelay:
 
 def _key(request_id: Any) -> str:
     return json.dumps(request_id)
-
-
-def _bridge_handler(relay: StdioRelay) -> type[BaseHTTPRequestHandler]:
-    class Bridge(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            reply = relay.exchange(self.rfile.read(length))
-            status = 200 if reply is not None else 202
-            body = reply.strip() if reply is not None else b""
-            self.send_response(status)
-            self.send_header("Content-Type", mcp.JSON_TYPE)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    return Bridge

@@ -1,9 +1,12 @@
-"""The real upstream: the call's URL over HTTP(S), with ``requests``.
+"""The real upstream: the call's URL over HTTP(S), through a pool of kept-alive connections
+(:mod:`~.connections`: the standard library's ``http.client``, which costs a proxied call a
+fraction of what ``requests`` did).
 
 The agent's headers are forwarded (``Authorization``, ``x-api-key``, ``anthropic-version``...)
 except hop-by-hop headers, ``Host``, ``Accept-Encoding`` (the proxy asks for identity, so it can
 read and rewrite replies) and the ``X-Flakestorm-*`` headers. No redirects are followed (the
-agent sees them), no cookies kept, and the proxy's own environment proxies are ignored.
+agent sees them), no cookies kept, and the proxy's own environment proxies are ignored. A reply
+compressed anyway (``gzip``, ``deflate``) is passed on decoded.
 
 A server-sent-events reply is streamed chunk by chunk as it arrives (each read may wait
 ``upstream_timeout``); any other is read whole, up to ``max_response_bytes``, within a
@@ -11,31 +14,24 @@ wall-clock deadline of ``upstream_timeout`` from the request to the last byte
 (:mod:`flakestorm.agents.deadline`: a server trickling its reply is cut there, a 504). Failures
 are :class:`UpstreamFailure`, not faults: unreachable (502 ``upstream_unreachable``), timed out
 (504 ``upstream_timeout``), too large (502 ``upstream_too_large``); they are translated here and
-no ``requests`` error escapes.
+no ``http.client`` or socket error escapes.
 """
 
 from __future__ import annotations
 
+import http.client
+import zlib
 from collections.abc import Iterator, Sequence
 from urllib.parse import urlsplit
 
-import requests
-from urllib3.exceptions import HTTPError, ReadTimeoutError
-
-from flakestorm.agents.deadline import DeadlineAdapter, deadline
+from flakestorm.agents.deadline import deadline
 from flakestorm.chaos.proxy.framing import CHUNK_BYTES, forwarded_headers
 from flakestorm.chaos.proxy.reply import ClientFailure, HttpResponse, UpstreamFailure
 from flakestorm.chaos.proxy.upstreams.base import UpstreamRequest
+from flakestorm.chaos.proxy.upstreams.connections import Connection, Connections, Target, target
 
-
-def network_session() -> requests.Session:
-    """The pooled session every upstream request goes through (closed with the proxy)."""
-    session = requests.Session()
-    session.trust_env = False  # the proxy's own environment must not reroute agent traffic
-    adapter = DeadlineAdapter(pool_connections=32, pool_maxsize=64, max_retries=0)
-    session.mount("http://", adapter)
-    session.mount("https://", adapter)
-    return session
+_BROKEN = (OSError, http.client.HTTPException)
+"""What a failed exchange raises (a timeout is an OSError too: ``TimeoutError``)."""
 
 
 class NetworkUpstream:
@@ -43,107 +39,150 @@ class NetworkUpstream:
 
     def __init__(
         self,
-        session: requests.Session,
-        connect_timeout_s: float,
+        connections: Connections,
         upstream_timeout_s: float,
         max_response_bytes: int,
     ) -> None:
-        self.session = session
-        self.connect_timeout_s = connect_timeout_s
+        self.connections = connections
         self.upstream_timeout_s = upstream_timeout_s
         self.max_response_bytes = max_response_bytes
 
     def send(self, request: UpstreamRequest) -> HttpResponse:
         call = request.call
         url = call.upstream_url
-        headers = forwarded_headers(request.headers)
+        try:
+            where = target(url)
+        except ValueError as exc:
+            raise ClientFailure(400, "bad_request", f"cannot forward to {url!r}: {exc}") from None
+        headers = _combined(forwarded_headers(request.headers))
+        body = request.body
+        if not body and call.method not in ("GET", "HEAD"):
+            headers["Content-Length"] = "0"  # as requests sent it
         with deadline(self.upstream_timeout_s) as limit:
+            connection = self.connections.take(where)
             try:
-                response = self._request(call.method, url, headers, request.body)
-                call.upstream_status = response.status_code
-                raw_headers = list(response.raw.headers.items())
+                response = self._exchange(connection, call.method, url, where, headers, body)
+                call.upstream_status = response.status
+                raw_headers = response.getheaders()
+                decoder = _Decoder.of(response, self.max_response_bytes, url)
                 if _is_sse(response):  # streamed on after this returns: per-read timeouts
-                    return HttpResponse(
-                        response.status_code, raw_headers, chunks=self._iter(response, url)
-                    )
-                head = call.method == "HEAD"
-                data = self._read(response, url) if not head else b""
+                    chunks = self._stream(connection, where, response, decoder, url)
+                    return HttpResponse(response.status, raw_headers, chunks=chunks)
+                data = decoder.whole(self._read(response, url))
             except UpstreamFailure as exc:
+                connection.close()
                 if limit.expired and exc.kind != "upstream_too_large":
                     raise self._timed_out(url) from exc
                 raise
+            except BaseException:
+                connection.close()
+                raise
             if limit.expired:  # a close-delimited body cut at the deadline looks whole
+                connection.close()
                 raise self._timed_out(url)
-        reply = HttpResponse(response.status_code, raw_headers, data)
-        if head:
-            response.close()
-            reply.head_length = response.headers.get("Content-Length", "")
+        self._done(connection, where, response)
+        reply = HttpResponse(response.status, raw_headers, data)
+        if call.method == "HEAD":
+            reply.head_length = response.getheader("Content-Length", "")
         return reply
 
-    def _request(
-        self, method: str, url: str, headers: Sequence[tuple[str, str]], body: bytes
-    ) -> requests.Response:
-        """Send the request upstream; translate ``requests`` failures to UpstreamFailure.
-
-        The request goes straight to the session's pooled adapter: no redirects followed (the
-        agent sees them), no cookies kept, no environment proxies, and none of the per-call
-        setting merges of ``Session.request``, which cost more than the rest of the proxy.
-        """
-        prepared = requests.PreparedRequest()
+    def _exchange(
+        self,
+        connection: Connection,
+        method: str,
+        url: str,
+        where: Target,
+        headers: dict[str, str],
+        body: bytes,
+    ) -> http.client.HTTPResponse:
+        """Send the request and read the reply's head; failures as UpstreamFailure."""
         try:
-            prepared.prepare(method=method, url=url, headers=_combined(headers), data=body or None)
-        except (requests.RequestException, ValueError) as exc:
+            connection.request(method, where.path, body=body or None, headers=headers)
+        except (http.client.InvalidURL, ValueError) as exc:  # unsendable header or target
             raise ClientFailure(400, "bad_request", f"cannot forward to {url!r}: {exc}") from None
-        try:
-            return self.session.get_adapter(url).send(
-                prepared, stream=True, timeout=(self.connect_timeout_s, self.upstream_timeout_s)
-            )
-        except requests.Timeout as exc:
+        except TimeoutError as exc:
+            raise self._no_answer(url) from exc
+        except _BROKEN as exc:
             raise UpstreamFailure(
-                504,
-                "upstream_timeout",
-                f"{_origin(url)} did not answer within {self.upstream_timeout_s:g} s",
+                502, "upstream_unreachable", f"{_origin(url)} is unreachable: {_reason(exc)}"
             ) from exc
-        except requests.RequestException as exc:
+        try:
+            return connection.getresponse()
+        except TimeoutError as exc:
+            raise self._no_answer(url) from exc
+        except _BROKEN as exc:
             raise UpstreamFailure(
                 502, "upstream_unreachable", f"{_origin(url)} is unreachable: {_reason(exc)}"
             ) from exc
 
-    def _read(self, response: requests.Response, url: str) -> bytes:
-        """The whole (decoded) body, at most ``max_response_bytes``."""
-        length = response.headers.get("Content-Length", "")
-        if length.isdigit() and int(length) > self.max_response_bytes:
-            response.close()
-            raise self._too_large(url)
-        data = bytearray()
-        for chunk in self._iter(response, url):
-            data += chunk
-            if len(data) > self.max_response_bytes:
-                response.close()
-                raise self._too_large(url)
-        return bytes(data)
-
-    def _iter(self, response: requests.Response, url: str) -> Iterator[bytes]:
-        """The body's chunks as they arrive; failures mid-body become UpstreamFailure."""
+    def _read(self, response: http.client.HTTPResponse, url: str) -> bytes:
+        """The whole (raw) body, at most ``max_response_bytes``."""
         try:
-            if _is_sse(response):
-                yield from _sse_chunks(response)
-            else:
-                yield from response.iter_content(chunk_size=CHUNK_BYTES)
-        except requests.RequestException as exc:
-            if isinstance(exc, requests.Timeout) or (
-                exc.args and isinstance(exc.args[0], ReadTimeoutError)
-            ):
-                raise UpstreamFailure(
-                    504,
-                    "upstream_timeout",
-                    f"{_origin(url)} stopped sending for {self.upstream_timeout_s:g} s",
-                ) from exc
-            raise UpstreamFailure(
-                502, "upstream_unreachable", f"{_origin(url)} broke off its reply: {_reason(exc)}"
-            ) from exc
+            if response.length is not None:  # Content-Length (or no body): one read
+                if response.length > self.max_response_bytes:
+                    raise self._too_large(url)
+                return response.read()  # IncompleteRead when cut short
+            data = bytearray()
+            while chunk := response.read(CHUNK_BYTES):
+                data += chunk
+                if len(data) > self.max_response_bytes:
+                    raise self._too_large(url)
+            return bytes(data)
+        except _BROKEN as exc:
+            raise self._broke_off(exc, url) from exc
+
+    def _stream(
+        self,
+        connection: Connection,
+        where: Target,
+        response: http.client.HTTPResponse,
+        decoder: _Decoder,
+        url: str,
+    ) -> Iterator[bytes]:
+        """An event stream's bytes as soon as each arrives (``read1``: a chunk of a chunked
+        stream, what has come of a close-delimited one); the connection kept when it ends."""
+        ended = False
+        try:
+            while True:
+                try:
+                    data = response.read1(CHUNK_BYTES)
+                except _BROKEN as exc:
+                    raise self._broke_off(exc, url) from exc
+                if not data:
+                    ended = True
+                    break
+                yield decoder.part(data)
         finally:
-            response.close()
+            if ended:
+                self._done(connection, where, response)
+            else:
+                connection.close()
+
+    def _done(
+        self, connection: Connection, where: Target, response: http.client.HTTPResponse
+    ) -> None:
+        if response.isclosed() and not response.will_close:
+            self.connections.give_back(where, connection)
+        else:
+            connection.close()
+
+    def _broke_off(self, exc: BaseException, url: str) -> UpstreamFailure:
+        if isinstance(exc, TimeoutError):
+            return UpstreamFailure(
+                504,
+                "upstream_timeout",
+                f"{_origin(url)} stopped sending for {self.upstream_timeout_s:g} s",
+            )
+        return UpstreamFailure(
+            502, "upstream_unreachable", f"{_origin(url)} broke off its reply: {_reason(exc)}"
+        )
+
+    def _no_answer(self, url: str) -> UpstreamFailure:
+        return UpstreamFailure(
+            504,
+            "upstream_timeout",
+            f"{_origin(url)} did not answer within {self.upstream_timeout_s:g} s",
+        )
 
     def _timed_out(self, url: str) -> UpstreamFailure:
         return UpstreamFailure(
@@ -153,10 +192,67 @@ class NetworkUpstream:
         )
 
     def _too_large(self, url: str) -> UpstreamFailure:
+        return too_large(url, self.max_response_bytes)
+
+
+def too_large(url: str, limit: int) -> UpstreamFailure:
+    return UpstreamFailure(
+        502, "upstream_too_large", f"{_origin(url)} sent more than {limit} bytes"
+    )
+
+
+class _Decoder:
+    """A body compressed despite ``Accept-Encoding: identity`` (``gzip``, ``deflate``),
+    decoded within the size limit; any other body as it came."""
+
+    def __init__(self, wbits: int | None, limit: int, url: str, encoding: str) -> None:
+        self._inflate = zlib.decompressobj(wbits) if wbits is not None else None
+        self._raw_deflate = wbits == zlib.MAX_WBITS
+        self.limit, self.url, self.encoding = limit, url, encoding
+        self._size = 0
+
+    @classmethod
+    def of(cls, response: http.client.HTTPResponse, limit: int, url: str) -> _Decoder:
+        encoding = (response.getheader("Content-Encoding") or "").strip().lower()
+        wbits = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS}.get(encoding)
+        if encoding == "deflate":
+            wbits = zlib.MAX_WBITS
+        return cls(wbits, limit, url, encoding)
+
+    def whole(self, data: bytes) -> bytes:
+        if self._inflate is None:
+            return data
+        return self.part(data) + self._flushed()
+
+    def part(self, data: bytes) -> bytes:
+        if self._inflate is None or not data:
+            return data
+        try:
+            out = self._inflate.decompress(data, self.limit + 1 - self._size)
+        except zlib.error:
+            if not (self._raw_deflate and self._size == 0):
+                raise self._undecodable() from None
+            # "deflate" sent without its zlib header, as some servers do
+            self._inflate, self._raw_deflate = zlib.decompressobj(-zlib.MAX_WBITS), False
+            return self.part(data)
+        self._size += len(out)
+        if self._size > self.limit or self._inflate.unconsumed_tail:
+            raise too_large(self.url, self.limit)
+        return out
+
+    def _flushed(self) -> bytes:
+        assert self._inflate is not None
+        out = self._inflate.flush()
+        self._size += len(out)
+        if self._size > self.limit:
+            raise too_large(self.url, self.limit)
+        return out
+
+    def _undecodable(self) -> UpstreamFailure:
         return UpstreamFailure(
             502,
-            "upstream_too_large",
-            f"{_origin(url)} sent more than {self.max_response_bytes} bytes",
+            "upstream_unreachable",
+            f"{_origin(self.url)} sent a reply that is not valid {self.encoding}",
         )
 
 
@@ -197,24 +293,5 @@ def _combined(headers: Sequence[tuple[str, str]]) -> dict[str, str]:
     return out
 
 
-def _sse_chunks(response: requests.Response) -> Iterator[bytes]:
-    """An event stream's bytes as soon as each arrives. A chunked stream yields chunk by chunk
-    already; one without chunked framing (close-delimited, or a Content-Length) would be read
-    to its end by ``iter_content`` before yielding anything, so it is read with ``read1``."""
-    raw = response.raw
-    read1 = getattr(raw, "read1", None)  # urllib3 >= 2.3
-    if raw.chunked or read1 is None:
-        yield from response.iter_content(chunk_size=None)
-        return
-    while True:
-        try:
-            data = read1(CHUNK_BYTES)
-        except (HTTPError, OSError) as exc:  # what requests' iter_content would raise
-            raise requests.ConnectionError(exc) from exc
-        if not data:
-            return
-        yield data
-
-
-def _is_sse(response: requests.Response) -> bool:
-    return response.headers.get("Content-Type", "").lower().startswith("text/event-stream")
+def _is_sse(response: http.client.HTTPResponse) -> bool:
+    return (response.getheader("Content-Type") or "").lower().startswith("text/event-stream")
