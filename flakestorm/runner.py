@@ -446,7 +446,7 @@ def _routed_in_process(
         f"chaos proxy (in-process) listening on {proxy.url}: the HTTP calls of "
         f"{', '.join(routed)} through {', '.join(routing.libraries)} are routed through it"
     )
-    return InProcessChannel(wrapping, proxy, routes)
+    return InProcessChannel(wrapping, proxy, routes, proxy_config.mcp)
 
 
 @contextlib.contextmanager
@@ -517,7 +517,7 @@ def _agent_up(
                 control = ProxyControl(proxy.url, proxy_config.token)
                 stack.callback(control.close)
             extra_env = proxy_env(control.url, agent_config.endpoint)
-            channel = ProxyChannel(control)
+            channel = ProxyChannel(control, proxy_config.mcp)
         if agent_config.type is AgentType.HTTP and agent_config.start is not None:
             log = out_dir / "agent.log"
             process = stack.enter_context(

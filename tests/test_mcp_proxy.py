@@ -265,6 +265,32 @@ def test_when_reads_mcp_tool_faults_as_tool_faults(
     assert {by_id[f"admits-outage[{name}]"]["status"] for name in FAULTS} == {"passed"}
 
 
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+def test_a_fault_on_an_mcp_tool_no_call_reached_says_where_the_mcp_client_must_point(
+    transport: str, tmp_path: Path
+) -> None:
+    """The agent never asks for ``get_forecast``: the fault on it is not delivered, and the
+    reason says how the agent's MCP client reaches the proxy for that server, not an HTTP tool
+    route."""
+    with McpServer() as server:
+        doc = json.loads(config(server.url, transport))
+        doc["contract"]["chaos_matrix"] = [
+            {"name": "forecast-down", "tool_faults": [{"tool": "get_forecast", "mode": "error"}]}
+        ]
+        code, printed, results = run(tmp_path, json.dumps(doc))
+    assert code == 3, printed
+    (cell, *_) = cells(results).values()
+    assert cell["status"] == "errored"
+    reason = cell["reason"]
+    assert "tool_faults[0] error(503) on quotes.get_forecast" in reason, reason
+    assert "MCP tool `get_forecast` of server `quotes`" in reason, reason
+    assert "/tools/" not in reason, reason
+    if transport == "http":
+        assert "/mcp/quotes" in reason, reason
+    else:
+        assert "flakestorm mcp-stdio --name quotes" in reason, reason
+
+
 def test_a_replayed_session_of_mcp_tool_responses_needs_no_server(tmp_path: Path) -> None:
     down = f"http://127.0.0.1:{free_port()}/mcp"  # nothing listens: the real server is down
     doc = json.loads(config(down, "http"))

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from flakestorm.chaos.proxy.server import ChaosProxy
     from flakestorm.chaos.wrappers.wrapping import Wrapping
 from flakestorm.config import Scenario, Scheduled
+from flakestorm.config.contract import STDIO_SERVER
 from flakestorm.counting import needs_delivery as needs_delivery
 from flakestorm.results import CallRecord, CellResult, ScenarioInfo, Status
 from flakestorm.scenario_results import MAX_UNATTRIBUTED_CALLS
@@ -288,8 +289,9 @@ class ProxyChannel:
 
     exact_attribution = False
 
-    def __init__(self, control: ProxyControl) -> None:
+    def __init__(self, control: ProxyControl, mcp: Mapping[str, str] | None = None) -> None:
         self._control = control
+        self._mcp = dict(mcp or {})
         self._timed = False
         self._traced = False
 
@@ -321,6 +323,9 @@ class ProxyChannel:
 
     def wiring_hint(self, label: str, tool: str | None) -> str:
         url = self._control.url
+        mcp = mcp_hint(self._mcp, tool, url)
+        if mcp is not None:
+            return mcp
         if tool is not None and tool != "*":
             return (
                 f"the agent made no call to `{tool}` through flakestorm — is its base URL "
@@ -412,10 +417,17 @@ class InProcessChannel(WrapperChannel):
 
     exact_attribution = True
 
-    def __init__(self, wrapping: Wrapping, proxy: ChaosProxy, routes: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        wrapping: Wrapping,
+        proxy: ChaosProxy,
+        routes: Mapping[str, str],
+        mcp: Mapping[str, str] | None = None,
+    ) -> None:
         super().__init__(wrapping)
         self._proxy = proxy
         self._routes = dict(routes)
+        self._mcp = dict(mcp or {})
         self._timed = False
 
     def activate(self, scenario: ActiveScenario) -> None:
@@ -433,6 +445,9 @@ class InProcessChannel(WrapperChannel):
             self._proxy.book.begin(invocation)
 
     def wiring_hint(self, label: str, tool: str | None) -> str:
+        mcp = mcp_hint(self._mcp, tool, self._proxy.url)
+        if mcp is not None:
+            return mcp
         if tool is not None and tool in self._routes:
             return (
                 f"the agent made no HTTP call under proxy.tools.{tool} ({self._routes[tool]}) "
@@ -442,3 +457,24 @@ class InProcessChannel(WrapperChannel):
                 "and did the model ask for the tool?"
             )
         return super().wiring_hint(label, tool)
+
+
+def mcp_hint(servers: Mapping[str, str], tool: str | None, url: str) -> str | None:
+    """Why no call reached ``tool`` when it is an MCP tool (``SERVER.TOOL``, SERVER one of
+    ``proxy.mcp``: a URL, or ``stdio``): where the agent's MCP client must point; None for any
+    other tool."""
+    server, dot, name = (tool or "").partition(".")
+    if not dot or server not in servers:
+        return None
+    if servers[server] == STDIO_SERVER:
+        return (
+            f"the agent made no call to MCP tool `{name}` of server `{server}` through "
+            f"flakestorm — does its MCP configuration start the server as `flakestorm "
+            f"mcp-stdio --name {server} -- <server command>`, with FLAKESTORM_PROXY_URL={url} "
+            "in its environment, and did the model ask for the tool?"
+        )
+    return (
+        f"the agent made no call to MCP tool `{name}` of server `{server}` through flakestorm "
+        f"— is its MCP client's URL for `{server}` pointed at {url}/mcp/{server} (or its "
+        f"HTTP_PROXY at {url}), and did the model ask for the tool?"
+    )
