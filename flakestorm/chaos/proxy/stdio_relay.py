@@ -30,11 +30,16 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 import requests
+import requests.adapters
 
 from flakestorm.chaos import mcp
 from flakestorm.chaos.proxy.relays import KEY_HEADER, POLL_S, PREFIX
 from flakestorm.chaos.proxy.routes import MCP_HEADER
 from flakestorm.errors import UsageError
+
+POOL_SIZE = 64
+"""Connections to the proxy kept alive at once (requests' default of 10 is less than the
+requests an MCP client may have in flight; beyond it, connections are dropped with a warning)."""
 
 logger = logging.getLogger("flakestorm.mcp_stdio")
 
@@ -68,6 +73,10 @@ class StdioRelay:
         self._pending_lock = threading.Lock()
         self._session = requests.Session()
         self._session.trust_env = False  # NO_PROXY must not route around the proxy
+        # a thread per request in flight, each keeping its connection to the proxy alive
+        pooled = requests.adapters.HTTPAdapter(pool_maxsize=POOL_SIZE)
+        self._session.mount("http://", pooled)
+        self._session.mount("https://", pooled)
         self._server: subprocess.Popen[bytes] | None = None
         self._stopped = threading.Event()
         self.relay_id = secrets.token_hex(16)
