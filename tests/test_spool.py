@@ -277,6 +277,33 @@ def test_lines_past_the_write_buffer_come_back_from_the_file_and_from_memory(
     assert spool.items == tuple(cell(7, "settled") if c.index == 7 else c for c in cells)
 
 
+@pytest.mark.parametrize("block", [1, 200, 1 << 18])
+@pytest.mark.parametrize("shards", [1, 4, 40])
+def test_items_read_in_order_come_back_from_runs_of_blocks_as_read_one_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int, shards: int
+) -> None:
+    monkeypatch.setattr(spool_module, "_BUFFER", 500)
+    monkeypatch.setattr(spool_module, "_BLOCK", block)  # 1: each line longer than a block
+    spool = Spool(CELLS, tmp_path)
+    cells = [cell(i, "held " * (i % 7)) for i in range(120)]
+    for k in range(shards):  # as a merge writes its shards: each in order, one after another
+        for item in cells[k::shards]:
+            spool.add(item, json.dumps(CELLS.encode(item)))
+    spool.add(cell(5, "settled"))  # an item written again: its line at the end
+    expected = [cell(5, "settled") if c.index == 5 else c for c in cells]
+    seen = []
+    for item in spool.items:
+        seen.append(item)
+        if item.index == 10:  # a line written while they are read is read too
+            spool.add(cell(100, "late"))
+    expected[100] = cell(100, "late")
+    assert seen == expected
+    assert list(spool.items.documents()) == [CELLS.encode(c) for c in expected]
+    assert [json.loads(d) if isinstance(d, str) else d for d in spool.items.written()] == [
+        CELLS.encode(c) for c in expected
+    ]
+
+
 def test_failed_cells_are_listed_critical_first_and_read_only_as_a_report_shows_them(
     tmp_path: Path,
 ) -> None:
