@@ -78,6 +78,16 @@ _MAX_RUNS = 16
 more (a run's items finished out of order) is read a line at a time."""
 
 
+_DECODER = json.JSONDecoder()
+
+
+def _parse(line: bytes) -> dict[str, Any]:
+    """The document of a spool's line (one JSON object, as the spool wrote it: nothing before
+    or after it to skip)."""
+    document: dict[str, Any] = _DECODER.raw_decode(line.decode("utf-8", "surrogatepass"))[0]
+    return document
+
+
 class Spool(Generic[T]):
     """Where a phase's finished items go (thread-safe); :attr:`items` reads them back."""
 
@@ -207,8 +217,7 @@ class Spool(Generic[T]):
             yield index, block[at : at + length - 1]
 
     def _document(self, index: int) -> dict[str, Any]:
-        document: dict[str, Any] = json.loads(self._line(index).decode("utf-8", "surrogatepass"))
-        return document
+        return _parse(self._line(index))
 
     def _read(self, index: int) -> T:
         return self._codec.decode(self._document(index))
@@ -238,7 +247,7 @@ class Spooled(Sequence[T]):
     def __iter__(self) -> Iterator[T]:
         decode = self._spool._codec.decode
         for _, line in self._spool._lines():
-            yield decode(json.loads(line.decode("utf-8", "surrogatepass")))
+            yield decode(_parse(line))
 
     @property
     def tally(self) -> Tally:
@@ -256,12 +265,12 @@ class Spooled(Sequence[T]):
         verbatim = self._spool._verbatim
         for index, line in self._spool._lines():
             text = line.decode("utf-8", "surrogatepass")
-            yield text if index in verbatim else json.loads(text)
+            yield text if index in verbatim else _DECODER.raw_decode(text)[0]
 
     def documents(self) -> Iterator[dict[str, Any]]:
         """The items as they are in ``results.json`` (as written: not read into results)."""
         for _, line in self._spool._lines():
-            yield json.loads(line.decode("utf-8", "surrogatepass"))
+            yield _parse(line)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Sequence) or isinstance(other, str):
