@@ -181,9 +181,16 @@ def _expression(kind: str, x: str, names: dict[str, Any]) -> str:
 
 def _fast_nested(value: Any) -> bool:
     kind = value.__class__  # a dataclass instance (dataclasses.is_dataclass, inline)
-    if hasattr(kind, "__dataclass_fields__") and not isinstance(value, type):
+    if _is_dataclass(kind) and not isinstance(value, type):
         return _fast(kind)(value)
     return True
+
+
+@functools.cache
+def _is_dataclass(kind: type) -> bool:
+    """Whether ``kind`` is a dataclass: looked up once per class (an enum's class answers
+    ``hasattr`` slowly, and a cell's status is one)."""
+    return hasattr(kind, "__dataclass_fields__")
 
 
 def _is(kind: str, head: str, tail: str) -> bool:

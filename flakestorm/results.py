@@ -7,6 +7,7 @@ between a run and every reporter: ``flakestorm report`` renders any format from 
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -500,14 +501,44 @@ def _status(value: Any) -> Status:
     return Status(value) if status is None else status
 
 
+def _maker(kind: type[Any]) -> Callable[[Mapping[str, Any]], Any]:
+    """``kind(**values)`` for a frozen dataclass without ``__post_init__`` or default
+    factories, made without its ``__init__`` (which sets each field through
+    ``object.__setattr__``; a large file's cells are read back several times) when ``values``
+    has each field it needs and no other: else the constructor, which raises as it does."""
+    fields = dataclasses.fields(kind)
+    assert not hasattr(kind, "__post_init__")
+    assert all(f.default_factory is dataclasses.MISSING for f in fields)
+    names = frozenset(f.name for f in fields)
+    required = frozenset(f.name for f in fields if f.default is dataclasses.MISSING)
+    defaults = {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
+    new = object.__new__
+
+    def make(values: Mapping[str, Any]) -> Any:
+        if values.keys() <= names and required <= values.keys():
+            made = new(kind)
+            state = made.__dict__
+            state.update(defaults)
+            state.update(values)
+            return made
+        return kind(**values)
+
+    return make
+
+
+_prompt_of = _maker(PromptResult)
+_cell_of = _maker(CellResult)
+
+
 def _cell(d: Mapping[str, Any]) -> CellResult:
     fields = dict(d)
     checked = d.get("checked")
     fields["status"] = _status(d["status"])
     fields["checked"] = None if checked is None else _status(checked)
-    fields["prompts"] = tuple([PromptResult(**p) for p in d["prompts"]])
+    fields["prompts"] = tuple([_prompt_of(p) for p in d["prompts"]])
     fields["faults_fired"] = tuple(d["faults_fired"])
     fields["notes"] = tuple(d.get("notes", ()))
     calls = d.get("calls", ())
     fields["calls"] = () if calls == [] or calls == () else call_records(calls)
-    return CellResult(**fields)
+    cell: CellResult = _cell_of(fields)
+    return cell

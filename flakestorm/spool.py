@@ -4,7 +4,9 @@ A phase appends each finished item — a contract cell, a mutation, a replayed s
 :class:`Spool`: one JSON line per item, in an anonymous file in the report directory (it
 disappears when the run's result is gone, and is never left behind). Its
 :class:`~flakestorm.results.PhaseOutcome` holds the spool's :class:`Spooled` items: a read-only
-sequence in index order that reads each item back from disk when it is used. Every reporter,
+sequence in index order that reads each item back from disk when it is used (one at a time,
+or, iterated, in blocks: the file is then read front to back, each run of lines written in
+index order — a merged shard's, say — side by side). Every reporter,
 the scores and ``results.json`` take it like a tuple, so nothing downstream changes; only what
 is in use is in memory.
 
@@ -17,9 +19,11 @@ spooled items as they are.
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 import threading
 import weakref
+from bisect import bisect_right
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +70,23 @@ _BUFFER = 1 << 20
 threads take the GIL, and an item is written under the executor's lock (its sink), where the
 other workers wait; a write per item (or per few) made the mutation phase far slower."""
 
+_BLOCK = 1 << 18
+"""Bytes a spool reads at a time when it reads its items in order (:meth:`Spool._lines`)."""
+
+_MAX_RUNS = 16
+"""The most runs of lines in index order a spool reads in blocks, side by side; a file with
+more (a run's items finished out of order) is read a line at a time."""
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _parse(line: bytes) -> dict[str, Any]:
+    """The document of a spool's line (one JSON object, as the spool wrote it: nothing before
+    or after it to skip)."""
+    document: dict[str, Any] = _DECODER.raw_decode(line.decode("utf-8", "surrogatepass"))[0]
+    return document
+
 
 class Spool(Generic[T]):
     """Where a phase's finished items go (thread-safe); :attr:`items` reads them back."""
@@ -88,6 +109,8 @@ class Spool(Generic[T]):
         self._verbatim: set[int] = set()  # the items whose line is their text as read
         self._order: list[int] | None = []  # the indexes sorted; None: to sort again
         self._end = 0
+        self._runs: list[int] = []  # where each run of lines in increasing index order starts
+        self._last = -1  # the index of the last line
         self.tally = Tally()
         """The items counted as they are written (:mod:`flakestorm.tally`)."""
         self.items: Spooled[T] = Spooled(self)
@@ -123,6 +146,9 @@ class Spool(Generic[T]):
                 self._pending.clear()
             if item.index not in self._where:
                 self._order = None
+            if item.index <= self._last or not self._runs:
+                self._runs.append(self._end)
+            self._last = item.index
             self._where[item.index] = (self._end, len(line))
             if verbatim:
                 self._verbatim.add(item.index)
@@ -155,9 +181,43 @@ class Spool(Generic[T]):
             self._file.seek(offset)
             return self._file.read(length - 1)
 
+    def _lines(self) -> Iterator[tuple[int, bytes]]:
+        """Each item's index and line (without its newline), in index order. The lines are
+        read in blocks: the file is a few runs of lines in index order (a merge's shards, one
+        after another; an item written again, at the end), each read front to back, side by
+        side. A file of many runs (a run's items, finished out of order) is read a line at a
+        time; so is a line written while the items are read."""
+        with self._lock:
+            if self._pending:
+                self._file.seek(self._written)
+                self._file.write(self._pending)
+                self._written += len(self._pending)
+                self._pending.clear()
+            self._file.flush()
+            read_to, runs = self._written, list(self._runs)
+        indexes = self._indexes()
+        if len(runs) > _MAX_RUNS:
+            for index in indexes:
+                yield index, self._line(index)
+            return
+        where, fd = self._where, self._file.fileno()
+        blocks = [(0, b"")] * len(runs)  # each run's block: where it starts, its bytes
+        for index in indexes:
+            offset, length = where[index]
+            if offset + length > read_to:  # written since
+                yield index, self._line(index)
+                continue
+            run = bisect_right(runs, offset) - 1 if len(runs) > 1 else 0
+            start, block = blocks[run]
+            at = offset - start
+            if at < 0 or at + length > len(block):
+                block = os.pread(fd, max(_BLOCK, length), offset)
+                blocks[run] = (offset, block)
+                at = 0
+            yield index, block[at : at + length - 1]
+
     def _document(self, index: int) -> dict[str, Any]:
-        document: dict[str, Any] = json.loads(self._line(index).decode("utf-8", "surrogatepass"))
-        return document
+        return _parse(self._line(index))
 
     def _read(self, index: int) -> T:
         return self._codec.decode(self._document(index))
@@ -185,8 +245,9 @@ class Spooled(Sequence[T]):
         return self._spool._read(indexes[position])
 
     def __iter__(self) -> Iterator[T]:
-        for index in self._spool._indexes():
-            yield self._spool._read(index)
+        decode = self._spool._codec.decode
+        for _, line in self._spool._lines():
+            yield decode(_parse(line))
 
     @property
     def tally(self) -> Tally:
@@ -201,17 +262,15 @@ class Spooled(Sequence[T]):
         """Each item as :meth:`documents` gives it, or, when it was added with its text as
         read from a ``results.json`` (and nothing redacted), that text: written out again as it
         was, not parsed and made again."""
-        spool = self._spool
-        for index in spool._indexes():
-            if index in spool._verbatim:
-                yield spool._line(index).decode("utf-8", "surrogatepass")
-            else:
-                yield spool._document(index)
+        verbatim = self._spool._verbatim
+        for index, line in self._spool._lines():
+            text = line.decode("utf-8", "surrogatepass")
+            yield text if index in verbatim else _DECODER.raw_decode(text)[0]
 
     def documents(self) -> Iterator[dict[str, Any]]:
         """The items as they are in ``results.json`` (as written: not read into results)."""
-        for index in self._spool._indexes():
-            yield self._spool._document(index)
+        for _, line in self._spool._lines():
+            yield _parse(line)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Sequence) or isinstance(other, str):

@@ -101,3 +101,28 @@ def test_each_field_of_a_streamed_item_is_checked_and_located(
         read_streamed(io.StringIO(json.dumps(document)))
     assert f"phases.contract.{message}" in str(raised.value)
     assert from_document(to_document(failing())) == failing()  # a good document: no complaint
+
+
+@pytest.mark.parametrize(
+    ("field", "message"),
+    [
+        ("severity", 'cells[0]: TypeError("CellResult.__init__() missing 1 required positional'),
+        ("prompts.sent", 'cells[0]: TypeError("PromptResult.__init__() missing 1 required'),
+        ("+colour", 'cells[0]: TypeError("CellResult.__init__() got an unexpected keyword'),
+        ("prompts.+colour", 'cells[0]: TypeError("PromptResult.__init__() got an unexpected'),
+    ],
+)
+def test_a_streamed_item_missing_a_field_or_with_a_foreign_one_is_refused_located(
+    field: str, message: str
+) -> None:
+    document = to_document(failing())
+    cell = document["phases"]["contract"]["cells"][0]
+    target = cell["prompts"][0] if field.startswith("prompts.") else cell
+    name = field.removeprefix("prompts.")
+    if name.startswith("+"):
+        target[name[1:]] = "blue"
+    else:
+        del target[name]
+    with pytest.raises(ResultsError) as raised:
+        read_streamed(io.StringIO(json.dumps(document)))
+    assert f"results document is malformed: phases.contract.{message}" in str(raised.value)

@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from golden.cases import CASES as GOLDEN_CASES
 from golden.cases import mutation as golden_mutation_run
 
 from flakestorm import spool as spool_module
@@ -275,6 +276,81 @@ def test_lines_past_the_write_buffer_come_back_from_the_file_and_from_memory(
     spool.add(cell(7, "settled"))
     assert 0 < spool._written < spool._end  # some in the file, the last ones not yet
     assert spool.items == tuple(cell(7, "settled") if c.index == 7 else c for c in cells)
+
+
+@pytest.mark.parametrize("block", [1, 200, 1 << 18])
+@pytest.mark.parametrize("shards", [1, 4, 40])
+def test_items_read_in_order_come_back_from_runs_of_blocks_as_read_one_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int, shards: int
+) -> None:
+    monkeypatch.setattr(spool_module, "_BUFFER", 500)
+    monkeypatch.setattr(spool_module, "_BLOCK", block)  # 1: each line longer than a block
+    spool = Spool(CELLS, tmp_path)
+    cells = [cell(i, "held " * (i % 7)) for i in range(120)]
+    for k in range(shards):  # as a merge writes its shards: each in order, one after another
+        for item in cells[k::shards]:
+            spool.add(item, json.dumps(CELLS.encode(item)))
+    spool.add(cell(5, "settled"))  # an item written again: its line at the end
+    expected = [cell(5, "settled") if c.index == 5 else c for c in cells]
+    seen = []
+    for item in spool.items:
+        seen.append(item)
+        if item.index == 10:  # a line written while they are read is read too
+            spool.add(cell(100, "late"))
+    expected[100] = cell(100, "late")
+    assert seen == expected
+    assert list(spool.items.documents()) == [CELLS.encode(c) for c in expected]
+    assert [json.loads(d) if isinstance(d, str) else d for d in spool.items.written()] == [
+        CELLS.encode(c) for c in expected
+    ]
+
+
+def _hostile_cells(start: int) -> list[CellResult]:
+    """Cells whose cases the reports make from their documents alone, and one they do not
+    (a conversation's), with agent output and names a report must escape."""
+    from golden.cases import INJECTED_SCRIPT, RTL, hostile_output
+
+    from flakestorm.results import PromptResult
+
+    def prompt(latency_ms: float, run: int = 0, turn: int | None = None) -> PromptResult:
+        conversation = None if turn is None else 0
+        output = hostile_output()
+        return PromptResult("p", "p", run, True, "ok", output, latency_ms, 200, None, "",
+                            conversation=conversation, turn=turn)  # fmt: skip
+
+    evil = f'x"&\t{RTL}\x1b::{INJECTED_SCRIPT}'
+    return [
+        CellResult(start, f"inv{evil}", f"scn{evil}]", "low", Status.PASSED, evil,
+                   runs_passed=1, runs_total=1, prompts=(prompt(0.0),),
+                   faults_fired=(evil, "tool_error(a, 503)")),
+        CellResult(start + 1, "mentions_refund", evil, "critical", Status.SKIPPED, ""),
+        CellResult(start + 2, "unlisted", "baseline", "high", Status.NOT_RUN, f"stopped {evil}"),
+        CellResult(start + 3, "fast", evil, "low", Status.PASSED, "passed 2 of 3 runs",
+                   flaky=True, runs_passed=2, runs_total=3,
+                   prompts=(prompt(1.5), prompt(2.25, run=1))),
+        CellResult(start + 4, "fast", "talk", "low", Status.PASSED, "held on every turn",
+                   runs_passed=1, runs_total=1,
+                   prompts=(prompt(3.0, turn=1), prompt(4.0, turn=2))),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN_CASES))
+def test_every_golden_case_with_its_cells_spooled_reports_as_held(
+    tmp_path: Path, name: str
+) -> None:
+    held = GOLDEN_CASES[name]()
+    phases = {}
+    for phase, outcome in held.phases.items():
+        cells = [*outcome.cells, *_hostile_cells(len(outcome.cells))]
+        spool = Spool(CELLS, tmp_path)
+        for c in reversed(cells):  # out of order, some written twice: read from several runs
+            spool.add(c)
+        spool.extend(cells[::2])
+        phases[phase] = (replace(outcome, cells=tuple(cells)), replace(outcome, cells=spool.items))
+    held = replace(held, phases={phase: pair[0] for phase, pair in phases.items()})
+    spooled = replace(held, phases={phase: pair[1] for phase, pair in phases.items()})
+    for report_name, report in REPORTS.items():
+        assert report.render(spooled) == report.render(held), report_name
 
 
 def test_failed_cells_are_listed_critical_first_and_read_only_as_a_report_shows_them(

@@ -58,7 +58,9 @@ from flakestorm.results import (
     PromptResult,
     RunResult,
     Status,
+    cell_from_document,
 )
+from flakestorm.spool import Spooled
 from flakestorm.tally import seconds, tally_of
 
 EXCERPT_CHARS = 1000
@@ -265,16 +267,88 @@ def _suite(result: RunResult, outcome: PhaseOutcome) -> Any:
     )
 
 
-def _cases(result: RunResult, outcome: PhaseOutcome) -> Iterator[Any]:
-    """The phase's cases, one at a time: its cells, then its mutations."""
+def _cases(result: RunResult, outcome: PhaseOutcome) -> Iterator[str]:
+    """The phase's cases' elements, one at a time: its cells, then its mutations. A spooled
+    phase's cells are read as the documents it wrote (:class:`_CellCases`)."""
     name = clean(outcome.name)
     file = clean(result.config_path)
     lines = {i.id: i.line for i in outcome.invariants}
     texts = _Lines()
-    for cell in outcome.cells:
-        yield _case(cell, name, file, lines.get(cell.invariant_id), texts)
+    if isinstance(outcome.cells, Spooled):
+        yield from map(_CellCases(name, file, lines, texts), outcome.cells.documents())
+    else:
+        for cell in outcome.cells:
+            yield _case_xml(_case(cell, name, file, lines.get(cell.invariant_id), texts))
     for mutation in outcome.mutations:
-        yield _mutation_case(mutation, name, file)
+        yield _case_xml(_mutation_case(mutation, name, file))
+
+
+_SHORT = {
+    Status.PASSED.value: None,
+    Status.SKIPPED.value: "skipped",
+    Status.NOT_RUN.value: "not run",
+}
+"""The statuses of a cell whose case has no details (the prefix of its ``<skipped>``
+message)."""
+
+
+class _CellCases:
+    """The element of a cell's case from its document, as :func:`_case_xml` writes
+    :func:`_case`'s: a cell that passed, was skipped or did not run and has no conversation
+    (no details, no transcript) from the few fields its case shows, made once per distinct
+    severity, status and reason; any other read into a cell first."""
+
+    def __init__(self, classname: str, file: str, lines: dict[str, int], texts: _Lines) -> None:
+        self._classname, self._file, self._lines, self._texts = classname, file, lines, texts
+        self._tails: dict[str, str] = {}  # per invariant: the attributes after ``time``
+        self._outs: dict[tuple[Any, ...], str] = {}  # what follows the attributes
+
+    def __call__(self, d: dict[str, Any]) -> str:
+        status, prompts = d["status"], d["prompts"]
+        if status not in _SHORT or any(p.get("turn") is not None for p in prompts):
+            cell = cell_from_document(d)
+            line = self._lines.get(cell.invariant_id)
+            return _case_xml(_case(cell, self._classname, self._file, line, self._texts))
+        invariant = d["invariant_id"]
+        tail = self._tails.get(invariant)
+        if tail is None:
+            line = self._lines.get(invariant)
+            line_text = str(line) if line else ""
+            shown = (("classname", self._classname), ("file", self._file), ("line", line_text))
+            tail = self._tails[invariant] = _attributes((k, v) for k, v in shown if v)
+        elapsed = round(sum(p["latency_ms"] for p in prompts) / 1000.0, 6)
+        time = f' time="{elapsed:f}"' if elapsed else ""
+        name = _attribute(clean(f"{invariant}[{d['scenario']}]"))
+        return f'<testcase name="{name}"{time}{tail}>{self._out(d, status, _SHORT[status])}'
+
+    def _out(self, d: dict[str, Any], status: str, short: str | None) -> str:
+        """The case's children and end tag."""
+        runs_total = d.get("runs_total", 0)
+        several = runs_total > 1
+        runs_passed = d.get("runs_passed", 0) if several else 0
+        flaky = several and d.get("flaky", False)
+        faults = tuple(d["faults_fired"])
+        key = (d["severity"], status, d["reason"], faults, runs_total, runs_passed, flaky)
+        out = self._outs.get(key)
+        if out is not None:
+            return out
+        texts = self._texts
+        reason = texts(d["reason"])
+        lines = [f"severity: {texts(d['severity'], 40)}", f"status: {status}"]
+        if several:
+            lines.append(f"runs passed: {runs_passed} of {runs_total}{' (flaky)' if flaky else ''}")
+        lines.append(f"reason: {reason}")
+        lines.append(f"faults fired: {', '.join(texts(f, 200) for f in faults) or 'none'}")
+        children = []
+        if short is not None:
+            message = f"{short}: {reason or status}"
+            children.append(_element("skipped", (("type", "skipped"), ("message", message))))
+        children.append(_element("system-out", (), "\n".join(lines)))
+        out = "".join(f"\n\t\t\t{child}" for child in children) + "\n\t\t</testcase>"
+        if len(self._outs) >= 4096:
+            self._outs.clear()
+        self._outs[key] = out
+        return out
 
 
 _TOTALS = ("disabled", "errors", "failures", "tests")
@@ -430,5 +504,5 @@ def write(result: RunResult, out: TextIO) -> None:
         head, text = text.split(marker, 1)
         out.write(head)
         for number, case in enumerate(_cases(result, outcome)):
-            out.write(("\n\t\t" if number else "") + _case_xml(case))
+            out.write(("\n\t\t" if number else "") + case)
     out.write(text)
