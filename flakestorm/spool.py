@@ -140,10 +140,7 @@ class Spool(Generic[T]):
             self.tally.add(cast(CellResult | MutationResult, item))
             self._pending += line
             if len(self._pending) >= _BUFFER:
-                self._file.seek(self._written)
-                self._file.write(self._pending)
-                self._written += len(self._pending)
-                self._pending.clear()
+                self._write_pending()
             if item.index not in self._where:
                 self._order = None
             if item.index <= self._last or not self._runs:
@@ -181,6 +178,13 @@ class Spool(Generic[T]):
             self._file.seek(offset)
             return self._file.read(length - 1)
 
+    def _write_pending(self) -> None:
+        """Write the lines not yet in the file after those that are (under the lock)."""
+        self._file.seek(self._written)
+        self._file.write(self._pending)
+        self._written += len(self._pending)
+        self._pending.clear()
+
     def _lines(self) -> Iterator[tuple[int, bytes]]:
         """Each item's index and line (without its newline), in index order. The lines are
         read in blocks: the file is a few runs of lines in index order (a merge's shards, one
@@ -189,10 +193,7 @@ class Spool(Generic[T]):
         time; so is a line written while the items are read."""
         with self._lock:
             if self._pending:
-                self._file.seek(self._written)
-                self._file.write(self._pending)
-                self._written += len(self._pending)
-                self._pending.clear()
+                self._write_pending()
             self._file.flush()
             read_to, runs = self._written, list(self._runs)
         indexes = self._indexes()
@@ -264,8 +265,7 @@ class Spooled(Sequence[T]):
         was, not parsed and made again."""
         verbatim = self._spool._verbatim
         for index, line in self._spool._lines():
-            text = line.decode("utf-8", "surrogatepass")
-            yield text if index in verbatim else _DECODER.raw_decode(text)[0]
+            yield line.decode("utf-8", "surrogatepass") if index in verbatim else _parse(line)
 
     def documents(self) -> Iterator[dict[str, Any]]:
         """The items as they are in ``results.json`` (as written: not read into results)."""
