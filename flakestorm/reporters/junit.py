@@ -140,13 +140,24 @@ class _Lines:
         return ", ".join(self(f, 200) for f in cell.faults_fired) or "none"
 
 
-def _system_out(cell: CellResult, line: _Lines, reason: str, faults: str) -> str:
-    lines = [f"severity: {line(cell.severity, 40)}", f"status: {cell.status.value}"]
-    if cell.runs_total > 1:
-        flaky = " (flaky)" if cell.flaky else ""
-        lines.append(f"runs passed: {cell.runs_passed} of {cell.runs_total}{flaky}")
+def _summary_lines(
+    severity: str, status: str, runs: tuple[int, int, bool], reason: str, faults: str
+) -> list[str]:
+    """The first lines of a cell's ``system-out``: its severity (already one line), status,
+    runs passed of ``runs`` (passed, total, flaky) when it ran more than once, reason and the
+    faults fired."""
+    lines = [f"severity: {severity}", f"status: {status}"]
+    passed, total, flaky = runs
+    if total > 1:
+        lines.append(f"runs passed: {passed} of {total}{' (flaky)' if flaky else ''}")
     lines.append(f"reason: {reason}")
     lines.append(f"faults fired: {faults}")
+    return lines
+
+
+def _system_out(cell: CellResult, line: _Lines, reason: str, faults: str) -> str:
+    runs = (cell.runs_passed, cell.runs_total, cell.flaky)
+    lines = _summary_lines(line(cell.severity, 40), cell.status.value, runs, reason, faults)
     for conversation in transcript(cell):
         lines.append(_one_line(conversation.title))
         lines.extend(f"  {_one_line(turn_line(turn, 300), 2000)}" for turn in conversation.turns)
@@ -334,11 +345,9 @@ class _CellCases:
             return out
         texts = self._texts
         reason = texts(d["reason"])
-        lines = [f"severity: {texts(d['severity'], 40)}", f"status: {status}"]
-        if several:
-            lines.append(f"runs passed: {runs_passed} of {runs_total}{' (flaky)' if flaky else ''}")
-        lines.append(f"reason: {reason}")
-        lines.append(f"faults fired: {', '.join(texts(f, 200) for f in faults) or 'none'}")
+        fired = ", ".join(texts(f, 200) for f in faults) or "none"
+        runs = (runs_passed, runs_total, flaky)
+        lines = _summary_lines(texts(d["severity"], 40), status, runs, reason, fired)
         children = []
         if short is not None:
             message = f"{short}: {reason or status}"
