@@ -228,6 +228,13 @@ class McpServer:
         return scenario.model_copy(update={"tool_faults": faults})
 
 
+def plan_for(config: Config, contract: Contract) -> Plan:
+    """The plan a run makes of ``contract`` (the config's own, or the chaos phase's): over the
+    config's golden prompts, the faults on its one MCP server's tools naming the server
+    (:func:`mcp_server_of`). The phases and ``validate`` plan through it, so they agree."""
+    return build_plan(contract, config.golden_prompts, mcp_server_of(config))
+
+
 def build_plan(
     contract: Contract,
     golden_prompts: Sequence[GoldenPrompt],

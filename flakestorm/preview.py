@@ -12,7 +12,7 @@ from flakestorm.counting import MatrixCount, count_invocations
 from flakestorm.errors import Problem, UsageError
 from flakestorm.loader.replays import resolve_sessions
 from flakestorm.phases.phase import PhaseName
-from flakestorm.plan import build_plan, mcp_server_of
+from flakestorm.plan import plan_for
 from flakestorm.redaction import without_userinfo
 from flakestorm.sweeps import sweeps_of
 
@@ -24,7 +24,7 @@ def count_matrix(config: Config, base_dir: Path | None = None) -> MatrixCount | 
     if config.contract is None:
         return None
     try:
-        plan = build_plan(config.contract, config.golden_prompts, mcp_server_of(config))
+        plan = plan_for(config, config.contract)
     except UsageError:
         return None
     sessions = None if base_dir is None else keeps_sessions(config.agent, base_dir)

@@ -14,7 +14,7 @@ from flakestorm.errors import UsageError
 from flakestorm.loader import LoadedConfig, load_profile
 from flakestorm.phases.matrix import MatrixPhase, dealt
 from flakestorm.phases.phase import PhaseName, PhaseRequest
-from flakestorm.plan import Plan, build_plan, mcp_server_of
+from flakestorm.plan import Plan, plan_for
 from flakestorm.results import PhaseOutcome, PhaseScore, Status
 from flakestorm.scoring import score_cells
 
@@ -37,7 +37,7 @@ class ChaosPhase(MatrixPhase):
                 "profile with --chaos-profile"
             )
         contract = chaos_contract(config, profile)
-        plan = build_plan(contract, config.golden_prompts, mcp_server_of(config))
+        plan = plan_for(config, contract)
         return dealt(plan, request)
 
     def score(self, outcome: PhaseOutcome, config: Config) -> PhaseScore:

@@ -8,7 +8,7 @@ from flakestorm.errors import UsageError
 from flakestorm.loader import LoadedConfig
 from flakestorm.phases.matrix import MatrixPhase, dealt
 from flakestorm.phases.phase import PhaseName, PhaseRequest
-from flakestorm.plan import Plan, build_plan, mcp_server_of
+from flakestorm.plan import Plan, plan_for
 from flakestorm.results import PhaseOutcome, PhaseScore
 from flakestorm.scoring import score_cells
 
@@ -21,7 +21,7 @@ class ContractPhase(MatrixPhase):
         config = loaded.config
         if config.contract is None:
             raise UsageError(f"{loaded.path.name} has no `contract` section")
-        plan = build_plan(config.contract, config.golden_prompts, mcp_server_of(config))
+        plan = plan_for(config, config.contract)
         return dealt(plan, request)
 
     def score(self, outcome: PhaseOutcome, config: Config) -> PhaseScore:
