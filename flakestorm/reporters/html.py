@@ -7,7 +7,8 @@ faults were not delivered), a table of the scenarios with their declared faults 
 ran, and every cell with its invocations and every tool and LLM call the agent made in it.
 
 Status glyphs (passed, failed, errored, flaky, skipped, not run, not delivered) are inline SVG
-(:data:`GLYPHS`), not emoji, so they render on a machine without an emoji font.
+(:data:`~flakestorm.reporters.html_matrix.GLYPHS`, drawn by its ``glyph``), not emoji, so they
+render on a machine without an emoji font.
 
 Rendered with jinja2 from ``templates/report.html.j2`` with autoescaping on; every string from
 the run first goes through :func:`flakestorm.reporters.markdown.clean` (control characters,
@@ -47,10 +48,10 @@ from flakestorm.reporters import delta as delta_report
 from flakestorm.reporters.escape import clean, excerpt
 from flakestorm.reporters.html_matrix import (
     DETAIL_LIMIT,
-    GLYPHS,
     Detail,
     detail,
     detailed,
+    glyph,
     glyph_kinds,
     matrix,
     row_html,
@@ -158,7 +159,8 @@ class _Cell:
     severity: str
     status: str
     glyphs: tuple[str, ...]
-    """The status glyphs (:data:`GLYPHS`) of the cell: its status, and ``flaky``."""
+    """The status glyphs (:data:`~flakestorm.reporters.html_matrix.GLYPHS`) of the cell: its
+    status, and ``flaky``."""
     bad: bool
     flaky: bool
     reason: str
@@ -514,7 +516,7 @@ def _generate(result: RunResult) -> Iterator[str]:
     template = _environment().get_template("report.html.j2")
     return template.generate(
         csp=content_security_policy(script_source),
-        glyphs=GLYPHS,
+        glyph=glyph,
         detail_limit=DETAIL_LIMIT,
         leaks=_leaks(result),
         script=script,

@@ -75,10 +75,10 @@ page's stylesheet."""
 
 
 @functools.cache
-def glyph(kind: str) -> str:
-    """The inline SVG of a glyph, as the template's ``glyph`` macro writes it."""
+def glyph(kind: str) -> Markup:
+    """The inline SVG of a glyph: for the matrix's cells, and the template's ``glyph``."""
     label, shapes = GLYPHS[kind]
-    return (
+    return Markup(
         f'<svg class="glyph {escape(kind)}" viewBox="0 0 16 16" role="img" '
         f'aria-label="{escape(label)}">{shapes}</svg>'
     )
