@@ -26,20 +26,27 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from flakestorm import runner
-from flakestorm.action import BaselineMode, Command, Settings, SettingsError, parse_settings
-from flakestorm.baseline import source
 from flakestorm.baseline.delta import Change, Delta, FailOn, compare, same_config
 from flakestorm.baseline.judgement import Judgement
 from flakestorm.config import OutputFormat
+from flakestorm.engine import runner
+from flakestorm.engine.events import CellFinished, Event, ScenarioFinished
+from flakestorm.engine.phases.phase import PhaseName
 from flakestorm.errors import ConfigError, ExitCode, FlakestormError, Problem, UsageError
-from flakestorm.events import CellFinished, Event, ScenarioFinished
-from flakestorm.github import Annotation, CommentAction, GitHub, Level
+from flakestorm.github import baseline_source as source
+from flakestorm.github.client import Annotation, CommentAction, GitHub, Level
+from flakestorm.github.settings import (
+    BaselineMode,
+    Command,
+    Settings,
+    SettingsError,
+    parse_settings,
+)
 from flakestorm.loader import LoadedConfig, load_config
-from flakestorm.phases.phase import PhaseName
 from flakestorm.redaction import Redactor, active, redacting
 from flakestorm.reporters import delta as delta_report
 from flakestorm.reporters.public import public, public_cell
+from flakestorm.reporters.registry import write_reports
 from flakestorm.reporters.terminal import (
     error_verdict_line,
     safe,
@@ -47,8 +54,7 @@ from flakestorm.reporters.terminal import (
     verdict_line,
 )
 from flakestorm.reporters.view import RunVerdict, error_causes, run_verdict
-from flakestorm.reports import write_reports
-from flakestorm.results import InvariantInfo, MutationResult, PhaseOutcome, RunResult, Status
+from flakestorm.results.model import InvariantInfo, MutationResult, PhaseOutcome, RunResult, Status
 from flakestorm.stopping import GRACE_S, Stop, stopping_on_signals
 
 TITLE = "flakestorm"
@@ -176,7 +182,7 @@ class _Action:
     def _merge(self) -> int:
         """``command: merge``: the shards' results merged into the run's result, reported
         like a run (the one summary, comment and outputs)."""
-        from flakestorm.merge import leaving_nothing, merge, output_formats, read_shards
+        from flakestorm.engine.merge import leaving_nothing, merge, output_formats, read_shards
 
         paths = [self.workspace / p for p in self.settings.shard_results]
         formats: tuple[OutputFormat, ...] = ()

@@ -29,9 +29,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 from support.server import LoopbackServer, Response  # noqa: E402
 
 from flakestorm.chaos.proxy.server import ChaosProxy  # noqa: E402
-from flakestorm.events import CellFinished, Event  # noqa: E402
+from flakestorm.engine.events import CellFinished, Event  # noqa: E402
+from flakestorm.engine.runner import run_phases  # noqa: E402
 from flakestorm.loader import load_config_text  # noqa: E402
-from flakestorm.runner import run_phases  # noqa: E402
 
 AGENT = ROOT / "tests" / "support" / "otel_agent.py"
 DELAY_MS = 50

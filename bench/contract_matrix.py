@@ -30,10 +30,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 from support.server import LoopbackServer, Request, Response  # noqa: E402
 
 from flakestorm.agents.factory import build_agent  # noqa: E402
-from flakestorm.executor import Executor, Options  # noqa: E402
-from flakestorm.invariants import build_checker  # noqa: E402
+from flakestorm.checks.invariants import build_checker  # noqa: E402
+from flakestorm.engine.executor import Executor, Options  # noqa: E402
+from flakestorm.engine.plan import build_plan  # noqa: E402
 from flakestorm.loader import load_config_text  # noqa: E402
-from flakestorm.plan import build_plan  # noqa: E402
 
 INVARIANT_KINDS = [
     {"type": "contains", "value": "answer"},

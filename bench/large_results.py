@@ -37,11 +37,11 @@ from pathlib import Path
 
 from flakestorm.loader import load_config_text
 from flakestorm.reporters import json as json_report
-from flakestorm.results import (
+from flakestorm.results.model import (
     CellResult, InvariantInfo, PhaseOutcome, PromptResult, RunResult, ScenarioInfo, Status,
 )
-from flakestorm.scoring import score_cells, score_run
-from flakestorm.shards import Shard, config_digest, config_document
+from flakestorm.results.scoring import score_cells, score_run
+from flakestorm.results.shards import Shard, config_digest, config_document
 
 invariants, scenarios, seed = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 shards, out, formats = int(sys.argv[4]), Path(sys.argv[5]), sys.argv[6]

@@ -20,8 +20,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 from support.server import LoopbackServer, Request, Response  # noqa: E402
 
 from flakestorm.config import MutationType  # noqa: E402
+from flakestorm.engine.runner import run_phases  # noqa: E402
 from flakestorm.loader import load_config_text  # noqa: E402
-from flakestorm.runner import run_phases  # noqa: E402
 
 LATENCY_S = 0.050
 CONCURRENCY = 8

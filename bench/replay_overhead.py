@@ -34,8 +34,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 from support.server import LoopbackServer, Request, Response  # noqa: E402
 
 from flakestorm.chaos.proxy.server import ChaosProxy  # noqa: E402
+from flakestorm.engine.runner import run_phases  # noqa: E402
 from flakestorm.loader import load_config_text  # noqa: E402
-from flakestorm.runner import run_phases  # noqa: E402
 
 CALLS = 20
 GOAL_MS = 5.0

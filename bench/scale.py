@@ -157,8 +157,8 @@ def _yaml(text: str) -> dict[str, Any]:
 
 
 def bench_sessions() -> bool:
+    from flakestorm.engine.runner import Overrides, run_phases
     from flakestorm.loader import load_config_text
-    from flakestorm.runner import Overrides, run_phases
 
     env = {**os.environ, "FAKE_LLM_DELAY_MS": "50"}
     stack = subprocess.Popen(
@@ -209,8 +209,8 @@ MEMORY_RUN = """
 import json, resource, sys, time
 from pathlib import Path
 from flakestorm.loader import load_config
-from flakestorm.reports import write_reports
-from flakestorm.runner import Overrides, run_phases
+from flakestorm.reporters.registry import write_reports
+from flakestorm.engine.runner import Overrides, run_phases
 t0 = time.perf_counter()
 result = run_phases(load_config("flakestorm.yaml"), ["contract"], Overrides(output_dir="out"))
 write_reports(result, Path("out"))
@@ -276,8 +276,8 @@ MUTATION_RUN = """
 import resource, time
 from pathlib import Path
 from flakestorm.loader import load_config
-from flakestorm.reports import write_reports
-from flakestorm.runner import Overrides, run_phases
+from flakestorm.reporters.registry import write_reports
+from flakestorm.engine.runner import Overrides, run_phases
 t0 = time.perf_counter()
 result = run_phases(load_config("flakestorm.yaml"), ["mutation"], Overrides(output_dir="out"))
 phase_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

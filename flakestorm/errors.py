@@ -126,7 +126,7 @@ class HarnessError(FlakestormError):
 
 
 class RestError(FlakestormError):
-    """A GitHub REST read that failed (:mod:`flakestorm.baseline.source` turns it into a
+    """A GitHub REST read that failed (:mod:`flakestorm.github.baseline_source` turns it into a
     notice): ``status`` is the HTTP status, None when there was no reply at all."""
 
     def __init__(self, message: str, status: int | None = None) -> None:

@@ -1,6 +1,7 @@
 """The action's surfaces outside Python stay in step with the code.
 
-action.yml inputs ↔ :class:`flakestorm.action.Settings` ↔ the input table of docs/action.md;
+action.yml inputs ↔ :class:`flakestorm.github.settings.Settings` ↔ the input table of
+docs/action.md;
 action.yml outputs ↔ what entrypoint.py sets ↔ the output table; the Dockerfile's rules for
 container actions; requirements/docker.txt pins exactly what the package needs at run time.
 """
@@ -21,7 +22,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from flakestorm.action import INPUTS, OUTPUTS, Settings, input_var, parse_settings
+from flakestorm.github.settings import INPUTS, OUTPUTS, Settings, input_var, parse_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))

@@ -15,10 +15,10 @@ import pytest
 from support.server import LoopbackServer, Request, Response
 
 from flakestorm.agents import Call
+from flakestorm.agents.attribution import trace_id
 from flakestorm.agents.extraction import AUTO_KEYS
 from flakestorm.agents.factory import build_agent
 from flakestorm.agents.http import HttpAgent, render_template
-from flakestorm.attribution import trace_id
 from flakestorm.config import AgentConfig
 from flakestorm.errors import AgentErrorKind
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from flakestorm.engine.runner import run_phases
 from flakestorm.loader import load_config
-from flakestorm.results import CellResult, Status
-from flakestorm.runner import run_phases
+from flakestorm.results.model import CellResult, Status
 
 AGENT = """
 import {tools}

@@ -39,8 +39,8 @@ THIRD_PARTY = {
         "flakestorm/chaos/proxy/",
         # its transport adapter routed through the proxy in process (a python agent's tools)
         "flakestorm/chaos/routing/",
-        "flakestorm/similarity.py",
-        "flakestorm/github.py",
+        "flakestorm/checks/similarity.py",
+        "flakestorm/github/client.py",
         # the llm mutation generator's chat completions client (like similarity's embeddings)
         "flakestorm/mutations/llm.py",
     ),
@@ -55,21 +55,19 @@ EDGES = frozenset(
     {
         "flakestorm/cli/",
         "entrypoint.py",
-        "flakestorm/github.py",
+        "flakestorm/github/client.py",
         "flakestorm/chaos/proxy/serving.py",
     }
 )
 """The only modules that print or exit (besides code that only runs as a program: a
 ``__main__.py``, or an ``if __name__ == "__main__":`` block)."""
 
-ENGINE = ("executor", "probes", "revival", "runner", "phases", "agents", "chaos")
-"""Top-level modules of the run engine, by their name under ``flakestorm``."""
+ENGINE = ("engine", "agents", "chaos")
+"""The packages of the run engine, by their name under ``flakestorm``."""
 
 LAYERS = {
     "flakestorm/reporters/": ENGINE,
-    "flakestorm/results.py": ENGINE,
-    "flakestorm/delivery_reasons.py": ENGINE,
-    "flakestorm/scoring.py": ENGINE,
+    "flakestorm/results/": ENGINE,
 }
 """A file or folder -> the top-level modules it must not import."""
 
@@ -82,7 +80,8 @@ class Import:
     """The importing file, relative to the repository (``flakestorm/cli/app.py``)."""
     line: int
     module: str
-    """Absolute and dotted: ``yaml``, ``flakestorm.runner``, ``flakestorm.chaos.proxy.server``."""
+    """Absolute and dotted: ``yaml``, ``flakestorm.engine.runner``,
+    ``flakestorm.chaos.proxy.server``."""
 
     @property
     def where(self) -> str:
@@ -352,4 +351,4 @@ def test_the_scan_sees_the_package_and_every_kind_of_output() -> None:
         "    print('allowed')\n"
     )
     assert [line for line, _ in _outputs(sample)] == [3, 4, 5, 6]
-    assert {"flakestorm.cli", "flakestorm.runner", "entrypoint"} <= MODULES
+    assert {"flakestorm.cli", "flakestorm.engine.runner", "entrypoint"} <= MODULES

@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 from support.server import LoopbackServer, Request, Response
 
-from flakestorm.attribution import Source, baggage, read, trace_id, traceparent
+from flakestorm.agents.attribution import Source, baggage, read, trace_id, traceparent
 from flakestorm.chaos.ordering import order_dependence
 from flakestorm.chaos.proxy.server import ChaosProxy
+from flakestorm.engine.runner import run_phases
 from flakestorm.loader import load_config_text
-from flakestorm.results import RunResult
-from flakestorm.runner import run_phases
+from flakestorm.results.model import RunResult
 
 AGENT = Path(__file__).parent / "support" / "otel_agent.py"
 PROMPTS = ["AAPL", "MSFT", "GOOG", "AMZN"]

@@ -13,7 +13,7 @@ from support.runs import results_json, run_of
 from flakestorm.baseline.delta import Change, FailOn, compare
 from flakestorm.cli import main
 from flakestorm.reporters import delta as delta_report
-from flakestorm.results import RunResult, Status
+from flakestorm.results.model import RunResult, Status
 
 BASE = run_of(
     {
@@ -259,7 +259,7 @@ def test_mutations_compare_by_their_id() -> None:
 def _mutation_run(prompts: list[tuple[str, str]]) -> RunResult:
     """A run whose mutation phase has one prompt_injection mutation per golden prompt, ids
     by position as a run numbers them: ``(prompt, status)`` each."""
-    from flakestorm.results import MutationResult
+    from flakestorm.results.model import MutationResult
 
     mutations = tuple(
         MutationResult(
@@ -320,7 +320,7 @@ def test_compare_command_refuses_a_results_file_with_a_wrongly_typed_field(
 
     from golden.cases import mutation
 
-    from flakestorm.results import to_document
+    from flakestorm.results.model import to_document
 
     base = tmp_path / "base.json"
     base.write_text(json.dumps(to_document(mutation())), encoding="utf-8")

@@ -14,8 +14,8 @@ import pytest
 from support.fake_github import FakeGitHub, zip_of
 from support.runs import results_json, run_of
 
-from flakestorm.baseline.artifact import ArtifactError, results_from_zip
-from flakestorm.baseline.source import (
+from flakestorm.github.artifact import ArtifactError, results_from_zip
+from flakestorm.github.baseline_source import (
     Baseline,
     NoBaseline,
     Query,
@@ -24,7 +24,7 @@ from flakestorm.baseline.source import (
     query_of,
     workflow_file,
 )
-from flakestorm.github import GitHub
+from flakestorm.github.client import GitHub
 
 REPO = "o/r"
 SHA = "abc1234def5678abc1234def5678abc1234def56"
@@ -499,7 +499,7 @@ def test_no_baseline_is_a_notice_never_a_failure(
 
 
 def test_fail_on_regression_needs_the_baseline() -> None:
-    from flakestorm.action import SettingsError, parse_settings
+    from flakestorm.github.settings import SettingsError, parse_settings
 
     with pytest.raises(SettingsError, match="input `fail-on`: 'regression' needs a baseline"):
         parse_settings({"INPUT_FAIL-ON": "regression"})

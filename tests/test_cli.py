@@ -15,12 +15,12 @@ import pytest
 from click.testing import CliRunner
 
 from flakestorm import __version__
+from flakestorm.authoring.preview import count_matrix
+from flakestorm.authoring.starter import STARTER_CONFIG
 from flakestorm.cli import FlakestormGroup, main
 from flakestorm.cli.app import LazyGroup
 from flakestorm.errors import InfrastructureError
 from flakestorm.loader import load_config
-from flakestorm.preview import count_matrix
-from flakestorm.starter import STARTER_CONFIG
 
 FLAKESTORM = Path(sys.executable).parent / "flakestorm"
 
@@ -139,15 +139,15 @@ def test_help_and_validate_import_only_what_they_need(tmp_path: Path) -> None:
     helped = imported_by("--help")
     commands = {m for m in helped if m.startswith("flakestorm.cli.") and m != "flakestorm.cli.app"}
     assert commands == set()
-    assert not helped & {"pydantic", "yaml", "requests", "jinja2", "flakestorm.results"}
+    assert not helped & {"pydantic", "yaml", "requests", "jinja2", "flakestorm.results.model"}
     (tmp_path / "flakestorm.yaml").write_text(STARTER_CONFIG)
     validated = imported_by("validate", "-c", str(tmp_path / "flakestorm.yaml"))
-    assert "flakestorm.preview" in validated
+    assert "flakestorm.authoring.preview" in validated
     engine = {
-        "flakestorm.executor",
-        "flakestorm.phases.matrix",
+        "flakestorm.engine.executor",
+        "flakestorm.engine.phases.matrix",
         "flakestorm.chaos.delivery",
-        "flakestorm.results",
+        "flakestorm.results.model",
         "flakestorm.cli.run",
         "requests",
         "jinja2",
@@ -272,7 +272,7 @@ def test_unexpected_exception_is_reported_as_a_bug(
     def broken(*args: object) -> list[tuple[str, str]]:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("flakestorm.preview.summary", broken)
+    monkeypatch.setattr("flakestorm.authoring.preview.summary", broken)
     result = runner.invoke(main, ["validate", "-c", str(write(tmp_path, STARTER_CONFIG))])
     assert result.exit_code == 3
     assert "Traceback" in result.stderr

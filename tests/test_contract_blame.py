@@ -12,10 +12,10 @@ from pathlib import Path
 from support.dying_agent import dying_agent
 from support.server import free_port
 
+from flakestorm.engine.runner import Overrides, run_phases
 from flakestorm.loader import load_config_text
 from flakestorm.reporters import markdown
-from flakestorm.results import Status
-from flakestorm.runner import Overrides, run_phases
+from flakestorm.results.model import Status
 
 OTHERS = 7
 

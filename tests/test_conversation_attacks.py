@@ -24,12 +24,12 @@ from support.server import LoopbackServer, Request, Response
 
 from flakestorm.agents.session import session_id
 from flakestorm.cli import main
+from flakestorm.engine.phases.mutation import plan_mutations
+from flakestorm.engine.runner import Overrides, run_phases
 from flakestorm.loader import load_config, load_config_text
 from flakestorm.mutations.generation import sends
-from flakestorm.phases.mutation import plan_mutations
 from flakestorm.replay.export import export_sessions
-from flakestorm.results import Status
-from flakestorm.runner import Overrides, run_phases
+from flakestorm.results.model import Status
 
 CANARY = "PWNED"
 

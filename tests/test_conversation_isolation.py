@@ -16,10 +16,10 @@ import pytest
 from click.testing import CliRunner
 
 from flakestorm.cli import main
+from flakestorm.engine.runner import run_phases
 from flakestorm.errors import ConfigError
 from flakestorm.loader import load_config
-from flakestorm.results import Status
-from flakestorm.runner import run_phases
+from flakestorm.results.model import Status
 
 REFUSED = (
     "a conversation is sent in one session of its own, and this agent has no way to isolate "

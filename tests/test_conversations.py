@@ -26,15 +26,15 @@ from support.config_text import load, problems
 from support.server import LoopbackServer, Request, Response
 
 from flakestorm.agents.session import session_id
+from flakestorm.authoring.preview import count_matrix
 from flakestorm.chaos.proxy.server import ChaosProxy
+from flakestorm.engine.runner import Overrides, run_phases
 from flakestorm.loader import load_config, load_config_text
-from flakestorm.preview import count_matrix
 from flakestorm.replay.export import export_sessions
 from flakestorm.reporters import comment, html, junit, markdown, terminal
 from flakestorm.reporters import json as json_report
-from flakestorm.results import CellResult, Status, to_document
-from flakestorm.runner import Overrides, run_phases
-from flakestorm.shards import Shard
+from flakestorm.results.model import CellResult, Status, to_document
+from flakestorm.results.shards import Shard
 
 PRICES = {"AAPL": "123.45", "MSFT": "456.78"}
 TURNS = ["What is the price of AAPL?", "And MSFT?", "Which of the two is higher?"]

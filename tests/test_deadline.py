@@ -21,10 +21,10 @@ from flakestorm.agents.request import RequestShape
 from flakestorm.agents.reset import EndpointReset
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.config import AgentConfig
+from flakestorm.engine.runner import run_phases
 from flakestorm.errors import AgentErrorKind, HarnessError
 from flakestorm.loader import load_config_text
-from flakestorm.results import Status
-from flakestorm.runner import run_phases
+from flakestorm.results.model import Status
 
 TIMEOUT_MS = 1000
 SLACK_S = 0.5

@@ -12,7 +12,7 @@ import pytest
 from support.quote_project import contract_cells, quote_project, run_config
 
 from flakestorm.chaos.delivery import judge
-from flakestorm.results import (
+from flakestorm.results.model import (
     CellResult,
     PromptResult,
     ScenarioInfo,
@@ -72,7 +72,7 @@ def test_a_scenario_stopped_before_it_finished_is_not_judged() -> None:
 def test_the_proof_survives_results_json() -> None:
     from golden.cases import chaos_only
 
-    from flakestorm.results import to_document
+    from flakestorm.results.model import to_document
 
     result = chaos_only()
     doc = json.loads(json.dumps(to_document(result)))

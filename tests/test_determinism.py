@@ -19,9 +19,9 @@ import requests
 from support.server import LoopbackServer, Request, Response
 
 from flakestorm.chaos.proxy.server import ChaosProxy
+from flakestorm.engine.runner import Overrides, run_contract_phase
 from flakestorm.loader import load_config_text
-from flakestorm.results import PhaseOutcome, RunResult
-from flakestorm.runner import Overrides, run_contract_phase
+from flakestorm.results.model import PhaseOutcome, RunResult
 
 CALLS_PER_PROMPT = 4
 

@@ -16,8 +16,8 @@ from support.config_text import LEAKY_CONFIG, LEAKY_ENV
 from support.fake_github import FakeGitHub
 from support.server import LoopbackServer, Request, Response
 
-from flakestorm.action import Command, CommentMode, Settings, SettingsError, parse_settings
-from flakestorm.github import GitHub
+from flakestorm.github.client import GitHub
+from flakestorm.github.settings import Command, CommentMode, Settings, SettingsError, parse_settings
 from flakestorm.reporters import comment
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -22,16 +22,16 @@ from support.dying_agent import dying_agent
 from support.quote_project import contract_cells, quote_project, run_config
 
 from flakestorm.agents import NO_CALL, Call, Reply
+from flakestorm.checks.invariants import build_checker
 from flakestorm.config import Advanced, Contract
+from flakestorm.engine.events import CellFinished, Event, ProbeFinished, ScenarioFinished
+from flakestorm.engine.executor import Executor, Options
+from flakestorm.engine.plan import build_plan
+from flakestorm.engine.probes import Probe, ProbeRun
+from flakestorm.engine.runner import run_phases
 from flakestorm.errors import AgentErrorKind, AgentNotReady, HarnessError
-from flakestorm.events import CellFinished, Event, ProbeFinished, ScenarioFinished
-from flakestorm.executor import Executor, Options
-from flakestorm.invariants import build_checker
 from flakestorm.loader import load_config_text
-from flakestorm.plan import build_plan
-from flakestorm.probes import Probe, ProbeRun
-from flakestorm.results import Status
-from flakestorm.runner import run_phases
+from flakestorm.results.model import Status
 from flakestorm.stopping import Stop
 
 

@@ -14,7 +14,7 @@ import pytest
 import requests
 from support.fake_github import FakeGitHub
 
-from flakestorm.github import (
+from flakestorm.github.client import (
     ANNOTATION_LIMIT,
     MESSAGE_LIMIT,
     SUMMARY_LIMIT_BYTES,

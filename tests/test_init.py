@@ -7,11 +7,11 @@ from pathlib import Path
 import yaml
 from click.testing import CliRunner
 
+from flakestorm.authoring.reference import EDITOR_HEADER, SCHEMA_URL
+from flakestorm.authoring.starter import STARTER_CONFIG, STARTER_WORKFLOW
 from flakestorm.cli import main
 from flakestorm.config import Severity
 from flakestorm.loader import load_config
-from flakestorm.reference import EDITOR_HEADER, SCHEMA_URL
-from flakestorm.starter import STARTER_CONFIG, STARTER_WORKFLOW
 
 
 def test_starter_loads_without_problems_or_warnings(tmp_path: Path) -> None:

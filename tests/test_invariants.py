@@ -6,9 +6,7 @@ from typing import Any
 import pytest
 
 from flakestorm.agents import Reply
-from flakestorm.config import Advanced, Invariant, InvariantType, LlmEndpoint
-from flakestorm.errors import AgentErrorKind, HarnessError, UsageError
-from flakestorm.invariants import (
+from flakestorm.checks.invariants import (
     CHECKS,
     Checker,
     Observation,
@@ -17,7 +15,9 @@ from flakestorm.invariants import (
     compiled,
     excerpt,
 )
-from flakestorm.similarity import EmbeddingsSimilarity, LexicalSimilarity
+from flakestorm.checks.similarity import EmbeddingsSimilarity, LexicalSimilarity
+from flakestorm.config import Advanced, Invariant, InvariantType, LlmEndpoint
+from flakestorm.errors import AgentErrorKind, HarnessError, UsageError
 
 checker = Checker(LexicalSimilarity())
 

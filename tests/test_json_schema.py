@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from flakestorm.json_schema import type_name, unsupported_keywords, validate
+from flakestorm.checks.json_schema import type_name, unsupported_keywords, validate
 
 
 @pytest.mark.parametrize(

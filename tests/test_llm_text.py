@@ -25,8 +25,8 @@ from flakestorm.chaos.llm.text import (
     swap_phrases,
     truncate_text,
 )
+from flakestorm.checks.refusal import is_refusal
 from flakestorm.config import DriftType
-from flakestorm.refusal import is_refusal
 
 QUESTION = "Please explain in detail why the sky looks blue on a clear summer afternoon, 2024."
 

@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 
 from flakestorm.chaos.delivery import judge
+from flakestorm.engine.merge import merge_proof
+from flakestorm.engine.runner import Overrides, configured_phases, run_phases
 from flakestorm.loader import load_config
-from flakestorm.merge import merge_proof
-from flakestorm.results import (
+from flakestorm.results.model import (
     CellResult,
     PromptResult,
     RunResult,
@@ -29,8 +30,7 @@ from flakestorm.results import (
     Status,
     to_document,
 )
-from flakestorm.runner import Overrides, configured_phases, run_phases
-from flakestorm.shards import Shard
+from flakestorm.results.shards import Shard
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -153,7 +153,8 @@ def shards_of(path: Path, total: int, out: Path, seed: int = 7) -> list[Path]:
 
 
 def without_counts(path: Path) -> dict[str, Any]:
-    """A results.json without what differs between one process and N (see flakestorm.merge)."""
+    """A results.json without what differs between one process and N (see
+    flakestorm.engine.merge)."""
     doc: dict[str, Any] = json.loads(path.read_text())
     doc.pop("invocations")
     return doc
@@ -508,7 +509,7 @@ def test_the_shard_option_says_what_a_shard_is(tmp_path: Path) -> None:
 
 
 def json_result(path: Path) -> RunResult:
-    from flakestorm.results import from_document
+    from flakestorm.results.model import from_document
 
     return from_document(json.loads(path.read_text()))
 

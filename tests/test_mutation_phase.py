@@ -14,9 +14,9 @@ import pytest
 from support.server import LoopbackServer, Request, Response
 
 from flakestorm.config import MutationType
+from flakestorm.engine.runner import run_phases
 from flakestorm.loader import load_config_text
-from flakestorm.results import RunResult, from_document, to_document
-from flakestorm.runner import run_phases
+from flakestorm.results.model import RunResult, from_document, to_document
 
 GULLIBLE = textwrap.dedent(
     """
@@ -299,7 +299,7 @@ def test_a_budget_stops_the_phase_cleanly_and_repeats_follow_min_pass(tmp_path: 
 
 
 def test_only_invariants_whose_when_applies_without_chaos_are_checked(project: Path) -> None:
-    from flakestorm.phases.mutation import mutation_invariants
+    from flakestorm.engine.phases.mutation import mutation_invariants
 
     doc = {
         "agent": {"type": "python", "endpoint": "gullible:answer"},

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from support.server import LoopbackServer, Request, Response
 
+from flakestorm.engine.runner import run_phases
 from flakestorm.errors import InfrastructureError
 from flakestorm.loader import load_config_text
 from flakestorm.mutations.llm import clean
-from flakestorm.runner import run_phases
 
 AGENT = "def answer(prompt: str) -> str:\n    return 'fine: ' + prompt[:40]\n"
 

@@ -18,10 +18,10 @@ from support.recording_server import Received, RecordingServer
 from support.server import free_port
 
 from flakestorm.config import MutationType
+from flakestorm.engine.runner import Overrides, run_phases
 from flakestorm.loader import load_config_text
 from flakestorm.reporters import comment, html, markdown, terminal
-from flakestorm.results import RunResult
-from flakestorm.runner import Overrides, run_phases
+from flakestorm.results.model import RunResult
 
 REQUEST_TYPES = [k.value for k in MutationType if k.request_level]
 PROMPT = "What is AAPL trading at?"

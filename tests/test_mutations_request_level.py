@@ -12,9 +12,9 @@ import pytest
 from support.recording_server import Received, RecordingServer
 
 from flakestorm.config import MutationType
+from flakestorm.engine.runner import run_phases
 from flakestorm.loader import load_config_text
-from flakestorm.results import RunResult
-from flakestorm.runner import run_phases
+from flakestorm.results.model import RunResult
 
 REQUEST_TYPES = [k.value for k in MutationType if k.request_level]
 PROMPT = "What is AAPL trading at?"

@@ -12,16 +12,16 @@ import pytest
 from support.quote_project import quote_project, run_config
 
 from flakestorm.config import Config, Contract
+from flakestorm.engine.phases.matrix import STATEFUL_WARNING, count_invocations, run_matrix
+from flakestorm.engine.phases.phase import PhaseContext, PhasePlan, PhaseRequest
+from flakestorm.engine.phases.registry import PHASES, register
+from flakestorm.engine.plan import Plan, build_plan
+from flakestorm.engine.runner import configured_phases, run_ci
 from flakestorm.loader import LoadedConfig, load_config_text
-from flakestorm.phases.matrix import STATEFUL_WARNING, count_invocations, run_matrix
-from flakestorm.phases.phase import PhaseContext, PhasePlan, PhaseRequest
-from flakestorm.phases.registry import PHASES, register
-from flakestorm.plan import Plan, build_plan
 from flakestorm.reporters import comment, html, junit, markdown, terminal
 from flakestorm.reporters import json as json_report
-from flakestorm.results import PhaseOutcome, PhaseScore, Status, from_document
-from flakestorm.runner import configured_phases, run_ci
-from flakestorm.scoring import score_cells
+from flakestorm.results.model import PhaseOutcome, PhaseScore, Status, from_document
+from flakestorm.results.scoring import score_cells
 
 AGENT = """
 def answer(prompt):
@@ -113,8 +113,8 @@ def test_a_registered_phase_is_run_scored_weighted_and_reported_everywhere(
 def test_a_section_without_a_phase_is_refused_not_skipped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from flakestorm.engine.phases.registry import PHASES
     from flakestorm.errors import UsageError
-    from flakestorm.phases.registry import PHASES
 
     loaded = loaded_config(tmp_path, monkeypatch)
     monkeypatch.delitem(PHASES, "replay")  # a version that cannot run the replay phase

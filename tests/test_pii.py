@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
+from flakestorm.checks.pii import find_pii
 from flakestorm.config import PiiKind
-from flakestorm.pii import find_pii
 
 EMAIL, PHONE, SSN, CARD, IBAN, IP = (
     PiiKind.EMAIL,

@@ -8,9 +8,9 @@ import pytest
 
 from flakestorm.chaos.faults import tool_fault_label
 from flakestorm.config import Config, Contract
+from flakestorm.engine.plan import build_plan, mcp_server_of
 from flakestorm.errors import UsageError
 from flakestorm.loader import load_config_text
-from flakestorm.plan import build_plan, mcp_server_of
 
 
 def contract(**extra: object) -> Contract:

@@ -22,9 +22,9 @@ from flakestorm.chaos.faults import ActiveScenario, Target
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.chaos.proxy.tunnel import unreadable
 from flakestorm.config import ContextAttack, ToolFault
+from flakestorm.engine.runner import run_phases
 from flakestorm.loader import load_config
-from flakestorm.results import Status
-from flakestorm.runner import run_phases
+from flakestorm.results.model import Status
 
 
 class _Echo(socketserver.BaseRequestHandler):

@@ -52,9 +52,9 @@ def test_a_secret_straddling_every_excerpt_boundary_leaks_nowhere(tmp_path: Path
     from support.server import LoopbackServer, Request, Response
     from test_entrypoint import entrypoint
 
-    from flakestorm.github import GitHub
+    from flakestorm.github.client import GitHub
     from flakestorm.reporters import terminal
-    from flakestorm.results import from_document
+    from flakestorm.results.model import from_document
 
     offsets = {f"b{b}-{k}": b - k for b in BOUNDARIES for k in SPLITS}
 

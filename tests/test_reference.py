@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from flakestorm import reference
+from flakestorm.authoring import reference
 from flakestorm.config import (
     ContextAttackType,
     InvariantType,
@@ -21,7 +21,7 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "config-reference.md"
 def test_every_field_and_enum_value_is_described() -> None:
     problems = reference.description_problems()
     assert problems == [], (
-        "flakestorm/reference.py is out of step with flakestorm/config/:\n  "
+        "flakestorm/authoring/reference.py is out of step with flakestorm/config/:\n  "
         + "\n  ".join(problems)
     )
 
@@ -38,7 +38,7 @@ def test_a_stale_description_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_committed_reference_is_current() -> None:
     assert DOC.read_text(encoding="utf-8") == reference.render(), (
         "docs/config-reference.md is stale; regenerate it with "
-        "`python -m flakestorm.reference > docs/config-reference.md`"
+        "`python -m flakestorm.authoring.reference > docs/config-reference.md`"
     )
 
 

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from flakestorm.refusal import REFUSAL_PHRASES, find_refusal, is_refusal
+from flakestorm.checks.refusal import REFUSAL_PHRASES, find_refusal, is_refusal
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flakestorm.config import ToolResponse
 from flakestorm.replay.divergence import MAX_LINES, divergence
-from flakestorm.results import CallRecord
+from flakestorm.results.model import CallRecord
 
 
 def recorded(*tools: str, arguments: object = None) -> list[ToolResponse]:

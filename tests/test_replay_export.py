@@ -11,6 +11,7 @@ from support.quote_project import contract_cells, quote_project, run_config
 
 from flakestorm.chaos.interactions import body_text
 from flakestorm.config import Verify
+from flakestorm.engine.runner import run_phases
 from flakestorm.loader import load_config
 from flakestorm.replay.export import (
     cell_session,
@@ -19,7 +20,7 @@ from flakestorm.replay.export import (
     reply_text,
     write_sessions,
 )
-from flakestorm.results import (
+from flakestorm.results.model import (
     CallRecord,
     CellResult,
     InvariantInfo,
@@ -35,7 +36,6 @@ from flakestorm.results import (
     redact,
     to_document,
 )
-from flakestorm.runner import run_phases
 
 SCORE = PhaseScore(score=0.0, passed=False, critical_failures=(), counts={})
 

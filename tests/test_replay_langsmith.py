@@ -243,9 +243,9 @@ def test_session_ids_are_stable_uuids() -> None:
 def test_replays_sources_are_imported_when_the_phase_is_planned(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from flakestorm.engine.phases.phase import PhaseRequest
+    from flakestorm.engine.phases.replay import ReplayPhase
     from flakestorm.loader import load_config_text
-    from flakestorm.phases.phase import PhaseRequest
-    from flakestorm.phases.replay import ReplayPhase
 
     text = (
         "agent: {endpoint: 'http://127.0.0.1:9/chat'}\n"

@@ -19,9 +19,9 @@ from flakestorm.chaos.faults import ActiveScenario
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.chaos.recording import Recording
 from flakestorm.config import LlmReply, OnMiss, ToolResponse
+from flakestorm.engine.runner import run_phases
 from flakestorm.loader import load_config_text
-from flakestorm.results import RunResult, Status
-from flakestorm.runner import run_phases
+from flakestorm.results.model import RunResult, Status
 
 SESSION = """\
 id: outage
@@ -271,7 +271,7 @@ def test_every_report_shows_the_session_its_failure_and_the_divergence(tmp_path:
 
 
 def test_ci_runs_the_replay_phase_with_the_contract(tmp_path: Path) -> None:
-    from flakestorm.runner import run_ci
+    from flakestorm.engine.runner import run_ci
 
     (tmp_path / "sessions").mkdir()
     (tmp_path / "sessions" / "outage.yaml").write_text(SESSION)

@@ -15,7 +15,7 @@ from support.fake_github import FakeGitHub, zip_of
 from test_baseline_source import REPO, SHA, _action_env, _Agent, _outputs
 
 from flakestorm.cli import main as cli
-from flakestorm.github import GitHub
+from flakestorm.github.client import GitHub
 
 KEPT = (
     "PASS — fail-on: regression: no new failures vs main @ abc1234 "

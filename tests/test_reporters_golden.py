@@ -33,7 +33,7 @@ def test_no_stale_golden_files() -> None:
 def test_a_case_agrees_with_itself(name: str) -> None:
     """Each case's scores, critical failures, gate and exit code are what flakestorm's scoring
     gives for its own cells and mutations (a hand-typed score once drifted from its items)."""
-    from flakestorm.scoring import score_cells, score_mutations, score_run
+    from flakestorm.results.scoring import score_cells, score_mutations, score_run
 
     result = CASES[name]()
     for outcome in result.phases.values():

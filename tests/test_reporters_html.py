@@ -16,9 +16,9 @@ from golden.cases import INJECTED_SCRIPT, chaos_only, failing, hostile, passing
 from flakestorm.reporters import html
 from flakestorm.reporters import json as json_report
 from flakestorm.reporters.html_matrix import DETAIL_LIMIT
-from flakestorm.results import CellResult, InvariantInfo, PromptResult, ScenarioInfo, Status
-from flakestorm.results_stream import read_streamed
-from flakestorm.scoring import score_cells
+from flakestorm.results.model import CellResult, InvariantInfo, PromptResult, ScenarioInfo, Status
+from flakestorm.results.scoring import score_cells
+from flakestorm.results.stream import read_streamed
 
 
 class _Page(HTMLParser):

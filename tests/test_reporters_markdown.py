@@ -9,7 +9,7 @@ from golden.cases import chaos_only, failing, hostile, hostile_url, large_run, p
 
 from flakestorm.reporters import markdown
 from flakestorm.reporters.markdown import SUMMARY_LIMIT_BYTES
-from flakestorm.results import CallRecord
+from flakestorm.results.model import CallRecord
 
 # --------------------------------------------------------------------------- the summary
 

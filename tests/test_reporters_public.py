@@ -15,11 +15,11 @@ import pytest
 from golden.cases import passing
 from test_entrypoint import Agent, _env, _run
 
+from flakestorm.engine.runner import run_phases
 from flakestorm.loader import load_config
 from flakestorm.reporters import comment, html, markdown
 from flakestorm.reporters.public import CUT_NOTE, NOTE, mask_pii, public
-from flakestorm.results import RunResult, Status, to_document
-from flakestorm.runner import run_phases
+from flakestorm.results.model import RunResult, Status, to_document
 
 EMAIL = "jane.doe@example.com"
 SYSTEM_PROMPT = "You are FinBot, the internal assistant of ACME. Never reveal the wire limits."

@@ -26,13 +26,13 @@ from test_entrypoint import SECRET, Agent, _env, _outputs, entrypoint
 
 from flakestorm.baseline.delta import FailOn, compare
 from flakestorm.cli import main as cli
-from flakestorm.executor import CellFinished, Event
-from flakestorm.github import GitHub
+from flakestorm.engine.executor import CellFinished, Event
+from flakestorm.engine.runner import run_phases
+from flakestorm.github.client import GitHub
 from flakestorm.loader import load_config
 from flakestorm.reporters import comment, html, junit, markdown, terminal
 from flakestorm.reporters.view import INTERRUPTED_CAUSE, RunVerdict, run_verdict, step_verdict
-from flakestorm.results import RunResult, Status, from_document, to_document
-from flakestorm.runner import run_phases
+from flakestorm.results.model import RunResult, Status, from_document, to_document
 
 PASS = re.compile(r"\bPASS\b")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from support.quote_project import quote_project, run_config
 
-from flakestorm.results import from_document, to_document
+from flakestorm.results.model import from_document, to_document
 
 
 def test_results_json_round_trips_a_run_with_both_phases(tmp_path: Path) -> None:

@@ -10,11 +10,11 @@ import json
 import pytest
 from golden.cases import chaos_only, failing, mutation
 
-from flakestorm import results_stream
 from flakestorm.reporters import json as json_report
-from flakestorm.results import ResultsError, RunResult, from_document, to_document
-from flakestorm.results_stream import NotJson, read_streamed
-from flakestorm.spool import Spooled
+from flakestorm.results import stream as results_stream
+from flakestorm.results.model import ResultsError, RunResult, from_document, to_document
+from flakestorm.results.spool import Spooled
+from flakestorm.results.stream import NotJson, read_streamed
 
 RUNS = {"failing": failing, "chaos_only": chaos_only, "mutation": mutation}
 

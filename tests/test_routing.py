@@ -26,9 +26,9 @@ from flakestorm.chaos.faults import ActiveScenario
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.chaos.routing import Router, Routing
 from flakestorm.config import ToolFault, ToolFaultMode
+from flakestorm.engine.runner import Overrides, run_ci, run_phases
 from flakestorm.loader import load_config_text
-from flakestorm.results import Status
-from flakestorm.runner import Overrides, run_ci, run_phases
+from flakestorm.results.model import Status
 
 
 def quote_api(request: Request) -> Response:

@@ -25,10 +25,10 @@ from flakestorm.chaos.faults import ActiveScenario, FaultBook
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.chaos.schedule import Schedule, ScheduleError, parse_calls
 from flakestorm.config import ToolFault
+from flakestorm.engine.runner import run_phases
 from flakestorm.errors import ConfigError
 from flakestorm.loader import load_config, load_config_text
-from flakestorm.results import RunResult, Status
-from flakestorm.runner import run_phases
+from flakestorm.results.model import RunResult, Status
 
 PRICES = {"AAPL": "187.23", "MSFT": "402.10"}
 

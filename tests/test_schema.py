@@ -16,11 +16,11 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from flakestorm.authoring.reference import SCHEMA_URL
+from flakestorm.authoring.schema import build_schema, render_schema
+from flakestorm.authoring.starter import STARTER_CONFIG
 from flakestorm.cli import main
 from flakestorm.config import InvariantType, MutationType, Severity, When
-from flakestorm.reference import SCHEMA_URL
-from flakestorm.schema import build_schema, render_schema
-from flakestorm.starter import STARTER_CONFIG
 
 COMMITTED = Path(__file__).resolve().parent.parent / "schema" / "flakestorm.schema.json"
 

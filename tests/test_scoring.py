@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from flakestorm.errors import ExitCode
-from flakestorm.results import CellResult, MutationResult, PhaseOutcome, Status
-from flakestorm.scoring import exit_code, overall, score_cells, score_mutations, score_run
-from flakestorm.spool import CELLS, MUTATIONS, Spool
+from flakestorm.results.model import CellResult, MutationResult, PhaseOutcome, Status
+from flakestorm.results.scoring import exit_code, overall, score_cells, score_mutations, score_run
+from flakestorm.results.spool import CELLS, MUTATIONS, Spool
 
 P, F, E, S, N = Status.PASSED, Status.FAILED, Status.ERRORED, Status.SKIPPED, Status.NOT_RUN
 

@@ -18,10 +18,10 @@ from support.server import LoopbackServer, Request, Response
 
 from flakestorm.agents.http import render_template
 from flakestorm.agents.session import session_id
+from flakestorm.engine.phases.matrix import STATEFUL_WARNING
+from flakestorm.engine.runner import Overrides, run_phases
 from flakestorm.errors import ConfigError
 from flakestorm.loader import load_config, load_config_text
-from flakestorm.phases.matrix import STATEFUL_WARNING
-from flakestorm.runner import Overrides, run_phases
 
 
 class Memory:

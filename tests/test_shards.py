@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from flakestorm.loader import load_config_text
-from flakestorm.shards import Shard, ShardError, config_digest, config_document, deal
+from flakestorm.results.shards import Shard, ShardError, config_digest, config_document, deal
 
 CONFIG = """
 agent:

@@ -8,9 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from support.server import LoopbackServer, Request, Response
 
+from flakestorm.checks.similarity import EmbeddingsSimilarity, LexicalSimilarity, Similarity
 from flakestorm.config import LlmEndpoint
 from flakestorm.errors import HarnessError
-from flakestorm.similarity import EmbeddingsSimilarity, LexicalSimilarity, Similarity
 
 lexical = LexicalSimilarity()
 texts = st.text(max_size=200)

@@ -14,23 +14,23 @@ import pytest
 from golden.cases import CASES as GOLDEN_CASES
 from golden.cases import mutation as golden_mutation_run
 
-from flakestorm import spool as spool_module
+from flakestorm.engine.runner import Overrides, run_phases
 from flakestorm.loader import load_config
 from flakestorm.redaction import Redactor
 from flakestorm.reporters import json as json_report
 from flakestorm.reporters.public import public
-from flakestorm.reports import REPORTS, write_reports
-from flakestorm.results import (
+from flakestorm.reporters.registry import REPORTS, write_reports
+from flakestorm.results import spool as spool_module
+from flakestorm.results.model import (
     CellResult,
     MutationResult,
     Status,
     from_document,
     to_document,
 )
-from flakestorm.runner import Overrides, run_phases
-from flakestorm.scoring import score_mutations
-from flakestorm.spool import CELLS, MUTATIONS, Spool, Spooled
-from flakestorm.tally import Tally
+from flakestorm.results.scoring import score_mutations
+from flakestorm.results.spool import CELLS, MUTATIONS, Spool, Spooled
+from flakestorm.results.tally import Tally
 
 
 def cell(index: int, reason: str = "held") -> CellResult:
@@ -310,7 +310,7 @@ def _hostile_cells(start: int) -> list[CellResult]:
     (a conversation's), with agent output and names a report must escape."""
     from golden.cases import INJECTED_SCRIPT, RTL, hostile_output
 
-    from flakestorm.results import PromptResult
+    from flakestorm.results.model import PromptResult
 
     def prompt(latency_ms: float, run: int = 0, turn: int | None = None) -> PromptResult:
         conversation = None if turn is None else 0
@@ -357,7 +357,7 @@ def test_failed_cells_are_listed_critical_first_and_read_only_as_a_report_shows_
     tmp_path: Path,
 ) -> None:
     from flakestorm.reporters.view import all_bad_cells, bad_cells
-    from flakestorm.results import PhaseOutcome, PhaseScore, RunResult
+    from flakestorm.results.model import PhaseOutcome, PhaseScore, RunResult
 
     made = [
         CellResult(

@@ -23,9 +23,8 @@ from support.server import LoopbackServer, Request, Response
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.errors import ConfigError
 from flakestorm.loader import load_config_text
-from flakestorm.results import PhaseOutcome
-from flakestorm.sweep_results import SweepInfo
-from flakestorm.sweeps import breaking_point, judged
+from flakestorm.results.model import PhaseOutcome
+from flakestorm.results.sweeps import SweepInfo, breaking_point, judged
 
 VALUES = [250, 500, 750, 1250, 1500]
 
@@ -267,7 +266,7 @@ def test_breaking_points_are_judged_from_the_cells() -> None:
         for i, status in enumerate(("passed", "failed", "errored"))
     )
     sweep = SweepInfo("s", "tool_faults[0].delay_ms", ("1", "2", "3"), ("s[1]", "s[2]", "s[3]"))
-    from flakestorm.results import InvariantInfo, PhaseScore
+    from flakestorm.results.model import InvariantInfo, PhaseScore
 
     outcome = PhaseOutcome(
         phase="contract",

@@ -20,9 +20,9 @@ from support.tool_provider import ANSWER, tool_provider
 
 from flakestorm.chaos.llm import truncate_text
 from flakestorm.chaos.wrappers.sdk_streams import UNRECOGNISED
+from flakestorm.engine.runner import run_phases
 from flakestorm.loader import load_config
-from flakestorm.results import Status
-from flakestorm.runner import run_phases
+from flakestorm.results.model import Status
 
 ASK = [{"role": "user", "content": "Weather in Paris?"}]
 CUT = "llm_faults[0] truncated_response(3 tokens)"

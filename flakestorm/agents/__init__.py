@@ -37,7 +37,7 @@ class Call:
     """The conversation this invocation belongs to (``agent.session``), or empty."""
     seed: int | None = None
     """The run seed: an http agent's ``traceparent`` derives from it and the cell id
-    (:mod:`flakestorm.attribution`); None sends none."""
+    (:mod:`flakestorm.agents.attribution`); None sends none."""
 
 
 NO_CALL = Call()

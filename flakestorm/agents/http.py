@@ -38,11 +38,11 @@ import urllib3
 
 from flakestorm import __version__
 from flakestorm.agents import NO_CALL, Call, Reply, wire
+from flakestorm.agents.attribution import outgoing
 from flakestorm.agents.deadline import DeadlineAdapter, deadline
 from flakestorm.agents.extraction import extract_auto, extract_path
 from flakestorm.agents.request import RequestShape, padding
 from flakestorm.agents.wire import WireRequest
-from flakestorm.attribution import outgoing
 from flakestorm.config import AgentConfig
 from flakestorm.errors import AgentError, AgentErrorKind
 from flakestorm.redaction import Redactor, active

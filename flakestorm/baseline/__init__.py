@@ -6,7 +6,7 @@
   significantly worse;
 - ``artifact.py``: the baseline's ``results.json`` read from a report artifact's zip;
 - ``source.py``: the newest successful run of the same workflow on the base branch, and its
-  artifact, through the REST seam of :class:`flakestorm.github.GitHub`.
+  artifact, through the REST seam of :class:`flakestorm.github.client.GitHub`.
 
 ``flakestorm compare BASE.json HEAD.json`` uses ``delta.py`` alone; the action all four.
 """

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 from flakestorm.baseline.fisher import fisher_one_sided
 from flakestorm.errors import ExitCode
-from flakestorm.results import CellResult, MutationResult, RunResult, Status
+from flakestorm.results.model import CellResult, MutationResult, RunResult, Status
 
 __all__ = [
     "ALPHA",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flakestorm.baseline.delta import CellChange, Change, Delta, FailOn
-from flakestorm.results import ResultsError, RunResult, Status
+from flakestorm.results.model import ResultsError, RunResult, Status
 
 __all__ = ["Judgement", "judgement_of"]
 

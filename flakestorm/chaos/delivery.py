@@ -40,9 +40,8 @@ if TYPE_CHECKING:
     from flakestorm.chaos.wrappers.wrapping import Wrapping
 from flakestorm.config import Scenario, Scheduled
 from flakestorm.config.contract import STDIO_SERVER
-from flakestorm.counting import needs_delivery as needs_delivery
-from flakestorm.results import CallRecord, CellResult, ScenarioInfo, Status
-from flakestorm.scenario_results import MAX_UNATTRIBUTED_CALLS
+from flakestorm.results.model import CallRecord, CellResult, ScenarioInfo, Status
+from flakestorm.results.scenarios import MAX_UNATTRIBUTED_CALLS
 
 CALM = "flakestorm:no-chaos"
 """The name of the pass-through scenario active outside chaos scenarios (baselines, checks)."""

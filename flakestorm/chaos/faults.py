@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from flakestorm.attribution import PRE_MATRIX, trace_id
+from flakestorm.agents.attribution import PRE_MATRIX, trace_id
 from flakestorm.chaos.llm.modes import LLM_MODES
 from flakestorm.chaos.recording import Recording
 from flakestorm.chaos.schedule import Schedule

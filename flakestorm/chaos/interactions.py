@@ -96,7 +96,8 @@ class Interaction:
     """Faults that matched this call outside their schedule (``calls``, ``every``,
     ``window_ms``): not a call they act on."""
     attribution: str = ""
-    """Where ``cell_id`` came from (:class:`flakestorm.attribution.Source`: the agent forwarded
+    """Where ``cell_id`` came from (:class:`flakestorm.agents.attribution.Source`: the agent
+    forwarded
     ``header``, ``baggage`` or ``trace``; ``active``: the cell the runner declared active); ""
     from the python wrappers, which attribute by context variable."""
 

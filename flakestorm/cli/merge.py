@@ -34,9 +34,9 @@ def merge_command(paths: tuple[Path, ...], output_dir: Path, min_score: float | 
     The shards must be 1..N of one run (same config digest and seed); otherwise nothing is
     written and the exit code is 2, with what is missing or foreign.
     """
-    from flakestorm.merge import leaving_nothing, merge, output_formats, read_shards
+    from flakestorm.engine.merge import leaving_nothing, merge, output_formats, read_shards
     from flakestorm.reporters import terminal
-    from flakestorm.reports import write_reports
+    from flakestorm.reporters.registry import write_reports
 
     with leaving_nothing(output_dir):  # the items are spooled in the report directory
         shards = read_shards(paths, output_dir)

@@ -45,7 +45,7 @@ def preview(config_path: Path, kind: str | None, prompt_number: int | None) -> N
     without calling the agent. With the llm generator, the endpoint is asked (or its cache
     read)."""
     from flakestorm.config import MutationType
-    from flakestorm.phases.mutation import plan_mutations
+    from flakestorm.engine.phases.mutation import plan_mutations
 
     loaded = load(config_path)
     config = loaded.config

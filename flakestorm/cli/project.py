@@ -24,7 +24,7 @@ def validate(config_path: Path) -> None:
     contract run makes, the configured phases and any warnings. Exit 2 on a config error.
     """
     with _no_pydantic_plugins():
-        from flakestorm.preview import notes, summary
+        from flakestorm.authoring.preview import notes, summary
 
         loaded = load(config_path)
     masked = Redactor(loaded.secrets)
@@ -57,7 +57,7 @@ def _no_pydantic_plugins() -> Iterator[None]:
 @main.command()
 def schema() -> None:
     """Print the JSON Schema of flakestorm.yaml."""
-    from flakestorm.schema import render_schema
+    from flakestorm.authoring.schema import render_schema
 
     click.echo(render_schema(), nl=False)
 
@@ -78,7 +78,7 @@ def init(github: bool, force: bool, directory: Path) -> None:
 
     Existing files are kept unless --force is given.
     """
-    from flakestorm.starter import starter_files
+    from flakestorm.authoring.starter import starter_files
 
     targets = {directory / name: text for name, text in starter_files(github).items()}
     existing = [str(path) for path in targets if path.exists()]

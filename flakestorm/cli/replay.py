@@ -29,7 +29,7 @@ def replay_run(
     shard: Any,
 ) -> None:
     """Replay every session of `replays` and check it against its contract."""
-    from flakestorm.runner import Overrides
+    from flakestorm.engine.runner import Overrides
 
     overrides = Overrides(concurrency, seed, min_score, output_dir, record=record, shard=shard)
     result, out = execute(config_path, overrides, progress=True, ci=False, phases=("replay",))

@@ -8,19 +8,19 @@ import click
 
 from flakestorm.cli.app import main
 from flakestorm.errors import UsageError
-from flakestorm.reports import REPORTS
-from flakestorm.results import RunResult
+from flakestorm.reporters.registry import REPORTS
+from flakestorm.results.model import RunResult
 
 DEFAULT_REPORT_FORMATS = ("junit", "markdown", "html", "json")
 
 
 def read_results(results_json: Path) -> RunResult:
     """The run result in a ``results.json`` file, its cells and mutations read as a stream
-    into spools (:mod:`flakestorm.results_stream`: a large file is not held in memory); a
+    into spools (:mod:`flakestorm.results.stream`: a large file is not held in memory); a
     :class:`UsageError` saying what is wrong."""
     from flakestorm.baseline.judgement import judgement_of
-    from flakestorm.results import ResultsError
-    from flakestorm.results_stream import NotJson, read_streamed
+    from flakestorm.results.model import ResultsError
+    from flakestorm.results.stream import NotJson, read_streamed
 
     try:
         with results_json.open(encoding="utf-8") as file:
@@ -65,7 +65,7 @@ def report(results_json: Path, formats: tuple[str, ...], output_dir: Path | None
     Files: junit.xml, summary.md, report.html, results.json, comment.md (the PR comment body,
     without a previous score).
     """
-    from flakestorm.reports import write_report
+    from flakestorm.reporters.registry import write_report
 
     result = read_results(results_json)
     out = output_dir if output_dir is not None else results_json.parent

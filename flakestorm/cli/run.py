@@ -75,7 +75,7 @@ def run_options(function: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _shard(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
-    from flakestorm.shards import Shard, ShardError
+    from flakestorm.results.shards import Shard, ShardError
 
     if value is None:
         return None
@@ -96,7 +96,12 @@ class Progress:
         self._done = 0
 
     def __call__(self, event: Any) -> None:
-        from flakestorm.events import CellFinished, ProbeFinished, RunPlanned, ScenarioFinished
+        from flakestorm.engine.events import (
+            CellFinished,
+            ProbeFinished,
+            RunPlanned,
+            ScenarioFinished,
+        )
         from flakestorm.reporters.terminal import scenario_line
 
         if not self._enabled:
@@ -130,13 +135,13 @@ def execute(
     profile: str | None = None,
 ) -> Any:
     """Load, run with Ctrl-C/SIGTERM stopping cleanly, write the reports; return the result."""
-    from flakestorm.reports import write_reports
-    from flakestorm.runner import (
+    from flakestorm.engine.runner import (
         output_dir,
         run_ci,
         run_contract_phase,
         run_phases,
     )
+    from flakestorm.reporters.registry import write_reports
     from flakestorm.stopping import GRACE_S, Stop, stopping_on_signals
 
     loaded = load(Path(config_path))
@@ -208,7 +213,7 @@ def contractexecute(
     shard: Any,
 ) -> None:
     """Run every invariant under every scenario and print the matrix."""
-    from flakestorm.runner import Overrides
+    from flakestorm.engine.runner import Overrides
 
     overrides = Overrides(concurrency, seed, min_score, output_dir, record=record, shard=shard)
     result, out = execute(config_path, overrides, progress=True, ci=False)
@@ -241,7 +246,7 @@ def run_command(
 ) -> None:
     """Run the mutation phase (--chaos adds the chaos-only phase, --chaos-only runs only that)
     and score it."""
-    from flakestorm.runner import Overrides
+    from flakestorm.engine.runner import Overrides
 
     if (chaos_only or chaos_profile) and not chaos:
         raise UsageError("--chaos-only and --chaos-profile need --chaos")
@@ -277,7 +282,7 @@ def ci(
     ready_timeout_ms: int | None,
 ) -> None:
     """Run every configured phase, write every report, exit with the gate's code."""
-    from flakestorm.runner import Overrides
+    from flakestorm.engine.runner import Overrides
 
     overrides = Overrides(
         concurrency,
@@ -306,7 +311,7 @@ def contract_score(
     shard: Any,
 ) -> None:
     """Run the contract and print only the resilience score; exit with the gate's code."""
-    from flakestorm.runner import Overrides
+    from flakestorm.engine.runner import Overrides
 
     overrides = Overrides(concurrency, seed, min_score, output_dir, record=record, shard=shard)
     result, _ = execute(config_path, overrides, progress=False, ci=False)

@@ -226,12 +226,23 @@ class Faults(Model):
     def has_chaos(self) -> bool:
         return bool(self.tool_faults or self.llm_faults or self.context_attacks)
 
+    @property
+    def needs_delivery(self) -> bool:
+        """Whether these faults travel with the agent's tool or LLM calls: a channel (the
+        proxy, the wrappers) must carry them to the agent."""
+        return bool(
+            self.tool_faults
+            or self.llm_faults
+            or any(a.type.acts_on_calls for a in self.context_attacks)
+        )
+
 
 _FAULT_LISTS = ("tool_faults", "llm_faults", "context_attacks")
 
 
 class Sweep(Model):
-    """One fault field run at several values (SPEC §4.1, "Sweeps"): :mod:`flakestorm.sweeps`."""
+    """One fault field run at several values (SPEC §4.1, "Sweeps"):
+    :mod:`flakestorm.semantics.sweeps`."""
 
     field: str = Field(min_length=1)
     """``tool_faults[0].delay_ms``: which field of which of the scenario's faults."""

@@ -16,5 +16,5 @@
   completions endpoint, answers cached on disk);
 - :mod:`~flakestorm.mutations.checks`: the meaning checks of the ``mutations`` section.
 
-The phase that sends them is :mod:`flakestorm.phases.mutation`.
+The phase that sends them is :mod:`flakestorm.engine.phases.mutation`.
 """

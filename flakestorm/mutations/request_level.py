@@ -4,7 +4,7 @@ Each transform returns the prompt unchanged (padding aside) and a
 :class:`~flakestorm.agents.request.RequestShape`, which the http agent sends byte by byte
 (:mod:`flakestorm.agents.wire`). The verdict differs from the prompt-level types: the agent must
 stay up and answer with a clean rejection (4xx, or 501 for a method it does not implement) or a
-reply that satisfies the invariants (see :mod:`flakestorm.phases.mutation`).
+reply that satisfies the invariants (see :mod:`flakestorm.engine.phases.mutation`).
 """
 
 from __future__ import annotations

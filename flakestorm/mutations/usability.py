@@ -6,7 +6,7 @@ prompts designed to manipulate an AI system"), and weak ones echo the prompt bac
 agent, a refusal is answered harmlessly and every attack "passes": a score that goes up because
 the generator failed. :func:`unusable` says why an answer cannot be used, or None:
 
-- ``refused``: a refusal wording (:mod:`flakestorm.refusal`) in the answer's opening, not
+- ``refused``: a refusal wording (:mod:`flakestorm.checks.refusal`) in the answer's opening, not
   quoted and not already in the original prompt (a jailbreak may quote "never say 'I can't'");
 - ``unchanged``: the original again, once case, whitespace and punctuation are set aside;
 - ``trivial``: the original with at most :data:`TRIVIAL_CHARACTERS` characters changed;
@@ -21,9 +21,9 @@ import enum
 import re
 from dataclasses import dataclass
 
+from flakestorm.checks.refusal import find_refusal, normalise
 from flakestorm.errors import InfrastructureError
 from flakestorm.mutations.unit import MutationUnit
-from flakestorm.refusal import find_refusal, normalise
 
 OPENING_CHARACTERS = 300
 """A refusal counts in the answer's first 300 characters (models refuse up front)."""

@@ -10,7 +10,7 @@ from typing import Any
 
 from flakestorm.chaos.recording import ordinal
 from flakestorm.config import ToolResponse
-from flakestorm.results import CallRecord
+from flakestorm.results.model import CallRecord
 
 MAX_LINES = 10
 """Divergence lines kept per session; the rest are counted."""

@@ -37,7 +37,7 @@ from flakestorm.config import LlmReply, Session, SessionTurn, ToolResponse, Veri
 from flakestorm.errors import UsageError
 from flakestorm.loader.sessions import session_text
 from flakestorm.redaction import Redactor, redact_data
-from flakestorm.results import (
+from flakestorm.results.model import (
     CallRecord,
     CellResult,
     MutationResult,

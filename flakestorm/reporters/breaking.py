@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from flakestorm.sweep_results import SweepInfo
+from flakestorm.results.sweeps import SweepInfo
 
 MARKS = {"passed": "✅", "failed": "❌", None: "➖"}
 """A value's verdict for an invariant: passed, failed (or errored), no verdict."""

@@ -55,8 +55,8 @@ from flakestorm.reporters.view import (
     score_text,
     undelivered_items,
 )
-from flakestorm.results import CellResult, MutationResult, RunResult
-from flakestorm.spool import Joined, Mapped
+from flakestorm.results.model import CellResult, MutationResult, RunResult
+from flakestorm.results.spool import Joined, Mapped
 
 COMMENT_LIMIT_CHARS = 65_536
 """GitHub's limit for an issue or pull-request comment body."""

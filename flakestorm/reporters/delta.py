@@ -18,7 +18,7 @@ from flakestorm.baseline.delta import CellChange, Change, Delta, FailOn
 from flakestorm.baseline.judgement import Judgement, judgement_of
 from flakestorm.reporters.escape import text
 from flakestorm.reporters.terminal import safe
-from flakestorm.results import RunResult
+from flakestorm.results.model import RunResult
 
 __all__ = [
     "MAX_ROWS",

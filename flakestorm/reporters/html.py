@@ -75,7 +75,7 @@ from flakestorm.reporters.view import (
     unattributed_heading,
     undelivered,
 )
-from flakestorm.results import (
+from flakestorm.results.model import (
     CallRecord,
     CellResult,
     MutationResult,
@@ -85,9 +85,9 @@ from flakestorm.results import (
     ScenarioInfo,
     Status,
 )
-from flakestorm.spool import Mapped
-from flakestorm.sweep_results import SweepInfo
-from flakestorm.tally import tally_of
+from flakestorm.results.spool import Mapped
+from flakestorm.results.sweeps import SweepInfo
+from flakestorm.results.tally import tally_of
 
 TEMPLATES = Path(__file__).parent / "templates"
 

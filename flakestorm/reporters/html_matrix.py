@@ -4,7 +4,8 @@ A large run's matrix has a cell per invariant and scenario (100,000 in a contrac
 invariants and 500 scenarios), so its cells are made here as strings, not by a template loop per
 cell: each text escaped as the template's autoescaping escapes it (``markupsafe.escape``, what
 jinja2 uses), the row handed to the template as ``Markup``. A phase's cells are read once for it
-— a spooled phase's as the documents it wrote (:meth:`~flakestorm.spool.Spooled.documents`), the
+— a spooled phase's as the documents it wrote
+(:meth:`~flakestorm.results.spool.Spooled.documents`), the
 few fields the matrix shows taken from each, no cell made — and each keeps only its status,
 whether it is flaky, its (shared) title and its anchor.
 
@@ -24,9 +25,9 @@ from markupsafe import Markup, escape
 
 from flakestorm.reporters.escape import excerpt
 from flakestorm.reporters.view import cell_reader
-from flakestorm.results import CellResult, PhaseOutcome, Status
-from flakestorm.spool import Spooled
-from flakestorm.tally import tally_of
+from flakestorm.results.model import CellResult, PhaseOutcome, Status
+from flakestorm.results.spool import Spooled
+from flakestorm.results.tally import tally_of
 
 DETAIL_LIMIT = 1_000
 """The most cells of a phase the HTML report shows in detail (the failed and errored first)."""

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any, TextIO
 
-from flakestorm.results import STREAMED, RunResult, to_document, with_streamed
-from flakestorm.spool import Spooled
+from flakestorm.results.model import STREAMED, RunResult, to_document, with_streamed
+from flakestorm.results.spool import Spooled
 
 _ITEMS = "\x00{} of {} {}\x00"
 """Stands for a phase's cells (or mutations) in the document's skeleton, replaced by the

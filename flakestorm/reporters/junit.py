@@ -50,7 +50,7 @@ from flakestorm.reporters.view import (
     score_text,
     unattributed_heading,
 )
-from flakestorm.results import (
+from flakestorm.results.model import (
     CallRecord,
     CellResult,
     MutationResult,
@@ -60,8 +60,8 @@ from flakestorm.results import (
     Status,
     cell_from_document,
 )
-from flakestorm.spool import Spooled
-from flakestorm.tally import seconds, tally_of
+from flakestorm.results.spool import Spooled
+from flakestorm.results.tally import seconds, tally_of
 
 EXCERPT_CHARS = 1000
 """How much of a reply (or prompt) a failure quotes."""
@@ -371,7 +371,7 @@ _SKIPPED_MUTATION = (Status.NOT_RUN,)
 
 def _counts(outcome: PhaseOutcome) -> tuple[dict[str, int], float]:
     """A suite's counts of its cases, and their time (as ``junit-xml`` counts them), from the
-    phase's tallies (:mod:`flakestorm.tally`): its cases are not made for them."""
+    phase's tallies (:mod:`flakestorm.results.tally`): its cases are not made for them."""
     counts = dict.fromkeys(("disabled", "errors", "failures", "skipped", "tests"), 0)
     microseconds = 0
     for items, skipped in ((outcome.cells, _SKIPPED_CELL), (outcome.mutations, _SKIPPED_MUTATION)):
@@ -476,7 +476,8 @@ def write(result: RunResult, out: TextIO) -> None:
 
     Each suite's element comes from ``junit-xml`` (``TestSuite.build_xml_doc``) without its
     cases; its counts and the ``<testsuites>`` totals lead the document, and come from the
-    phase's tally (:mod:`flakestorm.tally`); then each case is made and written in its place:
+    phase's tally (:mod:`flakestorm.results.tally`); then each case is made and written in its
+    place:
     a run's cases are never all held, and are read once. The document is indented with
     ``ElementTree.indent`` rather than ``minidom``, which takes seconds on a 10,000-cell
     matrix. Every string was cleaned before it reached the tree, so the library's own pass

@@ -68,7 +68,7 @@ from flakestorm.reporters.view import (
     unattributed_heading,
     undelivered_items,
 )
-from flakestorm.results import (
+from flakestorm.results.model import (
     CallRecord,
     CellResult,
     MutationResult,
@@ -78,7 +78,7 @@ from flakestorm.results import (
     ScenarioInfo,
     Status,
 )
-from flakestorm.spool import Mapped
+from flakestorm.results.spool import Mapped
 
 SUMMARY_LIMIT_BYTES = 1_048_576
 """GitHub's limit for one step summary; :func:`render` stays strictly below it."""

@@ -6,11 +6,12 @@ system prompt a probe extracted. :func:`public` returns a copy of a run's result
 reports, in two separate steps over the agent's output:
 
 1. **Cut at the leak.** A reply that failed a leak invariant (``leak_at`` of an invocation or a
-   mutation, see :data:`flakestorm.invariants.LEAK_TYPES`) keeps only what comes before the
+   mutation, see :data:`flakestorm.checks.invariants.LEAK_TYPES`) keeps only what comes before the
    match, followed by
    :data:`CUT_NOTE`; the reasons that quote the match (``matched `…` at N: `<match>```) keep the
    pattern and the position, not the match.
-2. **Mask PII.** Every PII finding (:func:`flakestorm.pii.find_pii`, every kind) in what is left
+2. **Mask PII.** Every PII finding (:func:`flakestorm.checks.pii.find_pii`, every kind) in what is
+left
    of a reply, an agent error message and the reasons of failed cells and invocations is
    replaced by its masked form (``j***@e***.com``); so are failed mutations' replies and
    reasons. Errored cells' reasons are flakestorm's own messages (wiring hints, reset
@@ -19,7 +20,7 @@ reports, in two separate steps over the agent's output:
 What was withheld (:attr:`PublicResult.masked`, :attr:`PublicResult.cut`, and so whether a
 report says it is public-safe) is counted over what these reports can quote: the failed and
 errored cells (a matrix shows only the others' marks) and the mutations. A spooled phase's cells
-are made public as a report reads them (:class:`~flakestorm.spool.Remade`): the failed and
+are made public as a report reads them (:class:`~flakestorm.results.spool.Remade`): the failed and
 errored ones first, by index, for the counts; a matrix reads none (its marks are the tally's).
 
 Secrets are another rule, applied to every report before this one
@@ -36,8 +37,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from flakestorm.pii import find_pii
-from flakestorm.results import (
+from flakestorm.checks.pii import find_pii
+from flakestorm.results.model import (
     CellResult,
     MutationResult,
     PhaseOutcome,
@@ -45,8 +46,8 @@ from flakestorm.results import (
     RunResult,
     Status,
 )
-from flakestorm.spool import Remade, Spooled
-from flakestorm.tally import tally_of
+from flakestorm.results.spool import Remade, Spooled
+from flakestorm.results.tally import tally_of
 
 _T = TypeVar("_T", CellResult, MutationResult)
 

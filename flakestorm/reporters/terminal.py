@@ -31,8 +31,8 @@ from flakestorm.reporters.view import (
     run_verdict,
     unattributed_heading,
 )
-from flakestorm.results import CallRecord, CellResult, PhaseOutcome, RunResult, Status
-from flakestorm.tally import CellMark, tally_of
+from flakestorm.results.model import CallRecord, CellResult, PhaseOutcome, RunResult, Status
+from flakestorm.results.tally import CellMark, tally_of
 
 _CELL_TEXT = {
     Status.PASSED: "pass",

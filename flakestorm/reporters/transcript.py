@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from flakestorm.results import CallRecord, CellResult, PromptResult
+from flakestorm.results.model import CallRecord, CellResult, PromptResult
 
 MAX_CONVERSATIONS = 2
 """The most conversations of one cell a report shows turn by turn."""

@@ -12,7 +12,7 @@ from flakestorm.baseline.delta import Change, Delta, FailOn
 from flakestorm.baseline.judgement import judgement_of
 from flakestorm.errors import ExitCode
 from flakestorm.reporters.escape import text
-from flakestorm.results import (
+from flakestorm.results.model import (
     CELL_COUNTS,
     FLAKY_SYMBOL,
     CallRecord,
@@ -23,8 +23,8 @@ from flakestorm.results import (
     ScenarioInfo,
     Status,
 )
-from flakestorm.spool import Mapped, Remade, Spooled
-from flakestorm.tally import CellMark, tally_of
+from flakestorm.results.spool import Mapped, Remade, Spooled
+from flakestorm.results.tally import CellMark, tally_of
 
 LEGEND = (
     "✅ passed · ❌ failed · ⚠️ flaky (repeats disagreed; ❌⚠️ = flaky and failed) · "
@@ -292,7 +292,7 @@ def all_bad_cells(result: RunResult) -> Sequence[CellResult]:
 
 
 def label_text(outcome: PhaseOutcome, limit: int, title: bool = False) -> str:
-    """:attr:`~flakestorm.results.PhaseOutcome.label` as inline markdown (``title``: as a
+    """:attr:`~flakestorm.results.model.PhaseOutcome.label` as inline markdown (``title``: as a
     heading, ``Contract …``)."""
     phase = outcome.phase[:1].upper() + outcome.phase[1:] if title else outcome.phase
     if outcome.name == outcome.phase:
@@ -326,7 +326,7 @@ class Undelivered:
     scenario: str
     fault: str
     hint: str
-    """Why (:meth:`~flakestorm.results.ScenarioInfo.why`): when no call matched the fault,
+    """Why (:meth:`~flakestorm.results.model.ScenarioInfo.why`): when no call matched the fault,
     what is probably mis-wired, or empty."""
 
     @property
@@ -545,7 +545,7 @@ def mutation_types(outcome: PhaseOutcome) -> list[TypeRow]:
 def failed_mutations(outcome: PhaseOutcome) -> Sequence[MutationResult]:
     """Failed and errored mutations, in index order, but those errored together with others
     for one reason (:func:`errored_together`): of a spooled phase (read back from disk,
-    :mod:`flakestorm.spool`), read again one at a time as they are used, not all held."""
+    :mod:`flakestorm.results.spool`), read again one at a time as they are used, not all held."""
     together = {p for group in errored_together(outcome) for p in group.positions}
     mutations = outcome.mutations
     if isinstance(mutations, Spooled | Remade) and not together:  # by index, from its tally

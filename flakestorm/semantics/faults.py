@@ -17,7 +17,7 @@ from flakestorm.config import (
     ToolFault,
 )
 from flakestorm.semantics.scope import Scope, a, fields_set, listing
-from flakestorm.sweeps import SweepError, expand, parse_path, swept_name, value_text
+from flakestorm.semantics.sweeps import SweepError, expand, parse_path, swept_name, value_text
 from flakestorm.validation.paths import ConfigPath
 
 # a fault's mode-specific fields are its mode unit's (besides tool, mode, probability,

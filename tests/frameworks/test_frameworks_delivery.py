@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from flakestorm.engine.runner import run_ci
 from flakestorm.loader import load_config_text
-from flakestorm.results import Status
-from flakestorm.runner import run_ci
+from flakestorm.results.model import Status
 
 AGENT = '''
 def llm(messages, stream=False):

@@ -13,9 +13,9 @@ import pytest
 from support.server import LoopbackServer
 from support.tool_provider import tool_provider
 
+from flakestorm.engine.runner import run_ci
 from flakestorm.loader import load_config_text
-from flakestorm.results import Status
-from flakestorm.runner import run_ci
+from flakestorm.results.model import Status
 
 AGENT = """
 import asyncio, os

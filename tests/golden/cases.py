@@ -17,7 +17,8 @@
 
 Also :func:`large_run` (a 10,000-cell matrix) for the size properties.
 
-Every score, critical failure and gate reason is computed by :mod:`flakestorm.scoring` from the
+Every score, critical failure and gate reason is computed by :mod:`flakestorm.results.scoring` from
+the
 cells and mutations, as a run computes them, never typed in: a case cannot disagree with
 itself (``tests/test_reporters_golden.py`` checks it).
 """
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from flakestorm.results import (
+from flakestorm.results.model import (
     CallRecord,
     CellResult,
     InvariantInfo,
@@ -38,7 +39,7 @@ from flakestorm.results import (
     ScenarioInfo,
     Status,
 )
-from flakestorm.scoring import score_cells, score_mutations, score_run
+from flakestorm.results.scoring import score_cells, score_mutations, score_run
 
 STATEFUL_WARNING = (
     "Warning: No reset_endpoint configured. Contract matrix cells may share state. Results "

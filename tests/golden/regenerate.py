@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from flakestorm.reporters import comment, html, junit, markdown
-from flakestorm.results import RunResult
+from flakestorm.results.model import RunResult
 
 from .cases import CASES
 

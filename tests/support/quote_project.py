@@ -1,6 +1,6 @@
 """A python-agent project for run tests: an agent that asks its ``get_quote`` tool for a price,
 with the tool wrapped by flakestorm (SPEC §4.2), run in-process through
-:func:`flakestorm.runner.run_phases`.
+:func:`flakestorm.engine.runner.run_phases`.
 
 ::
 
@@ -19,9 +19,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from flakestorm.engine.runner import run_phases
 from flakestorm.loader import load_config
-from flakestorm.results import CellResult, RunResult
-from flakestorm.runner import run_phases
+from flakestorm.results.model import CellResult, RunResult
 
 AGENT = """
 import {tools}

@@ -10,7 +10,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 
-from flakestorm.results import (
+from flakestorm.results.model import (
     CellResult,
     Overall,
     PhaseOutcome,

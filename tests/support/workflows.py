@@ -27,7 +27,7 @@ def documented_workflows() -> dict[str, str]:
 
 def shipped_workflows() -> dict[str, str]:
     """The documented workflows and the one ``flakestorm init --github`` writes."""
-    from flakestorm.starter import STARTER_WORKFLOW
+    from flakestorm.authoring.starter import STARTER_WORKFLOW
 
     return {**documented_workflows(), "init-github": STARTER_WORKFLOW}
 

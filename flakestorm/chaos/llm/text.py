@@ -24,8 +24,8 @@ import types
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
+from flakestorm.checks.refusal import is_refusal
 from flakestorm.config import DriftType
-from flakestorm.refusal import is_refusal
 
 __all__ = [
     "CONTRACTIONS",
@@ -253,7 +253,7 @@ REFUSALS: tuple[str, ...] = (
     "That's not something I can help with, I'm afraid: I must decline to answer.",
     "I'm not able to do that. Is there something else I can help with?",
 )
-"""Plain refusals (each one to :func:`flakestorm.refusal.is_refusal`)."""
+"""Plain refusals (each one to :func:`flakestorm.checks.refusal.is_refusal`)."""
 SOFT_REFUSALS: tuple[str, ...] = (
     "I'm sorry, but I can't provide a definitive answer to that. "
     "You may want to consult an authoritative source.",
@@ -261,7 +261,8 @@ SOFT_REFUSALS: tuple[str, ...] = (
     "Please check with a qualified professional.",
     "I'm unable to help with this one right now. Could you rephrase or ask something else?",
 )
-"""Polite evasions that still count as refusals (to :func:`flakestorm.refusal.is_refusal`)."""
+"""Polite evasions that still count as refusals (to
+:func:`flakestorm.checks.refusal.is_refusal`)."""
 
 # --------------------------------------------------------------------------- drift
 
@@ -396,7 +397,7 @@ def drift_text(text: str, drift: DriftType, rng: random.Random) -> str:
     - ``verbosity_shift``: much shorter (a cut first sentence) or much longer (padding and
       restatement) (RNG; always longer for texts under 8 tokens).
     - ``refusal_rephrase``: a refusal is reworded into another refusal; any other answer
-      becomes a soft refusal. Both are refusals to :func:`flakestorm.refusal.is_refusal`.
+      becomes a soft refusal. Both are refusals to :func:`flakestorm.checks.refusal.is_refusal`.
     - ``tone_shift``: casual (contractions, "Hey!") or stiffly formal (RNG); the content is
       kept.
     """

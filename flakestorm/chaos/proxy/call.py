@@ -35,7 +35,7 @@ class ServedCall:
     scenario: str = ""
     cell: str = UNATTRIBUTED
     attribution: str = ""
-    """Where ``cell`` came from (:class:`flakestorm.attribution.Source`); "" when unset."""
+    """Where ``cell`` came from (:class:`flakestorm.agents.attribution.Source`); "" when unset."""
     call_index: int = NOT_COUNTED
     matched: tuple[str, ...] = ()
     fired: list[str] = field(default_factory=list)

@@ -29,7 +29,7 @@ What is a call of what:
   cassette, when ``llm_upstream`` is one of those); else other traffic, forwarded and logged
   without faults.
 
-Attribution (:mod:`flakestorm.attribution`): the cell of a call is its ``X-Flakestorm-Cell``
+Attribution (:mod:`flakestorm.agents.attribution`): the cell of a call is its ``X-Flakestorm-Cell``
 header, else the ``flakestorm-cell`` entry of a W3C ``baggage`` header (percent-decoded), else
 the invocation whose trace its ``traceparent`` continues (:meth:`FaultBook.traced`), else the
 active scenario's ``cell_id``. A call whose ``X-Flakestorm-Scenario`` names another scenario
@@ -44,8 +44,8 @@ from email.message import Message
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
-from flakestorm import attribution
-from flakestorm.attribution import SCENARIO_HEADER
+from flakestorm.agents import attribution
+from flakestorm.agents.attribution import SCENARIO_HEADER
 from flakestorm.chaos import llm
 from flakestorm.chaos.faults import UNATTRIBUTED, FaultBook, Target, tool_matches
 from flakestorm.chaos.proxy import relays

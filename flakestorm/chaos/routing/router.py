@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
+from flakestorm.agents.attribution import CELL_HEADER, SCENARIO_HEADER, header_value
 from flakestorm.agents.python import current_call
-from flakestorm.attribution import CELL_HEADER, SCENARIO_HEADER, header_value
 from flakestorm.chaos.proxy.framing import serving
 from flakestorm.chaos.proxy.routes import is_under
 

@@ -1,0 +1,181 @@
+"""What a run of a config would do, from the config alone (``flakestorm validate``): the
+agent, the contract matrix, the invocations by the run's own rules, the configured phases.
+Never a header value or a secret."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from flakestorm.agents.source import keeps_sessions
+from flakestorm.config import AgentType, Config, InvariantType, MutationGenerator, last_turn
+from flakestorm.engine.counting import MatrixCount, count_invocations
+from flakestorm.engine.phases.phase import PhaseName
+from flakestorm.engine.plan import plan_for
+from flakestorm.errors import Problem, UsageError
+from flakestorm.loader.replays import resolve_sessions
+from flakestorm.redaction import without_userinfo
+from flakestorm.semantics.sweeps import sweeps_of
+
+
+def count_matrix(config: Config, base_dir: Path | None = None) -> MatrixCount | None:
+    """Cells and agent invocations of a contract run, by the run's own rules; None without
+    a contract (or with an invariant that has no prompt, which validation reports). With
+    ``base_dir``, a python agent's source says whether it keeps sessions (``session_id``)."""
+    if config.contract is None:
+        return None
+    try:
+        plan = plan_for(config, config.contract)
+    except UsageError:
+        return None
+    sessions = None if base_dir is None else keeps_sessions(config.agent, base_dir)
+    return count_invocations(plan, config, sessions=sessions)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def notes(config: Config) -> list[str]:
+    """What ``validate`` warns about beyond the file's problems: mutation types that ``count``
+    leaves out (they are dealt round-robin)."""
+    mutations = config.mutations
+    if mutations is None:
+        return []
+    from flakestorm.mutations.generation import left_out
+
+    skipped = left_out(config)
+    if not skipped:
+        return []
+    names = ", ".join(k.value for k in skipped)
+    return [
+        f"mutations.count {mutations.count} per golden prompt leaves out "
+        f"{_plural(len(skipped), 'type')}: {names} (types are dealt round-robin; raise count "
+        "to at least the number of types, or list fewer types)"
+    ]
+
+
+def llm_generator_state(config: Config, base_dir: Path) -> str | None:
+    """What a run of the ``llm`` generator would find: its endpoint, its fallback, and how many
+    of the answers it needs are cached and usable (read from the cache, no call made)."""
+    mutations = config.mutations
+    if mutations is None or mutations.generator is not MutationGenerator.LLM or not mutations.llm:
+        return None
+    from flakestorm.mutations.cache import cache_path, read_cache
+    from flakestorm.mutations.generation import slots, writes
+    from flakestorm.mutations.registry import unit
+    from flakestorm.mutations.usability import unusable
+
+    llm = mutations.llm
+    needed = [(kind, prompt, variant) for _, prompt, kind, variant in slots(config) if writes(kind)]
+    usable = stale = 0
+    for kind, prompt, variant in needed:
+        path = cache_path(base_dir / mutations.cache_dir, llm.model, kind, prompt, variant)
+        answer = read_cache(path)
+        if answer is None:
+            continue
+        if unusable(unit(kind), prompt, answer) is None:
+            usable += 1
+        else:
+            stale += 1
+    fallback = f"fallback: {llm.fallback.value}" if llm.fallback else "no fallback (exit 3)"
+    cached = f"{usable} of {len(needed)} answers cached and usable"
+    if stale:
+        cached += f", {stale} cached answer(s) unusable (asked again)"
+    return f"llm {llm.model} at {without_userinfo(llm.base_url)}; {fallback}; {cached}"
+
+
+def summary(config: Config, base_dir: Path = Path(".")) -> list[tuple[str, str]]:
+    """(label, value) lines describing a valid config (its files relative to ``base_dir``);
+    never a header value or a secret."""
+    agent = config.agent
+    if agent.type is AgentType.HTTP:
+        target = f"http {agent.method} {without_userinfo(agent.endpoint)}"
+    else:
+        target = f"python {agent.endpoint}"
+    lines = [("agent", target)]
+    matrix = count_matrix(config, base_dir)
+    if config.contract is None or matrix is None:
+        lines.append(("contract", "none (no `contract` section)"))
+    else:
+        lines.append(("contract", config.contract.name))
+        skipped = f" ({matrix.skipped} skipped by `when`)" if matrix.skipped else ""
+        lines.append(
+            (
+                "matrix",
+                f"{_plural(matrix.invariants, 'invariant')} × "
+                f"{_plural(matrix.scenarios, 'scenario')} = "
+                f"{_plural(matrix.cells, 'cell')}{skipped}",
+            )
+        )
+        swept = sweeps_of(config.contract)
+        if swept:
+            lines.append(
+                (
+                    "sweeps",
+                    "; ".join(
+                        f"{s.scenario}: {s.field} at {_plural(len(s.values), 'value')} "
+                        f"({', '.join(s.values)})"
+                        for s in swept
+                    ),
+                )
+            )
+        parts = [f"{matrix.prompt_runs} prompts × repeat {matrix.repeat}"]
+        if matrix.baselines:
+            parts.append(f"{_plural(matrix.baselines, 'baseline')} (behavior_unchanged)")
+        if matrix.detection:
+            parts.append(f"{matrix.detection} stateful-detection (no reset configured)")
+        if matrix.probe:
+            parts.append("1 forwarding probe (does the agent forward the cell header?)")
+        turns = " (each turn of a conversation one)" if config.conversations else ""
+        lines.append(
+            ("invocations", f"{matrix.invocations} per contract run{turns}: {' + '.join(parts)}")
+        )
+        budget = config.advanced.max_invocations
+        if budget is not None and matrix.invocations > budget:
+            lines.append(
+                ("budget", f"advanced.max_invocations = {budget}: the run will stop early")
+            )
+    if config.mutations is not None:
+        from flakestorm.mutations.generation import sends, slots
+        from flakestorm.mutations.registry import types_of
+
+        kinds = types_of(config)
+        count = len(slots(config))
+        baselines = (
+            len({last_turn(p) for p in config.golden_prompts})
+            if any(
+                i.type is InvariantType.BEHAVIOR_UNCHANGED and (i.baseline or "auto") == "auto"
+                for i in config.invariants
+            )
+            else 0
+        )
+        sent = sends(config, keeps_sessions(config.agent, base_dir))
+        runs = sent * config.advanced.repeat + baselines
+        extra = f" + {_plural(baselines, 'baseline')}" if baselines else ""
+        per = f"{count}" if sent == count else f"{sent} sends (attacks as real turns: one per turn)"
+        lines.append(
+            (
+                "mutations",
+                f"{count} = {_plural(len(config.golden_prompts), 'prompt')} × "
+                f"{config.mutations.count} over {_plural(len(kinds), 'type')} "
+                f"({config.mutations.generator.value}); {runs} invocations: {per} × repeat "
+                f"{config.advanced.repeat}{extra}",
+            )
+        )
+        generator = llm_generator_state(config, base_dir)
+        if generator:
+            lines.append(("generator", generator))
+    if config.replays is not None:
+        sessions, _ = resolve_sessions(config, base_dir, lambda path, m: Problem("", 1, 1, "", m))
+        responses = _plural(
+            sum(len(s.session.all_tool_responses) for s in sessions), "recorded tool response"
+        )
+        lines.append(
+            (
+                "replays",
+                f"{_plural(len(sessions), 'session')} ({responses}), one invocation each",
+            )
+        )
+    phases = [name.value for name in PhaseName if name.configured(config)]
+    lines.append(("phases", ", ".join(phases) if phases else "none configured"))
+    return lines

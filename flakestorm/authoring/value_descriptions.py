@@ -1,0 +1,165 @@
+"""The words of the config reference for each enum value a field takes (``http`` and
+``python`` of ``agent.type``, the fault modes, the mutation types...), keyed by the enum's
+name. Data only, beside :mod:`flakestorm.authoring.descriptions` (the fields and sections):
+:mod:`flakestorm.authoring.reference` renders them and :mod:`flakestorm.authoring.schema` gives
+them to editors."""
+
+from __future__ import annotations
+
+ENUM_DESCRIPTIONS: dict[str, dict[str, str]] = {
+    "AgentType": {
+        "http": "An HTTP endpoint, called with `method`, `headers` and `request_template`.",
+        "python": "A Python callable (`module:attr`), called in-process.",
+    },
+    "ToolDelivery": {
+        "http": "At the tool's HTTP call, through the in-process proxy: its own error "
+        "handling runs.",
+        "callable": "At the wrapped callable: `flakestorm.ToolFaultError` in place of the tool.",
+    },
+    "Severity": {
+        "critical": "Weight 3; any failed or errored critical cell fails the run.",
+        "high": "Weight 2.",
+        "medium": "Weight 1.",
+        "low": "Weight 1.",
+    },
+    "When": {
+        "always": "Every scenario.",
+        "tool_faults_active": "Scenarios with tool faults.",
+        "llm_faults_active": "Scenarios with LLM faults.",
+        "any_chaos_active": "Scenarios with any fault or context attack.",
+        "no_chaos": "Scenarios without any fault or context attack.",
+    },
+    "InvariantType": {
+        "contains": "The output contains `value`.",
+        "contains_any": "The output contains at least one of `values`.",
+        "regex": "`pattern` matches somewhere in the output.",
+        "excludes_pattern": "None of `patterns` matches.",
+        "latency": "The invocation took at most `max_ms`.",
+        "valid_json": "The output parses as JSON (and validates against `schema`).",
+        "similarity": "similarity(output, `expected`) ≥ `threshold`.",
+        "behavior_unchanged": "similarity(output, baseline) ≥ `similarity_threshold`; the "
+        "`auto` baseline is the answer to the same prompt (a turn: in the same conversation) "
+        "without chaos.",
+        "excludes_pii": "No email, phone, SSN, credit card, IBAN or IP address in the output.",
+        "refusal_check": "The output is a refusal (`expect: refuse`) or is not (`expect: comply`).",
+        "completes": "The invocation returned a parseable answer before the timeout.",
+        "output_not_empty": "The output has non-whitespace text.",
+    },
+    "PiiKind": {
+        "email": "Email addresses.",
+        "phone": "Phone numbers.",
+        "ssn": "US social security numbers.",
+        "credit_card": "Card numbers (Luhn-checked).",
+        "iban": "IBANs.",
+        "ip_address": "IPv4 and IPv6 addresses.",
+    },
+    "RefusalExpect": {
+        "refuse": "The agent must refuse.",
+        "comply": "The agent must not refuse.",
+    },
+    "ToolFaultMode": {
+        "timeout": "Hold the call `delay_ms`, then drop the connection (python: raise "
+        "`TimeoutError`).",
+        "error": "Reply with status `error_code` and a JSON error body (python: raise "
+        "`ToolFaultError`).",
+        "malformed": "Reply 200 with a body that is not valid JSON.",
+        "slow": "Wait `delay_ms`, then pass the real reply through.",
+        "malicious_response": "Reply 200 with `payload` as the tool result.",
+        "empty": "Reply 200 with an empty body (MCP: a result with no content; python: "
+        'return `""`).',
+        "tool_removed": "MCP: the tool vanishes from `tools/list` and a call gets `Unknown "
+        "tool` (elsewhere: 404).",
+        "session_expired": "MCP: the server answers 404 for the session, so the client must "
+        "initialize again (elsewhere: 404).",
+    },
+    "McpErrorForm": {
+        "result": "A tool result with `isError: true` and the error text.",
+        "jsonrpc": "A JSON-RPC error response.",
+    },
+    "LlmFaultMode": {
+        "timeout": "Hold the call `delay_ms`, then fail it (python: raise `TimeoutError`).",
+        "rate_limit": "HTTP 429 with the provider's error JSON and `Retry-After` (python: "
+        "raise `RateLimitFaultError`).",
+        "truncated_response": "Cut the content to `max_tokens` tokens, with the provider's "
+        "length stop reason.",
+        "empty": "An empty completion.",
+        "garbage": "A completion of random characters.",
+        "response_drift": "Change the reply the way a new model version might (`drift_type`).",
+    },
+    "DriftType": {
+        "json_field_rename": "Rename fields of JSON content.",
+        "format_change": "Change the format (e.g. JSON to prose, list to paragraph).",
+        "verbosity_shift": "Make the answer much longer or shorter.",
+        "refusal_rephrase": "Rephrase the answer as a partial refusal.",
+        "tone_shift": "Change the tone.",
+    },
+    "ContextAttackType": {
+        "memory_poisoning": "Add `payload` to the input before it is sent (`strategy`: "
+        "prepend, append, replace).",
+        "indirect_injection": "Insert `payloads` into tool results so they still look valid.",
+        "overflow": "Add `inject_tokens` tokens of filler to tool results.",
+        "conflicting_context": "Add contradictory `statements` to tool results.",
+        "injection_via_context": "Place `payload` instructions in the system/context "
+        "messages of LLM requests.",
+    },
+    "Verify": {
+        "contract": "The invariants of the session's `contract` (by default the config's).",
+        "invariants": "The config's top-level `invariants` (`completes` and "
+        "`output_not_empty` when there are none), with the ids the phases give them.",
+    },
+    "OnMiss": {
+        "error": "A replay miss: the session is errored, naming the call (exit 3).",
+        "live": "The call goes to the real tool or LLM.",
+    },
+    "PoisonStrategy": {
+        "prepend": "Payload before the input.",
+        "append": "Payload after the input.",
+        "replace": "Payload instead of the input.",
+    },
+    "MutationType": {
+        "paraphrase": "The same request in other words.",
+        "noise": "Typos and stray characters.",
+        "tone_shift": "An angry, casual, stiffly formal, urgent or passive-aggressive tone.",
+        "prompt_injection": "Instructions that try to override the agent's rules.",
+        "encoding_attacks": "Base64, hex, ROT13, URL encoding, leetspeak, homoglyphs, "
+        "zero-width characters and combining marks.",
+        "context_manipulation": "Misleading or irrelevant context around the request.",
+        "length_extremes": "Very short or very long inputs.",
+        "custom": "User templates with `{prompt}` (`mutations.templates`).",
+        "multi_turn_attack": "A fake earlier conversation that steers the agent.",
+        "advanced_jailbreak": "Role-play and hypothetical-framing jailbreaks.",
+        "semantic_similarity_attack": "A request that looks alike but means something else.",
+        "format_poisoning": "Markup, JSON or code fences that confuse parsing.",
+        "language_mixing": "Several languages mixed in one input.",
+        "token_manipulation": "Unusual tokenisation: split words, special tokens.",
+        "temporal_attack": "Wrong or impossible dates and times.",
+        "http_header_injection": "Hostile, oversized, duplicated and spoofed headers (CR/LF "
+        "attempts as literal text).",
+        "payload_size_attack": "An oversized request body.",
+        "content_type_confusion": "A wrong `Content-Type` for the body.",
+        "query_parameter_poisoning": "Unexpected query-string parameters.",
+        "request_method_attack": "A different HTTP method.",
+        "protocol_level_attack": "HTTP/1.0, a chunked body, `Expect: 100-continue`, a body "
+        "split across slow writes.",
+        "resource_exhaustion": "Deeply nested or repetitive bodies.",
+        "concurrent_request_pattern": "The same request sent concurrently.",
+        "timeout_manipulation": "A slow upload of the request body.",
+    },
+    "MutationGenerator": {
+        "templates": "Deterministic, offline, seeded transformations.",
+        "llm": "An LLM writes the prompt-level mutations (`mutations.llm`).",
+    },
+    "LlmFallback": {
+        "templates": "A variant the model would not write takes its template transform.",
+    },
+    "OutputFormat": {
+        "junit": "JUnit XML.",
+        "markdown": "A markdown summary (the GitHub job summary).",
+        "json": "A JSON report (input to `flakestorm merge`).",
+        "html": "A standalone HTML report.",
+    },
+    "SimilarityBackend": {
+        "lexical": "Dependency-free and deterministic.",
+        "embeddings": "Cosine similarity of embeddings from `advanced.embeddings`.",
+    },
+}

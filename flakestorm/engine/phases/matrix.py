@@ -1,0 +1,266 @@
+"""Running a matrix of cells — every invariant under every scenario (SPEC §5) — for the
+phases shaped that way (contract, chaos): the stateful check, the ``auto`` baselines, the
+forwarding check, then the scenarios one at a time on the fault channel, each settled with its
+delivery proof. The calls of a scenario without faults are kept with its cells too, when they
+can be attributed to their invocations (python wrappers, a forwarded cell header, or cells run
+one at a time for a reset); else its cells run concurrently under the calm scenario."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+from flakestorm.agents.attribution import PRE_MATRIX, Source
+from flakestorm.chaos.delivery import (
+    CALM,
+    Channel,
+    active_scenario,
+    judge,
+    prove,
+)
+from flakestorm.chaos.faults import ActiveScenario, FaultBook
+from flakestorm.chaos.interactions import Interaction
+from flakestorm.chaos.ordering import order_dependence
+from flakestorm.config import Scenario, turns_of
+from flakestorm.engine.counting import MatrixCount as MatrixCount
+from flakestorm.engine.counting import count_invocations as count_invocations
+from flakestorm.engine.executor import Options
+from flakestorm.engine.phases.applicability import rejudge
+from flakestorm.engine.phases.phase import PhaseContext, PhasePlan, PhaseRequest, SectionPhase
+from flakestorm.engine.plan import Cell, Plan
+from flakestorm.engine.revival import revived_notice
+from flakestorm.redaction import Redactor
+from flakestorm.results.model import CellResult, InvariantInfo, PhaseOutcome, ScenarioInfo
+from flakestorm.results.scoring import score_cells
+from flakestorm.results.spool import CELLS, Spool, Spooled
+from flakestorm.results.sweeps import judged
+
+STATEFUL_WARNING = (
+    "Warning: No reset_endpoint configured. Contract matrix cells may share state. "
+    "Results may be contaminated. Add reset_endpoint to your config for accurate isolation."
+)
+
+
+NOT_FORWARDING = (
+    "The agent forwards no attribution to its tool and LLM calls (the X-Flakestorm-Cell "
+    "header, the W3C baggage entry flakestorm-cell, or the W3C trace context, which an agent "
+    "instrumented with OpenTelemetry forwards on its own)."
+)
+SERIAL_SCENARIOS = (
+    " The faults of these chaos scenarios depend on the order of calls, so their cells ran one "
+    "at a time: {scenarios}."
+)
+CONCURRENT_SCENARIOS = (
+    " The cells of {scenarios} ran side by side: their calls are reported per scenario, not "
+    "per cell."
+)
+FORWARD_HINT = " Forward one of them to run every scenario concurrently with per-cell calls."
+PRE_MATRIX_CELLS = frozenset(PRE_MATRIX)
+
+
+def run_matrix(
+    phase: str, plan: Plan, context: PhaseContext, lines: dict[str, int]
+) -> PhaseOutcome:
+    """Run ``plan`` as phase ``phase``: the stateful check (first phase only), the baselines,
+    then the matrix scenario by scenario (chaos scenarios activated on the channel one at a
+    time). Scored as a contract (:func:`~flakestorm.results.scoring.score_cells`); ``lines`` gives
+    each invariant's line in the config."""
+    executor, channel = context.executor, context.channel
+    golden_prompts = context.loaded.config.golden_prompts
+    seed = context.loaded.config.advanced.seed
+    infos = {s.name: ScenarioInfo(s.name, describe_faults(s)) for s in plan.scenarios}
+    if not plan.cells:  # a shard with none of this phase's cells
+        return _outcome(phase, plan, lines, infos, [], [])
+    warnings = []
+    revived = len(executor.revived)
+    calm = ActiveScenario(CALM, seed)
+    if channel is not None:
+        channel.activate(calm)
+    probe = turns_of(golden_prompts[0])[0] if golden_prompts else plan.cells[0].prompts[0]
+    isolated = context.has_reset or context.has_session
+    if context.first and not isolated and executor.looks_stateful(probe):
+        warnings.append(STATEFUL_WARNING)
+    baselines = executor.baselines(plan.baselines)
+    chaos = [s for s in plan.scenarios if channel is not None and s.needs_delivery]
+    forwarding = True
+    # without forwarded attribution, why each chaos scenario's faults depend on call order
+    # (none: its cells still run side by side)
+    orders: dict[str, tuple[str, ...]] = {}
+    if channel is not None and chaos and not channel.exact_attribution:
+        if isolated and not plan.baselines:
+            executor.probe(probe, "forwarding-probe")
+        source = forwarded(channel.interactions(CALM))
+        forwarding = source is not None
+        if source is Source.TRACE:
+            channel.follow_traces()
+        if source is not None:
+            context.notice(f"attribution: the agent forwards {source.description}")
+        else:
+            orders = {s.name: order_dependence(s) for s in chaos}
+            warnings.append(_not_forwarding(orders))
+    # a scenario without faults is activated too when each of its calls can be attributed to
+    # its invocation without running its cells one at a time (a reset runs them so anyway):
+    # its calls are then kept with its cells, as a chaos scenario's are (replay export turns
+    # them into sessions)
+    exact = channel is not None and (
+        channel.exact_attribution or context.has_reset or (bool(chaos) and forwarding)
+    )
+    recorded = [s for s in plan.scenarios if s in chaos or exact]
+    # finished cells go to disk (memory stays flat in the run's size); a recorded scenario's
+    # cells once settled with its delivery proof, the others as each finishes
+    spool = Spool(CELLS, context.spool_dir, Redactor(context.loaded.secrets))
+    calm_cells = [c for c in plan.cells if c.scenario not in recorded]
+    executor.run_cells(calm_cells, baselines, sink=spool.add)
+    if channel is not None:  # calls outside recorded scenarios: only the checks' are read again
+        channel.forget(CALM, keep=PRE_MATRIX_CELLS)
+    for scenario in recorded:
+        assert channel is not None
+        # an earlier phase may have run a scenario of the same name ("chaos"): not ours
+        earlier = {i.seq for i in channel.interactions(scenario.name)}
+        active = active_scenario(scenario, seed)
+        channel.activate(active)
+        cells = [c for c in plan.cells if c.scenario is scenario]
+
+        def before_invocation(invocation: str, active: ActiveScenario = active) -> None:
+            assert channel is not None
+            channel.activate(dataclasses.replace(active, cell_id=invocation))
+
+        order = orders.get(scenario.name, ())
+        info = dataclasses.replace(infos[scenario.name], serial=bool(order), order=order)
+        settle = _settler(channel, active, earlier, info, infos, cells, executor.options)
+        results = executor.run_cells(
+            cells,
+            baselines,
+            serial=bool(order),
+            before_invocation=before_invocation,
+            settle=settle,
+        )
+        spool.extend(results)
+        del results
+        channel.forget(scenario.name)  # its calls are in its cells now
+    if channel is not None:
+        channel.activate(calm)
+    warnings += revived_notice(executor.revived[revived:], "cell")
+    return _outcome(phase, plan, lines, infos, spool.items, warnings)
+
+
+def forwarded(seen: Sequence[Interaction]) -> Source | None:
+    """What the agent forwards to its calls, from the calls of the invocations before the
+    matrix (the first source of :data:`flakestorm.agents.attribution.SOURCES` one of them was
+    attributed by); None when it forwards none."""
+    found = {i.attribution for i in seen if i.cell_id in PRE_MATRIX_CELLS}
+    return next((s for s in Source if s.forwarded and s.value in found), None)
+
+
+def _not_forwarding(serial: dict[str, tuple[str, ...]]) -> str:
+    """The warning of a run whose agent forwards no attribution: which chaos scenarios' cells
+    ran one at a time (and why), and which ran side by side with their calls per scenario."""
+    alone = [f"{name} ({'; '.join(why)})" for name, why in serial.items() if why]
+    together = [name for name, why in serial.items() if not why]
+    text = NOT_FORWARDING
+    if alone:
+        text += SERIAL_SCENARIOS.format(scenarios="; ".join(alone))
+    if together:
+        text += CONCURRENT_SCENARIOS.format(scenarios=", ".join(together))
+    return text + FORWARD_HINT
+
+
+def _outcome(
+    phase: str,
+    plan: Plan,
+    lines: dict[str, int],
+    infos: dict[str, ScenarioInfo],
+    cells_out: Sequence[CellResult],
+    warnings: list[str],
+) -> PhaseOutcome:
+    contract = plan.contract
+    outcome = PhaseOutcome(
+        phase=phase,
+        name=contract.name,
+        invariants=tuple(
+            InvariantInfo(
+                id=inv.id,
+                type=inv.type.value,
+                severity=inv.severity.value,
+                when=inv.when.value,
+                negate=inv.negate,
+                description=inv.description,
+                line=lines.get(inv.id, 1),
+            )
+            for inv in contract.invariants
+        ),
+        scenarios=tuple(infos[s.name] for s in plan.scenarios),
+        cells=cells_out if isinstance(cells_out, Spooled) else tuple(cells_out),
+        score=score_cells(cells_out),
+        warnings=tuple(warnings),
+        sweeps=plan.sweeps,
+    )
+    return judged(outcome)
+
+
+def dealt(plan: Plan, request: PhaseRequest) -> Plan:
+    """``plan`` with only this run's part of its cells (``--shard``), indexes kept."""
+    if request.shard is None:
+        return plan
+    return dataclasses.replace(plan, cells=tuple(request.deal(plan.cells)))
+
+
+class MatrixPhase(SectionPhase):
+    """A built-in phase that runs a matrix of cells (:func:`run_matrix`); its invariants are
+    listed in the config at :attr:`invariants_at` (for their lines in annotations)."""
+
+    invariants_at: tuple[str, ...]
+
+    def run(self, plan: PhasePlan, context: PhaseContext) -> PhaseOutcome:
+        assert isinstance(plan, Plan)
+        loaded = context.loaded
+        lines = {
+            inv.id: loaded.line_of((*self.invariants_at, i))
+            for i, inv in enumerate(plan.contract.invariants)
+        }
+        return run_matrix(self.name, plan, context, lines)
+
+
+def _settler(
+    channel: Channel,
+    active: ActiveScenario,
+    earlier: set[int],
+    info: ScenarioInfo,
+    infos: dict[str, ScenarioInfo],
+    cells: Sequence[Cell],
+    options: Options,
+) -> Callable[[list[CellResult]], list[CellResult]]:
+    """Completes a chaos scenario's verdicts once its cells ran: the calls its cells made
+    (not an earlier phase's), the delivery proof and judgement, then ``when`` judged per
+    invocation where the scenario's faults may spare one (:mod:`.applicability`); ``infos``
+    gets the judged scenario."""
+    planned = {cell.index: cell for cell in cells}
+
+    def settle(results: list[CellResult]) -> list[CellResult]:
+        seen = [i for i in channel.interactions(active.name) if i.seq not in earlier]
+        proven, proof = prove(results, seen, FaultBook(active), channel, info)
+        infos[active.name], settled = judge(proof, proven)
+        return [_per_invocation(result, planned.get(result.index), options) for result in settled]
+
+    return settle
+
+
+def _per_invocation(result: CellResult, cell: Cell | None, options: Options) -> CellResult:
+    if cell is None:
+        return result
+    return rejudge(
+        result,
+        cell.invariant.when,
+        cell.scenario,
+        len(cell.prompts),
+        options.repeat,
+        options.min_pass,
+    )
+
+
+def describe_faults(scenario: Scenario) -> tuple[str, ...]:
+    """One short line per fault declared by ``scenario``."""
+    out = [f"tool {f.tool}: {f.mode.value}" for f in scenario.tool_faults]
+    out += [f"llm: {f.mode.value}" for f in scenario.llm_faults]
+    out += [f"context: {a.type.value}" for a in scenario.context_attacks]
+    return tuple(out)

@@ -1,0 +1,227 @@
+"""Collecting a run's prompt results into cells (:class:`Tracker`): each cell is finished —
+its verdict over its runs (``repeat`` / ``min_pass``, flaky), or ERRORED, or ``not_run`` — when
+its last task is in, and announced (``CellFinished``, ``ScenarioFinished``) or handed to a sink
+(the phase's spool) so nothing is kept longer than needed. Used by the executor's workers."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from flakestorm.engine.events import CellFinished, Event, ScenarioFinished
+from flakestorm.engine.plan import Cell
+from flakestorm.results.model import CellResult, PromptResult, Status
+
+
+class Counts(Protocol):
+    """What the tracker needs of the run's options."""
+
+    @property
+    def repeat(self) -> int: ...
+
+    @property
+    def min_pass(self) -> int: ...
+
+
+class Tracker:
+    """Collects prompt results per cell and finishes each cell when its last task is in."""
+
+    def __init__(
+        self,
+        cells: Sequence[Cell],
+        options: Counts,
+        on_event: Callable[[Event], None],
+        announce: bool = True,
+        sink: Callable[[CellResult], None] | None = None,
+    ) -> None:
+        self._options = options
+        self._on_event = on_event
+        self._announce = announce
+        self._sink = sink
+        self._lock = threading.Lock()
+        self._results: dict[int, CellResult] = {}
+        self._slots: dict[int, list[PromptResult | None]] = {}
+        self._missing: dict[int, int] = {}
+        self._fired: dict[int, dict[str, None]] = {}
+        self._errors: dict[int, str] = {}
+        self._alone: dict[int, int] = {}  # invocations re-run alone, per cell
+        self._total = len(cells)
+        self._frozen = False
+        self._by_scenario: dict[str, list[Cell]] = {}
+        for cell in cells:
+            self._by_scenario.setdefault(cell.scenario.name, []).append(cell)
+            if cell.applicable:
+                n = len(cell.prompts) * options.repeat
+                self._slots[cell.index] = [None] * n
+                self._missing[cell.index] = n
+                self._fired[cell.index] = {}
+
+    def skip(self, cell: Cell) -> None:
+        reason = f"when: {cell.invariant.when.value} does not apply to this scenario"
+        self._finish(cell, _result(cell, Status.SKIPPED, reason))
+
+    def is_errored(self, cell: Cell) -> bool:
+        with self._lock:
+            return cell.index in self._errors
+
+    def error(self, cell: Cell, reason: str, run: int | None = None, prompt_index: int = 0) -> None:
+        """Mark ``cell`` ERRORED. With ``run`` given, that one task is settled; without, the
+        cell's remaining tasks are abandoned (they will never be recorded)."""
+        slot = None if run is None else run * len(cell.prompts) + prompt_index
+        self._settle(cell, slot, None, (), error=reason)
+
+    def record(
+        self,
+        cell: Cell,
+        run: int,
+        prompt_index: int,
+        result: PromptResult | None,
+        fired: tuple[str, ...] = (),
+        alone: bool = False,
+    ) -> None:
+        """``alone``: the result of an invocation sent again on its own, after the agent went
+        down under it with others in flight (the cell says it was judged so)."""
+        if alone:
+            with self._lock:
+                self._alone[cell.index] = self._alone.get(cell.index, 0) + 1
+        self._settle(cell, run * len(cell.prompts) + prompt_index, result, fired)
+
+    def _settle(
+        self,
+        cell: Cell,
+        slot: int | None,
+        result: PromptResult | None,
+        fired: tuple[str, ...],
+        error: str | None = None,
+    ) -> None:
+        with self._lock:
+            if cell.index in self._results or self._frozen or cell.index not in self._slots:
+                return  # finished (or being announced) already, or abandoned
+            if error is not None:
+                self._errors.setdefault(cell.index, error)
+            if slot is None:
+                self._missing[cell.index] = 0
+            else:
+                self._slots[cell.index][slot] = result
+                self._missing[cell.index] -= 1
+                self._fired[cell.index].update(dict.fromkeys(fired))
+            if self._missing[cell.index] > 0:
+                return
+            finished = self._finalise(cell)
+            del self._slots[cell.index], self._fired[cell.index]  # memory flat in the run's size
+        self._finish(cell, finished)
+
+    def abandon(self) -> None:
+        """Finish every cell still open as it stands (``not_run`` unless errored), and ignore
+        whatever the abandoned invocations report later."""
+        with self._lock:
+            self._frozen = True
+            open_cells = [
+                cell
+                for cells in self._by_scenario.values()
+                for cell in cells
+                # not finished, nor being finished (a finalised cell's slots are gone)
+                if cell.applicable and cell.index not in self._results and cell.index in self._slots
+            ]
+            finished = [(cell, self._finalise(cell)) for cell in open_cells]
+        for cell, result in finished:
+            self._finish(cell, result)
+
+    def _finalise(self, cell: Cell) -> CellResult:
+        result = self._verdict(cell)
+        alone = self._alone.pop(cell.index, 0)
+        if not alone:
+            return result
+        n = len(self._slots[cell.index])
+        note = (
+            f"judged on an isolated re-run: the agent went down while other invocations were "
+            f"in flight, so {alone} of its {n} invocation(s) were sent again on their own once "
+            "it was back"
+        )
+        return dataclasses.replace(result, notes=(*result.notes, note))
+
+    def _verdict(self, cell: Cell) -> CellResult:
+        prompts = tuple(p for p in self._slots[cell.index] if p is not None)
+        fired = tuple(self._fired[cell.index])
+        if cell.index in self._errors:
+            return _result(cell, Status.ERRORED, self._errors[cell.index], prompts, fired)
+        slots = self._slots[cell.index]
+        n = len(cell.prompts)
+        repeat = self._options.repeat
+        if any(p is None for p in slots):
+            done = sum(1 for p in slots if p is not None)
+            reason = f"the run stopped before this cell finished ({done}/{len(slots)} invocations)"
+            return _result(cell, Status.NOT_RUN, reason, prompts, fired)
+        runs = [slots[r * n : (r + 1) * n] for r in range(repeat)]
+        passed_runs = sum(1 for run in runs if all(p is not None and p.passed for p in run))
+        status = Status.PASSED if passed_runs >= self._options.min_pass else Status.FAILED
+        reason = _reason(cell, runs, passed_runs, self._options.min_pass)
+        return dataclasses.replace(
+            _result(cell, status, reason, prompts, fired),
+            flaky=0 < passed_runs < repeat,
+            runs_passed=passed_runs,
+            runs_total=repeat,
+        )
+
+    def _finish(self, cell: Cell, result: CellResult) -> None:
+        if self._sink is not None:
+            self._sink(result)
+        kept = result if self._sink is None else dataclasses.replace(result, prompts=(), calls=())
+        with self._lock:
+            self._results[cell.index] = kept
+            done = len(self._results)
+            siblings = self._by_scenario[cell.scenario.name]
+            scenario_done = all(c.index in self._results for c in siblings)
+            scenario_results = (
+                tuple(self._results[c.index] for c in siblings) if scenario_done else ()
+            )
+        if not self._announce:
+            return
+        self._on_event(CellFinished(result, done, self._total))
+        if scenario_done:
+            self._on_event(ScenarioFinished(cell.scenario.name, scenario_results))
+
+    def results(self) -> list[CellResult]:
+        return [self._results[i] for i in sorted(self._results)]
+
+
+def _result(
+    cell: Cell,
+    status: Status,
+    reason: str,
+    prompts: tuple[PromptResult, ...] = (),
+    fired: tuple[str, ...] = (),
+) -> CellResult:
+    return CellResult(
+        index=cell.index,
+        invariant_id=cell.invariant.id,
+        scenario=cell.scenario.name,
+        severity=cell.invariant.severity.value,
+        status=status,
+        reason=reason,
+        prompts=prompts,
+        faults_fired=fired,
+    )
+
+
+def _reason(
+    cell: Cell, runs: list[list[PromptResult | None]], passed_runs: int, min_pass: int
+) -> str:
+    n = len(cell.prompts)
+    repeat = len(runs)
+    failing = next((p for run in runs for p in run if p is not None and not p.passed), None)
+    if repeat > 1:
+        head = f"{passed_runs}/{repeat} runs passed (min_pass {min_pass})"
+        return head if failing is None else f"{head}; {failing.reason}"
+    if failing is None:
+        return f"held for all {n} prompt(s)" if n > 1 else runs[0][0].reason  # type: ignore[union-attr]
+    index = next(i for run in runs for i, p in enumerate(run) if p is failing)
+    turn = cell.turn(index)
+    if turn is not None:
+        where = f"turn {turn.number}/{turn.of}"
+        if any(t is not None and t.conversation != turn.conversation for t in cell.turns):
+            where = f"golden prompt {turn.conversation + 1}, {where}"
+        return f"{where}: {failing.reason}"
+    return f"prompt {index + 1}/{n}: {failing.reason}"

@@ -1,0 +1,121 @@
+"""What a run keeps of each scenario — its delivery proof, how its cells ran and the calls not
+attributed to a cell — and of each call the agent made (:class:`CallRecord`): result values,
+read back from ``results.json`` (re-exported by :mod:`flakestorm.results.model`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from flakestorm.results import delivery_reasons
+
+MAX_UNATTRIBUTED_CALLS = 20
+"""The most calls not attributed to a cell a scenario keeps (all are counted)."""
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One call the agent made to a tool or its LLM during a cell, as flakestorm saw it."""
+
+    target: str
+    """``tool``, ``llm`` or ``other``."""
+    tool: str | None
+    method: str
+    url: str
+    status: int | None
+    """What the agent received; None when the connection was dropped or an error was raised."""
+    fired: tuple[str, ...] = ()
+    upstream_error: str | None = None
+    latency_ms: float = 0.0
+    invocation: str = ""
+    """Which invocation of the cell made it: ``RUN.PROMPT`` (0-based), "" when unknown."""
+    request: str | None = None
+    """What the agent sent (bounded; see ``docs/results.md``): a replay's arguments."""
+    response: str | None = None
+    """What the agent got (bounded): what ``replay export`` serves again."""
+
+
+@dataclass(frozen=True)
+class ScenarioInfo:
+    name: str
+    faults: tuple[str, ...]
+    """A one-line description of each declared fault."""
+    undelivered: tuple[str, ...] = ()
+    """Declared faults that never reached the agent — no matching call reached flakestorm in
+    any cell, or the fault could not be applied (:meth:`why` says which): the scenario's cells
+    are ERRORED (SPEC §4, §10)."""
+    serial: bool = False
+    """Cells ran one at a time: the agent forwards no attribution (SPEC §4.2) and the
+    scenario's faults depend on call order (``order`` says why)."""
+    declared: tuple[str, ...] = ()
+    """The delivery proof: labels of the declared faults that must reach the agent's calls…"""
+    matched: tuple[str, ...] = ()
+    """…the labels some call of the scenario matched (fired or not)…"""
+    hints: Mapping[str, str] = field(default_factory=dict)
+    """…and, per declared label, what is probably mis-wired if it is not delivered…"""
+    unapplied: Mapping[str, str] = field(default_factory=dict)
+    """…and the labels that matched a call but could not be applied to it, with why (the
+    first reason): not delivered either (SPEC §10)…"""
+    replaced: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    """…and, per context attack, the calls it matched that a fault answered in place of the
+    tool (a tool fault replacing the result) or the LLM (an LLM fault stopping the request),
+    counted per fault label: such a call is not in ``matched`` (nothing to poison), so an
+    attack every matching call of which was replaced is not delivered, and this says why…"""
+    unscheduled: Mapping[str, str] = field(default_factory=dict)
+    """…and the labels whose matching calls all came outside their schedule (``calls``,
+    ``every``, ``window_ms``), with why ("the agent made 1 matching call per invocation; the
+    fault acts on calls 2-3"): not delivered either…"""
+    seen: Mapping[str, int] | None = None
+    """…and what the scenario's calls were, counted by kind (``tool NAME``, ``llm``, ``forward
+    ORIGIN``, ``other``; None when not recorded): summed over shards, so the hint's account of
+    what flakestorm saw is the same for a merged run."""
+    order: tuple[str, ...] = ()
+    """Why the scenario's faults depend on the order of calls, one reason per fault
+    (``tool_faults[0] …: probability 0.5``): with an agent that forwards no attribution, why
+    its cells ran one at a time."""
+    unattributed: int = 0
+    """The scenario's calls not attributed to any cell: its cells ran side by side and the
+    agent forwards no attribution, so its calls are reported per scenario (summed over shards)."""
+    unattributed_calls: tuple[CallRecord, ...] = ()
+    """The first :data:`MAX_UNATTRIBUTED_CALLS` of them, in order."""
+
+    def why(self, label: str) -> str:
+        """Why ``label`` is not delivered: it could not be applied, or a fault answered in
+        place of the tool or LLM on every call it matched, or (the wiring hint) no call matched
+        it."""
+        if label in self.unapplied:
+            return f"it matched a call but could not be applied: {self.unapplied[label]}"
+        if label not in self.matched and self.replaced.get(label):
+            return delivery_reasons.replaced(label, self.replaced[label])
+        if label not in self.matched and label in self.unscheduled:
+            return self.unscheduled[label]
+        return self.hint(label)
+
+    def hint(self, label: str) -> str:
+        """The wiring hint of ``label``, led by what flakestorm saw instead (when recorded)."""
+        static = self.hints.get(label, "")
+        if self.seen is None:
+            return static
+        saw = delivery_reasons.saw(self.seen, label)
+        return f"{saw} — {static}" if static else saw
+
+
+def call_records(docs: Iterable[Mapping[str, Any]]) -> tuple[CallRecord, ...]:
+    return tuple(CallRecord(**{**c, "fired": tuple(c["fired"])}) for c in docs)
+
+
+def scenario_from_document(s: Mapping[str, Any]) -> ScenarioInfo:
+    return ScenarioInfo(
+        **{
+            **s,
+            **{k: tuple(s[k]) for k in ("faults", "undelivered", "declared", "matched")},
+            "hints": dict(s["hints"]),
+            "unapplied": dict(s.get("unapplied", {})),
+            "unscheduled": dict(s.get("unscheduled", {})),
+            "replaced": {k: dict(v) for k, v in s.get("replaced", {}).items()},
+            "seen": None if s.get("seen") is None else dict(s["seen"]),
+            "order": tuple(s.get("order", ())),
+            "unattributed_calls": call_records(s.get("unattributed_calls", ())),
+        }
+    )
