@@ -49,19 +49,6 @@ class Stop(threading.Event):
             return True
         return self._set_at is not None and time.monotonic() - self._set_at >= self.grace_s
 
-    def wait_abandoned(self, timeout_s: float) -> bool:
-        """Wait up to ``timeout_s`` for :meth:`abandoned`; return it."""
-        end = time.monotonic() + timeout_s
-        while not self.abandoned():
-            left = end - time.monotonic()
-            if left <= 0:
-                return False
-            if self._set_at is None:
-                self.wait(left)
-            else:
-                self._hurry.wait(min(left, self._set_at + self.grace_s - time.monotonic()))
-        return True
-
 
 def abandoned(stop: threading.Event, noticed: list[float]) -> bool:
     """:meth:`Stop.abandoned` for any event: a plain one's grace counts from the first call that

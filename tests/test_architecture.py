@@ -63,13 +63,38 @@ EDGES = frozenset(
 ``__main__.py``, or an ``if __name__ == "__main__":`` block)."""
 
 ENGINE = ("engine", "agents", "chaos")
-"""The packages of the run engine, by their name under ``flakestorm``."""
+"""The packages that run the agent and its chaos, by their name under ``flakestorm``."""
 
 LAYERS = {
-    "flakestorm/reporters/": ENGINE,
     "flakestorm/results/": ENGINE,
+    "flakestorm/checks/": ENGINE,
+    "flakestorm/reporters/": ENGINE,
 }
-"""A file or folder -> the top-level modules it must not import."""
+"""A file or folder -> the top-level packages it must not import: results, checks and reporters
+are values and pure functions of them, usable without the engine (a merge, a report read from a
+file)."""
+
+FACE = frozenset(
+    {"__init__.py", "__main__.py", "py.typed", "errors.py", "redaction.py", "stopping.py"}
+)
+"""The only files at the top of the package: its face and what every layer uses (the exception
+tree, the redaction of secrets, the signals that stop a run, the action and the proxy)."""
+
+LAYER_ORDER: tuple[tuple[str, ...], ...] = (
+    ("errors", "redaction", "stopping"),
+    ("config", "validation"),
+    ("results", "checks"),
+    ("agents",),
+    ("chaos", "mutations"),
+    ("semantics", "loader"),
+    ("engine", "replay", "baseline"),
+    ("reporters",),
+    ("authoring", "github", "cli"),
+)
+"""The package's stages from the bottom up: each imports only its own layer and those below it.
+Reading the file's meaning (semantics) sits above the chaos and the mutations because it checks
+a fault's fields against their modes; the engine above the loader, which it reads the config
+with; the reporters above the engine's results, which they render."""
 
 
 @dataclass(frozen=True)
@@ -269,6 +294,34 @@ def test_the_layers_import_nothing_above_them() -> None:
         if _in(i.path, (place,)) and i.top in banned
     ]
     assert not wrong, "\n".join(wrong)
+
+
+def _layer(top: str) -> int | None:
+    return next((n for n, layer in enumerate(LAYER_ORDER) if top in layer), None)
+
+
+def test_every_package_is_in_a_layer_and_imports_none_above_it() -> None:
+    tops = {p.name.removesuffix(".py") for p in (ROOT / "flakestorm").iterdir()}
+    tops -= {"__init__", "__main__", "py.typed", "__pycache__"}
+    assert all(_layer(top) is not None for top in tops), sorted(
+        t for t in tops if _layer(t) is None
+    )
+    wrong = []
+    for i in all_imports():
+        source = top_module(_module_name(ROOT / i.path))
+        if source in (None, "flakestorm", "__main__") or i.top in (None, "flakestorm"):
+            continue
+        assert source is not None and i.top is not None
+        if (_layer(i.top) or 0) > (_layer(source) or 0):
+            wrong.append(f"{i.where}: {source} imports {i.module}, a layer above it")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_top_level_holds_only_the_face_and_the_stages() -> None:
+    loose = sorted(
+        p.name for p in (ROOT / "flakestorm").iterdir() if p.is_file() and p.name not in FACE
+    )
+    assert not loose, f"modules at the top of flakestorm/ (place them in a stage): {loose}"
 
 
 def test_nothing_in_the_package_imports_the_cli_or_the_entrypoint() -> None:

@@ -34,9 +34,8 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Protocol
 
-from flakestorm.agents import Reply
 from flakestorm.checks import json_schema
 from flakestorm.checks.pii import find_pii
 from flakestorm.checks.refusal import find_refusal
@@ -49,11 +48,27 @@ from flakestorm.config import (
     RefusalExpect,
     SimilarityBackend,
 )
-from flakestorm.errors import UsageError
+from flakestorm.errors import AgentErrorKind, UsageError
 from flakestorm.redaction import active
 
 EXCERPT_CHARS = 80
 """How much of the agent's output a reason quotes, at most."""
+
+
+class Reply(Protocol):
+    """What an invariant reads of the agent's reply to one prompt (the agents' own
+    :class:`flakestorm.agents.Reply` is one): the checks know nothing of how it was sent."""
+
+    @property
+    def output(self) -> str | None: ...
+    @property
+    def latency_ms(self) -> float: ...
+    @property
+    def status(self) -> int | None: ...
+    @property
+    def error(self) -> AgentErrorKind | None: ...
+    @property
+    def error_message(self) -> str: ...
 
 
 @dataclass(frozen=True)

@@ -201,8 +201,3 @@ def left_out(config: Config) -> list[MutationType]:
     if mutations is None:
         return []
     return kinds[mutations.count :]
-
-
-def weights_of(mutations: Sequence[Mutation]) -> dict[str, float]:
-    """Each type's weight, as the phase scored it."""
-    return {m.type.value: m.weight for m in mutations}

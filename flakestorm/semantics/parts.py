@@ -146,10 +146,6 @@ class Parts:
     failed: frozenset[str] = frozenset()
     """The names of the parts that did not validate."""
 
-    @property
-    def has_contract(self) -> bool:
-        return "contract" in self.written
-
     def config(self) -> Config:
         """A config of the parts, for a check written against a whole config: the sections it
         declared it reads are the file's; any other section that did not validate is left at
