@@ -13,7 +13,7 @@ from support.proxy_rig import fault, last, scenario
 from support.server import LoopbackServer, Response
 
 from flakestorm.chaos import interactions
-from flakestorm.chaos.delivery import ProxyChannel
+from flakestorm.chaos.channels import ProxyChannel
 from flakestorm.chaos.faults import ActiveScenario
 from flakestorm.chaos.proxy.control import ProxyControl, parse_scenario, scenario_document
 from flakestorm.chaos.proxy.server import ChaosProxy

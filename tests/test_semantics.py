@@ -292,6 +292,10 @@ def test_a_misspelt_key_does_not_hide_the_meaning_of_the_rest() -> None:
         "compile: missing ), unterminated subpattern at position 0",
         "flakestorm.yaml:12:51: contract.chaos_matrix[0].tool_faults[0].delay_m: unknown key "
         "'delay_m' (did you mean 'delay_ms'?",
+        # the python agent names no agent.llm for the scenario's LLM faults (as the run says)
+        "flakestorm.yaml:13:7: contract.chaos_matrix[0].llm_faults: scenario 's' has LLM faults "
+        "but the python agent names no `agent.llm` callable to wrap: set agent.llm to the "
+        "module:attr the agent calls its LLM through (LLM faults are never skipped silently)",
         # the scenario is wrong in one fault: its other faults are checked
         "flakestorm.yaml:13:20: contract.chaos_matrix[0].llm_faults[0]: a 'truncated_response' "
         "LLM fault needs 'max_tokens'",

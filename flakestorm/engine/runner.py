@@ -27,10 +27,10 @@ from flakestorm.agents.process import AgentProcess
 from flakestorm.agents.readiness import ReadyAgain
 from flakestorm.agents.reset import build_resetter
 from flakestorm.agents.source import no_session
-from flakestorm.chaos.delivery import Channel, ProxyChannel, WrapperChannel
-from flakestorm.chaos.faults import LLM_REQUEST_ATTACKS, TOOL_RESULT_ATTACKS
+from flakestorm.chaos.channels import Channel
+from flakestorm.chaos.choice import ChannelChoice, choose, open_channel, undeliverable
 from flakestorm.checks.invariants import build_checker
-from flakestorm.config import AgentType, Config, Conversation, Proxy, Scenario, ToolDelivery
+from flakestorm.config import AgentType, Config, Conversation, Proxy
 from flakestorm.engine.events import Event, RunPlanned
 from flakestorm.engine.executor import Executor, Options
 from flakestorm.engine.phases.phase import PhaseContext, PhaseName, PhaseRequest
@@ -45,7 +45,7 @@ from flakestorm.results.shards import Shard, config_document, digest_of
 from flakestorm.stopping import Stop
 
 if TYPE_CHECKING:
-    from flakestorm.chaos.wrappers.wrapping import Wrapping
+    pass
 
 
 @dataclass(frozen=True)
@@ -208,8 +208,11 @@ def run_phases(
     chaos = any(s.needs_delivery for s in scenarios) or any(
         getattr(plan, "needs_channel", False) for plan in plans.values()
     )
-    if chaos and config.agent.type is AgentType.PYTHON:
-        _check_python_delivery(config, scenarios)
+    for scenario in scenarios if chaos else ():
+        lacks = undeliverable(config.agent, config.proxy, scenario)
+        if lacks:  # a scenario validate could not see (--chaos-profile)
+            raise UsageError(f"scenario {scenario.name!r} {lacks[0][1]}")
+    choice = choose(config, chaos, record=overrides.record is not None)
     outcomes: dict[str, PhaseOutcome] = {}
     if on_event is not None:
         on_event(RunPlanned(sum(len(plan.cells) for plan in plans.values())))
@@ -217,7 +220,7 @@ def run_phases(
     with (
         _kept_if_used(out_dir),
         redacting(Redactor(loaded.secrets)),
-        _agent_up(loaded, out_dir, notice, chaos, overrides.record, stop, run_warnings) as (
+        _agent_up(loaded, out_dir, notice, choice, overrides.record, stop, run_warnings) as (
             agent,
             channel,
             reviver,
@@ -345,179 +348,31 @@ def _locator(loaded: LoadedConfig) -> Callable[[str, str], Problem]:
     return locate
 
 
-def proxy_env(proxy_url: str, agent_endpoint: str) -> dict[str, str]:
-    """The environment an agent started by flakestorm gets so its traffic goes through the
-    chaos proxy: LLM SDK base URLs, ``HTTP_PROXY``/``HTTPS_PROXY`` for everything else (HTTPS
-    as ``CONNECT`` tunnels; not for the agent's own address), and ``FLAKESTORM_PROXY_URL`` for
-    ``/tools/<name>`` routes."""
-    host = urllib.parse.urlsplit(agent_endpoint).hostname or "127.0.0.1"
-    no_proxy = ",".join(dict.fromkeys([host, "localhost"]))
-    return {
-        "FLAKESTORM_PROXY_URL": proxy_url,
-        "OPENAI_BASE_URL": f"{proxy_url}/llm/openai/v1",
-        "ANTHROPIC_BASE_URL": f"{proxy_url}/llm/anthropic",
-        "HTTP_PROXY": proxy_url,
-        "http_proxy": proxy_url,
-        "HTTPS_PROXY": proxy_url,
-        "https_proxy": proxy_url,
-        "NO_PROXY": no_proxy,
-        "no_proxy": no_proxy,
-    }
-
-
-def _check_python_delivery(config: Config, scenarios: Sequence[Scenario]) -> None:
-    """A python agent's faults need something to wrap; say what is missing (exit 2)."""
-    agent = config.agent
-    has_tools = bool(
-        agent.tools or agent.tool_registry or python_routes(config) or python_mcp(config)
-    )
-    for scenario in scenarios:
-        llm_side = scenario.llm_faults or any(
-            a.type in LLM_REQUEST_ATTACKS for a in scenario.context_attacks
-        )
-        if llm_side and agent.llm is None:
-            raise UsageError(
-                f"scenario {scenario.name!r} has LLM faults, but the python agent names no "
-                "`agent.llm` callable to wrap: set agent.llm to the module:attr the agent calls "
-                "its LLM through (LLM faults are never skipped silently)"
-            )
-        tool_side = any(a.type in TOOL_RESULT_ATTACKS for a in scenario.context_attacks)
-        if (scenario.tool_faults or tool_side) and not has_tools:
-            raise UsageError(
-                f"scenario {scenario.name!r} has tool faults or tool-result attacks, but the "
-                "python agent names no `agent.tools` or `agent.tool_registry` to wrap, nor "
-                "`proxy.tools` whose HTTP calls to fault"
-            )
-
-
-def python_routes(config: Config) -> dict[str, str]:
-    """The tools whose HTTP calls a python agent's clients are routed through the in-process
-    proxy for (SPEC §10): ``proxy.tools``; none for an http agent. A tool also named in
-    ``agent.tools`` (or its registry) by the same name takes its faults at the HTTP level,
-    unless ``agent.tool_delivery`` is ``callable`` (then its URL is not routed)."""
-    if config.agent.type is not AgentType.PYTHON or config.proxy is None:
-        return {}
-    return dict(config.proxy.tools)
-
-
-def python_mcp(config: Config) -> dict[str, str]:
-    """The MCP servers (``proxy.mcp``, streamable HTTP) whose calls a python agent's clients
-    are routed through the in-process proxy for; none for an http agent."""
-    if config.agent.type is not AgentType.PYTHON or config.proxy is None:
-        return {}
-    return dict(config.proxy.mcp_routes)
-
-
-def _routed_in_process(
-    loaded: LoadedConfig,
-    routes: dict[str, str],
-    wrapping: Wrapping,
-    record: str | None,
-    stack: contextlib.ExitStack,
-    notice: Callable[[str], None],
-) -> Channel:
-    """The in-process proxy for a python agent's HTTP tool calls, the process's HTTP clients
-    routed through it for ``routes``, and the channel over it and the wrappers."""
-    from flakestorm.chaos.delivery import InProcessChannel
-    from flakestorm.chaos.proxy.server import ChaosProxy
-    from flakestorm.chaos.proxy.upstreams.cassette import resolve_cassette
-    from flakestorm.chaos.routing import Router, Routing
-
-    proxy_config = loaded.config.proxy or Proxy()
-    if proxy_config.url:
-        raise UsageError(
-            f"proxy.url ({proxy_config.url}) is for http agents: a python agent's HTTP tool "
-            "calls (proxy.tools) go through a proxy flakestorm runs in process; remove proxy.url"
-        )
-    proxy = ChaosProxy(
-        "127.0.0.1",
-        0,
-        llm_upstream=resolve_cassette(proxy_config.llm_upstream, loaded.base_dir),
-        tools=routes,
-        mcp=python_mcp(loaded.config),
-        token=proxy_config.token,
-        log=wrapping.log,
-        record=record,
-    )
-    stack.enter_context(proxy)
-    routing = stack.enter_context(Routing(Router(proxy.url, routes, proxy.mcp)))
-    routed = [*routes, *(f"MCP server {name}" for name in proxy.mcp)]
-    notice(
-        f"chaos proxy (in-process) listening on {proxy.url}: the HTTP calls of "
-        f"{', '.join(routed)} through {', '.join(routing.libraries)} are routed through it"
-    )
-    return InProcessChannel(wrapping, proxy, routes, proxy_config.mcp)
-
-
 @contextlib.contextmanager
 def _agent_up(
     loaded: LoadedConfig,
     out_dir: Path,
     notice: Callable[[str], None],
-    chaos: bool,
+    choice: ChannelChoice,
     record: str | None = None,
     stop: threading.Event | None = None,
     warnings: list[str] | None = None,
 ) -> Iterator[tuple[Agent, Channel | None, Reviver | None]]:
-    """The agent, started (``agent.start``) and ready, the channel its faults go through
-    (``chaos``: some scenario needs one), and what brings an http agent back when a request
-    brought it down (its process restarted, or a wait for readiness); everything stopped and
-    closed afterwards. A ``stop`` while waiting for readiness ends the wait (the run then
-    reports its cells ``not_run``). Warnings for the run's report (a route of the config
-    overriding the proxy service's) are appended to ``warnings``."""
-    warnings = warnings if warnings is not None else []
-    from flakestorm.chaos.proxy.control import ProxyControl
-    from flakestorm.chaos.proxy.upstreams.cassette import resolve_cassette
-
+    """The channel ``choice`` names opened, the agent started (``agent.start``, with the
+    proxy's environment) and ready, and what brings an http agent back when a request brought
+    it down (its process restarted, or a wait for readiness); everything stopped and closed
+    afterwards. A ``stop`` while waiting for readiness ends the wait (the run then reports its
+    cells ``not_run``). Warnings for the run's report (a route of the config overriding the
+    proxy service's) are appended to ``warnings``."""
     config: Config = loaded.config
     agent_config = config.agent
     with contextlib.ExitStack() as stack:
-        channel: Channel | None = None
-        reviver: Reviver | None = None
-        extra_env: dict[str, str] = {}
-        routes = python_routes(config)
-        if record is not None and (
-            (agent_config.type is not AgentType.HTTP and not routes)
-            or (config.proxy is not None and config.proxy.url)
-        ):
-            raise UsageError(
-                "--record needs the in-process proxy: an http agent, or a python agent with "
-                "proxy.tools, and no proxy.url (to record through a proxy service, start it "
-                "with `flakestorm proxy --record`)"
+        opened = stack.enter_context(
+            open_channel(
+                config, loaded.base_dir, choice, _locator(loaded), notice, record, warnings
             )
-        if agent_config.type is AgentType.HTTP and (
-            chaos or config.proxy is not None or record is not None
-        ):
-            proxy_config = config.proxy or Proxy()
-            if proxy_config.url:
-                control = ProxyControl(proxy_config.url, proxy_config.token)
-                stack.callback(control.close)
-                control.health()  # ProxyUnreachable (exit 3) with how to fix it
-                control.reset()
-                # the config is the one source of truth for the service's routes (SPEC §9)
-                llm_upstream = resolve_cassette(proxy_config.llm_upstream, loaded.base_dir)
-                pushed = proxy_config.tools, llm_upstream, proxy_config.mcp_routes
-                for warning in control.route(*pushed):
-                    warnings.append(warning)
-                    notice(f"warning: {warning}")
-            else:
-                from flakestorm.chaos.proxy.server import ChaosProxy
-
-                proxy = ChaosProxy(
-                    "127.0.0.1",
-                    0,
-                    llm_upstream=resolve_cassette(proxy_config.llm_upstream, loaded.base_dir),
-                    tools=proxy_config.tools,
-                    mcp=proxy_config.mcp_routes,
-                    token=proxy_config.token,
-                    record=record,
-                )
-                stack.enter_context(proxy)
-                notice(f"chaos proxy (in-process) listening on {proxy.url}")
-                control = ProxyControl(proxy.url, proxy_config.token)
-                stack.callback(control.close)
-            extra_env = proxy_env(control.url, agent_config.endpoint)
-            channel = ProxyChannel(control, proxy_config.mcp)
+        )
+        reviver: Reviver | None = None
         if agent_config.type is AgentType.HTTP and agent_config.start is not None:
             log = out_dir / "agent.log"
             process = stack.enter_context(
@@ -525,7 +380,7 @@ def _agent_up(
                     agent_config,
                     loaded.base_dir,
                     log,
-                    extra_env=extra_env,
+                    extra_env=opened.env,
                     stop=stop,
                     on_waiting=lambda waiting: notice(waiting.line()),
                     on_restart=notice,
@@ -539,25 +394,6 @@ def _agent_up(
         elif agent_config.type is AgentType.HTTP:
             reviver = ReadyAgain(agent_config, stop, lambda waiting: notice(waiting.line()))
             reviver.revive()
-        if agent_config.type is AgentType.PYTHON and (chaos or (routes and record)):
-            from flakestorm.chaos.interactions import InteractionLog
-            from flakestorm.chaos.wrappers.wrapping import Wrapping
-
-            at_http = agent_config.tool_delivery in (None, ToolDelivery.HTTP)
-            wrapping = stack.enter_context(
-                Wrapping(
-                    agent_config,
-                    loaded.base_dir,
-                    InteractionLog(),
-                    _locator(loaded),
-                    routed=routes if at_http else (),
-                )
-            )
-            channel = WrapperChannel(wrapping)
-            # tool_delivery: callable — a wrapped tool's URL is not routed
-            routes = {k: v for k, v in routes.items() if at_http or not wrapping.wraps(k)}
-            if routes or python_mcp(config):
-                channel = _routed_in_process(loaded, routes, wrapping, record, stack, notice)
         agent = build_agent(agent_config, loaded.base_dir, _locator(loaded))
         stack.callback(agent.close)
-        yield agent, channel, reviver
+        yield agent, opened.channel, reviver

@@ -4,6 +4,7 @@ tools to wrap."""
 
 from __future__ import annotations
 
+from flakestorm.chaos.choice import undeliverable
 from flakestorm.chaos.llm.modes import LLM_MODES
 from flakestorm.chaos.modes import Fields, field_names
 from flakestorm.chaos.schedule import CALLS_EXAMPLES, Schedule, ScheduleError, parse_calls
@@ -12,6 +13,7 @@ from flakestorm.config import (
     CONTEXT_ATTACK_FIELDS,
     AgentType,
     ContextAttack,
+    Faults,
     LlmFault,
     Scheduled,
     ToolFault,
@@ -205,21 +207,19 @@ def _unused(faults: str, fault: ToolFault | LlmFault | ContextAttack, field: str
     )
 
 
-def check_tool_delivery(scope: Scope) -> None:
-    """Reads ``agent`` and ``proxy``: a python agent's tool faults need ``agent.tools``, a
-    registry, ``proxy.tools`` or streamable-HTTP ``proxy.mcp`` servers (whose HTTP calls are
-    faulted in process; a tool fault wrong in itself is still a tool fault)."""
+def check_delivery(scope: Scope) -> None:
+    """Reads ``agent`` and ``proxy``: what a python agent lacks to receive each scenario's
+    faults (:func:`flakestorm.chaos.choice.undeliverable`, the rule the run keeps: LLM faults
+    need ``agent.llm``; tool faults need tools to wrap or HTTP calls to route). A fault wrong in
+    itself is still a fault of its kind."""
     agent, proxy = scope.parts.agent, scope.parts.proxy
-    if agent is None or agent.type is not AgentType.PYTHON or agent.tools or agent.tool_registry:
-        return
-    if proxy is not None and (proxy.tools or proxy.mcp_routes):
+    if agent is None or agent.type is not AgentType.PYTHON:
         return
     for faults in scope.parts.fault_sets:
-        if faults.tool_faults:
-            scope.error(
-                (*faults.path, "tool_faults"),
-                f"{faults.label} has tool faults but the python agent names no tools: set "
-                "agent.tools (module:attr of each tool), agent.tool_registry, proxy.tools "
-                "(the URLs its tools call) or proxy.mcp (its MCP servers' URLs)",
-                key=True,
-            )
+        written = Faults.model_construct(
+            tool_faults=[item.model or item.raw for item in faults.tool_faults],
+            llm_faults=[item.model or item.raw for item in faults.llm_faults],
+            context_attacks=[a.model for a in faults.context_attacks if a.model is not None],
+        )
+        for where, message in undeliverable(agent, proxy, written):
+            scope.error((*faults.path, where), f"{faults.label} {message}", key=True)

@@ -23,9 +23,9 @@ from pathlib import Path
 from flakestorm.semantics.agent import check_agent
 from flakestorm.semantics.conversations import check_isolation, check_turns
 from flakestorm.semantics.faults import (
+    check_delivery,
     check_faults,
     check_sweeps,
-    check_tool_delivery,
     check_unique_names,
 )
 from flakestorm.semantics.invariants import (
@@ -80,7 +80,7 @@ register(Check("unique ids", ("contract.invariants",), check_unique_ids))
 register(Check("faults", (), check_faults))
 register(Check("unique names", ("contract.chaos_matrix",), check_unique_names))
 register(Check("sweeps", ("contract.chaos_matrix[*]",), check_sweeps))
-register(Check("tool delivery", ("agent", "proxy"), check_tool_delivery))
+register(Check("delivery", ("agent", "proxy"), check_delivery))
 register(Check("golden prompts", ("golden_prompts",), check_golden_prompts))
 register(Check("conversation isolation", ("golden_prompts", "agent"), check_isolation))
 register(Check("conversation turns", ("golden_prompts",), check_turns))

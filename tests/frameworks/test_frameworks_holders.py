@@ -28,7 +28,7 @@ from support.framework_rig import PAYLOAD, tool_fault, wrapped
 from support.server import LoopbackServer
 from support.tool_provider import answer_to, tool_provider
 
-from flakestorm.chaos.delivery import WrapperChannel
+from flakestorm.chaos.channels import WrapperChannel
 from flakestorm.chaos.interactions import InteractionLog
 from flakestorm.chaos.wrappers import Wrapping
 from flakestorm.config import AgentConfig, AgentType

@@ -11,13 +11,8 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 from flakestorm.agents.attribution import PRE_MATRIX, Source
-from flakestorm.chaos.delivery import (
-    CALM,
-    Channel,
-    active_scenario,
-    judge,
-    prove,
-)
+from flakestorm.chaos.channels import Channel
+from flakestorm.chaos.delivery import CALM, active_scenario, judge, prove
 from flakestorm.chaos.faults import ActiveScenario, FaultBook
 from flakestorm.chaos.interactions import Interaction
 from flakestorm.chaos.ordering import order_dependence

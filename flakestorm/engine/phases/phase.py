@@ -35,7 +35,7 @@ from flakestorm.config import Config, Scenario
 from flakestorm.results.shards import Shard, deal
 
 if TYPE_CHECKING:  # the engine, imported by what runs a phase (validate imports only names)
-    from flakestorm.chaos.delivery import Channel
+    from flakestorm.chaos.channels import Channel
     from flakestorm.engine.executor import Executor
     from flakestorm.loader import LoadedConfig
     from flakestorm.results.model import PhaseOutcome, PhaseScore
