@@ -70,8 +70,15 @@ def at_conversation(path: Path, endpoint: str) -> str:
     return f"flakestorm.yaml:{line}:5: golden_prompts[1]: " + REFUSED.format(endpoint=endpoint)
 
 
+DECORATOR = (
+    "import functools\n\ndef logged(fn):\n    @functools.wraps(fn)\n"
+    "    def inner(*args, **kwargs):\n        return fn(*args, **kwargs)\n    return inner\n\n"
+)
+"""A decorator that keeps the signature of what it wraps, as most do."""
+
 SOURCES = {
     "plain": "def answer(prompt):\n    return prompt\n",
+    "decorated": DECORATOR + "@logged\ndef answer(prompt):\n    return prompt\n",
     "async": "async def answer(prompt, *, verbose=False):\n    return prompt\n",
     "positional-only": "def answer(prompt, session_id='', /):\n    return prompt\n",
 }
@@ -95,6 +102,9 @@ ACCEPTED = {
     "session_id": "def answer(prompt, session_id=''):\n    return prompt\n",
     "keyword-only": "async def answer(prompt, *, session_id=''):\n    return prompt\n",
     "kwargs": "def answer(prompt, **kwargs):\n    return kwargs['session_id']\n",
+    # validate read the decorated function's own parameters; the run passes session_id to the
+    # wrapper functools.wraps made: no stateful check, 3 invocations either way
+    "decorated": DECORATOR + "@logged\ndef answer(prompt, session_id=''):\n    return prompt\n",
 }
 
 
@@ -112,7 +122,7 @@ def test_a_function_taking_session_id_or_kwargs_is_accepted_and_given_each_conve
     assert run.invocations == 3
     cell = run.phases["contract"].cells[0]
     assert cell.status is Status.PASSED
-    if "kwargs" in source:  # **kwargs is given the conversation's id, as a named parameter is
+    if "kwargs['session_id']" in source:  # **kwargs is given the conversation's id, as a named parameter is
         ids = [p.output for p in cell.prompts[1:]]
         assert len(set(ids)) == 1 and len(ids[0] or "") == 32
 
@@ -156,13 +166,24 @@ def test_the_module_is_found_in_a_package_and_on_sys_path_without_importing_its_
 UNDECIDED = {
     "class": "class answer:\n    def invoke(self, prompt):\n        return prompt\n",
     "assignment": "def make():\n    return lambda prompt: prompt\n\nanswer = make()\n",
-    "decorated": "import functools\n\ndef logged(fn):\n    @functools.wraps(fn)\n"
-    "    def inner(*args):\n        return fn(*args)\n    return inner\n\n"
-    "@logged\ndef answer(prompt):\n    return prompt\n",
     "under if": "import os\n\nif os.sep:\n    def answer(prompt):\n        return prompt\n",
     "imported": "from os.path import basename as answer\n",
     "a method": "class Bot:\n    def answer(self, prompt):\n        return prompt\n\nbot = Bot()\n",
 }
+
+
+def test_a_decorator_that_drops_session_id_is_refused_at_the_run_start_not_sent_blind(
+    module: str, tmp_path: Path
+) -> None:
+    source = (
+        "def plain(fn):\n    def inner(prompt):\n        return fn(prompt)\n    return inner\n\n"
+        "@plain\ndef answer(prompt, session_id=''):\n    return prompt\n"
+    )
+    (tmp_path / f"{module}.py").write_text(source)
+    path = write_config(tmp_path, f"{module}:answer")
+    assert validate(path)[0] == 0
+    with pytest.raises(ConfigError, match="takes `session_id`, but the callable imported"):
+        run_phases(load_config(path), ["contract"])
 
 
 @pytest.mark.parametrize("source", UNDECIDED.values(), ids=list(UNDECIDED))

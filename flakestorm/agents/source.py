@@ -8,11 +8,15 @@ first, then ``sys.path``; ``pkg/mod.py`` or ``pkg/mod/__init__.py``, with no
 ``importlib.util.find_spec``, which imports parent packages — parses it with :mod:`ast` and
 reads the named top-level function's parameters.
 
-The answer is True or False only when the source decides it: a plain ``def`` / ``async def``
-bound once at the top level. Anything else — no source file (a compiled or namespace module),
-a syntax error, a dotted attribute, a class, an assignment, an import, a decorator, a name
-bound under ``if`` or ``try`` — is None: undecided, and the run start checks the imported
+The answer is True or False only when the source decides it: a ``def`` / ``async def`` bound
+once at the top level, its decorators taken to keep its signature (as ``functools.wraps`` does,
+which :func:`inspect.signature` reads through). Anything else — no source file (a compiled or
+namespace module), a syntax error, a dotted attribute, a class, an assignment, an import, a name
+bound under ``if`` or ``try`` — is None: undecided, and the run start reads the imported
 callable itself (:attr:`flakestorm.agents.python.PythonAgent.takes_session`).
+
+What the source decides, the run keeps (:func:`sessions_of`): ``validate``'s count of
+invocations and the run's sends are then the same, whatever a decorator's wrapper accepts.
 """
 
 from __future__ import annotations
@@ -38,12 +42,21 @@ def no_session(endpoint: str) -> str:
 
 
 def keeps_sessions(agent: AgentConfig, base_dir: Path) -> bool:
-    """Whether the agent is known, before it is imported, to keep a session per conversation:
-    an http agent with ``agent.session``; a python agent without ``reset_function`` whose
-    callable's source takes ``session_id``."""
+    """Whether the agent is known, before it is imported, to keep a session per conversation
+    (:func:`sessions_of` is True)."""
+    return sessions_of(agent, base_dir) is True
+
+
+def sessions_of(agent: AgentConfig, base_dir: Path) -> bool | None:
+    """Whether the agent keeps a session per cell and conversation, as the plan and the run
+    read it: an http agent with ``agent.session``; a python agent without ``reset_function``
+    whose callable's source takes ``session_id``; None when the source does not decide it
+    (the run start then reads the imported callable)."""
     if agent.type is AgentType.HTTP:
         return agent.session is not None
-    return agent.reset_function is None and takes_session(agent.endpoint, base_dir) is True
+    if agent.reset_function is not None:
+        return False
+    return takes_session(agent.endpoint, base_dir)
 
 
 def takes_session(reference: str, base_dir: Path) -> bool | None:
@@ -108,7 +121,8 @@ def _search_path() -> list[Path]:
 
 
 def _function(tree: ast.Module, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    """The undecorated top-level function bound to ``name`` once and for all, or None."""
+    """The top-level function bound to ``name`` once and for all (decorated or not), or
+    None."""
     found: ast.FunctionDef | ast.AsyncFunctionDef | None = None
     for statement in tree.body:
         if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -119,8 +133,6 @@ def _function(tree: ast.Module, name: str) -> ast.FunctionDef | ast.AsyncFunctio
             continue
         if _binds(statement, name):
             return None  # a class, an assignment, an import, a binding under if/try...
-    if found is None or found.decorator_list:
-        return None
     return found
 
 

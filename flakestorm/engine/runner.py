@@ -26,7 +26,7 @@ from flakestorm.agents.factory import build_agent
 from flakestorm.agents.process import AgentProcess
 from flakestorm.agents.readiness import ReadyAgain
 from flakestorm.agents.reset import build_resetter
-from flakestorm.agents.source import no_session
+from flakestorm.agents.source import no_session, sessions_of
 from flakestorm.chaos.channels import Channel
 from flakestorm.chaos.choice import ChannelChoice, choose, open_channel, undeliverable
 from flakestorm.checks.invariants import build_checker
@@ -228,9 +228,7 @@ def run_phases(
     ):
         # a session isolates each cell: no global reset, so cells run concurrently; a python
         # agent taking `session_id` (and no reset_function) is given one (SPEC §12)
-        sessions = config.agent.session is not None or (
-            getattr(agent, "takes_session", False) and config.agent.reset_function is None
-        )
+        sessions = _sessions(loaded, agent)
         if sessions and options.session_seed is None:
             options = dataclasses.replace(options, session_seed=advanced.seed)
         resetter = (
@@ -306,6 +304,30 @@ def run_phases(
         config=document if overrides.shard is not None else None,
     )
     return redact(result, loaded.secrets)
+
+
+def _sessions(loaded: LoadedConfig, agent: Agent) -> bool:
+    """Whether the agent keeps a session per cell: what its source says (the plan's answer,
+    the one ``validate`` counted with), else what the imported callable takes. A callable
+    whose source takes ``session_id`` but whose imported form does not (a decorator that
+    changed its signature) is refused at ``agent.endpoint``."""
+    config = loaded.config
+    decided = sessions_of(config.agent, loaded.base_dir)
+    takes = bool(getattr(agent, "takes_session", False))
+    if decided is None:
+        return takes and config.agent.reset_function is None
+    if decided and not takes:
+        raise ConfigError(
+            [
+                _locator(loaded)(
+                    "agent.endpoint",
+                    f'the source of "{config.agent.endpoint}" takes `session_id`, but the '
+                    "callable imported does not accept it (a decorator that changes its "
+                    "signature? keep it with functools.wraps and pass **kwargs through)",
+                )
+            ]
+        )
+    return decided
 
 
 @contextlib.contextmanager
