@@ -316,7 +316,7 @@ def _sessions(loaded: LoadedConfig, agent: Agent) -> bool:
     takes = bool(getattr(agent, "takes_session", False))
     if decided is None:
         return takes and config.agent.reset_function is None
-    if decided and not takes:
+    if decided and not takes and config.agent.type is AgentType.PYTHON:
         raise ConfigError(
             [
                 _locator(loaded)(
