@@ -122,7 +122,9 @@ def test_a_function_taking_session_id_or_kwargs_is_accepted_and_given_each_conve
     assert run.invocations == 3
     cell = run.phases["contract"].cells[0]
     assert cell.status is Status.PASSED
-    if "kwargs['session_id']" in source:  # **kwargs is given the conversation's id, as a named parameter is
+    if (
+        "kwargs['session_id']" in source
+    ):  # **kwargs is given the conversation's id, as a named parameter is
         ids = [p.output for p in cell.prompts[1:]]
         assert len(set(ids)) == 1 and len(ids[0] or "") == 32
 

@@ -7,28 +7,23 @@ from __future__ import annotations
 from pathlib import Path
 
 from flakestorm.agents.source import keeps_sessions
-from flakestorm.config import AgentType, Config, InvariantType, MutationGenerator, last_turn
-from flakestorm.engine.counting import MatrixCount, count_invocations
+from flakestorm.config import AgentType, Config, MutationGenerator
+from flakestorm.engine.counting import MatrixCount
 from flakestorm.engine.phases.phase import PhaseName
-from flakestorm.engine.plan import plan_for
-from flakestorm.errors import Problem, UsageError
+from flakestorm.engine.run_plan import CONCURRENT, RunPlan, plan_or_problem, plan_run
+from flakestorm.errors import Problem
 from flakestorm.loader.replays import resolve_sessions
 from flakestorm.redaction import without_userinfo
 from flakestorm.semantics.sweeps import sweeps_of
 
 
-def count_matrix(config: Config, base_dir: Path | None = None) -> MatrixCount | None:
-    """Cells and agent invocations of a contract run, by the run's own rules; None without
-    a contract (or with an invariant that has no prompt, which validation reports). With
-    ``base_dir``, a python agent's source says whether it keeps sessions (``session_id``)."""
-    if config.contract is None:
+def count_matrix(config: Config, base_dir: Path = Path(".")) -> MatrixCount | None:
+    """Cells and agent invocations of a contract run, as the run plan counts them; None
+    without a contract (or with an invariant that has no prompt, which validation reports)."""
+    plan = plan_or_problem(config, base_dir)
+    if isinstance(plan, str) or "contract" not in plan.phases:
         return None
-    try:
-        plan = plan_for(config, config.contract)
-    except UsageError:
-        return None
-    sessions = None if base_dir is None else keeps_sessions(config.agent, base_dir)
-    return count_invocations(plan, config, sessions=sessions)
+    return plan.phases["contract"].matrix
 
 
 def _plural(n: int, word: str) -> str:
@@ -84,16 +79,21 @@ def llm_generator_state(config: Config, base_dir: Path) -> str | None:
     return f"llm {llm.model} at {without_userinfo(llm.base_url)}; {fallback}; {cached}"
 
 
-def summary(config: Config, base_dir: Path = Path(".")) -> list[tuple[str, str]]:
-    """(label, value) lines describing a valid config (its files relative to ``base_dir``);
-    never a header value or a secret."""
+def summary(
+    config: Config, base_dir: Path = Path("."), plan: RunPlan | None = None
+) -> list[tuple[str, str]]:
+    """(label, value) lines describing a valid config (its files relative to ``base_dir``)
+    and its run ``plan`` (made here when not given); never a header value or a secret."""
     agent = config.agent
     if agent.type is AgentType.HTTP:
         target = f"http {agent.method} {without_userinfo(agent.endpoint)}"
     else:
         target = f"python {agent.endpoint}"
     lines = [("agent", target)]
-    matrix = count_matrix(config, base_dir)
+    plan = plan or plan_run(config, base_dir)
+    lines.append(("channel", plan.channel.describe()))
+    contract = plan.phases.get("contract")
+    matrix = contract.matrix if contract is not None else None
     if config.contract is None or matrix is None:
         lines.append(("contract", "none (no `contract` section)"))
     else:
@@ -135,24 +135,20 @@ def summary(config: Config, base_dir: Path = Path(".")) -> list[tuple[str, str]]
             lines.append(
                 ("budget", f"advanced.max_invocations = {budget}: the run will stop early")
             )
+        serial = [s.name for s in contract.scenarios if s.runs != CONCURRENT] if contract else []
+        if serial:
+            lines.append(("one at a time", ", ".join(serial) + " (validate --json says why)"))
     if config.mutations is not None:
-        from flakestorm.mutations.generation import sends, slots
+        from flakestorm.engine.counting import mutation_sends
+        from flakestorm.mutations.generation import slots
         from flakestorm.mutations.registry import types_of
 
         kinds = types_of(config)
         count = len(slots(config))
-        baselines = (
-            len({last_turn(p) for p in config.golden_prompts})
-            if any(
-                i.type is InvariantType.BEHAVIOR_UNCHANGED and (i.baseline or "auto") == "auto"
-                for i in config.invariants
-            )
-            else 0
-        )
-        sent = sends(config, keeps_sessions(config.agent, base_dir))
+        sent, baselines = mutation_sends(config, keeps_sessions(config.agent, base_dir))
         runs = sent * config.advanced.repeat + baselines
         extra = f" + {_plural(baselines, 'baseline')}" if baselines else ""
-        per = f"{count}" if sent == count else f"{sent} sends (attacks as real turns: one per turn)"
+        per = f"{count}" if sent == count else f"{sent} requests (a burst's each, a turn's each)"
         lines.append(
             (
                 "mutations",
@@ -170,10 +166,12 @@ def summary(config: Config, base_dir: Path = Path(".")) -> list[tuple[str, str]]
         responses = _plural(
             sum(len(s.session.all_tool_responses) for s in sessions), "recorded tool response"
         )
+        sent = sum(len(s.session.steps) for s in sessions)
         lines.append(
             (
                 "replays",
-                f"{_plural(len(sessions), 'session')} ({responses}), one invocation each",
+                f"{_plural(len(sessions), 'session')} ({responses}), "
+                f"{_plural(sent, 'invocation')} (one per session, a conversation's one per turn)",
             )
         )
     phases = [name.value for name in PhaseName if name.configured(config)]

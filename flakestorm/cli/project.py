@@ -17,21 +17,37 @@ from flakestorm.redaction import Redactor
 
 @main.command()
 @config_option
-def validate(config_path: Path) -> None:
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the run plan as JSON: the channel, sessions, and per phase the cells, the "
+    "invocations its command sends and how each scenario runs (and why).",
+)
+def validate(config_path: Path, as_json: bool) -> None:
     """Check the config and summarise what a run would do.
 
-    Runs nothing: prints the agent, the contract matrix, how many agent invocations a
-    contract run makes, the configured phases and any warnings. Exit 2 on a config error.
+    Runs nothing: prints the agent, the fault channel, the contract matrix, how many agent
+    invocations each phase's command sends (the run's own count), the configured phases and
+    any warnings. Exit 2 on a config error.
     """
     with _no_pydantic_plugins():
         from flakestorm.authoring.preview import notes, summary
+        from flakestorm.engine.run_plan import plan_run
 
         loaded = load(config_path)
+        plan = plan_run(loaded.config, loaded.base_dir)
     masked = Redactor(loaded.secrets)
+    warnings = [str(w) for w in [*loaded.warnings, *notes(loaded.config)]]
+    if as_json:
+        import json
+
+        click.echo(masked(json.dumps(plan.as_json(tuple(warnings)), indent=2)))
+        return
     click.echo(masked(f"ok: {config_path} is valid"))
-    for label, value in summary(loaded.config, loaded.base_dir):
+    for label, value in summary(loaded.config, loaded.base_dir, plan):
         click.echo(masked(f"  {label + ':':<13}{value}"))
-    for warning in [*loaded.warnings, *notes(loaded.config)]:
+    for warning in [*warnings, *plan.warnings]:
         click.echo(masked(f"warning: {warning}"), err=True)
 
 

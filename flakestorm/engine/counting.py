@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flakestorm.config import AgentType, Config
+from flakestorm.config import AgentType, Config, InvariantType, last_turn
 from flakestorm.engine.plan import Plan
 
 
@@ -32,25 +32,40 @@ class MatrixCount:
         return self.prompt_runs * self.repeat + self.baselines + self.detection + self.probe
 
 
+def stateful_check(first: bool, isolated: bool) -> bool:
+    """Whether a matrix sends the first prompt twice without chaos to detect a stateful agent
+    (SPEC §5): as the run's first phase, its cells not isolated (no reset, no session)."""
+    return first and not isolated
+
+
+def forwarding_probe(chaos: bool, exact_attribution: bool, isolated: bool, baselines: bool) -> bool:
+    """Whether a matrix sends one chaos-free call to learn what attribution the agent forwards:
+    some scenario's faults travel with its calls (``chaos``), the channel cannot attribute a
+    call to its cell by itself (the proxy, not the wrappers), and no call before the matrix
+    shows it already (the stateful check's, when cells are not isolated; the baselines')."""
+    return chaos and not exact_attribution and isolated and not baselines
+
+
 def count_invocations(
-    plan: Plan, config: Config, first: bool = True, sessions: bool | None = None
+    plan: Plan,
+    config: Config,
+    first: bool = True,
+    sessions: bool | None = None,
+    exact_attribution: bool | None = None,
 ) -> MatrixCount:
     """The invocations :func:`run_matrix` makes for ``plan`` (``first``: as the run's first
-    phase), by its rules: two calls of the first prompt to detect a stateful agent when cells
-    are not isolated (no reset, no session); isolated and with no baselines, one call to learn
-    whether an http agent forwards the cell header, when some scenario needs fault delivery.
-    ``sessions``: whether the agent keeps a session per cell, when the caller knows more than
-    ``agent.session`` says (a python agent whose callable takes ``session_id``)."""
+    phase), by its rules (:func:`stateful_check`, :func:`forwarding_probe`). ``sessions``:
+    whether the agent keeps a session per cell (:func:`flakestorm.agents.source.sessions_of`;
+    by default ``agent.session``); ``exact_attribution``: whether the run's channel attributes
+    every call itself (by default: a python agent's wrappers do)."""
     keeps = config.agent.session is not None if sessions is None else sessions
     isolated = keeps or bool(config.agent.reset_endpoint or config.agent.reset_function)
+    if exact_attribution is None:
+        exact_attribution = config.agent.type is not AgentType.HTTP
     applicable = [c for c in plan.cells if c.applicable]
     baselines = plan.baseline_invocations
-    probe = (
-        isolated
-        and not baselines
-        and config.agent.type is AgentType.HTTP
-        and any(s.needs_delivery for s in plan.scenarios)
-    )
+    chaos = any(s.needs_delivery for s in plan.scenarios)
+    probe = forwarding_probe(chaos, exact_attribution, isolated, bool(baselines))
     return MatrixCount(
         invariants=len(plan.contract.invariants),
         scenarios=len(plan.scenarios),
@@ -59,6 +74,22 @@ def count_invocations(
         prompt_runs=sum(len(c.prompts) for c in applicable),
         repeat=config.advanced.repeat,
         baselines=baselines,
-        detection=2 if first and not isolated else 0,
+        detection=2 if stateful_check(first, isolated) else 0,
         probe=int(probe),
     )
+
+
+def mutation_sends(config: Config, sessions: bool) -> tuple[int, int]:
+    """What one run of the mutation phase sends the agent: the requests of every mutation once
+    (one each; a conversation's turns each one; a burst of identical requests each one) and the
+    chaos-free baselines (one per distinct original, for ``behavior_unchanged`` ``auto``)."""
+    from flakestorm.mutations.generation import sends
+
+    if config.mutations is None:
+        return 0, 0
+    needs = any(
+        i.type is InvariantType.BEHAVIOR_UNCHANGED and (i.baseline or "auto") == "auto"
+        for i in config.invariants
+    )
+    baselines = len({last_turn(p) for p in config.golden_prompts}) if needs else 0
+    return sends(config, sessions), baselines

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from flakestorm.config import (
     AgentType,
+    Chaos,
     Config,
     Contract,
     ContractInvariant,
@@ -256,3 +257,22 @@ def build_plan(
         for scenario in scenarios:
             cells.append(Cell(len(cells), invariant, scenario, prompts, turns))
     return Plan(contract, tuple(cells), tuple(scenarios))
+
+
+CHAOS_SCENARIO = "chaos"
+"""The chaos-only phase's one scenario, holding the top-level faults."""
+
+
+def chaos_contract(config: Config, profile: Chaos | None = None) -> Contract:
+    """The contract the chaos-only phase runs: top-level invariants × the chaos scenario."""
+    chaos = profile or config.chaos or Chaos()
+    invariants = config.top_level_invariants()
+    scenario = {
+        "name": CHAOS_SCENARIO,
+        "tool_faults": chaos.tool_faults,
+        "llm_faults": chaos.llm_faults,
+        "context_attacks": chaos.context_attacks,
+    }
+    return Contract.model_validate(
+        {"name": CHAOS_SCENARIO, "invariants": invariants, "chaos_matrix": [scenario]}
+    )

@@ -164,20 +164,29 @@ def in_turns(mutations: Sequence[Mutation], config: Config) -> tuple[Mutation, .
 
 
 def sends(config: Config, sessions: bool) -> int:
-    """The invocations one run of every mutation makes: one each, or, sent as real turns to
-    an agent with sessions (``sessions``), one per turn (the ``templates`` variants; an
-    ``llm``-written one is counted as one message)."""
+    """The requests one run of every mutation sends the agent: one each; a request-level
+    burst its identical requests (``copies``); sent as real turns to an agent with sessions
+    (``sessions``), one per turn (the ``templates`` variants; an ``llm``-written one is
+    counted as one message)."""
     mutations = config.mutations
     if mutations is None:
         return 0
-    if not sessions or mutations.generator is MutationGenerator.LLM:
-        return len(slots(config))
     seed = config.advanced.seed
+    target = Target(method=config.agent.method, timeout_ms=config.agent.timeout)
     units = {kind: unit(kind, mutations.templates) for kind in types_of(config)}
+    llm = mutations.generator is MutationGenerator.LLM
     total = 0
     for _, prompt, kind, variant in slots(config):
-        name = units[kind].transform(variant).name
-        turns = real_turns(kind, name, prompt, mutation_rng(seed, kind, prompt, variant))
+        transform = units[kind].transform(variant)
+        rng = mutation_rng(seed, kind, prompt, variant)
+        if kind.request_level:
+            request = transform.apply(prompt, rng, target).request
+            total += request.copies if request is not None else 1
+            continue
+        if not sessions or (llm and writes(kind)):
+            total += 1
+            continue
+        turns = real_turns(kind, transform.name, prompt, rng)
         total += 1 if turns is None else len(turns)
     return total
 

@@ -9,17 +9,14 @@ every applicable invariant held for it.
 
 from __future__ import annotations
 
-from flakestorm.config import Chaos, Config, Contract, Severity
+from flakestorm.config import Config, Severity
 from flakestorm.engine.phases.matrix import MatrixPhase, dealt
 from flakestorm.engine.phases.phase import PhaseName, PhaseRequest
-from flakestorm.engine.plan import Plan, plan_for
+from flakestorm.engine.plan import Plan, chaos_contract, plan_for
 from flakestorm.errors import UsageError
 from flakestorm.loader import LoadedConfig, load_profile
 from flakestorm.results.model import PhaseOutcome, PhaseScore, Status
 from flakestorm.results.scoring import score_cells
-
-SCENARIO = "chaos"
-NAME = "chaos"
 
 
 class ChaosPhase(MatrixPhase):
@@ -42,21 +39,6 @@ class ChaosPhase(MatrixPhase):
 
     def score(self, outcome: PhaseOutcome, config: Config) -> PhaseScore:
         return score_prompts(outcome, config.advanced.effective_min_pass)
-
-
-def chaos_contract(config: Config, profile: Chaos | None = None) -> Contract:
-    """The contract the chaos-only phase runs: top-level invariants × the chaos scenario."""
-    chaos = profile or config.chaos or Chaos()
-    invariants = config.top_level_invariants()
-    scenario = {
-        "name": SCENARIO,
-        "tool_faults": chaos.tool_faults,
-        "llm_faults": chaos.llm_faults,
-        "context_attacks": chaos.context_attacks,
-    }
-    return Contract.model_validate(
-        {"name": NAME, "invariants": invariants, "chaos_matrix": [scenario]}
-    )
 
 
 def score_prompts(outcome: PhaseOutcome, min_pass: int = 1) -> PhaseScore:

@@ -19,6 +19,7 @@ from flakestorm.chaos.ordering import order_dependence
 from flakestorm.config import Scenario, turns_of
 from flakestorm.engine.counting import MatrixCount as MatrixCount
 from flakestorm.engine.counting import count_invocations as count_invocations
+from flakestorm.engine.counting import forwarding_probe, stateful_check
 from flakestorm.engine.executor import Options
 from flakestorm.engine.phases.applicability import rejudge
 from flakestorm.engine.phases.phase import PhaseContext, PhasePlan, PhaseRequest, SectionPhase
@@ -73,7 +74,7 @@ def run_matrix(
         channel.activate(calm)
     probe = turns_of(golden_prompts[0])[0] if golden_prompts else plan.cells[0].prompts[0]
     isolated = context.has_reset or context.has_session
-    if context.first and not isolated and executor.looks_stateful(probe):
+    if stateful_check(context.first, isolated) and executor.looks_stateful(probe):
         warnings.append(STATEFUL_WARNING)
     baselines = executor.baselines(plan.baselines)
     chaos = [s for s in plan.scenarios if channel is not None and s.needs_delivery]
@@ -82,7 +83,7 @@ def run_matrix(
     # (none: its cells still run side by side)
     orders: dict[str, tuple[str, ...]] = {}
     if channel is not None and chaos and not channel.exact_attribution:
-        if isolated and not plan.baselines:
+        if forwarding_probe(bool(chaos), channel.exact_attribution, isolated, bool(plan.baselines)):
             executor.probe(probe, "forwarding-probe")
         source = forwarded(channel.interactions(CALM))
         forwarding = source is not None

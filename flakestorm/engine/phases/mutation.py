@@ -69,7 +69,6 @@ from flakestorm.config import (
     Scenario,
     Severity,
 )
-from flakestorm.engine.phases.chaos import chaos_contract
 from flakestorm.engine.phases.phase import (
     PhaseContext,
     PhaseName,
@@ -77,7 +76,7 @@ from flakestorm.engine.phases.phase import (
     PhaseRequest,
     SectionPhase,
 )
-from flakestorm.engine.plan import BaselineKey
+from flakestorm.engine.plan import BaselineKey, chaos_contract
 from flakestorm.engine.probes import Probe, ProbeRun
 from flakestorm.engine.revival import revived_notice
 from flakestorm.errors import AgentErrorKind, UsageError
