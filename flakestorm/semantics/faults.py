@@ -21,6 +21,7 @@ from flakestorm.config import (
 from flakestorm.semantics.scope import Scope, a, fields_set, listing
 from flakestorm.semantics.sweeps import SweepError, expand, parse_path, swept_name, value_text
 from flakestorm.validation.paths import ConfigPath
+from flakestorm.validation.wording import did_you_mean
 
 # a fault's mode-specific fields are its mode unit's (besides tool, mode, probability,
 # after_calls and match_url, which every fault has)
@@ -223,3 +224,30 @@ def check_delivery(scope: Scope) -> None:
         )
         for where, message in undeliverable(agent, proxy, written):
             scope.error((*faults.path, where), f"{faults.label} {message}", key=True)
+
+
+def check_tool_names(scope: Scope) -> None:
+    """Reads ``agent`` and ``proxy``: with the tools known before the run — ``proxy.tools``,
+    no MCP server (whose tools are known only at run time: :mod:`.mcp` warns) and, for a python
+    agent, no wrapped tool or registry (a framework object named in ``agent.tools`` holds tools
+    by names of its own) — a tool fault's ``tool`` must be one of them, ``*``, or matched by
+    its ``match_url``: a name no call can have is a config error with "did you mean"."""
+    agent, proxy = scope.parts.agent, scope.parts.proxy
+    if agent is None or proxy is None or not proxy.tools or proxy.mcp:
+        return
+    if agent.type is AgentType.PYTHON and (agent.tools or agent.tool_registry):
+        return
+    routes = sorted(proxy.tools)
+    for faults in scope.parts.fault_sets:
+        for item in faults.tool_faults:
+            fault = item.model
+            if fault is None or fault.match_url or fault.tool == "*" or fault.tool in routes:
+                continue
+            guess = did_you_mean(fault.tool, routes)
+            hint = f" (did you mean '{guess}'?)" if guess else ""
+            scope.error(
+                (*item.path, "tool"),
+                f"{fault.tool!r} is not a route of proxy.tools{hint}: no call could be of that "
+                f"tool; a fault's tool is one of {listing(routes)}, '*', or any name with "
+                "match_url",
+            )

@@ -26,6 +26,7 @@ from flakestorm.semantics.faults import (
     check_delivery,
     check_faults,
     check_sweeps,
+    check_tool_names,
     check_unique_names,
 )
 from flakestorm.semantics.invariants import (
@@ -81,6 +82,7 @@ register(Check("faults", (), check_faults))
 register(Check("unique names", ("contract.chaos_matrix",), check_unique_names))
 register(Check("sweeps", ("contract.chaos_matrix[*]",), check_sweeps))
 register(Check("delivery", ("agent", "proxy"), check_delivery))
+register(Check("tool names", ("agent", "proxy"), check_tool_names))
 register(Check("golden prompts", ("golden_prompts",), check_golden_prompts))
 register(Check("conversation isolation", ("golden_prompts", "agent"), check_isolation))
 register(Check("conversation turns", ("golden_prompts",), check_turns))
