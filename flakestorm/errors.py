@@ -105,7 +105,10 @@ class AgentErrorKind(enum.Enum):
     CONNECTION = "connection"
     TIMEOUT = "timeout"
     STATUS = "status"  # non-2xx reply
-    UNPARSEABLE = "unparseable"  # not JSON, not UTF-8, or the response_path is missing
+    UNPARSEABLE = "unparseable"  # not JSON, not UTF-8
+    RESPONSE_PATH = "response_path"
+    """The agent answered, and ``agent.response_path`` is not in its reply: the config reads
+    the reply wrong (the cell is errored, not failed; at the run's first reply, the run stops)."""
     TOO_LARGE = "too_large"
     EXCEPTION = "exception"  # a python agent raised
 

@@ -122,7 +122,7 @@ def test_invalid_json_with_a_json_content_type_is_unparseable(server: LoopbackSe
 def test_a_missing_response_path_names_the_path_and_the_keys(server: LoopbackServer) -> None:
     server.handler = lambda r: Response.json({"data": {"result": "x", "meta": 1}})
     reply = agent_for(server, response_path="data.answer").invoke("hi")
-    assert reply.error is AgentErrorKind.UNPARSEABLE
+    assert reply.error is AgentErrorKind.RESPONSE_PATH
     assert '"data.answer"' in reply.error_message
     assert 'no key "answer" at data' in reply.error_message
     assert '"result", "meta"' in reply.error_message
@@ -131,14 +131,14 @@ def test_a_missing_response_path_names_the_path_and_the_keys(server: LoopbackSer
 def test_a_response_path_index_out_of_range(server: LoopbackServer) -> None:
     server.handler = lambda r: Response.json({"choices": []})
     reply = agent_for(server, response_path="choices.0.text").invoke("hi")
-    assert reply.error is AgentErrorKind.UNPARSEABLE
+    assert reply.error is AgentErrorKind.RESPONSE_PATH
     assert "index 0 is out of range at choices (a list of 0)" in reply.error_message
 
 
 def test_a_response_path_through_a_string(server: LoopbackServer) -> None:
     server.handler = lambda r: Response.json({"data": "flat"})
     reply = agent_for(server, response_path="data.answer").invoke("hi")
-    assert reply.error is AgentErrorKind.UNPARSEABLE
+    assert reply.error is AgentErrorKind.RESPONSE_PATH
     assert "data is str, not an object" in reply.error_message
 
 

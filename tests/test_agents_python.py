@@ -114,7 +114,7 @@ def test_a_dict_reply_uses_auto_extraction_and_response_path(
     deep = python_agent(tmp_path, f"{name}:agent", response_path="data.choices.0.text")
     assert deep.invoke("x").output == "deep"
     missing = python_agent(tmp_path, f"{name}:agent", response_path="data.answer").invoke("x")
-    assert missing.error is AgentErrorKind.UNPARSEABLE
+    assert missing.error is AgentErrorKind.RESPONSE_PATH
     assert 'no key "answer" at data (keys there: "choices")' in missing.error_message
 
 

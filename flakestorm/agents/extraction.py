@@ -61,5 +61,6 @@ def extract_auto(body: Any) -> str | None:
 
 def _missing(path: str, detail: str) -> AgentError:
     return AgentError(
-        AgentErrorKind.UNPARSEABLE, f'agent.response_path "{path}" not found in the reply: {detail}'
+        AgentErrorKind.RESPONSE_PATH,
+        f'agent.response_path "{path}" not found in the reply: {detail}',
     )

@@ -48,8 +48,11 @@ from flakestorm.config import (
     RefusalExpect,
     SimilarityBackend,
 )
-from flakestorm.errors import AgentErrorKind, UsageError
+from flakestorm.errors import AgentErrorKind, HarnessError, UsageError
 from flakestorm.redaction import active
+
+MISREAD = "the agent answered; the config reads its reply wrong"
+"""Why a reply without ``agent.response_path`` errors its cell instead of failing it."""
 
 EXCERPT_CHARS = 80
 """How much of the agent's output a reason quotes, at most."""
@@ -124,6 +127,8 @@ class Checker:
         Raises :class:`~flakestorm.errors.HarnessError` when the similarity backend fails.
         """
         reply = observation.reply
+        if reply.error is AgentErrorKind.RESPONSE_PATH:  # the agent answered: not its failure
+            raise HarnessError(f"{reply.error_message} ({MISREAD})")
         answered = reply.error is None and reply.output is not None
         if invariant.type is not InvariantType.COMPLETES and not answered:
             return Verdict(False, _no_answer(reply))

@@ -41,6 +41,7 @@ from flakestorm.agents.session import session_id
 from flakestorm.chaos.attacks import poison_input
 from flakestorm.checks.invariants import Observation, Verdict
 from flakestorm.config import Invariant
+from flakestorm.engine.budget import Budget, FirstReply
 from flakestorm.engine.events import CellFinished, Event, ScenarioFinished
 from flakestorm.engine.fanout import each
 from flakestorm.engine.plan import Baseline, BaselineKey, Cell, Plan, baseline_sends
@@ -51,6 +52,9 @@ from flakestorm.errors import AgentErrorKind, HarnessError
 from flakestorm.results.model import CellResult, PromptResult
 
 _T = TypeVar("_T")
+
+MISREAD = "response_path"
+"""The stop reason of a run whose first reply lacked ``agent.response_path``."""
 
 
 class Checker(Protocol):
@@ -71,24 +75,6 @@ class Options:
     """With ``agent.session``: the seed session ids derive from (None: no sessions)."""
     trace_seed: int | None = None
     """The run seed each invocation's ``traceparent`` derives from (None: none sent)."""
-
-
-class _Budget:
-    """A thread-safe invocation budget (``None`` = unlimited) that also counts what was spent."""
-
-    def __init__(self, limit: int | None) -> None:
-        self._limit = limit
-        self._lock = threading.Lock()
-        self.spent = 0
-        self.exhausted = False
-
-    def take(self) -> bool:
-        with self._lock:
-            if self._limit is not None and self.spent >= self._limit:
-                self.exhausted = True
-                return False
-            self.spent += 1
-            return True
 
 
 class Executor:
@@ -114,7 +100,8 @@ class Executor:
         self._options = options
         self._stop = stop or threading.Event()
         self._on_event = on_event or (lambda event: None)
-        self._budget = _Budget(options.max_invocations)
+        self._budget = Budget(options.max_invocations)
+        self._first = FirstReply()
         self._gate = Gate(reviver, self._stop)
         self._noticed: list[float] = []
 
@@ -127,7 +114,14 @@ class Executor:
         return self._options
 
     @property
+    def misread(self) -> str | None:
+        """The first reply's ``agent.response_path`` error, when the run stopped there."""
+        return self._first.misread
+
+    @property
     def stop_reason(self) -> str | None:
+        if self._first.misread is not None:
+            return MISREAD
         if self._stop.is_set():
             return "interrupted"
         if self._budget.exhausted:
@@ -154,7 +148,10 @@ class Executor:
             call = dataclasses.replace(call, seed=self._options.trace_seed)
         if self._begin is not None and call.cell_id:
             self._begin(call.cell_id)
-        return self._agent.invoke(prompt, call)
+        reply = self._agent.invoke(prompt, call)
+        if self._first.see(reply):
+            self._stop.set()
+        return reply
 
     @property
     def revived(self) -> tuple[str, ...]:

@@ -32,7 +32,7 @@ from flakestorm.chaos.choice import ChannelChoice, choose, open_channel, undeliv
 from flakestorm.checks.invariants import build_checker
 from flakestorm.config import AgentType, Config, Conversation, Proxy
 from flakestorm.engine.events import Event, RunPlanned
-from flakestorm.engine.executor import Executor, Options
+from flakestorm.engine.executor import MISREAD, Executor, Options
 from flakestorm.engine.phases.phase import PhaseContext, PhaseName, PhaseRequest
 from flakestorm.engine.phases.registry import PHASES
 from flakestorm.engine.revival import Reviver
@@ -282,8 +282,10 @@ def run_phases(
     min_score = overrides.min_score if overrides.min_score is not None else config.scoring.min_score
     weights = config.scoring.weights.as_dict() | {p.name: p.weight(config) for p in phases}
     stop_reason = executor.stop_reason
+    if executor.misread is not None:  # one located error, not a column of failed cells
+        run_warnings.insert(0, str(_locator(loaded)("agent.response_path", _misread(executor))))
     verdict, code = score_run(
-        outcomes, weights, min_score, interrupted=stop_reason == "interrupted"
+        outcomes, weights, min_score, interrupted=stop_reason in ("interrupted", MISREAD)
     )
     document = config_document(config, loaded.secrets)
     result = RunResult(
@@ -304,6 +306,15 @@ def run_phases(
         config=document if overrides.shard is not None else None,
     )
     return redact(result, loaded.secrets)
+
+
+def _misread(executor: Executor) -> str:
+    assert executor.misread is not None
+    return (
+        f"{executor.misread.removeprefix('agent.response_path ')}: the agent answered, and the config reads its reply wrong; the "
+        "run stopped at its first reply (fix agent.response_path, or remove it to take the "
+        "answer from the usual keys)"
+    )
 
 
 def _sessions(loaded: LoadedConfig, agent: Agent) -> bool:

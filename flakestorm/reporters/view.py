@@ -130,6 +130,10 @@ class RunVerdict:
 
 
 INTERRUPTED_CAUSE = "the run was interrupted: the results are partial"
+MISREAD_CAUSE = (
+    "agent.response_path is not in the agent's first reply: the config reads the reply wrong "
+    "(the run stopped there)"
+)
 
 
 def run_verdict(result: RunResult) -> RunVerdict:
@@ -192,6 +196,8 @@ def error_causes(result: RunResult) -> tuple[str, ...]:
     causes = []
     if result.stop_reason == "interrupted":
         causes.append(INTERRUPTED_CAUSE)
+    elif result.stop_reason == "response_path":
+        causes.append(MISREAD_CAUSE)
     faults = undelivered(result)
     if faults:
         scenarios = len({(f.outcome.phase, f.scenario) for f in faults})
