@@ -73,7 +73,9 @@ def config(tool: str = "market_data_api", reset: bool = False) -> str:
         },
         "proxy": {
             "llm_upstream": f"http://127.0.0.1:{llm_port}",
-            "tools": {"market_data_api": f"http://127.0.0.1:{tool_port}"},
+            # a route for every faulted tool (a fault on a name no route has is a config error);
+            # the agent calls only market_data_api
+            "tools": {name: f"http://127.0.0.1:{tool_port}" for name in {"market_data_api", tool}},
         },
         "advanced": {"concurrency": 4},
     }

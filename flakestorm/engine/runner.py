@@ -32,8 +32,8 @@ from flakestorm.chaos.choice import ChannelChoice, choose, open_channel, undeliv
 from flakestorm.checks.invariants import build_checker
 from flakestorm.config import AgentType, Config, Conversation, Proxy
 from flakestorm.engine.events import Event, RunPlanned
-from flakestorm.engine.executor import MISREAD, Executor, Options
-from flakestorm.engine.phases.phase import PhaseContext, PhaseName, PhaseRequest
+from flakestorm.engine.executor import MISREAD, Executor, Options, Resetter
+from flakestorm.engine.phases.phase import Phase, PhaseContext, PhaseName, PhasePlan, PhaseRequest
 from flakestorm.engine.phases.registry import PHASES
 from flakestorm.engine.revival import Reviver
 from flakestorm.errors import ConfigError, Problem, UsageError
@@ -185,34 +185,12 @@ def run_phases(
     loaded = apply_overrides(loaded, overrides)
     config = loaded.config
     notice = _redacting(on_notice, loaded.secrets)
-    unknown = [n for n in names if n not in PHASES]
-    if unknown:
-        raise UsageError(f"unknown phase(s): {', '.join(unknown)} (known: {', '.join(PHASES)})")
-    phases = [phase for name, phase in PHASES.items() if name in names]
-    request = PhaseRequest(chaos_profile=chaos_profile, shard=overrides.shard)
-    plans = {phase.name: phase.plan(loaded, request) for phase in phases}
+    phases, plans, choice = _planned(loaded, names, overrides, chaos_profile)
     stop = stop or Stop()
     started = datetime.datetime.now(datetime.timezone.utc)
     t0 = time.perf_counter()
     out_dir = output_dir(loaded, overrides)
-    advanced = config.advanced
-    options = Options(
-        concurrency=overrides.concurrency or advanced.concurrency,
-        repeat=advanced.repeat,
-        min_pass=advanced.effective_min_pass,
-        max_invocations=advanced.max_invocations,
-        session_seed=advanced.seed if config.agent.session is not None else None,
-        trace_seed=advanced.seed,
-    )
-    scenarios = [s for plan in plans.values() for s in plan.scenarios]
-    chaos = any(s.needs_delivery for s in scenarios) or any(
-        getattr(plan, "needs_channel", False) for plan in plans.values()
-    )
-    for scenario in scenarios if chaos else ():
-        lacks = undeliverable(config.agent, config.proxy, scenario)
-        if lacks:  # a scenario validate could not see (--chaos-profile)
-            raise UsageError(f"scenario {scenario.name!r} {lacks[0][1]}")
-    choice = choose(config, chaos, record=overrides.record is not None)
+    options = _options(config, overrides)
     outcomes: dict[str, PhaseOutcome] = {}
     if on_event is not None:
         on_event(RunPlanned(sum(len(plan.cells) for plan in plans.values())))
@@ -226,29 +204,8 @@ def run_phases(
             reviver,
         ),
     ):
-        # a session isolates each cell: no global reset, so cells run concurrently; a python
-        # agent taking `session_id` (and no reset_function) is given one (SPEC §12)
-        sessions = _sessions(loaded, agent)
-        if sessions and options.session_seed is None:
-            options = dataclasses.replace(options, session_seed=advanced.seed)
-        resetter = (
-            None if sessions else build_resetter(config.agent, loaded.base_dir, _locator(loaded))
-        )
-        if config.conversations and not sessions and resetter is None:
-            # what `validate` says when the agent's source decides it (agents/source.py)
-            raise ConfigError(
-                [
-                    Problem(
-                        loaded.path.name,
-                        *loaded.locations.get(("golden_prompts", i), (1, 1)),
-                        f"golden_prompts[{i}]",
-                        no_session(config.agent.endpoint),
-                    )
-                    for i, prompt in enumerate(config.golden_prompts)
-                    if isinstance(prompt, Conversation)
-                ]
-            )
-        checker = build_checker(advanced)
+        sessions, resetter, options = _isolation(loaded, agent, options)
+        checker = build_checker(config.advanced)
         try:
             begin = channel.begin if channel is not None else None
             executor = Executor(
@@ -279,20 +236,105 @@ def run_phases(
             close_resetter = getattr(resetter, "close", None)
             if callable(close_resetter):
                 close_resetter()
-    min_score = overrides.min_score if overrides.min_score is not None else config.scoring.min_score
-    weights = config.scoring.weights.as_dict() | {p.name: p.weight(config) for p in phases}
-    stop_reason = executor.stop_reason
     if executor.misread is not None:  # one located error, not a column of failed cells
         run_warnings.insert(0, str(_locator(loaded)("agent.response_path", _misread(executor))))
+    weights = {p.name: p.weight(config) for p in phases}
+    return _result(loaded, overrides, outcomes, weights, executor, run_warnings, started, t0)
+
+
+def _planned(
+    loaded: LoadedConfig,
+    names: Sequence[str],
+    overrides: Overrides,
+    chaos_profile: str | None,
+) -> tuple[list[Phase], dict[str, PhasePlan], ChannelChoice]:
+    """The phases to run, each planned (usage errors exit 2 before anything runs), and the
+    channel their faults take (:func:`flakestorm.chaos.choice.choose`, as ``validate``'s
+    plan chooses it)."""
+    config = loaded.config
+    unknown = [n for n in names if n not in PHASES]
+    if unknown:
+        raise UsageError(f"unknown phase(s): {', '.join(unknown)} (known: {', '.join(PHASES)})")
+    phases = [phase for name, phase in PHASES.items() if name in names]
+    request = PhaseRequest(chaos_profile=chaos_profile, shard=overrides.shard)
+    plans = {phase.name: phase.plan(loaded, request) for phase in phases}
+    scenarios = [s for plan in plans.values() for s in plan.scenarios]
+    chaos = any(s.needs_delivery for s in scenarios) or any(
+        getattr(plan, "needs_channel", False) for plan in plans.values()
+    )
+    for scenario in scenarios if chaos else ():
+        lacks = undeliverable(config.agent, config.proxy, scenario)
+        if lacks:  # a scenario validate could not see (--chaos-profile)
+            raise UsageError(f"scenario {scenario.name!r} {lacks[0][1]}")
+    return phases, plans, choose(config, chaos, record=overrides.record is not None)
+
+
+def _options(config: Config, overrides: Overrides) -> Options:
+    advanced = config.advanced
+    return Options(
+        concurrency=overrides.concurrency or advanced.concurrency,
+        repeat=advanced.repeat,
+        min_pass=advanced.effective_min_pass,
+        max_invocations=advanced.max_invocations,
+        session_seed=advanced.seed if config.agent.session is not None else None,
+        trace_seed=advanced.seed,
+    )
+
+
+def _isolation(
+    loaded: LoadedConfig, agent: Agent, options: Options
+) -> tuple[bool, Resetter | None, Options]:
+    """How cells are kept apart: a session per cell (no global reset, so cells run
+    concurrently; a python agent taking ``session_id`` is given one, SPEC §12), or a reset
+    before each; a conversation with neither is refused at its line, as ``validate`` refuses
+    it when the agent's source decides it (:mod:`flakestorm.agents.source`)."""
+    config = loaded.config
+    sessions = _sessions(loaded, agent)
+    if sessions and options.session_seed is None:
+        options = dataclasses.replace(options, session_seed=config.advanced.seed)
+    resetter = None if sessions else build_resetter(config.agent, loaded.base_dir, _locator(loaded))
+    if config.conversations and not sessions and resetter is None:
+        raise ConfigError(
+            [
+                Problem(
+                    loaded.path.name,
+                    *loaded.locations.get(("golden_prompts", i), (1, 1)),
+                    f"golden_prompts[{i}]",
+                    no_session(config.agent.endpoint),
+                )
+                for i, prompt in enumerate(config.golden_prompts)
+                if isinstance(prompt, Conversation)
+            ]
+        )
+    return sessions, resetter, options
+
+
+def _result(
+    loaded: LoadedConfig,
+    overrides: Overrides,
+    outcomes: dict[str, PhaseOutcome],
+    weights: dict[str, float],
+    executor: Executor,
+    run_warnings: list[str],
+    started: datetime.datetime,
+    t0: float,
+) -> RunResult:
+    """The run's result: the phases scored together and the gate applied (redacted)."""
+    config = loaded.config
+    min_score = overrides.min_score if overrides.min_score is not None else config.scoring.min_score
+    stop_reason = executor.stop_reason
     verdict, code = score_run(
-        outcomes, weights, min_score, interrupted=stop_reason in ("interrupted", MISREAD)
+        outcomes,
+        config.scoring.weights.as_dict() | weights,
+        min_score,
+        interrupted=stop_reason in ("interrupted", MISREAD),
     )
     document = config_document(config, loaded.secrets)
     result = RunResult(
         flakestorm_version=__version__,
         config_path=str(loaded.path),
         config_digest=digest_of(document),
-        seed=advanced.seed,
+        seed=config.advanced.seed,
         started_at=started.isoformat(timespec="seconds"),
         duration_s=round(time.perf_counter() - t0, 3),
         complete=stop_reason is None,
@@ -310,10 +352,11 @@ def run_phases(
 
 def _misread(executor: Executor) -> str:
     assert executor.misread is not None
+    found = executor.misread.removeprefix("agent.response_path ")
     return (
-        f"{executor.misread.removeprefix('agent.response_path ')}: the agent answered, and the config reads its reply wrong; the "
-        "run stopped at its first reply (fix agent.response_path, or remove it to take the "
-        "answer from the usual keys)"
+        f"{found}: the agent answered, and the config reads its reply wrong; the run stopped "
+        "at its first reply (fix agent.response_path, or remove it to take the answer from "
+        "the usual keys)"
     )
 
 
