@@ -518,3 +518,10 @@ def test_validate_json_names_the_wrappers_and_an_undecided_source(tmp_path: Path
     assert contract_phase["exact"] is False
     assert "takes `session_id` is read when the run imports it" in contract_phase["why"]
     assert all(s["runs"] == "concurrent" for s in contract_phase["scenarios"])
+
+
+def test_the_plan_counts_ci_in_the_order_the_registry_runs_the_phases() -> None:
+    from flakestorm.engine.phases.registry import PHASES
+    from flakestorm.engine.run_plan import PHASE_ORDER
+
+    assert tuple(PHASES) == PHASE_ORDER

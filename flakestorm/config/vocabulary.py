@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from flakestorm.config.contract import Scenario
+    from flakestorm.config.root import Config
 
 
 class AgentType(str, enum.Enum):
@@ -279,3 +280,32 @@ class OutputFormat(str, enum.Enum):
 class SimilarityBackend(str, enum.Enum):
     LEXICAL = "lexical"
     EMBEDDINGS = "embeddings"
+
+
+class PhaseName(str, enum.Enum):
+    """The pillars of SPEC §5, each scored 0–100 and weighted in the overall score."""
+
+    MUTATION = "mutation"
+    CHAOS = "chaos"
+    CONTRACT = "contract"
+    REPLAY = "replay"
+
+    @property
+    def section(self) -> str:
+        """The config section whose presence turns the phase on."""
+        return _SECTIONS[self]
+
+    def configured(self, config: Config) -> bool:
+        return getattr(config, self.section) is not None
+
+    def weight(self, config: Config) -> float:
+        """The phase's weight in the overall score (``scoring.weights``)."""
+        return float(getattr(config.scoring.weights, self.value))
+
+
+_SECTIONS = {
+    PhaseName.MUTATION: "mutations",
+    PhaseName.CHAOS: "chaos",
+    PhaseName.CONTRACT: "contract",
+    PhaseName.REPLAY: "replays",
+}

@@ -27,7 +27,7 @@ from typing import Any
 from flakestorm.agents.source import sessions_of
 from flakestorm.chaos.choice import ChannelChoice, choose
 from flakestorm.chaos.ordering import order_dependence
-from flakestorm.config import Config, Scenario
+from flakestorm.config import Config, PhaseName, Scenario
 from flakestorm.engine.counting import MatrixCount, count_invocations, mutation_sends
 from flakestorm.engine.plan import Plan, chaos_contract, plan_for
 from flakestorm.errors import Problem, UsageError
@@ -36,8 +36,14 @@ CONCURRENT = "concurrent"
 ONE_AT_A_TIME = "one at a time"
 UNLESS_ATTRIBUTED = "one at a time unless attributed"
 
-PHASE_ORDER = ("contract", "chaos", "mutation", "replay")
-"""The phases in the order a run (``ci``) runs and reports them."""
+CONTRACT, CHAOS, MUTATION, REPLAY = (
+    PhaseName.CONTRACT.value,
+    PhaseName.CHAOS.value,
+    PhaseName.MUTATION.value,
+    PhaseName.REPLAY.value,
+)
+PHASE_ORDER = (CONTRACT, CHAOS, MUTATION, REPLAY)
+"""The phases in the order a run (``ci``) runs and reports them (the registry's order)."""
 
 
 @dataclass(frozen=True)
@@ -130,18 +136,18 @@ def plan_run(config: Config, base_dir: Path) -> RunPlan:
     scenarios: list[Scenario] = []
     matrices: dict[str, Plan] = {}
     if config.contract is not None:
-        matrices["contract"] = plan_for(config, config.contract)
+        matrices[CONTRACT] = plan_for(config, config.contract)
     if config.chaos is not None and config.golden_prompts:
-        matrices["chaos"] = plan_for(config, chaos_contract(config))
+        matrices[CHAOS] = plan_for(config, chaos_contract(config))
     for matrix in matrices.values():
         scenarios += matrix.scenarios
     phases: dict[str, PhaseCount] = {}
     for name, matrix in matrices.items():
         phases[name] = _matrix_count(name, matrix, config, sessions, reset, first=True)
     if config.mutations is not None:
-        phases["mutation"] = _mutation_count(config, bool(sessions))
+        phases[MUTATION] = _mutation_count(config, bool(sessions))
     if config.replays is not None:
-        phases["replay"] = _replay_count(config, base_dir)
+        phases[REPLAY] = _replay_count(config, base_dir)
     chaos = any(s.needs_delivery for s in scenarios) or config.replays is not None
     channel = choose(config, chaos)
     if sessions is None:
@@ -151,7 +157,7 @@ def plan_run(config: Config, base_dir: Path) -> RunPlan:
 
 
 def _inexact(count: PhaseCount, why: str) -> PhaseCount:
-    if count.phase == "replay":  # a replayed session is sent as recorded, sessions or not
+    if count.phase == REPLAY:  # a replayed session is sent as recorded, sessions or not
         return count
     joined = "; ".join(w for w in (count.why, why) if w)
     return PhaseCount(
@@ -228,7 +234,7 @@ def _mutation_count(config: Config, sessions: bool) -> PhaseCount:
     from flakestorm.mutations.generation import slots
 
     invocations = sends * config.advanced.repeat + baselines
-    return _budgeted(PhaseCount("mutation", len(slots(config)), invocations), config)
+    return _budgeted(PhaseCount(MUTATION, len(slots(config)), invocations), config)
 
 
 def _replay_count(config: Config, base_dir: Path) -> PhaseCount:
@@ -239,14 +245,14 @@ def _replay_count(config: Config, base_dir: Path) -> PhaseCount:
     sources = config.replays.sources if config.replays is not None else []
     if sources:
         count = PhaseCount(
-            "replay",
+            REPLAY,
             len(found),
             invocations,
             False,
             f"plus the sessions imported from {len(sources)} LangSmith source(s) at run time",
         )
     else:
-        count = PhaseCount("replay", len(found), invocations)
+        count = PhaseCount(REPLAY, len(found), invocations)
     return _budgeted(count, config)
 
 

@@ -33,7 +33,7 @@ from typing import Any
 from flakestorm.chaos import mcp
 from flakestorm.chaos.interactions import BODY_CHARS, RUN_BODY_CHARS, was_cut
 from flakestorm.chaos.recording import ordinal
-from flakestorm.config import LlmReply, Session, SessionTurn, ToolResponse, Verify
+from flakestorm.config import LlmReply, PhaseName, Session, SessionTurn, ToolResponse, Verify
 from flakestorm.errors import UsageError
 from flakestorm.loader.sessions import session_text
 from flakestorm.redaction import Redactor, redact_data
@@ -165,9 +165,9 @@ def cell_session(outcome: PhaseOutcome, cell: CellResult) -> tuple[Session | Non
         name=f"{cell.id} ({outcome.label})",
         **shape,
         expected_failure=f"{cell.invariant_id}: {cell.reason}",
-        contract=outcome.name if outcome.phase == "contract" else None,
+        contract=outcome.name if outcome.phase == PhaseName.CONTRACT else None,
         # the chaos phase checks the top-level invariants, as the mutation phase does
-        verify=Verify.INVARIANTS if outcome.phase == "chaos" else Verify.CONTRACT,
+        verify=Verify.INVARIANTS if outcome.phase == PhaseName.CHAOS else Verify.CONTRACT,
     )
     return session, notes
 

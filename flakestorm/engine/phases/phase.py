@@ -24,7 +24,6 @@ the outcome stores, over all shards.
 
 from __future__ import annotations
 
-import enum
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from flakestorm.config import Config, Scenario
+from flakestorm.config import PhaseName as PhaseName
 from flakestorm.results.shards import Shard, deal
 
 if TYPE_CHECKING:  # the engine, imported by what runs a phase (validate imports only names)
@@ -41,35 +41,6 @@ if TYPE_CHECKING:  # the engine, imported by what runs a phase (validate imports
     from flakestorm.results.model import PhaseOutcome, PhaseScore
 
 _T = TypeVar("_T")
-
-
-class PhaseName(str, enum.Enum):
-    """The pillars of SPEC §5, each scored 0–100 and weighted in the overall score."""
-
-    MUTATION = "mutation"
-    CHAOS = "chaos"
-    CONTRACT = "contract"
-    REPLAY = "replay"
-
-    @property
-    def section(self) -> str:
-        """The config section whose presence turns the phase on."""
-        return _SECTIONS[self]
-
-    def configured(self, config: Config) -> bool:
-        return getattr(config, self.section) is not None
-
-    def weight(self, config: Config) -> float:
-        """The phase's weight in the overall score (``scoring.weights``)."""
-        return float(getattr(config.scoring.weights, self.value))
-
-
-_SECTIONS = {
-    PhaseName.MUTATION: "mutations",
-    PhaseName.CHAOS: "chaos",
-    PhaseName.CONTRACT: "contract",
-    PhaseName.REPLAY: "replays",
-}
 
 
 @dataclass(frozen=True)
