@@ -294,7 +294,8 @@ def test_validate_says_what_the_replay_phase_will_do(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["validate", "-c", str(config)])
     assert result.exit_code == 0, result.output
     assert (
-        "replays:     1 session (2 recorded tool responses), one invocation each" in result.output
+        "replays:     1 session (2 recorded tool responses), 1 invocation (one per session, a "
+        "conversation's one per turn)" in result.output
     )
     assert "phases:      contract, replay" in result.output
 

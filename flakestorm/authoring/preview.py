@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flakestorm.agents.source import keeps_sessions
 from flakestorm.config import AgentType, Config, MutationGenerator
 from flakestorm.engine.counting import MatrixCount
 from flakestorm.engine.phases.phase import PhaseName
@@ -89,91 +88,101 @@ def summary(
         target = f"http {agent.method} {without_userinfo(agent.endpoint)}"
     else:
         target = f"python {agent.endpoint}"
-    lines = [("agent", target)]
     plan = plan or plan_run(config, base_dir)
-    lines.append(("channel", plan.channel.describe()))
-    contract = plan.phases.get("contract")
-    matrix = contract.matrix if contract is not None else None
-    if config.contract is None or matrix is None:
-        lines.append(("contract", "none (no `contract` section)"))
-    else:
-        lines.append(("contract", config.contract.name))
-        skipped = f" ({matrix.skipped} skipped by `when`)" if matrix.skipped else ""
-        lines.append(
-            (
-                "matrix",
-                f"{_plural(matrix.invariants, 'invariant')} × "
-                f"{_plural(matrix.scenarios, 'scenario')} = "
-                f"{_plural(matrix.cells, 'cell')}{skipped}",
-            )
-        )
-        swept = sweeps_of(config.contract)
-        if swept:
-            lines.append(
-                (
-                    "sweeps",
-                    "; ".join(
-                        f"{s.scenario}: {s.field} at {_plural(len(s.values), 'value')} "
-                        f"({', '.join(s.values)})"
-                        for s in swept
-                    ),
-                )
-            )
-        parts = [f"{matrix.prompt_runs} prompts × repeat {matrix.repeat}"]
-        if matrix.baselines:
-            parts.append(f"{_plural(matrix.baselines, 'baseline')} (behavior_unchanged)")
-        if matrix.detection:
-            parts.append(f"{matrix.detection} stateful-detection (no reset configured)")
-        if matrix.probe:
-            parts.append("1 forwarding probe (does the agent forward the cell header?)")
-        turns = " (each turn of a conversation one)" if config.conversations else ""
-        lines.append(
-            ("invocations", f"{matrix.invocations} per contract run{turns}: {' + '.join(parts)}")
-        )
-        budget = config.advanced.max_invocations
-        if budget is not None and matrix.invocations > budget:
-            lines.append(
-                ("budget", f"advanced.max_invocations = {budget}: the run will stop early")
-            )
-        serial = [s.name for s in contract.scenarios if s.runs != CONCURRENT] if contract else []
-        if serial:
-            lines.append(("one at a time", ", ".join(serial) + " (validate --json says why)"))
-    if config.mutations is not None:
-        from flakestorm.engine.counting import mutation_sends
-        from flakestorm.mutations.generation import slots
-        from flakestorm.mutations.registry import types_of
-
-        kinds = types_of(config)
-        count = len(slots(config))
-        sent, baselines = mutation_sends(config, keeps_sessions(config.agent, base_dir))
-        runs = sent * config.advanced.repeat + baselines
-        extra = f" + {_plural(baselines, 'baseline')}" if baselines else ""
-        per = f"{count}" if sent == count else f"{sent} requests (a burst's each, a turn's each)"
-        lines.append(
-            (
-                "mutations",
-                f"{count} = {_plural(len(config.golden_prompts), 'prompt')} × "
-                f"{config.mutations.count} over {_plural(len(kinds), 'type')} "
-                f"({config.mutations.generator.value}); {runs} invocations: {per} × repeat "
-                f"{config.advanced.repeat}{extra}",
-            )
-        )
-        generator = llm_generator_state(config, base_dir)
-        if generator:
-            lines.append(("generator", generator))
-    if config.replays is not None:
-        sessions, _ = resolve_sessions(config, base_dir, lambda path, m: Problem("", 1, 1, "", m))
-        responses = _plural(
-            sum(len(s.session.all_tool_responses) for s in sessions), "recorded tool response"
-        )
-        sent = sum(len(s.session.steps) for s in sessions)
-        lines.append(
-            (
-                "replays",
-                f"{_plural(len(sessions), 'session')} ({responses}), "
-                f"{_plural(sent, 'invocation')} (one per session, a conversation's one per turn)",
-            )
-        )
+    lines = [("agent", target), ("channel", plan.channel.describe())]
+    lines += _contract_lines(config, plan)
+    lines += _mutation_lines(config, base_dir, plan)
+    lines += _replay_lines(config, base_dir, plan)
     phases = [name.value for name in PhaseName if name.configured(config)]
     lines.append(("phases", ", ".join(phases) if phases else "none configured"))
+    if len(plan.phases) > 1:
+        exact = "" if plan.ci.exact else " (at most: see validate --json)"
+        lines.append(("ci", f"{plan.ci.invocations} invocations for every phase in one run{exact}"))
     return lines
+
+
+def _contract_lines(config: Config, plan: RunPlan) -> list[tuple[str, str]]:
+    contract = plan.phases.get(PhaseName.CONTRACT.value)
+    matrix = contract.matrix if contract is not None else None
+    if config.contract is None or contract is None or matrix is None:
+        return [("contract", "none (no `contract` section)")]
+    skipped = f" ({matrix.skipped} skipped by `when`)" if matrix.skipped else ""
+    lines = [
+        ("contract", config.contract.name),
+        (
+            "matrix",
+            f"{_plural(matrix.invariants, 'invariant')} × "
+            f"{_plural(matrix.scenarios, 'scenario')} = "
+            f"{_plural(matrix.cells, 'cell')}{skipped}",
+        ),
+    ]
+    swept = sweeps_of(config.contract)
+    if swept:
+        values = "; ".join(
+            f"{s.scenario}: {s.field} at {_plural(len(s.values), 'value')} ({', '.join(s.values)})"
+            for s in swept
+        )
+        lines.append(("sweeps", values))
+    parts = [f"{matrix.prompt_runs} prompts × repeat {matrix.repeat}"]
+    if matrix.baselines:
+        parts.append(f"{_plural(matrix.baselines, 'baseline')} (behavior_unchanged)")
+    if matrix.detection:
+        parts.append(f"{matrix.detection} stateful-detection (no reset configured)")
+    if matrix.probe:
+        parts.append("1 forwarding probe (does the agent forward the cell header?)")
+    turns = " (each turn of a conversation one)" if config.conversations else ""
+    lines.append(
+        ("invocations", f"{matrix.invocations} per contract run{turns}: {' + '.join(parts)}")
+    )
+    budget = config.advanced.max_invocations
+    if budget is not None and matrix.invocations > budget:
+        lines.append(("budget", f"advanced.max_invocations = {budget}: the run will stop early"))
+    serial = [s.name for s in contract.scenarios if s.runs != CONCURRENT]
+    if serial:
+        lines.append(("one at a time", ", ".join(serial) + " (validate --json says why)"))
+    return lines
+
+
+def _mutation_lines(config: Config, base_dir: Path, plan: RunPlan) -> list[tuple[str, str]]:
+    counted = plan.phases.get(PhaseName.MUTATION.value)
+    if config.mutations is None or counted is None:
+        return []
+    from flakestorm.engine.counting import mutation_sends
+    from flakestorm.mutations.registry import types_of
+
+    kinds = types_of(config)
+    sent, baselines = mutation_sends(config, bool(plan.sessions))
+    extra = f" + {_plural(baselines, 'baseline')}" if baselines else ""
+    count = counted.cells
+    per = f"{count}" if sent == count else f"{sent} requests (a burst's each, a turn's each)"
+    lines = [
+        (
+            "mutations",
+            f"{count} = {_plural(len(config.golden_prompts), 'prompt')} × "
+            f"{config.mutations.count} over {_plural(len(kinds), 'type')} "
+            f"({config.mutations.generator.value}); {counted.invocations} invocations: {per} × "
+            f"repeat {config.advanced.repeat}{extra}",
+        )
+    ]
+    generator = llm_generator_state(config, base_dir)
+    if generator:
+        lines.append(("generator", generator))
+    return lines
+
+
+def _replay_lines(config: Config, base_dir: Path, plan: RunPlan) -> list[tuple[str, str]]:
+    counted = plan.phases.get(PhaseName.REPLAY.value)
+    if config.replays is None or counted is None:
+        return []
+    sessions, _ = resolve_sessions(config, base_dir, lambda path, m: Problem("", 1, 1, "", m))
+    responses = _plural(
+        sum(len(s.session.all_tool_responses) for s in sessions), "recorded tool response"
+    )
+    return [
+        (
+            "replays",
+            f"{_plural(len(sessions), 'session')} ({responses}), "
+            f"{_plural(counted.invocations, 'invocation')} (one per session, a conversation's "
+            "one per turn)",
+        )
+    ]
