@@ -207,7 +207,6 @@ def _active_name(replay: ReplaySession) -> str:
 def _replay(replay: ReplaySession, plan: ReplayPlan, context: PhaseContext) -> CellResult:
     session = replay.session
     executor, channel = context.executor, context.channel
-    config = context.loaded.config
     name = _active_name(replay)
     base = CellResult(
         index=replay.index,
@@ -218,8 +217,6 @@ def _replay(replay: ReplaySession, plan: ReplayPlan, context: PhaseContext) -> C
         reason="",
     )
     steps = session.steps
-    conversation = session.turns is not None
-    invocation = f"{base.id}#0.0"  # the cell's calls are attributed to it (delivery.prove)
     if context.stop.is_set():
         return dataclasses.replace(base, reason="the run stopped before this session")
     try:
@@ -235,11 +232,39 @@ def _replay(replay: ReplaySession, plan: ReplayPlan, context: PhaseContext) -> C
             status=Status.ERRORED,
             reason="no fault channel to serve the recorded responses through",
         )
-    # a conversation's turns in order, in one session, each with its own recording
-    sid = executor.session_of(f"{base.id}#0/c0") if conversation else ""
+    replies = _sent(replay, plan, context, base.id)
+    seen: list[Interaction] = []
+    if channel is not None:
+        seen = [i for i in channel.interactions(name) if i.seq not in earlier]
+    if len(replies) < len(steps):
+        if executor.lost is not None:  # the agent went down under an earlier one
+            return dataclasses.replace(base, status=Status.ERRORED, reason=executor.lost)
+        return dataclasses.replace(
+            base, reason="the run stopped before this session (interrupted or out of budget)"
+        )
+    calls: tuple[CallRecord, ...] = ()
+    if channel is not None:
+        book = FaultBook(ActiveScenario(name, 0))
+        proven, _ = prove([base], seen, book, channel, ScenarioInfo(name, ()))
+        calls = proven[0].calls
+    return _judged(replay, plan, context, base, replies, seen, calls)
+
+
+def _sent(
+    replay: ReplaySession, plan: ReplayPlan, context: PhaseContext, cell_id: str
+) -> list[tuple[str, Reply]]:
+    """Each step of the session sent, with its own recording on the channel: a conversation's
+    turns in order, in one session. Fewer replies than steps: the run stopped (or the agent
+    went down) before the rest."""
+    session, channel, executor = replay.session, context.channel, context.executor
+    config = context.loaded.config
+    name = _active_name(replay)
+    conversation = session.turns is not None
+    sid = executor.session_of(f"{cell_id}#0/c0") if conversation else ""
     replies: list[tuple[str, Reply]] = []
-    for k, step in enumerate(steps):
-        turn_id = f"{base.id}#0.{k}.{k + 1}" if conversation else invocation
+    for k, step in enumerate(session.steps):
+        # the cell's calls are attributed to it (delivery.prove)
+        turn_id = f"{cell_id}#0.{k}.{k + 1}" if conversation else f"{cell_id}#0.0"
         if channel is not None:
             recording = Recording.build(
                 session.id, step.tool_responses, step.llm_responses, plan.on_miss
@@ -255,24 +280,26 @@ def _replay(replay: ReplaySession, plan: ReplayPlan, context: PhaseContext) -> C
         if reply is None:
             break
         replies.append((prompt, reply))
-    seen: list[Interaction] = []
-    if channel is not None:
-        seen = [i for i in channel.interactions(name) if i.seq not in earlier]
-    if len(replies) < len(steps):
-        if executor.lost is not None:  # the agent went down under an earlier one
-            return dataclasses.replace(base, status=Status.ERRORED, reason=executor.lost)
-        return dataclasses.replace(
-            base, reason="the run stopped before this session (interrupted or out of budget)"
-        )
-    calls: tuple[CallRecord, ...] = ()
-    if channel is not None:
-        book = FaultBook(ActiveScenario(name, 0))
-        proven, _ = prove([base], seen, book, channel, ScenarioInfo(name, ()))
-        calls = proven[0].calls
+    return replies
+
+
+def _judged(
+    replay: ReplaySession,
+    plan: ReplayPlan,
+    context: PhaseContext,
+    base: CellResult,
+    replies: list[tuple[str, Reply]],
+    seen: list[Interaction],
+    calls: tuple[CallRecord, ...],
+) -> CellResult:
+    """The session's verdict: errored by a replay miss or the checker, skipped when no
+    invariant applies, else failed or passed by the contract's invariants."""
+    session, config = replay.session, context.loaded.config
+    steps = session.steps
     notes = tuple(divergence(session.all_tool_responses, calls))
     misses = [i.upstream_error for i in seen if (i.upstream_error or "").startswith(MISS_PREFIX)]
     golden = [turn for p in config.golden_prompts for turn in turns_of(p)]
-    prompts = _conversation_verdicts(replay, replies, executor, golden)
+    prompts = _conversation_verdicts(replay, replies, context.executor, golden)
     if isinstance(prompts, str):
         return dataclasses.replace(
             base, status=Status.ERRORED, reason=prompts, calls=calls, notes=notes
