@@ -115,19 +115,54 @@ def run_probes(
     sink: Callable[[int, tuple[ProbeRun, ...]], None] | None = None,
 ) -> list[tuple[ProbeRun, ...]]:
     """See :meth:`flakestorm.engine.executor.Executor.run_probes`."""
-    repeat = host.repeat
-    parallel = host.reset is None
-    runs: list[list[ProbeRun | None]] = [[None] * repeat for _ in probes]
-    left = [repeat] * len(probes)
-    lock = threading.Lock()
-    done = [0]
-    sent = [0]
-    flight = Flight() if parallel and host.concurrency > 1 else None
-    crowded: dict[tuple[int, int], ProbeRun] = {}
-    gate = host.gate
+    return _ProbeRuns(host, probes, judge, before_invocation, sink).run()
 
-    def attempt(i: int, run: int, alone: bool = False) -> ProbeRun:
-        probe = probes[i]
+
+class _ProbeRuns:
+    """One call of :func:`run_probes`: every run of every probe sent (concurrently unless a
+    reset is configured), the runs the agent went down under with others in flight sent again
+    alone, and each probe's runs settled once all are in."""
+
+    def __init__(
+        self,
+        host: Host,
+        probes: Sequence[Probe],
+        judge: Callable[[Probe, Reply], ProbeVerdict],
+        before_invocation: Callable[[str], None] | None,
+        sink: Callable[[int, tuple[ProbeRun, ...]], None] | None,
+    ) -> None:
+        self.host, self.probes, self.judge = host, probes, judge
+        self.before_invocation, self.sink = before_invocation, sink
+        self.gate = host.gate
+        self.parallel = host.reset is None
+        self.runs: list[list[ProbeRun | None]] = [[None] * host.repeat for _ in probes]
+        self.left = [host.repeat] * len(probes)
+        self.lock = threading.Lock()
+        self.done = 0
+        self.sent = 0
+        self.flight = Flight() if self.parallel and host.concurrency > 1 else None
+        self.crowded: dict[tuple[int, int], ProbeRun] = {}
+        self.frozen = False
+        """The work was abandoned: what it reports later is ignored."""
+        self.after_down = False
+        """The agent went down under the previous run sent alone."""
+
+    def run(self) -> list[tuple[ProbeRun, ...]]:
+        host = self.host
+        tasks = [(i, run) for i in range(len(self.probes)) for run in range(host.repeat)]
+        if host.each(tasks, self.one, self.parallel) and self.crowded:
+            host.each(sorted(self.crowded), self.alone, False)
+        with self.lock:
+            self.frozen = True
+        if self.sink is None:
+            return [_complete(probe) for probe in self.runs]
+        for i, probe_runs in enumerate(self.runs):
+            if self.left[i] > 0:
+                self.sink(i, _complete(probe_runs))
+        return []
+
+    def attempt(self, i: int, run: int, alone: bool = False) -> ProbeRun:
+        host, gate, probe = self.host, self.gate, self.probes[i]
         if host.stop.is_set():  # a stopped run starts nothing more, not even a reset
             return ProbeRun(None)
         if gate.lost is not None:
@@ -143,96 +178,80 @@ def run_probes(
             call = dataclasses.replace(call, session=host.session(key))
         if call.cell_id:
             call = dataclasses.replace(call, cell_id=f"{call.cell_id}#{run}.{int(alone)}")
-            if before_invocation is not None and host.reset is not None:
-                before_invocation(call.cell_id)
+            if self.before_invocation is not None and host.reset is not None:
+                self.before_invocation(call.cell_id)
         reply = _converse(host, probe, call)
         if reply is None:
             return ProbeRun(None)
         try:
-            outcome = ProbeRun(reply, judge(probe, reply))
+            outcome = ProbeRun(reply, self.judge(probe, reply))
         except HarnessError as exc:
             return ProbeRun(reply, error=str(exc))
         if _down(outcome):
             gate.down(f"mutation {probe.id}")  # before it leaves the flight: see ``one``
         return outcome
 
-    def send(i: int, run: int) -> ProbeRun:
+    def send(self, i: int, run: int) -> ProbeRun:
         """A first run, once the agent is back if it went down under an earlier one."""
-        revived = gate.open()
-        outcome = attempt(i, run)
-        if revived and _down(outcome) and gate.again(f"mutation {probes[i].id}"):
+        revived = self.gate.open()
+        outcome = self.attempt(i, run)
+        if revived and _down(outcome) and self.gate.again(f"mutation {self.probes[i].id}"):
             # sent right after the agent came back, it may have met it still going down
-            return attempt(i, run)
+            return self.attempt(i, run)
         return outcome
 
-    frozen = [False]  # the work was abandoned: what it reports later is ignored
-
-    def settle(i: int, run: int, outcome: ProbeRun) -> None:
-        probe = probes[i]
-        with lock:
-            if frozen[0]:
+    def settle(self, i: int, run: int, outcome: ProbeRun) -> None:
+        probe = self.probes[i]
+        with self.lock:
+            if self.frozen:
                 return
-            mine = runs[i]
+            mine = self.runs[i]
             mine[run] = outcome
-            left[i] -= 1
-            finished = left[i] == 0
+            self.left[i] -= 1
+            finished = self.left[i] == 0
             if finished:
-                done[0] += 1
-                sent[0] += any(r is not None and r.reply is not None for r in mine)
-                count, reached = done[0], sent[0]
-                if sink is not None:  # in the lock: nothing reaches it once abandoned
-                    sink(i, _complete(mine))
-                    runs[i] = []  # not kept
+                self.done += 1
+                self.sent += any(r is not None and r.reply is not None for r in mine)
+                count, reached = self.done, self.sent
+                if self.sink is not None:  # in the lock: nothing reaches it once abandoned
+                    self.sink(i, _complete(mine))
+                    self.runs[i] = []  # not kept
         if finished:
             passed = all(getattr(r.verdict, "passed", False) for r in mine if r is not None)
-            host.on_event(ProbeFinished(probe.id, passed, count, len(probes), reached))
+            self.host.on_event(ProbeFinished(probe.id, passed, count, len(self.probes), reached))
 
-    def one(task: tuple[int, int]) -> None:
-        if flight is None:
-            settle(*task, send(*task))
+    def one(self, task: tuple[int, int]) -> None:
+        if self.flight is None:
+            self.settle(*task, self.send(*task))
             return
         # in flight before the gate is looked at: a run that starts while the agent is going
         # down under another, before the gate knows, shares the agent with it
-        flight.enter(task)
-        outcome = send(*task)
-        if flight.leave(task) and _down(outcome):
-            with lock:  # judged again, alone; until then the first verdict stands
-                runs[task[0]][task[1]] = crowded[task] = outcome
+        self.flight.enter(task)
+        outcome = self.send(*task)
+        if self.flight.leave(task) and _down(outcome):
+            with self.lock:  # judged again, alone; until then the first verdict stands
+                self.runs[task[0]][task[1]] = self.crowded[task] = outcome
             return
-        settle(*task, outcome)
+        self.settle(*task, outcome)
 
-    after_down = [False]  # the agent went down under the previous run of its own
-
-    def alone(task: tuple[int, int]) -> None:
-        first = crowded[task]
+    def alone(self, task: tuple[int, int]) -> None:
+        gate, first = self.gate, self.crowded[task]
         # right after the agent went down under the run before, this one may meet it still
         # going down (a dying agent can pass a readiness check): then it gets a second try
-        for _ in range(2 if after_down[0] else 1):
-            gate.down(f"mutation {probes[task[0]].id}")  # it went down under the first run
+        for _ in range(2 if self.after_down else 1):
+            gate.down(f"mutation {self.probes[task[0]].id}")  # it went down under the first
             gate.open()
             if gate.lost is not None:
                 why = f"the agent went down with others in flight and is not back: {gate.lost}"
-                settle(*task, dataclasses.replace(first, error=why))
+                self.settle(*task, dataclasses.replace(first, error=why))
                 return
-            outcome = attempt(*task, alone=True)
+            outcome = self.attempt(*task, alone=True)
             if outcome.reply is None and outcome.error is None:  # stopped: the first stands
                 return
             if not _down(outcome):
                 break
-        after_down[0] = _down(outcome)
-        settle(*task, dataclasses.replace(outcome, crowded=first))
-
-    tasks = [(i, run) for i in range(len(probes)) for run in range(repeat)]
-    if host.each(tasks, one, parallel) and crowded:
-        host.each(sorted(crowded), alone, False)
-    with lock:
-        frozen[0] = True
-    if sink is None:
-        return [_complete(probe) for probe in runs]
-    for i, probe_runs in enumerate(runs):
-        if left[i] > 0:
-            sink(i, _complete(probe_runs))
-    return []
+        self.after_down = _down(outcome)
+        self.settle(*task, dataclasses.replace(outcome, crowded=first))
 
 
 def _converse(host: Host, probe: Probe, call: Call) -> Reply | None:
