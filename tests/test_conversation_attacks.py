@@ -209,7 +209,9 @@ def test_a_python_agent_taking_session_id_gets_attacks_as_real_turns(
     )
     assert result.invocations == sum(len(m.turns) + 1 for m in mutations) == 16
     if attr == "answer":  # and validate counted them so, from the function's source
-        assert "16 invocations: 16 requests (a burst's each, a turn's each)" in validated(tmp_path / "flakestorm.yaml")
+        assert "16 invocations: 16 requests (a burst's each, a turn's each)" in validated(
+            tmp_path / "flakestorm.yaml"
+        )
 
     # the same seed sends byte-identical turns
     again, heard_again = python_run(tmp_path, attr)
