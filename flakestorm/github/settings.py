@@ -18,6 +18,7 @@ import enum
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 from flakestorm.baseline.delta import FailOn
@@ -128,15 +129,22 @@ def input_var(name: str) -> str:
     return "INPUT_" + name.replace(" ", "_").upper()
 
 
-def parse_settings(env: Mapping[str, str]) -> Settings:
-    """Read the ``INPUT_*`` variables of ``env``; raise :class:`SettingsError` on a bad value."""
+_E = TypeVar("_E", bound=enum.Enum)
 
-    def get(name: str) -> str | None:
-        value = env.get(input_var(name), "").strip()
+
+class _Inputs:
+    """The action's inputs in ``env``, each read as one kind of value, or a
+    :class:`SettingsError` naming the input and what is valid."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self._env = env
+
+    def get(self, name: str) -> str | None:
+        value = self._env.get(input_var(name), "").strip()
         return value or None
 
-    def choice(name: str, kind: type[enum.Enum], default: enum.Enum) -> enum.Enum:
-        value = get(name)
+    def choice(self, name: str, kind: type[_E], default: _E) -> _E:
+        value = self.get(name)
         if value is None:
             return default
         try:
@@ -145,8 +153,8 @@ def parse_settings(env: Mapping[str, str]) -> Settings:
             valid = ", ".join(str(m.value) for m in kind)
             raise SettingsError(f"input `{name}`: {value!r} is not one of {valid}") from None
 
-    def number(name: str, low: float, high: float) -> float | None:
-        value = get(name)
+    def number(self, name: str, low: float, high: float) -> float | None:
+        value = self.get(name)
         if value is None:
             return None
         try:
@@ -159,12 +167,12 @@ def parse_settings(env: Mapping[str, str]) -> Settings:
             )
         return parsed
 
-    def integer(name: str, low: int, high: int | None = None) -> int | None:
-        value = get(name)
+    def integer(self, name: str, low: int, high: int | None = None) -> int | None:
+        value = self.get(name)
         if value is None:
             return None
         try:
-            parsed = int(value, 10)
+            parsed: int | None = int(value, 10)
         except ValueError:
             parsed = None
         if parsed is None or parsed < low or (high is not None and parsed > high):
@@ -172,8 +180,8 @@ def parse_settings(env: Mapping[str, str]) -> Settings:
             raise SettingsError(f"input `{name}`: {value!r} is not a whole number {bounds}")
         return parsed
 
-    def url(name: str) -> str | None:
-        value = get(name)
+    def url(self, name: str) -> str | None:
+        value = self.get(name)
         if value is None:
             return None
         parts = urlsplit(value)
@@ -183,14 +191,28 @@ def parse_settings(env: Mapping[str, str]) -> Settings:
             )
         return value
 
+    def path(self, name: str, default: str) -> str:
+        value = self.get(name) or default
+        if "\x00" in value:
+            raise SettingsError(f"input `{name}`: the path contains a NUL character")
+        return value
+
+
+def parse_settings(env: Mapping[str, str]) -> Settings:
+    """Read the ``INPUT_*`` variables of ``env``; raise :class:`SettingsError` on a bad value."""
+    inputs = _Inputs(env)
+    get, choice, number, integer, url = (
+        inputs.get,
+        inputs.choice,
+        inputs.number,
+        inputs.integer,
+        inputs.url,
+    )
     command = choice("command", Command, Command.CI)
     comment = choice("comment", CommentMode, CommentMode.ALWAYS)
     baseline = choice("baseline", BaselineMode, BaselineMode.OFF)
     fail_on = choice("fail-on", FailOn, FailOn.ANY)
-    assert isinstance(command, Command) and isinstance(comment, CommentMode)
-    assert isinstance(baseline, BaselineMode) and isinstance(fail_on, FailOn)
     redact = choice("redact", Redaction, Redaction.ON)
-    assert isinstance(redact, Redaction)
     seed = get("seed")
     try:
         seed_value = None if seed is None else int(seed, 10)
@@ -215,11 +237,8 @@ def parse_settings(env: Mapping[str, str]) -> Settings:
     for path in shard_results:
         if "\x00" in path:
             raise SettingsError("input `shard-results`: a path contains a NUL character")
-    config = get("config") or Settings.config
-    if "\x00" in config:
-        raise SettingsError("input `config`: the path contains a NUL character")
     return Settings(
-        config=config,
+        config=inputs.path("config", Settings.config),
         command=command,
         agent_url=url("agent-url"),
         proxy_url=url("proxy-url"),
