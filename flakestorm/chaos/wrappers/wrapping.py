@@ -57,6 +57,12 @@ AsyncSleep = Callable[[float], Awaitable[object]]
 _IDLE = ActiveScenario(name="", seed=0)
 
 
+_Planner = Callable[[Call, tuple[Any, ...], dict[str, Any]], Plan]
+"""What the fault book decides for one call of a wrapped callable (an LLM's or a tool's)."""
+_Finisher = Callable[[Call, Any], Any]
+"""What a wrapped callable's result becomes (a fault applied to it, or the result itself)."""
+
+
 class Wrapping:
     """Wraps a python agent's tools and LLM callable for one run (module doc)."""
 
@@ -190,72 +196,87 @@ class Wrapping:
     # -- wrappers
 
     def _wrapper(self, site: Site, original: Callable[..., Any]) -> Callable[..., Any]:
-        plan: Callable[[Call, tuple[Any, ...], dict[str, Any]], Plan]
-        finish: Callable[[Call, Any], Any]
+        """``original`` wrapped for ``site``: its calls planned by the fault book and its results
+        finished (an LLM's or a tool's), as a coroutine function, an async generator function
+        or a plain callable, like ``original``."""
+        plan: _Planner
+        finish: _Finisher
         if site.target is Target.LLM:
             plan, finish = llm_plan, llm_result
         else:
             plan, finish = tool_plan, tool_result
-
         if _is_coroutine_function(original):
-
-            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                call = self._begin(site, original)
-                try:
-                    step = plan(call, args, kwargs)
-                    if step.delay_s:
-                        await self._async_sleep(step.delay_s)
-                    if step.error is not None:
-                        call.raised(step.error)
-                        raise step.error
-                    if step.value is not CALL_THROUGH:
-                        call.settle(200)
-                        return step.value
-                    try:
-                        result = await original(*step.args, **step.kwargs)
-                    except BaseException as exc:
-                        call.settle(None, describe_exception(exc))
-                        raise
-                    result = finish(call, result)
-                    call.settle(200)
-                    return result
-                finally:
-                    call.settle(None)
-
-            return functools.wraps(original)(async_wrapper)
-
+            return self._async_wrapper(site, original, plan, finish)
         if inspect.isasyncgenfunction(original):
+            return self._async_gen_wrapper(site, original, plan, finish)
+        return self._sync_wrapper(site, original, plan, finish)
 
-            async def async_gen_wrapper(*args: Any, **kwargs: Any) -> Any:
-                call = self._begin(site, original)
-                try:
-                    step = plan(call, args, kwargs)
-                    if step.delay_s:
-                        await self._async_sleep(step.delay_s)
-                    if step.error is not None:
-                        call.raised(step.error)
-                        raise step.error
-                    if step.value is not CALL_THROUGH:
-                        call.settle(200)
-                        yield step.value
-                        return
-                    try:
-                        # a stream of its own has no whole result to transform: like a sync
-                        # generator's, result faults are logged as not applied
-                        async for item in finish(call, original(*step.args, **step.kwargs)):
-                            yield item
-                    except GeneratorExit:  # the agent stopped reading
-                        call.settle(200)
-                        raise
-                    except BaseException as exc:
-                        call.settle(None, describe_exception(exc))
-                        raise
+    def _async_wrapper(
+        self, site: Site, original: Callable[..., Any], plan: _Planner, finish: _Finisher
+    ) -> Callable[..., Any]:
+
+        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+            call = self._begin(site, original)
+            try:
+                step = plan(call, args, kwargs)
+                if step.delay_s:
+                    await self._async_sleep(step.delay_s)
+                if step.error is not None:
+                    call.raised(step.error)
+                    raise step.error
+                if step.value is not CALL_THROUGH:
                     call.settle(200)
-                finally:
-                    call.settle(None)
+                    return step.value
+                try:
+                    result = await original(*step.args, **step.kwargs)
+                except BaseException as exc:
+                    call.settle(None, describe_exception(exc))
+                    raise
+                result = finish(call, result)
+                call.settle(200)
+                return result
+            finally:
+                call.settle(None)
 
-            return functools.wraps(original)(async_gen_wrapper)
+        return functools.wraps(original)(async_wrapper)
 
+    def _async_gen_wrapper(
+        self, site: Site, original: Callable[..., Any], plan: _Planner, finish: _Finisher
+    ) -> Callable[..., Any]:
+
+        async def async_gen_wrapper(*args: Any, **kwargs: Any) -> Any:
+            call = self._begin(site, original)
+            try:
+                step = plan(call, args, kwargs)
+                if step.delay_s:
+                    await self._async_sleep(step.delay_s)
+                if step.error is not None:
+                    call.raised(step.error)
+                    raise step.error
+                if step.value is not CALL_THROUGH:
+                    call.settle(200)
+                    yield step.value
+                    return
+                try:
+                    # a stream of its own has no whole result to transform: like a sync
+                    # generator's, result faults are logged as not applied
+                    async for item in finish(call, original(*step.args, **step.kwargs)):
+                        yield item
+                except GeneratorExit:  # the agent stopped reading
+                    call.settle(200)
+                    raise
+                except BaseException as exc:
+                    call.settle(None, describe_exception(exc))
+                    raise
+                call.settle(200)
+            finally:
+                call.settle(None)
+
+        return functools.wraps(original)(async_gen_wrapper)
+
+    def _sync_wrapper(
+        self, site: Site, original: Callable[..., Any], plan: _Planner, finish: _Finisher
+    ) -> Callable[..., Any]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             call = self._begin(site, original)
             deferred = False
