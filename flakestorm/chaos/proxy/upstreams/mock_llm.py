@@ -298,6 +298,7 @@ def _completion(call: _Call) -> LlmResponse:
 
 
 def _response(call: _Call) -> LlmResponse:
+    """A Responses API reply (``/responses``), whole or streamed."""
     status = "incomplete" if call.cut else "completed"
     item_id = f"msg_{call.digest}"
     part = {"type": "output_text", "text": call.text, "annotations": []}
@@ -338,78 +339,81 @@ def _response(call: _Call) -> LlmResponse:
     }
     if not call.stream:
         return _json(response)
+    return _sse(_response_events(call, response, item, part))
 
-    def frames() -> Iterator[bytes]:
-        seq = iter(range(1_000_000))
-        started = {
-            **response,
-            "status": "in_progress",
-            "output": [],
-            "incomplete_details": None,
-            "usage": None,
+
+def _response_events(
+    call: _Call, response: dict[str, Any], item: dict[str, Any], part: dict[str, Any]
+) -> Iterator[bytes]:
+    """A Responses API stream of ``response``: created, in progress, the item and its part
+    added, a delta per word, then each done and the final event."""
+    item_id = item["id"]
+    seq = iter(range(1_000_000))
+    started = {
+        **response,
+        "status": "in_progress",
+        "output": [],
+        "incomplete_details": None,
+        "usage": None,
+    }
+    where = {"item_id": item_id, "output_index": 0, "content_index": 0}
+    yield _event({"type": "response.created", "sequence_number": next(seq), "response": started})
+    yield _event(
+        {"type": "response.in_progress", "sequence_number": next(seq), "response": started}
+    )
+    yield _event(
+        {
+            "type": "response.output_item.added",
+            "sequence_number": next(seq),
+            "output_index": 0,
+            "item": {**item, "status": "in_progress", "content": []},
         }
-        where = {"item_id": item_id, "output_index": 0, "content_index": 0}
-        yield _event(
-            {"type": "response.created", "sequence_number": next(seq), "response": started}
-        )
-        yield _event(
-            {"type": "response.in_progress", "sequence_number": next(seq), "response": started}
-        )
-        yield _event(
-            {
-                "type": "response.output_item.added",
-                "sequence_number": next(seq),
-                "output_index": 0,
-                "item": {**item, "status": "in_progress", "content": []},
-            }
-        )
+    )
+    yield _event(
+        {
+            "type": "response.content_part.added",
+            "sequence_number": next(seq),
+            **where,
+            "part": {**part, "text": ""},
+        }
+    )
+    for word in call.words():
         yield _event(
             {
-                "type": "response.content_part.added",
+                "type": "response.output_text.delta",
                 "sequence_number": next(seq),
                 **where,
-                "part": {**part, "text": ""},
-            }
-        )
-        for word in call.words():
-            yield _event(
-                {
-                    "type": "response.output_text.delta",
-                    "sequence_number": next(seq),
-                    **where,
-                    "delta": word,
-                    "logprobs": [],
-                }
-            )
-        yield _event(
-            {
-                "type": "response.output_text.done",
-                "sequence_number": next(seq),
-                **where,
-                "text": call.text,
+                "delta": word,
                 "logprobs": [],
             }
         )
-        yield _event(
-            {
-                "type": "response.content_part.done",
-                "sequence_number": next(seq),
-                **where,
-                "part": part,
-            }
-        )
-        yield _event(
-            {
-                "type": "response.output_item.done",
-                "sequence_number": next(seq),
-                "output_index": 0,
-                "item": item,
-            }
-        )
-        final = "response.incomplete" if call.cut else "response.completed"
-        yield _event({"type": final, "sequence_number": next(seq), "response": response})
-
-    return _sse(frames())
+    yield _event(
+        {
+            "type": "response.output_text.done",
+            "sequence_number": next(seq),
+            **where,
+            "text": call.text,
+            "logprobs": [],
+        }
+    )
+    yield _event(
+        {
+            "type": "response.content_part.done",
+            "sequence_number": next(seq),
+            **where,
+            "part": part,
+        }
+    )
+    yield _event(
+        {
+            "type": "response.output_item.done",
+            "sequence_number": next(seq),
+            "output_index": 0,
+            "item": item,
+        }
+    )
+    final = "response.incomplete" if call.cut else "response.completed"
+    yield _event({"type": final, "sequence_number": next(seq), "response": response})
 
 
 def _openai_models() -> LlmResponse:
