@@ -66,7 +66,7 @@ def takes_session(reference: str, base_dir: Path) -> bool | None:
     module, sep, name = reference.partition(":")
     if not sep or not module or not name or "." in name:
         return None
-    path = module_file(module, [base_dir, *_search_path()])
+    path = module_file(module, [base_dir, *search_path()])
     if path is None:
         return None
     try:
@@ -109,7 +109,7 @@ def _compiled(directory: Path, name: str) -> bool:
         return False
 
 
-def _search_path() -> list[Path]:
+def search_path() -> list[Path]:
     """``sys.path`` as directories (``""`` is the working directory; zip files are left out:
     their sources are not files)."""
     out = []

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flakestorm.agents.source import sessions_of
+from flakestorm.agents.source import module_file, search_path, sessions_of
 from flakestorm.chaos.choice import ChannelChoice, choose
 from flakestorm.chaos.ordering import order_dependence
 from flakestorm.config import Config, PhaseName, Scenario
@@ -128,7 +128,7 @@ def plan_run(config: Config, base_dir: Path) -> RunPlan:
     sessions = sessions_of(config.agent, base_dir)
     reset = not sessions and bool(config.agent.reset_endpoint or config.agent.reset_function)
     notes: list[str] = []
-    if sessions is None:
+    if sessions is None and _has_source(config, base_dir):  # else: the run's import error
         notes.append(
             f'whether "{config.agent.endpoint}" takes `session_id` is read when the run imports '
             "it (its source does not say): the invocations are counted as if it does not"
@@ -150,10 +150,17 @@ def plan_run(config: Config, base_dir: Path) -> RunPlan:
         phases[REPLAY] = _replay_count(config, base_dir)
     chaos = any(s.needs_delivery for s in scenarios) or config.replays is not None
     channel = choose(config, chaos)
-    if sessions is None:
+    if notes:
         phases = {name: _inexact(count, notes[0]) for name, count in phases.items()}
     ci = _ci(phases, matrices, config, sessions, reset)
     return RunPlan(channel, sessions, reset, phases, ci, tuple(notes))
+
+
+def _has_source(config: Config, base_dir: Path) -> bool:
+    """Whether a python agent's module has a source file to read (an agent that cannot be
+    imported is the run start's error to report, not a count to qualify)."""
+    module = config.agent.endpoint.partition(":")[0]
+    return module_file(module, [base_dir, *search_path()]) is not None
 
 
 def _inexact(count: PhaseCount, why: str) -> PhaseCount:

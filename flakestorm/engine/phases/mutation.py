@@ -228,34 +228,7 @@ def run_mutations(plan: MutationPlan, context: PhaseContext) -> PhaseOutcome:
     baselines: Mapping[BaselineKey, Reply | None] = {}
     if needs_baseline:
         baselines = executor.baselines(list(dict.fromkeys(m.original for m in plan.mutations)))
-    by_id = {m.id: m for m in plan.mutations}
-
-    def judge(probe: Probe, reply: Reply) -> Judged:
-        verdict = verdict_of(probe, reply)
-        if not verdict.passed and reply.down:
-            return dataclasses.replace(verdict, down=True)
-        return verdict
-
-    def verdict_of(probe: Probe, reply: Reply) -> Judged:
-        mutation = by_id[probe.id]
-        base = baselines.get(mutation.original)
-        baseline = base.output if base is not None else None
-        if mutation.request is None:
-            return _check(plan, executor.check, mutation.prompt, reply, baseline)
-        verdict = _judge_request(plan, executor.check, mutation, reply, baseline)
-        if config.agent.type is AgentType.HTTP:
-            not_ready = readiness_probe(
-                config.agent, min(READY_CHECK_S, config.agent.timeout / 1000)
-            )
-            if not_ready is not None:
-                return Judged(
-                    False,
-                    f"the agent failed its readiness check right after: {not_ready}",
-                    _every(plan),
-                    down=True,
-                )
-        return verdict
-
+    judge = _judge(plan, context, baselines)
     channel = context.channel
     probes = _Probes(plan.mutations, SCENARIO if channel is not None else "")
     revived = len(executor.revived)
@@ -283,7 +256,57 @@ def run_mutations(plan: MutationPlan, context: PhaseContext) -> PhaseOutcome:
             if records:
                 kept = _judged_calls(records, alone.get(position, set()))
                 spool.add(dataclasses.replace(spool.items[position], calls=kept))
-    results = spool.items
+    notes = plan.notes + tuple(revived_notice(executor.revived[revived:], "mutation"))
+    return _outcome(plan, context, spool.items, scenarios, notes)
+
+
+def _judge(
+    plan: MutationPlan, context: PhaseContext, baselines: Mapping[BaselineKey, Reply | None]
+) -> Callable[[Probe, Reply], Judged]:
+    """How a mutation's reply is judged: a prompt against every invariant; a request-level
+    mutation by its verdict rule, then (http agents) a readiness check right after; a failed
+    verdict of an agent that went down marked ``down``, so the executor judges it again alone."""
+    config, executor = context.loaded.config, context.executor
+    by_id = {m.id: m for m in plan.mutations}
+
+    def verdict_of(probe: Probe, reply: Reply) -> Judged:
+        mutation = by_id[probe.id]
+        base = baselines.get(mutation.original)
+        baseline = base.output if base is not None else None
+        if mutation.request is None:
+            return _check(plan, executor.check, mutation.prompt, reply, baseline)
+        verdict = _judge_request(plan, executor.check, mutation, reply, baseline)
+        if config.agent.type is AgentType.HTTP:
+            not_ready = readiness_probe(
+                config.agent, min(READY_CHECK_S, config.agent.timeout / 1000)
+            )
+            if not_ready is not None:
+                return Judged(
+                    False,
+                    f"the agent failed its readiness check right after: {not_ready}",
+                    _every(plan),
+                    down=True,
+                )
+        return verdict
+
+    def judge(probe: Probe, reply: Reply) -> Judged:
+        verdict = verdict_of(probe, reply)
+        if not verdict.passed and reply.down:
+            return dataclasses.replace(verdict, down=True)
+        return verdict
+
+    return judge
+
+
+def _outcome(
+    plan: MutationPlan,
+    context: PhaseContext,
+    results: Sequence[MutationResult],
+    scenarios: tuple[ScenarioInfo, ...],
+    notes: tuple[str, ...],
+) -> PhaseOutcome:
+    loaded = context.loaded
+    config = loaded.config
     # each invariant's line in the config (by its position among all top-level invariants)
     positions = [inv.id for inv in chaos_contract(config).invariants] if config.invariants else []
     lines = {ident: loaded.line_of(("invariants", i)) for i, ident in enumerate(positions)}
@@ -306,7 +329,7 @@ def run_mutations(plan: MutationPlan, context: PhaseContext) -> PhaseOutcome:
         cells=(),
         score=score_mutations(results),
         mutations=results,
-        warnings=plan.notes + tuple(revived_notice(executor.revived[revived:], "mutation")),
+        warnings=notes,
     )
 
 
