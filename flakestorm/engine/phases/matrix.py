@@ -79,21 +79,11 @@ def run_matrix(
     baselines = executor.baselines(plan.baselines)
     chaos = [s for s in plan.scenarios if channel is not None and s.needs_delivery]
     forwarding = True
-    # without forwarded attribution, why each chaos scenario's faults depend on call order
-    # (none: its cells still run side by side)
     orders: dict[str, tuple[str, ...]] = {}
     if channel is not None and chaos and not channel.exact_attribution:
         if forwarding_probe(bool(chaos), channel.exact_attribution, isolated, bool(plan.baselines)):
             executor.probe(probe, "forwarding-probe")
-        source = forwarded(channel.interactions(CALM))
-        forwarding = source is not None
-        if source is Source.TRACE:
-            channel.follow_traces()
-        if source is not None:
-            context.notice(f"attribution: the agent forwards {source.description}")
-        else:
-            orders = {s.name: order_dependence(s) for s in chaos}
-            warnings.append(_not_forwarding(orders))
+        forwarding, orders = _attribution(channel, chaos, context, warnings)
     # a scenario without faults is activated too when each of its calls can be attributed to
     # its invocation without running its cells one at a time (a reset runs them so anyway):
     # its calls are then kept with its cells, as a chaos scenario's are (replay export turns
@@ -138,6 +128,23 @@ def run_matrix(
         channel.activate(calm)
     warnings += revived_notice(executor.revived[revived:], "cell")
     return _outcome(phase, plan, lines, infos, spool.items, warnings)
+
+
+def _attribution(
+    channel: Channel, chaos: Sequence[Scenario], context: PhaseContext, warnings: list[str]
+) -> tuple[bool, dict[str, tuple[str, ...]]]:
+    """Whether the agent forwards attribution (from the calls before the matrix), and without
+    it, why each chaos scenario's faults depend on call order (none: its cells still run side
+    by side); the warning of an agent that forwards none is appended to ``warnings``."""
+    source = forwarded(channel.interactions(CALM))
+    if source is Source.TRACE:
+        channel.follow_traces()
+    if source is not None:
+        context.notice(f"attribution: the agent forwards {source.description}")
+        return True, {}
+    orders = {s.name: order_dependence(s) for s in chaos}
+    warnings.append(_not_forwarding(orders))
+    return False, orders
 
 
 def forwarded(seen: Sequence[Interaction]) -> Source | None:
