@@ -244,6 +244,28 @@ def render(
     heading = (shown or run_verdict(result)).heading(lambda s: text(s, 200))
     out.append(f"### flakestorm: {heading} · score {score_text(score)} ({_delta(score, previous)})")
     out.append("")
+    out += _facts(result)
+    if withheld:
+        out += [f"_{PUBLIC_NOTE}_", ""]
+
+    link = ""
+    if summary_url is not None and summary_url.startswith("https://"):
+        safe_url = summary_url.replace("(", "%28").replace(")", "%29").replace(" ", "%20")
+        safe_url = safe_url.replace("<", "%3C").replace(">", "%3E").replace('"', "%22")
+        link = f"[Full report (job summary)]({safe_url})"
+
+    head = "\n".join(out) + "\n"
+    budget = limit_chars - len(head) - len(link) - _NOTE_RESERVE
+    body = head + _tables(result, budget)
+    if link:
+        body += f"\n{link}\n"
+    return body
+
+
+def _facts(result: RunResult) -> list[str]:
+    """What the comment says under its heading: an exit-3 cause, the phases' scores, the
+    gate's reasons, the undelivered faults and the sweeps."""
+    out = []
     error = error_line(result)
     if error is not None:
         out += [error, ""]
@@ -272,19 +294,14 @@ def render(
         )
     if swept:
         out.append("")
-    if withheld:
-        out += [f"_{PUBLIC_NOTE}_", ""]
+    return out
 
-    link = ""
-    if summary_url is not None and summary_url.startswith("https://"):
-        safe_url = summary_url.replace("(", "%28").replace(")", "%29").replace(" ", "%20")
-        safe_url = safe_url.replace("<", "%3C").replace(">", "%3E").replace('"', "%22")
-        link = f"[Full report (job summary)]({safe_url})"
 
-    head = "\n".join(out) + "\n"
-    budget = limit_chars - len(head) - len(link) - _NOTE_RESERVE
+def _tables(result: RunResult, budget: int) -> str:
+    """The per-type tables, the failing cells and the failed mutations, within ``budget``
+    characters."""
     types, budget = _type_tables(result, budget)
-    body = head + types
+    body = types
     bad = all_bad_cells(result)
     if bad:
         body += "\n" if types else ""
@@ -309,6 +326,4 @@ def render(
         ]
         part, budget = _table(table, mutations, budget, "failed mutations")
         body += ("\n" if bad or types else "") + part
-    if link:
-        body += f"\n{link}\n"
     return body
