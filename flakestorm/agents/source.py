@@ -63,6 +63,24 @@ def takes_session(reference: str, base_dir: Path) -> bool | None:
     """Whether the top-level function ``module:name`` accepts a ``session_id`` keyword
     argument (a parameter of that name, or ``**kwargs``), as its source file says; None when
     the source does not decide it."""
+    function = _top_function(reference, base_dir)
+    if function is None:
+        return None
+    args = function.args
+    named = [a.arg for a in (*args.args, *args.kwonlyargs)]
+    return SESSION_PARAMETER in named or args.kwarg is not None
+
+
+def defines_function(reference: str, base_dir: Path) -> bool | None:
+    """Whether ``module:name`` is a top-level function (decorated or not) by its source; None
+    when the source does not say (an assignment, a class, an import: a framework object that
+    may hold tools of names of its own)."""
+    return True if _top_function(reference, base_dir) is not None else None
+
+
+def _top_function(reference: str, base_dir: Path) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The top-level function ``module:name`` names, read from its source file; None when the
+    source does not show one."""
     module, sep, name = reference.partition(":")
     if not sep or not module or not name or "." in name:
         return None
@@ -73,12 +91,7 @@ def takes_session(reference: str, base_dir: Path) -> bool | None:
         tree = ast.parse(path.read_bytes(), filename=str(path))
     except (OSError, SyntaxError, ValueError):
         return None
-    function = _function(tree, name)
-    if function is None:
-        return None
-    args = function.args
-    named = [a.arg for a in (*args.args, *args.kwonlyargs)]
-    return SESSION_PARAMETER in named or args.kwarg is not None
+    return _function(tree, name)
 
 
 def module_file(module: str, directories: Iterable[Path]) -> Path | None:

@@ -4,6 +4,7 @@ tools to wrap."""
 
 from __future__ import annotations
 
+from flakestorm.agents.source import defines_function
 from flakestorm.chaos.choice import undeliverable
 from flakestorm.chaos.llm.modes import LLM_MODES
 from flakestorm.chaos.modes import Fields, field_names
@@ -227,27 +228,38 @@ def check_delivery(scope: Scope) -> None:
 
 
 def check_tool_names(scope: Scope) -> None:
-    """Reads ``agent`` and ``proxy``: with the tools known before the run — ``proxy.tools``,
-    no MCP server (whose tools are known only at run time: :mod:`.mcp` warns) and, for a python
-    agent, no wrapped tool or registry (a framework object named in ``agent.tools`` holds tools
-    by names of its own) — a tool fault's ``tool`` must be one of them, ``*``, or matched by
-    its ``match_url``: a name no call can have is a config error with "did you mean"."""
+    """Reads ``agent`` and ``proxy``: with every tool name known before the run — the routes of
+    ``proxy.tools`` and, for a python agent, the attribute names of the tools it wraps when the
+    source shows each is a function (not a framework object holding tools of its own names,
+    nor a registry) — and no MCP server (whose tools are known only at run time: :mod:`.mcp`
+    warns), a tool fault's ``tool`` must be one of them, ``*``, or matched by its
+    ``match_url``: a name no call can have is a config error with "did you mean"."""
     agent, proxy = scope.parts.agent, scope.parts.proxy
-    if agent is None or proxy is None or not proxy.tools or proxy.mcp:
+    if agent is None or (proxy is not None and proxy.mcp):
         return
-    if agent.type is AgentType.PYTHON and (agent.tools or agent.tool_registry):
-        return
-    routes = sorted(proxy.tools)
+    routes = sorted(proxy.tools) if proxy is not None else []
+    wrapped: list[str] = []
+    if agent.type is AgentType.PYTHON:
+        if agent.tool_registry:
+            return
+        for reference in agent.tools or ():
+            if defines_function(reference, scope.base_dir) is not True:
+                return  # a holder's tools, or a source that does not say: named at run time
+            wrapped.append(reference.partition(":")[2])
+    known = sorted({*routes, *wrapped})
+    if not known:
+        return  # nothing to name: the delivery check says what is missing
+    kinds = (("a route of proxy.tools", routes), ("a tool the agent wraps", wrapped))
+    what = " or ".join(kind for kind, names in kinds if names)
     for faults in scope.parts.fault_sets:
         for item in faults.tool_faults:
             fault = item.model
-            if fault is None or fault.match_url or fault.tool == "*" or fault.tool in routes:
+            if fault is None or fault.match_url or fault.tool == "*" or fault.tool in known:
                 continue
-            guess = did_you_mean(fault.tool, routes)
+            guess = did_you_mean(fault.tool, known)
             hint = f" (did you mean '{guess}'?)" if guess else ""
             scope.error(
                 (*item.path, "tool"),
-                f"{fault.tool!r} is not a route of proxy.tools{hint}: no call could be of that "
-                f"tool; a fault's tool is one of {listing(routes)}, '*', or any name with "
-                "match_url",
+                f"{fault.tool!r} is not {what}{hint}: no call could be of that tool; a fault's "
+                f"tool is one of {listing(known)}, '*', or any name with match_url",
             )
