@@ -227,7 +227,7 @@ CASES = [
     # http agents
     Case("http-stateful-check", "http", "contract", {**PROMPTS, **contract([{"name": "calm"}])}),
     Case("http-chaos-stateful", "http", "contract", {**PROMPTS, **contract()}, SILENT),
-    Case("http-reset-probe", "http", "contract", {**PROMPTS, **contract()}, {**SILENT, **RESET}),
+    Case("http-reset", "http", "contract", {**PROMPTS, **contract()}, {**SILENT, **RESET}),
     Case(
         "http-session-probe", "http", "contract", {**PROMPTS, **contract()}, {**SILENT, **SESSION}
     ),
@@ -525,3 +525,31 @@ def test_the_plan_counts_ci_in_the_order_the_registry_runs_the_phases() -> None:
     from flakestorm.engine.run_plan import PHASE_ORDER
 
     assert tuple(PHASES) == PHASE_ORDER
+
+
+def test_a_reset_runs_cells_one_at_a_time_and_says_nothing_of_side_by_side(
+    tmp_path: Path,
+    http_agent: LoopbackServer,
+    tool_server: LoopbackServer,
+    proxy_service: ChaosProxy,
+) -> None:
+    """With ``reset_endpoint`` every call falls in the cell declared active: no forwarding probe
+    is sent, and no warning says the cells "ran side by side" (they did not)."""
+    case = Case("reset", "http", "contract", {**PROMPTS, **contract()}, {**SILENT, **RESET})
+    path, _ = write_case(case, tmp_path, http_agent.url, tool_server.url)
+    config = json.loads(path.read_text())
+    config["proxy"]["url"] = proxy_service.url
+    path.write_text(json.dumps(config, indent=2))
+    proxy_in(path, proxy_service.url)
+    ran = CliRunner().invoke(main, [*COMMANDS["contract"], "-c", str(path)])
+    assert ran.exit_code in (0, 1), ran.output
+    assert "side by side" not in ran.output and "forwards no attribution" not in ran.output
+    results = json.loads((tmp_path / "reports" / "results.json").read_text())
+    assert not any("side by side" in w for w in results["warnings"])
+    scenarios = results["phases"]["contract"]["scenarios"]
+    assert all(s["unattributed"] == 0 and not s["serial"] for s in scenarios)
+    down = next(c for c in results["phases"]["contract"]["cells"] if c["scenario"] == "down")
+    assert down["faults_fired"]  # each cell's calls are its own
+    # 2 prompts × 3 cells (quotes[down] is skipped by its `when`), and nothing else: no
+    # stateful check, no forwarding probe
+    assert agent_requests(http_agent) == 6

@@ -205,7 +205,7 @@ def run_http(
             }
             loaded = load_config_text(json.dumps(doc), base_dir=tmp)
             result = run_phases(loaded, ["contract"])
-    # the matrix's invocations (the run's forwarding probe before them made calls too)
+    # the matrix's invocations
     return Outcome(result, [made for cell, made in agent.calls if "[" in cell])
 
 

@@ -38,12 +38,19 @@ def stateful_check(first: bool, isolated: bool) -> bool:
     return first and not isolated
 
 
-def forwarding_probe(chaos: bool, exact_attribution: bool, isolated: bool, baselines: bool) -> bool:
-    """Whether a matrix sends one chaos-free call to learn what attribution the agent forwards:
-    some scenario's faults travel with its calls (``chaos``), the channel cannot attribute a
-    call to its cell by itself (the proxy, not the wrappers), and no call before the matrix
-    shows it already (the stateful check's, when cells are not isolated; the baselines')."""
-    return chaos and not exact_attribution and isolated and not baselines
+def learns_attribution(chaos: bool, exact_attribution: bool, reset: bool) -> bool:
+    """Whether a matrix must learn what attribution the agent forwards: some scenario's faults
+    travel with its calls (``chaos``) and the channel cannot attribute a call to its cell by
+    itself (the proxy, not the wrappers), nor does a reset before each cell (cells then run one
+    at a time, each call attributed to the cell declared active)."""
+    return chaos and not exact_attribution and not reset
+
+
+def forwarding_probe(learns: bool, isolated: bool, baselines: bool) -> bool:
+    """Whether a matrix sends one chaos-free call to learn what attribution the agent forwards
+    (``learns``: :func:`learns_attribution`): when no call before the matrix shows it already
+    (the stateful check's, when cells are not isolated; the baselines')."""
+    return learns and isolated and not baselines
 
 
 def count_invocations(
@@ -65,7 +72,9 @@ def count_invocations(
     applicable = [c for c in plan.cells if c.applicable]
     baselines = plan.baseline_invocations
     chaos = any(s.needs_delivery for s in plan.scenarios)
-    probe = forwarding_probe(chaos, exact_attribution, isolated, bool(baselines))
+    reset = not keeps and bool(config.agent.reset_endpoint or config.agent.reset_function)
+    learns = learns_attribution(chaos, exact_attribution, reset)
+    probe = forwarding_probe(learns, isolated, bool(baselines))
     return MatrixCount(
         invariants=len(plan.contract.invariants),
         scenarios=len(plan.scenarios),

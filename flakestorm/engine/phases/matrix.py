@@ -19,7 +19,7 @@ from flakestorm.chaos.ordering import order_dependence
 from flakestorm.config import Scenario, turns_of
 from flakestorm.engine.counting import MatrixCount as MatrixCount
 from flakestorm.engine.counting import count_invocations as count_invocations
-from flakestorm.engine.counting import forwarding_probe, stateful_check
+from flakestorm.engine.counting import forwarding_probe, learns_attribution, stateful_check
 from flakestorm.engine.executor import Options
 from flakestorm.engine.phases.applicability import rejudge
 from flakestorm.engine.phases.phase import PhaseContext, PhasePlan, PhaseRequest, SectionPhase
@@ -80,8 +80,10 @@ def run_matrix(
     chaos = [s for s in plan.scenarios if channel is not None and s.needs_delivery]
     forwarding = True
     orders: dict[str, tuple[str, ...]] = {}
-    if channel is not None and chaos and not channel.exact_attribution:
-        if forwarding_probe(bool(chaos), channel.exact_attribution, isolated, bool(plan.baselines)):
+    if channel is not None and learns_attribution(
+        bool(chaos), channel.exact_attribution, context.has_reset
+    ):
+        if forwarding_probe(True, isolated, bool(plan.baselines)):
             executor.probe(probe, "forwarding-probe")
         forwarding, orders = _attribution(channel, chaos, context, warnings)
     # a scenario without faults is activated too when each of its calls can be attributed to
