@@ -52,6 +52,8 @@ class Memory:
         self.prices: dict[str, dict[str, str]] = {}
         self.heard: dict[str, list[str]] = {}
         self.sessions: list[str] = []
+        self.forward = True
+        """The agent forwards the cell header it received to its tool calls."""
 
     def key(self, request: Request) -> str:
         session = request.headers.get("X-Session-Id", "")
@@ -78,7 +80,7 @@ def world(request: pytest.FixtureRequest) -> Iterator[tuple[str, str, Memory]]:
             message = request.json()["input"]
             key = memory.key(request)
             headers = {}
-            if "x-flakestorm-cell" in request.headers:
+            if memory.forward and "x-flakestorm-cell" in request.headers:
                 headers["X-Flakestorm-Cell"] = request.headers["x-flakestorm-cell"]
             ticker = next((t for t in PRICES if t in message), None)
             with memory.lock:
@@ -607,3 +609,58 @@ def test_two_shards_of_conversation_cells_merge_into_the_unsharded_run(
         ]
 
     assert kept(tmp_path / "merged" / "results.json") == kept(whole)
+
+
+@pytest.mark.parametrize("forward", [True, False], ids=["forwards-the-header", "forwards-nothing"])
+def test_turn_scoped_faults_fire_on_their_turns_whether_or_not_the_agent_forwards(
+    world: tuple[str, str, Memory], forward: bool
+) -> None:
+    """Two scenarios scoped to different turns, at concurrency 8. Without attribution the
+    proxy cannot tell a call's turn from concurrent calls, so each such scenario runs one
+    conversation at a time with the active turn declared: the same verdicts either way."""
+    endpoint, proxy_url, memory = world
+    memory.forward = forward
+    doc = json.loads(config(endpoint, proxy_url))
+    doc["advanced"]["concurrency"] = 8
+    doc["contract"]["chaos_matrix"].append(
+        {
+            "name": "aapl-down",
+            "tool_faults": [{"tool": "quotes", "mode": "error", "error_code": 503, "turns": [1]}],
+        }
+    )
+    result = run_phases(load_config_text(json.dumps(doc)), ["contract"])
+    by_id = cells(result)
+    msft, aapl = by_id["quotes-a-price[msft-down]"], by_id["quotes-a-price[aapl-down]"]
+    assert [p.output for p in msft.prompts] == [
+        "AAPL is at 123.45",
+        "MSFT is unavailable <retry later>",
+        "I only know AAPL at 123.45",
+    ]
+    assert [p.output for p in aapl.prompts] == [
+        "AAPL is unavailable <retry later>",
+        "MSFT is at 456.78",
+        "I only know MSFT at 456.78",
+    ]
+    assert msft.reason.startswith("turn 2/3: ") and aapl.reason.startswith("turn 1/3: ")
+    statuses = {cell: c.status for cell, c in by_id.items()}
+    assert statuses == {
+        "quotes-a-price[calm]": Status.PASSED,
+        "quotes-a-price[msft-down]": Status.FAILED,
+        "quotes-a-price[aapl-down]": Status.FAILED,
+        "answers[calm]": Status.PASSED,
+        "answers[msft-down]": Status.PASSED,
+        "answers[aapl-down]": Status.PASSED,
+    }
+    # by hand: quotes-a-price (high, 2) passes under calm only; answers (medium, 1) in all
+    # three: 100 × (2 + 1 + 1 + 1) / (3 × 2 + 3 × 1)
+    assert result.phases["contract"].score.score == round(100 * 5 / 9, 2) == 55.56
+    scenarios = {s.name: s for s in result.phases["contract"].scenarios}
+    assert not any(s.undelivered for s in scenarios.values())
+    if forward:
+        assert not any(s.serial for s in scenarios.values())
+    else:
+        for name, turn in (("msft-down", 2), ("aapl-down", 1)):
+            assert scenarios[name].serial
+            assert any(f"turn {turn}" in why for why in scenarios[name].order)
+        warning = next(w for w in result.phases["contract"].warnings if "forwards no" in w)
+        assert "side by side" not in warning  # every chaos scenario here ran one at a time

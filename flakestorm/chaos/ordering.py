@@ -4,8 +4,10 @@
 When the agent forwards no attribution (no cell header, baggage or trace context), the calls
 of cells running side by side cannot be told apart: the proxy counts and seeds them all as the
 scenario's. A scenario whose every fault fires on every matching call (``probability`` 1 or
-unset, no ``after_calls``, no schedule) and injects the same thing whatever call it meets gives
-each cell the same verdict either way, so its cells still run concurrently. Any other fault
+unset, no ``after_calls``, no schedule, every turn) and injects the same thing whatever call it
+meets gives each cell the same verdict either way, so its cells still run concurrently. A fault
+scoped to ``turns`` needs each call's turn, which only its invocation knows: its scenario runs
+one conversation at a time, each turn declared active before it is sent. Any other fault
 makes the verdicts depend on the order of the calls: :func:`order_dependence` says which and
 why, and those scenarios run one cell at a time.
 """
@@ -44,7 +46,9 @@ def order_dependence(scenario: Scenario) -> tuple[str, ...]:
         if probability is not None and probability < 1:
             why.append(f"probability {probability:g}")
         schedule = schedule_of(fault)
-        if not schedule.every_call:
+        if not schedule.every_call or schedule.turns:
+            # a call's turn is known only from its invocation: without attribution, from the
+            # invocation declared active, one conversation at a time (SPEC §4.2, §12)
             why.append(f"acts on {schedule.describe()}")
         if draws:
             why.append("draws its payload per call")
