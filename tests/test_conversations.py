@@ -360,8 +360,9 @@ def test_a_replayed_conversation_reproduces_the_recorded_failure_turn_by_turn(
     text = config(endpoint, proxy_url)
     result = run_phases(load_config_text(text), ["contract"])
     original = cells(result)["quotes-a-price[msft-down]"]
-    paths, _ = export_sessions(result, tmp_path / "sessions")
+    paths, notes = export_sessions(result, tmp_path / "sessions")
     exported = next(p for p in paths if "quotes-a-price-msft-down" in p.name)
+    assert not any("none exported" in note for note in notes), notes
     session = yaml.safe_load(exported.read_text())
     assert [t["input"] for t in session["turns"]] == TURNS
     assert [
@@ -391,6 +392,15 @@ def test_a_replayed_conversation_reproduces_the_recorded_failure_turn_by_turn(
     served = {c.invocation: (c.status, c.url.rsplit("/", 1)[-1]) for c in replayed.calls}
     assert served == {"0.0.1": (200, "AAPL"), "0.1.2": (503, "MSFT")}
     assert replayed.notes == ()  # the agent made the recorded calls, in order
+    # the report tells it turn by turn: 3 turns (not one per invariant verdict), turn 2 served
+    # the recorded 503
+    run = run_phases(load_config(path), ["replay"])
+    shown = terminal.render(run)
+    assert "3 turns: turn 2 failed" in shown and "7 turns" not in shown
+    turn_2 = next(line for line in shown.splitlines() if line.strip().startswith("turn 2/3"))
+    assert "calls: tool quotes 503" in turn_2
+    summary = markdown.render(run)
+    assert "3 turns: turn 2 failed" in summary
 
 
 @pytest.mark.parametrize("world", [False, True], ids=["honest", "fabricates"], indirect=True)

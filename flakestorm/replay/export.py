@@ -144,7 +144,6 @@ def cell_session(outcome: PhaseOutcome, cell: CellResult) -> tuple[Session | Non
     if failing is None:
         return None, ["no invocation of the agent to export (the cell errored before one)"]
     notes: list[str] = []
-    calls = _calls_of(cell, failing, notes)
     scenario = next((s for s in outcome.scenarios if s.name == cell.scenario), None)
     if not cell.calls and scenario is not None and not scenario.declared:
         notes.append(
@@ -157,8 +156,8 @@ def cell_session(outcome: PhaseOutcome, cell: CellResult) -> tuple[Session | Non
     if failing.turn is not None:  # a conversation: every turn, each with its own responses
         turns = _turns(cell, failing, notes)
         shape: dict[str, Any] = {"turns": turns}
-    else:
-        tools, llm = _responses(calls, notes)
+    else:  # one invocation: the calls of ``RUN.PROMPT``
+        tools, llm = _responses(_calls_of(cell, failing, notes), notes)
         shape = {"input": failing.sent, "tool_responses": tools, "llm_responses": llm}
     session = Session(
         id=_slug(f"{outcome.phase}-{cell.invariant_id}-{cell.scenario}"),

@@ -10,6 +10,7 @@ text for the formats that print lines. Each renderer escapes what it shows for i
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -85,16 +86,29 @@ def transcript(cell: CellResult, limit: int = MAX_CONVERSATIONS) -> tuple[Conver
     calls: dict[str, list[CallRecord]] = {}
     for call in cell.calls:
         calls.setdefault(call.invocation, []).append(call)
+    # a turn judged by several invariants (a replayed conversation's session) is one turn,
+    # shown by its first failed verdict; turns are numbered per run as they were sent
     position: dict[int, int] = {}
-    grouped: dict[tuple[int, int], list[TurnShown]] = {}
+    turns_of: dict[tuple[int, int, int], TurnShown] = {}
     for prompt in cell.prompts:
+        key = (prompt.run, prompt.conversation or 0, prompt.turn or 0)
+        if key in turns_of:
+            if not turns_of[key].failed:
+                turns_of[key] = dataclasses.replace(turns_of[key], prompt=prompt)
+            continue
         index = position.get(prompt.run, 0)
         position[prompt.run] = index + 1
         if prompt.turn is None or prompt.conversation is None:
+            turns_of[key] = TurnShown(0, prompt.run, 0, 0, prompt, ())
             continue
         made = calls.get(f"{prompt.run}.{index}.{prompt.turn}", [])
-        shown = TurnShown(prompt.conversation, prompt.run, prompt.turn, 0, prompt, tuple(made))
-        grouped.setdefault((prompt.run, prompt.conversation), []).append(shown)
+        turns_of[key] = TurnShown(
+            prompt.conversation, prompt.run, prompt.turn, 0, prompt, tuple(made)
+        )
+    grouped: dict[tuple[int, int], list[TurnShown]] = {}
+    for (run, conversation, turn), shown in turns_of.items():
+        if turn:
+            grouped.setdefault((run, conversation), []).append(shown)
     out = []
     for (run, conversation), turns in grouped.items():
         if not any(t.failed for t in turns):

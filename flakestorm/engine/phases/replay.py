@@ -329,13 +329,15 @@ def _judged(
     if failed:
         ids = [p.reason.split(":", 1)[0] for p in failed]
         worst = _highest([severity[i] for i in ids if i in severity])
-        reason = f"{len(failed)} invariant(s) failed: " + "; ".join(
+        reason = f"{len(dict.fromkeys(ids))} invariant(s) failed: " + "; ".join(
             p.reason if p.turn is None else f"turn {p.turn}/{len(steps)}: {p.reason}"
             for p in failed
         )
         status, cell_severity = Status.FAILED, worst.value
     else:
-        reason = f"all {len(prompts)} applicable invariant(s) held"
+        held = len({p.reason.split(":", 1)[0] for p in prompts})  # a turn's each, once
+        on = f" on {len(steps)} turns" if session.turns is not None else ""
+        reason = f"all {held} applicable invariant(s) held{on}"
         status, cell_severity = Status.PASSED, base.severity
     return dataclasses.replace(
         base,
