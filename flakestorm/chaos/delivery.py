@@ -90,8 +90,11 @@ def prove(
             counts[by] = counts.get(by, 0) + 1
     declared = book.declared()
     tools = {f"tool_faults[{i}]": f.tool for i, f in enumerate(book.scenario.tool_faults)}
+    # a wiring hint only where no call matched the fault (results.json states what happened)
     hints = {
-        label: channel.wiring_hint(label, tools.get(label.split(" ", 1)[0])) for label in declared
+        label: channel.wiring_hint(label, tools.get(label.split(" ", 1)[0]))
+        for label in declared
+        if label not in matched
     }
     out = []
     for cell in cells:

@@ -33,11 +33,19 @@ _CUT = re.compile(r"…\[\d+ more characters\]\Z")
 
 def value_text(value: Any) -> str | None:
     """A python value (a call's arguments, a tool's result) as bounded JSON text (objects
-    JSON cannot hold are written with ``repr``)."""
+    JSON cannot hold are written with their ``repr``, less the memory address a default
+    ``repr`` carries: ``<openai.Omit object>``, the same in every run)."""
     try:
-        return body_text(json.dumps(value, default=repr, ensure_ascii=False))
+        return body_text(json.dumps(value, default=_stable_repr, ensure_ascii=False))
     except (TypeError, ValueError, RecursionError):
-        return body_text(repr(value))
+        return body_text(_stable_repr(value))
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def _stable_repr(value: Any) -> str:
+    return _ADDRESS.sub("", repr(value))
 
 
 def body_text(data: bytes | str | None) -> str | None:

@@ -4,6 +4,7 @@ verdicts each fault leads to."""
 
 from __future__ import annotations
 
+import json
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from support.tool_provider import tool_provider
 
 from flakestorm.engine.runner import run_ci
 from flakestorm.loader import load_config_text
+from flakestorm.reporters import json as json_report
 from flakestorm.results.model import Status
 
 AGENT = """
@@ -98,3 +100,34 @@ def test_each_fault_reaches_the_agent_and_is_judged(project: Path) -> None:
         "tool_faults[0] error(503) on get_weather",
     )
     assert result.exit_code == 1  # a critical cell failed: the gate fails, nothing errored
+
+
+TIMINGS = frozenset({"started_at", "duration_s", "latency_ms", "elapsed_ms"})
+"""What differs between two identical runs: when they ran and how long things took."""
+
+
+def _without_timings(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: _without_timings(v) for k, v in value.items() if k not in TIMINGS}
+    if isinstance(value, list):
+        return [_without_timings(v) for v in value]
+    return value
+
+
+def test_two_identical_runs_write_the_same_results_json(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SDK's arguments are recorded without an object's memory address (the SDK passes
+    sentinels such as ``openai.Omit``), and a wiring hint is kept only for a fault no call
+    matched: results.json is the same for two identical runs, timings aside."""
+    documents = []
+    for _ in range(2):
+        monkeypatch.delitem(sys.modules, "weather_sdk_agent", raising=False)
+        result = run_ci(load_config_text(CONFIG, base_dir=project))
+        text = json_report.render(result)
+        assert " at 0x" not in text
+        documents.append(json.loads(text))
+    first, second = (_without_timings(d) for d in documents)
+    assert first == second
+    for scenario in documents[0]["phases"]["contract"]["scenarios"]:
+        assert set(scenario["hints"]) <= set(scenario["declared"]) - set(scenario["matched"])
