@@ -17,6 +17,7 @@ import pytest
 from golden.cases import chaos_only, failing, hostile
 from support.png import Image, read_png
 from support.server import LoopbackServer
+from support.unavailable import unavailable
 
 from flakestorm.reporters import html
 
@@ -44,7 +45,7 @@ def browser() -> str:
         if path is None:
             reason = done.stderr.strip() or "no chromium on PATH"
             print(f"skipping browser tests: {reason}")
-            pytest.skip(f"chromium is not available: {reason}")
+            unavailable("chromium", reason)
     return path
 
 

@@ -24,6 +24,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from support.unavailable import unavailable
+
 ROOT = Path(__file__).resolve().parents[2]
 BASE_IMAGE = os.environ.get("FLAKESTORM_TEST_BASE_IMAGE", "flakestorm-test/python:3.12-slim")
 LABEL = "flakestorm-e2e"
@@ -280,7 +282,7 @@ def engine_or_skip(timings: Timings) -> None:
     with timings.phase("engine"):
         done = run([str(ROOT / "scripts" / "docker-engine")], check=False, timeout=600)
     if done.returncode == 77:
-        pytest.skip(f"no Docker engine can be started here: {done.stderr.strip()}")
+        unavailable("a Docker engine", done.stderr.strip())
     if done.returncode != 0:
         pytest.fail(f"scripts/docker-engine failed (exit {done.returncode}):\n{done.stderr}")
 
