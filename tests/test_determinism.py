@@ -21,6 +21,7 @@ from support.server import LoopbackServer, Request, Response
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.engine.runner import Overrides, run_contract_phase
 from flakestorm.loader import load_config_text
+from flakestorm.reporters import comment, markdown
 from flakestorm.results.model import PhaseOutcome, RunResult
 
 CALLS_PER_PROMPT = 4
@@ -225,6 +226,14 @@ def test_without_forwarding_order_independent_scenarios_run_side_by_side_with_se
     (warning,) = [w for w in result.warnings if "no attribution" in w]
     assert "flaky-tool (tool_faults[0] error(503) on quotes: probability 0.5)" in warning
     assert "The cells of down ran side by side" in warning
+    # a failed cell of `down` says what its scenario's calls met, not "faults fired: none"
+    whole = run_contract_phase(loaded, Overrides(concurrency=8, seed=7))
+    shared = "per scenario (its cells ran side by side): 32 calls, 20 of the first 20 faulted"
+    row = next(r for r in comment.render_first(whole).splitlines() if "all-ok\\[down\\]" in r)
+    assert row.endswith(f"| {shared} |")
+    summary = markdown.render(whole)
+    down_cell = summary[summary.index("all-ok[down] ·") :]
+    assert down_cell.split("- **Faults fired:** ", 1)[1].startswith(shared)
 
 
 def test_scenario_and_invariant_names_beyond_ascii_travel_in_the_cell_header(

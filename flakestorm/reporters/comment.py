@@ -52,10 +52,11 @@ from flakestorm.reporters.view import (
     phase_state,
     phases,
     run_verdict,
+    scenarios_per_scenario,
     score_text,
     undelivered_items,
 )
-from flakestorm.results.model import CellResult, MutationResult, RunResult
+from flakestorm.results.model import CellResult, MutationResult, RunResult, ScenarioInfo
 from flakestorm.results.spool import Joined, Mapped
 
 COMMENT_LIMIT_CHARS = 65_536
@@ -142,12 +143,12 @@ def _delta(score: float | None, previous: CommentState | None) -> str:
     return f"{arrow} {abs(change):.2f} from {score_text(previous.score)} in the previous run"
 
 
-def _failing_row(cell: CellResult) -> str:
+def _failing_row(cell: CellResult, scenario: ScenarioInfo | None = None) -> str:
     notes = "".join(f"<br>{text(note, 160)}" for note in cell.notes[:2])
     notes += "".join(f"<br>{text(compact(c), 240)}" for c in transcript(cell, 1))
     return (
         f"| {cell_mark(cell)} | {text(cell.id, 120)} | {text(cell.severity)} | "
-        f"{text(cell.reason, 200)}{notes} | {faults_text(cell)} |"
+        f"{text(cell.reason, 200)}{notes} | {faults_text(cell, scenario)} |"
     )
 
 
@@ -311,7 +312,12 @@ def _tables(result: RunResult, budget: int) -> str:
             "| | cell | severity | reason | faults fired |",
             "|---|---|---|---|---|",
         ]
-        part, budget = _table(table, Mapped(bad, _failing_row), budget, "failing cells")
+        shared = scenarios_per_scenario(result)
+
+        def row(cell: CellResult) -> str:
+            return _failing_row(cell, shared.get(cell.scenario))
+
+        part, budget = _table(table, Mapped(bad, row), budget, "failing cells")
         body += part
     # made as the table takes them (a spooled phase's are read back one at a time)
     failed = Joined([failed_mutations(outcome) for outcome in phases(result)])

@@ -321,7 +321,7 @@ def cell_details(cell: CellResult, scenario: ScenarioInfo | None = None) -> str:
     if cell.runs_total > 1:
         out.append(f"- **Runs passed:** {cell.runs_passed} of {cell.runs_total}")
     out.append(f"- **Reason:** {text(cell.reason, 1000)}")
-    out.append(f"- **Faults fired:** {faults_text(cell)}")
+    out.append(f"- **Faults fired:** {faults_text(cell, scenario)}")
     out.extend(f"- {text(note, 600)}" for note in cell.notes)
     out.extend(_calls(cell, scenario))
     out.extend(_transcript(cell))

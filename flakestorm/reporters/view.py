@@ -409,8 +409,38 @@ def unattributed(outcome: PhaseOutcome) -> list[ScenarioInfo]:
     return [info for info in outcome.scenarios if info.unattributed]
 
 
-def faults_text(cell: CellResult) -> str:
-    return ", ".join(text(f, 120) for f in cell.faults_fired) if cell.faults_fired else "none"
+def faults_text(cell: CellResult, scenario: ScenarioInfo | None = None) -> str:
+    """The faults that fired in ``cell``; for a cell of a scenario whose calls were reported
+    per scenario (``scenario``: its cells ran side by side, nothing forwarded), what its calls
+    met, not a false "none"."""
+    if cell.faults_fired:
+        return ", ".join(text(f, 120) for f in cell.faults_fired)
+    if scenario is not None and scenario.unattributed and not cell.calls:
+        return text(per_scenario(scenario))
+    return "none"
+
+
+def per_scenario(info: ScenarioInfo) -> str:
+    """``per scenario (its cells ran side by side): 6 calls, all faulted``."""
+    n, kept = info.unattributed, info.unattributed_calls
+    fired = sum(1 for call in kept if call.fired)
+    if len(kept) < n:
+        met = f"{fired} of the first {len(kept)} faulted"
+    elif fired == n:
+        met = "all faulted"
+    else:
+        met = f"{fired} faulted" if fired else "none faulted"
+    return f"per scenario (its cells ran side by side): {n} call{'s' if n != 1 else ''}, {met}"
+
+
+def scenarios_per_scenario(result: RunResult) -> dict[str, ScenarioInfo]:
+    """The scenarios whose calls were reported per scenario, by name."""
+    return {
+        info.name: info
+        for outcome in phases(result)
+        for info in outcome.scenarios
+        if info.unattributed
+    }
 
 
 def all_warnings(result: RunResult) -> list[str]:
