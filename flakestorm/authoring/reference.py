@@ -289,7 +289,9 @@ def render() -> str:
         "```",
         "",
         "The schema is also printed by `flakestorm schema`. Check a file with "
-        "`flakestorm validate -c flakestorm.yaml`.",
+        "`flakestorm validate -c flakestorm.yaml`; `--json` prints the run plan (the fault "
+        "channel, the agent's sessions, per phase the cells, the invocations its command sends "
+        "and how each scenario runs, and why): the same decisions the run makes.",
         "",
         "**Types are strict for numbers and booleans:** a boolean is not a number "
         "(`timeout: true`, `repeat: yes` are errors) and a number is not a boolean "
