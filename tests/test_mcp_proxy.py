@@ -235,6 +235,9 @@ def test_what_each_fault_looks_like_to_the_mcp_client(
     assert "quote: unavailable (RuntimeError)" in answers["malformed"]  # breaks its output schema
     assert "quote: unavailable (RuntimeError)" in answers["empty"]
     assert "quote: unavailable (" in answers["timeout"]
+    # the timeout holds the call its delay_ms before the stream is dropped
+    held = [c for c in by_id["news[timeout]"]["calls"] if c["tool"] == "quotes.get_quote"]
+    assert held and all(c["status"] is None and c["latency_ms"] >= 300 for c in held), held
     assert "quote: unavailable (not offered)" in answers["removed"]
     assert "quote: unavailable (MCPError)" in answers["expired"]
     expired = [c for c in by_id["news[expired]"]["calls"] if c["tool"] == "quotes.get_quote"]

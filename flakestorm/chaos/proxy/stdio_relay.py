@@ -12,8 +12,11 @@ proxy hands it back to the relay, which polls for it (``GET /mcp-relay/ID/next``
 the server and posts the server's response back (:mod:`~flakestorm.chaos.proxy.relays`). The
 relay only ever connects to the proxy, never the other way: a proxy service in another
 container (``proxy.url``) serves it as the in-process proxy does. What the proxy answers goes
-back to the agent as lines; a call the fault drops (``timeout``) gets no answer, as from a
-server that hangs. Notifications and the agent's answers to server requests go straight to the
+back to the agent as lines. A call that gets no answer — a fault dropped it (``timeout``, after
+its hold), the proxy failed, or the server exited before answering — is answered for its id
+with a JSON-RPC error saying why, so the agent's client fails the call at once instead of
+waiting for its own timeout; a server that exits or can no longer be written to is logged.
+Notifications and the agent's answers to server requests go straight to the
 server; everything the server sends on its own goes straight to the agent.
 """
 
@@ -45,6 +48,8 @@ logger = logging.getLogger("flakestorm.mcp_stdio")
 
 CALL_TIMEOUT_S = 3600.0
 """How long the relay waits for the proxy to answer one request (faults hold calls)."""
+ORPHAN_CHECK_S = 0.2
+"""How often a request written to the server checks that the server still runs."""
 RETRY_S = 1.0
 """How long the relay waits before polling again a proxy that did not answer its poll."""
 
@@ -79,6 +84,8 @@ class StdioRelay:
         self._session.mount("https://", pooled)
         self._server: subprocess.Popen[bytes] | None = None
         self._stopped = threading.Event()
+        self._dead = threading.Event()
+        """The server exited or can no longer be written to (logged once)."""
         self.relay_id = secrets.token_hex(16)
         """How the proxy knows this relay (random: no other relay can take its requests)."""
         self._base = f"{self.proxy_url}{PREFIX}{self.relay_id}"
@@ -105,6 +112,10 @@ class StdioRelay:
                 assert server.stdin is not None
                 server.stdin.close()
             code = server.wait()
+            threads[1].join(timeout=5)  # the server's output read to its end
+            with contextlib.suppress(OSError):
+                assert server.stdout is not None
+                server.stdout.close()
             self._session.close()
         return code
 
@@ -125,18 +136,45 @@ class StdioRelay:
                 headers={"Content-Type": mcp.JSON_TYPE, MCP_HEADER: self.name},
                 timeout=CALL_TIMEOUT_S,
             )
-        except requests.RequestException as exc:  # a fault dropped the call: no answer
+        except requests.RequestException as exc:  # a fault dropped the call, or the proxy died
             logger.warning("mcp-stdio %s: no answer (%s)", self.name, type(exc).__name__)
+            self._fail(line, f"the call got no answer ({type(exc).__name__}: dropped)")
             return
-        for message in mcp.messages_of(reply.content, reply.headers.get("Content-Type", "")):
+        messages = mcp.messages_of(reply.content, reply.headers.get("Content-Type", ""))
+        if not messages:
+            self._fail(line, f"the call got no answer (HTTP {reply.status_code} from flakestorm)")
+            return
+        for message in messages:
             self._to_agent(mcp.message_bytes(message))
 
-    def _to_server(self, line: bytes) -> None:
+    def _fail(self, line: bytes, why: str) -> None:
+        """Answer the request ``line`` with a JSON-RPC error: ``why``."""
+        request = mcp.read_request(line)
+        if request is not None and request.id is not None:
+            self._to_agent(error_response(request.id, f"flakestorm mcp-stdio {self.name}: {why}"))
+
+    def _to_server(self, line: bytes) -> bool:
+        """Write ``line`` to the server; False (logged once) when it can no longer take it."""
         server = self._server
         assert server is not None and server.stdin is not None
-        with self._in_lock, contextlib.suppress(OSError):
-            server.stdin.write(line.rstrip(b"\r\n") + b"\n")
-            server.stdin.flush()
+        with self._in_lock:
+            try:
+                server.stdin.write(line.rstrip(b"\r\n") + b"\n")
+                server.stdin.flush()
+            except OSError as exc:
+                self._gone(f"cannot write to it ({exc.strerror or type(exc).__name__})")
+                return False
+        return True
+
+    def _gone(self, why: str) -> None:
+        """Log, once, that the server cannot be reached any more."""
+        with self._pending_lock:
+            if self._dead.is_set():
+                return
+            self._dead.set()
+            code = self._server.poll() if self._server is not None else None
+            exited = f"exited with code {code}" if code is not None else "is not answering"
+            logger.warning("mcp-stdio %s: the MCP server %s: %s", self.name, exited, why)
 
     # -- server -> agent
 
@@ -203,14 +241,34 @@ class StdioRelay:
         answer: queue.Queue[bytes] = queue.Queue(maxsize=1)
         with self._pending_lock:
             self._pending[_key(request.id)] = answer
-        self._to_server(body)
+        if not self._to_server(body):
+            return self._orphaned(request.id)
         while True:
             try:
-                return answer.get(timeout=1.0)
+                return answer.get(timeout=ORPHAN_CHECK_S)
             except queue.Empty:
                 if self._server is not None and self._server.poll() is not None:
-                    return None
+                    return self._orphaned(request.id)
+
+    def _orphaned(self, request_id: Any) -> bytes:
+        """The error a request the server will never answer gets (the server is gone)."""
+        with self._pending_lock:
+            self._pending.pop(_key(request_id), None)
+        self._gone("a request was left without an answer")
+        code = self._server.poll() if self._server is not None else None
+        why = f"exited (code {code})" if code is not None else "cannot be written to"
+        return error_response(request_id, f"flakestorm mcp-stdio {self.name}: the server {why}")
 
 
 def _key(request_id: Any) -> str:
     return json.dumps(request_id)
+
+
+NO_ANSWER = -32603
+"""The JSON-RPC error code of a call the relay answers itself (internal error)."""
+
+
+def error_response(request_id: Any, message: str) -> bytes:
+    """A JSON-RPC error response to ``request_id``."""
+    error = {"code": NO_ANSWER, "message": message}
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
