@@ -674,3 +674,26 @@ def test_turn_scoped_faults_fire_on_their_turns_whether_or_not_the_agent_forward
             assert any(f"turn {turn}" in why for why in scenarios[name].order)
         warning = next(w for w in result.phases["contract"].warnings if "forwards no" in w)
         assert "side by side" not in warning  # every chaos scenario here ran one at a time
+
+
+def test_a_mutated_last_turn_is_sent_inside_its_conversation(
+    world: tuple[str, str, Memory],
+) -> None:
+    """The mutation phase mutates a conversation's last turn and sends it after the turns
+    before it, in one session: "Which of the two is higher?", mutated, still meets the prices
+    the agent was told on turns 1 and 2."""
+    endpoint, proxy_url, memory = world
+    doc = json.loads(config(endpoint, proxy_url))
+    doc["mutations"] = {"count": 2, "types": ["noise", "tone_shift"]}
+    doc["invariants"] = [{"type": "contains", "value": "is higher at"}]
+    result = run_phases(load_config_text(json.dumps(doc)), ["mutation"])
+    mutations = result.phases["mutation"].mutations
+    assert len(mutations) == 2
+    for mutation in mutations:
+        assert mutation.turns == tuple(TURNS[:2]) and mutation.original == TURNS[2]
+        assert mutation.status is Status.PASSED, (mutation.sent, mutation.output)
+        assert mutation.output == "MSFT is higher at 456.78"
+    # each mutation one session of three messages: the conversation's two turns, then its own
+    sessions = [s for s in memory.sessions if s]
+    assert sorted(sessions.count(s) for s in set(sessions)) == [3, 3]
+    assert result.invocations == 2 * 3

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flakestorm.config import AgentType, Config, InvariantType, last_turn
+from flakestorm.config import AgentType, Config, InvariantType, turns_of
 from flakestorm.engine.plan import Plan
 
 
@@ -90,8 +90,9 @@ def count_invocations(
 
 def mutation_sends(config: Config, sessions: bool) -> tuple[int, int]:
     """What one run of the mutation phase sends the agent: the requests of every mutation once
-    (one each; a conversation's turns each one; a burst of identical requests each one) and the
-    chaos-free baselines (one per distinct original, for ``behavior_unchanged`` ``auto``)."""
+    (one each, after the turns of its conversation; an attack's real turns each one; a burst of
+    identical requests each one) and the chaos-free baselines (for ``behavior_unchanged``
+    ``auto``: each distinct golden prompt once, a conversation turn by turn)."""
     from flakestorm.mutations.generation import sends
 
     if config.mutations is None:
@@ -100,5 +101,6 @@ def mutation_sends(config: Config, sessions: bool) -> tuple[int, int]:
         i.type is InvariantType.BEHAVIOR_UNCHANGED and (i.baseline or "auto") == "auto"
         for i in config.invariants
     )
-    baselines = len({last_turn(p) for p in config.golden_prompts}) if needs else 0
-    return sends(config, sessions), baselines
+    # a conversation's baseline is the conversation sent clean: one send per turn
+    distinct = {tuple(turns_of(p)) for p in config.golden_prompts} if needs else set()
+    return sends(config, sessions), sum(len(turns) for turns in distinct)

@@ -267,6 +267,10 @@ def _converse(host: Host, probe: Probe, call: Call) -> Reply | None:
             if not call.cell_id
             else dataclasses.replace(call, cell_id=f"{call.cell_id}.{number}")
         )
+        if number < len(messages) and turn.request is not None:
+            # a request-level mutation changes the last turn's request; the turns before it
+            # are the conversation's own, sent as usual
+            turn = dataclasses.replace(turn, request=None)
         reply = host.invoke(message, turn)
         if reply is None or reply.error is not None:
             return reply

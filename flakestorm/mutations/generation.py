@@ -22,7 +22,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from flakestorm.agents.request import RequestShape
-from flakestorm.config import Config, LlmFallback, MutationGenerator, MutationType, last_turn
+from flakestorm.config import (
+    Config,
+    LlmFallback,
+    MutationGenerator,
+    MutationType,
+    last_turn,
+    turns_of,
+)
 from flakestorm.mutations.registry import types_of, unit
 from flakestorm.mutations.turns import real_turns
 from flakestorm.mutations.unit import Target, mutation_rng
@@ -52,8 +59,11 @@ class Mutation:
     weight: float
     generator: str = TEMPLATES
     turns: tuple[str, ...] = ()
-    """Sent as real turns (:mod:`flakestorm.mutations.turns`): the turns sent before
-    ``prompt`` (the last turn), in the same session."""
+    """The turns sent before ``prompt`` (the last turn), in the same session: the turns of the
+    golden conversation the mutated last turn belongs to, then an attack's own real turns
+    (:mod:`flakestorm.mutations.turns`)."""
+    history: int = 0
+    """How many of ``turns`` are the golden conversation's own (the first ones)."""
 
     @property
     def id(self) -> str:
@@ -127,7 +137,23 @@ def generate(
                 len(out), kind, name + fell_back, p, variant, prompt, text, made.request, weight
             )
         )
-    return in_turns(out, config) if sessions else tuple(out)
+    inside = tuple(_inside(m, config) for m in out)
+    return in_turns(inside, config) if sessions else inside
+
+
+def history_of(config: Config, prompt_index: int) -> tuple[str, ...]:
+    """The turns before the last of golden prompt ``prompt_index`` (none for one message)."""
+    return turns_of(config.golden_prompts[prompt_index])[:-1]
+
+
+def _inside(mutation: Mutation, config: Config) -> Mutation:
+    """A mutation of a conversation's last turn, sent inside its conversation: the turns before
+    it first, in the same session (SPEC §12), so the mutation meets the conversation it
+    belongs to."""
+    history = history_of(config, mutation.prompt_index)
+    if not history:
+        return mutation
+    return dataclasses.replace(mutation, turns=history, history=len(history))
 
 
 def in_turns(mutations: Sequence[Mutation], config: Config) -> tuple[Mutation, ...]:
@@ -145,7 +171,8 @@ def in_turns(mutations: Sequence[Mutation], config: Config) -> tuple[Mutation, .
     out = []
     for m in mutations:
         made = units.get(m.type)
-        if m.turns or m.request is not None or made is None or m.generator != TEMPLATES:
+        attacked = len(m.turns) > m.history  # already in its real-turns form
+        if attacked or m.request is not None or made is None or m.generator != TEMPLATES:
             out.append(m)
             continue
         name = made.transform(m.variant).name
@@ -157,17 +184,20 @@ def in_turns(mutations: Sequence[Mutation], config: Config) -> tuple[Mutation, .
             continue
         out.append(
             dataclasses.replace(
-                m, transform=f"{name} (turns){mark}", prompt=turns[-1], turns=turns[:-1]
+                m,
+                transform=f"{name} (turns){mark}",
+                prompt=turns[-1],
+                turns=(*m.turns[: m.history], *turns[:-1]),
             )
         )
     return tuple(out)
 
 
 def sends(config: Config, sessions: bool) -> int:
-    """The requests one run of every mutation sends the agent: one each; a request-level
-    burst its identical requests (``copies``); sent as real turns to an agent with sessions
-    (``sessions``), one per turn (the ``templates`` variants; an ``llm``-written one is
-    counted as one message)."""
+    """The requests one run of every mutation sends the agent: one each, after the turns of
+    the conversation it is the mutated last turn of; a request-level burst its identical
+    requests (``copies``); sent as real turns to an agent with sessions (``sessions``), one per
+    turn (the ``templates`` variants; an ``llm``-written one is counted as one message)."""
     mutations = config.mutations
     if mutations is None:
         return 0
@@ -176,7 +206,8 @@ def sends(config: Config, sessions: bool) -> int:
     units = {kind: unit(kind, mutations.templates) for kind in types_of(config)}
     llm = mutations.generator is MutationGenerator.LLM
     total = 0
-    for _, prompt, kind, variant in slots(config):
+    for p, prompt, kind, variant in slots(config):
+        total += len(history_of(config, p))
         transform = units[kind].transform(variant)
         rng = mutation_rng(seed, kind, prompt, variant)
         if kind.request_level:

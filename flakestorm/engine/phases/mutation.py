@@ -76,12 +76,18 @@ from flakestorm.engine.phases.phase import (
     PhaseRequest,
     SectionPhase,
 )
-from flakestorm.engine.plan import BaselineKey, chaos_contract
+from flakestorm.engine.plan import Baseline, BaselineKey, chaos_contract
 from flakestorm.engine.probes import Probe, ProbeRun
 from flakestorm.engine.revival import revived_notice
 from flakestorm.errors import AgentErrorKind, UsageError
 from flakestorm.loader import LoadedConfig
-from flakestorm.mutations.generation import Mutation, fell_back, generate, in_turns
+from flakestorm.mutations.generation import (
+    Mutation,
+    fell_back,
+    generate,
+    history_of,
+    in_turns,
+)
 from flakestorm.redaction import Redactor, without_userinfo
 from flakestorm.results.model import (
     CallRecord,
@@ -227,7 +233,8 @@ def run_mutations(plan: MutationPlan, context: PhaseContext) -> PhaseOutcome:
     )
     baselines: Mapping[BaselineKey, Reply | None] = {}
     if needs_baseline:
-        baselines = executor.baselines(list(dict.fromkeys(m.original for m in plan.mutations)))
+        wanted = (baseline_of(m, config)[0] for m in plan.mutations)
+        baselines = executor.baselines(list(dict.fromkeys(wanted)))
     judge = _judge(plan, context, baselines)
     channel = context.channel
     probes = _Probes(plan.mutations, SCENARIO if channel is not None else "")
@@ -260,6 +267,16 @@ def run_mutations(plan: MutationPlan, context: PhaseContext) -> PhaseOutcome:
     return _outcome(plan, context, spool.items, scenarios, notes)
 
 
+def baseline_of(mutation: Mutation, config: Config) -> tuple[Baseline, BaselineKey]:
+    """What a mutation's ``behavior_unchanged`` ``auto`` baseline is, and the key of the reply
+    it compares with: its original prompt's chaos-free answer; a conversation's last turn's,
+    the conversation sent clean in a session of its own (``plan.Baseline``)."""
+    if not mutation.history:
+        return mutation.original, mutation.original
+    conversation = (*history_of(config, mutation.prompt_index), mutation.original)
+    return conversation, (conversation, len(conversation))
+
+
 def _judge(
     plan: MutationPlan, context: PhaseContext, baselines: Mapping[BaselineKey, Reply | None]
 ) -> Callable[[Probe, Reply], Judged]:
@@ -271,7 +288,7 @@ def _judge(
 
     def verdict_of(probe: Probe, reply: Reply) -> Judged:
         mutation = by_id[probe.id]
-        base = baselines.get(mutation.original)
+        base = baselines.get(baseline_of(mutation, config)[1])
         baseline = base.output if base is not None else None
         if mutation.request is None:
             return _check(plan, executor.check, mutation.prompt, reply, baseline)
