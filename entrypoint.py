@@ -278,6 +278,8 @@ class _Action:
         self._outputs(result, out_dir, compared, shown)
         # the log is world-readable on a public repository too
         logged = public(result).result if self.settings.redact.public else result
+        if result.error is not None:  # the run could not start: why, in full, once
+            self.gh.error(safe(result.error, 4000), title=f"{TITLE}: run error")
         self._annotations(logged, shown, compared)
         self._comment(result, shown)
         self._verdict(result, shown, out_dir)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 import os
 import socket
 import subprocess
@@ -381,4 +382,16 @@ def test_a_slow_agent_is_never_a_silent_wait(
     for line in waiting:
         assert "of 0.4 s (agent.ready_timeout)" in line
         assert line.endswith(f"last error: TCP connect to 127.0.0.1:{port}: connection refused")
-    assert "the agent was not ready after 400 ms" in result.stderr
+    # said once, in the run's report (not once as an error and again in the verdict)
+    assert result.stdout.count("the agent was not ready after 400 ms") == 1
+    assert "the agent was not ready after 400 ms" not in result.stderr
+    assert "Verdict: ERROR (exit 3: 1 cell errored: not sent: the agent never became ready)" in (
+        result.stdout
+    )
+    # and every report is written, saying why
+    out = tmp_path / "out"
+    assert json.loads((out / "results.json").read_text())["stop_reason"] == (
+        "the agent never became ready"
+    )
+    assert "not sent: the agent never became ready" in (out / "junit.xml").read_text()
+    assert "the agent was not ready after 400 ms" in (out / "summary.md").read_text()

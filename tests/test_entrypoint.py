@@ -384,8 +384,16 @@ def test_agent_never_ready_exit_3_with_its_wait_in_a_log_group(
     env = _env(workspace, agent, agent_url=dead, ready_timeout="300")
     code, stdout = _run(env)
     assert code == 3, stdout
-    assert "::error title=flakestorm%3A run error::" in stdout
+    assert "::error title=flakestorm%3A run error::the agent was not ready after 300 ms" in stdout
     assert _outputs(env)["passed"] == "false"
+    # every report is written, saying why: the job summary, results.json, junit.xml
+    reports = workspace / "flakestorm-reports"
+    assert json.loads((reports / "results.json").read_text())["error"].startswith(
+        "the agent was not ready after 300 ms"
+    )
+    assert "not sent: the agent never became ready" in (reports / "junit.xml").read_text()
+    summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text()
+    assert "the agent was not ready after 300 ms" in summary
     lines = stdout.splitlines()
     start = lines.index(f"::group::{entrypoint.STARTING_GROUP}")
     end = lines.index("::endgroup::", start)
@@ -393,8 +401,9 @@ def test_agent_never_ready_exit_3_with_its_wait_in_a_log_group(
     assert waiting and all(start < i < end for i in waiting)
     assert "of 0.3 s (agent.ready_timeout)" in lines[waiting[0]]
     assert "connection refused" in lines[waiting[0]]
-    assert "::group::flakestorm ci" not in stdout  # no cell ran: no run group
     assert end < next(i for i, line in enumerate(lines) if line.startswith("::error"))
+    # the cause once: not once per cell
+    assert stdout.count("the agent was not ready after 300 ms") == 1
 
 
 def test_the_run_has_its_own_log_group_after_the_starting_one(

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flakestorm import __version__
-from flakestorm.agents import Agent
+from flakestorm.agents import NO_CALL, Agent, Call, Reply
 from flakestorm.agents.factory import build_agent
 from flakestorm.agents.process import AgentProcess
 from flakestorm.agents.readiness import ReadyAgain
@@ -36,10 +36,10 @@ from flakestorm.engine.executor import MISREAD, Executor, Options, Resetter
 from flakestorm.engine.phases.phase import Phase, PhaseContext, PhaseName, PhasePlan, PhaseRequest
 from flakestorm.engine.phases.registry import PHASES
 from flakestorm.engine.revival import Reviver
-from flakestorm.errors import ConfigError, Problem, UsageError
+from flakestorm.errors import ConfigError, InfrastructureError, Problem, UsageError
 from flakestorm.loader import LoadedConfig
 from flakestorm.redaction import Redactor, redacting
-from flakestorm.results.model import PhaseOutcome, RunResult, redact
+from flakestorm.results.model import PhaseOutcome, RunResult, Status, redact
 from flakestorm.results.scoring import score_run
 from flakestorm.results.shards import Shard, config_document, digest_of
 from flakestorm.stopping import Stop
@@ -195,15 +195,18 @@ def run_phases(
     if on_event is not None:
         on_event(RunPlanned(sum(len(plan.cells) for plan in plans.values())))
     run_warnings: list[str] = []
-    with (
-        _kept_if_used(out_dir),
-        redacting(Redactor(loaded.secrets)),
-        _agent_up(loaded, out_dir, notice, choice, overrides.record, stop, run_warnings) as (
-            agent,
-            channel,
-            reviver,
-        ),
-    ):
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(_kept_if_used(out_dir))
+        stack.enter_context(redacting(Redactor(loaded.secrets)))
+        up = _agent_up(loaded, out_dir, notice, choice, overrides.record, stop, run_warnings)
+        try:
+            agent, channel, reviver = stack.enter_context(up)
+        except InfrastructureError as exc:  # never ready, no proxy: every report says why
+            outcomes = _not_started(loaded, phases, plans, options, on_event, out_dir, exc.cause)
+            weights = {p.name: p.weight(config) for p in phases}
+            return _result(
+                loaded, overrides, outcomes, weights, None, run_warnings, started, t0, exc
+            )
         sessions, resetter, options = _isolation(loaded, agent, options)
         checker = build_checker(config.advanced)
         try:
@@ -240,6 +243,70 @@ def run_phases(
         run_warnings.insert(0, str(_locator(loaded)("agent.response_path", _misread(executor))))
     weights = {p.name: p.weight(config) for p in phases}
     return _result(loaded, overrides, outcomes, weights, executor, run_warnings, started, t0)
+
+
+class _NoAgent:
+    """The agent of a run that could not start: nothing is ever sent to it."""
+
+    def invoke(self, prompt: str, call: Call = NO_CALL) -> Reply:
+        raise AssertionError("a run that could not start sends nothing")
+
+
+def _not_started(
+    loaded: LoadedConfig,
+    phases: Sequence[Phase],
+    plans: dict[str, PhasePlan],
+    options: Options,
+    on_event: Callable[[Event], None] | None,
+    out_dir: Path,
+    cause: str,
+) -> dict[str, PhaseOutcome]:
+    """Each phase's outcome when the run could not start (the agent never became ready, the
+    proxy is unreachable): its cells, mutations and sessions, none sent, each errored by
+    ``cause``, so every report (JUnit's errored cases included) shows what the run would have
+    done and why it could not, the cause stated once with how many items it touched."""
+    config = loaded.config
+    stopped = threading.Event()
+    stopped.set()
+    checker = build_checker(config.advanced)
+    outcomes: dict[str, PhaseOutcome] = {}
+    try:
+        executor = Executor(_NoAgent(), checker, None, options, stopped, on_event)
+        for phase in phases:
+            context = PhaseContext(
+                loaded=loaded,
+                executor=executor,
+                channel=None,
+                has_reset=False,
+                first=not outcomes,
+                stop=stopped,
+                notice=lambda text: None,
+                has_session=False,
+                spool_dir=out_dir,
+            )
+            outcome = _errored(phase.run(plans[phase.name], context), cause)
+            outcomes[phase.name] = dataclasses.replace(outcome, score=phase.score(outcome, config))
+    finally:
+        checker.close()
+    return outcomes
+
+
+def _errored(outcome: PhaseOutcome, cause: str) -> PhaseOutcome:
+    """``outcome`` with each item that did not run errored by ``cause``."""
+    reason = f"not sent: {cause}"
+    cells = tuple(
+        dataclasses.replace(c, status=Status.ERRORED, reason=reason)
+        if c.status is Status.NOT_RUN
+        else c
+        for c in outcome.cells
+    )
+    mutations = tuple(
+        dataclasses.replace(m, status=Status.ERRORED, reason=reason)
+        if m.status is Status.NOT_RUN
+        else m
+        for m in outcome.mutations
+    )
+    return dataclasses.replace(outcome, cells=cells, mutations=mutations)
 
 
 def _planned(
@@ -314,20 +381,24 @@ def _result(
     overrides: Overrides,
     outcomes: dict[str, PhaseOutcome],
     weights: dict[str, float],
-    executor: Executor,
+    executor: Executor | None,
     run_warnings: list[str],
     started: datetime.datetime,
     t0: float,
+    not_started: InfrastructureError | None = None,
 ) -> RunResult:
-    """The run's result: the phases scored together and the gate applied (redacted)."""
+    """The run's result: the phases scored together and the gate applied (redacted).
+    ``not_started``: why the run could not start (no executor sent anything)."""
     config = loaded.config
     min_score = overrides.min_score if overrides.min_score is not None else config.scoring.min_score
-    stop_reason = executor.stop_reason
+    stop_reason = executor.stop_reason if executor is not None else None
+    if not_started is not None:
+        stop_reason = not_started.cause
     verdict, code = score_run(
         outcomes,
         config.scoring.weights.as_dict() | weights,
         min_score,
-        interrupted=stop_reason in ("interrupted", MISREAD),
+        interrupted=stop_reason in ("interrupted", MISREAD) or not_started is not None,
     )
     document = config_document(config, loaded.secrets)
     result = RunResult(
@@ -339,13 +410,14 @@ def _result(
         duration_s=round(time.perf_counter() - t0, 3),
         complete=stop_reason is None,
         stop_reason=stop_reason,
-        invocations=executor.invocations,
+        invocations=executor.invocations if executor is not None else 0,
         phases=outcomes,
         overall=verdict,
         exit_code=int(code),
         warnings=tuple(str(w) for w in loaded.warnings) + tuple(run_warnings),
         shard=overrides.shard,
         config=document if overrides.shard is not None else None,
+        error=str(not_started) if not_started is not None else None,
     )
     return redact(result, loaded.secrets)
 

@@ -18,6 +18,7 @@ from flakestorm.reporters import breaking
 from flakestorm.reporters.transcript import transcript, turn_line
 from flakestorm.reporters.view import (
     RunVerdict,
+    all_warnings,
     call_status,
     call_target,
     cell_reader,
@@ -116,8 +117,7 @@ def render(result: RunResult) -> str:
         out.append("")
         out.append(f"{label} score: {'n/a' if score is None else f'{score:.2f}'}{summary}")
         out.append("")
-    warnings = [*result.warnings, *(w for o in result.phases.values() for w in o.warnings)]
-    for warning in dict.fromkeys(warnings):
+    for warning in all_warnings(result):
         out.append(safe(warning, 400))
     if result.overall.score is not None and len(result.overall.phases_ran) > 1:
         out.append(
@@ -242,7 +242,18 @@ def _scan(outcome: PhaseOutcome) -> _Scan:
     noted: list[str] = []
     shown = sorted({*tally.missed, *(key for key, m in tally.cells.items() if m.noted)})
     read = cell_reader(outcome.cells)
+    # errored cells sharing one cause (a dead agent, a run that could not start) are one line,
+    # with how many cells it touched, not one line each
+    shared: dict[str, list[tuple[str, str]]] = {}
+    at: dict[str, int] = {}
     for cell in map(read, shown):
+        if cell.status is Status.ERRORED and not cell.notes and not cell.faults_fired:
+            ids = shared.setdefault(cell.reason, [])
+            if not ids:
+                at[cell.reason] = len(failing)
+                failing.append("")
+            ids.append((cell.id, cell.severity))
+            continue
         if cell.status in (Status.FAILED, Status.ERRORED):
             fired = ", ".join(cell.faults_fired)
             fired = f" (faults fired: {safe(fired)})" if fired else ""
@@ -257,4 +268,13 @@ def _scan(outcome: PhaseOutcome) -> _Scan:
         elif cell.notes:
             noted.append(f"  {cell.status.value.upper()} {safe(cell.id, 80)}:")
             noted.extend(f"    {safe(note, 400)}" for note in cell.notes)
+    for reason, ids in shared.items():
+        if len(ids) == 1:
+            ((ident, severity),) = ids
+            line = f"  ERRORED {safe(ident, 80)} [{severity}]: {safe(reason, 400)}"
+        else:
+            named = ", ".join(safe(ident, 80) for ident, _ in ids[:3])
+            more = f" and {len(ids) - 3} more" if len(ids) > 3 else ""
+            line = f"  ERRORED {len(ids)} cells ({named}{more}): {safe(reason, 400)}"
+        failing[at[reason]] = line
     return _Scan(texts, failing, noted)

@@ -226,6 +226,10 @@ def error_causes(result: RunResult) -> tuple[str, ...]:
     alone = [reason for reason, n in by_reason.items() if n == 1]
     if alone:
         causes.append(f"{_count(len(alone), 'mutation')} errored: {alone[0]}")
+    if not causes and result.stop_reason not in (None, "max_invocations"):
+        # the run could not start (the agent never became ready, the proxy is unreachable) and
+        # had nothing to error: the cause, its detail in the run's first warning
+        causes.append(f"{result.stop_reason}: nothing was sent (the first warning says why)")
     if not causes:
         causes.append(f"an infrastructure error (exit {result.exit_code})")
     return tuple(causes)
@@ -444,8 +448,10 @@ def scenarios_per_scenario(result: RunResult) -> dict[str, ScenarioInfo]:
 
 
 def all_warnings(result: RunResult) -> list[str]:
-    """Config warnings, then each phase's run warnings (each once)."""
-    warnings = list(result.warnings)
+    """Why the run could not start (when it could not), config warnings, then each phase's run
+    warnings (each once)."""
+    warnings = [result.error] if result.error else []
+    warnings += result.warnings
     for outcome in phases(result):
         warnings.extend(outcome.warnings)
     return list(dict.fromkeys(warnings))

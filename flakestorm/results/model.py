@@ -293,6 +293,9 @@ class RunResult:
     """How the action's step judged the run (its ``fail-on`` rule and the baseline delta):
     :mod:`flakestorm.baseline.judgement` reads it; None outside the action. Every report
     states the step's verdict when it is set."""
+    error: str | None = None
+    """Why the run could not start (the agent never became ready, the proxy is unreachable),
+    in full: its items are errored with the short cause (``stop_reason``); None otherwise."""
 
 
 # --------------------------------------------------------------------------- JSON
@@ -309,7 +312,7 @@ def to_document(result: RunResult) -> dict[str, Any]:
     return doc
 
 
-OPTIONAL = ("shard", "config", "step")
+OPTIONAL = ("shard", "config", "step", "error")
 """Top-level keys written only when set."""
 
 
@@ -444,6 +447,7 @@ def from_document(doc: Mapping[str, Any], *, check_types: bool = True) -> RunRes
             shard=None if doc.get("shard") is None else Shard.parse(doc["shard"]),
             config=doc.get("config"),
             step=doc.get("step"),
+            error=doc.get("error"),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ResultsError(f"results document is malformed: {exc!r}") from None
