@@ -310,12 +310,11 @@ def test_a_failing_reset_before_the_baselines_errors_cells_instead_of_aborting_t
 
 
 def test_scenario_progress_reports_the_verdicts_after_the_delivery_check(tmp_path: Path) -> None:
-    # the agent never calls `other_tool`: the scenario's cells end ERRORED ("fault not
-    # delivered"); the progress line printed for the scenario must not say they passed
-    path = quote_project(
-        tmp_path,
-        [{"name": "misfire", "tool_faults": [{"tool": "other_tool", "mode": "error"}]}],
-    )
+    # the agent calls get_quote once per invocation, never a 5th time: the scenario's cells end
+    # ERRORED ("fault not delivered"); the progress line printed for the scenario must not say
+    # they passed
+    misfire = {"tool": "get_quote", "mode": "error", "calls": "5"}
+    path = quote_project(tmp_path, [{"name": "misfire", "tool_faults": [misfire]}])
     events: list[Event] = []
     result = run_config(path, on_event=events.append)
     final = [c.status for c in contract_cells(result).values()]
