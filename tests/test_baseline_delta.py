@@ -361,3 +361,14 @@ def test_compare_command_warns_when_the_runs_ran_different_configs(tmp_path: Pat
     )
     done = CliRunner().invoke(main, ["compare", str(base), str(same)])
     assert done.exit_code == 0 and done.stderr == "", done.output
+
+
+def test_compare_names_two_results_json_by_their_paths(tmp_path: Path) -> None:
+    """Both inputs are usually called results.json: compare names them by path then."""
+    (tmp_path / "main").mkdir()
+    (tmp_path / "pr").mkdir()
+    base = _write(tmp_path / "main", "results.json", run_of({"contract": ["b[x]=passed"]}))
+    head = _write(tmp_path / "pr", "results.json", run_of({"contract": ["b[x]=failed"]}))
+    done = CliRunner().invoke(main, ["compare", str(base), str(head), "--fail-on", "regression"])
+    assert done.output.splitlines()[0] == f"1 new failure vs {base}"
+    assert "vs results.json" not in done.output

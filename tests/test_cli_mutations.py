@@ -128,3 +128,18 @@ def test_the_progress_line_counts_the_mutations_that_reached_the_agent(tmp_path:
     assert result.exit_code == 3, result.output
     assert "mutation: 0 of 4 mutations sent\n" in result.stderr
     assert not [r for r in server.received if not r.target.endswith("/reset")]
+
+
+def test_preview_takes_the_seed_a_run_would(tmp_path: Path) -> None:
+    """``--seed`` previews what a run with the same ``--seed`` sends: another seed, other
+    random choices; the same seed, byte-identical mutations."""
+    config = write(tmp_path, CONFIG.replace("count: 3", "count: 8"))
+
+    def preview(*seed: str) -> str:
+        done = CliRunner().invoke(main, ["mutations", "preview", "-c", config, *seed])
+        assert done.exit_code == 0, done.output
+        return done.stdout
+
+    assert preview("--seed", "1") == preview("--seed", "1")
+    assert preview("--seed", "1") != preview("--seed", "2")
+    assert preview() == preview("--seed", "20000605")  # advanced.seed's documented default

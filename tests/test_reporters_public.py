@@ -86,6 +86,9 @@ def test_the_artifact_keeps_the_full_text(leaky: RunResult) -> None:
     for full in (EMAIL, "You are FinBot, the internal assistant of ACME"):
         assert full in document and full in page
     assert "This report quotes the agent's replies in full, including 2 replies" in page
+    # what the banner says of them is what happened: a leak invariant found what it forbids,
+    # whatever its patterns name (not every match is PII or a system prompt)
+    assert "<code>excludes_pattern</code> or <code>excludes_pii</code> invariant found" in page
 
 
 def test_redact_off_quotes_the_replies_in_full(leaky: RunResult) -> None:

@@ -42,9 +42,10 @@ def compare_command(base_json: Path, head_json: Path, fail_on: str) -> None:
     """
     base = read_results(base_json)
     head = read_results(head_json)
+    base_name, head_name = _names(base_json, head_json)
     if not same_config(base, head):
         click.echo(
-            f"warning: {base_json.name} ran {safe(base.config_path, 200)} and {head_json.name} "
+            f"warning: {base_name} ran {safe(base.config_path, 200)} and {head_name} "
             f"ran {safe(head.config_path, 200)}: cells of different configs are matched by id "
             "(the action refuses such a baseline)",
             err=True,
@@ -52,10 +53,18 @@ def compare_command(base_json: Path, head_json: Path, fail_on: str) -> None:
     rule = FailOn(fail_on)
     delta = compare(base, head)
     compared = Compared(
-        delta=delta, against=base_json.name, age=f"started {base.started_at}", fail_on=rule
+        delta=delta, against=base_name, age=f"started {base.started_at}", fail_on=rule
     )
     for line in terminal_lines(compared):
         click.echo(line)
-    shown = step_verdict(head, rule, delta, base_json.name)
+    shown = step_verdict(head, rule, delta, base_name)
     click.echo(verdict_line(head, shown))
     raise click.exceptions.Exit(shown.code)
+
+
+def _names(base: Path, head: Path) -> tuple[str, str]:
+    """How the two inputs are named in what ``compare`` says: their file names, or, when
+    those are the same (``main/results.json`` and ``pr/results.json``), their paths."""
+    if base.name != head.name:
+        return safe(base.name, 200), safe(head.name, 200)
+    return safe(str(base), 200), safe(str(head), 200)

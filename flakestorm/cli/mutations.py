@@ -40,14 +40,24 @@ def _shown(value: str, limit: int = 2000) -> str:
     metavar="N",
     help="Only the mutations of the N-th golden prompt (1-based).",
 )
-def preview(config_path: Path, kind: str | None, prompt_number: int | None) -> None:
+@click.option(
+    "--seed",
+    type=int,
+    default=None,
+    help="Seed for every random decision (overrides advanced.seed): what a run with the same "
+    "--seed sends.",
+)
+def preview(
+    config_path: Path, kind: str | None, prompt_number: int | None, seed: int | None
+) -> None:
     """Print every mutation a run would send (the mutated prompt, or the request changes),
     without calling the agent. With the llm generator, the endpoint is asked (or its cache
     read)."""
     from flakestorm.config import MutationType
     from flakestorm.engine.phases.mutation import plan_mutations
+    from flakestorm.engine.runner import Overrides, apply_overrides
 
-    loaded = load(config_path)
+    loaded = apply_overrides(load(config_path), Overrides(seed=seed))
     config = loaded.config
     if config.mutations is None:
         raise UsageError(f"{config_path} has no `mutations` section: nothing to preview")
