@@ -6,6 +6,7 @@ from pathlib import Path
 
 import yaml
 from click.testing import CliRunner
+from support.workflows import readme_workflow
 
 from flakestorm.authoring.reference import EDITOR_HEADER, SCHEMA_URL
 from flakestorm.authoring.starter import STARTER_CONFIG, STARTER_WORKFLOW
@@ -47,14 +48,46 @@ def test_starter_first_line_points_editors_at_the_schema() -> None:
     )
 
 
-def test_workflow() -> None:
+def test_init_github_writes_the_readmes_workflow() -> None:
+    """One workflow: what `init --github` writes is the README's copy-paste block, byte for
+    byte, so the health checks, `actions: read`, the timeout, the agent-url/proxy-url inputs,
+    the baseline and the artifact step a newcomer reads about are what they get."""
+    assert readme_workflow() == STARTER_WORKFLOW
     workflow = yaml.safe_load(STARTER_WORKFLOW)
-    assert workflow["permissions"] == {"contents": "read", "pull-requests": "write"}
+    assert workflow["permissions"] == {
+        "contents": "read",
+        "pull-requests": "write",
+        "actions": "read",
+    }
     job = workflow["jobs"]["flakestorm"]
+    assert job["timeout-minutes"] > 0
     assert set(job["services"]) == {"agent", "flakestorm-proxy"}
+    for service in job["services"].values():
+        assert "--health-cmd" in service["options"]
     assert job["services"]["flakestorm-proxy"]["env"]["FLAKESTORM_MODE"] == "proxy"
-    uses = [step.get("uses", "") for step in job["steps"]]
-    assert "flakestorm/action@v2" in uses
+    (action,) = [step for step in job["steps"] if step.get("uses") == "flakestorm/action@v2"]
+    assert {"agent-url", "proxy-url", "baseline"} <= set(action["with"])
+    assert any("upload-artifact" in step.get("uses", "") for step in job["steps"])
+
+
+def test_the_starters_tool_fault_meets_the_workflows_proxy(tmp_path: Path) -> None:
+    """Uncommenting the starter's tool-down scenario gives a fault the agent's calls meet:
+    the starter routes market_data_api through the proxy the workflow runs."""
+    commented = (
+        "    # - name: tool-down\n"
+        "    #   tool_faults:\n"
+        "    #     - tool: market_data_api\n"
+        "    #       mode: error\n"
+        "    #       error_code: 503\n"
+    )
+    assert commented in STARTER_CONFIG
+    text = STARTER_CONFIG.replace(commented, commented.replace("    # ", "    "))
+    path = tmp_path / "flakestorm.yaml"
+    path.write_text(text, encoding="utf-8")
+    config = load_config(path, env={}).config
+    assert config.contract is not None and config.proxy is not None
+    assert "tool-down" in [s.name for s in config.contract.chaos_matrix]
+    assert "market_data_api" in config.proxy.tools
 
 
 def test_init_writes_the_files(tmp_path: Path) -> None:
@@ -67,6 +100,19 @@ def test_init_writes_the_files(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     workflow = tmp_path / ".github" / "workflows" / "flakestorm.yml"
     assert workflow.read_text(encoding="utf-8") == STARTER_WORKFLOW
+
+
+def test_init_github_beside_a_config_adds_only_the_workflow(tmp_path: Path) -> None:
+    mine = STARTER_CONFIG + "# a line of my own\n"
+    config = tmp_path / "flakestorm.yaml"
+    config.write_text(mine, encoding="utf-8")
+    for flags in ([], ["--force"]):
+        result = CliRunner().invoke(main, ["init", "--github", *flags, "--path", str(tmp_path)])
+        assert result.exit_code == 0, result.output
+        assert config.read_text(encoding="utf-8") == mine  # byte-identical
+        workflow = tmp_path / ".github" / "workflows" / "flakestorm.yml"
+        assert workflow.read_text(encoding="utf-8") == STARTER_WORKFLOW
+        assert f"kept {config}" in result.output
 
 
 def test_init_refuses_to_overwrite(tmp_path: Path) -> None:

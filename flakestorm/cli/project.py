@@ -90,13 +90,19 @@ def schema() -> None:
     help="The directory to write into.",
 )
 def init(github: bool, force: bool, directory: Path) -> None:
-    """Write a starter flakestorm.yaml (and with --github a workflow).
+    """Write a starter flakestorm.yaml (and with --github the README's workflow).
 
-    Existing files are kept unless --force is given.
+    With --github beside an existing flakestorm.yaml, only the workflow is written: the config
+    is yours. Other existing files are kept unless --force is given.
     """
-    from flakestorm.authoring.starter import starter_files
+    from flakestorm.authoring.starter import CONFIG_FILE, starter_files
 
-    targets = {directory / name: text for name, text in starter_files(github).items()}
+    files = starter_files(github)
+    kept = directory / CONFIG_FILE
+    if github and kept.exists():
+        del files[CONFIG_FILE]  # the workflow is added to a project that has its config
+        click.echo(f"kept {kept} (only the workflow is added)")
+    targets = {directory / name: text for name, text in files.items()}
     existing = [str(path) for path in targets if path.exists()]
     if existing and not force:
         raise UsageError(f"{', '.join(existing)} already exists (use --force to overwrite)")
