@@ -13,6 +13,8 @@ order), or ``refused by validate`` with why. The table in the docs is rendered f
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterator
@@ -51,6 +53,11 @@ class Kind:
 KINDS = {
     "http-header": Kind("http, forwards the cell header", "quotes", http=True),
     "http-nothing": Kind("http, forwards nothing", "quotes", http=True, forwards=False),
+    "http-otel": Kind(
+        "http, traced with OpenTelemetry (trace context and baggage, no flakestorm code)",
+        "quotes",
+        http=True,
+    ),
     "python-callable": Kind("python callable (a wrapped function tool)", "get_quote", http=False),
     "python-framework": Kind(
         "python, a framework tool object (LangChain `StructuredTool`)", "get_quote", http=False
@@ -89,6 +96,30 @@ def answer(prompt, session_id=""):
             continue
     return "AAPL is unavailable"
 """
+
+
+@pytest.fixture(scope="module")
+def otel_agent() -> Iterator[str]:
+    """The OpenTelemetry-traced agent, a process of its own (its instrumentation is the
+    process's): its URL. The proxy's address comes in each request."""
+    script = ROOT / "tests" / "support" / "compat_otel_agent.py"
+    process = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=_clean_env()
+    )
+    try:
+        assert process.stdout is not None
+        port = int(process.stdout.readline())
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+def _clean_env() -> dict[str, str]:
+    keep = ("PATH", "HOME", "LANG", "SYSTEMROOT", "VIRTUAL_ENV")
+    return {k: v for k, v in os.environ.items() if k in keep}
 
 
 @pytest.fixture
@@ -155,14 +186,18 @@ def project(
     proxy_service: ChaosProxy,
 ) -> Iterator[Project]:
     kind = KINDS[request.param]
+    proxy = {"url": proxy_service.url, "tools": {"quotes": tool_server.url}}
+    session = {"header": "X-Session"}
+    if request.param == "http-otel":
+        endpoint = request.getfixturevalue("otel_agent")
+        template = json.dumps({"input": "{prompt}", "proxy": proxy_service.url})
+        agent = {"endpoint": endpoint, "session": session, "request_template": template}
+        yield Project(kind, tmp_path, agent, proxy)
+        return
     if kind.http:
-        with LoopbackServer(http_agent(proxy_service.url, kind.forwards)) as agent:
-            yield Project(
-                kind,
-                tmp_path,
-                {"endpoint": agent.url_for("/chat"), "session": {"header": "X-Session"}},
-                {"url": proxy_service.url, "tools": {"quotes": tool_server.url}},
-            )
+        with LoopbackServer(http_agent(proxy_service.url, kind.forwards)) as served:
+            agent = {"endpoint": served.url_for("/chat"), "session": session}
+            yield Project(kind, tmp_path, agent, proxy)
         return
     module = f"compat_{uuid.uuid4().hex[:10]}"
     source = PYTHON_AGENT[request.param].format(price=PRICE) + ANSWER.format()
@@ -302,7 +337,8 @@ def replay(project: Project) -> str:
     reset = not project.kind.forwards  # without attribution, a cell's calls need a reset
     doc: dict[str, Any] = {"golden_prompts": ["What is AAPL?"], "contract": contract(CALM, DOWN)}
     path = project.write(doc, reset=reset)
-    run(path, "contract", "run")
+    original = run(path, "contract", "run")
+    down = next(c for c in original["phases"]["contract"]["cells"] if c["scenario"] == "down")
     sessions = project.directory / "sessions"
     exported = CliRunner().invoke(
         main,
@@ -320,7 +356,9 @@ def replay(project: Project) -> str:
     result = run(project.write(doc, reset=reset), "replay", "run")
     (cell,) = result["phases"]["replay"]["cells"]
     assert cell["status"] == "failed", cell["reason"]
-    assert [c["status"] for c in cell["calls"]] == [503, 503]  # the retry met the recording too
+    # the retry met the recording too: the calls the failed cell made, served again
+    assert [c["status"] for c in cell["calls"]] == [c["status"] for c in down["calls"]]
+    assert len(cell["calls"]) == 2
     return "one at a time" if reset else "exact"
 
 

@@ -1,0 +1,68 @@
+"""The quote agent of ``tests/test_compatibility.py``, traced with OpenTelemetry and nothing of
+flakestorm: the WSGI middleware extracts the incoming trace context and baggage, the urllib
+instrumentation injects them into its tool calls. Asked anything, it asks its quote tool (the
+proxy's ``/tools/quotes`` route, whose address comes in the request's ``proxy`` field), tries
+once more when the tool fails, and answers the price or that it is unavailable.
+
+``python compat_otel_agent.py`` serves on 127.0.0.1 and a free port, printed on its first line.
+"""
+
+from __future__ import annotations
+
+import json
+import socketserver
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from opentelemetry import trace
+from opentelemetry.instrumentation.urllib import URLLibInstrumentor
+from opentelemetry.instrumentation.wsgi import OpenTelemetryMiddleware
+from opentelemetry.sdk.trace import TracerProvider
+
+trace.set_tracer_provider(TracerProvider())
+URLLibInstrumentor().instrument()
+NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def answer(proxy: str) -> str:
+    for _ in range(2):  # one retry
+        try:
+            with NO_PROXY.open(f"{proxy}/tools/quotes/price", timeout=10) as reply:
+                return f"AAPL is at {json.loads(reply.read())['price']}"
+        except urllib.error.URLError:
+            continue
+    return "AAPL is unavailable"
+
+
+def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+    if environ.get("PATH_INFO") == "/reset":
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [b"{}"]
+    size = int(environ.get("CONTENT_LENGTH") or 0)
+    request = json.loads(environ["wsgi.input"].read(size))
+    body = json.dumps({"output": answer(request["proxy"])}).encode()
+    start_response("200 OK", [("Content-Type", "application/json")])
+    return [body]
+
+
+class Server(socketserver.ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def main() -> None:
+    server = make_server("127.0.0.1", 0, OpenTelemetryMiddleware(app), Server, QuietHandler)
+    print(server.server_port, flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
