@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from flakestorm.redaction import active
 from flakestorm.reporters import breaking
+from flakestorm.reporters.errored import errored_note, errored_together
 from flakestorm.reporters.transcript import transcript, turn_line
 from flakestorm.reporters.view import (
     RunVerdict,
@@ -22,8 +23,6 @@ from flakestorm.reporters.view import (
     call_status,
     call_target,
     cell_reader,
-    errored_note,
-    errored_together,
     failed_mutations,
     mutation_input,
     mutation_input_label,
