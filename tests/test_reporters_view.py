@@ -232,7 +232,9 @@ def test_the_cli_prints_an_error_verdict_when_proxy_url_is_not_a_chaos_proxy(
         )
     assert done.exit_code == 3, done.output
     assert not PASS.search(done.output)
-    assert "Verdict: ERROR (exit 3: the chaos proxy is unreachable: " in done.output
+    assert "Verdict: ERROR (exit 3: 1 cell errored: not sent: the chaos proxy is unreachable)" in (
+        done.output
+    )
     assert "/***" in done.output and SECRET not in done.output
 
 
@@ -254,8 +256,11 @@ def test_the_action_summarises_an_agent_that_never_became_ready_as_an_error(
     assert _outputs(env)["passed"] == "false"
     summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
     assert summary.startswith("## flakestorm: 💥 ERROR\n")
-    assert "**Exit 3: the agent never became ready.**" in summary
-    assert "flakestorm: ERROR (exit 3: the agent never became ready: " in log
+    # the cause once, with how many cells it touched; the detail among the warnings
+    cause = "1 cell errored: not sent: the agent never became ready"
+    assert f"**Exit 3: flakestorm could not carry the run out:** {cause}" in summary
+    assert "the agent was not ready after" in summary
+    assert f"flakestorm: ERROR (exit 3: {cause})" in log
     assert not PASS.search(summary) and not PASS.search(log)
 
 
@@ -300,8 +305,8 @@ def test_the_summary_of_an_error_before_a_result_never_shows_a_secret(tmp_path: 
         code = entrypoint.main(env, GitHub(env, out=out))
     assert code == 3, out.getvalue()
     summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
-    assert "**Exit 3: the chaos proxy is unreachable.**" in summary
-    assert "/***" in summary and SECRET not in summary
+    assert "not sent: the chaos proxy is unreachable" in summary
+    assert "/\\*\\*\\*" in summary and SECRET not in summary  # markdown-escaped ***
 
 
 # --------------------------------------------------------------------------- fail-on: regression
