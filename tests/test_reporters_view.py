@@ -209,7 +209,10 @@ def test_the_cli_prints_an_error_verdict_when_the_agent_never_becomes_ready(
     )
     assert done.exit_code == 3, done.output
     assert not PASS.search(done.output)
-    assert "Verdict: ERROR (exit 3: the agent never became ready: " in done.output
+    assert "Verdict: ERROR (exit 3: 1 cell errored: not sent: the agent never became ready)" in (
+        done.output
+    )
+    assert done.output.count("the agent was not ready after") == 1  # the detail, once
 
 
 def test_the_cli_prints_an_error_verdict_when_proxy_url_is_not_a_chaos_proxy(
