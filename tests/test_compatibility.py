@@ -12,6 +12,7 @@ order), or ``refused by validate`` with why. The table in the docs is rendered f
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -25,6 +26,7 @@ from typing import Any
 import pytest
 import requests
 from click.testing import CliRunner
+from support.mcp_server import McpServer
 from support.server import LoopbackServer, Request, Response
 
 from flakestorm.chaos.proxy.server import ChaosProxy
@@ -56,6 +58,11 @@ KINDS = {
     "http-otel": Kind(
         "http, traced with OpenTelemetry (trace context and baggage, no flakestorm code)",
         "quotes",
+        http=True,
+    ),
+    "mcp-http": Kind(
+        "http, its tool on an MCP server over streamable HTTP (the official `mcp` client)",
+        "get_quote",
         http=True,
     ),
     "python-callable": Kind("python callable (a wrapped function tool)", "get_quote", http=False),
@@ -120,6 +127,43 @@ def otel_agent() -> Iterator[str]:
 def _clean_env() -> dict[str, str]:
     keep = ("PATH", "HOME", "LANG", "SYSTEMROOT", "VIRTUAL_ENV")
     return {k: v for k, v in os.environ.items() if k in keep}
+
+
+@pytest.fixture(scope="module")
+def mcp_server() -> Iterator[McpServer]:
+    with McpServer() as server:
+        yield server
+
+
+def mcp_agent(proxy_url: str) -> Callable[[Request], Response]:
+    """The quote agent with its tool on the MCP server behind the proxy (``/mcp/quotes``),
+    through the official client, forwarding the invocation's ``X-Flakestorm-*`` headers."""
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    async def ask(headers: dict[str, str]) -> str:
+        url = f"{proxy_url}/mcp/quotes"
+        async with (
+            create_mcp_http_client(headers) as http,
+            Client(streamable_http_client(url, http_client=http)) as mcp,
+        ):
+            for _ in range(2):  # one retry
+                result = await mcp.call_tool("get_quote", {"symbol": "AAPL"})
+                text = " ".join(getattr(c, "text", "") for c in result.content)
+                if not result.is_error:
+                    return f"AAPL is at {text.split(' at ')[1].split()[0]}"
+        return "AAPL is unavailable"
+
+    def handle(request: Request) -> Response:
+        if request.path.startswith("/reset"):
+            return Response.json({"ok": True})
+        headers = {
+            k: v for k, v in request.headers.items() if k.lower().startswith("x-flakestorm-")
+        }
+        return Response.json({"output": asyncio.run(ask(headers))})
+
+    return handle
 
 
 @pytest.fixture
@@ -193,6 +237,13 @@ def project(
         template = json.dumps({"input": "{prompt}", "proxy": proxy_service.url})
         agent = {"endpoint": endpoint, "session": session, "request_template": template}
         yield Project(kind, tmp_path, agent, proxy)
+        return
+    if request.param == "mcp-http":
+        mcp = request.getfixturevalue("mcp_server")
+        with LoopbackServer(mcp_agent(proxy_service.url)) as served:
+            agent = {"endpoint": served.url_for("/chat"), "session": session}
+            routes = {"url": proxy_service.url, "mcp": {"quotes": mcp.url}}
+            yield Project(kind, tmp_path, agent, routes)
         return
     if kind.http:
         with LoopbackServer(http_agent(proxy_service.url, kind.forwards)) as served:
@@ -356,9 +407,13 @@ def replay(project: Project) -> str:
     result = run(project.write(doc, reset=reset), "replay", "run")
     (cell,) = result["phases"]["replay"]["cells"]
     assert cell["status"] == "failed", cell["reason"]
-    # the retry met the recording too: the calls the failed cell made, served again
-    assert [c["status"] for c in cell["calls"]] == [c["status"] for c in down["calls"]]
-    assert len(cell["calls"]) == 2
+
+    # the retry met the recording too: the tool calls the failed cell made, served again
+    def tool_calls(calls: list[dict[str, Any]]) -> list[int | None]:
+        return [c["status"] for c in calls if c["target"] == "tool" and c["tool"]]
+
+    assert tool_calls(cell["calls"]) == tool_calls(down["calls"])
+    assert len(tool_calls(cell["calls"])) == 2
     return "one at a time" if reset else "exact"
 
 
