@@ -323,6 +323,9 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "--name <name>` instead. See [docs/mcp.md](mcp.md).",
     "proxy.token": "Shared secret for the proxy's control API (`/_flakestorm/`), when the "
     "proxy requires one.",
+    "proxy.port": "The port of the proxy flakestorm starts itself on 127.0.0.1 (for an http "
+    "agent without `proxy.url`, or a python agent's routed HTTP calls); default: a free port. "
+    "A port in use is an error (exit 2). Ignored with `proxy.url`.",
     # mutations
     "mutations.count": "Mutations per golden prompt (1–50).",
     "mutations.types": "Mutation types to generate (default: all 24); see [mutation "

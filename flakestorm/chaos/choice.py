@@ -243,7 +243,7 @@ def _proxy(
 
         proxy = ChaosProxy(
             "127.0.0.1",
-            0,
+            proxy_config.port or 0,
             llm_upstream=llm_upstream,
             tools=proxy_config.tools,
             mcp=proxy_config.mcp_routes,
@@ -288,7 +288,7 @@ def _wrappers(
     proxy_config = config.proxy or Proxy()
     proxy = ChaosProxy(
         "127.0.0.1",
-        0,
+        proxy_config.port or 0,
         llm_upstream=resolve_cassette(proxy_config.llm_upstream, base_dir),
         tools=routes,
         mcp=choice.mcp,

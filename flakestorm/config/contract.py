@@ -286,3 +286,6 @@ class Proxy(Model):
         return {name: url for name, url in self.mcp.items() if url != STDIO_SERVER}
 
     token: str | None = None
+    port: int | None = Field(default=None, ge=1, le=65535)
+    """The port of the proxy flakestorm starts itself (default: a free one), for hosts where
+    only some ports may be used; a proxy service (``url``) has its own."""

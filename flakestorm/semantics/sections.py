@@ -37,6 +37,12 @@ def check_proxy(scope: Scope) -> None:
         return
     if proxy.url is not None and not URL.match(proxy.url):
         scope.error(("proxy", "url"), f"{proxy.url!r} is not an http(s) URL")
+    if proxy.url is not None and proxy.port is not None:
+        scope.warn(
+            ("proxy", "port"),
+            "proxy.port is the port of a proxy flakestorm starts itself; with proxy.url the "
+            "proxy service is used, so it is ignored",
+        )
     upstream = proxy.llm_upstream
     if upstream == "cassette:":
         scope.error(("proxy", "llm_upstream"), "'cassette:' needs a path (cassette:PATH)")
