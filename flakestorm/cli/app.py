@@ -160,7 +160,10 @@ class FlakestormGroup(LazyGroup):
             "Compare two results.json files cell by cell: new failures, fixed, still failing, "
             "new and removed cells.",
         ),
-        "init": ("project", "Write a starter flakestorm.yaml (and with --github a workflow)."),
+        "init": (
+            "project",
+            "Write a starter flakestorm.yaml (and with --github the README's workflow).",
+        ),
         "merge": (
             "merge",
             "Merge the shards' results.json (files, or directories searched for them) into the "
