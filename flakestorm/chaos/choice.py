@@ -131,33 +131,32 @@ def undeliverable(agent: AgentConfig, proxy: Proxy | None, faults: Faults) -> li
     lack: the list the message is about (``llm_faults``, ``tool_faults``, ``context_attacks``)."""
     if agent.type is not AgentType.PYTHON:
         return []
-    out = []
     attacks = {a.type for a in faults.context_attacks}
-    if (faults.llm_faults or attacks & LLM_REQUEST_ATTACKS) and agent.llm is None:
-        what = "LLM faults" if faults.llm_faults else "an attack on the LLM's requests"
-        where = "llm_faults" if faults.llm_faults else "context_attacks"
-        out.append(
-            (
-                where,
-                f"has {what} but the python agent names no `agent.llm` callable to wrap: set "
-                "agent.llm to the module:attr the agent calls its LLM through (LLM faults are "
-                "never skipped silently)",
-            )
-        )
     routed = proxy is not None and bool(proxy.tools or proxy.mcp_routes)
-    if (faults.tool_faults or attacks & TOOL_RESULT_ATTACKS) and not (
-        agent.tools or agent.tool_registry or routed
-    ):
-        what = "tool faults" if faults.tool_faults else "an attack on tool results"
-        where = "tool_faults" if faults.tool_faults else "context_attacks"
-        out.append(
-            (
-                where,
-                f"has {what} but the python agent names no tools: set agent.tools (module:attr "
-                "of each tool), agent.tool_registry, proxy.tools (the URLs its tools call) or "
-                "proxy.mcp (its MCP servers' URLs)",
-            )
-        )
+    sides = (
+        (
+            faults.llm_faults,
+            attacks & LLM_REQUEST_ATTACKS,
+            agent.llm is not None,
+            ("llm_faults", "LLM faults", "an attack on the LLM's requests"),
+            "names no `agent.llm` callable to wrap: set agent.llm to the module:attr the agent "
+            "calls its LLM through (LLM faults are never skipped silently)",
+        ),
+        (
+            faults.tool_faults,
+            attacks & TOOL_RESULT_ATTACKS,
+            bool(agent.tools or agent.tool_registry or routed),
+            ("tool_faults", "tool faults", "an attack on tool results"),
+            "names no tools: set agent.tools (module:attr of each tool), agent.tool_registry, "
+            "proxy.tools (the URLs its tools call) or proxy.mcp (its MCP servers' URLs)",
+        ),
+    )
+    out = []
+    for declared, attacked, reached, (where, what, attack), lack in sides:
+        if (declared or attacked) and not reached:
+            if not declared:
+                where, what = "context_attacks", attack
+            out.append((where, f"has {what} but the python agent {lack}"))
     return out
 
 

@@ -10,22 +10,17 @@ once more when the tool fails, and answers the price or that it is unavailable.
 from __future__ import annotations
 
 import json
-import socketserver
 import sys
 import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterable
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from wsgiref.simple_server import make_server
 
-from opentelemetry import trace
-from opentelemetry.instrumentation.urllib import URLLibInstrumentor
 from opentelemetry.instrumentation.wsgi import OpenTelemetryMiddleware
-from opentelemetry.sdk.trace import TracerProvider
 
-trace.set_tracer_provider(TracerProvider())
-URLLibInstrumentor().instrument()
-NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+# the tests' traced agent: its tracer provider and instrumentation (imported, they are set up),
+# its proxy-less opener and its quiet threaded server
+from otel_agent import NO_PROXY, QuietHandler, Server  # type: ignore[import-not-found]
 
 
 def answer(proxy: str) -> str:
@@ -47,15 +42,6 @@ def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable
     body = json.dumps({"output": answer(request["proxy"])}).encode()
     start_response("200 OK", [("Content-Type", "application/json")])
     return [body]
-
-
-class Server(socketserver.ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-
-class QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
 
 
 def main() -> None:
