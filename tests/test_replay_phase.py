@@ -409,3 +409,22 @@ def test_a_session_no_invariant_applies_to_is_skipped_not_passed(tmp_path: Path)
     assert cell.status is Status.SKIPPED
     assert cell.reason == "no invariant of the contract applies to this session (their when)"
     assert result.phases["replay"].score.score is None
+
+
+def test_a_sessions_row_states_the_severity_it_failed_with(tmp_path: Path) -> None:
+    """The contract has a critical invariant the session keeps and a high one it breaks: its
+    row says `high`, as its cell does, not `critical` above a `Verdict: PASS`."""
+    from flakestorm.reporters import terminal
+
+    text = python_config(tmp_path).replace(
+        '{id: calm-only, type: contains, value: "never said", when: no_chaos}',
+        '{id: never, type: contains, value: "never said", severity: high}',
+    )
+    result = run(tmp_path, text)
+    cell = session_cell(result)
+    assert cell.status is Status.FAILED and cell.severity == "high"
+    (row,) = result.phases["replay"].invariants
+    assert row.severity == "high"
+    shown = terminal.render(result)
+    assert any(line.split()[:3] == ["outage", "high", "FAIL"] for line in shown.splitlines())
+    assert "critical" not in shown and result.exit_code == 0

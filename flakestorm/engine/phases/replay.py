@@ -162,9 +162,13 @@ def run_sessions(plan: ReplayPlan, context: PhaseContext) -> PhaseOutcome:
     executor = context.executor
     # each replayed session goes to disk (memory stays flat in the number of sessions)
     spool = Spool(CELLS, context.spool_dir, Redactor(context.loaded.secrets))
+    rows = []
     for done, replay in enumerate(plan.sessions, 1):
         cell = _replay(replay, plan, context)
         spool.add(cell)
+        # the session's row states the severity its cell was judged with (a failed session:
+        # the highest of the invariants it failed), as the cell does
+        rows.append(dataclasses.replace(_info(replay), severity=cell.severity))
         executor.announce(CellFinished(cell, done, len(plan.sessions)))
     cells = spool.items
     executor.announce(ScenarioFinished(COLUMN, cells))
@@ -173,7 +177,7 @@ def run_sessions(plan: ReplayPlan, context: PhaseContext) -> PhaseOutcome:
     return PhaseOutcome(
         phase=PhaseName.REPLAY.value,
         name=PhaseName.REPLAY.value,
-        invariants=tuple(_info(s) for s in plan.sessions),
+        invariants=tuple(rows),
         scenarios=(ScenarioInfo(COLUMN, ()),),
         cells=cells,
         score=score_sessions_of(cells),
