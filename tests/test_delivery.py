@@ -229,3 +229,51 @@ def test_a_settled_scenarios_calls_are_forgotten_so_a_long_run_never_drops_one(
         assert cell.status.value == "passed", cell.reason
         assert len(cell.calls) == 2 and cell.faults_fired
     assert all(not s.undelivered for s in result.phases["contract"].scenarios)
+
+
+def test_an_unreachable_upstream_errors_the_cell_instead_of_failing_the_agent() -> None:
+    """The agent asks its tool through the proxy; the tool's real upstream is down. The agent
+    met flakestorm's failure (a 502), not its own: the cell is errored, naming the upstream,
+    and the run exits 3 — not a FAILED cell blamed on the agent."""
+    from support.server import LoopbackServer, Request, Response
+
+    from flakestorm.chaos.proxy.server import ChaosProxy
+    from flakestorm.engine.runner import run_phases
+    from flakestorm.loader import load_config_text
+
+    with LoopbackServer() as gone:
+        dead = gone.url  # nothing listens there any more
+    with ChaosProxy(tools={"quotes": dead}) as proxy:
+
+        def agent(request: Request) -> Response:
+            import requests
+
+            cell = {"X-Flakestorm-Cell": request.headers.get("x-flakestorm-cell", "")}
+            got = requests.get(f"{proxy.url}/tools/quotes/price", headers=cell, timeout=10)
+            answer = "AAPL is at 123.45" if got.ok else f"AAPL is unavailable ({got.status_code})"
+            return Response.json({"output": answer})
+
+        with LoopbackServer(agent) as service:
+            doc = {
+                "agent": {"endpoint": service.url_for("/chat"), "session": {"header": "X-S"}},
+                "golden_prompts": ["What is AAPL?"],
+                "proxy": {"url": proxy.url, "tools": {"quotes": dead}},
+                "contract": {
+                    "name": "c",
+                    "invariants": [{"id": "priced", "type": "regex", "pattern": r"\d+\.\d\d"}],
+                    "chaos_matrix": [
+                        {"name": "calm"},
+                        {
+                            "name": "slow",
+                            "tool_faults": [{"tool": "quotes", "mode": "slow", "delay_ms": 1}],
+                        },
+                    ],
+                },
+            }
+            result = run_phases(load_config_text(json.dumps(doc)), ["contract"])
+    cells = {c.scenario: c for c in result.phases["contract"].cells}
+    for scenario in ("calm", "slow"):  # a slow fault goes upstream too
+        assert cells[scenario].status is Status.ERRORED
+        assert cells[scenario].reason.startswith(f"upstream unreachable: quotes ({dead} is unre")
+        assert cells[scenario].checked is Status.FAILED  # its own verdict, kept
+    assert result.exit_code == 3

@@ -202,7 +202,7 @@ def judge(info: ScenarioInfo, cells: Sequence[CellResult]) -> tuple[ScenarioInfo
     )
     judged = dataclasses.replace(info, undelivered=undelivered)
     if not undelivered:
-        return judged, own
+        return judged, [unreachable(cell) for cell in own]
     reason = "; ".join(f"{NOT_DELIVERED}{label}: {info.why(label)}" for label in undelivered)
     out = [
         dataclasses.replace(
@@ -217,6 +217,30 @@ def judge(info: ScenarioInfo, cells: Sequence[CellResult]) -> tuple[ScenarioInfo
         for cell in own
     ]
     return judged, out
+
+
+UNREACHABLE = "upstream_unreachable: "
+"""How a call's ``upstream_error`` starts when the proxy could not reach its upstream."""
+
+
+def unreachable(cell: CellResult) -> CellResult:
+    """``cell`` ERRORED when a call no fault answered could not reach its upstream (SPEC
+    §2.5): the agent met flakestorm's failure, not its own ("upstream unreachable: NAME
+    (URL)"); its own verdict is kept in ``checked``, as for an undelivered fault."""
+    if not cell.status.scored or cell.status is Status.ERRORED:
+        return cell
+    for call in cell.calls:
+        error = call.upstream_error or ""
+        if error.startswith(UNREACHABLE):  # it went upstream: no fault answered in its place
+            name = call.tool or call.target
+            return dataclasses.replace(
+                cell,
+                status=Status.ERRORED,
+                reason=f"upstream unreachable: {name} ({error.removeprefix(UNREACHABLE)})",
+                checked=cell.status,
+                checked_reason=cell.reason,
+            )
+    return cell
 
 
 _INVOCATION_SUFFIX = re.compile(r"#\d+\.\d+(?:\.\d+)?$")
