@@ -108,3 +108,38 @@ def test_a_cassette_of_an_mcp_server_stands_in_for_it(tmp_path: Path, mode: str)
         proxy.activate(ActiveScenario("s", 1, tool_faults=(fault,)))
         faulted = asyncio.run(both_tools(f"{proxy.url}/mcp/quotes", mode))
     assert faulted == [(False, QUOTE), (True, "Service Unavailable")]
+
+
+@pytest.mark.parametrize("version", ["2026-07-28", "2025-06-18"])
+def test_a_replayed_result_has_the_shape_of_the_sessions_protocol(version: str) -> None:
+    """A client whose session began with the real server (a long-lived stdio session, say)
+    reads the replayed result as it read the real ones: with ``resultType`` in a stateless
+    protocol session, without it in a handshake-era one (the SDK refuses either otherwise)."""
+    from flakestorm.chaos.recording import Recording
+    from flakestorm.config import OnMiss, ToolResponse
+
+    recorded = ToolResponse.model_validate(
+        {"tool": "quotes.get_quote", "status": 503, "response": "Service Unavailable"}
+    )
+    recording = Recording.build("s", [recorded], [], OnMiss.ERROR)
+    call = {
+        "jsonrpc": "2.0",
+        "id": 4,
+        "method": "tools/call",
+        "params": {
+            "name": "get_quote",
+            "arguments": {"symbol": "AAPL"},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": version},
+        },
+    }
+    with ChaosProxy(mcp={"quotes": "http://127.0.0.1:9/mcp"}) as proxy:
+        proxy.activate(ActiveScenario("replay:s", 1, replay=recording))
+        reply = requests.post(
+            f"{proxy.url}/mcp/quotes",
+            json=call,
+            headers={"Accept": "application/json, text/event-stream"},
+            timeout=10,
+        )
+    result = reply.json()["result"]
+    assert result["isError"] is True and result["content"][0]["text"] == "Service Unavailable"
+    assert result.get("resultType") == ("complete" if version == "2026-07-28" else None)

@@ -46,7 +46,10 @@ def serve_mcp(
     assert server is not None
     request = mcp.read_request(body) if call.method == "POST" else None
     if book is not None and book.scenario.replay is not None:
-        return _replayed(call, request, book, server)
+        version = (request.version if request else "") or handler.headers.get(
+            mcp.VERSION_HEADER, ""
+        )
+        return _replayed(call, request, book, server, version)
     if book is None or request is None:
         return _upstream(handler, call, body)
     if request.method == mcp.TOOLS_LIST:
@@ -131,15 +134,20 @@ def _tools_list(
 
 
 def _replayed(
-    call: ServedCall, request: mcp.Request | None, book: FaultBook, server: str
+    call: ServedCall, request: mcp.Request | None, book: FaultBook, server: str, version: str
 ) -> HttpResponse:
+    """The replayed server's reply; a recorded result in the shape the request's protocol
+    version wants (``resultType`` from the stateless versions on), as a fault's is: a client
+    whose session began with the real server before the replay reads it as it read those."""
     recording = book.scenario.replay
     assert recording is not None
     if request is None:  # the GET stream, DELETE: the replayed server offers neither
         return HttpResponse(405, [("Allow", "POST")])
     if not request.is_tool_call:
         answer = mcp.replayed_answer(request, server, mcp.offered(server, recording.tool_names()))
-        return _json(answer) if answer is not None else HttpResponse(202, [])
+        return (
+            _json(mcp.completed(answer, version)) if answer is not None else HttpResponse(202, [])
+        )
     assert request.tool is not None
     qualified = mcp.qualified(server, request.tool)
     call.target, call.tool = Target.TOOL, qualified
@@ -152,7 +160,7 @@ def _replayed(
     if isinstance(served, Miss):
         raise UpstreamFailure(502, "replay_miss", str(served))
     call.upstream_status = served.status
-    reply = _json(mcp.recorded_result(request.id, served))
+    reply = _json(mcp.completed(mcp.recorded_result(request.id, served), version))
     reply.delay_ms = served.latency_ms
     return reply
 
