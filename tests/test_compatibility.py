@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -50,6 +51,9 @@ class Kind:
     http: bool
     forwards: bool = True
     """Whether each call carries its cell (the header, the wrappers' own attribution)."""
+    reset: bool = False
+    """Whether the agent is configured with a reset (``agent.reset_endpoint``): its cells run
+    one at a time, each call in the cell declared active."""
 
 
 KINDS = {
@@ -64,6 +68,13 @@ KINDS = {
         "http, its tool on an MCP server over streamable HTTP (the official `mcp` client)",
         "get_quote",
         http=True,
+    ),
+    "mcp-stdio": Kind(
+        "http, its tool on a stdio MCP server through `flakestorm mcp-stdio` (with a reset)",
+        "get_quote",
+        http=True,
+        forwards=False,
+        reset=True,
     ),
     "python-callable": Kind("python callable (a wrapped function tool)", "get_quote", http=False),
     "python-framework": Kind(
@@ -166,6 +177,61 @@ def mcp_agent(proxy_url: str) -> Callable[[Request], Response]:
     return handle
 
 
+class StdioAgent:
+    """The quote agent with its tool on a stdio MCP server, reached as its MCP configuration
+    says: ``flakestorm mcp-stdio --name quotes -- python -m support.mcp_server``, in one
+    session for the agent's life (a long-running service's), on an event loop of its own."""
+
+    def __init__(self, proxy_url: str) -> None:
+        from mcp import StdioServerParameters
+
+        relay = ["-m", "flakestorm", "mcp-stdio", "--name", "quotes", "--"]
+        server = [sys.executable, "-m", "support.mcp_server"]
+        self.params = StdioServerParameters(
+            command=sys.executable,
+            args=[*relay, *server],
+            env={**_clean_env(), "FLAKESTORM_PROXY_URL": proxy_url},
+            cwd=str(ROOT / "tests"),
+        )
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.opened = threading.Event()
+        # the session lives in one task, entered and left there (anyio's cancel scopes)
+        self.life = asyncio.run_coroutine_threadsafe(self._live(), self.loop)
+        assert self.opened.wait(timeout=60), "the stdio MCP session did not open"
+
+    async def _live(self) -> None:
+        from mcp import Client
+
+        self.closing = asyncio.Event()
+        async with Client(self.params) as client:
+            self.client = client
+            self.opened.set()
+            await self.closing.wait()
+
+    async def _ask(self) -> str:
+        for _ in range(2):  # one retry
+            result = await self.client.call_tool("get_quote", {"symbol": "AAPL"})
+            text = " ".join(getattr(c, "text", "") for c in result.content)
+            if not result.is_error:
+                return f"AAPL is at {text.split(' at ')[1].split()[0]}"
+        return "AAPL is unavailable"
+
+    def handle(self, request: Request) -> Response:
+        if request.path.startswith("/reset"):
+            return Response.json({"ok": True})
+        answer = asyncio.run_coroutine_threadsafe(self._ask(), self.loop).result(timeout=60)
+        return Response.json({"output": answer})
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.closing.set)
+        self.life.result(timeout=60)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        self.loop.close()
+
+
 @pytest.fixture
 def tool_server() -> Iterator[LoopbackServer]:
     with LoopbackServer(lambda r: Response.json({"price": PRICE})) as server:
@@ -209,7 +275,7 @@ class Project:
     def write(self, doc: dict[str, Any], reset: bool = False) -> Path:
         doc = json.loads(json.dumps(doc).replace('"TOOL"', json.dumps(self.kind.tool)))
         agent = dict(self.agent)
-        if reset and self.kind.http:
+        if (reset or self.kind.reset) and self.kind.http:
             agent["reset_endpoint"] = "/reset"
             agent.pop("session", None)
         doc = {"agent": agent, **doc}
@@ -237,6 +303,16 @@ def project(
         template = json.dumps({"input": "{prompt}", "proxy": proxy_service.url})
         agent = {"endpoint": endpoint, "session": session, "request_template": template}
         yield Project(kind, tmp_path, agent, proxy)
+        return
+    if request.param == "mcp-stdio":
+        stdio = StdioAgent(proxy_service.url)
+        try:
+            with LoopbackServer(stdio.handle) as served:
+                agent = {"endpoint": served.url_for("/chat")}
+                routes = {"url": proxy_service.url, "mcp": {"quotes": "stdio"}}
+                yield Project(kind, tmp_path, agent, routes)
+        finally:
+            stdio.close()
         return
     if request.param == "mcp-http":
         mcp = request.getfixturevalue("mcp_server")
@@ -481,6 +557,7 @@ TABLE: dict[tuple[str, str], str] = {
     (kind, feature): "exact" for kind in KINDS for feature in FEATURES
 }
 """What each cell is: ``exact``, ``exact, one at a time``, or ``refused by validate: why``."""
+TABLE |= {("mcp-stdio", f): f"{ONE_AT_A_TIME} (with `agent.reset_endpoint`)" for f in FEATURES}
 TABLE |= {
     ("http-nothing", "turns"): ONE_AT_A_TIME,
     ("http-nothing", "schedules"): ONE_AT_A_TIME,
@@ -495,6 +572,8 @@ def test_each_feature_is_exact_with_each_kind_of_agent(project: Project, feature
     _, check = FEATURES[feature]
     kind = next(k for k, v in KINDS.items() if v is project.kind)
     how = check(project)
+    if project.kind.reset:  # a reset runs every scenario's cells one at a time
+        how = "one at a time"
     expected = TABLE[kind, feature]
     assert ("exact" if how == "exact" else ONE_AT_A_TIME) == expected.split(" (")[0]
 
