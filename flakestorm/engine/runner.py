@@ -191,7 +191,6 @@ def run_phases(
     t0 = time.perf_counter()
     out_dir = output_dir(loaded, overrides)
     options = _options(config, overrides)
-    outcomes: dict[str, PhaseOutcome] = {}
     if on_event is not None:
         on_event(RunPlanned(sum(len(plan.cells) for plan in plans.values())))
     run_warnings: list[str] = []
@@ -203,9 +202,8 @@ def run_phases(
             agent, channel, reviver = stack.enter_context(up)
         except InfrastructureError as exc:  # never ready, no proxy: every report says why
             outcomes = _not_started(loaded, phases, plans, options, on_event, out_dir, exc.cause)
-            weights = {p.name: p.weight(config) for p in phases}
             return _result(
-                loaded, overrides, outcomes, weights, None, run_warnings, started, t0, exc
+                loaded, overrides, outcomes, phases, None, run_warnings, started, t0, exc
             )
         sessions, resetter, options = _isolation(loaded, agent, options)
         checker = build_checker(config.advanced)
@@ -214,22 +212,18 @@ def run_phases(
             executor = Executor(
                 agent, checker, resetter, options, stop, on_event, reviver, begin=begin
             )
-            for phase in phases:
-                context = PhaseContext(
-                    loaded=loaded,
-                    executor=executor,
-                    channel=channel,
-                    has_reset=resetter is not None,
-                    first=not outcomes,
-                    stop=stop,
-                    notice=notice,
-                    has_session=sessions,
-                    spool_dir=out_dir,
-                )
-                outcome = phase.run(plans[phase.name], context)
-                outcomes[phase.name] = dataclasses.replace(
-                    outcome, score=phase.score(outcome, config)
-                )
+            context = PhaseContext(
+                loaded=loaded,
+                executor=executor,
+                channel=channel,
+                has_reset=resetter is not None,
+                first=True,
+                stop=stop,
+                notice=notice,
+                has_session=sessions,
+                spool_dir=out_dir,
+            )
+            outcomes = _run_each(phases, plans, context)
             # the interaction log is bounded: what it could not keep is said, not hidden
             lost = channel.lost() if channel is not None else None
             if lost is not None:
@@ -241,8 +235,24 @@ def run_phases(
                 close_resetter()
     if executor.misread is not None:  # one located error, not a column of failed cells
         run_warnings.insert(0, str(_locator(loaded)("agent.response_path", _misread(executor))))
-    weights = {p.name: p.weight(config) for p in phases}
-    return _result(loaded, overrides, outcomes, weights, executor, run_warnings, started, t0)
+    return _result(loaded, overrides, outcomes, phases, executor, run_warnings, started, t0)
+
+
+def _run_each(
+    phases: Sequence[Phase],
+    plans: dict[str, PhasePlan],
+    context: PhaseContext,
+    finish: Callable[[PhaseOutcome], PhaseOutcome] = lambda outcome: outcome,
+) -> dict[str, PhaseOutcome]:
+    """Each phase run in report order in ``context`` (``first`` for the first only), its
+    outcome ``finish``ed, then scored."""
+    config = context.loaded.config
+    outcomes: dict[str, PhaseOutcome] = {}
+    for phase in phases:
+        ran = phase.run(plans[phase.name], dataclasses.replace(context, first=not outcomes))
+        outcome = finish(ran)
+        outcomes[phase.name] = dataclasses.replace(outcome, score=phase.score(outcome, config))
+    return outcomes
 
 
 class _NoAgent:
@@ -265,30 +275,24 @@ def _not_started(
     proxy is unreachable): its cells, mutations and sessions, none sent, each errored by
     ``cause``, so every report (JUnit's errored cases included) shows what the run would have
     done and why it could not, the cause stated once with how many items it touched."""
-    config = loaded.config
     stopped = threading.Event()
     stopped.set()
-    checker = build_checker(config.advanced)
-    outcomes: dict[str, PhaseOutcome] = {}
+    checker = build_checker(loaded.config.advanced)
     try:
-        executor = Executor(_NoAgent(), checker, None, options, stopped, on_event)
-        for phase in phases:
-            context = PhaseContext(
-                loaded=loaded,
-                executor=executor,
-                channel=None,
-                has_reset=False,
-                first=not outcomes,
-                stop=stopped,
-                notice=lambda text: None,
-                has_session=False,
-                spool_dir=out_dir,
-            )
-            outcome = _errored(phase.run(plans[phase.name], context), cause)
-            outcomes[phase.name] = dataclasses.replace(outcome, score=phase.score(outcome, config))
+        context = PhaseContext(
+            loaded=loaded,
+            executor=Executor(_NoAgent(), checker, None, options, stopped, on_event),
+            channel=None,
+            has_reset=False,
+            first=True,
+            stop=stopped,
+            notice=lambda text: None,
+            has_session=False,
+            spool_dir=out_dir,
+        )
+        return _run_each(phases, plans, context, lambda outcome: _errored(outcome, cause))
     finally:
         checker.close()
-    return outcomes
 
 
 def _errored(outcome: PhaseOutcome, cause: str) -> PhaseOutcome:
@@ -380,7 +384,7 @@ def _result(
     loaded: LoadedConfig,
     overrides: Overrides,
     outcomes: dict[str, PhaseOutcome],
-    weights: dict[str, float],
+    phases: Sequence[Phase],
     executor: Executor | None,
     run_warnings: list[str],
     started: datetime.datetime,
@@ -396,7 +400,7 @@ def _result(
         stop_reason = not_started.cause
     verdict, code = score_run(
         outcomes,
-        config.scoring.weights.as_dict() | weights,
+        config.scoring.weights.as_dict() | {p.name: p.weight(config) for p in phases},
         min_score,
         interrupted=stop_reason in ("interrupted", MISREAD) or not_started is not None,
     )
