@@ -16,15 +16,20 @@ from __future__ import annotations
 import contextlib
 import enum
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from flakestorm.agents.importer import Locate
 from flakestorm.chaos.channels import Channel, InProcessChannel, ProxyChannel, WrapperChannel
 from flakestorm.chaos.faults import LLM_REQUEST_ATTACKS, TOOL_RESULT_ATTACKS
 from flakestorm.config import AgentConfig, AgentType, Config, Faults, Proxy, ToolDelivery
 from flakestorm.errors import UsageError
+
+if TYPE_CHECKING:
+    from flakestorm.chaos.interactions import InteractionLog
+    from flakestorm.chaos.proxy.server import ChaosProxy
 
 
 class ChannelKind(enum.Enum):
@@ -238,18 +243,8 @@ def _proxy(
                 warnings.append(warning)
             notice(f"warning: {warning}")
     else:
-        from flakestorm.chaos.proxy.server import ChaosProxy
-
-        proxy = ChaosProxy(
-            "127.0.0.1",
-            proxy_config.port or 0,
-            llm_upstream=llm_upstream,
-            tools=proxy_config.tools,
-            mcp=proxy_config.mcp_routes,
-            token=proxy_config.token,
-            record=record,
-        )
-        stack.enter_context(proxy)
+        tools, mcp = proxy_config.tools, proxy_config.mcp_routes
+        proxy = _started(config, base_dir, stack, tools, mcp, record)
         notice(f"chaos proxy (in-process) listening on {proxy.url}")
         control = ProxyControl(proxy.url, proxy_config.token)
         stack.callback(control.close)
@@ -280,22 +275,10 @@ def _wrappers(
     routes = {k: v for k, v in routes.items() if at_http or not wrapping.wraps(k)}
     if choice.kind is ChannelKind.WRAPPERS or not (routes or choice.mcp):
         return WrapperChannel(wrapping)
-    from flakestorm.chaos.proxy.server import ChaosProxy
-    from flakestorm.chaos.proxy.upstreams.cassette import resolve_cassette
     from flakestorm.chaos.routing import Router, Routing
 
     proxy_config = config.proxy or Proxy()
-    proxy = ChaosProxy(
-        "127.0.0.1",
-        proxy_config.port or 0,
-        llm_upstream=resolve_cassette(proxy_config.llm_upstream, base_dir),
-        tools=routes,
-        mcp=choice.mcp,
-        token=proxy_config.token,
-        log=wrapping.log,
-        record=record,
-    )
-    stack.enter_context(proxy)
+    proxy = _started(config, base_dir, stack, routes, choice.mcp, record, wrapping.log)
     routing = stack.enter_context(Routing(Router(proxy.url, routes, proxy.mcp)))
     routed = [*routes, *(f"MCP server {name}" for name in proxy.mcp)]
     notice(
@@ -303,3 +286,31 @@ def _wrappers(
         f"{', '.join(routed)} through {', '.join(routing.libraries)} are routed through it"
     )
     return InProcessChannel(wrapping, proxy, routes, proxy_config.mcp)
+
+
+def _started(
+    config: Config,
+    base_dir: Path,
+    stack: contextlib.ExitStack,
+    tools: Mapping[str, str],
+    mcp: Mapping[str, str],
+    record: str | None,
+    log: InteractionLog | None = None,
+) -> ChaosProxy:
+    """The proxy flakestorm starts itself on 127.0.0.1 (``proxy.port``, else a free port),
+    routing ``tools`` and the ``mcp`` servers, stopped with ``stack``."""
+    from flakestorm.chaos.proxy.server import ChaosProxy
+    from flakestorm.chaos.proxy.upstreams.cassette import resolve_cassette
+
+    proxy_config = config.proxy or Proxy()
+    proxy = ChaosProxy(
+        "127.0.0.1",
+        proxy_config.port or 0,
+        llm_upstream=resolve_cassette(proxy_config.llm_upstream, base_dir),
+        tools=tools,
+        mcp=mcp,
+        token=proxy_config.token,
+        log=log,
+        record=record,
+    )
+    return stack.enter_context(proxy)
