@@ -10,8 +10,6 @@ from flakestorm.config import AgentType, Config, MutationGenerator
 from flakestorm.engine.counting import MatrixCount
 from flakestorm.engine.phases.phase import PhaseName
 from flakestorm.engine.run_plan import CONCURRENT, RunPlan, plan_or_problem, plan_run
-from flakestorm.errors import Problem
-from flakestorm.loader.replays import resolve_sessions
 from flakestorm.redaction import without_userinfo
 from flakestorm.semantics.sweeps import sweeps_of
 
@@ -92,7 +90,7 @@ def summary(
     lines = [("agent", target), ("channel", plan.channel.describe())]
     lines += _contract_lines(config, plan)
     lines += _mutation_lines(config, base_dir, plan)
-    lines += _replay_lines(config, base_dir, plan)
+    lines += _replay_lines(config, plan)
     phases = [name.value for name in PhaseName if name.configured(config)]
     lines.append(("phases", ", ".join(phases) if phases else "none configured"))
     if len(plan.phases) > 1:
@@ -147,11 +145,10 @@ def _mutation_lines(config: Config, base_dir: Path, plan: RunPlan) -> list[tuple
     counted = plan.phases.get(PhaseName.MUTATION.value)
     if config.mutations is None or counted is None:
         return []
-    from flakestorm.engine.counting import mutation_sends
     from flakestorm.mutations.registry import types_of
 
     kinds = types_of(config)
-    sent, baselines = mutation_sends(config, bool(plan.sessions))
+    sent, baselines = counted.sends, counted.baselines
     extra = f" + {_plural(baselines, 'baseline')}" if baselines else ""
     count = counted.cells
     per = f"{count}" if sent == count else f"{sent} requests (a burst's each, a turn's each)"
@@ -170,18 +167,15 @@ def _mutation_lines(config: Config, base_dir: Path, plan: RunPlan) -> list[tuple
     return lines
 
 
-def _replay_lines(config: Config, base_dir: Path, plan: RunPlan) -> list[tuple[str, str]]:
+def _replay_lines(config: Config, plan: RunPlan) -> list[tuple[str, str]]:
     counted = plan.phases.get(PhaseName.REPLAY.value)
     if config.replays is None or counted is None:
         return []
-    sessions, _ = resolve_sessions(config, base_dir, lambda path, m: Problem("", 1, 1, "", m))
-    responses = _plural(
-        sum(len(s.session.all_tool_responses) for s in sessions), "recorded tool response"
-    )
+    responses = _plural(counted.recorded, "recorded tool response")
     return [
         (
             "replays",
-            f"{_plural(len(sessions), 'session')} ({responses}), "
+            f"{_plural(counted.cells, 'session')} ({responses}), "
             f"{_plural(counted.invocations, 'invocation')} (one per session, a conversation's "
             "one per turn)",
         )

@@ -19,6 +19,7 @@ Light to import: nothing here starts, imports or calls the agent.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +69,12 @@ class PhaseCount:
     scenarios: tuple[ScenarioRuns, ...] = ()
     matrix: MatrixCount | None = None
     """The matrix count behind ``invocations`` (contract and chaos phases)."""
+    sends: int = 0
+    """The mutation phase: the requests one run of every mutation sends."""
+    baselines: int = 0
+    """The mutation phase: its chaos-free baselines (``behavior_unchanged`` ``auto``)."""
+    recorded: int = 0
+    """The replay phase: the tool responses its sessions recorded."""
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -167,25 +174,18 @@ def _inexact(count: PhaseCount, why: str) -> PhaseCount:
     if count.phase == REPLAY:  # a replayed session is sent as recorded, sessions or not
         return count
     joined = "; ".join(w for w in (count.why, why) if w)
-    return PhaseCount(
-        count.phase, count.cells, count.invocations, False, joined, count.scenarios, count.matrix
-    )
+    return dataclasses.replace(count, exact=False, why=joined)
 
 
 def _budgeted(count: PhaseCount, config: Config) -> PhaseCount:
     budget = config.advanced.max_invocations
     if budget is None or count.invocations <= budget:
         return count
-    return PhaseCount(
-        count.phase,
-        count.cells,
-        budget,
-        False,
+    why = (
         f"advanced.max_invocations = {budget} stops the run after {budget} of "
-        f"{count.invocations} invocations",
-        count.scenarios,
-        count.matrix,
+        f"{count.invocations} invocations"
     )
+    return dataclasses.replace(count, invocations=budget, exact=False, why=why)
 
 
 def _matrix_count(
@@ -241,7 +241,10 @@ def _mutation_count(config: Config, sessions: bool) -> PhaseCount:
     from flakestorm.mutations.generation import slots
 
     invocations = sends * config.advanced.repeat + baselines
-    return _budgeted(PhaseCount(MUTATION, len(slots(config)), invocations), config)
+    counted = PhaseCount(
+        MUTATION, len(slots(config)), invocations, sends=sends, baselines=baselines
+    )
+    return _budgeted(counted, config)
 
 
 def _replay_count(config: Config, base_dir: Path) -> PhaseCount:
@@ -249,17 +252,12 @@ def _replay_count(config: Config, base_dir: Path) -> PhaseCount:
 
     found, _ = resolve_sessions(config, base_dir, lambda path, m: Problem("", 1, 1, "", m))
     invocations = sum(len(s.session.steps) for s in found)
+    recorded = sum(len(s.session.all_tool_responses) for s in found)
+    count = PhaseCount(REPLAY, len(found), invocations, recorded=recorded)
     sources = config.replays.sources if config.replays is not None else []
     if sources:
-        count = PhaseCount(
-            REPLAY,
-            len(found),
-            invocations,
-            False,
-            f"plus the sessions imported from {len(sources)} LangSmith source(s) at run time",
-        )
-    else:
-        count = PhaseCount(REPLAY, len(found), invocations)
+        imported = f"plus the sessions imported from {len(sources)} LangSmith source(s) at run time"
+        count = dataclasses.replace(count, exact=False, why=imported)
     return _budgeted(count, config)
 
 
