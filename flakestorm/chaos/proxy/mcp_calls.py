@@ -45,10 +45,9 @@ def serve_mcp(
     server = call.mcp
     assert server is not None
     request = mcp.read_request(body) if call.method == "POST" else None
+    # the protocol version the client speaks, for an answer flakestorm makes itself
+    version = (request.version if request else "") or handler.headers.get(mcp.VERSION_HEADER, "")
     if book is not None and book.scenario.replay is not None:
-        version = (request.version if request else "") or handler.headers.get(
-            mcp.VERSION_HEADER, ""
-        )
         return _replayed(call, request, book, server, version)
     if book is None or request is None:
         return _upstream(handler, call, body)
@@ -68,7 +67,6 @@ def serve_mcp(
             if answer.drop:
                 return HttpResponse(504, [], delay_ms=answer.delay_ms, drop=True)
             assert answer.message is not None
-            version = request.version or handler.headers.get(mcp.VERSION_HEADER, "")
             message = mcp.message_bytes(mcp.completed(answer.message, version))
             headers = [("Content-Type", mcp.JSON_TYPE)]
             return HttpResponse(answer.status, headers, message, delay_ms=answer.delay_ms)

@@ -126,9 +126,9 @@ class StdioRelay:
         if request is None or request.id is None:  # a response or a notification
             self._to_server(line)
             return
-        threading.Thread(target=self._through_proxy, args=(line,), daemon=True).start()
+        threading.Thread(target=self._through_proxy, args=(line, request.id), daemon=True).start()
 
-    def _through_proxy(self, line: bytes) -> None:
+    def _through_proxy(self, line: bytes, request_id: Any) -> None:
         try:
             reply = self._session.post(
                 f"{self._base}/call",
@@ -138,20 +138,19 @@ class StdioRelay:
             )
         except requests.RequestException as exc:  # a fault dropped the call, or the proxy died
             logger.warning("mcp-stdio %s: no answer (%s)", self.name, type(exc).__name__)
-            self._fail(line, f"the call got no answer ({type(exc).__name__}: dropped)")
+            self._fail(request_id, f"the call got no answer ({type(exc).__name__}: dropped)")
             return
         messages = mcp.messages_of(reply.content, reply.headers.get("Content-Type", ""))
         if not messages:
-            self._fail(line, f"the call got no answer (HTTP {reply.status_code} from flakestorm)")
+            why = f"the call got no answer (HTTP {reply.status_code} from flakestorm)"
+            self._fail(request_id, why)
             return
         for message in messages:
             self._to_agent(mcp.message_bytes(message))
 
-    def _fail(self, line: bytes, why: str) -> None:
-        """Answer the request ``line`` with a JSON-RPC error: ``why``."""
-        request = mcp.read_request(line)
-        if request is not None and request.id is not None:
-            self._to_agent(error_response(request.id, f"flakestorm mcp-stdio {self.name}: {why}"))
+    def _fail(self, request_id: Any, why: str) -> None:
+        """Answer the agent's request ``request_id`` with a JSON-RPC error: ``why``."""
+        self._to_agent(error_response(request_id, f"flakestorm mcp-stdio {self.name}: {why}"))
 
     def _to_server(self, line: bytes) -> bool:
         """Write ``line`` to the server; False (logged once) when it can no longer take it."""
@@ -232,8 +231,8 @@ class StdioRelay:
             logger.warning("mcp-stdio %s: answer not taken (%s)", self.name, type(exc).__name__)
 
     def exchange(self, body: bytes) -> bytes | None:
-        """Write one request to the server and return its response (None: a message that
-        gets none, or the server exited)."""
+        """Write one request to the server and return its response: None for a message that
+        gets none, a JSON-RPC error when the server is gone before answering it."""
         request = mcp.read_request(body)
         if request is None or request.id is None:
             self._to_server(body)
