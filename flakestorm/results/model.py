@@ -11,7 +11,7 @@ import dataclasses
 import enum
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flakestorm.redaction import Redactor
 from flakestorm.results.field_types import mistyped
@@ -20,6 +20,9 @@ from flakestorm.results.scenarios import ScenarioInfo as ScenarioInfo
 from flakestorm.results.scenarios import call_records, scenario_from_document
 from flakestorm.results.shards import Shard
 from flakestorm.results.sweeps import SweepInfo, sweep_from_document
+
+if TYPE_CHECKING:
+    from flakestorm.config import ContractInvariant
 
 SCHEMA_VERSION = 2
 """2: phases under one ``phases`` mapping; delivery proof per scenario (``declared``,
@@ -194,6 +197,19 @@ class InvariantInfo:
     description: str | None
     line: int
     """Its line in the config file (for annotations)."""
+
+    @classmethod
+    def of(cls, invariant: ContractInvariant, line: int) -> InvariantInfo:
+        """What reports need of ``invariant``, written at ``line`` of the config."""
+        return cls(
+            id=invariant.id,
+            type=invariant.type.value,
+            severity=invariant.severity.value,
+            when=invariant.when.value,
+            negate=invariant.negate,
+            description=invariant.description,
+            line=line,
+        )
 
 
 @dataclass(frozen=True)

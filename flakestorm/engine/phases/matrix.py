@@ -182,18 +182,7 @@ def _outcome(
     outcome = PhaseOutcome(
         phase=phase,
         name=contract.name,
-        invariants=tuple(
-            InvariantInfo(
-                id=inv.id,
-                type=inv.type.value,
-                severity=inv.severity.value,
-                when=inv.when.value,
-                negate=inv.negate,
-                description=inv.description,
-                line=lines.get(inv.id, 1),
-            )
-            for inv in contract.invariants
-        ),
+        invariants=tuple(InvariantInfo.of(i, lines.get(i.id, 1)) for i in contract.invariants),
         scenarios=tuple(infos[s.name] for s in plan.scenarios),
         cells=cells_out if isinstance(cells_out, Spooled) else tuple(cells_out),
         score=score_cells(cells_out),

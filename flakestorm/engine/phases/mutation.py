@@ -330,18 +330,7 @@ def _outcome(
     return PhaseOutcome(
         phase=NAME,
         name=NAME,
-        invariants=tuple(
-            InvariantInfo(
-                id=inv.id,
-                type=inv.type.value,
-                severity=inv.severity.value,
-                when=inv.when.value,
-                negate=inv.negate,
-                description=inv.description,
-                line=lines.get(inv.id, 1),
-            )
-            for inv in plan.invariants
-        ),
+        invariants=tuple(InvariantInfo.of(i, lines.get(i.id, 1)) for i in plan.invariants),
         scenarios=scenarios,
         cells=(),
         score=score_mutations(results),
