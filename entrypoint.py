@@ -131,7 +131,12 @@ class _Action:
             loaded = load_config(Path(self.config_name) if here else self.config_path, env=self.env)
         except ConfigError as exc:
             return self._config_error(exc)
-        for secret in sorted(loaded.secrets):
+        # the proxy token is a secret too (usually this run's github.token, which the runner
+        # masks itself; a token of the user's own is masked here)
+        secrets = set(loaded.secrets)
+        if self.settings.proxy_token:
+            secrets.add(self.settings.proxy_token)
+        for secret in sorted(secrets):
             gh.add_mask(secret)
         self._config_warnings(loaded.warnings)
         out_dir = self.workspace / (self.settings.report_dir or loaded.config.output.dir)
@@ -145,7 +150,7 @@ class _Action:
 
         # SIGINT then SIGTERM (a cancelled job): the run stops, and the reports still get written;
         # every log line and report is redacted before any cut (redaction.active)
-        with stopping_on_signals(stop, stopping), redacting(Redactor(loaded.secrets)):
+        with stopping_on_signals(stop, stopping), redacting(Redactor(secrets)):
             return self._run_and_report(loaded, out_dir, stop)
 
     def _run_and_report(self, loaded: LoadedConfig, out_dir: Path, stop: Stop) -> int:
@@ -235,6 +240,7 @@ class _Action:
             output_dir=str(out_dir),
             agent_url=self.settings.agent_url,
             proxy_url=self.settings.proxy_url,
+            proxy_token=self.settings.proxy_token,
             ready_timeout_ms=self.settings.ready_timeout,
             shard=self.settings.shard,
         )

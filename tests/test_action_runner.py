@@ -117,6 +117,7 @@ class Rig:
     runner_image: str
     agent_good: str
     agent_bad: str
+    agent_meddling: str
     proxy_image: str
     fake_api: str
     networks: list[str] = field(default_factory=list)
@@ -163,6 +164,11 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
         ROOT, [bad_file.relative_to(ROOT).as_posix()], image_id(good)
     )
     build(bad, HERE, bad_file, timings, "unsafe agent image", base=good)
+    meddling_files = [HERE / "meddling-agent.Dockerfile", HERE / "meddler.py"]
+    meddling = "flakestorm-test/act-finbot-meddling:" + content_hash(
+        ROOT, [f.relative_to(ROOT).as_posix() for f in meddling_files], image_id(good)
+    )
+    build(meddling, HERE, meddling_files[0], timings, "meddling agent image", base=good)
     python = wheelhouse_python(timings, base)
 
     previous = image_id(PYTHON_TAG) if image_exists_quiet(PYTHON_TAG) else ""
@@ -170,7 +176,7 @@ def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
     suffix = uuid.uuid4().hex[:8]
     fake = f"fs-act-{suffix}-github-api"
     own_network = f"fs-act-{suffix}"
-    state = Rig(timings, act, runner, good, bad, proxy, fake)
+    state = Rig(timings, act, runner, good, bad, meddling, proxy, fake)
     try:
         docker("network", "create", "--label", f"{LABEL}=1", own_network)
         state.networks.append(own_network)
@@ -375,13 +381,14 @@ def without_artifact_steps(text: str) -> str:
 
 
 def test_the_readme_workflow_under_a_runner(rig: Rig, tmp_path: Path) -> None:
-    """The README's workflow: a good agent passes with the outputs set and one comment created;
-    the unsafe agent fails the job with an annotation on the config's line and the same comment
-    updated in place."""
+    """The README's workflow: a good agent passes with the outputs set and one comment created,
+    though its container calls the proxy's control API all along to clear its faults (refused:
+    the workflow gives the proxy this run's token, and the agent none); the unsafe agent fails
+    the job with an annotation on the config's line and the same comment updated in place."""
     config = (HERE / "flakestorm.yaml").read_text(encoding="utf-8")
     workflow = without_artifact_steps(readme_workflow())
     images = {
-        "ghcr.io/OWNER/my-agent:1.0.0": rig.agent_good,
+        "ghcr.io/OWNER/my-agent:1.0.0": rig.agent_meddling,
         "ghcr.io/flakestorm/flakestorm:v2": rig.proxy_image,
     }
     repo = workspace(tmp_path / "repo", substituted(workflow, images), config)
@@ -404,6 +411,10 @@ def test_the_readme_workflow_under_a_runner(rig: Rig, tmp_path: Path) -> None:
     results = json.loads((repo / "flakestorm-reports" / "results.json").read_text())
     fired = {c["scenario"] for c in results["phases"]["contract"]["cells"] if c["faults_fired"]}
     assert {"market-data-down", "llm-rate-limited", "indirect-injection"} <= fired, fired
+    # the agent's container tried to clear its chaos throughout, and was refused every time
+    meddled = {r["path"] for r in rig.api("requests")[before:] if r["path"].startswith("/meddled/")}
+    assert {"/meddled/DELETE/scenario/401", "/meddled/POST/reset/401"} <= meddled, meddled
+    assert not {p for p in meddled if not p.endswith(("/401", "/down"))}, meddled
     check_junit(repo, "flakestorm-reports")
     # baseline: auto, with no run of the base branch to compare: a notice, never a failure
     assert any("no baseline" in a["message"] for a in good.annotations("notice"))

@@ -443,6 +443,25 @@ def test_proxy_mode_serves_the_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
     assert seen == [env] and out.getvalue() == ""
 
 
+def test_proxy_token_input_opens_the_proxy_services_control_api(
+    workspace: Path, agent: Agent
+) -> None:
+    """The README workflow's pair: the proxy service takes control calls with this run's token
+    only, and the action's ``proxy-token`` input gives the run that token (masked first)."""
+    from flakestorm.chaos.proxy.server import ChaosProxy
+
+    token = "ghs_per-run-token-7"
+    with ChaosProxy(token=token) as proxy:
+        env = _env(workspace, agent, proxy_url=proxy.url)
+        code, stdout = _run(env)
+        assert code == 3, stdout
+        assert "refused the control token" in stdout
+        code, stdout = _run({**env, "INPUT_PROXY-TOKEN": token})
+    assert code == 0, stdout
+    assert stdout.index(f"::add-mask::{token}") < stdout.index("::group::")
+    assert token not in stdout.replace(f"::add-mask::{token}", "")
+
+
 def test_proxy_mode_bad_setting_exit_2() -> None:
     assert entrypoint.main({"FLAKESTORM_MODE": "proxy", "FLAKESTORM_PROXY_PORT": "x"}) == 2
 
@@ -520,6 +539,7 @@ def test_settings_from_inputs_with_hyphens() -> None:
         "INPUT_COMMAND": "Contract",
         "INPUT_AGENT-URL": "http://agent:8000/chat",
         "INPUT_PROXY-URL": "http://flakestorm-proxy:8080",
+        "INPUT_PROXY-TOKEN": " ghs_p ",
         "INPUT_MIN-SCORE": "80.5",
         "INPUT_GITHUB-TOKEN": " ghs_x ",
         "INPUT_COMMENT": "failures",
@@ -534,6 +554,7 @@ def test_settings_from_inputs_with_hyphens() -> None:
         command=Command.CONTRACT,
         agent_url="http://agent:8000/chat",
         proxy_url="http://flakestorm-proxy:8080",
+        proxy_token="ghs_p",
         min_score=80.5,
         github_token="ghs_x",
         comment=CommentMode.FAILURES,

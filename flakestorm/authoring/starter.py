@@ -155,7 +155,9 @@ jobs:
         image: ghcr.io/flakestorm/flakestorm:v2    # the action's release (pinning: docs/action.md)
         env:
           FLAKESTORM_MODE: proxy
-          # its routes (proxy.tools, proxy.llm_upstream) come from flakestorm.yaml
+          # its routes (proxy.tools, proxy.llm_upstream) come from flakestorm.yaml; its control
+          # API takes only this run's token, which the agent's container never gets
+          FLAKESTORM_PROXY_TOKEN: ${{ github.token }}
         options: >-
           --health-cmd "/opt/flakestorm/bin/python -m flakestorm.chaos.proxy --health"
           --health-interval 2s --health-retries 30
@@ -170,6 +172,7 @@ jobs:
           config: flakestorm.yaml
           agent-url: http://agent:8000/chat
           proxy-url: http://flakestorm-proxy:8080
+          proxy-token: ${{ github.token }}
           baseline: auto        # pull requests: what changed against the base branch
 
       - if: always()

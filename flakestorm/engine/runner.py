@@ -66,6 +66,8 @@ class Overrides:
     """Record the real LLM and tool exchanges of the run into this cassette file."""
     shard: Shard | None = None
     """Run only this part of every phase's items (``--shard K/N``)."""
+    proxy_token: str | None = None
+    """Replaces ``proxy.token`` (the proxy service's control API token)."""
 
 
 def _rebase(url: str, old_endpoint: str, new_endpoint: str) -> str:
@@ -103,9 +105,13 @@ def apply_overrides(loaded: LoadedConfig, overrides: Overrides) -> LoadedConfig:
     update: dict[str, object] = {}
     if agent_update:
         update["agent"] = config.agent.model_copy(update=agent_update)
-    if overrides.proxy_url is not None:
-        proxy = config.proxy or Proxy()
-        update["proxy"] = proxy.model_copy(update={"url": overrides.proxy_url})
+    proxy_update = {
+        name: value
+        for name, value in (("url", overrides.proxy_url), ("token", overrides.proxy_token))
+        if value is not None
+    }
+    if proxy_update:
+        update["proxy"] = (config.proxy or Proxy()).model_copy(update=proxy_update)
     if overrides.seed is not None:
         update["advanced"] = config.advanced.model_copy(update={"seed": overrides.seed})
     if not update:

@@ -89,6 +89,8 @@ class Settings:
     command: Command = Command.CI
     agent_url: str | None = None
     proxy_url: str | None = None
+    proxy_token: str | None = None
+    """The proxy service's control API token (a secret: never printed)."""
     min_score: float | None = None
     github_token: str = ""
     comment: CommentMode = CommentMode.ALWAYS
@@ -242,6 +244,7 @@ def parse_settings(env: Mapping[str, str]) -> Settings:
         command=command,
         agent_url=url("agent-url"),
         proxy_url=url("proxy-url"),
+        proxy_token=env.get(input_var("proxy-token"), "").strip() or None,
         min_score=number("min-score", 0, 100),
         github_token=env.get(input_var("github-token"), "").strip(),
         comment=comment,
