@@ -1,14 +1,24 @@
-"""Earlier config formats: 1.0 configs and the flat scoring form warn; upstream-only keys refuse."""
+"""Earlier config formats: 1.0 configs and the flat scoring form warn; upstream-only keys refuse;
+each message names `flakestorm migrate`. A 2.0.0 session's `source` is accepted as is."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from support.config_text import AGENT, load, problems
+
+from flakestorm.config import Session
+from flakestorm.loader import load_config, load_config_text
+from flakestorm.loader.legacy import LEGACY_HINTS, UNMIGRATED, UPSTREAM_KEYS, UPSTREAM_VALUES
+
+MIGRATE = "`flakestorm migrate` rewrites it"
 
 
 def test_version_1_warns() -> None:
     loaded = load('version: "1.0"\n' + AGENT)
     assert len(loaded.warnings) == 1
     assert str(loaded.warnings[0]).startswith("flakestorm.yaml:1:10: version: version 1.0")
+    assert str(loaded.warnings[0]).endswith(f'(write version: "2.0"); {MIGRATE}')
 
 
 def test_flat_scoring_warns_and_maps_to_weights() -> None:
@@ -22,7 +32,8 @@ def test_flat_scoring_warns_and_maps_to_weights() -> None:
     }
     assert [str(w) for w in loaded.warnings] == [
         "flakestorm.yaml:4:3: scoring: the flat scoring form is deprecated; write scoring: "
-        "weights: {mutation: 0.1, chaos: 0.4, contract: 0.4, replay: 0.1}"
+        "weights: {mutation: 0.1, chaos: 0.4, contract: 0.4, replay: 0.1}; "
+        f"{MIGRATE}"
     ]
 
 
@@ -41,5 +52,79 @@ def test_legacy_form_is_not_a_user_key() -> None:
 def test_upstream_key_says_what_to_write_instead() -> None:
     assert problems(AGENT + "  query_params: {a: b}\n") == [
         "flakestorm.yaml:3:3: agent.query_params: unknown key 'query_params': "
-        "put query parameters in agent.endpoint itself"
+        f"put query parameters in agent.endpoint itself; {MIGRATE}"
     ]
+
+
+def test_both_scoring_forms_name_migrate() -> None:
+    found = problems(AGENT + "scoring:\n  mutation: 0.5\n  weights: {}\n")
+    assert found == [
+        "flakestorm.yaml:4:3: scoring.mutation: both the flat form (mutation) and 'weights' "
+        f"are set; keep only 'weights:' (mutation, chaos, contract, replay); {MIGRATE}"
+    ]
+
+
+def test_every_upstream_key_and_value_names_migrate() -> None:
+    assert set(LEGACY_HINTS.keys) == set(UPSTREAM_KEYS)
+    assert all(hint.endswith(MIGRATE) for hint in LEGACY_HINTS.keys.values())
+    for key, message in LEGACY_HINTS.values.items():
+        assert message.startswith(UPSTREAM_VALUES[key])
+        says = "not this" if key in UNMIGRATED else MIGRATE
+        assert "`flakestorm migrate`" in message and message.endswith(says)
+
+
+def test_a_value_migrate_cannot_rewrite_says_so() -> None:
+    assert problems("agent:\n  type: langchain\n  endpoint: app:chain\n") == [
+        "flakestorm.yaml:2:9: agent.type: 'langchain' is not supported: use type: python with "
+        "endpoint 'module:attr' of a function that invokes the chain; `flakestorm migrate` "
+        "rewrites the rest of a 1.x / 2.0.0 config, not this"
+    ]
+
+
+SESSIONS = (
+    AGENT
+    + """\
+golden_prompts: [hi]
+contract:
+  name: c
+  invariants: [{id: a, type: completes}]
+  chaos_matrix: [{name: calm}]
+replays:
+  sessions:
+    - id: inline
+      input: hi
+      source: manual
+"""
+)
+
+
+def test_a_sessions_source_is_accepted_as_is(tmp_path: Path) -> None:
+    loaded = load(SESSIONS)
+    assert not loaded.warnings
+    session = loaded.config.replays.sessions[0] if loaded.config.replays else None
+    assert isinstance(session, Session) and session.source == "manual"
+    (tmp_path / "s.yaml").write_text(
+        "id: from-file\ninput: hi\nsource: manual\ncontract: c\n", encoding="utf-8"
+    )
+    config = tmp_path / "flakestorm.yaml"
+    config.write_text(SESSIONS + "    - file: s.yaml\n", encoding="utf-8")
+    assert load_config(config, env={}).config.replays is not None
+
+
+def test_a_sessions_source_must_be_text() -> None:
+    found = problems(SESSIONS.replace("source: manual", "source: [manual]"))
+    assert found == [
+        "flakestorm.yaml:12:15: replays.sessions[0].source: expected a string, got a list"
+    ]
+
+
+def test_a_sessions_captured_at_names_migrate() -> None:
+    found = problems(SESSIONS + "      captured_at: '2025-06-01'\n")
+    assert found == [
+        "flakestorm.yaml:13:7: replays.sessions[0].captured_at: unknown key 'captured_at': "
+        f"remove 'captured_at' (when the session was recorded is not read); {MIGRATE}"
+    ]
+
+
+def test_text_validates_without_the_real_environment() -> None:
+    assert load_config_text(AGENT, env={}).config.agent.endpoint.startswith("http")

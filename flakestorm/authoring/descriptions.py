@@ -379,6 +379,8 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "replays.sessions[].contract": "The contract to verify the reply against: a contract "
     "name in this config, or the path of a YAML file with a `contract` section (relative "
     "to the config). Default: the config's contract. Not with `verify: invariants`.",
+    "replays.sessions[].source": "Where the session came from (`manual`, a tool): "
+    "metadata a flakestorm 2.0.0 session carries; accepted and not read.",
     "replays.sessions[].verify": "What the reply is checked against: `contract` (the "
     "session's `contract`) or `invariants` (the config's top-level `invariants`, as the "
     "mutation and chaos phases check a reply: what `replay export` writes for a failed "

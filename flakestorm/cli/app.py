@@ -170,6 +170,11 @@ class FlakestormGroup(LazyGroup):
             "run's verdict: every report in OUTPUT, and the gate's exit code.",
         ),
         "mcp-stdio": ("mcp_stdio", "Relay a stdio MCP server, with the run's faults on its tools."),
+        "migrate": (
+            "migrate",
+            "Rewrite a flakestorm 1.x / 2.0.0 config (and its replay session files) in today's "
+            "form.",
+        ),
         "mutations": ("mutations", "The mutation phase's mutations."),
         "proxy": ("proxy", "Run the chaos proxy until Ctrl-C (SIGINT) or SIGTERM."),
         "replay": (

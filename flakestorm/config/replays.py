@@ -87,6 +87,9 @@ class Session(Model):
     expected_failure: str | None = None
     contract: str | None = None
     verify: Verify = Verify.CONTRACT
+    source: str | None = None
+    """Where the session came from (``manual``): metadata flakestorm 2.0.0 wrote, accepted
+    and not read."""
 
     @property
     def steps(self) -> tuple[SessionTurn, ...]:

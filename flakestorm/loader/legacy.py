@@ -6,6 +6,10 @@
   see the flat keys it then cannot place; :func:`prepare` hides them from it);
 - keys and values of the public flakestorm 1.x / 2.0.0 format that this version does not read
   are refused with what to write instead (:data:`UPSTREAM_KEYS`, :data:`UPSTREAM_VALUES`).
+
+Each of these messages also names ``flakestorm migrate`` (:data:`MIGRATE`), which rewrites such
+a config (:mod:`flakestorm.authoring.migrate`, whose notes reuse the hints). A session's
+``source`` (2.0.0 metadata) is not among them: the model accepts it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from flakestorm.config import (
     LEGACY_WEIGHT_KEYS,
     AgentConfig,
     Config,
+    ContractInvariant,
     Invariant,
     LangsmithSource,
     Mutations,
@@ -30,6 +35,9 @@ from flakestorm.errors import Problem
 from flakestorm.loader.locations import Locator
 from flakestorm.validation import Hints
 from flakestorm.validation.wording import unknown_key_message
+
+MIGRATE = "; `flakestorm migrate` rewrites it"
+"""What every message about an earlier format ends with."""
 
 SCORING_KEYS = ("weights", "min_score")
 """The keys ``scoring:`` offers (``legacy_form`` is the model's, not the user's)."""
@@ -56,7 +64,7 @@ def precheck(data: Any, where: Locator) -> list[Problem]:
                 where.at(
                     ("scoring", flat[0]),
                     f"both the flat form ({', '.join(flat)}) and 'weights' are set; "
-                    "keep only 'weights:' (mutation, chaos, contract, replay)",
+                    "keep only 'weights:' (mutation, chaos, contract, replay)" + MIGRATE,
                     key=True,
                 )
             )
@@ -85,7 +93,7 @@ def version_warnings(version: str | None, scoring: Scoring | None, where: Locato
                 ("version",),
                 "version 1.0 configs are read as 2.0: chaos, contract, replays and "
                 "scoring.weights are available, 'model:' is replaced by mutations.llm and "
-                "output uses 'dir' and 'formats' (write version: \"2.0\")",
+                "output uses 'dir' and 'formats' (write version: \"2.0\")" + MIGRATE,
             )
         )
     if scoring is not None and scoring.legacy_form:
@@ -95,7 +103,7 @@ def version_warnings(version: str | None, scoring: Scoring | None, where: Locato
                 ("scoring",),
                 "the flat scoring form is deprecated; write scoring: weights: {mutation: "
                 f"{w.mutation:g}, chaos: {w.chaos:g}, contract: {w.contract:g}, "
-                f"replay: {w.replay:g}}}",
+                f"replay: {w.replay:g}}}" + MIGRATE,
             )
         )
     return out
@@ -124,7 +132,10 @@ UPSTREAM_KEYS: dict[tuple[type[BaseModel], str], str] = {
     (Invariant, "dangerous_prompts"): (
         "use 'expect: refuse' (or 'expect: comply') on a refusal_check invariant"
     ),
-    (Session, "source"): "remove 'source' (it is not read; the session's origin is not needed)",
+    (ContractInvariant, "dangerous_prompts"): (
+        "use 'expect: refuse' (or 'expect: comply') on a refusal_check invariant"
+    ),
+    (Session, "captured_at"): "remove 'captured_at' (when the session was recorded is not read)",
     (LangsmithSource, "filter"): (
         "LangSmith filters are not supported; give 'project' or 'run_id' (and 'contract')"
     ),
@@ -146,5 +157,20 @@ UPSTREAM_VALUES: dict[tuple[type[BaseModel], str, str], str] = {
 """Upstream values this version refuses -> the whole message (by model, field and value)."""
 
 
-LEGACY_HINTS = Hints(keys=UPSTREAM_KEYS, values=UPSTREAM_VALUES)
+UNMIGRATED: frozenset[tuple[type[BaseModel], str, str]] = frozenset(
+    {(AgentConfig, "type", "langchain")}
+)
+"""What ``flakestorm migrate`` cannot write for the user (it needs their code): left as is."""
+
+
+def _migrate_says(key: tuple[type[BaseModel], str, str], hint: str) -> str:
+    if key in UNMIGRATED:
+        return f"{hint}; `flakestorm migrate` rewrites the rest of a 1.x / 2.0.0 config, not this"
+    return hint + MIGRATE
+
+
+LEGACY_HINTS = Hints(
+    keys={key: hint + MIGRATE for key, hint in UPSTREAM_KEYS.items()},
+    values={key: _migrate_says(key, hint) for key, hint in UPSTREAM_VALUES.items()},
+)
 """How :func:`~flakestorm.validation.validate_model` words keys and values of older formats."""

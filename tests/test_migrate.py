@@ -1,0 +1,378 @@
+"""``flakestorm migrate``: 1.x / 2.0.0 configs (tests/configs/legacy) rewritten in today's
+form, comments kept, each change listed with its line; what is already current left byte for
+byte; bad input refused without a traceback."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from flakestorm.authoring.migrate import (
+    CONFIG_PLACES,
+    RULES,
+    SESSIONS,
+    migrate_file,
+    migrate_text,
+)
+from flakestorm.cli import main
+from flakestorm.loader import load_config_text
+from flakestorm.loader.legacy import UNMIGRATED, UPSTREAM_KEYS, UPSTREAM_VALUES
+
+LEGACY = Path(__file__).parent / "configs" / "legacy"
+UPSTREAM = Path(__file__).parent / "configs" / "upstream"
+ENV = {"OPENAI_API_KEY": "sk-test", "FLAKESTORM_TEST_TOKEN": "t0ken"}
+
+
+@pytest.fixture
+def runner(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    return CliRunner()
+
+
+def project(tmp_path: Path, name: str, source: Path = LEGACY) -> Path:
+    """``name`` copied (with its replays/) to ``tmp_path`` as flakestorm.yaml."""
+    shutil.copy(source / name, tmp_path / "flakestorm.yaml")
+    if (source / "replays").is_dir():
+        shutil.copytree(source / "replays", tmp_path / "replays")
+    return tmp_path / "flakestorm.yaml"
+
+
+def migrate(runner: CliRunner, config: Path, *args: str) -> Result:
+    return runner.invoke(main, ["migrate", "-c", str(config), *args])
+
+
+def validate(runner: CliRunner, config: Path) -> Result:
+    return runner.invoke(main, ["validate", "-c", str(config)])
+
+
+# --------------------------------------------------------------------------- the fixtures
+
+
+def test_the_2_0_0_example_migrates_and_validates(runner: CliRunner, tmp_path: Path) -> None:
+    config = project(tmp_path, "v2_research_agent.yaml")
+    before = validate(runner, config)
+    assert before.exit_code == 2
+    assert (
+        f"{config}:128:3: advanced.retries: unknown key 'retries': invocations are not retried; "
+        "for a flaky agent use advanced.repeat and advanced.min_pass; `flakestorm migrate` "
+        "rewrites it"
+    ) in before.stderr.splitlines()
+    result = migrate(runner, config)
+    assert result.exit_code == 0, result.output
+    name = str(config)
+    for line in (
+        f"{name}:21: model: -> mutations.generator: llm, mutations.llm: "
+        '{base_url: "http://localhost:11434/v1", model: "gemma3:1b"} (provider ollama)',
+        f"{name}:114: scoring: mutation, chaos, contract, replay -> scoring.weights: "
+        "{mutation: 0.2, chaos: 0.35, contract: 0.35, replay: 0.1}",
+        f"{name}:123: output.format: html -> output.formats: [html]",
+        f"{name}:124: output.path: ./reports -> output.dir: ./reports",
+        f"{name}:128: advanced.retries: 2 removed: invocations are not retried; for a flaky "
+        "agent use advanced.repeat and advanced.min_pass",
+        f"rewrote {name} (5 changes)",
+        f"{tmp_path / 'replays' / 'incident_001.yaml'}: nothing to change",
+        f"ok: {name} is valid",
+    ):
+        assert line in result.stdout.splitlines()
+    text = config.read_text(encoding="utf-8")
+    assert "# The model that writes the mutations\n" in text  # comments survive
+    assert "  count: 5\n  types:\n    - paraphrase\n" in text
+    assert "  generator: llm\n  llm:\n    base_url: " in text
+    assert "  retries: 2   # retry a failed request twice" not in text
+    assert validate(runner, config).exit_code == 0
+    # the session's `source: manual` is accepted as is
+    session = tmp_path / "replays" / "incident_001.yaml"
+    assert session.read_bytes() == (LEGACY / "replays" / "incident_001.yaml").read_bytes()
+
+
+def test_the_1_0_root_config_migrates_and_validates(runner: CliRunner, tmp_path: Path) -> None:
+    config = project(tmp_path, "v1_root.yaml")
+    before = validate(runner, config)
+    assert before.exit_code == 2 and "error: 8 problems" in before.stderr
+    result = migrate(runner, config)
+    assert result.exit_code == 0, result.output
+    listed = [line.removeprefix(f"{config}:") for line in result.stdout.splitlines()]
+    assert listed == [
+        '2: version: "1.0" -> "2.0"',
+        "8: model: -> mutations.generator: llm, mutations.llm: {base_url: "
+        '"http://localhost:11434/v1", model: "qwen3:8b", temperature: 0.8} (provider ollama)',
+        "32: invariants[0].threshold: 0.8 removed: a latency invariant has no threshold (1.x "
+        "wrote its default on every invariant)",
+        "33: invariants[0].dangerous_prompts: true removed: a latency invariant has no such "
+        "field (1.x wrote it on every one, read it on none)",
+        "35: invariants[1].threshold: 0.8 removed: a valid_json invariant has no threshold "
+        "(1.x wrote its default on every invariant)",
+        "36: invariants[1].dangerous_prompts: true removed: a valid_json invariant has no such "
+        "field (1.x wrote it on every one, read it on none)",
+        "38: output.format: html -> output.formats: [html]",
+        "39: output.path: ./reports -> output.dir: ./reports",
+        "42: advanced.retries: 2 removed: invocations are not retried; for a flaky agent use "
+        "advanced.repeat and advanced.min_pass",
+        f"rewrote {config} (9 changes)",
+        f"ok: {config} is valid",
+    ]
+    text = config.read_text(encoding="utf-8")
+    assert "# the prompts every mutation starts from\n" in text
+    assert text.startswith("# flakestorm 1.0 - the project's own config")
+    assert "- type: latency\n  max_ms: 2000\n- type: valid_json\noutput:" in text
+    assert "    noise: 0.8\n    tone_shift: 0.9\n    prompt_injection: 1.5\n  generator: llm\n" in (
+        text
+    )
+    assert validate(runner, config).exit_code == 0
+    loaded = load_config_text(text, base_dir=tmp_path)
+    assert loaded.config.version == "2.0" and not loaded.warnings
+    llm = loaded.config.mutations.llm if loaded.config.mutations else None
+    assert llm is not None and llm.temperature == 0.8 and llm.model == "qwen3:8b"
+
+
+@pytest.mark.parametrize("config", sorted(UPSTREAM.glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_documented_upstream_example_validates_once_migrated(
+    runner: CliRunner, tmp_path: Path, config: Path
+) -> None:
+    migrated = project(tmp_path, config.name, UPSTREAM)
+    result = migrate(runner, migrated)
+    assert result.exit_code == 0, result.output
+    assert "warning:" not in result.stderr  # not even the 1.0 or flat-scoring warnings
+
+
+# --------------------------------------------------------------------------- unchanged, -o
+
+
+def test_a_current_config_is_left_byte_for_byte(runner: CliRunner, tmp_path: Path) -> None:
+    config = tmp_path / "flakestorm.yaml"
+    data = (
+        b"# today's form\r\nversion: '2.0'\r\nagent:\r\n  endpoint: http://localhost:8000/x  "
+        b"# the agent\r\ngolden_prompts: [hi]\r\noutput: {formats: [json], dir: out}\r\n"
+    )
+    config.write_bytes(data)
+    result = migrate(runner, config)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"{config}: nothing to change\nok: {config} is valid\n"
+    assert config.read_bytes() == data
+
+
+def test_output_file_leaves_the_original_alone(runner: CliRunner, tmp_path: Path) -> None:
+    config = project(tmp_path, "v2_research_agent.yaml")
+    original = config.read_bytes()
+    out = tmp_path / "migrated.yaml"
+    result = migrate(runner, config, "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert config.read_bytes() == original
+    assert f"wrote {out}" in result.stdout and f"ok: {out} is valid" in result.stdout
+    assert "formats: [html]" in out.read_text(encoding="utf-8")
+
+
+def test_output_dash_prints_the_config_and_says_the_rest_on_stderr(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    config = project(tmp_path, "v1_root.yaml")
+    result = migrate(runner, config, "-o", "-")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("# flakestorm 1.0 - the project's own config, as")
+    assert '\nversion: "2.0"\nagent:\n' in result.stdout
+    assert "ok: <stdout> is valid" in result.stderr
+    assert 'version: "1.0" -> "2.0"' in result.stderr
+
+
+# --------------------------------------------------------------------------- session files
+
+
+SESSION = """\
+# recorded by hand
+id: s-1
+input: "What is 2 + 2?"
+source: manual
+captured_at: "2025-06-01T10:00:00Z"   # when it happened
+contract: c
+"""
+
+SESSION_CONFIG = """\
+agent:
+  endpoint: http://localhost:8000/invoke
+golden_prompts: [hi]
+contract:
+  name: c
+  invariants: [{id: a, type: completes}]
+  chaos_matrix: [{name: calm}]
+replays:
+  sessions:
+    - file: "sessions/*.yaml"
+    - id: inline
+      input: hi
+      source: manual
+      captured_at: "2025-06-02"
+"""
+
+
+def test_session_files_are_rewritten_in_place(runner: CliRunner, tmp_path: Path) -> None:
+    config = tmp_path / "flakestorm.yaml"
+    config.write_text(SESSION_CONFIG, encoding="utf-8")
+    (tmp_path / "sessions").mkdir()
+    session = tmp_path / "sessions" / "one.yaml"
+    session.write_text(SESSION, encoding="utf-8")
+    result = migrate(runner, config)
+    assert result.exit_code == 0, result.output
+    assert f'{config}:14: replays.sessions[1].captured_at: "2025-06-02" removed' in result.stdout
+    assert f'{session}:5: captured_at: "2025-06-01T10:00:00Z" removed' in result.stdout
+    assert session.read_text(encoding="utf-8") == SESSION.replace(
+        'captured_at: "2025-06-01T10:00:00Z"   # when it happened\n', ""
+    )
+    assert "source: manual" in config.read_text(encoding="utf-8")
+
+
+def test_with_output_session_files_are_listed_not_written(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    config = tmp_path / "flakestorm.yaml"
+    config.write_text(SESSION_CONFIG, encoding="utf-8")
+    (tmp_path / "sessions").mkdir()
+    session = tmp_path / "sessions" / "one.yaml"
+    session.write_text(SESSION, encoding="utf-8")
+    result = migrate(runner, config, "-o", str(tmp_path / "new.yaml"))
+    assert result.exit_code == 2
+    assert f"{session}: not rewritten (1 change; -o writes only the config)" in result.stdout
+    assert session.read_text(encoding="utf-8") == SESSION
+    assert "problems remain that migrate cannot fix" in result.stderr
+    assert "captured_at" in result.stderr and "Traceback" not in result.output
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_a_missing_file_is_a_located_error(runner: CliRunner, tmp_path: Path) -> None:
+    result = migrate(runner, tmp_path / "nope.yaml")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"{tmp_path / 'nope.yaml'}:1:1: cannot read the file")
+    assert "Traceback" not in result.output
+
+
+def test_yaml_that_does_not_parse_is_a_located_error(runner: CliRunner, tmp_path: Path) -> None:
+    config = tmp_path / "flakestorm.yaml"
+    config.write_text("agent:\n  endpoint: [x\nmodel: {}\n", encoding="utf-8")
+    result = migrate(runner, config)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"{config}:3:6: invalid YAML: expected ',' or ']'")
+    assert "Traceback" not in result.output
+    assert config.read_text(encoding="utf-8") == "agent:\n  endpoint: [x\nmodel: {}\n"
+
+
+def test_what_migrate_cannot_fix_is_reported_exit_2(runner: CliRunner, tmp_path: Path) -> None:
+    config = tmp_path / "flakestorm.yaml"
+    config.write_text(
+        "agent:\n  type: langchain\n  endpoint: app.chain:chain\noutput:\n  path: out\n",
+        encoding="utf-8",
+    )
+    result = migrate(runner, config)
+    assert result.exit_code == 2
+    assert f"{config}:5: output.path: out -> output.dir: out" in result.stdout
+    assert "'langchain' is not supported" in result.stderr
+    assert "dir: out" in config.read_text(encoding="utf-8")
+
+
+# --------------------------------------------------------------------------- the rules
+
+
+def test_every_legacy_key_and_value_has_a_rule() -> None:
+    placed = {model for _, model in CONFIG_PLACES}
+    for model, key in UPSTREAM_KEYS:
+        assert (model, key) in RULES, f"{model.__name__}.{key}: no rule"
+        assert model in placed
+    for model, key, value in UPSTREAM_VALUES:
+        assert (model, key) in RULES or (model, key, value) in UNMIGRATED
+
+
+def test_flow_style_sections_are_written_in_block_style_first() -> None:
+    text = (
+        "agent: {endpoint: http://localhost:8000/x}\n"
+        "scoring: {mutation: 0.25, chaos: 0.25, contract: 0.25, replay: 0.25}  # even\n"
+        "output: {format: terminal, path: out}\n"
+        "invariants:\n"
+        "  - {type: refusal_check, dangerous_prompts: true}\n"
+    )
+    after, changes = migrate_text(text, "f.yaml")
+    assert after == (
+        "agent: {endpoint: http://localhost:8000/x}\n"
+        "scoring:  # even\n"
+        "  weights:\n"
+        "    mutation: 0.25\n    chaos: 0.25\n    contract: 0.25\n    replay: 0.25\n"
+        "output:\n  formats: []\n  dir: out\n"
+        "invariants:\n"
+        "  - type: refusal_check\n    expect: refuse\n"
+    )
+    assert [c.line for c in changes] == [2, 2, 3, 3, 3, 5, 5]
+    assert "terminal dropped" in str(changes[3])
+    load_config_text(after)
+
+
+def test_the_first_key_of_a_list_item_hands_its_dash_on() -> None:
+    text = (
+        "agent:\n  endpoint: http://h/x\ninvariants:\n- threshold: 0.8  # old\n  # note\n"
+        "  type: completes\n"
+    )
+    after, changes = migrate_text(text, "f.yaml")
+    assert after == "agent:\n  endpoint: http://h/x\ninvariants:\n  # note\n- type: completes\n"
+    assert [c.line for c in changes] == [4]
+
+
+def test_model_without_a_mutations_section_starts_one() -> None:
+    text = (
+        "agent:\n  endpoint: http://h/x\nmodel:   # the generator\n  provider: openai\n"
+        "  name: gpt-4o-mini\n  api_key: sk-literal\n  max_tokens: 5\ngolden_prompts: [hi]\n"
+    )
+    after, changes = migrate_text(text, "f.yaml")
+    assert after == (
+        "agent:\n  endpoint: http://h/x\nmutations:   # the generator\n  generator: llm\n  llm:\n"
+        '    base_url: "https://api.openai.com/v1"\n    model: gpt-4o-mini\n'
+        "    api_key: sk-literal\ngolden_prompts: [hi]\n"
+    )
+    said = str(changes[0])
+    assert "sk-literal" not in said and 'api_key: "***"' in said
+    assert "max_tokens dropped" in said and "a new mutations section" in said
+    load_config_text(after)
+
+
+def test_a_model_migrate_cannot_map_is_removed_with_why() -> None:
+    text = "agent:\n  endpoint: http://h/x\nmodel:\n  provider: cohere\n  name: x\n"
+    after, changes = migrate_text(text, "f.yaml")
+    assert after == "agent:\n  endpoint: http://h/x\n"
+    assert "provider 'cohere' has no OpenAI-compatible API migrate knows" in str(changes[0])
+
+
+def test_1_x_agent_and_mutation_keys() -> None:
+    text = (
+        "agent:\n  endpoint: http://h/x?a=1\n  query_params: {b: two words}\n"
+        "  response_path: \"$.data['answer']\"\n"
+        "mutations:\n  types:\n  - noise\n  custom_templates:\n    one: 'Say {prompt}'\n"
+        "  count: 2\n"
+    )
+    after, _ = migrate_text(text, "f.yaml")
+    assert after == (
+        'agent:\n  endpoint: "http://h/x?a=1&b=two+words"\n  response_path: data.answer\n'
+        'mutations:\n  types:\n  - noise\n  - custom\n  templates: ["Say {prompt}"]\n'
+        "  count: 2\n"
+    )
+
+
+def test_crlf_bom_and_quoted_hashes_are_kept(tmp_path: Path) -> None:
+    path = tmp_path / "flakestorm.yaml"
+    path.write_bytes(
+        b'\xef\xbb\xbfagent:\r\n  endpoint: "http://h/#x"  # keep\r\nadvanced:\r\n'
+        b"  retries: 1\r\n  seed: 7\r\n"
+    )
+    migrated = migrate_file(path)
+    assert (
+        migrated.after
+        == '\ufeffagent:\r\n  endpoint: "http://h/#x"  # keep\r\nadvanced:\r\n  seed: 7\r\n'
+    )
+
+
+def test_a_session_file_in_json_is_left_as_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "s.json"
+    path.write_text('{"id": "s", "input": "x", "captured_at": "now"}\n', encoding="utf-8")
+    migrated = migrate_file(path, SESSIONS)
+    assert not migrated.changed
+    assert "not rewritten: the file is in flow style (JSON)" in str(migrated.changes[0])
