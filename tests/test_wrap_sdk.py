@@ -190,3 +190,46 @@ def test_an_injection_whose_every_llm_call_a_rate_limit_answered_errors_its_scen
     injected = [r for r in server.requests[before:] if OBEY in r.text]
     assert len(injected) == 2  # "cut"'s two calls; "limited"'s never reached the LLM
     assert result.exit_code == 3
+
+
+RESPONSES_AGENT = """
+import openai
+
+
+def answer(prompt):
+    with openai.OpenAI(base_url={url!r}, api_key="k", max_retries=0) as client:
+        return client.responses.create(model="m", input=prompt).output_text
+"""
+
+
+def test_an_llm_fault_on_the_wrong_sdk_method_names_the_one_the_agent_called(
+    tmp_path: Path, server: LoopbackServer
+) -> None:
+    """A framework that calls ``responses.create`` (Pydantic AI's ``openai:`` models) while
+    ``agent.llm`` names ``chat.completions.create``: not delivered, and the hint names the
+    method the agent did call instead of blaming the wiring."""
+    module = f"sdk_agent_{uuid.uuid4().hex[:10]}"
+    (tmp_path / f"{module}.py").write_text(RESPONSES_AGENT.format(url=server.url_for("/v1")))
+    doc = {
+        "agent": {"type": "python", "endpoint": f"{module}:answer", "llm": OPENAI},
+        "golden_prompts": ["Weather in Paris?"],
+        "contract": {
+            "name": "c",
+            "invariants": [{"id": "answers", "type": "contains", "value": "a"}],
+            "chaos_matrix": [{"name": "limited", "llm_faults": [{"mode": "rate_limit"}]}],
+        },
+        "output": {"dir": str(tmp_path / "reports")},
+    }
+    path = tmp_path / "flakestorm.yaml"
+    path.write_text(json.dumps(doc))
+    result = run_phases(load_config(path), ["contract"])
+    (info,) = result.phases["contract"].scenarios
+    assert info.undelivered == (LIMITED,)
+    assert info.hints[LIMITED] == (
+        "the agent made no call to the wrapped agent.llm method, but called "
+        "`openai.resources.responses:Responses.create` of the same SDK (3 calls): its framework "
+        "uses that method — name it in agent.llm"  # the prompt, and the stateful check's two
+    )
+    # the watch is gone with the run: the SDK's method is its own again
+    assert openai.resources.responses.Responses.create.__qualname__ == "Responses.create"
+    assert result.exit_code == 3

@@ -174,6 +174,14 @@ class WrapperChannel:
                 f"copy taken earlier with `from ... import {tool}`?"
             )
         if "llm_faults" in label or any(a.value in label for a in LLM_REQUEST_ATTACKS):
+            called = self._wrapping.sdk_watch.called()
+            if called:
+                method, count = called[0]
+                return (
+                    "the agent made no call to the wrapped agent.llm method, but called "
+                    f"`{method}` of the same SDK ({count} call{'s' if count != 1 else ''}): "
+                    "its framework uses that method — name it in agent.llm"
+                )
             return (
                 "the agent made no call to the wrapped agent.llm callable — does it call it "
                 "through its module at call time?"

@@ -40,6 +40,7 @@ from flakestorm.chaos.interactions import InteractionLog
 from flakestorm.chaos.modes import CALL_THROUGH
 from flakestorm.chaos.wrappers.calls import Call, Plan, llm_plan, llm_result, tool_plan, tool_result
 from flakestorm.chaos.wrappers.sdk_streams import fail_stream_manager, is_async_stream_helper
+from flakestorm.chaos.wrappers.sdk_watch import SdkWatch
 from flakestorm.chaos.wrappers.sites import (
     CALLABLE,
     Site,
@@ -103,6 +104,9 @@ class Wrapping:
         )
         """The names ``tool_faults[].tool`` can refer to, in config order."""
         self.has_llm = agent.llm is not None
+        self.sdk_watch = SdkWatch(agent.llm)
+        """The calls of the SDK methods beside ``agent.llm``: what the hint of an LLM fault
+        that was not delivered names."""
 
     def wraps(self, name: str) -> bool:
         """Whether a tool called ``name`` is wrapped."""
@@ -168,6 +172,8 @@ class Wrapping:
                 for slot in site.slots:
                     slot.install(self._wrapper(site, slot.original))
                     self._installed.append(slot.restore)
+            self._installed.append(functools.partial(self.sdk_watch.__exit__, None))
+            self.sdk_watch.__enter__()
         except BaseException:
             self._restore()
             raise
