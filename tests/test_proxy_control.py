@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import socket
 from typing import Any
 
@@ -99,6 +100,25 @@ def test_token_guards_control_routes_only(upstream: LoopbackServer) -> None:
         assert requests.get(f"{proxy.url}/tools/weather/x", timeout=5).status_code == 200
         assert health_check(proxy.url) == 1
         assert health_check(proxy.url, token="s3cret") == 0
+
+
+def test_a_refused_control_call_is_logged_and_changes_nothing(
+    upstream: LoopbackServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What an agent steered to clear its own faults meets: 401, a line in the proxy's log,
+    and the scenario still active."""
+    with ChaosProxy(tools={"weather": upstream.url}, token="s3cret") as proxy:
+        proxy.activate(scenario(fault("error")))
+        with caplog.at_level(logging.WARNING, logger="flakestorm.proxy"):
+            cleared = requests.delete(f"{proxy.url}/_flakestorm/scenario", timeout=5)
+            reset = requests.post(f"{proxy.url}/_flakestorm/reset", timeout=5)
+        assert (cleared.status_code, reset.status_code) == (401, 401)
+        logged = [r.getMessage() for r in caplog.records]
+        assert len(logged) == 2, logged
+        assert logged[0].startswith("chaos proxy: refused a control call without this proxy's")
+        assert "DELETE '/_flakestorm/scenario' from 127.0.0.1" in logged[0]
+        assert "POST '/_flakestorm/reset'" in logged[1]
+        assert requests.get(f"{proxy.url}/tools/weather/x", timeout=5).status_code == 503
 
 
 def test_reset_clears_interactions_and_counters(proxy: ChaosProxy) -> None:
@@ -228,16 +248,19 @@ def test_routes_are_read_and_replaced_over_the_defaults(proxy: ChaosProxy) -> No
     default = proxy.tools["weather"]
     assert requests.get(url, timeout=5).json() == {
         "tools": {"weather": default},
+        "match": {},
         "mcp": {},
         "llm_upstream": None,
     }
     pushed = {
         "tools": {"weather": "http://127.0.0.1:9/w", "news": "http://127.0.0.1:9/n"},
+        "match": {"news": "https://news.example/v2"},  # a {match, forward} route
         "mcp": {"quotes": "http://127.0.0.1:9/mcp"},
     }
     reply = requests.put(url, json={**pushed, "llm_upstream": "mock"}, timeout=5).json()
     assert reply == {
         "tools": pushed["tools"],
+        "match": pushed["match"],
         "mcp": pushed["mcp"],
         "llm_upstream": "mock",
         "conflicts": [
@@ -260,6 +283,8 @@ def test_routes_are_read_and_replaced_over_the_defaults(proxy: ChaosProxy) -> No
         (b"[]", "routes: expected a JSON object, got an array"),
         (b'{"tools": {"a": 1}}', "routes: tools: expected {NAME: URL} strings"),
         (b'{"llm_upstream": 5}', "routes: llm_upstream: expected a string"),
+        (b'{"tools": {"a": "http://a"}, "match": {"b": "http://b"}}', "'b' has no route"),
+        (b'{"tools": {"a": "http://a"}, "match": {"a": "b"}}', "proxy.tools.a.match: 'b' is"),
         (b'{"llm_upstream": "nope"}', "proxy.llm_upstream: 'nope' is not an http(s) URL"),
     ],
 )

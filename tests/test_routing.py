@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import sys
 import textwrap
 import urllib.request
@@ -84,6 +85,8 @@ def _get_aiohttp(url: str) -> tuple[int, str]:
     return asyncio.run(get())
 
 
+FAULT = ToolFault(tool="quotes", mode=ToolFaultMode.ERROR, error_code=503)
+
 CLIENTS = {
     "aiohttp": _get_aiohttp,
     "requests": _get_requests,
@@ -120,6 +123,92 @@ def test_each_client_meets_the_fault_on_a_tool_url_only(
     assert api.requests == []  # the fault answered in place of the API
     # after the run, the tool URL goes where it went
     assert json.loads(get(api.url_for("/v1/quote"))[1])["path"] == "/v1/quote"
+
+
+@pytest.mark.parametrize(
+    ("client", "match"),
+    [(c, "http://quotes.example.invalid/v1") for c in CLIENTS]
+    + [
+        (c, "https://api.market.example/v1") for c in ("requests", "httpx", "httpx-async", "urllib")
+    ],
+)
+def test_a_match_forward_route_sends_a_hard_coded_api_to_a_local_stub(
+    client: str, match: str, api: LoopbackServer
+) -> None:
+    """``{match, forward}``: the URL the agent's code hard-codes (https too, routed before TLS)
+    goes to the stub, and its faults fire there as on any tool route."""
+    get, stub = CLIENTS[client], api.url_for("/stub")
+    with ChaosProxy(tools={"quotes": stub}, matches={"quotes": match}) as proxy:
+        with Routing(Router(proxy.url, {"quotes": match})):
+            answered = get(match + "/quote?ticker=AAPL")
+            proxy.activate(ActiveScenario(name="down", seed=1, tool_faults=(FAULT,)))
+            faulted = get(match + "/quote")
+        calls = proxy.log.snapshot()
+    assert answered[0] == 200, answered
+    assert json.loads(answered[1])["path"] == "/stub/quote?ticker=AAPL"
+    assert faulted[0] == 503
+    assert [c.tool for c in calls] == ["quotes", "quotes"]
+    assert [c.url.split("?")[0] for c in calls] == [stub + "/quote"] * 2
+    assert calls[1].fired == ("tool_faults[0] error(503) on quotes",)
+
+
+def test_an_https_match_tunnelled_through_the_proxy_is_refused_with_the_way_out(
+    api: LoopbackServer,
+) -> None:
+    """A client that sends https calls as a CONNECT tunnel (an http agent's HTTPS_PROXY,
+    aiohttp's proxy mode) cannot be redirected: the tunnel is refused, saying how to route."""
+    match = "https://api.market.example/v1"
+    with ChaosProxy(tools={"quotes": api.url}, matches={"quotes": match}) as proxy:
+        with socket.create_connection(("127.0.0.1", proxy.port)) as sock:
+            sock.sendall(b"CONNECT api.market.example:443 HTTP/1.1\r\nHost: x\r\n\r\n")
+            head = sock.recv(65536).decode()
+        calls = proxy.log.snapshot()
+    assert head.startswith("HTTP/1.1 502")
+    assert "neither read nor redirect" in head and "/tools/quotes" in head
+    assert [(c.tool, c.upstream_error.split(":")[0]) for c in calls] == [
+        ("quotes", "cannot_redirect")
+    ]
+    assert api.requests == []
+
+
+def test_an_http_agents_forward_proxy_call_to_a_match_goes_to_its_forward(
+    api: LoopbackServer,
+) -> None:
+    match = "http://quotes.example.invalid/v1"
+    with ChaosProxy(tools={"quotes": api.url_for("/stub")}, matches={"quotes": match}) as proxy:
+        reply = requests.get(match + "/quote?x=1", proxies={"http": proxy.url}, timeout=10)
+        calls = proxy.log.snapshot()
+    assert reply.status_code == 200 and reply.json()["path"] == "/stub/quote?x=1"
+    assert [c.tool for c in calls] == ["quotes"]
+
+
+def _closed_url() -> str:
+    """A loopback URL nothing listens on."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def _raised(get: object, url: str) -> BaseException:
+    with pytest.raises(Exception) as caught:
+        get(url)  # type: ignore[operator]
+    return caught.value
+
+
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_an_unreachable_upstream_is_the_clients_own_connection_error(client: str) -> None:
+    """With no fault on the call, a tool's API that is down looks to the agent's client as it
+    would without flakestorm: the library's connection error, not the proxy's 502."""
+    get, base = CLIENTS[client], _closed_url()
+    direct = _raised(get, base + "/quote")
+    with ChaosProxy(tools={"quotes": base}) as proxy, Routing(Router(proxy.url, {"quotes": base})):
+        routed = _raised(get, base + "/quote")
+        calls = proxy.log.snapshot()
+    assert type(routed) is type(direct), (routed, direct)
+    assert "is unreachable" in str(routed) and "through the flakestorm proxy" in str(routed)
+    assert [(c.tool, c.status) for c in calls] == [("quotes", 502)]
+    assert calls[0].upstream_error.startswith("upstream_unreachable")
 
 
 def test_without_a_fault_the_call_reaches_the_api_through_the_proxy(api: LoopbackServer) -> None:
@@ -226,6 +315,27 @@ def test_a_tool_bound_with_from_import_gets_its_http_fault(
     assert [(c.tool, c.status, c.fired) for c in calm.calls] == [("get_quote", 200, ())]
     assert "AAPL trades at 123.45." in calm.prompts[0].output
     assert result.exit_code == 1
+
+
+def test_a_python_agent_hard_coding_an_https_api_runs_against_the_stub_its_route_forwards_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api: LoopbackServer
+) -> None:
+    """The whole run with ``proxy.tools.NAME: {match, forward}``: the agent's code calls the
+    real API's https URL, which flakestorm sends to a local stub, faults included."""
+    hard_coded = "https://api.market.example/v1"
+    config = _project(tmp_path, monkeypatch, hard_coded, named=False)
+    route = f'{{match: "{hard_coded}", forward: "{api.url_for("/v1")}"}}'
+    config = config.replace(f'get_quote: "{hard_coded}"', f"get_quote: {route}")
+    result = run_ci(load_config_text(config, base_dir=tmp_path))
+    cells = {c.id: c for c in result.phases["contract"].cells}
+    assert {k: c.status for k, c in cells.items()} == {
+        "price[calm]": Status.PASSED,
+        "price[down]": Status.FAILED,
+        "honest[calm]": Status.SKIPPED,
+        "honest[down]": Status.PASSED,
+    }
+    assert cells["honest[down]"].faults_fired == ("tool_faults[0] error(503) on get_quote",)
+    assert {r.path for r in api.requests} == {"/v1/quote?ticker=AAPL"}  # only the stub's
 
 
 def test_a_tool_that_never_calls_its_url_is_not_delivered(

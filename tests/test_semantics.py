@@ -331,3 +331,24 @@ def test_a_config_of_the_parts_keeps_what_validated() -> None:
     assert [inv.type.value for inv in config.invariants] == ["completes"]
     assert config.scoring == Config.model_fields["scoring"].get_default()
     assert config.advanced.seed == 7 and config.contract is None
+
+
+def test_a_match_forward_route_is_checked_where_each_url_is() -> None:
+    text = "agent:\n  endpoint: http://localhost:8000/invoke\n" + (
+        "proxy:\n"
+        "  tools:\n"
+        "    quotes: {match: 'https://api.market.example/v1', forward: 'http://stub:9000'}\n"
+        "    news: {match: 'http://news.example/v1', forward: 'stub'}\n"
+    )
+    found = problems(text)
+    assert found == [
+        "flakestorm.yaml:5:21: proxy.tools.quotes.match: an http agent's calls to an https URL "
+        "reach the proxy as TLS tunnels, which it can neither read nor send on to "
+        "http://stub:9000: point the agent's base URL for quotes at the proxy's /tools/quotes "
+        "route (proxy.tools.quotes: http://stub:9000), or match an http:// URL",
+        "flakestorm.yaml:6:54: proxy.tools.news.forward: 'stub' is not an http(s) URL",
+    ]
+    python = text.replace("agent:\n", "agent:\n  type: python\n").replace(
+        "http://localhost:8000/invoke", "m:f"
+    )
+    assert [p for p in problems(python) if "quotes" in p] == []

@@ -28,6 +28,7 @@ SECTIONS: dict[str, str] = {
     "LlmFault": "llm_faults[]",
     "ContextAttack": "context_attacks[]",
     "Proxy": "proxy",
+    "ToolRoute": "proxy.tools.*",
     "Mutations": "mutations",
     "LlmEndpoint": "mutations.llm",
     "MutationLlm": "mutations.llm",
@@ -80,6 +81,8 @@ SECTION_NOTES: dict[str, str] = {
     "context. Used in `chaos.context_attacks` and in each scenario's `context_attacks`. "
     "See [context attack types](#context-attack-types).",
     "proxy": "The chaos proxy that delivers faults to an HTTP agent's LLM and tool traffic.",
+    "proxy.tools.*": "A tool route in its long form: the calls the agent's code makes to "
+    "`match` are this tool's, and go to `forward` (SPEC §2.5).",
     "mutations": "The mutation phase: variants of each golden prompt are sent to the agent "
     "and checked against the top-level `invariants`.",
     "mutations.llm": "An OpenAI-compatible API: `mutations.llm` (the `llm` mutation "
@@ -315,14 +318,20 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "proxy.tools": "Reverse-proxy routes: `/tools/<name>/...` on the proxy is forwarded to "
     "the URL given for `<name>`. For a python agent, its HTTP clients (requests, httpx, "
     "urllib) are routed through an in-process proxy for these URLs, so tool faults act on the "
-    "tool's HTTP call.",
+    "tool's HTTP call. A route may be `{match: URL, forward: URL}`: calls to `match` (an API "
+    "the agent's code hard-codes) are sent to `forward` (a staging server, a local stub); "
+    "a plain URL is both.",
     "proxy.mcp": "MCP servers over streamable HTTP: `/mcp/<name>` on the proxy is forwarded "
     "to the URL given for `<name>` (and, in forward mode, a request under that URL is that "
     "server's). A `tools/call` is a call of the MCP tool it names; every other method passes "
     "through untouched. The value `stdio` names a stdio server relayed by `flakestorm mcp-stdio "
     "--name <name>` instead. See [docs/mcp.md](mcp.md).",
+    "proxy.tools.*.match": "The URL the agent's code calls: a request under it is a call of "
+    "this tool (https too for a python agent, whose clients are routed before TLS; an http "
+    "agent's https calls are tunnels the proxy cannot redirect).",
+    "proxy.tools.*.forward": "Where the tool's calls go instead: its path and query follow.",
     "proxy.token": "Shared secret for the proxy's control API (`/_flakestorm/`), when the "
-    "proxy requires one.",
+    "proxy requires one (the action's `proxy-token` input sets it).",
     "proxy.port": "The port of the proxy flakestorm starts itself on 127.0.0.1 (for an http "
     "agent without `proxy.url`, or a python agent's routed HTTP calls); default: a free port. "
     "A port in use is an error (exit 2). Ignored with `proxy.url`.",

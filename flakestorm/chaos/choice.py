@@ -85,7 +85,7 @@ def python_routes(config: Config) -> dict[str, str]:
     unless ``agent.tool_delivery`` is ``callable`` (then its URL is not routed)."""
     if config.agent.type is not AgentType.PYTHON or config.proxy is None:
         return {}
-    return dict(config.proxy.tools)
+    return config.proxy.tool_matches
 
 
 def python_mcp(config: Config) -> dict[str, str]:
@@ -238,12 +238,18 @@ def _proxy(
         stack.callback(control.close)
         control.health()  # ProxyUnreachable (exit 3) with how to fix it
         control.reset()
-        for warning in control.route(proxy_config.tools, llm_upstream, proxy_config.mcp_routes):
+        routed = control.route(
+            proxy_config.tool_upstreams,
+            llm_upstream,
+            proxy_config.mcp_routes,
+            proxy_config.redirected,
+        )
+        for warning in routed:
             if warnings is not None:
                 warnings.append(warning)
             notice(f"warning: {warning}")
     else:
-        tools, mcp = proxy_config.tools, proxy_config.mcp_routes
+        tools, mcp = proxy_config.tool_upstreams, proxy_config.mcp_routes
         proxy = _started(config, base_dir, stack, tools, mcp, record)
         notice(f"chaos proxy (in-process) listening on {proxy.url}")
         control = ProxyControl(proxy.url, proxy_config.token)
@@ -278,7 +284,9 @@ def _wrappers(
     from flakestorm.chaos.routing import Router, Routing
 
     proxy_config = config.proxy or Proxy()
-    proxy = _started(config, base_dir, stack, routes, choice.mcp, record, wrapping.log)
+    upstreams = proxy_config.tool_upstreams
+    tools = {name: upstreams[name] for name in routes}
+    proxy = _started(config, base_dir, stack, tools, choice.mcp, record, wrapping.log)
     routing = stack.enter_context(Routing(Router(proxy.url, routes, proxy.mcp)))
     routed = [*routes, *(f"MCP server {name}" for name in proxy.mcp)]
     notice(
@@ -298,7 +306,8 @@ def _started(
     log: InteractionLog | None = None,
 ) -> ChaosProxy:
     """The proxy flakestorm starts itself on 127.0.0.1 (``proxy.port``, else a free port),
-    routing ``tools`` and the ``mcp`` servers, stopped with ``stack``."""
+    routing ``tools`` (name -> upstream; a ``{match, forward}`` route's calls are recognised by
+    its match) and the ``mcp`` servers, stopped with ``stack``."""
     from flakestorm.chaos.proxy.server import ChaosProxy
     from flakestorm.chaos.proxy.upstreams.cassette import resolve_cassette
 
@@ -309,6 +318,7 @@ def _started(
         llm_upstream=resolve_cassette(proxy_config.llm_upstream, base_dir),
         tools=tools,
         mcp=mcp,
+        matches={n: m for n, m in proxy_config.redirected.items() if n in tools},
         token=proxy_config.token,
         log=log,
         record=record,

@@ -74,18 +74,24 @@ def proxy(
     token = os.environ.get("FLAKESTORM_PROXY_TOKEN") or None
     tools: dict[str, str] = {}
     servers: dict[str, str] = {}
+    matches: dict[str, str] = {}
     if config_path is not None:
         loaded = load(config_path)
         section = loaded.config.proxy
         if section is not None:
-            tools.update(section.tools)
+            tools.update(section.tool_upstreams)
+            matches.update(section.redirected)
             servers.update(section.mcp_routes)
             token = token or section.token
             upstream = section.llm_upstream
             llm_upstream = llm_upstream or resolve_cassette(upstream, loaded.base_dir)
-    tools.update(parse_tools(tool_routes, "--tool"))
+    given = parse_tools(tool_routes, "--tool")
+    tools.update(given)
+    matches = {name: url for name, url in matches.items() if name not in given}
     servers.update(parse_tools(mcp_routes, "--mcp"))
-    chaos = ChaosProxy(host, port, llm_upstream, tools, token=token, mcp=servers, record=record)
+    chaos = ChaosProxy(
+        host, port, llm_upstream, tools, token=token, mcp=servers, matches=matches, record=record
+    )
     stop = threading.Event()
     with stopping_on_signals(stop), chaos:
         routes = ", ".join(sorted(tools)) or "none"

@@ -33,6 +33,7 @@ from flakestorm.config.contract import (
     Scheduled,
     Sweep,
     ToolFault,
+    ToolRoute,
     TurnSelector,
     checks_turn,
 )
@@ -156,6 +157,7 @@ __all__ = [
     "ToolFault",
     "ToolFaultMode",
     "ToolResponse",
+    "ToolRoute",
     "TurnSelector",
     "Verify",
     "Weights",

@@ -272,10 +272,39 @@ STDIO_SERVER = "stdio"
 """The ``proxy.mcp`` value of a stdio MCP server (reached through ``flakestorm mcp-stdio``)."""
 
 
+class ToolRoute(Model):
+    """A tool route that sends calls to one URL on to another (SPEC §2.5)."""
+
+    match: str
+    """The URL the agent's code calls (an API it hard-codes, https included)."""
+    forward: str
+    """Where those calls go instead: a staging server, a local stub."""
+
+
 class Proxy(Model):
     url: str | None = None
     llm_upstream: str | None = None
-    tools: dict[str, str] = {}
+    tools: dict[str, str | ToolRoute] = {}
+    """Tool routes: a URL (the tool's calls are recognised by it and go to it), or ``{match,
+    forward}``."""
+
+    @property
+    def tool_upstreams(self) -> dict[str, str]:
+        """Where each tool's calls go: its URL, or its route's ``forward``."""
+        return {n: r if isinstance(r, str) else r.forward for n, r in self.tools.items()}
+
+    @property
+    def tool_matches(self) -> dict[str, str]:
+        """The URL under which a request is a call of each tool: its URL, or its ``match``."""
+        return {n: r if isinstance(r, str) else r.match for n, r in self.tools.items()}
+
+    @property
+    def redirected(self) -> dict[str, str]:
+        """The ``match`` of the routes that send their calls elsewhere (``match`` differs from
+        ``forward``): what the proxy must know besides :attr:`tool_upstreams`."""
+        upstreams = self.tool_upstreams
+        return {n: m for n, m in self.tool_matches.items() if m != upstreams[n]}
+
     mcp: dict[str, str] = {}
     """MCP servers by name: ``<proxy>/mcp/NAME`` -> URL (streamable HTTP), or ``stdio``: a stdio
     server relayed by ``flakestorm mcp-stdio --name NAME`` (SPEC §11)."""

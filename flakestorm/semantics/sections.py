@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from flakestorm.config import SimilarityBackend
+from flakestorm.config import AgentType, SimilarityBackend, ToolRoute
 from flakestorm.semantics.agent import URL
 from flakestorm.semantics.scope import Scope
 
@@ -56,12 +56,27 @@ def check_proxy(scope: Scope) -> None:
             ("proxy", "llm_upstream"),
             f"{upstream!r} is not valid (expected an http(s) URL, 'mock' or 'cassette:PATH')",
         )
-    for name, url in proxy.tools.items():
+    http_agent = scope.parts.agent is not None and scope.parts.agent.type is AgentType.HTTP
+    for name, route in proxy.tools.items():
         problem = path_segment_problem(name, "tool name")
         if problem:
             scope.error(("proxy", "tools", name), problem, key=True)
-        if not URL.match(url):
-            scope.error(("proxy", "tools", name), f"{url!r} is not an http(s) URL")
+        urls: dict[tuple[str, ...], str] = (
+            {(): route}
+            if isinstance(route, str)
+            else {(key,): url for key, url in route.model_dump().items()}
+        )
+        for key, url in urls.items():
+            if not URL.match(url):
+                scope.error(("proxy", "tools", name, *key), f"{url!r} is not an http(s) URL")
+        if isinstance(route, ToolRoute) and http_agent and route.match.startswith("https:"):
+            scope.error(
+                ("proxy", "tools", name, "match"),
+                "an http agent's calls to an https URL reach the proxy as TLS tunnels, which "
+                f"it can neither read nor send on to {route.forward}: point the agent's base "
+                f"URL for {name} at the proxy's /tools/{name} route (proxy.tools.{name}: "
+                f"{route.forward}), or match an http:// URL",
+            )
 
 
 def path_segment_problem(name: str, what: str) -> str:

@@ -26,9 +26,10 @@ TOKEN``, else 401)::
                                                  "declared": [fault labels]}
     DELETE /_flakestorm/scenario                 pass-through (no faults) -> {"scenario": null}
     POST   /_flakestorm/reset                    clear interactions and fault counters
-    GET    /_flakestorm/routes                   {"tools", "mcp": {NAME: URL}, "llm_upstream"}:
-                                                 the routes in use
-    PUT    /_flakestorm/routes                   a run's routes, {"tools", "mcp",
+    GET    /_flakestorm/routes                   {"tools", "match", "mcp": {NAME: URL},
+                                                 "llm_upstream"}: the routes in use ("match":
+                                                 the match URL of a {match, forward} route)
+    PUT    /_flakestorm/routes                   a run's routes, {"tools", "match", "mcp",
                                                  "llm_upstream"} (its config's proxy section),
                                                  over the proxy's
                                                  defaults -> the routes in use and
@@ -244,7 +245,12 @@ def _reset(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> HttpRes
 
 
 def _routes_document(proxy: ChaosProxy) -> dict[str, Any]:
-    return {"tools": dict(proxy.tools), "mcp": dict(proxy.mcp), "llm_upstream": proxy.llm_upstream}
+    return {
+        "tools": dict(proxy.tools),
+        "match": dict(proxy.matches),
+        "mcp": dict(proxy.mcp),
+        "llm_upstream": proxy.llm_upstream,
+    }
 
 
 def _get_routes(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> HttpResponse:
@@ -261,8 +267,8 @@ def _put_routes(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> Ht
             400, "invalid_routes", f"routes: expected a JSON object, got {_kind(doc)}"
         )
     tools, llm_upstream = doc.get("tools") or {}, doc.get("llm_upstream")
-    mcp = doc.get("mcp") or {}
-    for key, routes in (("tools", tools), ("mcp", mcp)):
+    mcp, matches = doc.get("mcp") or {}, doc.get("match") or {}
+    for key, routes in (("tools", tools), ("mcp", mcp), ("match", matches)):
         if not isinstance(routes, Mapping) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in routes.items()
         ):
@@ -272,7 +278,7 @@ def _put_routes(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> Ht
     if llm_upstream is not None and not isinstance(llm_upstream, str):
         return error_reply(400, "invalid_routes", "routes: llm_upstream: expected a string")
     try:
-        conflicts = proxy.route(tools, llm_upstream, mcp)
+        conflicts = proxy.route(tools, llm_upstream, mcp, matches)
     except UsageError as exc:
         return error_reply(400, "invalid_routes", str(exc))
     return json_reply(
@@ -381,12 +387,18 @@ class ProxyControl:
         tools: Mapping[str, str],
         llm_upstream: str | None,
         mcp: Mapping[str, str] | None = None,
+        matches: Mapping[str, str] | None = None,
     ) -> list[str]:
         """Push a run's routes (its config's ``proxy.tools``, ``proxy.mcp`` and
         ``llm_upstream``) to the proxy, over the defaults it was started with; return a warning
         for each default they override. A route the proxy cannot use is a :class:`UsageError`
         naming it."""
-        body = {"tools": dict(tools), "mcp": dict(mcp or {}), "llm_upstream": llm_upstream}
+        body = {
+            "tools": dict(tools),
+            "match": dict(matches or {}),
+            "mcp": dict(mcp or {}),
+            "llm_upstream": llm_upstream,
+        }
         try:
             reply = self._call("PUT", "/routes", body)
         except _Refused as exc:

@@ -84,6 +84,13 @@ def from_llm(response: llm.LlmResponse) -> HttpResponse:
     )
 
 
+UPSTREAM_ERROR_HEADER = "X-Flakestorm-Upstream-Error"
+"""Marks the proxy's reply for an upstream that could not answer with its kind
+(``upstream_unreachable``, ...): a python agent's routed HTTP client turns an unreachable one
+into its own connection error (:mod:`flakestorm.chaos.routing`), as it would meet without
+flakestorm."""
+
+
 class UpstreamFailure(Exception):
     """The upstream could not answer (not a fault): becomes a 502/504 and ``upstream_error``."""
 
@@ -95,7 +102,9 @@ class UpstreamFailure(Exception):
 
     @property
     def reply(self) -> HttpResponse:
-        return error_reply(self.status, self.kind, str(self), **self.extra)
+        reply = error_reply(self.status, self.kind, str(self), **self.extra)
+        reply.headers.append((UPSTREAM_ERROR_HEADER, self.kind))
+        return reply
 
     @property
     def summary(self) -> str:

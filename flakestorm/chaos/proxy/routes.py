@@ -22,7 +22,9 @@ What is a call of what:
   traffic of server ``NAME``, sent by the stdio relay ``ID`` and answered through it
   (:mod:`~flakestorm.chaos.proxy.relays`); in forward mode with that header, MCP traffic of
   server ``NAME`` at the URL.
-- forward mode: a call of tool ``NAME`` when the URL starts with ``tools[NAME]``, or when it
+- forward mode: a call of tool ``NAME`` when the URL starts with ``tools[NAME]`` (or, for a
+  ``{match, forward}`` route, with ``matches[NAME]``: the call then goes to ``tools[NAME]``
+  plus the rest of its path), or when it
   matches the ``match_url`` of a tool fault (then the tool is that fault's ``tool``); else an LLM
   call when the path ends with ``/chat/completions``, ``/completions``, ``/responses`` or
   ``/messages`` (sent to the URL itself, or to the proxy's own LLM upstream, ``mock`` or a
@@ -157,9 +159,13 @@ def _route_forward(proxy: ChaosProxy, method: str, url: str) -> ServedCall:
             return ServedCall(Target.OTHER, method, url, parts.path, parts.query, mcp=server)
     tool = tool_for_url(proxy, url)
     if tool is not None:
-        base = proxy.tools.get(tool)
+        base = proxy.matches.get(tool) or proxy.tools.get(tool)
         if base is not None and is_under(url, base):
-            rel = url[len(base.rstrip("/")) :].split("?", 1)[0]
+            rest = url[len(base.rstrip("/")) :]
+            rel = rest.split("?", 1)[0]
+            if tool in proxy.matches:  # a {match, forward} route: sent on to its forward URL
+                url = _joined(proxy.tools[tool], rest.split("?", 1)[0])
+                url += f"?{parts.query}" if parts.query else ""
         else:
             rel = f"{parts.scheme}://{parts.netloc}{parts.path}"
         return ServedCall(Target.TOOL, method, url, rel, parts.query, tool=tool)
@@ -174,9 +180,10 @@ def _route_forward(proxy: ChaosProxy, method: str, url: str) -> ServedCall:
 
 
 def tool_for_url(proxy: ChaosProxy, url: str) -> str | None:
-    """The configured tool whose upstream ``url`` is under, else one a ``match_url`` names."""
+    """The configured tool whose match (its upstream, or its route's ``match``) ``url`` is
+    under, else one a ``match_url`` names."""
     for name, base in proxy.tools.items():
-        if is_under(url, base):
+        if is_under(url, proxy.matches.get(name, base)):
             return name
     for fault in proxy.book.scenario.tool_faults:
         if fault.match_url and tool_matches(fault, None, url):

@@ -91,6 +91,7 @@ class ChaosProxy:
         log: InteractionLog | None = None,
         *,
         mcp: Mapping[str, str] | None = None,
+        matches: Mapping[str, str] | None = None,
         record: str | Path | None = None,
         upstream_timeout_s: float = 120.0,
         connect_timeout_s: float = 10.0,
@@ -102,8 +103,13 @@ class ChaosProxy:
         }
         self.mcp = {name: check_url(url, f"proxy.mcp.{name}") for name, url in (mcp or {}).items()}
         """The MCP servers (streamable HTTP) by name: ``/mcp/NAME`` routes (SPEC §11)."""
+        self.matches = _checked_matches(matches, self.tools)
+        """The URL a request is a call of tool NAME under, for the routes ``{match,
+        forward}`` whose ``match`` is not their upstream (``tools[NAME]``): such a call is sent
+        on to the upstream (SPEC §2.5)."""
         self.default_mcp = dict(self.mcp)
         self.default_tools = dict(self.tools)
+        self.default_matches = dict(self.matches)
         """The routes the proxy was started with (``--tool``, ``FLAKESTORM_TOOLS``): the
         defaults that :meth:`route` layers a run's routes over."""
         self.token = token or None
@@ -248,6 +254,7 @@ class ChaosProxy:
         tools: Mapping[str, str],
         llm_upstream: str | None,
         mcp: Mapping[str, str] | None = None,
+        matches: Mapping[str, str] | None = None,
     ) -> list[RouteConflict]:
         """Take a run's routes (its config's ``proxy.tools``, ``proxy.mcp`` and
         ``llm_upstream``, pushed over the control API) over the proxy's defaults, replacing the
@@ -270,8 +277,13 @@ class ChaosProxy:
         default = self.default_llm_upstream
         if llm_upstream and default is not None and default != llm_upstream:
             conflicts.append(RouteConflict("proxy.llm_upstream", default, llm_upstream, LLM_ORIGIN))
+        redirected = _checked_matches(matches, checked)
         with self._lock:
             self.tools = self.default_tools | checked
+            # a run's route replaces a default's match too (a plain URL is its own match)
+            self.matches = {
+                name: match for name, match in self.default_matches.items() if name not in checked
+            } | redirected
             self.mcp = self.default_mcp | servers
             if setting != self.llm_upstream:
                 self.llm_upstream, self.llm_source = setting, source
@@ -318,6 +330,16 @@ class ChaosProxy:
                 self._connections.discard(connection)
 
 
+def _checked_matches(matches: Mapping[str, str] | None, tools: Mapping[str, str]) -> dict[str, str]:
+    """``matches`` checked: a URL each, of a tool routed in ``tools``."""
+    checked = {}
+    for name, url in (matches or {}).items():
+        if name not in tools:
+            raise UsageError(f"proxy.tools.{name}.match: {name!r} has no route to forward to")
+        checked[name] = check_url(url, f"proxy.tools.{name}.match")
+    return checked
+
+
 class _Handler(FramedHandler):
     """One agent connection: each request is a tunnel, a control call or a data call."""
 
@@ -349,6 +371,14 @@ class _Handler(FramedHandler):
         body = self.read_body(MAX_BODY_BYTES)
         authorization = self.headers.get("Authorization", "")
         reply = answer(self.proxy, self.command, self.path, authorization, body)
+        if reply.status == 401:
+            # the agent under test (or anything else on its network) tried to change the chaos
+            logger.warning(
+                "chaos proxy: refused a control call without this proxy's token: %s %r from %s",
+                self.command,
+                self.path[:200],
+                self.client_address[0],
+            )
         self.write(reply, head=False)
 
     def _relay(self, relay: str, what: str, key: str) -> None:

@@ -91,19 +91,11 @@ class Tunnel:
             return
         if tunnel.action is TunnelAction.DELAY and not handler.hold(tunnel.delay_ms):
             return
-        failure: UpstreamFailure | None = None
-        try:
-            upstream = socket.create_connection((host, port), timeout=proxy.connect_timeout_s)
-        except TimeoutError:
-            failure = UpstreamFailure(504, "upstream_timeout", f"{host}:{port} did not accept")
-        except OSError as exc:
-            failure = UpstreamFailure(
-                502, "upstream_unreachable", f"{host}:{port} is unreachable: {exc.strerror}"
-            )
-        if failure is not None:
-            call.upstream_error = failure.summary
-            call.done(failure.status)
-            handler.write(failure.reply, head=False)
+        upstream = self._connect(call, host, port)
+        if isinstance(upstream, UpstreamFailure):
+            call.upstream_error = upstream.summary
+            call.done(upstream.status)
+            handler.write(upstream.reply, head=False)
             return
         with upstream:
             upstream.settimeout(None)
@@ -117,6 +109,20 @@ class Tunnel:
                 return
             self._relay(upstream)
 
+    def _connect(self, call: ServedCall, host: str, port: int) -> socket.socket | UpstreamFailure:
+        """The connection to ``host:port``, or why there is none."""
+        proxy, tool = self.proxy, call.tool
+        if tool is not None and tool in proxy.matches:
+            return UpstreamFailure(502, "cannot_redirect", unredirectable(tool, proxy.tools[tool]))
+        try:
+            return socket.create_connection((host, port), timeout=proxy.connect_timeout_s)
+        except TimeoutError:
+            return UpstreamFailure(504, "upstream_timeout", f"{host}:{port} did not accept")
+        except OSError as exc:
+            return UpstreamFailure(
+                502, "upstream_unreachable", f"{host}:{port} is unreachable: {exc.strerror}"
+            )
+
     def _target(self, host: str, port: int) -> tuple[str | None, str]:
         """The tool a tunnel to host:port is a call of (see the module doc), and its URL."""
         https = f"https://{host}" if port == 443 else f"https://{host}:{port}"
@@ -127,7 +133,7 @@ class Tunnel:
                     if tool_matches(fault, None, candidate):
                         return fault.tool, candidate
         for name, base in self.proxy.tools.items():
-            parts = urlsplit(base)
+            parts = urlsplit(self.proxy.matches.get(name, base))
             if parts.scheme == "https" and parts.hostname == host and (parts.port or 443) == port:
                 return name, https + "/"
         return None, https + "/"
@@ -164,6 +170,16 @@ class Tunnel:
                     peers[sock].sendall(data)
                 except OSError:
                     return
+
+
+def unredirectable(tool: str, forward: str) -> str:
+    """Why a tunnel to a ``{match, forward}`` route's https ``match`` cannot go to ``forward``."""
+    return (
+        f"tool {tool}'s route sends its calls to {forward}, but this one came as an HTTPS "
+        "tunnel, which the proxy can neither read nor redirect: point the agent's base URL for "
+        f"it at the proxy's /tools/{tool} route (or run the agent as type: python, whose "
+        "clients flakestorm routes before TLS)"
+    )
 
 
 def _result_attacks(book: FaultBook, decision: Decision) -> list[str]:

@@ -27,12 +27,14 @@ the middlewares it was given: a fault on a tool only it calls is not delivered, 
 from __future__ import annotations
 
 import importlib.util
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Protocol
 
-from flakestorm.chaos.routing.router import Router
+from flakestorm.chaos.proxy.reply import UPSTREAM_ERROR_HEADER
+from flakestorm.chaos.routing.router import Router, unreachable
 
 Restore = Callable[[], None]
 
@@ -59,6 +61,7 @@ class RequestsClient:
     def install(self, router: Router) -> Restore | None:
         if not _installed("requests"):
             return None
+        import requests
         from requests.adapters import HTTPAdapter
 
         original = HTTPAdapter.send
@@ -80,6 +83,9 @@ class RequestsClient:
             sent.headers.update(routed.headers)
             response = original(self, sent, stream, timeout, verify, cert, None)
             response.url, response.request = request.url, request
+            marker = response.headers.get(UPSTREAM_ERROR_HEADER)
+            if (reason := unreachable(response.status_code, marker, response.content)) is not None:
+                raise requests.exceptions.ConnectionError(reason, request=request)
             return response
 
         HTTPAdapter.send = send  # type: ignore[method-assign]
@@ -105,7 +111,7 @@ class HttpxClient:
         def rerouted(request: Any) -> Any:
             routed = router.route(str(request.url))
             if routed is None:
-                return request
+                return None
             url = httpx.URL(routed.url)
             headers = [("Host", url.netloc.decode("ascii"))]
             headers += [(k, v) for k, v in request.headers.multi_items() if k.lower() != "host"]
@@ -122,10 +128,27 @@ class HttpxClient:
         handle, handle_async = sync.handle_request, async_.handle_async_request
 
         def handle_request(self: Any, request: Any) -> Any:
-            return handle(self, rerouted(request))
+            sent = rerouted(request)
+            if sent is None:
+                return handle(self, request)
+            response = handle(self, sent)
+            if response.status_code == 502 and response.headers.get(UPSTREAM_ERROR_HEADER):
+                reason = unreachable(502, response.headers[UPSTREAM_ERROR_HEADER], response.read())
+                if reason is not None:
+                    raise httpx.ConnectError(reason, request=request)
+            return response
 
         async def handle_async_request(self: Any, request: Any) -> Any:
-            return await handle_async(self, rerouted(request))
+            sent = rerouted(request)
+            if sent is None:
+                return await handle_async(self, request)
+            response = await handle_async(self, sent)
+            if response.status_code == 502 and response.headers.get(UPSTREAM_ERROR_HEADER):
+                body = await response.aread()
+                reason = unreachable(502, response.headers[UPSTREAM_ERROR_HEADER], body)
+                if reason is not None:
+                    raise httpx.ConnectError(reason, request=request)
+            return response
 
         sync.handle_request = handle_request
         async_.handle_async_request = handle_async_request
@@ -155,6 +178,18 @@ class _RoutingHandler(urllib.request.BaseHandler):
         return request
 
     https_request = http_request
+
+    def http_response(self, request: urllib.request.Request, response: Any) -> Any:
+        """An unreachable upstream as urlopen's own connection error (a ``URLError``)."""
+        marker = response.headers.get(UPSTREAM_ERROR_HEADER)
+        if response.status == 502 and marker:
+            reason = unreachable(502, marker, response.read())
+            if reason is not None:
+                response.close()
+                raise urllib.error.URLError(ConnectionRefusedError(reason))
+        return response
+
+    https_response = http_response
 
 
 class UrllibClient:
@@ -190,11 +225,21 @@ class AiohttpClient:
 
         async def middleware(request: Any, handler: Any) -> Any:
             routed = router.route(str(request.url))
-            if routed is not None:
-                request.update_proxy(proxy, None, None)
-                for name, value in routed.headers.items():
-                    request.headers[name] = value
-            return await handler(request)
+            if routed is None:
+                return await handler(request)
+            request.update_proxy(proxy, None, None)
+            for name, value in routed.headers.items():
+                request.headers[name] = value
+            response = await handler(request)
+            marker = response.headers.get(UPSTREAM_ERROR_HEADER)
+            if response.status == 502 and marker:
+                reason = unreachable(502, marker, await response.read())
+                if reason is not None:
+                    response.release()
+                    raise aiohttp.ClientConnectorError(
+                        request.connection_key, ConnectionRefusedError(111, reason)
+                    )
+            return response
 
         session = aiohttp.ClientSession
         original = session.__init__

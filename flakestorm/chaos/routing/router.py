@@ -14,6 +14,7 @@ the requests they send to a tool's real upstream go there.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import quote
@@ -57,6 +58,24 @@ class Router:
                     proxied = f"{proxy}/{kind}/{quote(name, safe='')}{rest}"
                     return Routed(proxied, name, attribution())
         return None
+
+
+UNREACHABLE = "upstream_unreachable"
+
+
+def unreachable(status: int, marker: str | None, body: bytes) -> str | None:
+    """The proxy's reason when its reply (``status``, its
+    :data:`~flakestorm.chaos.proxy.reply.UPSTREAM_ERROR_HEADER`
+    ``marker``, ``body``) says the tool's real upstream could not be reached, else None: the
+    routed client then raises its own connection error, which the agent would have met without
+    flakestorm (SPEC §2.5)."""
+    if status != 502 or marker != UNREACHABLE:
+        return None
+    try:
+        message = json.loads(body)["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        message = "the upstream is unreachable"
+    return f"{message} (through the flakestorm proxy)"
 
 
 def attribution() -> dict[str, str]:
