@@ -43,6 +43,7 @@ SECTIONS: dict[str, str] = {
     "Weights": "scoring.weights",
     "Output": "output",
     "Advanced": "advanced",
+    "Accepted": "accepted[]",
 }
 
 SECTION_NOTES: dict[str, str] = {
@@ -110,6 +111,10 @@ SECTION_NOTES: dict[str, str] = {
     "they must sum to 1.0; phases that did not run are left out and the rest re-normalised.",
     "output": "Where reports are written, and in which formats.",
     "advanced": "Reproducibility, concurrency, repeats and budgets.",
+    "accepted[]": "An accepted failure (SPEC §14): the cell (or the failing mutations of a "
+    "type) does not fail the gate until `until`; every report shows it as accepted with the "
+    "reason and the date, and the score still counts it as failed. Give exactly one of "
+    "`cell` and `mutation`.",
 }
 
 FIELD_DESCRIPTIONS: dict[str, str] = {
@@ -132,6 +137,7 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "scoring": "Phase weights and the minimum overall score.",
     "output": "Report directory and formats.",
     "advanced": "Seed, concurrency, repeats and budgets.",
+    "accepted": "Known failures that do not fail the gate until a date.",
     # agent
     "agent.type": "`http` (an HTTP endpoint) or `python` (a callable).",
     "agent.endpoint": "URL of the agent (http) or `module:attr` of the callable (python).",
@@ -441,6 +447,15 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "is spent and reports what it did.",
     "advanced.similarity": "Similarity backend for `similarity` and `behavior_unchanged`.",
     "advanced.embeddings": "The embeddings API used by the `embeddings` backend.",
+    # accepted
+    "accepted[].cell": "The contract cell, `INVARIANT[SCENARIO]` (as the matrix names it); "
+    "one the config does not have is an error.",
+    "accepted[].mutation": "A mutation type the config runs: its failing mutations are accepted.",
+    "accepted[].reason": "Why the failure is accepted, shown in every report.",
+    "accepted[].until": "The last day it is accepted (`YYYY-MM-DD`, UTC). After it the failure "
+    'fails the gate again ("acceptance expired on DATE"); a date already past is a warning, '
+    "and so is one more than 90 days ahead.",
+    "accepted[].issue": "A link to the issue that tracks the fix, shown beside the reason.",
 }
 
 DEFAULT_NOTES: dict[str, str] = {

@@ -3,6 +3,7 @@ defaults a run uses when they are omitted."""
 
 from __future__ import annotations
 
+import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
@@ -104,6 +105,32 @@ def last_turn(prompt: GoldenPrompt) -> str:
     return turns_of(prompt)[-1]
 
 
+class Accepted(Model):
+    """An accepted failure (SPEC §14): a failing cell (or the failing mutations of a type) that
+    does not fail the gate until ``until``."""
+
+    cell: str | None = None
+    """``INVARIANT[SCENARIO]``: a contract cell."""
+    mutation: str | None = None
+    """A mutation type: every failing mutation of that type."""
+    reason: Annotated[str, Field(min_length=1)]
+    until: datetime.date
+    issue: str | None = None
+
+    @model_validator(mode="after")
+    def _one_target(self) -> Accepted:
+        if (self.cell is None) == (self.mutation is None):
+            raise ValueError(
+                "give exactly one of 'cell' (INVARIANT[SCENARIO]) and 'mutation' (a mutation type)"
+            )
+        return self
+
+    @property
+    def target(self) -> str:
+        """What the entry names, as reports show it: ``INV[SCEN]`` or ``mutation: TYPE``."""
+        return self.cell if self.cell is not None else f"mutation: {self.mutation}"
+
+
 class Config(Model):
     version: Literal["2.0", "1.0"] = "2.0"
     agent: AgentConfig
@@ -117,6 +144,7 @@ class Config(Model):
     scoring: Scoring = Scoring()
     output: Output = Output()
     advanced: Advanced = Advanced()
+    accepted: list[Accepted] = []
 
     @property
     def conversations(self) -> bool:

@@ -31,6 +31,7 @@ from flakestorm.chaos.delivery import judge
 from flakestorm.config import Config, OutputFormat
 from flakestorm.engine.phases.registry import PHASES
 from flakestorm.errors import UsageError
+from flakestorm.results import acceptance
 from flakestorm.results.model import (
     CellResult,
     InvariantInfo,
@@ -271,7 +272,10 @@ def merge(shards: Shards, min_score: float | None = None) -> RunResult:
         outcomes[name] = dataclasses.replace(outcome, score=phase.score(outcome, config))
     interrupted = any(r.stop_reason == "interrupted" for r in results)
     gate = head.overall.min_score if min_score is None else min_score
-    verdict, code = score_run(outcomes, head.overall.weights, gate, interrupted=interrupted)
+    acceptances = acceptance.judge(config.accepted, outcomes, acceptance.today())
+    verdict, code = score_run(
+        outcomes, head.overall.weights, gate, interrupted=interrupted, acceptances=acceptances
+    )
     stop_reason = next((r.stop_reason for r in results if r.stop_reason), None)
     return RunResult(
         flakestorm_version=head.flakestorm_version,
@@ -287,6 +291,7 @@ def merge(shards: Shards, min_score: float | None = None) -> RunResult:
         overall=verdict,
         exit_code=int(code),
         warnings=_union(w for r in results for w in r.warnings),
+        accepted=acceptances if config.accepted else None,
     )
 
 

@@ -39,6 +39,7 @@ from flakestorm.engine.revival import Reviver
 from flakestorm.errors import ConfigError, InfrastructureError, Problem, UsageError
 from flakestorm.loader import LoadedConfig
 from flakestorm.redaction import Redactor, redacting
+from flakestorm.results import acceptance
 from flakestorm.results.model import PhaseOutcome, RunResult, Status, redact
 from flakestorm.results.scoring import score_run
 from flakestorm.results.shards import Shard, config_document, digest_of
@@ -404,11 +405,13 @@ def _result(
     stop_reason = executor.stop_reason if executor is not None else None
     if not_started is not None:
         stop_reason = not_started.cause
+    acceptances = acceptance.judge(config.accepted, outcomes, acceptance.today())
     verdict, code = score_run(
         outcomes,
         config.scoring.weights.as_dict() | {p.name: p.weight(config) for p in phases},
         min_score,
         interrupted=stop_reason in ("interrupted", MISREAD) or not_started is not None,
+        acceptances=acceptances,
     )
     document = config_document(config, loaded.secrets)
     result = RunResult(
@@ -428,6 +431,7 @@ def _result(
         shard=overrides.shard,
         config=document if overrides.shard is not None else None,
         error=str(not_started) if not_started is not None else None,
+        accepted=acceptances if config.accepted else None,
     )
     return redact(result, loaded.secrets)
 

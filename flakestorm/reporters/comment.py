@@ -37,8 +37,10 @@ from flakestorm.reporters.public import NOTE as PUBLIC_NOTE
 from flakestorm.reporters.public import public
 from flakestorm.reporters.transcript import compact, transcript
 from flakestorm.reporters.view import (
+    ACCEPTED_TITLE,
     UNDELIVERED_TITLE,
     RunVerdict,
+    accepted_lines,
     all_bad_cells,
     cell_mark,
     error_line,
@@ -285,6 +287,9 @@ def _facts(result: RunResult) -> list[str]:
         out.append(f"- {text(reason, 400)}")
     if result.overall.reasons:
         out.append("")
+    accepted = accepted_lines(result)
+    if accepted:
+        out += [ACCEPTED_TITLE, "", *(f"- {text(line, 400)}" for line in accepted[:10]), ""]
     undelivered = undelivered_items(result, MAX_UNDELIVERED, hint_chars=300)
     if undelivered:
         out += [UNDELIVERED_TITLE, "", *undelivered, ""]

@@ -59,6 +59,7 @@ from flakestorm.reporters.html_matrix import (
 from flakestorm.reporters.transcript import TurnRow, rows
 from flakestorm.reporters.view import (
     TypeRow,
+    accepted_lines,
     all_warnings,
     call_status,
     call_target,
@@ -544,6 +545,7 @@ def _generate(result: RunResult) -> Iterator[str]:
         phases=phase_views,
         undelivered=not_delivered,
         reasons=[clean(r) for r in result.overall.reasons],
+        accepted=[clean(line) for line in accepted_lines(result)],
         warnings=[clean(w) for w in all_warnings(result)],
         stop_reason=None if result.complete else clean(result.stop_reason or "unknown reason"),
         phases_ran=", ".join(clean(p) for p in result.overall.phases_ran) or "none",

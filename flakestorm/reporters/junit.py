@@ -34,7 +34,7 @@ from __future__ import annotations
 import io
 import uuid
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TextIO
 
 from junit_xml import TestCase, TestSuite
@@ -50,6 +50,7 @@ from flakestorm.reporters.view import (
     score_text,
     unattributed_heading,
 )
+from flakestorm.results.acceptance import AcceptanceState, accepts_in
 from flakestorm.results.model import (
     CallRecord,
     CellResult,
@@ -164,7 +165,14 @@ def _system_out(cell: CellResult, line: _Lines, reason: str, faults: str) -> str
     return "\n".join(lines)
 
 
-def _case(cell: CellResult, classname: str, file: str, line: int | None, lines: _Lines) -> Any:
+def _case(
+    cell: CellResult,
+    classname: str,
+    file: str,
+    line: int | None,
+    lines: _Lines,
+    accepted: Mapping[str, str] | None = None,
+) -> Any:
     reason = lines(cell.reason)
     case = TestCase(
         name=clean(cell.id),
@@ -175,7 +183,10 @@ def _case(cell: CellResult, classname: str, file: str, line: int | None, lines: 
         line=str(line) if line else None,
     )
     message = reason or cell.status.value
-    if cell.status is Status.FAILED:
+    acceptance = (accepted or {}).get(cell.id)
+    if cell.status is Status.FAILED and acceptance is not None:
+        case.add_skipped_info(message=f"{acceptance}; failed: {message}")
+    elif cell.status is Status.FAILED:
         case.add_failure_info(message=message, output=_details(cell))
     elif cell.status is Status.ERRORED:
         case.add_error_info(message=message, output=_details(cell))
@@ -208,7 +219,9 @@ def _mutation_details(mutation: MutationResult) -> str:
     return "\n".join(clean(line) for line in lines)
 
 
-def _mutation_case(mutation: MutationResult, classname: str, file: str) -> Any:
+def _mutation_case(
+    mutation: MutationResult, classname: str, file: str, accepted: Mapping[str, str]
+) -> Any:
     """One mutation: ``name`` is its id and transform, failures and errors kept apart."""
     case = TestCase(
         name=clean(f"{mutation.id} {mutation.transform}"),
@@ -218,7 +231,10 @@ def _mutation_case(mutation: MutationResult, classname: str, file: str) -> Any:
         file=file,
     )
     message = _one_line(mutation.reason) or mutation.status.value
-    if mutation.status is Status.FAILED:
+    acceptance = accepted.get(mutation.id)
+    if mutation.status is Status.FAILED and acceptance is not None:
+        case.add_skipped_info(message=f"{acceptance}; failed: {message}")
+    elif mutation.status is Status.FAILED:
         case.add_failure_info(message=message, output=_mutation_details(mutation))
     elif mutation.status is Status.ERRORED:
         case.add_error_info(message=message, output=_mutation_details(mutation))
@@ -285,13 +301,27 @@ def _cases(result: RunResult, outcome: PhaseOutcome) -> Iterator[str]:
     file = clean(result.config_path)
     lines = {i.id: i.line for i in outcome.invariants}
     texts = _Lines()
+    accepted = _accepted(result, outcome)
     if isinstance(outcome.cells, Spooled):
-        yield from map(_CellCases(name, file, lines, texts), outcome.cells.documents())
+        cases = _CellCases(name, file, lines, texts, accepted)
+        yield from map(cases, outcome.cells.documents())
     else:
         for cell in outcome.cells:
-            yield _case_xml(_case(cell, name, file, lines.get(cell.invariant_id), texts))
+            line = lines.get(cell.invariant_id)
+            yield _case_xml(_case(cell, name, file, line, texts, accepted))
     for mutation in outcome.mutations:
-        yield _case_xml(_mutation_case(mutation, name, file))
+        yield _case_xml(_mutation_case(mutation, name, file, accepted))
+
+
+def _accepted(result: RunResult, outcome: PhaseOutcome) -> dict[str, str]:
+    """The failing items of ``outcome`` an acceptance accepts -> their ``<skipped>`` message
+    (SPEC §14: GitHub's test reporters show a skipped case with its message)."""
+    return {
+        item: clean(f"accepted until {a.until}: {a.reason}")
+        for a in result.accepted or ()
+        if a.state is AcceptanceState.ACCEPTED and accepts_in(a, outcome.phase)
+        for item in a.failed
+    }
 
 
 _SHORT = {
@@ -309,8 +339,16 @@ class _CellCases:
     (no details, no transcript) from the few fields its case shows, made once per distinct
     severity, status and reason; any other read into a cell first."""
 
-    def __init__(self, classname: str, file: str, lines: dict[str, int], texts: _Lines) -> None:
+    def __init__(
+        self,
+        classname: str,
+        file: str,
+        lines: dict[str, int],
+        texts: _Lines,
+        accepted: Mapping[str, str],
+    ) -> None:
         self._classname, self._file, self._lines, self._texts = classname, file, lines, texts
+        self._accepted = accepted
         self._tails: dict[str, str] = {}  # per invariant: the attributes after ``time``
         self._outs: dict[tuple[Any, ...], str] = {}  # what follows the attributes
 
@@ -319,7 +357,8 @@ class _CellCases:
         if status not in _SHORT or any(p.get("turn") is not None for p in prompts):
             cell = cell_from_document(d)
             line = self._lines.get(cell.invariant_id)
-            return _case_xml(_case(cell, self._classname, self._file, line, self._texts))
+            case = _case(cell, self._classname, self._file, line, self._texts, self._accepted)
+            return _case_xml(case)
         invariant = d["invariant_id"]
         tail = self._tails.get(invariant)
         if tail is None:
@@ -491,6 +530,9 @@ def write(result: RunResult, out: TextIO) -> None:
     for outcome in phases(result):
         element = _suite(result, outcome).build_xml_doc()
         counts, suite_s = _counts(outcome)
+        accepted = len(_accepted(result, outcome))  # failed, shown as skipped
+        counts["failures"] -= accepted
+        counts["skipped"] += accepted
         for key, value in counts.items():
             element.set(key, str(value))
         # junit-xml sums the case times as floats (30.240000000000002)

@@ -41,10 +41,12 @@ from flakestorm.reporters.public import NOTE as PUBLIC_NOTE
 from flakestorm.reporters.public import public
 from flakestorm.reporters.transcript import rows
 from flakestorm.reporters.view import (
+    ACCEPTED_TITLE,
     LEGEND,
     UNDELIVERED_LEGEND,
     UNDELIVERED_TITLE,
     RunVerdict,
+    accepted_lines,
     all_warnings,
     bad_cells,
     call_status,
@@ -133,6 +135,11 @@ def _head(result: RunResult, shown: RunVerdict, withheld: bool = False) -> list[
         # under fail-on: regression the step's verdict may differ from the run's own gate
         out.append("The gate failed:" if shown.rule is None else "The run's own gate failed:")
         out.extend(_listed(overall.reasons, MAX_LIST_ITEMS, 600))
+        out.append("")
+    accepted = accepted_lines(result)
+    if accepted:
+        out.append(ACCEPTED_TITLE)
+        out.extend(_listed(accepted, MAX_LIST_ITEMS, 600))
         out.append("")
     out.extend(_undelivered_block(result))
     phases_ran = ", ".join(text(p) for p in overall.phases_ran) or "none"

@@ -18,7 +18,9 @@ from flakestorm.reporters import breaking
 from flakestorm.reporters.errored import errored_note, errored_together
 from flakestorm.reporters.transcript import transcript, turn_line
 from flakestorm.reporters.view import (
+    ACCEPTED_TITLE,
     RunVerdict,
+    accepted_lines,
     all_warnings,
     call_status,
     call_target,
@@ -126,6 +128,10 @@ def render(result: RunResult) -> str:
         out.append(f"Run stopped early ({result.stop_reason}): results are partial.")
     out.append(verdict_line(result))
     out.extend(f"  - {safe(r, 400)}" for r in result.overall.reasons)
+    accepted = accepted_lines(result)
+    if accepted:
+        out.append(ACCEPTED_TITLE.replace("`", ""))
+        out.extend(f"  - {safe(line, 400)}" for line in accepted)
     return "\n".join(out) + "\n"
 
 

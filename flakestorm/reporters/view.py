@@ -13,6 +13,7 @@ from flakestorm.baseline.judgement import judgement_of
 from flakestorm.errors import ExitCode
 from flakestorm.reporters.errored import errored_groups, errored_note, errored_together
 from flakestorm.reporters.escape import text
+from flakestorm.results.acceptance import reported
 from flakestorm.results.model import (
     CELL_COUNTS,
     FLAKY_SYMBOL,
@@ -446,6 +447,15 @@ def scenarios_per_scenario(result: RunResult) -> dict[str, ScenarioInfo]:
         for info in outcome.scenarios
         if info.unattributed
     }
+
+
+ACCEPTED_TITLE = "Accepted failures (`accepted:`):"
+
+
+def accepted_lines(result: RunResult) -> list[str]:
+    """The config's ``accepted:`` entries as this run judged them, one line each: accepted
+    until a date, expired, or passing (untrusted: they quote the config; escape each)."""
+    return [a.line() for a in reported(result.accepted)]
 
 
 def all_warnings(result: RunResult) -> list[str]:

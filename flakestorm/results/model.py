@@ -23,6 +23,7 @@ from flakestorm.results.sweeps import SweepInfo, sweep_from_document
 
 if TYPE_CHECKING:
     from flakestorm.config import ContractInvariant
+    from flakestorm.results.acceptance import Acceptance
 
 SCHEMA_VERSION = 2
 """2: phases under one ``phases`` mapping; delivery proof per scenario (``declared``,
@@ -312,9 +313,21 @@ class RunResult:
     error: str | None = None
     """Why the run could not start (the agent never became ready, the proxy is unreachable),
     in full: its items are errored with the short cause (``stop_reason``); None otherwise."""
+    accepted: tuple[Acceptance, ...] | None = None
+    """The config's ``accepted:`` entries as this run judged them (SPEC §14); None when it has
+    none."""
 
 
 # --------------------------------------------------------------------------- JSON
+
+
+def _acceptances(docs: Any) -> tuple[Acceptance, ...] | None:
+    """``accepted`` of a results.json read back (None when the run's config had none)."""
+    if docs is None:
+        return None
+    from flakestorm.results.acceptance import Acceptance  # it judges this module's results
+
+    return tuple(Acceptance.from_document(d) for d in docs)
 
 
 def to_document(result: RunResult) -> dict[str, Any]:
@@ -328,7 +341,7 @@ def to_document(result: RunResult) -> dict[str, Any]:
     return doc
 
 
-OPTIONAL = ("shard", "config", "step", "error")
+OPTIONAL = ("shard", "config", "step", "error", "accepted")
 """Top-level keys written only when set."""
 
 
@@ -464,6 +477,7 @@ def from_document(doc: Mapping[str, Any], *, check_types: bool = True) -> RunRes
             config=doc.get("config"),
             step=doc.get("step"),
             error=doc.get("error"),
+            accepted=_acceptances(doc.get("accepted")),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ResultsError(f"results document is malformed: {exc!r}") from None

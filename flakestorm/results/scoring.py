@@ -24,7 +24,8 @@ Overall score over the phases that ran, with the configured weights re-normalise
     overall = Σ wᵢ·sᵢ / Σ wᵢ      over the phases that ran and have a score
 
 The gate FAILS when any critical cell (mutation, replayed session) failed or errored in any
-phase, or overall < min_score (a ``None`` overall fails any ``min_score`` above 0). Its reasons
+phase — but for failures an ``accepted:`` entry accepts until its date (SPEC §14) —, or
+overall < min_score (a ``None`` overall fails any ``min_score`` above 0). Its reasons
 name what failed: ``1 critical mutation(s) failed: prompt_injection#0.0``.
 
 :func:`score_run` is the one place a run is scored: the runner calls it on the phases it ran,
@@ -37,6 +38,12 @@ from collections.abc import Mapping, Sequence
 
 from flakestorm.config import Severity
 from flakestorm.errors import ExitCode
+from flakestorm.results.acceptance import (
+    EXPIRED_TEXT,
+    Acceptance,
+    accepted_items,
+    expired_items,
+)
 from flakestorm.results.model import (
     CellResult,
     MutationResult,
@@ -87,11 +94,19 @@ def score_run(
     weights: Mapping[str, float],
     min_score: float,
     interrupted: bool = False,
+    acceptances: Sequence[Acceptance] = (),
 ) -> tuple[Overall, ExitCode]:
-    """The overall score, the gate and the exit code of the phases that ran."""
+    """The overall score, the gate and the exit code of the phases that ran. A critical
+    failure an ``accepted`` acceptance names does not fail the gate; one whose acceptance
+    expired does, saying so (SPEC §14)."""
+    accepted, expired = accepted_items(acceptances), expired_items(acceptances)
     critical: dict[str, list[str]] = {}
     for outcome in outcomes.values():
-        critical.setdefault(outcome.unit, []).extend(outcome.score.critical_failures)
+        critical.setdefault(outcome.unit, []).extend(
+            f"{name} ({EXPIRED_TEXT.format(until=expired[name])})" if name in expired else name
+            for name in outcome.score.critical_failures
+            if name not in accepted
+        )
     scores = {name: o.score.score for name, o in outcomes.items()}
     verdict = overall(scores, weights, min_score, critical)
     errored = sum(

@@ -84,9 +84,15 @@ def config_document(config: Any, secrets: Iterable[str]) -> dict[str, Any]:
     return redact_data(dumped, redactor) if redactor else dumped  # type: ignore[no-any-return]
 
 
+NOT_DIGESTED = ("accepted",)
+"""Top-level config keys that do not change what runs, only how the gate reads it (accepted
+failures): a run's digest, and so its baseline, stays the same when they change."""
+
+
 def digest_of(document: Mapping[str, Any]) -> str:
-    """The SHA-256 (hex) of ``document`` as canonical JSON."""
-    text = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """The SHA-256 (hex) of ``document`` as canonical JSON (without :data:`NOT_DIGESTED`)."""
+    kept = {k: v for k, v in document.items() if k not in NOT_DIGESTED}
+    text = json.dumps(kept, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 

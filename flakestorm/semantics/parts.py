@@ -29,6 +29,7 @@ from typing import Annotated, Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from flakestorm.config import (
+    Accepted,
     Advanced,
     AgentConfig,
     Chaos,
@@ -138,6 +139,7 @@ class Parts:
     scoring: Scoring | None
     output: Output | None
     advanced: Advanced | None
+    accepted: tuple[Item[Accepted], ...]
     fault_sets: tuple[FaultSet, ...]
     """The faults of each scenario (whether the scenario validated or not), then the chaos
     section's."""
@@ -156,6 +158,7 @@ class Parts:
             if name not in self.failed and name in self.written
         }
         values["invariants"] = [item.model for item in self.invariants if item.model is not None]
+        values["accepted"] = [item.model for item in self.accepted if item.model is not None]
         if self.agent is not None:
             values["agent"] = self.agent
         return Config.model_construct(**values)
@@ -184,6 +187,7 @@ class Parts:
             scoring=config.scoring,
             output=config.output,
             advanced=config.advanced,
+            accepted=_items(("accepted",), config.accepted),
             fault_sets=_fault_sets(config),
             written=frozenset(
                 name for name in config.model_fields_set if getattr(config, name) is not None
@@ -217,6 +221,7 @@ class Parts:
             scoring=build.section("scoring"),
             output=build.section("output"),
             advanced=build.section("advanced"),
+            accepted=build.items("accepted", doc.get("accepted", []), Accepted),
             fault_sets=tuple(f for f in fault_sets if f is not None),
             written=frozenset(k for k, v in doc.items() if v is not None),
             failed=frozenset(build.failed),

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from flakestorm.semantics.accepted import check_accepted
 from flakestorm.semantics.agent import check_agent
 from flakestorm.semantics.conversations import check_isolation, check_turns
 from flakestorm.semantics.faults import (
@@ -91,5 +92,6 @@ register(Check("proxy", ("proxy",), check_proxy))
 register(Check("mcp", ("agent", "proxy"), check_mcp))
 register(Check("scoring", ("scoring",), check_scoring))
 register(Check("advanced", ("advanced",), check_advanced))
+register(Check("accepted", ("contract", "mutations"), check_accepted))
 register(Check("contract when", ("contract.chaos_matrix[*]",), check_contract_when))
 register(Check("phase when", ("chaos",), check_phase_when))

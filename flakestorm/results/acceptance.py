@@ -1,0 +1,143 @@
+"""Accepted failures (SPEC §14), judged against a run: which entries accept failures this run
+had, which have expired, which accept nothing any more (pure, but for :func:`today`).
+
+An entry names a contract cell (``INVARIANT[SCENARIO]``) or a mutation type. Against a run it
+is, by what its items did and its date:
+
+- ``accepted``: some of its items failed, and ``until`` is today or later: they do not fail
+  the gate (the score still counts them as failed);
+- ``expired``: some failed, and ``until`` has passed: they fail the gate, the reason saying
+  "acceptance expired on DATE";
+- ``passing``: its items ran and none failed: "accepted but passing: remove the entry";
+- ``absent``: none of its items ran (another shard, a phase that did not run): not reported.
+"""
+
+from __future__ import annotations
+
+import datetime
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from flakestorm.config import Accepted
+from flakestorm.results.model import PhaseOutcome, Status
+
+EXPIRED_TEXT = "acceptance expired on {until}"
+CELL_PHASE = "contract"
+"""The phase whose cells ``cell:`` names."""
+MUTATION_PHASE = "mutation"
+"""The phase whose mutations ``mutation:`` names."""
+
+
+def today() -> datetime.date:
+    """The date acceptances are judged on (UTC): the one clock of this module."""
+    return datetime.datetime.now(datetime.timezone.utc).date()
+
+
+class AcceptanceState(str, enum.Enum):
+    ACCEPTED = "accepted"
+    EXPIRED = "expired"
+    PASSING = "passing"
+    ABSENT = "absent"
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """One ``accepted:`` entry as this run judged it."""
+
+    target: str
+    """``INVARIANT[SCENARIO]`` or ``mutation: TYPE``."""
+    reason: str
+    until: str
+    """``YYYY-MM-DD``."""
+    issue: str | None
+    state: AcceptanceState
+    failed: tuple[str, ...] = ()
+    """The ids of the failing items it names (cells, or mutations of its type)."""
+
+    @property
+    def cell(self) -> str | None:
+        return None if self.target.startswith("mutation: ") else self.target
+
+    @property
+    def mutation_type(self) -> str | None:
+        return self.target.removeprefix("mutation: ") if self.cell is None else None
+
+    def line(self) -> str:
+        """How reports state it, one line (without its items)."""
+        issue = f", {self.issue}" if self.issue else ""
+        if self.state is AcceptanceState.ACCEPTED:
+            return f"{self.target}: accepted until {self.until} ({self.reason}{issue})"
+        if self.state is AcceptanceState.EXPIRED:
+            expired = EXPIRED_TEXT.format(until=self.until)
+            return f"{self.target}: {expired} ({self.reason}{issue})"
+        return f"{self.target}: accepted but passing: remove the entry ({self.reason}{issue})"
+
+    @classmethod
+    def from_document(cls, doc: Mapping[str, Any]) -> Acceptance:
+        return cls(
+            target=str(doc["target"]),
+            reason=str(doc["reason"]),
+            until=str(doc["until"]),
+            issue=doc.get("issue"),
+            state=AcceptanceState(doc["state"]),
+            failed=tuple(doc.get("failed", ())),
+        )
+
+
+def judge(
+    entries: Iterable[Accepted], outcomes: Mapping[str, PhaseOutcome], on: datetime.date
+) -> tuple[Acceptance, ...]:
+    """Every ``accepted:`` entry against the phases that ran, on the date ``on``."""
+    cells: dict[str, list[Status]] = {}
+    mutations: dict[str, list[tuple[str, Status]]] = {}
+    for outcome in outcomes.values():
+        if outcome.phase == CELL_PHASE:
+            for cell in outcome.cells:
+                cells.setdefault(cell.id, []).append(cell.status)
+        if outcome.phase == MUTATION_PHASE:
+            for mutation in outcome.mutations:
+                mutations.setdefault(mutation.type, []).append((mutation.id, mutation.status))
+    judged = []
+    for entry in entries:
+        if entry.target.startswith("mutation: "):
+            ran = mutations.get(entry.target.removeprefix("mutation: "), [])
+            failed = tuple(ident for ident, status in ran if status is Status.FAILED)
+        else:
+            ran = [(entry.target, s) for s in cells.get(entry.target, [])]
+            failed = tuple(ident for ident, status in ran if status is Status.FAILED)
+        if not ran:
+            state = AcceptanceState.ABSENT
+        elif not failed:
+            state = AcceptanceState.PASSING
+        elif entry.until < on:
+            state = AcceptanceState.EXPIRED
+        else:
+            state = AcceptanceState.ACCEPTED
+        until = entry.until.isoformat()
+        judged.append(Acceptance(entry.target, entry.reason, until, entry.issue, state, failed))
+    return tuple(judged)
+
+
+def accepted_items(acceptances: Sequence[Acceptance]) -> frozenset[str]:
+    """The failing items that do not fail the gate."""
+    return frozenset(
+        item for a in acceptances if a.state is AcceptanceState.ACCEPTED for item in a.failed
+    )
+
+
+def expired_items(acceptances: Sequence[Acceptance]) -> dict[str, str]:
+    """Failing item -> the date its acceptance expired on."""
+    expired = (a for a in acceptances if a.state is AcceptanceState.EXPIRED)
+    return {item: a.until for a in expired for item in a.failed}
+
+
+def reported(acceptances: Sequence[Acceptance] | None) -> tuple[Acceptance, ...]:
+    """The acceptances a report states (not those whose items did not run)."""
+    return tuple(a for a in acceptances or () if a.state is not AcceptanceState.ABSENT)
+
+
+def accepts_in(acceptance: Acceptance, phase: str) -> bool:
+    """Whether ``acceptance`` names items of ``phase``."""
+    return phase == (CELL_PHASE if acceptance.cell is not None else MUTATION_PHASE)

@@ -1,0 +1,192 @@
+"""Accepted failures (SPEC §14): an accepted critical failure does not fail the gate until its
+date, every report says so, and an expired or mistaken entry is said as it is."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+import uuid
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from flakestorm.cli import main as cli
+from flakestorm.reporters import comment
+from flakestorm.results import acceptance
+from flakestorm.results.model import from_document
+
+TODAY = datetime.date(2026, 11, 27)
+
+AGENT = """
+def answer(prompt):
+    return "no greeting here"
+"""
+
+CONFIG = """\
+agent:
+  type: python
+  endpoint: "{module}:answer"
+golden_prompts: ["say hello"]
+contract:
+  name: greetings
+  invariants:
+    - {{id: says-hello, type: contains, value: hello, severity: critical}}
+    - {{id: not-empty, type: output_not_empty, severity: critical}}
+  chaos_matrix:
+    - name: calm
+accepted:
+  - cell: "says-hello[calm]"
+    reason: "the greeting comes back with the new prompt (FIN-12)"
+    until: {until}
+    issue: https://example.com/FIN-12
+{more}"""
+
+
+@pytest.fixture(autouse=True)
+def clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(acceptance, "today", lambda: TODAY)
+
+
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, until: str, more: str = "") -> Path:
+    module = f"acc_agent_{uuid.uuid4().hex[:10]}"
+    (tmp_path / f"{module}.py").write_text(AGENT, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, module, raising=False)
+    path = tmp_path / "flakestorm.yaml"
+    path.write_text(CONFIG.format(module=module, until=until, more=more), encoding="utf-8")
+    return path
+
+
+def run(path: Path, *args: str) -> tuple[int, str, Path]:
+    out = path.parent / "reports"
+    done = CliRunner().invoke(
+        cli, ["contract", "run", "-c", str(path), "--output", str(out), *args]
+    )
+    return done.exit_code, done.output, out
+
+
+def test_an_accepted_critical_failure_passes_the_gate_and_every_report_says_until_when(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, output, out = run(project(tmp_path, monkeypatch, "2026-12-31"))
+    assert code == 0, output
+    line = (
+        "says-hello[calm]: accepted until 2026-12-31 (the greeting comes back with the new "
+        "prompt (FIN-12), https://example.com/FIN-12)"
+    )
+    assert "Verdict: PASS" in output and f"  - {line}" in output
+    summary = (out / "summary.md").read_text(encoding="utf-8")
+    assert "Accepted failures (`accepted:`):" in summary and "accepted until 2026-12-31" in summary
+    result = from_document(json.loads((out / "results.json").read_text(encoding="utf-8")))
+    assert result.overall.passed and result.overall.reasons == ()
+    assert result.phases["contract"].score.score == 50.0  # the score still counts it failed
+    (judged,) = result.accepted or ()
+    assert (judged.state.value, judged.failed) == ("accepted", ("says-hello[calm]",))
+    assert "accepted until 2026-12-31" in comment.render_first(result)
+    assert "accepted until 2026-12-31" in (out / "report.html").read_text(encoding="utf-8")
+    suite = ET.parse(out / "junit.xml").getroot().find("testsuite")
+    assert suite is not None and (suite.get("failures"), suite.get("skipped")) == ("0", "1")
+    (case,) = [c for c in suite.iter("testcase") if c.get("name") == "says-hello[calm]"]
+    skipped = case.find("skipped")
+    assert skipped is not None and case.find("failure") is None
+    assert skipped.get("message", "").startswith(
+        "accepted until 2026-12-31: the greeting comes back with the new prompt (FIN-12); failed: "
+    )
+
+
+def test_after_its_date_the_acceptance_expires_and_the_gate_fails_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, output, out = run(project(tmp_path, monkeypatch, "2026-11-26"))
+    assert code == 1, output
+    assert "says-hello[calm] (acceptance expired on 2026-11-26)" in output
+    summary = (out / "summary.md").read_text(encoding="utf-8")
+    # the gate's reason and the entry's line (markdown escapes the brackets)
+    assert "failed: says-hello\\[calm\\] (acceptance expired on 2026-11-26)" in summary
+    assert "- says-hello\\[calm\\]: acceptance expired on 2026-11-26 (the greeting" in summary
+    suite = ET.parse(out / "junit.xml").getroot().find("testsuite")
+    assert suite is not None and suite.get("failures") == "1"
+
+
+def test_an_acceptance_of_a_passing_cell_says_remove_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    more = '  - {cell: "not-empty[calm]", reason: "flaky last week", until: 2026-12-01}\n'
+    code, output, _ = run(project(tmp_path, monkeypatch, "2026-12-31", more))
+    assert code == 0, output
+    assert "not-empty[calm]: accepted but passing: remove the entry (flaky last week)" in output
+
+
+def test_an_entry_naming_no_cell_is_a_located_config_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    more = '  - {cell: "says-helo[calm]", reason: "typo", until: 2026-12-01}\n'
+    path = project(tmp_path, monkeypatch, "2026-12-31", more)
+    code, output, out = run(path)
+    assert code == 2
+    assert (
+        f"{path}:17:12: accepted[1].cell: 'says-helo[calm]' is no cell of this contract (a "
+        "cell is INVARIANT[SCENARIO], e.g. 'says-hello[calm]'); did you mean "
+        "'says-hello[calm]'?"
+    ) in output
+    assert not out.exists()
+
+
+def test_validate_says_an_entry_has_expired_or_is_far_ahead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    more = '  - {cell: "not-empty[calm]", reason: "r", until: 2027-06-01}\n'
+    path = project(tmp_path, monkeypatch, "2026-01-31", more)
+    done = CliRunner().invoke(cli, ["validate", "-c", str(path)])
+    assert done.exit_code == 0, done.output
+    assert (
+        "accepted[0].until: this acceptance expired on 2026-01-31: it accepts nothing any more"
+    ) in done.output
+    assert "accepted[1].until: 2027-06-01 is more than 90 days ahead" in done.output
+
+
+def test_a_mutation_type_is_accepted_and_must_be_one_the_config_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = project(tmp_path, monkeypatch, "2026-12-31")
+    text = path.read_text(encoding="utf-8").replace(
+        "accepted:\n",
+        "invariants:\n  - {type: contains, value: hello, severity: critical}\n"
+        "mutations: {count: 2, types: [prompt_injection]}\naccepted:\n"
+        '  - {mutation: prompt_injection, reason: "model swap", until: 2026-12-20}\n',
+    )
+    path.write_text(text, encoding="utf-8")
+    out = tmp_path / "reports"
+    done = CliRunner().invoke(cli, ["ci", "-c", str(path), "--output", str(out)])
+    assert done.exit_code == 0, done.output
+    assert "mutation: prompt_injection: accepted until 2026-12-20 (model swap)" in done.output
+    wrong = text.replace("mutation: prompt_injection,", "mutation: prompt_injektion,")
+    path.write_text(wrong, encoding="utf-8")
+    done = CliRunner().invoke(cli, ["validate", "-c", str(path)])
+    assert done.exit_code == 2
+    assert "'prompt_injektion' is not a mutation type this config runs (did you mean" in (
+        done.output
+    )
+
+
+def test_the_merge_of_shards_judges_the_acceptances_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = project(tmp_path, monkeypatch, "2026-12-31")
+    for k in (1, 2):
+        code, output, _ = run(path, "--shard", f"{k}/2", "--output", str(tmp_path / f"s{k}"))
+        assert code in (0, 1), output
+    merged = tmp_path / "merged"
+    shards = [str(tmp_path / f"s{k}" / "results.json") for k in (1, 2)]
+    done = CliRunner().invoke(cli, ["merge", *shards, "-o", str(merged)])
+    assert done.exit_code == 0, done.output
+    result = from_document(json.loads((merged / "results.json").read_text(encoding="utf-8")))
+    assert [(a.target, a.state.value) for a in result.accepted or ()] == [
+        ("says-hello[calm]", "accepted")
+    ]
+    monkeypatch.setattr(acceptance, "today", lambda: datetime.date(2027, 1, 1))
+    done = CliRunner().invoke(cli, ["merge", *shards, "-o", str(merged)])
+    assert done.exit_code == 1 and "acceptance expired on 2026-12-31" in done.output
