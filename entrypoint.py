@@ -26,6 +26,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+from flakestorm.baseline import blessed
 from flakestorm.baseline.delta import Change, Delta, FailOn, compare, same_config
 from flakestorm.baseline.judgement import Judgement
 from flakestorm.config import OutputFormat
@@ -36,6 +37,7 @@ from flakestorm.errors import ConfigError, ExitCode, FlakestormError, Problem, U
 from flakestorm.github import baseline_source as source
 from flakestorm.github.client import Annotation, CommentAction, GitHub, Level
 from flakestorm.github.settings import (
+    BaselineFile,
     BaselineMode,
     Command,
     Settings,
@@ -54,6 +56,7 @@ from flakestorm.reporters.terminal import (
     verdict_line,
 )
 from flakestorm.reporters.view import RunVerdict, error_causes, run_verdict
+from flakestorm.results import clock
 from flakestorm.results.model import InvariantInfo, MutationResult, PhaseOutcome, RunResult, Status
 from flakestorm.stopping import GRACE_S, Stop, stopping_on_signals
 
@@ -305,6 +308,8 @@ class _Action:
         if result.shard is not None:  # a part of the run: the merge job compares the whole
             self.gh.log(f"flakestorm: baseline: shard {result.shard} is compared by the merge job")
             return unjudged
+        if isinstance(settings.baseline, BaselineFile):
+            return self._compare_blessed(result, settings.baseline)
         query = source.query_of(self.env, settings.baseline_branch, settings.baseline_artifact)
         found = (
             query if isinstance(query, source.NoBaseline) else source.find_baseline(self.gh, query)
@@ -335,6 +340,40 @@ class _Action:
             against=found.run.label,
             age=source.age_text(found.run.created_at, datetime.now(timezone.utc)),
             url=found.run.url,
+        )
+        compared = delta_report.compared_of(judged)
+        assert compared is not None
+        for line in delta_report.terminal_lines(compared):
+            self.gh.log(f"flakestorm: baseline: {line}" if not line.startswith(" ") else line)
+        return judged
+
+    def _compare_blessed(self, result: RunResult, file: BaselineFile) -> Judgement:
+        """``baseline: file:PATH``: the delta against a blessed baseline committed in the
+        repository. A missing or unreadable file is a notice, as no baseline is; a stale one
+        or one of another config a warning (SPEC §14)."""
+        settings = self.settings
+        unjudged = Judgement(settings.fail_on)
+        try:
+            blessed_ = blessed.load(self.workspace / file.path)
+        except blessed.BaselineFileError as exc:
+            reason = str(exc).replace(str(self.workspace) + "/", "")
+            if settings.fail_on is FailOn.REGRESSION:
+                reason += (
+                    " — fail-on: regression has nothing to compare with, so no failure counts "
+                    "as new (only an infrastructure error fails this step)"
+                )
+            self.gh.notice(
+                f"flakestorm: no baseline: {safe(reason, 1500)}", title=f"{TITLE}: no baseline"
+            )
+            return replace(unjudged, missing=reason)
+        for warning in blessed_.warnings(clock.today(), result.config_digest):
+            self.gh.warning(f"flakestorm: {safe(warning, 1500)}", title=f"{TITLE}: baseline")
+        delta = compare(blessed_.index, result)
+        judged = Judgement(
+            fail_on=settings.fail_on,
+            delta=Delta(tuple(c for c in delta.changes if c.change.shown)),
+            against=blessed_.label,
+            age=f"{blessed_.age_days(clock.today())} days old",
         )
         compared = delta_report.compared_of(judged)
         assert compared is not None

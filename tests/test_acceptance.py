@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from flakestorm.cli import main as cli
 from flakestorm.reporters import comment
-from flakestorm.results import acceptance
+from flakestorm.results import clock
 from flakestorm.results.model import from_document
 
 TODAY = datetime.date(2026, 11, 27)
@@ -46,8 +46,8 @@ accepted:
 
 
 @pytest.fixture(autouse=True)
-def clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(acceptance, "today", lambda: TODAY)
+def fixed_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(clock, "today", lambda: TODAY)
 
 
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, until: str, more: str = "") -> Path:
@@ -187,6 +187,6 @@ def test_the_merge_of_shards_judges_the_acceptances_again(
     assert [(a.target, a.state.value) for a in result.accepted or ()] == [
         ("says-hello[calm]", "accepted")
     ]
-    monkeypatch.setattr(acceptance, "today", lambda: datetime.date(2027, 1, 1))
+    monkeypatch.setattr(clock, "today", lambda: datetime.date(2027, 1, 1))
     done = CliRunner().invoke(cli, ["merge", *shards, "-o", str(merged)])
     assert done.exit_code == 1 and "acceptance expired on 2026-12-31" in done.output

@@ -312,6 +312,8 @@ contract:
         ({"ready_timeout": "5s"}, "input `ready-timeout`: '5s' is not a whole number"),
         ({"seed": "x"}, "input `seed`: 'x' is not a whole number"),
         ({"agent_url": "agent:8000"}, "input `agent-url`: 'agent:8000' is not an http(s) URL"),
+        ({"baseline": "latest"}, "input `baseline`: 'latest' is not one of auto, off, file:PATH"),
+        ({"baseline": "file: "}, "input `baseline`: file: needs the path of a blessed baseline"),
     ],
 )
 def test_bad_inputs_exit_2(

@@ -36,7 +36,7 @@ error (exit 3) stays an error whatever the delta.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from flakestorm.baseline.fisher import fisher_one_sided
@@ -50,7 +50,12 @@ __all__ = [
     "Change",
     "Delta",
     "FailOn",
+    "Key",
+    "Seen",
     "compare",
+    "index_of",
+    "items_of",
+    "mutation_identity",
     "same_config",
 ]
 
@@ -151,9 +156,14 @@ def _identity(item: CellResult | MutationResult) -> str:
     """What matches an item across runs: a cell's id; a mutation's type, golden prompt and
     variant (its id without the prompt's position)."""
     if isinstance(item, MutationResult):
-        variant = item.id.rpartition(".")[2]
-        return "\0".join(("mutation", item.type, item.original, variant))
+        return mutation_identity(item.id, item.type, item.original)
     return item.id
+
+
+def mutation_identity(mutation_id: str, kind: str, original: str) -> str:
+    """A mutation's identity (:func:`_identity`) from its id, type and golden prompt."""
+    variant = mutation_id.rpartition(".")[2]
+    return "\0".join(("mutation", kind, original, variant))
 
 
 def _cells(
@@ -177,7 +187,7 @@ def _cells(
 
 
 @dataclass(frozen=True, slots=True)
-class _Seen:
+class Seen:
     """What the delta needs of a baseline cell: its id, status, severity and pass counts (an
     index of the baseline holds these, not its cells)."""
 
@@ -188,15 +198,34 @@ class _Seen:
     runs_total: int
 
 
-def compare(
-    base: RunResult, head: RunResult, *, min_repeat: int = MIN_REPEAT, alpha: float = ALPHA
-) -> Delta:
-    """The delta of ``head`` against ``base``, cell by cell: the baseline indexed by cell
-    (:class:`_Seen`), this run's cells read one at a time."""
-    before = {
-        key: _Seen(cell_id, cell.status, cell.severity, cell.runs_passed, cell.runs_total)
-        for key, cell_id, cell in _cells(base)
+Key = tuple[str, str]
+"""(phase, identity): what matches an item across runs."""
+
+
+def index_of(result: RunResult) -> dict[Key, Seen]:
+    """What the delta needs of a baseline run, by item (:class:`Seen`)."""
+    return {
+        key: Seen(cell_id, cell.status, cell.severity, cell.runs_passed, cell.runs_total)
+        for key, cell_id, cell in _cells(result)
     }
+
+
+def items_of(result: RunResult) -> Iterator[tuple[Key, str, CellResult | MutationResult]]:
+    """(key, id, item) of every cell and mutation of ``result``, as the delta matches them."""
+    return _cells(result)
+
+
+def compare(
+    base: RunResult | Mapping[Key, Seen],
+    head: RunResult,
+    *,
+    min_repeat: int = MIN_REPEAT,
+    alpha: float = ALPHA,
+) -> Delta:
+    """The delta of ``head`` against ``base`` (a run, or an index of one: a blessed baseline,
+    :mod:`flakestorm.baseline.blessed`), cell by cell: the baseline indexed by cell
+    (:class:`Seen`), this run's cells read one at a time."""
+    before = dict(base) if isinstance(base, Mapping) else index_of(base)
     changes: list[CellChange] = []
     unchanged = 0
     for key, cell_id, cell in _cells(head):
@@ -210,7 +239,7 @@ def compare(
     return Delta(tuple(changes), unchanged)
 
 
-Runs = CellResult | MutationResult | _Seen
+Runs = CellResult | MutationResult | Seen
 
 
 def _runs(cell: Runs | None) -> tuple[int, int]:

@@ -154,11 +154,15 @@ class FlakestormGroup(LazyGroup):
     """A click group whose commands' errors become messages and exit codes (see module doc)."""
 
     lazy: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "baseline": (
+            "baseline",
+            "A committed baseline: bless a run, then compare runs against it.",
+        ),
         "ci": ("run", "Run every configured phase, write every report, exit with the gate's code."),
         "compare": (
             "compare",
-            "Compare two results.json files cell by cell: new failures, fixed, still failing, "
-            "new and removed cells.",
+            "Compare two results.json files (or a run and a blessed baseline) cell by cell: new "
+            "failures, fixed, still failing, new and removed cells.",
         ),
         "init": (
             "project",

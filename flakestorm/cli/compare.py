@@ -1,4 +1,5 @@
-"""``flakestorm compare BASE.json HEAD.json``: the cell-by-cell delta of two runs (SPEC §8).
+"""``flakestorm compare BASE.json HEAD.json`` (or ``--baseline file:PATH HEAD.json``, a blessed
+baseline, SPEC §14): the cell-by-cell delta of two runs (SPEC §8).
 
 Prints the headline (``1 new failure vs base.json, 2 fixed``), one line per changed cell, then
 the verdict line, which the exit code follows: under ``--fail-on any`` (default) HEAD's own
@@ -16,15 +17,25 @@ import click
 
 from flakestorm.baseline.delta import FailOn, compare, same_config
 from flakestorm.cli.app import main
+from flakestorm.cli.baseline import read_blessed
 from flakestorm.cli.report import read_results
+from flakestorm.errors import UsageError
 from flakestorm.reporters.delta import Compared, terminal_lines
 from flakestorm.reporters.terminal import safe, verdict_line
 from flakestorm.reporters.view import step_verdict
+from flakestorm.results import clock
 
 
 @main.command(name="compare")
-@click.argument("base_json", type=click.Path(dir_okay=False, path_type=Path))
-@click.argument("head_json", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--baseline",
+    "baseline_spec",
+    metavar="file:PATH",
+    default=None,
+    help="Compare HEAD.json against a blessed baseline (`flakestorm baseline bless`) instead "
+    "of a BASE.json.",
+)
 @click.option(
     "--fail-on",
     type=click.Choice([f.value for f in FailOn]),
@@ -32,29 +43,46 @@ from flakestorm.reporters.view import step_verdict
     show_default=True,
     help="any: HEAD's own gate decides the exit code; regression: only new failures fail.",
 )
-def compare_command(base_json: Path, head_json: Path, fail_on: str) -> None:
-    """Compare two results.json files cell by cell: new failures, fixed, still failing, new
-    and removed cells.
+def compare_command(paths: tuple[Path, ...], baseline_spec: str | None, fail_on: str) -> None:
+    """Compare two results.json files (or a run and a blessed baseline) cell by cell: new
+    failures, fixed, still failing, new and removed cells.
+
+    `compare BASE.json HEAD.json`, or `compare --baseline file:PATH HEAD.json` against a
+    blessed baseline (`flakestorm baseline bless`).
 
     A cell repeated at least 5 times on both sides counts as a new failure when, and only
     when, a one-sided Fisher exact test on its pass counts gives p < 0.05 (also when it was
     already failing as flaky).
     """
-    base = read_results(base_json)
-    head = read_results(head_json)
-    base_name, head_name = _names(base_json, head_json)
-    if not same_config(base, head):
-        click.echo(
-            f"warning: {base_name} ran {safe(base.config_path, 200)} and {head_name} "
-            f"ran {safe(head.config_path, 200)}: cells of different configs are matched by id "
-            "(the action refuses such a baseline)",
-            err=True,
+    wanted = 1 if baseline_spec is not None else 2
+    if len(paths) != wanted:
+        usage = (
+            "--baseline file:PATH HEAD.json" if baseline_spec is not None else "BASE.json HEAD.json"
         )
+        raise UsageError(f"compare takes {usage} ({len(paths)} file(s) given)")
+    head_json = paths[-1]
+    head = read_results(head_json)
     rule = FailOn(fail_on)
-    delta = compare(base, head)
-    compared = Compared(
-        delta=delta, against=base_name, age=f"started {base.started_at}", fail_on=rule
-    )
+    if baseline_spec is not None:
+        blessed = read_blessed(baseline_spec)
+        base_name, head_name = safe(blessed.label, 200), safe(head_json.name, 200)
+        for warning in blessed.warnings(clock.today(), head.config_digest):
+            click.echo(f"warning: {safe(warning, 600)}", err=True)
+        delta = compare(blessed.index, head)
+        age = f"blessed {blessed.age_days(clock.today())} days ago"
+    else:
+        base = read_results(paths[0])
+        base_name, head_name = _names(paths[0], head_json)
+        if not same_config(base, head):
+            click.echo(
+                f"warning: {base_name} ran {safe(base.config_path, 200)} and {head_name} "
+                f"ran {safe(head.config_path, 200)}: cells of different configs are matched by "
+                "id (the action refuses such a baseline)",
+                err=True,
+            )
+        delta = compare(base, head)
+        age = f"started {base.started_at}"
+    compared = Compared(delta=delta, against=base_name, age=age, fail_on=rule)
     for line in terminal_lines(compared):
         click.echo(line)
     shown = step_verdict(head, rule, delta, base_name)

@@ -31,7 +31,7 @@ from flakestorm.chaos.delivery import judge
 from flakestorm.config import Config, OutputFormat
 from flakestorm.engine.phases.registry import PHASES
 from flakestorm.errors import UsageError
-from flakestorm.results import acceptance
+from flakestorm.results import acceptance, clock
 from flakestorm.results.model import (
     CellResult,
     InvariantInfo,
@@ -272,7 +272,7 @@ def merge(shards: Shards, min_score: float | None = None) -> RunResult:
         outcomes[name] = dataclasses.replace(outcome, score=phase.score(outcome, config))
     interrupted = any(r.stop_reason == "interrupted" for r in results)
     gate = head.overall.min_score if min_score is None else min_score
-    acceptances = acceptance.judge(config.accepted, outcomes, acceptance.today())
+    acceptances = acceptance.judge(config.accepted, outcomes, clock.today())
     verdict, code = score_run(
         outcomes, head.overall.weights, gate, interrupted=interrupted, acceptances=acceptances
     )

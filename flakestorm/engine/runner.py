@@ -39,7 +39,7 @@ from flakestorm.engine.revival import Reviver
 from flakestorm.errors import ConfigError, InfrastructureError, Problem, UsageError
 from flakestorm.loader import LoadedConfig
 from flakestorm.redaction import Redactor, redacting
-from flakestorm.results import acceptance
+from flakestorm.results import acceptance, clock
 from flakestorm.results.model import PhaseOutcome, RunResult, Status, redact
 from flakestorm.results.scoring import score_run
 from flakestorm.results.shards import Shard, config_document, digest_of
@@ -405,7 +405,7 @@ def _result(
     stop_reason = executor.stop_reason if executor is not None else None
     if not_started is not None:
         stop_reason = not_started.cause
-    acceptances = acceptance.judge(config.accepted, outcomes, acceptance.today())
+    acceptances = acceptance.judge(config.accepted, outcomes, clock.today())
     verdict, code = score_run(
         outcomes,
         config.scoring.weights.as_dict() | {p.name: p.weight(config) for p in phases},

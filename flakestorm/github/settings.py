@@ -63,6 +63,17 @@ class BaselineMode(str, enum.Enum):
     OFF = "off"
 
 
+@dataclass(frozen=True)
+class BaselineFile:
+    """``baseline: file:PATH``: a blessed baseline committed in the repository (SPEC §14)."""
+
+    path: str
+    """Relative to the workspace."""
+
+    def __str__(self) -> str:
+        return f"file:{self.path}"
+
+
 class Redaction(str, enum.Enum):
     """Whether the job summary and the PR comment quote agent output public-safe."""
 
@@ -99,7 +110,7 @@ class Settings:
     """Milliseconds."""
     concurrency: int | None = None
     seed: int | None = None
-    baseline: BaselineMode = BaselineMode.OFF
+    baseline: BaselineMode | BaselineFile = BaselineMode.OFF
     baseline_branch: str | None = None
     """Default: the pull request's base branch."""
     baseline_artifact: str = "flakestorm-reports"
@@ -212,7 +223,23 @@ def parse_settings(env: Mapping[str, str]) -> Settings:
     )
     command = choice("command", Command, Command.CI)
     comment = choice("comment", CommentMode, CommentMode.ALWAYS)
-    baseline = choice("baseline", BaselineMode, BaselineMode.OFF)
+    written = get("baseline") or ""
+    baseline: BaselineMode | BaselineFile
+    if written.startswith("file:"):
+        path = written[len("file:") :].strip()
+        if not path or "\x00" in path:
+            raise SettingsError(
+                "input `baseline`: file: needs the path of a blessed baseline (e.g. "
+                "file:.flakestorm/baseline.json, written by `flakestorm baseline bless`)"
+            )
+        baseline = BaselineFile(path)
+    else:
+        try:
+            baseline = choice("baseline", BaselineMode, BaselineMode.OFF)
+        except SettingsError:
+            raise SettingsError(
+                f"input `baseline`: {written!r} is not one of auto, off, file:PATH"
+            ) from None
     fail_on = choice("fail-on", FailOn, FailOn.ANY)
     redact = choice("redact", Redaction, Redaction.ON)
     seed = get("seed")
@@ -220,10 +247,11 @@ def parse_settings(env: Mapping[str, str]) -> Settings:
         seed_value = None if seed is None else int(seed, 10)
     except ValueError:
         raise SettingsError(f"input `seed`: {seed!r} is not a whole number") from None
-    if fail_on is FailOn.REGRESSION and baseline is not BaselineMode.AUTO:
+    if fail_on is FailOn.REGRESSION and baseline is BaselineMode.OFF:
         raise SettingsError(
             "input `fail-on`: 'regression' needs a baseline to tell new failures from known "
-            "ones: set `baseline: auto` (and `permissions: actions: read`)"
+            "ones: set `baseline: auto` (and `permissions: actions: read`) or `baseline: "
+            "file:PATH` (a committed, blessed baseline)"
         )
     shard_text = get("shard")
     try:

@@ -1,5 +1,6 @@
 """Accepted failures (SPEC §14), judged against a run: which entries accept failures this run
-had, which have expired, which accept nothing any more (pure, but for :func:`today`).
+had, which have expired, which accept nothing any more (pure: the date is given, from
+:mod:`flakestorm.results.clock`).
 
 An entry names a contract cell (``INVARIANT[SCENARIO]``) or a mutation type. Against a run it
 is, by what its items did and its date:
@@ -28,11 +29,6 @@ CELL_PHASE = "contract"
 """The phase whose cells ``cell:`` names."""
 MUTATION_PHASE = "mutation"
 """The phase whose mutations ``mutation:`` names."""
-
-
-def today() -> datetime.date:
-    """The date acceptances are judged on (UTC): the one clock of this module."""
-    return datetime.datetime.now(datetime.timezone.utc).date()
 
 
 class AcceptanceState(str, enum.Enum):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime
 
-from flakestorm.results.acceptance import today
+from flakestorm.results.clock import today
 from flakestorm.semantics.scope import Scope
 from flakestorm.semantics.sweeps import SweepError, expanded_matrix
 from flakestorm.validation.wording import did_you_mean
