@@ -58,6 +58,7 @@ from flakestorm.reporters.terminal import (
 from flakestorm.reporters.view import RunVerdict, error_causes, run_verdict
 from flakestorm.results import clock
 from flakestorm.results.model import InvariantInfo, MutationResult, PhaseOutcome, RunResult, Status
+from flakestorm.results.trend import Trend, trend_of
 from flakestorm.stopping import GRACE_S, Stop, stopping_on_signals
 
 TITLE = "flakestorm"
@@ -340,12 +341,24 @@ class _Action:
             against=found.run.label,
             age=source.age_text(found.run.created_at, datetime.now(timezone.utc)),
             url=found.run.url,
+            trend=None if isinstance(query, source.NoBaseline) else self._trend(query, result),
         )
         compared = delta_report.compared_of(judged)
         assert compared is not None
         for line in delta_report.terminal_lines(compared):
             self.gh.log(f"flakestorm: baseline: {line}" if not line.startswith(" ") else line)
         return judged
+
+    def _trend(self, query: source.Query, result: RunResult) -> Trend | None:
+        """The score over the base branch's last runs and this one (SPEC §14); None, with a
+        log line, when they cannot be read."""
+        history = source.find_history(self.gh, query, result.config_digest)
+        if isinstance(history, source.NoBaseline):
+            self.gh.log(f"flakestorm: trend: not shown: {safe(history.reason, 400)}")
+            return None
+        trend = trend_of(history.points, result, query.branch, history.skipped)
+        self.gh.log(f"flakestorm: trend: {trend.headline()}")
+        return trend
 
     def _compare_blessed(self, result: RunResult, file: BaselineFile) -> Judgement:
         """``baseline: file:PATH``: the delta against a blessed baseline committed in the

@@ -307,3 +307,44 @@ def test_status_glyphs_paint_distinct_coloured_shapes_without_an_emoji_font(
         "not_run": "grey",
         "undelivered": "red",
     }
+
+
+def test_the_trend_chart_paints_its_runs(browser: str, tmp_path: Path) -> None:
+    """The score's trend as the report draws it: the chart is in the rendered DOM, and painted,
+    each run a dot on the line at its score, this run in its own colour."""
+    import dataclasses
+
+    from flakestorm.baseline.delta import FailOn
+    from flakestorm.baseline.judgement import Judgement
+    from flakestorm.reporters.trend_chart import chart
+    from flakestorm.results.trend import Trend, TrendPoint
+
+    points = [
+        TrendPoint(f"2026-10-0{i}", "abc1234", s, "PASS") for i, s in enumerate([96, 92, 88], 1)
+    ]
+    trend = Trend((*points, TrendPoint("2026-10-04", "", 90.0, "PASS", current=True)), "main")
+    result = failing()
+    result = dataclasses.replace(result, step=Judgement(FailOn.ANY, trend=trend).document(result))
+    report = tmp_path / "report.html"
+    report.write_text(html.render(result), encoding="utf-8")
+    dom = _Dom(dump_dom(browser, report))
+    assert "trend" in dom.ids and {"svg", "polyline", "circle"} <= dom.tags
+    drawn = chart(trend)
+    assert drawn is not None
+    svg = re.search(r"<svg xmlns=.*?</svg>", report.read_text(encoding="utf-8"), re.S)
+    assert svg is not None
+    page = tmp_path / "chart.html"
+    page.write_text(
+        '<!DOCTYPE html><html><head><meta charset="utf-8"><style>body { margin: 0; '
+        f"background: #fff; color: #000; }} svg {{ display: block; }}</style></head><body>"
+        f"{svg.group()}</body></html>",
+        encoding="utf-8",
+    )
+    image = screenshot(browser, page, drawn.width, drawn.height)
+    *runs, current = drawn.dots
+    for dot in runs:
+        r, g, b = image.pixel(round(dot.x), round(dot.y))
+        assert max(r, g, b) < 90, (dot, (r, g, b))  # a dark dot on the line
+    r, g, b = image.pixel(round(current.x), round(current.y))
+    assert r > 180 and 80 < g < 160 and b < 60, (r, g, b)  # this run: amber
+    assert image.pixel(drawn.width // 2, 4) == (255, 255, 255)  # no ink above the line

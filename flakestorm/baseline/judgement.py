@@ -17,6 +17,7 @@ from typing import Any
 
 from flakestorm.baseline.delta import CellChange, Change, Delta, FailOn
 from flakestorm.results.model import ResultsError, RunResult, Status
+from flakestorm.results.trend import Trend
 
 __all__ = ["Judgement", "judgement_of"]
 
@@ -36,6 +37,8 @@ class Judgement:
     """The baseline run's page."""
     missing: str | None = None
     """Why no baseline was compared, when one was looked for and none found (the notice)."""
+    trend: Trend | None = None
+    """The score over the base branch's last runs and this one (``baseline: auto``)."""
 
     @property
     def matters(self) -> bool:
@@ -62,7 +65,7 @@ class Judgement:
             "url": self.url,
             "missing": self.missing,
             "delta": delta,
-        }
+        } | ({"trend": self.trend.document()} if self.trend is not None else {})
 
 
 def _change_document(change: CellChange) -> dict[str, Any]:
@@ -121,6 +124,7 @@ def judgement_of(result: RunResult) -> Judgement | None:
             age=_text(step["age"]),
             url=None if step["url"] is None else _text(step["url"]),
             missing=None if step["missing"] is None else _text(step["missing"]),
+            trend=None if step.get("trend") is None else Trend.from_document(step["trend"]),
         )
         code = step["exit_code"]
     except (KeyError, TypeError, ValueError, AttributeError) as exc:

@@ -21,7 +21,8 @@ reason for a notice (``permission`` when the token lacks ``actions: read``).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -31,16 +32,19 @@ from urllib.parse import quote
 from flakestorm.errors import RestError
 from flakestorm.github.artifact import ArtifactError, results_from_zip
 from flakestorm.results.model import RunResult
+from flakestorm.results.trend import MAX_POINTS, TrendPoint, point_of
 
 __all__ = [
     "MAX_RUNS",
     "Api",
     "Baseline",
     "BaselineRun",
+    "History",
     "NoBaseline",
     "Query",
     "age_text",
     "find_baseline",
+    "find_history",
     "query_of",
 ]
 
@@ -168,20 +172,9 @@ def find_baseline(api: Api, query: Query, max_runs: int = MAX_RUNS) -> Baseline 
                 f"once a run on {query.branch} has uploaded the `{query.artifact}` artifact)"
             )
         for run in runs[:max_runs]:
-            artifacts = api.get_json(
-                f"/repos/{repo}/actions/runs/{run['id']}/artifacts",
-                {"name": query.artifact, "per_page": 100},
-            )
-            usable = [
-                a
-                for a in _items(artifacts, "artifacts")
-                if a.get("name") == query.artifact
-                and not a.get("expired")
-                and isinstance(a.get("id"), int)
-            ]
-            if not usable:
+            artifact = _artifact_of(api, repo, run, query.artifact)
+            if artifact is None:
                 continue
-            artifact = max(usable, key=lambda a: int(a["id"]))
             size = artifact.get("size_in_bytes")
             if isinstance(size, int) and size > MAX_ZIP_BYTES:
                 return NoBaseline(
@@ -205,6 +198,88 @@ def find_baseline(api: Api, query: Query, max_runs: int = MAX_RUNS) -> Baseline 
         if exc.status == 403:
             return NoBaseline(f"{exc}: {PERMISSION_HINT}", permission=True)
         return NoBaseline(f"could not read the base branch's runs: {exc}")
+
+
+HISTORY_BYTES = 128 * 1024 * 1024
+"""The most the trend downloads over all its artifacts."""
+HISTORY_SECONDS = 120.0
+"""The longest the trend spends reading earlier runs: what is read by then is shown."""
+
+
+@dataclass(frozen=True)
+class History:
+    """The earlier runs' points of the trend, oldest first, and how many had no readable
+    report (an expired or missing artifact, a download over the bounds)."""
+
+    points: tuple[TrendPoint, ...]
+    skipped: int
+
+
+def find_history(
+    api: Api,
+    query: Query,
+    digest: str,
+    max_runs: int = MAX_POINTS,
+    max_bytes: int = HISTORY_BYTES,
+    max_seconds: float = HISTORY_SECONDS,
+    clock: Callable[[], float] = time.monotonic,
+) -> History | NoBaseline:
+    """The scores of the last ``max_runs`` successful runs on the base branch (SPEC §14),
+    within ``max_bytes`` of downloads and ``max_seconds``; ``digest``: this run's config's, so
+    runs of another config are marked."""
+    repo, started = query.repository, clock()
+    try:
+        workflow = query.workflow or _workflow_of_run(api, repo, query.run_id)
+        listing = api.get_json(
+            f"/repos/{repo}/actions/workflows/{quote(workflow, safe='')}/runs",
+            {
+                "branch": query.branch,
+                "status": "success",
+                "exclude_pull_requests": "true",
+                "per_page": max_runs,
+            },
+        )
+        runs = [r for r in _items(listing, "workflow_runs") if _eligible(r, query)][:max_runs]
+        points: list[TrendPoint] = []
+        skipped, spent = 0, 0
+        for run in runs:
+            if clock() - started > max_seconds or spent >= max_bytes:
+                skipped += 1
+                continue
+            artifact = _artifact_of(api, repo, run, query.artifact)
+            size = artifact.get("size_in_bytes") if artifact is not None else None
+            if artifact is None or (isinstance(size, int) and spent + size > max_bytes):
+                skipped += 1
+                continue
+            data = api.download(
+                f"/repos/{repo}/actions/artifacts/{artifact['id']}/zip", max_bytes - spent
+            )
+            spent += len(data)
+            try:
+                result = results_from_zip(data)
+            except ArtifactError:
+                skipped += 1
+                continue
+            found = _run(run, query.branch)
+            points.append(point_of(result, commit=found.head_sha, digest=digest))
+        return History(tuple(reversed(points)), skipped)
+    except RestError as exc:
+        if exc.status == 403:
+            return NoBaseline(f"{exc}: {PERMISSION_HINT}", permission=True)
+        return NoBaseline(f"could not read the base branch's runs: {exc}")
+
+
+def _artifact_of(api: Api, repo: str, run: Mapping[str, Any], name: str) -> dict[str, Any] | None:
+    """The run's newest unexpired artifact called ``name``, if any."""
+    artifacts = api.get_json(
+        f"/repos/{repo}/actions/runs/{run['id']}/artifacts", {"name": name, "per_page": 100}
+    )
+    usable = [
+        a
+        for a in _items(artifacts, "artifacts")
+        if a.get("name") == name and not a.get("expired") and isinstance(a.get("id"), int)
+    ]
+    return max(usable, key=lambda a: int(a["id"])) if usable else None
 
 
 def _workflow_of_run(api: Api, repo: str, run_id: int | None) -> str:

@@ -235,7 +235,7 @@ def render(
     own.
     """
     withheld = False
-    lead = delta_report.lead(result)
+    lead = delta_report.lead(result, trend_rows=COMMENT_TREND_ROWS)
     if redact:
         safe = public(result)
         result, withheld = safe.result, safe.changed
@@ -263,6 +263,10 @@ def render(
     if link:
         body += f"\n{link}\n"
     return body
+
+
+COMMENT_TREND_ROWS = 5
+"""The trend's table in the comment: its last runs (the job summary has them all)."""
 
 
 def _facts(result: RunResult) -> list[str]:

@@ -19,6 +19,7 @@ from flakestorm.baseline.judgement import Judgement, judgement_of
 from flakestorm.reporters.escape import text
 from flakestorm.reporters.terminal import safe
 from flakestorm.results.model import RunResult
+from flakestorm.results.trend import Trend
 
 __all__ = [
     "MAX_ROWS",
@@ -76,17 +77,46 @@ def compared_of(judged: Judgement) -> Compared | None:
     return Compared(judged.delta, judged.against, judged.age, judged.url, judged.fail_on)
 
 
-def lead(result: RunResult) -> str:
+MAX_TREND_ROWS = 21
+"""The trend's table in the job summary: every run it shows."""
+
+
+def lead(result: RunResult, trend_rows: int = MAX_TREND_ROWS) -> str:
     """The block that leads ``result``'s job summary and comment: the delta its step compared
-    it with (:attr:`RunResult.step`), or why there was no baseline; empty when it carries
-    neither."""
+    it with (:attr:`RunResult.step`), or why there was no baseline, then the score's trend
+    (its last ``trend_rows`` runs in the table); empty when it carries none."""
     judged = judgement_of(result)
     if judged is None:
         return ""
     compared = compared_of(judged)
     if compared is not None:
-        return markdown(compared)
-    return missing_markdown(judged.missing) if judged.missing else ""
+        block = markdown(compared)
+    else:
+        block = missing_markdown(judged.missing) if judged.missing else ""
+    if judged.trend is not None and judged.trend.points:
+        block = (
+            f"{block}\n{trend_markdown(judged.trend, trend_rows)}"
+            if block
+            else (trend_markdown(judged.trend, trend_rows))
+        )
+    return block
+
+
+def trend_markdown(trend: Trend, rows_shown: int = MAX_TREND_ROWS) -> str:
+    """The score's trend (SPEC §14): the sparkline line, then a table of the last runs (date,
+    commit, score, verdict), newest last."""
+    rows = trend.rows()
+    shown = rows[-rows_shown:]
+    out = [f"**Score trend**: {text(trend.headline(), 400)}", ""]
+    out += [
+        f"<details><summary>The last {len(shown)} runs</summary>",
+        "",
+        "| date | commit | score | verdict |",
+        "|---|---|---|---|",
+    ]
+    out += [f"| {text(d, 20)} | {text(c, 20)} | {text(sc, 20)} | {v} |" for d, c, sc, v in shown]
+    out += ["", "</details>", ""]
+    return "\n".join(out)
 
 
 def _status(change: CellChange, base: bool) -> str:

@@ -43,7 +43,7 @@ from typing import TextIO
 import jinja2
 
 from flakestorm.baseline.judgement import judgement_of
-from flakestorm.reporters import breaking
+from flakestorm.reporters import breaking, trend_chart
 from flakestorm.reporters import delta as delta_report
 from flakestorm.reporters.escape import clean, excerpt
 from flakestorm.reporters.html_matrix import (
@@ -541,6 +541,7 @@ def _generate(result: RunResult) -> Iterator[str]:
             more=more,
         ),
         no_baseline=None if judged is None or judged.missing is None else clean(judged.missing),
+        trend=None if judged is None or judged.trend is None else trend_chart.chart(judged.trend),
         overall_score=score_text(result.overall.score),
         phases=phase_views,
         undelivered=not_delivered,
