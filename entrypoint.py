@@ -324,16 +324,7 @@ class _Action:
             self.gh.log(f"flakestorm: baseline: none: {safe(found.reason, 400)}")
             return unjudged
         if isinstance(found, source.NoBaseline):
-            reason = found.reason
-            if settings.fail_on is FailOn.REGRESSION:
-                reason += (
-                    " — fail-on: regression has nothing to compare with, so no failure counts "
-                    "as new (only an infrastructure error fails this step)"
-                )
-            self.gh.notice(
-                f"flakestorm: no baseline: {safe(reason, 1500)}", title=f"{TITLE}: no baseline"
-            )
-            return replace(unjudged, missing=reason)
+            return self._no_baseline(found.reason)
         delta = compare(found.result, result)
         judged = Judgement(
             fail_on=settings.fail_on,
@@ -360,25 +351,28 @@ class _Action:
         self.gh.log(f"flakestorm: trend: {trend.headline()}")
         return trend
 
+    def _no_baseline(self, reason: str) -> Judgement:
+        """No baseline to compare with: a notice (never a failure), saying why and what
+        ``fail-on: regression`` makes of it."""
+        if self.settings.fail_on is FailOn.REGRESSION:
+            reason += (
+                " — fail-on: regression has nothing to compare with, so no failure counts "
+                "as new (only an infrastructure error fails this step)"
+            )
+        self.gh.notice(
+            f"flakestorm: no baseline: {safe(reason, 1500)}", title=f"{TITLE}: no baseline"
+        )
+        return Judgement(self.settings.fail_on, missing=reason)
+
     def _compare_blessed(self, result: RunResult, file: BaselineFile) -> Judgement:
         """``baseline: file:PATH``: the delta against a blessed baseline committed in the
         repository. A missing or unreadable file is a notice, as no baseline is; a stale one
         or one of another config a warning (SPEC §14)."""
         settings = self.settings
-        unjudged = Judgement(settings.fail_on)
         try:
             blessed_ = blessed.load(self.workspace / file.path)
         except blessed.BaselineFileError as exc:
-            reason = str(exc).replace(str(self.workspace) + "/", "")
-            if settings.fail_on is FailOn.REGRESSION:
-                reason += (
-                    " — fail-on: regression has nothing to compare with, so no failure counts "
-                    "as new (only an infrastructure error fails this step)"
-                )
-            self.gh.notice(
-                f"flakestorm: no baseline: {safe(reason, 1500)}", title=f"{TITLE}: no baseline"
-            )
-            return replace(unjudged, missing=reason)
+            return self._no_baseline(str(exc).replace(str(self.workspace) + "/", ""))
         for warning in blessed_.warnings(clock.today(), result.config_digest):
             self.gh.warning(f"flakestorm: {safe(warning, 1500)}", title=f"{TITLE}: baseline")
         delta = compare(blessed_.index, result)

@@ -607,6 +607,49 @@ def test_action_baseline_from_the_base_branch(env: Env, tmp_path: Path) -> None:
     assert "still failing" in (kept.workspace / "flakestorm-reports" / "report.html").read_text()
 
 
+def test_action_baseline_blessed_and_committed(env: Env, tmp_path: Path) -> None:
+    """``baseline: file:PATH`` (SPEC §14): main's run blessed with ``flakestorm baseline
+    bless`` and committed as ``.flakestorm/baseline.json``; a pull request that breaks one more
+    cell exits 1 naming it, one that keeps only the known failures exits 0."""
+    from click.testing import CliRunner
+
+    from flakestorm.cli import main as cli
+
+    env.need_action()
+    inputs = {"agent-url": "http://agent-bad:8000/chat", "comment": "off"}
+    main_run = run_action(env, tmp_path / "main", run_id=301, **inputs)
+    assert main_run.code == 1, f"main: exit {main_run.code}\n{main_run.stdout[-3000:]}"
+    results = main_run.workspace / "flakestorm-reports" / "results.json"
+    blessed = tmp_path / "baseline.json"
+    done = CliRunner().invoke(
+        cli, ["baseline", "bless", str(results), "-o", str(blessed), "--commit", "c0ffee1" * 5]
+    )
+    assert done.exit_code == 0, done.output
+    config = (HERE / "flakestorm.yaml").read_text(encoding="utf-8")
+    original = re.search(r"    - id: output-not-empty\n(?:      .*\n)+", config)
+    assert original, "tests/docker/flakestorm.yaml has no output-not-empty invariant"
+    for pr, text in (("pr1", config.replace(original[0], BROKEN_INVARIANT)), ("pr2", config)):
+        workspace = tmp_path / pr / "workspace"
+        (workspace / ".flakestorm").mkdir(parents=True)
+        (workspace / "flakestorm.yaml").write_text(text, encoding="utf-8")
+        shutil.copy(blessed, workspace / ".flakestorm" / "baseline.json")
+    gate = {"baseline": "file:.flakestorm/baseline.json", "fail-on": "regression"}
+
+    broke = run_action(env, tmp_path / "pr1", run_id=302, **inputs, **gate)
+    assert broke.code == 1, f"pr1: exit {broke.code}\n{broke.stdout[-4000:]}\n{broke.stderr}"
+    against = "the blessed baseline (c0ffee1, "
+    assert broke.summary.startswith(f"**1 new failure vs {against}"), broke.summary[:600]
+    assert "output-not-empty\\[no-chaos\\]" in broke.summary
+    assert broke.outputs.get("new-failures") == "1", broke.outputs
+    # the pull request changed the config: its digest differs from the blessed run's
+    assert "was blessed from another config" in broke.stdout
+
+    kept = run_action(env, tmp_path / "pr2", run_id=303, **inputs, **gate)
+    assert kept.code == 0, f"pr2: exit {kept.code}\n{kept.stdout[-4000:]}\n{kept.stderr}"
+    assert kept.summary.startswith(f"**0 new failures vs {against}"), kept.summary[:600]
+    assert kept.outputs.get("passed") == "true" and "was blessed from another" not in kept.stdout
+
+
 def test_sharded_run_two_shard_jobs_and_a_merge_job(env: Env, tmp_path: Path) -> None:
     """A run split over two shard containers side by side (a `strategy.matrix` of jobs), each
     uploading its results.json, and a merge container (`command: merge`) that posts the one PR

@@ -155,17 +155,7 @@ def find_baseline(api: Api, query: Query, max_runs: int = MAX_RUNS) -> Baseline 
     """The newest successful run's report on the base branch, or why there is none."""
     repo = query.repository
     try:
-        workflow = query.workflow or _workflow_of_run(api, repo, query.run_id)
-        listing = api.get_json(
-            f"/repos/{repo}/actions/workflows/{quote(workflow, safe='')}/runs",
-            {
-                "branch": query.branch,
-                "status": "success",
-                "exclude_pull_requests": "true",
-                "per_page": max_runs,
-            },
-        )
-        runs = [r for r in _items(listing, "workflow_runs") if _eligible(r, query)]
+        workflow, runs = _successful_runs(api, query, max_runs)
         if not runs:
             return NoBaseline(
                 f"no successful run of {workflow} on {query.branch} yet (the baseline appears "
@@ -229,17 +219,8 @@ def find_history(
     runs of another config are marked."""
     repo, started = query.repository, clock()
     try:
-        workflow = query.workflow or _workflow_of_run(api, repo, query.run_id)
-        listing = api.get_json(
-            f"/repos/{repo}/actions/workflows/{quote(workflow, safe='')}/runs",
-            {
-                "branch": query.branch,
-                "status": "success",
-                "exclude_pull_requests": "true",
-                "per_page": max_runs,
-            },
-        )
-        runs = [r for r in _items(listing, "workflow_runs") if _eligible(r, query)][:max_runs]
+        _, runs = _successful_runs(api, query, max_runs)
+        runs = runs[:max_runs]
         points: list[TrendPoint] = []
         skipped, spent = 0, 0
         for run in runs:
@@ -280,6 +261,23 @@ def _artifact_of(api: Api, repo: str, run: Mapping[str, Any], name: str) -> dict
         if a.get("name") == name and not a.get("expired") and isinstance(a.get("id"), int)
     ]
     return max(usable, key=lambda a: int(a["id"])) if usable else None
+
+
+def _successful_runs(api: Api, query: Query, max_runs: int) -> tuple[str, list[dict[str, Any]]]:
+    """This workflow (its file name or id) and its eligible successful runs on the base
+    branch, newest first."""
+    repo = query.repository
+    workflow = query.workflow or _workflow_of_run(api, repo, query.run_id)
+    listing = api.get_json(
+        f"/repos/{repo}/actions/workflows/{quote(workflow, safe='')}/runs",
+        {
+            "branch": query.branch,
+            "status": "success",
+            "exclude_pull_requests": "true",
+            "per_page": max_runs,
+        },
+    )
+    return workflow, [r for r in _items(listing, "workflow_runs") if _eligible(r, query)]
 
 
 def _workflow_of_run(api: Api, repo: str, run_id: int | None) -> str:
