@@ -150,6 +150,7 @@ def test_help_and_validate_import_only_what_they_need(tmp_path: Path) -> None:
         "flakestorm.chaos.delivery",
         "flakestorm.results.model",
         "flakestorm.cli.run",
+        "flakestorm.chaos.channels",
         "requests",
         "jinja2",
     }

@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flakestorm.agents.importer import Locate
-from flakestorm.chaos.channels import Channel, InProcessChannel, ProxyChannel, WrapperChannel
-from flakestorm.chaos.faults import LLM_REQUEST_ATTACKS, TOOL_RESULT_ATTACKS
 from flakestorm.config import AgentConfig, AgentType, Config, Faults, Proxy, ToolDelivery
+from flakestorm.config.vocabulary import LLM_REQUEST_ATTACKS, TOOL_RESULT_ATTACKS
 from flakestorm.errors import UsageError
 
 if TYPE_CHECKING:
+    from flakestorm.chaos.channels import Channel, ProxyChannel
     from flakestorm.chaos.interactions import InteractionLog
     from flakestorm.chaos.proxy.server import ChaosProxy
 
@@ -254,6 +254,8 @@ def _proxy(
         notice(f"chaos proxy (in-process) listening on {proxy.url}")
         control = ProxyControl(proxy.url, proxy_config.token)
         stack.callback(control.close)
+    from flakestorm.chaos.channels import ProxyChannel
+
     return ProxyChannel(control, proxy_config.mcp)
 
 
@@ -269,6 +271,7 @@ def _wrappers(
     """A python agent's callables wrapped, and with routes, the in-process proxy its HTTP
     clients are routed through for them (``agent.tool_delivery: callable``: a wrapped tool's
     URL is not routed)."""
+    from flakestorm.chaos.channels import InProcessChannel, WrapperChannel
     from flakestorm.chaos.interactions import InteractionLog
     from flakestorm.chaos.wrappers.wrapping import Wrapping
 

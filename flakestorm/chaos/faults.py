@@ -43,7 +43,9 @@ from flakestorm.chaos.llm.modes import LLM_MODES
 from flakestorm.chaos.recording import Recording
 from flakestorm.chaos.schedule import Schedule
 from flakestorm.chaos.tool_modes import TOOL_MODES
-from flakestorm.config import ContextAttack, ContextAttackType, LlmFault, Scheduled, ToolFault
+from flakestorm.config import ContextAttack, LlmFault, Scheduled, ToolFault
+from flakestorm.config.vocabulary import LLM_REQUEST_ATTACKS as LLM_REQUEST_ATTACKS
+from flakestorm.config.vocabulary import TOOL_RESULT_ATTACKS as TOOL_RESULT_ATTACKS
 
 _F = TypeVar("_F", ToolFault, LlmFault)
 
@@ -134,16 +136,6 @@ def attack_label(index: int, attack: ContextAttack) -> str:
     return f"context_attacks[{index}] {attack.type.value}"
 
 
-TOOL_RESULT_ATTACKS = frozenset(
-    {
-        ContextAttackType.INDIRECT_INJECTION,
-        ContextAttackType.OVERFLOW,
-        ContextAttackType.CONFLICTING_CONTEXT,
-    }
-)
-"""Context attacks delivered inside tool results."""
-LLM_REQUEST_ATTACKS = frozenset({ContextAttackType.INJECTION_VIA_CONTEXT})
-"""Context attacks delivered inside LLM requests."""
 
 
 def call_rng(seed: int, scenario: str, cell: str, key: str, call_index: int) -> random.Random:

@@ -169,6 +169,18 @@ class ContextAttackType(str, enum.Enum):
         return self is not ContextAttackType.MEMORY_POISONING
 
 
+TOOL_RESULT_ATTACKS = frozenset(
+    {
+        ContextAttackType.INDIRECT_INJECTION,
+        ContextAttackType.OVERFLOW,
+        ContextAttackType.CONFLICTING_CONTEXT,
+    }
+)
+"""Context attacks delivered inside tool results."""
+LLM_REQUEST_ATTACKS = frozenset({ContextAttackType.INJECTION_VIA_CONTEXT})
+"""Context attacks delivered inside LLM requests."""
+
+
 SCHEDULE_FIELDS = ("calls", "every", "window_ms")
 """The fields of a schedule (SPEC §4.1): every fault has them, and the context attacks that act
 on calls (not ``memory_poisoning``, which acts on the prompt)."""
