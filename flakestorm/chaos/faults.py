@@ -136,8 +136,6 @@ def attack_label(index: int, attack: ContextAttack) -> str:
     return f"context_attacks[{index}] {attack.type.value}"
 
 
-
-
 def call_rng(seed: int, scenario: str, cell: str, key: str, call_index: int) -> random.Random:
     """An RNG fixed by the run seed and one call's identity: its scenario, its cell, ``key``
     and its index among the cell's calls under that key.

@@ -34,10 +34,8 @@ from flakestorm.config import Advanced as AdvancedSection
 from flakestorm.errors import Problem
 from flakestorm.loader.locations import Locator
 from flakestorm.validation import Hints
+from flakestorm.validation.wording import MIGRATE as MIGRATE
 from flakestorm.validation.wording import unknown_key_message
-
-MIGRATE = "; `flakestorm migrate` rewrites it"
-"""What every message about an earlier format ends with."""
 
 SCORING_KEYS = ("weights", "min_score")
 """The keys ``scoring:`` offers (``legacy_form`` is the model's, not the user's)."""

@@ -12,6 +12,7 @@ from typing import Any
 from flakestorm.config import AgentConfig, AgentType
 from flakestorm.semantics.scope import Scope
 from flakestorm.validation.paths import ConfigPath
+from flakestorm.validation.wording import MIGRATE
 
 REFERENCE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 """A python ``module:attr`` reference."""
@@ -38,7 +39,8 @@ def check_agent(scope: Scope) -> None:
     if agent.response_path is not None and agent.response_path.startswith("$"):
         scope.error(
             ("agent", "response_path"),
-            f"JSONPath is not supported; write the dotted path {_dotted(agent.response_path)!r}",
+            f"JSONPath is not supported; write the dotted path {_dotted(agent.response_path)!r}"
+            + MIGRATE,
         )
     _request_template(scope, agent)
     _session(scope, agent)

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from flakestorm.config import INVARIANT_FIELDS, Invariant, Scenario, When
 from flakestorm.semantics.scope import Scope, a, fields_set, listing
 from flakestorm.validation.paths import ConfigPath
+from flakestorm.validation.wording import MIGRATE
 
 _TYPE_FIELDS = frozenset(f for req, opt in INVARIANT_FIELDS.values() for f in (*req, *opt))
 _NO_CHAOS = Scenario(name="(no chaos)")
@@ -34,10 +35,12 @@ def _invariant(scope: Scope, at: ConfigPath, inv: Invariant) -> None:
                 f"{listing((*required, *optional))})",
             )
     for name in sorted(given & _TYPE_FIELDS - {*required, *optional}):
+        # flakestorm 1.x wrote a threshold on every invariant
+        legacy = MIGRATE if name == "threshold" else ""
         scope.error(
             (*at, name),
             f"'{name}' does not apply to {a(kind)} invariant (its fields: "
-            f"{listing((*required, *optional))})",
+            f"{listing((*required, *optional))}){legacy}",
             key=True,
         )
     if inv.pattern is not None:

@@ -68,3 +68,8 @@ def unknown_key_message(key: str, valid: Sequence[str], guess: Any = _GUESS) -> 
         guess = did_you_mean(str(key), valid)
     hint = f"did you mean {guess!r}?; " if guess else ""
     return f"unknown key {key!r} ({hint}valid keys: {', '.join(valid)})"
+
+
+MIGRATE = "; `flakestorm migrate` rewrites it"
+"""Ends a message about a key or value written for flakestorm 1.x / 2.0.0: the command that
+rewrites the file (SPEC §2)."""
