@@ -380,7 +380,7 @@ class _Action:
             fail_on=settings.fail_on,
             delta=Delta(tuple(c for c in delta.changes if c.change.shown)),
             against=blessed_.label,
-            age=f"{blessed_.age_days(clock.today())} days old",
+            age=blessed_.age_text(clock.today(), result.config_digest),
         )
         compared = delta_report.compared_of(judged)
         assert compared is not None

@@ -202,7 +202,7 @@ def test_the_action_judges_a_run_against_the_committed_baseline(
     code, log = _action(repo, inputs)
     assert code == 0, log
     summary = (repo / "gh" / "summary").read_text(encoding="utf-8")
-    assert "the blessed baseline (3e0774a, 2026-11-27)" in summary
+    assert "Baseline: the blessed baseline (3e0774a, 2026-11-27), 0 days old." in summary
     monkeypatch.setenv("FS_TEST_REPLY", "goodbye")
     code, log = _action(repo, inputs)
     assert code == 1, log
@@ -211,3 +211,11 @@ def test_the_action_judges_a_run_against_the_committed_baseline(
     code, log = _action(repo, {**inputs, "BASELINE": "file:missing.json"})
     assert code == 0, log
     assert "::notice title=flakestorm%3A no baseline::" in log and "missing.json" in log
+    # weeks later, the summary says the baseline is stale (and the log warns)
+    monkeypatch.setattr(clock, "today", lambda: TODAY + datetime.timedelta(days=45))
+    monkeypatch.setenv("FS_TEST_REPLY", "hello again")
+    code, log = _action(repo, inputs)
+    assert code == 0, log
+    summary = (repo / "gh" / "summary").read_text(encoding="utf-8")
+    assert "45 days old, stale (more than 30): bless a newer run." in summary
+    assert "::warning title=flakestorm%3A baseline::" in log

@@ -97,6 +97,17 @@ class Blessed:
     def age_days(self, today: datetime.date) -> int:
         return max((today - self.at).days, 0)
 
+    def age_text(self, today: datetime.date, digest: str) -> str:
+        """``45 days old, stale (more than 30): bless a newer run`` — how old it is, and what
+        the summary warns of (stale, another config)."""
+        days = self.age_days(today)
+        text = f"{days} day{'' if days == 1 else 's'} old"
+        if days > STALE_DAYS:
+            text += f", stale (more than {STALE_DAYS}): bless a newer run"
+        if self.config_digest != digest:
+            text += ", blessed from another config: bless a run of this one"
+        return text
+
     def warnings(self, today: datetime.date, digest: str) -> list[str]:
         """Why the comparison may mislead: a stale baseline, another config."""
         out = []

@@ -69,7 +69,7 @@ def compare_command(paths: tuple[Path, ...], baseline_spec: str | None, fail_on:
         for warning in blessed.warnings(clock.today(), head.config_digest):
             click.echo(f"warning: {safe(warning, 600)}", err=True)
         delta = compare(blessed.index, head)
-        age = f"blessed {blessed.age_days(clock.today())} days ago"
+        age = blessed.age_text(clock.today(), head.config_digest)
     else:
         base = read_results(paths[0])
         base_name, head_name = _names(paths[0], head_json)
