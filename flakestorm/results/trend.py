@@ -9,7 +9,7 @@ missing artifact) are counted, not shown.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from flakestorm.results.model import RunResult
@@ -69,7 +69,6 @@ class Trend:
     """Where the earlier runs come from (``main``); ``""`` for local files."""
     skipped: int = 0
     """Earlier runs whose report could not be read (expired or missing artifact)."""
-    notes: tuple[str, ...] = field(default=())
 
     @property
     def comparable(self) -> tuple[TrendPoint, ...]:
