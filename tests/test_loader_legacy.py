@@ -128,3 +128,49 @@ def test_a_sessions_captured_at_names_migrate() -> None:
 
 def test_text_validates_without_the_real_environment() -> None:
     assert load_config_text(AGENT, env={}).config.agent.endpoint.startswith("http")
+
+
+MATRIX = (
+    AGENT + "golden_prompts: [hi]\ncontract:\n  name: c\n  invariants: [{id: a, type: completes}]\n"
+)
+
+
+def test_a_top_level_chaos_matrix_names_migrate() -> None:
+    found = problems(MATRIX + "  chaos_matrix: [{name: calm}]\nchaos_matrix: [{name: x}]\n")
+    assert found == [
+        "flakestorm.yaml:8:1: chaos_matrix: unknown key 'chaos_matrix': the chaos matrix is the "
+        f"contract's: write its scenarios under contract.chaos_matrix; {MIGRATE}"
+    ]
+
+
+def test_upstream_fault_keys_name_migrate() -> None:
+    text = (
+        MATRIX
+        + "  chaos_matrix:\n    - name: drift\n      llm_faults:\n"
+        + "        - {mode: response_drift, drift_type: verbosity_shift, severity: subtle,"
+        + " direction: expand, factor: 2}\n"
+        + "      context_attacks:\n        memory_poisoning: {payload: p, inject_at: step}\n"
+    )
+    found = problems(text)
+    where = "flakestorm.yaml:{}: contract.chaos_matrix[0].{}"
+    assert [f.split(": unknown key ")[0] for f in found] == [
+        where.format("10:63", "llm_faults[0].severity"),
+        where.format("10:81", "llm_faults[0].direction"),
+        where.format("10:100", "llm_faults[0].factor"),
+        where.format("12:40", "context_attacks.memory_poisoning.inject_at"),
+    ]
+    assert all(f.endswith(MIGRATE) for f in found)
+    assert "'severity': how far a response_drift changes a reply is not set" in found[0]
+    assert "'inject_at': where an attack acts follows from its type" in found[3]
+
+
+def test_a_tool_response_status_of_0_names_migrate_once() -> None:
+    text = SESSIONS + "      tool_responses:\n        - {tool: kb, status: 0}\n"
+    text += "        - {tool: kb, status: 42}\n"
+    assert problems(text) == [
+        "flakestorm.yaml:14:30: replays.sessions[0].tool_responses[0].status: 0 is how "
+        "flakestorm 2.0.0 recorded a tool call that errored: write status: 500 (a status "
+        f"outside 2xx is served as an error); {MIGRATE}",
+        "flakestorm.yaml:15:30: replays.sessions[0].tool_responses[1].status: must be at least "
+        "100, got 42",
+    ]

@@ -19,8 +19,14 @@ from flakestorm.authoring.migrate import (
 )
 from flakestorm.cli import main
 from flakestorm.loader import load_config_text
-from flakestorm.loader.legacy import UNMIGRATED, UPSTREAM_KEYS, UPSTREAM_VALUES
+from flakestorm.loader.legacy import (
+    UNMIGRATED,
+    UPSTREAM_KEYS,
+    UPSTREAM_NUMBERS,
+    UPSTREAM_VALUES,
+)
 
+MIGRATES = "; `flakestorm migrate` rewrites it"
 LEGACY = Path(__file__).parent / "configs" / "legacy"
 UPSTREAM = Path(__file__).parent / "configs" / "upstream"
 ENV = {"OPENAI_API_KEY": "sk-test", "FLAKESTORM_TEST_TOKEN": "t0ken"}
@@ -127,6 +133,78 @@ def test_the_1_0_root_config_migrates_and_validates(runner: CliRunner, tmp_path:
     assert loaded.config.version == "2.0" and not loaded.warnings
     llm = loaded.config.mutations.llm if loaded.config.mutations else None
     assert llm is not None and llm.temperature == 0.8 and llm.model == "qwen3:8b"
+
+
+DRIFT = (
+    "how far a response_drift changes a reply is not set ('drift_type' says how); "
+    "severity is an invariant's field"
+)
+INJECT_AT = (
+    "where an attack acts follows from its type: memory_poisoning changes the agent's input "
+    "('strategy': prepend, append or replace), the others tool results or LLM requests"
+)
+ERRORED = "0 -> 500 (2.0.0's 0 meant the tool errored; a status outside 2xx is served as an error)"
+
+
+def test_the_2_0_0_root_matrix_config_migrates_and_validates(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    config = project(tmp_path, "v2_root_matrix.yaml")
+    before = validate(runner, config)
+    assert before.exit_code == 2
+    refused = [line.removeprefix(f"{config}:") for line in before.stderr.splitlines()]
+    for where in (
+        "27:7: chaos.llm_faults[0].severity: unknown key 'severity'",
+        "28:7: chaos.llm_faults[0].direction: unknown key 'direction'",
+        "29:7: chaos.llm_faults[0].factor: unknown key 'factor'",
+        "35:7: chaos.context_attacks.memory_poisoning.inject_at: unknown key 'inject_at'",
+        "52:1: chaos_matrix: unknown key 'chaos_matrix'",
+        "78:19: replays.sessions[1].tool_responses[0].status: 0 is how flakestorm 2.0.0",
+    ):
+        assert any(r.startswith(where) and r.endswith(MIGRATES) for r in refused), where
+    result = migrate(runner, config)
+    assert result.exit_code == 0, result.output
+    session = tmp_path / "replays" / "incident_002.yaml"
+    listed = [line.removeprefix(f"{config}:") for line in result.stdout.splitlines()]
+    assert listed == [
+        f"27: chaos.llm_faults[0].severity: moderate removed: {DRIFT}",
+        "28: chaos.llm_faults[0].direction: compress removed: verbosity_shift makes a reply "
+        "much shorter or much longer, drawn with the run's seed",
+        "29: chaos.llm_faults[0].factor: 3.0 removed: how much verbosity_shift changes a reply "
+        "is not set (much shorter or much longer, drawn with the run's seed)",
+        "35: chaos.context_attacks.memory_poisoning.inject_at: retrieval_step removed: "
+        + INJECT_AT,
+        "52: chaos_matrix: -> contract.chaos_matrix (scenarios: calm, drifting-model, "
+        "poisoned-memory)",
+        f"58: chaos_matrix[1].llm_faults[0].severity: significant removed: {DRIFT}",
+        "62: chaos_matrix[2].context_attacks[0].inject_at: before_final_response removed: "
+        + INJECT_AT,
+        f"78: replays.sessions[1].tool_responses[0].status: {ERRORED}",
+        f"{session}:13: tool_responses[1].status: {ERRORED}",
+        f"rewrote {config} (8 changes)",
+        f"rewrote {session} (1 change)",
+        f"ok: {config} is valid",
+    ]
+    text = config.read_text(encoding="utf-8")
+    assert (
+        "      severity: critical\n"
+        "  # The scenarios the contract runs under\n"
+        "  chaos_matrix:\n"
+        '    - name: "calm"\n'
+        '    - name: "drifting-model"\n'
+        "      llm_faults:\n"
+        "        - mode: response_drift\n"
+        "          drift_type: tone_shift\n"
+        '    - name: "poisoned-memory"\n'
+    ) in text
+    assert "\n\n# ------" in text and "\n\n\n" not in text  # no blank line left doubled
+    assert "      strategy: prepend\n\n# ----" in text
+    assert "          status: 500   # the tool errored\n" in text
+    assert "    status: 500   # the connection was refused\n" in session.read_text(encoding="utf-8")
+    assert validate(runner, config).exit_code == 0
+    loaded = load_config_text(text, base_dir=tmp_path)
+    contract = loaded.config.contract
+    assert contract is not None and len(contract.chaos_matrix) == 3
 
 
 @pytest.mark.parametrize("config", sorted(UPSTREAM.glob("*.yaml")), ids=lambda p: p.stem)
@@ -283,6 +361,8 @@ def test_every_legacy_key_and_value_has_a_rule() -> None:
         assert model in placed
     for model, key, value in UPSTREAM_VALUES:
         assert (model, key) in RULES or (model, key, value) in UNMIGRATED
+    for model, key, _ in UPSTREAM_NUMBERS:
+        assert (model, key) in RULES and model in placed
 
 
 def test_flow_style_sections_are_written_in_block_style_first() -> None:
@@ -376,3 +456,80 @@ def test_a_session_file_in_json_is_left_as_it_is(tmp_path: Path) -> None:
     migrated = migrate_file(path, SESSIONS)
     assert not migrated.changed
     assert "not rewritten: the file is in flow style (JSON)" in str(migrated.changes[0])
+
+
+ROOT_MATRIX = """\
+agent:
+  endpoint: http://h/x
+golden_prompts: [hi]
+contract: {name: c, invariants: [{id: a, type: completes}]}
+chaos_matrix:   # the scenarios
+  - name: calm
+"""
+
+
+def test_a_top_level_matrix_moves_into_a_flow_style_contract() -> None:
+    after, changes = migrate_text(ROOT_MATRIX, "f.yaml")
+    assert after == (
+        "agent:\n  endpoint: http://h/x\ngolden_prompts: [hi]\ncontract:\n  name: c\n"
+        "  invariants:\n    - id: a\n      type: completes\n"
+        "  chaos_matrix:   # the scenarios\n    - name: calm\n"
+    )
+    assert [str(c) for c in changes] == [
+        "f.yaml:4: contract: written in block style",
+        "f.yaml:5: chaos_matrix: -> contract.chaos_matrix (scenarios: calm)",
+    ]
+    load_config_text(after)
+
+
+@pytest.mark.parametrize(
+    ("contract", "why"),
+    [
+        ("contract:\n  name: c\n  invariants: [{id: a, type: completes}]\n"
+         "  chaos_matrix: [{name: own}]\n",
+         "contract.chaos_matrix is set (2.0.0 ran that one)"),
+        ("", "scenarios check a contract's invariants and there is no contract (2.0.0 ran none)"),
+    ],
+    ids=["the-contract-has-one", "no-contract"],
+)  # fmt: skip
+def test_a_top_level_matrix_is_removed_when_it_cannot_move(contract: str, why: str) -> None:
+    text = "agent:\n  endpoint: http://h/x\ngolden_prompts: [hi]\n" + contract
+    after, changes = migrate_text(text + "chaos_matrix:\n  - name: calm\n", "f.yaml")
+    assert after == text
+    assert [c.text for c in changes] == [f"chaos_matrix: [{{name: calm}}] removed: {why}"]
+    load_config_text(after)
+
+
+def test_a_matrix_in_place_of_an_empty_one_and_faults_in_dict_form() -> None:
+    text = (
+        "agent:\n  endpoint: http://h/x\ngolden_prompts: [hi]\n"
+        "contract:\n  name: c\n  invariants: [{id: a, type: completes}]\n  chaos_matrix: []\n"
+        "  description: d\n"
+        "chaos_matrix:\n- name: poisoned\n  context_attacks:\n    memory_poisoning:\n"
+        "      payload: p\n      inject_at: retrieval_step\n"
+    )
+    after, changes = migrate_text(text, "f.yaml")
+    assert after == (
+        "agent:\n  endpoint: http://h/x\ngolden_prompts: [hi]\n"
+        "contract:\n  name: c\n  invariants: [{id: a, type: completes}]\n  chaos_matrix:\n"
+        "  - name: poisoned\n    context_attacks:\n      memory_poisoning:\n"
+        "        payload: p\n  description: d\n"
+    )
+    assert [c.line for c in changes] == [9, 14]
+    load_config_text(after)
+
+
+def test_only_a_status_of_0_is_rewritten() -> None:
+    session = (
+        "id: s\ninput: hi\ntool_responses:\n  - {tool: a, status: 0}\n"
+        "  - tool: b\n    status: false\n  - tool: c\n    status: 503\n"
+    )
+    after, changes = migrate_text(session, "s.yaml", SESSIONS)
+    assert after == (
+        "id: s\ninput: hi\ntool_responses:\n  - tool: a\n    status: 500\n"
+        "  - tool: b\n    status: false\n  - tool: c\n    status: 503\n"
+    )
+    assert [str(c) for c in changes] == [
+        "s.yaml:4: tool_responses[0]: written in block style",
+        f"s.yaml:4: tool_responses[0].status: {ERRORED}",
+    ]

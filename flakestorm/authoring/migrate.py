@@ -10,9 +10,11 @@ about (its hints word the notes), and a few 1.x values today's loader refuses (a
 response path, ``seed: null``, ``threshold`` on a type without one). A rule returns a
 :class:`Fix` — its line edits and what was done — or None when the key is fine. Fixes whose
 lines overlap wait for the next round, which reads the file again; a key inside a flow
-collection has the collection written in block style first. Each :class:`Change` gives the
-line of the file as it was. What the rules leave (``agent.type: langchain``: it needs the
-user's code) is left for the loader to report.
+collection has the collection written in block style first. A key can move to another
+section (2.0.0's top-level ``chaos_matrix`` under ``contract``): the places inside it come
+first in :data:`CONFIG_PLACES`, so their fixes are made where they are, and it moves a round
+later. Each :class:`Change` gives the line of the file as it was. What the rules leave
+(``agent.type: langchain``: it needs the user's code) is left for the loader to report.
 """
 
 from __future__ import annotations
@@ -39,18 +41,21 @@ from flakestorm.config import (
     Advanced,
     AgentConfig,
     Config,
+    ContextAttack,
     ContractInvariant,
     Invariant,
     InvariantType,
     LangsmithSource,
+    LlmFault,
     Mutations,
     Output,
     OutputFormat,
     Scoring,
     Session,
+    ToolResponse,
 )
 from flakestorm.errors import ConfigError, Problem
-from flakestorm.loader.legacy import UPSTREAM_KEYS
+from flakestorm.loader.legacy import ERRORED_STATUS, UPSTREAM_ERROR_STATUS, UPSTREAM_KEYS
 from flakestorm.loader.sessions import SESSION_FILE, session_paths, shown
 from flakestorm.validation.paths import ConfigPath, format_path
 
@@ -205,6 +210,30 @@ def _langsmith_run(src: YamlText, path: ConfigPath) -> Fix | None:
     return Fix((src.put(path, "type", "langsmith"),), f"langsmith_run -> langsmith{need}")
 
 
+def _error_status(src: YamlText, path: ConfigPath) -> Fix | None:
+    value = src.value(path)
+    if type(value) is not int or value != UPSTREAM_ERROR_STATUS:
+        return None
+    why = "2.0.0's 0 meant the tool errored; a status outside 2xx is served as an error"
+    return Fix((src.put(path, "status", ERRORED_STATUS),), f"0 -> {ERRORED_STATUS} ({why})")
+
+
+def _chaos_matrix(src: YamlText, path: ConfigPath) -> Fix:
+    """2.0.0's top-level matrix, which its docs let stand in for the contract's."""
+    value, contract = src.value(path), src.value(()).get("contract")
+    if not value:
+        return _remove(src, path, "no scenarios in it")
+    if not isinstance(contract, dict) or not contract:
+        why = "scenarios check a contract's invariants and there is no contract (2.0.0 ran none)"
+        return _remove(src, path, why)
+    if contract.get("chaos_matrix"):
+        return _remove(src, path, "contract.chaos_matrix is set (2.0.0 ran that one)")
+    items = value if isinstance(value, list) else []
+    names = ", ".join(str(s.get("name")) for s in items if isinstance(s, dict))
+    note = "-> contract.chaos_matrix" + (f" (scenarios: {names})" if names else "")
+    return Fix(src.move(path, ("contract", "chaos_matrix")), note)
+
+
 def _flat_scoring(src: YamlText, path: ConfigPath) -> Fix | None:
     scoring = src.value(path)
     flat = [k for k in LEGACY_WEIGHT_KEYS if k in scoring]
@@ -284,6 +313,7 @@ def _model(src: YamlText, path: ConfigPath) -> Fix:
 RULES: dict[tuple[type[BaseModel], str], Rule] = {
     (Config, "version"): _version,
     (Config, "model"): _model,
+    (Config, "chaos_matrix"): _chaos_matrix,
     (AgentConfig, "query_params"): _query_params,
     (AgentConfig, "parse_structured_input"): _removed(
         UPSTREAM_KEYS[(AgentConfig, "parse_structured_input")]
@@ -299,10 +329,15 @@ RULES: dict[tuple[type[BaseModel], str], Rule] = {
     (Output, "filename_template"): _removed("report file names are fixed"),
     (Advanced, "retries"): _removed(UPSTREAM_KEYS[(Advanced, "retries")]),
     (Advanced, "seed"): _null_seed,
+    (LlmFault, "severity"): _removed(UPSTREAM_KEYS[(LlmFault, "severity")]),
+    (LlmFault, "direction"): _removed(UPSTREAM_KEYS[(LlmFault, "direction")]),
+    (LlmFault, "factor"): _removed(UPSTREAM_KEYS[(LlmFault, "factor")]),
+    (ContextAttack, "inject_at"): _removed(UPSTREAM_KEYS[(ContextAttack, "inject_at")]),
     (Session, "captured_at"): _removed("when the session was recorded is not read"),
     (LangsmithSource, "type"): _langsmith_run,
     (LangsmithSource, "filter"): _removed(UPSTREAM_KEYS[(LangsmithSource, "filter")]),
     (LangsmithSource, "auto_import"): _removed("LangSmith sources are imported on every run"),
+    (ToolResponse, "status"): _error_status,
 }
 """(model, key) -> the rule for that key wherever the model is (:data:`CONFIG_PLACES`)."""
 
@@ -311,17 +346,34 @@ SECTION_RULES: dict[type[BaseModel], Rule] = {Scoring: _flat_scoring}
 
 ANY = -1
 """In a place: every item of a list."""
+EACH = -2
+"""In a place: every item of a list, or every value of a mapping (``context_attacks``' dict
+form)."""
 
 Place = tuple[tuple[str | int, ...], type[BaseModel]]
-"""Where a model's mappings are in a file (:data:`ANY` for every item of a list), and the model."""
+"""Where a model's mappings are in a file (:data:`ANY`, :data:`EACH`), and the model."""
+
+
+def _fault_places(*scenario: str | int) -> tuple[Place, ...]:
+    """Where the faults of a scenario (or of the chaos section) at ``scenario`` are."""
+    return (
+        ((*scenario, "llm_faults", ANY), LlmFault),
+        ((*scenario, "context_attacks", EACH), ContextAttack),
+    )
+
 
 CONFIG_PLACES: tuple[Place, ...] = (
+    # first: the faults of 2.0.0's top-level matrix are fixed where they are before it moves
+    *_fault_places("chaos_matrix", ANY),
     ((), Config),
     (("agent",), AgentConfig),
     (("mutations",), Mutations),
     (("invariants", ANY), Invariant),
     (("contract", "invariants", ANY), ContractInvariant),
+    *_fault_places("chaos"),
+    *_fault_places("contract", "chaos_matrix", ANY),
     (("replays", "sessions", ANY), Session),
+    (("replays", "sessions", ANY, "tool_responses", ANY), ToolResponse),
     (("replays", "sources", ANY), LangsmithSource),
     (("scoring",), Scoring),
     (("output",), Output),
@@ -329,7 +381,12 @@ CONFIG_PLACES: tuple[Place, ...] = (
 )
 """Where in a config each model's mappings are."""
 
-SESSION_PLACES: tuple[Place, ...] = (((), Session), (("sessions", ANY), Session))
+SESSION_PLACES: tuple[Place, ...] = (
+    ((), Session),
+    (("tool_responses", ANY), ToolResponse),
+    (("sessions", ANY), Session),
+    (("sessions", ANY, "tool_responses", ANY), ToolResponse),
+)
 """Where a session file's sessions are (one at the top, or a ``sessions:`` list)."""
 
 
@@ -350,9 +407,12 @@ def _mappings(data: Any, place: tuple[str | int, ...], at: ConfigPath = ()) -> I
             yield at
         return
     head, rest = place[0], place[1:]
-    if head == ANY and isinstance(data, list):
+    if head in (ANY, EACH) and isinstance(data, list):
         for i, item in enumerate(data):
             yield from _mappings(item, rest, (*at, i))
+    elif head == EACH and isinstance(data, dict):
+        for key, value in data.items():
+            yield from _mappings(value, rest, (*at, key))
     elif isinstance(data, dict) and head in data:
         yield from _mappings(data[head], rest, (*at, head))
 

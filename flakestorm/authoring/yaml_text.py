@@ -262,6 +262,28 @@ class YamlText:
             start, stop, (f"{pad}{under}:", *inner, *(self.lines[i] for i in sorted(stays)))
         )
 
+    def move(self, path: ConfigPath, to: ConfigPath) -> tuple[Edit, Edit]:
+        """The key at ``path`` (on a line of its own), its lines and the comments just above
+        it, moved to ``to``: in place of that key's lines, or after the last key of its
+        mapping (not empty); re-indented to the column of the keys there. A blank line the
+        move would leave doubled goes too."""
+        self.require_block(path[:-1])
+        self.require_block(to[:-1])
+        if to in self.doc.keys:
+            at, end, column = self.key_at(to)[0], self.end_of(to), self.key_at(to)[1]
+        else:
+            last = (*to[:-1], list(self.value(to[:-1]))[-1])
+            at, end, column = self.end_of(last), self.end_of(last), self.key_at(last)[1]
+        line, col = self.key_at(path)
+        start, stop = line, self.end_of(path)
+        while start > 0 and self.lines[start - 1].lstrip().startswith("#"):
+            start -= 1
+        moved = tuple(_shifted(t, column - col) for t in self.lines[start:stop])
+        after = self.lines[stop] if stop < len(self.lines) else ""
+        if start > 0 and not self.lines[start - 1].strip() and not after.strip():
+            start -= 1
+        return Edit(start, stop, ()), Edit(at, end, moved)
+
     def blockify(self, path: ConfigPath) -> Edit:
         """The flow collection at ``path`` (not the top of the file) in block style."""
         line, col = (n - 1 for n in self.doc.values[path])
@@ -282,6 +304,15 @@ class YamlText:
         last = len(lines) - 1
         return "".join(t + (self.ends[-1] if i == last else e or self.nl)
                        for i, (t, e) in enumerate(lines))  # fmt: skip
+
+
+def _shifted(line: str, by: int) -> str:
+    """``line`` indented ``by`` more columns (fewer when negative); a blank line as it is."""
+    if not line.strip():
+        return line
+    if by >= 0:
+        return " " * by + line
+    return line[min(-by, len(line) - len(line.lstrip())) :]
 
 
 def _quoted(text: str, col: int) -> int:

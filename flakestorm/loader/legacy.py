@@ -5,11 +5,15 @@
   refused when ``weights:`` is set too (:func:`precheck`, before pydantic, which would only
   see the flat keys it then cannot place; :func:`prepare` hides them from it);
 - keys and values of the public flakestorm 1.x / 2.0.0 format that this version does not read
-  are refused with what to write instead (:data:`UPSTREAM_KEYS`, :data:`UPSTREAM_VALUES`).
+  are refused with what to write instead (:data:`UPSTREAM_KEYS`, :data:`UPSTREAM_VALUES`);
+  a number the models' bounds would only call out of range (a recorded tool response's
+  ``status: 0``, :data:`UPSTREAM_NUMBERS`) is reported by :func:`precheck`.
 
 Each of these messages also names ``flakestorm migrate`` (:data:`MIGRATE`), which rewrites such
 a config (:mod:`flakestorm.authoring.migrate`, whose notes reuse the hints). A session's
-``source`` (2.0.0 metadata) is not among them: the model accepts it.
+``source`` (2.0.0 metadata) is not among them: the model accepts it. Keys 2.0.0 took and never
+acted on that ask for behaviour are (a context attack's ``inject_at``, an LLM fault's
+``severity``): accepted, they would promise what no version did.
 """
 
 from __future__ import annotations
@@ -22,18 +26,22 @@ from flakestorm.config import (
     LEGACY_WEIGHT_KEYS,
     AgentConfig,
     Config,
+    ContextAttack,
     ContractInvariant,
     Invariant,
     LangsmithSource,
+    LlmFault,
     Mutations,
     Output,
     Scoring,
     Session,
+    ToolResponse,
 )
 from flakestorm.config import Advanced as AdvancedSection
 from flakestorm.errors import Problem
 from flakestorm.loader.locations import Locator
 from flakestorm.validation import Hints
+from flakestorm.validation.paths import ConfigPath
 from flakestorm.validation.wording import MIGRATE as MIGRATE
 from flakestorm.validation.wording import unknown_key_message
 
@@ -42,10 +50,12 @@ SCORING_KEYS = ("weights", "min_score")
 
 
 def precheck(data: Any, where: Locator) -> list[Problem]:
-    """Problems of the scoring section that pydantic would misreport."""
+    """Problems of the scoring section and upstream numbers that pydantic would misreport."""
     problems: list[Problem] = []
     if not isinstance(data, dict):
         return problems
+    hint = UPSTREAM_NUMBERS[(ToolResponse, "status", UPSTREAM_ERROR_STATUS)]
+    problems += [where.at((*path, "status"), hint + MIGRATE) for path in _upstream_statuses(data)]
     scoring = data.get("scoring")
     if isinstance(scoring, dict):
         if "legacy_form" in scoring:
@@ -79,7 +89,54 @@ def prepare(data: Any) -> Any:
         if "weights" in scoring:
             scoring = {k: v for k, v in scoring.items() if k not in LEGACY_WEIGHT_KEYS}
         data = {**data, "scoring": scoring}
-    return data
+    return _statuses_replaced(data)
+
+
+UPSTREAM_ERROR_STATUS = 0
+"""The ``status`` flakestorm 2.0.0 recorded for a tool call that errored (its
+``ReplayToolResponseConfig``: "HTTP status or 0 for error"; its LangSmith import wrote it for
+every tool run with an error)."""
+ERRORED_STATUS = 500
+"""What a session records for it today (as ``flakestorm replay import langsmith`` does)."""
+
+
+def _upstream_status(response: Any) -> bool:
+    status = response.get("status") if isinstance(response, dict) else None
+    return type(status) is int and status == UPSTREAM_ERROR_STATUS
+
+
+def _inline_sessions(data: dict[str, Any]) -> list[Any]:
+    """``replays.sessions`` of a config (2.0.0 had no conversations: no ``turns``)."""
+    replays = data.get("replays")
+    sessions = replays.get("sessions") if isinstance(replays, dict) else None
+    return sessions if isinstance(sessions, list) else []
+
+
+def _upstream_statuses(data: dict[str, Any]) -> list[ConfigPath]:
+    """The paths of the inline sessions' tool responses with ``status: 0``."""
+    out: list[ConfigPath] = []
+    for i, session in enumerate(_inline_sessions(data)):
+        responses = session.get("tool_responses") if isinstance(session, dict) else None
+        for j, response in enumerate(responses if isinstance(responses, list) else []):
+            if _upstream_status(response):
+                out.append(("replays", "sessions", i, "tool_responses", j))
+    return out
+
+
+def _statuses_replaced(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with each ``status: 0`` :func:`precheck` reported read as an error status."""
+    if not _upstream_statuses(data):
+        return data
+    sessions = []
+    for session in _inline_sessions(data):
+        if isinstance(session, dict) and isinstance(session.get("tool_responses"), list):
+            responses = [
+                {**r, "status": ERRORED_STATUS} if _upstream_status(r) else r
+                for r in session["tool_responses"]
+            ]
+            session = {**session, "tool_responses": responses}
+        sessions.append(session)
+    return {**data, "replays": {**data["replays"], "sessions": sessions}}
 
 
 def version_warnings(version: str | None, scoring: Scoring | None, where: Locator) -> list[Problem]:
@@ -113,6 +170,9 @@ UPSTREAM_KEYS: dict[tuple[type[BaseModel], str], str] = {
         "mutations.llm {base_url, model, api_key} and set mutations.generator: llm "
         "(any OpenAI-compatible API; Ollama serves one at http://localhost:11434/v1)"
     ),
+    (Config, "chaos_matrix"): (
+        "the chaos matrix is the contract's: write its scenarios under contract.chaos_matrix"
+    ),
     (Output, "format"): "use 'formats:' with a list of junit, markdown, json, html",
     (Output, "path"): "use 'dir:' for the report directory",
     (Output, "filename_template"): "report file names are fixed; remove 'filename_template'",
@@ -132,6 +192,21 @@ UPSTREAM_KEYS: dict[tuple[type[BaseModel], str], str] = {
     ),
     (ContractInvariant, "dangerous_prompts"): (
         "use 'expect: refuse' (or 'expect: comply') on a refusal_check invariant"
+    ),
+    (LlmFault, "severity"): (
+        "how far a response_drift changes a reply is not set ('drift_type' says how); "
+        "severity is an invariant's field"
+    ),
+    (LlmFault, "direction"): (
+        "verbosity_shift makes a reply much shorter or much longer, drawn with the run's seed"
+    ),
+    (LlmFault, "factor"): (
+        "how much verbosity_shift changes a reply is not set (much shorter or much longer, "
+        "drawn with the run's seed)"
+    ),
+    (ContextAttack, "inject_at"): (
+        "where an attack acts follows from its type: memory_poisoning changes the agent's "
+        "input ('strategy': prepend, append or replace), the others tool results or LLM requests"
     ),
     (Session, "captured_at"): "remove 'captured_at' (when the session was recorded is not read)",
     (LangsmithSource, "filter"): (
@@ -153,6 +228,15 @@ UPSTREAM_VALUES: dict[tuple[type[BaseModel], str, str], str] = {
     ),
 }
 """Upstream values this version refuses -> the whole message (by model, field and value)."""
+
+UPSTREAM_NUMBERS: dict[tuple[type[BaseModel], str, int], str] = {
+    (ToolResponse, "status", UPSTREAM_ERROR_STATUS): (
+        f"{UPSTREAM_ERROR_STATUS} is how flakestorm 2.0.0 recorded a tool call that errored: "
+        f"write status: {ERRORED_STATUS} (a status outside 2xx is served as an error)"
+    ),
+}
+"""Upstream numbers this version refuses -> the whole message (:func:`precheck` reports them
+in a config's inline sessions)."""
 
 
 UNMIGRATED: frozenset[tuple[type[BaseModel], str, str]] = frozenset(
