@@ -497,6 +497,10 @@ def test_validate_says_which_scenarios_run_one_at_a_time_and_the_run_does_so(
     assert runs["calm"]["runs"] == "concurrent"
     assert runs["flaky"]["runs"] == "one at a time unless attributed"
     assert "tool_faults[0]" in runs["flaky"]["why"] and "probability 0.5" in runs["flaky"]["why"]
+    # the text form says it too, its long label apart from the value, every value aligned
+    text = runner.invoke(main, ["validate", "-c", str(path)]).stdout.splitlines()
+    assert "  one at a time: flaky (validate --json says why)" in text, text
+    assert len({len(line) - len(line[2:].split(":", 1)[1].lstrip()) for line in text[1:]}) == 1
     ran = runner.invoke(main, [*COMMANDS["contract"], "-c", str(path)])
     assert ran.exit_code in (0, 1), ran.output
     results = json.loads((tmp_path / "reports" / "results.json").read_text())

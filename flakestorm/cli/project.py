@@ -45,8 +45,10 @@ def validate(config_path: Path, as_json: bool) -> None:
         click.echo(masked(json.dumps(plan.as_json(tuple(warnings)), indent=2)))
         return
     click.echo(masked(f"ok: {config_path} is valid"))
-    for label, value in summary(loaded.config, loaded.base_dir, plan):
-        click.echo(masked(f"  {label + ':':<13}{value}"))
+    lines = summary(loaded.config, loaded.base_dir, plan)
+    width = max([13, *(len(label) + 2 for label, _ in lines)])  # a long label keeps a space
+    for label, value in lines:
+        click.echo(masked(f"  {label + ':':<{width}}{value}"))
     for warning in [*warnings, *plan.warnings]:
         click.echo(masked(f"warning: {warning}"), err=True)
 
