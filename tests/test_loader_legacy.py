@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from support.config_text import AGENT, load, problems
 
 from flakestorm.config import Session
+from flakestorm.errors import ConfigError
 from flakestorm.loader import load_config, load_config_text
 from flakestorm.loader.legacy import LEGACY_HINTS, UNMIGRATED, UPSTREAM_KEYS, UPSTREAM_VALUES
 
@@ -173,4 +175,29 @@ def test_a_tool_response_status_of_0_names_migrate_once() -> None:
         f"outside 2xx is served as an error); {MIGRATE}",
         "flakestorm.yaml:15:30: replays.sessions[0].tool_responses[1].status: must be at least "
         "100, got 42",
+    ]
+
+
+def test_a_session_files_legacy_keys_name_migrate_as_the_configs_do(tmp_path: Path) -> None:
+    """A session file written for flakestorm 2.0.0 (`replays.sessions: [{file: ...}]`) is
+    worded like the config: each legacy key's error names `flakestorm migrate`."""
+    (tmp_path / "incident.yaml").write_text(
+        "id: incident\ninput: hi\ncaptured_at: '2025-06-01'\n"
+        "tool_responses:\n  - {tool: kb, status: 0}\n",
+        encoding="utf-8",
+    )
+    config = tmp_path / "flakestorm.yaml"
+    config.write_text(
+        SESSIONS.split("replays:")[0] + "replays:\n  sessions:\n    - file: incident.yaml\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(config)
+    shown = [f"{Path(p.file).name}:{p.line}: {p.path}: {p.message}" for p in caught.value.problems]
+    assert shown == [
+        "incident.yaml:3: captured_at: unknown key 'captured_at': remove 'captured_at' (when "
+        f"the session was recorded is not read); {MIGRATE}",
+        "incident.yaml:5: tool_responses[0].status: 0 is how flakestorm 2.0.0 recorded a tool "
+        f"call that errored: write status: 500 (a status outside 2xx is served as an error); "
+        f"{MIGRATE}",
     ]

@@ -54,8 +54,7 @@ def precheck(data: Any, where: Locator) -> list[Problem]:
     problems: list[Problem] = []
     if not isinstance(data, dict):
         return problems
-    hint = UPSTREAM_NUMBERS[(ToolResponse, "status", UPSTREAM_ERROR_STATUS)]
-    problems += [where.at((*path, "status"), hint + MIGRATE) for path in _upstream_statuses(data)]
+    problems += status_problems(_upstream_statuses(data), where)
     scoring = data.get("scoring")
     if isinstance(scoring, dict):
         if "legacy_form" in scoring:
@@ -112,30 +111,42 @@ def _inline_sessions(data: dict[str, Any]) -> list[Any]:
     return sessions if isinstance(sessions, list) else []
 
 
+def session_statuses(session: Any) -> tuple[Any, list[ConfigPath]]:
+    """A session's tool responses with ``status: 0`` (their paths within it), and the session
+    with them read as an error status, so pydantic does not report them again (an inline
+    session of the config, or one of a session file)."""
+    responses = session.get("tool_responses") if isinstance(session, dict) else None
+    if not isinstance(responses, list):
+        return session, []
+    paths: list[ConfigPath] = [
+        ("tool_responses", j) for j, r in enumerate(responses) if _upstream_status(r)
+    ]
+    if not paths:
+        return session, []
+    fixed = [{**r, "status": ERRORED_STATUS} if _upstream_status(r) else r for r in responses]
+    return {**session, "tool_responses": fixed}, paths
+
+
+def status_problems(paths: list[ConfigPath], where: Locator) -> list[Problem]:
+    """The located error of each ``status: 0`` at ``paths`` (each a tool response's)."""
+    hint = UPSTREAM_NUMBERS[(ToolResponse, "status", UPSTREAM_ERROR_STATUS)]
+    return [where.at((*path, "status"), hint + MIGRATE) for path in paths]
+
+
 def _upstream_statuses(data: dict[str, Any]) -> list[ConfigPath]:
     """The paths of the inline sessions' tool responses with ``status: 0``."""
-    out: list[ConfigPath] = []
-    for i, session in enumerate(_inline_sessions(data)):
-        responses = session.get("tool_responses") if isinstance(session, dict) else None
-        for j, response in enumerate(responses if isinstance(responses, list) else []):
-            if _upstream_status(response):
-                out.append(("replays", "sessions", i, "tool_responses", j))
-    return out
+    return [
+        ("replays", "sessions", i, *path)
+        for i, session in enumerate(_inline_sessions(data))
+        for path in session_statuses(session)[1]
+    ]
 
 
 def _statuses_replaced(data: dict[str, Any]) -> dict[str, Any]:
     """``data`` with each ``status: 0`` :func:`precheck` reported read as an error status."""
     if not _upstream_statuses(data):
         return data
-    sessions = []
-    for session in _inline_sessions(data):
-        if isinstance(session, dict) and isinstance(session.get("tool_responses"), list):
-            responses = [
-                {**r, "status": ERRORED_STATUS} if _upstream_status(r) else r
-                for r in session["tool_responses"]
-            ]
-            session = {**session, "tool_responses": responses}
-        sessions.append(session)
+    sessions = [session_statuses(session)[0] for session in _inline_sessions(data)]
     return {**data, "replays": {**data["replays"], "sessions": sessions}}
 
 

@@ -21,6 +21,7 @@ import yaml
 from flakestorm.config import Contract, Session
 from flakestorm.errors import ConfigError, Problem
 from flakestorm.loader.document import read_document
+from flakestorm.loader.legacy import LEGACY_HINTS, session_statuses, status_problems
 from flakestorm.loader.locations import Locator
 from flakestorm.validation import InvalidData, validate_model
 from flakestorm.validation.paths import ConfigPath
@@ -71,8 +72,11 @@ def read_sessions(path: Path) -> tuple[list[SessionSource], list[Problem]]:
         entries = [((), data)]
     out = []
     for prefix, item in entries:
+        # a session file written for flakestorm 2.0.0: its keys are worded as the config's are
+        item, zeros = session_statuses(item)
+        problems += status_problems([(*prefix, *path) for path in zeros], locator)
         try:
-            session = validate_model(Session, item)
+            session = validate_model(Session, item, hints=LEGACY_HINTS)
         except InvalidData as exc:
             problems += [locator.locate((*prefix, *p.path), p.message, p.key) for p in exc.problems]
             continue
