@@ -97,12 +97,15 @@ class Blessed:
     def age_days(self, today: datetime.date) -> int:
         return max((today - self.at).days, 0)
 
+    def stale(self, today: datetime.date) -> bool:
+        return self.age_days(today) > STALE_DAYS
+
     def age_text(self, today: datetime.date, digest: str) -> str:
         """``45 days old, stale (more than 30): bless a newer run`` — how old it is, and what
-        the summary warns of (stale, another config)."""
+        the summary warns of (:meth:`warnings`, in short)."""
         days = self.age_days(today)
         text = f"{days} day{'' if days == 1 else 's'} old"
-        if days > STALE_DAYS:
+        if self.stale(today):
             text += f", stale (more than {STALE_DAYS}): bless a newer run"
         if self.config_digest != digest:
             text += ", blessed from another config: bless a run of this one"
@@ -112,7 +115,7 @@ class Blessed:
         """Why the comparison may mislead: a stale baseline, another config."""
         out = []
         days = self.age_days(today)
-        if days > STALE_DAYS:
+        if self.stale(today):
             out.append(
                 f"{self.label} is {days} days old (more than {STALE_DAYS}): bless a newer run "
                 "so the comparison reflects what good looks like now"

@@ -166,7 +166,7 @@ def mutation_identity(mutation_id: str, kind: str, original: str) -> str:
     return "\0".join(("mutation", kind, original, variant))
 
 
-def _cells(
+def items_of(
     result: RunResult,
 ) -> Iterator[tuple[tuple[str, str], str, CellResult | MutationResult]]:
     """((phase, identity), id, cell) for every cell and mutation, read one at a time; a
@@ -206,13 +206,8 @@ def index_of(result: RunResult) -> dict[Key, Seen]:
     """What the delta needs of a baseline run, by item (:class:`Seen`)."""
     return {
         key: Seen(cell_id, cell.status, cell.severity, cell.runs_passed, cell.runs_total)
-        for key, cell_id, cell in _cells(result)
+        for key, cell_id, cell in items_of(result)
     }
-
-
-def items_of(result: RunResult) -> Iterator[tuple[Key, str, CellResult | MutationResult]]:
-    """(key, id, item) of every cell and mutation of ``result``, as the delta matches them."""
-    return _cells(result)
 
 
 def compare(
@@ -228,7 +223,7 @@ def compare(
     before = dict(base) if isinstance(base, Mapping) else index_of(base)
     changes: list[CellChange] = []
     unchanged = 0
-    for key, cell_id, cell in _cells(head):
+    for key, cell_id, cell in items_of(head):
         change = _change(key[0], cell_id, before.pop(key, None), cell, min_repeat, alpha)
         if change.change.shown:
             changes.append(change)

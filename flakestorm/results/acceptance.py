@@ -56,10 +56,6 @@ class Acceptance:
     def cell(self) -> str | None:
         return None if self.target.startswith("mutation: ") else self.target
 
-    @property
-    def mutation_type(self) -> str | None:
-        return self.target.removeprefix("mutation: ") if self.cell is None else None
-
     def line(self) -> str:
         """How reports state it, one line (without its items)."""
         issue = f", {self.issue}" if self.issue else ""
@@ -86,23 +82,20 @@ def judge(
     entries: Iterable[Accepted], outcomes: Mapping[str, PhaseOutcome], on: datetime.date
 ) -> tuple[Acceptance, ...]:
     """Every ``accepted:`` entry against the phases that ran, on the date ``on``."""
-    cells: dict[str, list[Status]] = {}
-    mutations: dict[str, list[tuple[str, Status]]] = {}
+    # what an entry names -> (id, status) of each of its items that ran
+    named: dict[str, list[tuple[str, Status]]] = {}
     for outcome in outcomes.values():
         if outcome.phase == CELL_PHASE:
             for cell in outcome.cells:
-                cells.setdefault(cell.id, []).append(cell.status)
+                named.setdefault(cell.id, []).append((cell.id, cell.status))
         if outcome.phase == MUTATION_PHASE:
             for mutation in outcome.mutations:
-                mutations.setdefault(mutation.type, []).append((mutation.id, mutation.status))
+                key = f"mutation: {mutation.type}"
+                named.setdefault(key, []).append((mutation.id, mutation.status))
     judged = []
     for entry in entries:
-        if entry.target.startswith("mutation: "):
-            ran = mutations.get(entry.target.removeprefix("mutation: "), [])
-            failed = tuple(ident for ident, status in ran if status is Status.FAILED)
-        else:
-            ran = [(entry.target, s) for s in cells.get(entry.target, [])]
-            failed = tuple(ident for ident, status in ran if status is Status.FAILED)
+        ran = named.get(entry.target, [])
+        failed = tuple(ident for ident, status in ran if status is Status.FAILED)
         if not ran:
             state = AcceptanceState.ABSENT
         elif not failed:
