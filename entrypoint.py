@@ -332,7 +332,9 @@ class _Action:
             against=found.run.label,
             age=source.age_text(found.run.created_at, datetime.now(timezone.utc)),
             url=found.run.url,
-            trend=None if isinstance(query, source.NoBaseline) else self._trend(query, result),
+            trend=None
+            if isinstance(query, source.NoBaseline)
+            else self._trend(query, result, found),
         )
         compared = delta_report.compared_of(judged)
         assert compared is not None
@@ -340,10 +342,12 @@ class _Action:
             self.gh.log(f"flakestorm: baseline: {line}" if not line.startswith(" ") else line)
         return judged
 
-    def _trend(self, query: source.Query, result: RunResult) -> Trend | None:
+    def _trend(
+        self, query: source.Query, result: RunResult, baseline: source.Baseline
+    ) -> Trend | None:
         """The score over the base branch's last runs and this one (SPEC §14); None, with a
         log line, when they cannot be read."""
-        history = source.find_history(self.gh, query, result.config_digest)
+        history = source.find_history(self.gh, query, result.config_digest, known=baseline)
         if isinstance(history, source.NoBaseline):
             self.gh.log(f"flakestorm: trend: not shown: {safe(history.reason, 400)}")
             return None

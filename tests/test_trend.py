@@ -71,7 +71,11 @@ def test_the_summary_and_comment_show_the_base_branchs_trend(
             )
         env = _action_env(tmp_path, api, agent, 2, BASELINE="auto")
         out = io.StringIO()
+        before = len(api.requests)
         assert entrypoint.main(env, GitHub(env, out=out)) == 0, out.getvalue()
+        zips = [r.path for r in api.requests[before:] if r.path.endswith("/zip")]
+    # each readable run's report downloaded once: the baseline's is not read again
+    assert len(zips) == len(set(zips)) == 20 - len(EXPIRED), zips
     summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
     block = _trend_block(summary)
     # this run's row carries today's date: the fixture names it TODAY

@@ -213,10 +213,12 @@ def find_history(
     max_bytes: int = HISTORY_BYTES,
     max_seconds: float = HISTORY_SECONDS,
     clock: Callable[[], float] = time.monotonic,
+    known: Baseline | None = None,
 ) -> History | NoBaseline:
     """The scores of the last ``max_runs`` successful runs on the base branch (SPEC §14),
     within ``max_bytes`` of downloads and ``max_seconds``; ``digest``: this run's config's, so
-    runs of another config are marked."""
+    runs of another config are marked. ``known``: the baseline already read (its run's report
+    is not downloaded again)."""
     repo, started = query.repository, clock()
     try:
         _, runs = _successful_runs(api, query, max_runs)
@@ -224,6 +226,9 @@ def find_history(
         points: list[TrendPoint] = []
         skipped, spent = 0, 0
         for run in runs:
+            if known is not None and run["id"] == known.run.id:
+                points.append(point_of(known.result, commit=known.run.head_sha, digest=digest))
+                continue
             if clock() - started > max_seconds or spent >= max_bytes:
                 skipped += 1
                 continue
