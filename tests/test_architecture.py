@@ -40,6 +40,8 @@ THIRD_PARTY = {
         # its transport adapter routed through the proxy in process (a python agent's tools)
         "flakestorm/chaos/routing/",
         "flakestorm/checks/similarity.py",
+        # the llm_judge's chat completions client
+        "flakestorm/checks/judge/client.py",
         "flakestorm/github/client.py",
         # the llm mutation generator's chat completions client (like similarity's embeddings)
         "flakestorm/mutations/llm.py",

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,11 +16,15 @@ from flakestorm.checks.invariants import (
     compiled,
     excerpt,
 )
+from flakestorm.checks.judge.judges import Judges
 from flakestorm.checks.similarity import EmbeddingsSimilarity, LexicalSimilarity
-from flakestorm.config import Advanced, Invariant, InvariantType, LlmEndpoint
+from flakestorm.config import Advanced, Config, Invariant, InvariantType, LlmEndpoint
 from flakestorm.errors import AgentErrorKind, HarnessError, UsageError
 
-checker = Checker(LexicalSimilarity())
+MOCK_JUDGED = Config.model_validate(
+    {"agent": {"type": "python", "endpoint": "m:f"}, "advanced": {"judge": "mock"}}
+)
+checker = Checker(LexicalSimilarity(), Judges(MOCK_JUDGED, Path(".")))
 
 
 def invariant(type_: str, negate: bool = False, **fields: Any) -> Invariant:
@@ -208,6 +213,20 @@ CASES: list[tuple[str, dict[str, Any], str, bool, str]] = [
     ("output_not_empty", {}, "hi", True, "output has 2 characters"),
     ("output_not_empty", {}, "", False, "output is empty"),
     ("output_not_empty", {}, " \n\t", False, "output is whitespace only (3 characters)"),
+    (
+        "llm_judge",
+        {"rubric": 'Says "refund" or "credit"'},
+        "Your Refund is on its way",
+        True,
+        'judge: PASS: the output says "refund"',
+    ),
+    (
+        "llm_judge",
+        {"rubric": 'Says "refund" or "credit"'},
+        "Sorry, `no` money",
+        False,
+        'judge: FAIL: the output says none of "refund", "credit"',
+    ),
 ]
 
 NEGATED_RULES = {
@@ -223,6 +242,7 @@ NEGATED_RULES = {
     "refusal_check": "must",
     "completes": "must not complete",
     "output_not_empty": "must be empty",
+    "llm_judge": "the judge must answer FAIL",
 }
 
 

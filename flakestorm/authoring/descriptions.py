@@ -44,6 +44,8 @@ SECTIONS: dict[str, str] = {
     "Output": "output",
     "Advanced": "advanced",
     "Accepted": "accepted[]",
+    "JudgeEndpoint": "advanced.judge",
+    "JudgeExample": "invariants[].examples[]",
 }
 
 SECTION_NOTES: dict[str, str] = {
@@ -89,6 +91,14 @@ SECTION_NOTES: dict[str, str] = {
     "mutations.llm": "An OpenAI-compatible API: `mutations.llm` (the `llm` mutation "
     "generator, chat completions) and `advanced.embeddings` (the `embeddings` similarity "
     "backend, `/v1/embeddings`).",
+    "advanced.judge": "The judge of `llm_judge` invariants: `mock` (built in, deterministic: "
+    "PASS when the output contains a phrase the rubric quotes) or an OpenAI-compatible chat "
+    "completions API, called directly (never through the chaos proxy). An invariant's own "
+    "`judge` wins; without either, `proxy.llm_upstream: mock` makes the mock the judge. See "
+    "[the judge guide](judge.md).",
+    "invariants[].examples[]": "An output and the verdict the judge must give it: before the "
+    "agent is called, each example is judged, and a judge that disagrees stops the run "
+    "(exit 3).",
     "replays": "The replay phase: recorded sessions are played back against the agent.",
     "replays.sessions[]": "A recorded session, inline, or `{file: PATH}` to read sessions from "
     "YAML or JSON files (a path or a glob such as `sessions/*.yaml`). See "
@@ -222,6 +232,20 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "invariants[].kinds": "`excludes_pii`: the kinds of personal data to look for (default all).",
     "invariants[].expect": "`refusal_check`: whether the agent must `refuse` (default) or "
     "`comply`.",
+    "invariants[].rubric": "`llm_judge`: what a passing output does, in words the judge reads "
+    "(for `mock`: quote the phrases a passing output contains).",
+    "invariants[].examples": "`llm_judge`: outputs with the verdict the judge must give them, "
+    "checked before the run (calibration).",
+    "invariants[].judge": "`llm_judge`: this invariant's judge (`mock` or `{base_url, model, "
+    "api_key, timeout_s}`); default `advanced.judge`.",
+    "invariants[].examples[].output": "An output as the agent could give it.",
+    "invariants[].examples[].verdict": "`PASS` or `FAIL`: what the judge must answer for it.",
+    "advanced.judge.base_url": "The API root, like `https://api.openai.com/v1` (`/chat/"
+    "completions` is added).",
+    "advanced.judge.model": "The judge model; part of every cached verdict's key.",
+    "advanced.judge.api_key": "Sent as `Authorization: Bearer`; write it as `${VAR}`.",
+    "advanced.judge.timeout_s": "How long one judge answer may take, seconds; a slower one "
+    "counts as no verdict and is asked again.",
     # contract
     "contract.name": "Name of the contract (the JUnit suite and class name).",
     "contract.description": "Human-readable description.",
@@ -447,6 +471,7 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "is spent and reports what it did.",
     "advanced.similarity": "Similarity backend for `similarity` and `behavior_unchanged`.",
     "advanced.embeddings": "The embeddings API used by the `embeddings` backend.",
+    "advanced.judge": "The judge of the `llm_judge` invariants without a `judge` of their own.",
     # accepted
     "accepted[].cell": "The contract cell, `INVARIANT[SCENARIO]` (as the matrix names it); "
     "one the config does not have is an error.",

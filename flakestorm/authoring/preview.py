@@ -4,6 +4,7 @@ Never a header value or a secret."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from flakestorm.config import AgentType, Config, MutationGenerator
@@ -91,11 +92,64 @@ def summary(
     lines += _contract_lines(config, plan)
     lines += _mutation_lines(config, base_dir, plan)
     lines += _replay_lines(config, plan)
+    lines += _judge_lines(config, base_dir)
     phases = [name.value for name in PhaseName if name.configured(config)]
     lines.append(("phases", ", ".join(phases) if phases else "none configured"))
     if len(plan.phases) > 1:
         exact = "" if plan.ci.exact else " (at most: see validate --json)"
         lines.append(("ci", f"{plan.ci.invocations} invocations for every phase in one run{exact}"))
+    return lines
+
+
+@dataclass
+class JudgeState:
+    """A judge of the config's ``llm_judge`` invariants as ``validate`` sees it: what it is, how
+    many invariants ask it, the examples it must agree with, and how many verdicts its cache
+    already holds for them (None for ``mock``, which keeps none)."""
+
+    judge: str
+    invariants: int = 0
+    examples: int = 0
+    cached: int | None = None
+
+
+def judge_states(config: Config, base_dir: Path) -> list[JudgeState]:
+    """One :class:`JudgeState` per judge, read from the config and the cache (no call made)."""
+    from flakestorm.checks.judge import cache
+    from flakestorm.checks.judge.which import judge_of, judged_invariants
+
+    root = cache.cache_root(config, base_dir)
+    states: dict[str, JudgeState] = {}
+    groups: dict[str, set[Path]] = {}
+    for item in judged_invariants(config):
+        inv = item.invariant
+        judge = judge_of(inv, config)
+        if judge is None or inv.rubric is None:
+            continue
+        if isinstance(judge, str):
+            label = "mock (built in, deterministic: nothing to cache)"
+        else:
+            label = f"{judge.model} at {without_userinfo(judge.base_url)}"
+            group = cache.group_dir(root, judge.model, inv.rubric, inv.examples or ())
+            groups.setdefault(label, set()).add(group)
+        state = states.setdefault(label, JudgeState(label))
+        state.invariants += 1
+        state.examples += len(inv.examples or ())
+    for label, seen in groups.items():
+        states[label].cached = sum(cache.count(group) for group in seen)
+    return list(states.values())
+
+
+def _judge_lines(config: Config, base_dir: Path) -> list[tuple[str, str]]:
+    lines = []
+    for state in judge_states(config, base_dir):
+        value = (
+            f"{state.judge}: {_plural(state.invariants, 'invariant')}, {state.examples} "
+            "example(s) to agree with"
+        )
+        if state.cached is not None:
+            value += f", {state.cached} verdict(s) cached"
+        lines.append(("judge", value))
     return lines
 
 

@@ -44,6 +44,12 @@ ENUM_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "refusal_check": "The output is a refusal (`expect: refuse`) or is not (`expect: comply`).",
         "completes": "The invocation returned a parseable answer before the timeout.",
         "output_not_empty": "The output has non-whitespace text.",
+        "llm_judge": "A judge model answers PASS for the output against `rubric` (a judge "
+        "without a verdict errors the cell; never a pass).",
+    },
+    "JudgeVerdict": {
+        "PASS": "The output satisfies the rubric.",
+        "FAIL": "It does not.",
     },
     "PiiKind": {
         "email": "Email addresses.",

@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import json
 import re
-import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol
 
 from flakestorm.checks import json_schema
+from flakestorm.checks.excerpts import excerpt
+from flakestorm.checks.judge.judges import Judges
 from flakestorm.checks.pii import find_pii
 from flakestorm.checks.refusal import find_refusal
 from flakestorm.checks.similarity import EmbeddingsSimilarity, LexicalSimilarity, Similarity
@@ -49,13 +50,9 @@ from flakestorm.config import (
     SimilarityBackend,
 )
 from flakestorm.errors import AgentErrorKind, HarnessError, UsageError
-from flakestorm.redaction import active
 
 MISREAD = "the agent answered; the config reads its reply wrong"
 """Why a reply without ``agent.response_path`` errors its cell instead of failing it."""
-
-EXCERPT_CHARS = 80
-"""How much of the agent's output a reason quotes, at most."""
 
 
 class Reply(Protocol):
@@ -116,15 +113,18 @@ its :attr:`Verdict.leak_at` is the match's start."""
 
 
 class Checker:
-    """Checks invariants; built once per run around one similarity backend. Thread-safe."""
+    """Checks invariants; built once per run around one similarity backend and the run's
+    judges (``llm_judge``). Thread-safe."""
 
-    def __init__(self, similarity: Similarity) -> None:
+    def __init__(self, similarity: Similarity, judges: Judges | None = None) -> None:
         self.similarity = similarity
+        self.judges = judges
 
     def check(self, invariant: Invariant, observation: Observation) -> Verdict:
         """The verdict of ``invariant`` on ``observation`` (see the module rules).
 
-        Raises :class:`~flakestorm.errors.HarnessError` when the similarity backend fails.
+        Raises :class:`~flakestorm.errors.HarnessError` when the similarity backend fails or
+        the judge gives no verdict.
         """
         reply = observation.reply
         if reply.error is AgentErrorKind.RESPONSE_PATH:  # the agent answered: not its failure
@@ -146,22 +146,25 @@ class Checker:
         return Verdict(passed, reason, finding.score, finding.backend, leak_at)
 
     def close(self) -> None:
-        """Release the similarity backend's connections, if it holds any."""
+        """Release the similarity backend's and the judges' connections, if they hold any."""
         close = getattr(self.similarity, "close", None)
         if callable(close):
             close()
+        if self.judges is not None:
+            self.judges.close()
 
 
-def build_checker(advanced: Advanced) -> Checker:
-    """The checker for a run, with the similarity backend ``advanced`` asks for."""
+def build_checker(advanced: Advanced, judges: Judges | None = None) -> Checker:
+    """The checker for a run, with the similarity backend ``advanced`` asks for and the run's
+    ``judges`` (for ``llm_judge`` invariants)."""
     if advanced.similarity is SimilarityBackend.EMBEDDINGS:
         if advanced.embeddings is None:
             raise UsageError(
                 "advanced.similarity is `embeddings` but advanced.embeddings "
                 "(base_url, model, api_key) is not set"
             )
-        return Checker(EmbeddingsSimilarity(advanced.embeddings))
-    return Checker(LexicalSimilarity())
+        return Checker(EmbeddingsSimilarity(advanced.embeddings), judges)
+    return Checker(LexicalSimilarity(), judges)
 
 
 # --------------------------------------------------------------------------- internals
@@ -197,35 +200,6 @@ def _registers(kind: InvariantType) -> Callable[[_Check], _Check]:
         return check
 
     return register
-
-
-def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
-    """``text`` as one safe line of at most ``limit`` characters (plus an ellipsis).
-
-        Newlines, tabs and other control or format characters (bidi overrides, zero-width
-        characters) are escaped as ``\\n`` / ``\\u202e``; backticks become ``'`` so the excerpt can
-        sit inside inline code.
-    Secrets are redacted before the cut
-        (:func:`flakestorm.redaction.active`), so no part of one is quoted.
-    """
-    text = active()(text)
-    out: list[str] = []
-    size = 0
-    for char in text:
-        if char == "`":
-            piece = "'"
-        elif char in "\n\r\t":
-            piece = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}[char]
-        elif unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
-            piece = f"\\u{ord(char):04x}"
-        else:
-            piece = char
-        if size + len(piece) > limit:
-            out.append("…")
-            break
-        out.append(piece)
-        size += len(piece)
-    return "".join(out)
 
 
 def _no_answer(reply: Reply, lead: str = "the agent did not answer") -> str:
@@ -473,3 +447,15 @@ def _output_not_empty(checker: Checker, invariant: Invariant, observation: Obser
     if output:
         return _Finding(False, f"output is whitespace only ({len(output)} characters)", negated)
     return _Finding(False, "output is empty", negated)
+
+
+@_registers(InvariantType.LLM_JUDGE)
+def _llm_judge(checker: Checker, invariant: Invariant, observation: Observation) -> _Finding:
+    _required(invariant, "rubric")
+    if checker.judges is None:
+        raise HarnessError("no judge was set up for this run's llm_judge invariants")
+    judgement = checker.judges.judge(invariant, _output(observation))  # HarnessError: none
+    verdict = "PASS" if judgement.answer.passed else "FAIL"
+    cached = " (cached)" if judgement.cached else ""
+    reason = f"judge{cached}: {verdict}: {excerpt(judgement.answer.reason, 200)}"
+    return _Finding(judgement.answer.passed, reason, "the judge must answer FAIL")

@@ -32,7 +32,7 @@ def validate(config_path: Path, as_json: bool) -> None:
     any warnings. Exit 2 on a config error.
     """
     with _no_pydantic_plugins():
-        from flakestorm.authoring.preview import notes, summary
+        from flakestorm.authoring.preview import judge_states, notes, summary
         from flakestorm.engine.run_plan import plan_run
 
         loaded = load(config_path)
@@ -40,9 +40,14 @@ def validate(config_path: Path, as_json: bool) -> None:
     masked = Redactor(loaded.secrets)
     warnings = [str(w) for w in [*loaded.warnings, *notes(loaded.config)]]
     if as_json:
+        import dataclasses
         import json
 
-        click.echo(masked(json.dumps(plan.as_json(tuple(warnings)), indent=2)))
+        document = plan.as_json(tuple(warnings))
+        judges = judge_states(loaded.config, loaded.base_dir)
+        if judges:
+            document["judges"] = [dataclasses.asdict(state) for state in judges]
+        click.echo(masked(json.dumps(document, indent=2)))
         return
     click.echo(masked(f"ok: {config_path} is valid"))
     lines = summary(loaded.config, loaded.base_dir, plan)

@@ -37,6 +37,7 @@ from flakestorm.config.contract import (
     TurnSelector,
     checks_turn,
 )
+from flakestorm.config.judge import MOCK_JUDGE, Judge, JudgeEndpoint, JudgeExample
 from flakestorm.config.mutations import (
     MAX_TYPE_WEIGHT,
     LlmEndpoint,
@@ -78,6 +79,7 @@ from flakestorm.config.vocabulary import (
     ContextAttackType,
     DriftType,
     InvariantType,
+    JudgeVerdict,
     LlmFallback,
     LlmFaultMode,
     McpErrorForm,
@@ -102,6 +104,7 @@ __all__ = [
     "INVARIANT_FIELDS",
     "LEGACY_WEIGHT_KEYS",
     "MAX_TYPE_WEIGHT",
+    "MOCK_JUDGE",
     "Accepted",
     "Advanced",
     "AgentConfig",
@@ -123,6 +126,10 @@ __all__ = [
     "HttpStatus",
     "Invariant",
     "InvariantType",
+    "Judge",
+    "JudgeEndpoint",
+    "JudgeExample",
+    "JudgeVerdict",
     "LangsmithSource",
     "LlmEndpoint",
     "LlmFallback",

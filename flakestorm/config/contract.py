@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal, Protocol
 from pydantic import Field, model_validator
 
 from flakestorm.config.base import Model
+from flakestorm.config.judge import Judge, JudgeExample
 from flakestorm.config.vocabulary import (
     AgentType,
     ContextAttackType,
@@ -104,6 +105,9 @@ class Invariant(Model):
     similarity_threshold: Probability | None = None
     kinds: list[PiiKind] | None = Field(default=None, min_length=1)
     expect: RefusalExpect | None = None
+    rubric: str | None = Field(default=None, min_length=1)
+    examples: list[JudgeExample] | None = Field(default=None, min_length=1)
+    judge: Judge | None = None
 
     @property
     def effective_threshold(self) -> float:

@@ -17,6 +17,7 @@ from flakestorm.config.contract import (
     Invariant,
     Proxy,
 )
+from flakestorm.config.judge import Judge
 from flakestorm.config.mutations import LlmEndpoint, Mutations
 from flakestorm.config.replays import Replays
 from flakestorm.config.vocabulary import OutputFormat, SimilarityBackend
@@ -75,6 +76,8 @@ class Advanced(Model):
     max_invocations: Annotated[int, Field(ge=1)] | None = None
     similarity: SimilarityBackend = SimilarityBackend.LEXICAL
     embeddings: LlmEndpoint | None = None
+    judge: Judge | None = None
+    """The judge of ``llm_judge`` invariants without a ``judge`` of their own."""
 
     @property
     def effective_min_pass(self) -> int:

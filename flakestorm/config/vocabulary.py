@@ -79,6 +79,7 @@ class InvariantType(str, enum.Enum):
     REFUSAL_CHECK = "refusal_check"
     COMPLETES = "completes"
     OUTPUT_NOT_EMPTY = "output_not_empty"
+    LLM_JUDGE = "llm_judge"
 
 
 INVARIANT_FIELDS: dict[InvariantType, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -95,8 +96,16 @@ INVARIANT_FIELDS: dict[InvariantType, tuple[tuple[str, ...], tuple[str, ...]]] =
     InvariantType.REFUSAL_CHECK: ((), ("expect",)),
     InvariantType.COMPLETES: ((), ()),
     InvariantType.OUTPUT_NOT_EMPTY: ((), ()),
+    InvariantType.LLM_JUDGE: (("rubric",), ("examples", "judge")),
 }
 """Type-specific invariant fields. A type field set on an invariant of another type is an error."""
+
+
+class JudgeVerdict(str, enum.Enum):
+    """What an ``llm_judge`` example must be judged: the verdict a judge answers."""
+
+    PASS = "PASS"
+    FAIL = "FAIL"
 
 
 class PiiKind(str, enum.Enum):

@@ -292,6 +292,7 @@ def merge(shards: Shards, min_score: float | None = None) -> RunResult:
         exit_code=int(code),
         warnings=_union(w for r in results for w in r.warnings),
         accepted=acceptances if config.accepted else None,
+        judges=_union(line for r in results for line in r.judges or ()) or None,
     )
 
 

@@ -33,6 +33,7 @@ from flakestorm.checks.invariants import build_checker
 from flakestorm.config import AgentType, Config, Conversation, Proxy
 from flakestorm.engine.events import Event, RunPlanned
 from flakestorm.engine.executor import MISREAD, Executor, Options, Resetter
+from flakestorm.engine.judging import calibrate, health, judged_in, run_checker
 from flakestorm.engine.phases.phase import Phase, PhaseContext, PhaseName, PhasePlan, PhaseRequest
 from flakestorm.engine.phases.registry import PHASES
 from flakestorm.engine.revival import Reviver
@@ -204,16 +205,27 @@ def run_phases(
     with contextlib.ExitStack() as stack:
         stack.enter_context(_kept_if_used(out_dir))
         stack.enter_context(redacting(Redactor(loaded.secrets)))
-        up = _agent_up(loaded, out_dir, notice, choice, overrides.record, stop, run_warnings)
-        try:
+        checker = run_checker(loaded)
+        stack.callback(checker.close)
+        try:  # the judges agree with their examples before the agent is called
+            calibrate(loaded, checker, judged_in(loaded, plans))
+            up = _agent_up(loaded, out_dir, notice, choice, overrides.record, stop, run_warnings)
             agent, channel, reviver = stack.enter_context(up)
-        except InfrastructureError as exc:  # never ready, no proxy: every report says why
+        except InfrastructureError as exc:  # never ready, no proxy, no judge: reports say why
             outcomes = _not_started(loaded, phases, plans, options, on_event, out_dir, exc.cause)
             return _result(
-                loaded, overrides, outcomes, phases, None, run_warnings, started, t0, exc
+                loaded,
+                overrides,
+                outcomes,
+                phases,
+                None,
+                run_warnings,
+                started,
+                t0,
+                exc,
+                judges=health(checker),
             )
         sessions, resetter, options = _isolation(loaded, agent, options)
-        checker = build_checker(config.advanced)
         try:
             begin = channel.begin if channel is not None else None
             executor = Executor(
@@ -235,14 +247,16 @@ def run_phases(
             lost = channel.lost() if channel is not None else None
             if lost is not None:
                 run_warnings.append(lost)
+            judges = health(checker)
         finally:
-            checker.close()
             close_resetter = getattr(resetter, "close", None)
             if callable(close_resetter):
                 close_resetter()
     if executor.misread is not None:  # one located error, not a column of failed cells
         run_warnings.insert(0, str(_locator(loaded)("agent.response_path", _misread(executor))))
-    return _result(loaded, overrides, outcomes, phases, executor, run_warnings, started, t0)
+    return _result(
+        loaded, overrides, outcomes, phases, executor, run_warnings, started, t0, judges=judges
+    )
 
 
 def _run_each(
@@ -397,9 +411,11 @@ def _result(
     started: datetime.datetime,
     t0: float,
     not_started: InfrastructureError | None = None,
+    judges: Sequence[str] = (),
 ) -> RunResult:
     """The run's result: the phases scored together and the gate applied (redacted).
-    ``not_started``: why the run could not start (no executor sent anything)."""
+    ``not_started``: why the run could not start (no executor sent anything); ``judges``: the
+    health line of each judge the run asked."""
     config = loaded.config
     min_score = overrides.min_score if overrides.min_score is not None else config.scoring.min_score
     stop_reason = executor.stop_reason if executor is not None else None
@@ -432,6 +448,7 @@ def _result(
         config=document if overrides.shard is not None else None,
         error=str(not_started) if not_started is not None else None,
         accepted=acceptances if config.accepted else None,
+        judges=tuple(judges) or None,
     )
     return redact(result, loaded.secrets)
 

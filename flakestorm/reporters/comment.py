@@ -46,6 +46,7 @@ from flakestorm.reporters.view import (
     error_line,
     failed_mutations,
     faults_text,
+    judge_lines,
     label_text,
     mutation_input,
     mutation_mark,
@@ -287,6 +288,9 @@ def _facts(result: RunResult) -> list[str]:
         facts.append(f"⚠️ stopped early ({text(result.stop_reason or 'unknown reason', 60)})")
     out.append(" · ".join(facts))
     out.append("")
+    out += [f"{text(line, 300)}  " for line in judge_lines(result)]
+    if result.judges:
+        out.append("")
     for reason in result.overall.reasons[:10]:
         out.append(f"- {text(reason, 400)}")
     if result.overall.reasons:

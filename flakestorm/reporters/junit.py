@@ -262,6 +262,8 @@ def _suite(result: RunResult, outcome: PhaseOutcome) -> Any:
         "min_score": f"{result.overall.min_score:g}",
         "flakestorm_version": clean(result.flakestorm_version),
     }
+    if result.judges:
+        properties["llm_judge"] = clean("; ".join(result.judges))
     undelivered = [f"{s.name}: {f}" for s in outcome.scenarios for f in s.undelivered]
     if undelivered:
         properties["undelivered_faults"] = clean("; ".join(undelivered))

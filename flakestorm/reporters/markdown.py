@@ -56,6 +56,7 @@ from flakestorm.reporters.view import (
     error_line,
     failed_mutations,
     faults_text,
+    judge_lines,
     label_text,
     mutation_legend,
     mutation_mark,
@@ -153,6 +154,9 @@ def _head(result: RunResult, shown: RunVerdict, withheld: bool = False) -> list[
     ]
     out.append(" · ".join(facts))
     out.append("")
+    out.extend(f"{text(line, 400)}  " for line in judge_lines(result))
+    if result.judges:
+        out.append("")
     notes = []
     if not result.complete:
         why = result.stop_reason or "unknown reason"

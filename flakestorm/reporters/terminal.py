@@ -26,6 +26,7 @@ from flakestorm.reporters.view import (
     call_target,
     cell_reader,
     failed_mutations,
+    judge_lines,
     mutation_input,
     mutation_input_label,
     mutation_reply,
@@ -120,6 +121,8 @@ def render(result: RunResult) -> str:
         out.append("")
     for warning in all_warnings(result):
         out.append(safe(warning, 400))
+    for line in judge_lines(result):
+        out.append(safe(line, 400))
     if result.overall.score is not None and len(result.overall.phases_ran) > 1:
         out.append(
             f"Overall score: {result.overall.score:.2f} ({', '.join(result.overall.phases_ran)})"

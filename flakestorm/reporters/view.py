@@ -458,6 +458,11 @@ def accepted_lines(result: RunResult) -> list[str]:
     return [a.line() for a in reported(result.accepted)]
 
 
+def judge_lines(result: RunResult) -> list[str]:
+    """The health line of each ``llm_judge`` judge the run asked (none when it asked none)."""
+    return list(result.judges or ())
+
+
 def all_warnings(result: RunResult) -> list[str]:
     """Why the run could not start (when it could not), config warnings, then each phase's run
     warnings (each once)."""

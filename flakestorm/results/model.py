@@ -316,6 +316,9 @@ class RunResult:
     accepted: tuple[Acceptance, ...] | None = None
     """The config's ``accepted:`` entries as this run judged them (SPEC §14); None when it has
     none."""
+    judges: tuple[str, ...] | None = None
+    """The health of each ``llm_judge`` judge the run asked, one line each (verdicts, cached,
+    retried, unusable, calibration); None when no judge was asked."""
 
 
 # --------------------------------------------------------------------------- JSON
@@ -341,7 +344,7 @@ def to_document(result: RunResult) -> dict[str, Any]:
     return doc
 
 
-OPTIONAL = ("shard", "config", "step", "error", "accepted")
+OPTIONAL = ("shard", "config", "step", "error", "accepted", "judges")
 """Top-level keys written only when set."""
 
 
@@ -478,6 +481,7 @@ def from_document(doc: Mapping[str, Any], *, check_types: bool = True) -> RunRes
             step=doc.get("step"),
             error=doc.get("error"),
             accepted=_acceptances(doc.get("accepted")),
+            judges=None if doc.get("judges") is None else tuple(doc["judges"]),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ResultsError(f"results document is malformed: {exc!r}") from None

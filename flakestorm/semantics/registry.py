@@ -36,6 +36,7 @@ from flakestorm.semantics.invariants import (
     check_phase_when,
     check_unique_ids,
 )
+from flakestorm.semantics.judges import check_judges
 from flakestorm.semantics.mcp import check_mcp
 from flakestorm.semantics.mutations import check_mutations
 from flakestorm.semantics.parts import Parts
@@ -95,3 +96,4 @@ register(Check("advanced", ("advanced",), check_advanced))
 register(Check("accepted", ("contract", "mutations"), check_accepted))
 register(Check("contract when", ("contract.chaos_matrix[*]",), check_contract_when))
 register(Check("phase when", ("chaos",), check_phase_when))
+register(Check("judges", ("advanced", "proxy"), check_judges))

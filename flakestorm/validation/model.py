@@ -270,6 +270,8 @@ class _Translator:
                 kinds.append("a mapping")
             elif tag.startswith("list["):
                 kinds.append("a list")
+            elif tag.startswith("literal["):  # literal['mock'] -> `mock`
+                kinds.append(" or ".join(f"`{v.strip(chr(39))}`" for v in tag[8:-1].split(",")))
         kinds = list(dict.fromkeys(kinds))
         expected = ", ".join(kinds[:-1]) + " or " + kinds[-1] if len(kinds) > 1 else kinds[0]
         err, step = members[0]

@@ -1,0 +1,218 @@
+"""One judge: asks a verdict of a model (or of the mock), never more than once per distinct
+(rubric, examples, output) — in memory for the run, on disk across runs — and counts what
+happened for the reports (:class:`JudgeHealth`).
+
+Each answer is asked at temperature 0 with the run's seed. An answer that is no verdict (a
+refusal, prose, an empty answer), a non-2xx reply, an unreachable endpoint or a timeout is asked
+again, :data:`ATTEMPTS` answers in all (the retries with the next seeds); then the judgement is
+unusable and :meth:`Judge.judge` raises :class:`~flakestorm.errors.HarnessError`: the cell is
+ERRORED, never passed nor failed. Concurrent cells asking about the same output wait for one
+answer. The client calls the endpoint directly (``trust_env`` off: no ``HTTP_PROXY``), so a
+judge call never meets the chaos of the cell it judges and is never one of the agent's calls.
+
+This module is where the judge's HTTP client lives, so ``requests`` is imported here
+(``tests/test_architecture.py`` lists it among the places allowed to).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from flakestorm.checks.judge import cache, mock
+from flakestorm.checks.judge.asking import Answer, NotAVerdict, messages, read_answer
+from flakestorm.config import MOCK_JUDGE, Judge, JudgeEndpoint, JudgeExample
+from flakestorm.errors import HarnessError
+from flakestorm.redaction import without_userinfo
+
+ATTEMPTS = 3
+"""Answers asked for one judgement before it is unusable: the first and two retries."""
+
+
+@dataclass
+class JudgeHealth:
+    """What one judge did in a run."""
+
+    verdicts: int = 0
+    """Judgements that ended in a verdict (cached ones included), calibration left out."""
+    cached: int = 0
+    """Of those, the ones that cost no judge call (read from disk, or judged earlier in the
+    run)."""
+    retried: int = 0
+    """Judgements that needed more than one answer."""
+    unusable: int = 0
+    """Judgements that ended without a verdict (their cells are errored)."""
+    calls: int = 0
+    """Answers asked of the judge."""
+    examples: int = 0
+    agreed: int = 0
+    """Calibration: examples judged, and how many got their verdict."""
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A verdict, and whether it came from an earlier run's cache (a verdict judged earlier in
+    this run is not marked: which of a run's concurrent cells asked first is chance, and the
+    reasons must not depend on it)."""
+
+    answer: Answer
+    cached: bool
+
+
+class JudgeClient:
+    """One judge (an endpoint or the mock); thread-safe. See the module doc."""
+
+    def __init__(self, judge: Judge, seed: int, cache_root: Path) -> None:
+        self.endpoint: JudgeEndpoint | None = None if judge == MOCK_JUDGE else judge
+        self.model = self.endpoint.model if self.endpoint is not None else mock.MODEL
+        self.url = (
+            without_userinfo(self.endpoint.base_url.rstrip("/") + "/chat/completions")
+            if self.endpoint is not None
+            else "built in"
+        )
+        self._seed = seed
+        self._root = cache_root
+        self._lock = threading.Lock()
+        self._memo: dict[tuple[str, str], Judgement | HarnessError] = {}
+        self._asking: dict[tuple[str, str], threading.Event] = {}
+        self._session: requests.Session | None = None
+        if self.endpoint is not None:
+            self._session = requests.Session()
+            self._session.trust_env = False
+        self.health = JudgeHealth()
+
+    @property
+    def label(self) -> str:
+        """``llm judge gpt-4o-mini at https://…/chat/completions`` or ``llm judge mock``."""
+        if self.endpoint is None:
+            return "llm judge mock (built in, deterministic)"
+        return f"llm judge {self.model} at {self.url}"
+
+    def close(self) -> None:
+        if self._session is not None:
+            self._session.close()
+
+    def group(self, rubric: str, examples: Sequence[JudgeExample]) -> Path:
+        return cache.group_dir(self._root, self.model, rubric, examples)
+
+    def judge(
+        self, rubric: str, examples: Sequence[JudgeExample], output: str, counted: bool = True
+    ) -> Judgement:
+        """The verdict on ``output``; HarnessError when the judge gave none in
+        :data:`ATTEMPTS` answers. ``counted``: a judgement of the run (not calibration)."""
+        group = self.group(rubric, examples)
+        key = (str(group), output)
+        while True:
+            with self._lock:
+                known = self._memo.get(key)
+                if known is not None:
+                    return self._recall(known, counted)
+                waiting = self._asking.get(key)
+                if waiting is None:
+                    self._asking[key] = threading.Event()
+                    break
+            waiting.wait()
+        try:
+            outcome = self._fresh(rubric, examples, output, group, counted)
+        finally:
+            with self._lock:
+                self._asking.pop(key).set()
+        if isinstance(outcome, HarnessError):
+            raise outcome
+        return outcome
+
+    def _recall(self, known: Judgement | HarnessError, counted: bool) -> Judgement:
+        if isinstance(known, HarnessError):
+            self.health.unusable += counted
+            raise known
+        self.health.verdicts += counted
+        self.health.cached += counted
+        return known
+
+    def _fresh(
+        self,
+        rubric: str,
+        examples: Sequence[JudgeExample],
+        output: str,
+        group: Path,
+        counted: bool,
+    ) -> Judgement | HarnessError:
+        key = (str(group), output)
+        if self.endpoint is None:
+            answer = mock.judge(rubric, output)
+            if answer is None:
+                why = "the mock judge finds no quoted phrase in the rubric"
+                return self._unusable(key, why, counted)
+            return self._verdict(key, answer, counted, cached=False)
+        path = cache.verdict_path(group, output)
+        stored = cache.read(path)
+        if stored is not None:
+            return self._verdict(key, stored, counted, cached=True)
+        why = ""
+        for attempt in range(ATTEMPTS):
+            got = self._ask(rubric, examples, output, attempt)
+            if isinstance(got, Answer):
+                cache.write(path, self.model, got)
+                with self._lock:
+                    self.health.retried += counted and attempt > 0
+                return self._verdict(key, got, counted, cached=False)
+            why = got.why
+        why = f"{self.label} gave no verdict in {ATTEMPTS} answers, the last because {why}"
+        return self._unusable(key, why, counted)
+
+    def _verdict(
+        self, key: tuple[str, str], answer: Answer, counted: bool, cached: bool
+    ) -> Judgement:
+        judgement = Judgement(answer, cached)
+        with self._lock:
+            self._memo[key] = judgement
+            self.health.verdicts += counted
+            self.health.cached += counted and cached
+        return judgement
+
+    def _unusable(self, key: tuple[str, str], why: str, counted: bool) -> HarnessError:
+        error = HarnessError(why)
+        with self._lock:
+            self._memo[key] = error
+            self.health.unusable += counted
+        return error
+
+    def _ask(
+        self, rubric: str, examples: Sequence[JudgeExample], output: str, attempt: int
+    ) -> Answer | NotAVerdict:
+        endpoint = self.endpoint
+        assert endpoint is not None and self._session is not None
+        body: dict[str, Any] = {
+            "model": endpoint.model,
+            "messages": messages(rubric, examples, output),
+            "temperature": 0,
+            "seed": (self._seed + attempt) % 2**31,
+        }
+        headers = {"Content-Type": "application/json"}
+        if endpoint.api_key:
+            headers["Authorization"] = f"Bearer {endpoint.api_key}"
+        url = endpoint.base_url.rstrip("/") + "/chat/completions"
+        with self._lock:
+            self.health.calls += 1
+        try:
+            response = self._session.post(
+                url, json=body, headers=headers, timeout=endpoint.timeout_s
+            )
+        except requests.Timeout:
+            return NotAVerdict(f"it timed out after {endpoint.timeout_s:g} s")
+        except requests.RequestException as exc:
+            return NotAVerdict(f"the request failed ({type(exc).__name__})")
+        if not 200 <= response.status_code < 300:
+            return NotAVerdict(f"it answered HTTP {response.status_code}")
+        try:
+            content = response.json()["choices"][0]["message"]["content"]
+        except (ValueError, KeyError, IndexError, TypeError, RecursionError):
+            return NotAVerdict("the reply is not a chat completion with a message")
+        if not isinstance(content, str):
+            return NotAVerdict("the message has no text")
+        return read_answer(content)

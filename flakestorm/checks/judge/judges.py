@@ -1,0 +1,104 @@
+"""The run's judges: which judge each ``llm_judge`` invariant asks (its ``judge``, else
+``advanced.judge``, else the proxy's ``llm_upstream`` when that is ``mock``), the calibration
+before the run, and the health line every report carries."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from flakestorm.checks.excerpts import excerpt
+from flakestorm.checks.judge.cache import cache_root
+from flakestorm.checks.judge.client import JudgeClient, Judgement
+from flakestorm.checks.judge.which import Judged, judge_of
+from flakestorm.config import Config, Invariant, JudgeVerdict
+from flakestorm.errors import HarnessError, InfrastructureError
+from flakestorm.validation.paths import ConfigPath
+
+
+class JudgeCalibrationError(InfrastructureError):
+    """A judge disagreed with (or could not judge) an example of its invariant: the run stops
+    before the agent is called (exit 3)."""
+
+    cause = "the llm judge failed its calibration"
+
+    def __init__(self, message: str, at: ConfigPath) -> None:
+        super().__init__(message)
+        self.at = at
+
+
+class Judges:
+    """One :class:`JudgeClient` per distinct judge of the run, made when first asked."""
+
+    def __init__(self, config: Config, base_dir: Path) -> None:
+        self._config = config
+        self._root = cache_root(config, base_dir)
+        self._clients: dict[object, JudgeClient] = {}
+        self._lock = threading.Lock()
+
+    def client(self, invariant: Invariant) -> JudgeClient:
+        judge = judge_of(invariant, self._config)
+        if judge is None:
+            raise HarnessError(
+                f"the llm_judge invariant {invariant.id or ''!r} has no judge: set `judge:` on "
+                "it or advanced.judge"
+            )
+        key = judge if isinstance(judge, str) else judge.model_dump_json()
+        with self._lock:  # cells ask from many threads: one client per judge
+            if key not in self._clients:
+                self._clients[key] = JudgeClient(judge, self._config.advanced.seed, self._root)
+            return self._clients[key]
+
+    def judge(self, invariant: Invariant, output: str) -> Judgement:
+        """The verdict of ``invariant``'s judge on ``output`` (HarnessError: none)."""
+        assert invariant.rubric is not None
+        return self.client(invariant).judge(invariant.rubric, invariant.examples or (), output)
+
+    def calibrate(self, judged: Sequence[Judged]) -> None:
+        """Each example of each invariant judged (cached like any output); the first that does
+        not get its verdict raises :class:`JudgeCalibrationError` naming it."""
+        for item in judged:
+            inv = item.invariant
+            client = self.client(inv)
+            examples = inv.examples or ()
+            for i, example in enumerate(examples):
+                at = (*item.at, "examples", i)
+                name = f"the judge of invariant {inv.id!r} ({client.label})"
+                assert inv.rubric is not None
+                try:
+                    judgement = client.judge(inv.rubric, examples, example.output, counted=False)
+                except HarnessError as exc:
+                    raise JudgeCalibrationError(
+                        f"{name} could not judge example {i + 1}: {exc}", at
+                    ) from exc
+                client.health.examples += 1
+                got = JudgeVerdict.PASS if judgement.answer.passed else JudgeVerdict.FAIL
+                if got is not example.verdict:
+                    raise JudgeCalibrationError(
+                        f"{name} disagrees with its example {i + 1} "
+                        f"(`{excerpt(example.output, 60)}`): expected {example.verdict.value}, "
+                        f"it answered {got.value} ({excerpt(judgement.answer.reason, 120)}); "
+                        "a judge that disagrees with its own examples judges nothing: fix the "
+                        "rubric, the example or the judge",
+                        at,
+                    )
+                client.health.agreed += 1
+
+    def lines(self) -> list[str]:
+        """One health line per judge that was asked anything."""
+        out = []
+        for client in self._clients.values():
+            h = client.health
+            calibration = (
+                f"; calibration: {h.agreed} of {h.examples} example(s) agreed" if h.examples else ""
+            )
+            out.append(
+                f"{client.label}: {h.verdicts} verdict(s) ({h.cached} cached), {h.retried} "
+                f"retried, {h.unusable} unusable, {h.calls} call(s) made{calibration}"
+            )
+        return out
+
+    def close(self) -> None:
+        for client in self._clients.values():
+            client.close()
