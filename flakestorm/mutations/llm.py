@@ -28,16 +28,14 @@ This module is where the generator's HTTP client lives, so ``requests`` is impor
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import requests
 
+from flakestorm.checks.judge.cache import write_whole
 from flakestorm.config import Config, LlmEndpoint, MutationType
 from flakestorm.errors import InfrastructureError
 from flakestorm.mutations.cache import cache_path, read_cache
@@ -257,12 +255,7 @@ class LlmGenerator:
 
 
 def _write_cache(path: Path, data: dict[str, str]) -> None:
-    """Written whole or not at all (a temporary file renamed), so concurrent runs are safe."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(data, out, ensure_ascii=False)
-        os.replace(tmp, path)
+        write_whole(path, data)
     except OSError as exc:
         raise LlmGeneratorError(f"cannot write the mutation cache {path.parent}: {exc}") from exc

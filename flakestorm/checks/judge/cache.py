@@ -12,6 +12,7 @@ import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from flakestorm.checks.judge.asking import Answer
 from flakestorm.config import Config, JudgeExample
@@ -61,11 +62,7 @@ def write(path: Path, model: str, answer: Answer) -> None:
     """Written whole or not at all (a temporary file renamed), so concurrent runs are safe."""
     data = {"model": model, "verdict": "PASS" if answer.passed else "FAIL", "reason": answer.reason}
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(data, out, ensure_ascii=False)
-        os.replace(tmp, path)
+        write_whole(path, data)
     except OSError as exc:
         raise HarnessError(f"cannot write the judge cache {path.parent}: {exc}") from exc
 
@@ -76,3 +73,14 @@ def count(group: Path) -> int:
         return sum(1 for p in group.iterdir() if p.suffix == ".json")
     except OSError:
         return 0
+
+
+def write_whole(path: Path, data: Any) -> None:
+    """``data`` as JSON at ``path``, written whole or not at all (a temporary file renamed), so
+    concurrent runs are safe; OSError when it cannot be written. The llm mutation generator's
+    cache is written with it too."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        json.dump(data, out, ensure_ascii=False)
+    os.replace(tmp, path)
