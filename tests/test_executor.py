@@ -383,15 +383,17 @@ def both_down_together(then: dict[str, list[str]]) -> FnAgent:
 
 
 def test_probes_the_agent_went_down_under_together_are_judged_again_alone() -> None:
-    agent = both_down_together({"p0": ["down"], "p1": ["ok"]})
+    # the first sent alone may meet the agent still going down: it is tried a second time
+    agent = both_down_together({"p0": ["down", "down"], "p1": ["ok"]})
     reviver = Reviver()
     events: list[Event] = []
     executor = Executor(
         agent, CHECKER, options=Options(concurrency=2), on_event=events.append, reviver=reviver
     )
     runs = executor.run_probes([Probe("m0", "p0"), Probe("m1", "p1")], Judged)
-    assert [prompt for prompt, _ in agent.calls][2:] == ["p0", "p1"]  # alone, in probe order
-    assert reviver.count == 2  # the agent made ready again before each
+    # alone, in probe order: the killer twice
+    assert [prompt for prompt, _ in agent.calls][2:] == ["p0", "p0", "p1"]
+    assert reviver.count == 3  # the agent made ready again before each
     [(m0,), (m1,)] = runs
     assert m0.alone and m0.verdict is not None and not m0.verdict.passed
     assert m1.alone and m1.verdict is not None and m1.verdict.passed
@@ -402,10 +404,23 @@ def test_probes_the_agent_went_down_under_together_are_judged_again_alone() -> N
     assert finished == [("m0", False), ("m1", True)]
 
 
+def test_the_first_probe_sent_alone_that_meets_the_agent_still_going_down_is_tried_again() -> None:
+    """Right after the crowd's crash, a dying agent can pass its readiness check: the first
+    probe sent alone meets it down, and only its second try says what it does alone."""
+    agent = both_down_together({"p0": ["down", "ok"], "p1": ["ok"]})
+    reviver = Reviver()
+    executor = Executor(agent, CHECKER, options=Options(concurrency=2), reviver=reviver)
+    [(m0,), (m1,)] = executor.run_probes([Probe("m0", "p0"), Probe("m1", "p1")], Judged)
+    assert [prompt for prompt, _ in agent.calls][2:] == ["p0", "p0", "p1"]
+    assert m0.alone and m0.verdict is not None and m0.verdict.passed
+    assert m1.alone and m1.verdict is not None and m1.verdict.passed
+    assert reviver.count == 3
+
+
 def test_a_sink_gets_each_probe_once_with_its_final_runs_and_nothing_is_kept() -> None:
     """With a sink (the mutation phase's spool), a probe judged again alone is handed over
     only with the verdict of its run alone, as the list would have it."""
-    agent = both_down_together({"p0": ["down"], "p1": ["ok"], "p2": ["ok"]})
+    agent = both_down_together({"p0": ["down", "down"], "p1": ["ok"], "p2": ["ok"]})
     events: list[Event] = []
     executor = Executor(
         agent, CHECKER, options=Options(concurrency=2), on_event=events.append, reviver=Reviver()
@@ -470,12 +485,13 @@ def test_the_agent_down_under_a_probe_alone_is_that_probe_s_doing() -> None:
 def test_a_probe_that_meets_the_agent_still_going_down_alone_gets_a_second_try() -> None:
     """The agent goes down under m0 on its own; m1, sent right after, meets it still going
     down (it passed its readiness check while dying): m1 is tried once more, and passes."""
-    agent = both_down_together({"p0": ["down"], "p1": ["down", "ok"]})
+    agent = both_down_together({"p0": ["down", "down"], "p1": ["down", "ok"]})
     reviver = Reviver()
     executor = Executor(agent, CHECKER, options=Options(concurrency=2), reviver=reviver)
     [(m0,), (m1,)] = executor.run_probes([Probe("m0", "p0"), Probe("m1", "p1")], Judged)
-    assert [prompt for prompt, _ in agent.calls][2:] == ["p0", "p1", "p1"]
-    assert reviver.count == 3
+    # (m0, first sent alone right after the crowd went down, has its second try too)
+    assert [prompt for prompt, _ in agent.calls][2:] == ["p0", "p0", "p1", "p1"]
+    assert reviver.count == 4
     assert m0.verdict is not None and not m0.verdict.passed
     assert m1.verdict is not None and m1.verdict.passed and m1.alone
 

@@ -144,8 +144,10 @@ class _ProbeRuns:
         self.crowded: dict[tuple[int, int], ProbeRun] = {}
         self.frozen = False
         """The work was abandoned: what it reports later is ignored."""
-        self.after_down = False
-        """The agent went down under the previous run sent alone."""
+        self.after_down = True
+        """The agent went down under the previous run sent alone (or, before the first, under
+        the crowd: the first run sent alone may meet it still going down, as the runs after a
+        run it went down under may; like :attr:`flakestorm.engine.revival.Crowd.after_down`)."""
 
     def run(self) -> list[tuple[ProbeRun, ...]]:
         host = self.host
