@@ -145,6 +145,19 @@ def test_a_top_level_chaos_matrix_names_migrate() -> None:
     ]
 
 
+def test_a_top_level_chaos_matrix_is_the_contracts_missing_one_said_once() -> None:
+    # 2.0.0's shape: the contract without a matrix, its scenarios at the top
+    found = problems(MATRIX + "chaos_matrix: [{name: x}]\n")
+    assert found == [
+        "flakestorm.yaml:7:1: chaos_matrix: unknown key 'chaos_matrix': the chaos matrix is the "
+        f"contract's: write its scenarios under contract.chaos_matrix; {MIGRATE}"
+    ]
+    # without it, the contract's missing matrix is said
+    assert problems(MATRIX) == [
+        "flakestorm.yaml:5:3: contract: missing required field 'chaos_matrix'"
+    ]
+
+
 def test_upstream_fault_keys_name_migrate() -> None:
     text = (
         MATRIX

@@ -533,3 +533,23 @@ def test_only_a_status_of_0_is_rewritten() -> None:
         "s.yaml:4: tool_responses[0]: written in block style",
         f"s.yaml:4: tool_responses[0].status: {ERRORED}",
     ]
+
+
+def test_a_null_status_or_latency_of_2_0_0_is_removed() -> None:
+    session = (
+        "id: s\ninput: hi\ntool_responses:\n"
+        "  - tool: a\n    status: null\n    latency_ms: null\n    response: ok\n"
+        "  - tool: b\n    status: 503\n    latency_ms: 12\n"
+    )
+    after, changes = migrate_text(session, "s.yaml", SESSIONS)
+    assert after == (
+        "id: s\ninput: hi\ntool_responses:\n"
+        "  - tool: a\n    response: ok\n"
+        "  - tool: b\n    status: 503\n    latency_ms: 12\n"
+    )
+    assert [str(c) for c in changes] == [
+        "s.yaml:5: tool_responses[0].status: null removed: 2.0.0's null: no status was "
+        "recorded (200 is served)",
+        "s.yaml:6: tool_responses[0].latency_ms: null removed: 2.0.0's null: no latency was "
+        "recorded (served at once)",
+    ]

@@ -212,10 +212,18 @@ def _langsmith_run(src: YamlText, path: ConfigPath) -> Fix | None:
 
 def _error_status(src: YamlText, path: ConfigPath) -> Fix | None:
     value = src.value(path)
+    if value is None:
+        return _remove(src, path, "2.0.0's null: no status was recorded (200 is served)")
     if type(value) is not int or value != UPSTREAM_ERROR_STATUS:
         return None
     why = "2.0.0's 0 meant the tool errored; a status outside 2xx is served as an error"
     return Fix((src.put(path, "status", ERRORED_STATUS),), f"0 -> {ERRORED_STATUS} ({why})")
+
+
+def _null_latency(src: YamlText, path: ConfigPath) -> Fix | None:
+    if src.value(path) is not None:
+        return None
+    return _remove(src, path, "2.0.0's null: no latency was recorded (served at once)")
 
 
 def _chaos_matrix(src: YamlText, path: ConfigPath) -> Fix:
@@ -338,6 +346,7 @@ RULES: dict[tuple[type[BaseModel], str], Rule] = {
     (LangsmithSource, "filter"): _removed(UPSTREAM_KEYS[(LangsmithSource, "filter")]),
     (LangsmithSource, "auto_import"): _removed("LangSmith sources are imported on every run"),
     (ToolResponse, "status"): _error_status,
+    (ToolResponse, "latency_ms"): _null_latency,
 }
 """(model, key) -> the rule for that key wherever the model is (:data:`CONFIG_PLACES`)."""
 

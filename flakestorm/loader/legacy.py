@@ -229,6 +229,14 @@ UPSTREAM_KEYS: dict[tuple[type[BaseModel], str], str] = {
 }
 """Upstream keys this version does not read -> what to write instead (by the model they are in)."""
 
+MOVED_HERE: dict[tuple[str, str], str] = {
+    ("contract", "missing required field 'chaos_matrix'"): "chaos_matrix",
+}
+"""A problem (path, message) that an earlier format's key at the top says already: 2.0.0's
+top-level ``chaos_matrix`` is the contract's missing one, and its own message says where it
+goes, so the contract's "missing" is not said a second time."""
+
+
 UPSTREAM_VALUES: dict[tuple[type[BaseModel], str, str], str] = {
     (AgentConfig, "type", "langchain"): (
         "'langchain' is not supported: use type: python with endpoint "

@@ -22,7 +22,13 @@ from flakestorm.errors import ConfigError, Problem
 from flakestorm.loader import replays  # noqa: F401 (registers the replay sessions' checks)
 from flakestorm.loader.document import Document, read_document, sorted_error
 from flakestorm.loader.env import redacted
-from flakestorm.loader.legacy import LEGACY_HINTS, precheck, prepare, version_warnings
+from flakestorm.loader.legacy import (
+    LEGACY_HINTS,
+    MOVED_HERE,
+    precheck,
+    prepare,
+    version_warnings,
+)
 from flakestorm.loader.locations import Locator
 from flakestorm.semantics import Parts, check
 from flakestorm.validation import InvalidData, validate_model
@@ -109,10 +115,13 @@ def _validate(doc: Document, filename: str, digest: str, base_dir: Path | None) 
     # linear in the number of problems: each problem's ancestors are looked up in sets
     unknown = {p.path for p in problems if p.message.startswith("unknown key")}
     unset = _unset_paths(doc)
+    moved = {k for k, key in MOVED_HERE.items() if isinstance(data, dict) and key in data}
     problems = [
         p
         for p in problems
-        if not _masked(p, unset) and not any(a in unknown for a in _ancestors(p.path, ".["))
+        if not _masked(p, unset)
+        and not any(a in unknown for a in _ancestors(p.path, ".["))
+        and (p.path, p.message) not in moved
     ]
     warnings = redacted(_dedupe(warnings), doc.secrets)
     if problems or config is None:
