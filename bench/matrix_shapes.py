@@ -13,7 +13,7 @@ every scenario with a fault on the agent's tool or LLM calls (so both go through
 With every call attributed, the scenarios need not run one after another: (a) should take
 about as long as (b) (goal: wall(a) / wall(b) ≤ 1.15), and each about its waves of the agent's
 latency (36 invocations / 16 in flight = 3 waves, plus the forwarding probe) plus the run's
-start-up (goal: within 1.3× of that). Today's engine runs the scenarios of (a) one at a time.
+start-up (goal: within 1.3× of that). The engine puts every scenario of (a) in flight together.
 
     .venv/bin/python bench/matrix_shapes.py [--rounds N]
 """

@@ -208,12 +208,15 @@ def test_a_settled_scenarios_calls_are_forgotten_so_a_long_run_never_drops_one(
     """The interaction log is bounded; each scenario's calls leave it once they are in its
     cells, so a run with many more calls than the bound still proves every scenario."""
     from flakestorm.chaos import interactions
+    from flakestorm.engine.phases import matrix
 
     class SmallLog(interactions.InteractionLog):
         def __init__(self) -> None:
             super().__init__(limit=8)  # one scenario's calls (2 cells x 2 prompts) fit
 
     monkeypatch.setattr(interactions, "InteractionLog", SmallLog)
+    # scenarios in flight together (their calls all in the log at once) one wave at a time
+    monkeypatch.setattr(matrix, "MAX_FLIGHT_INVOCATIONS", 4)
     scenarios = [
         {"name": f"down-{n}", "tool_faults": [{"tool": "get_quote", "mode": "error"}]}
         for n in range(4)

@@ -19,6 +19,7 @@ import requests
 from support.server import LoopbackServer, Request, Response
 
 from flakestorm.chaos.proxy.server import ChaosProxy
+from flakestorm.engine.phases import matrix
 from flakestorm.engine.runner import Overrides, run_contract_phase
 from flakestorm.loader import load_config_text
 from flakestorm.reporters import comment, markdown
@@ -158,6 +159,24 @@ def test_the_same_seed_injects_the_same_faults_at_concurrency_1_and_8(
         c.status
         for c in first.phases["contract"].cells  # type: ignore[union-attr]
     ]
+
+
+def test_scenarios_in_flight_inject_and_judge_as_scenarios_run_one_after_another(
+    world: tuple[str, str, list[bool], InFlight], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (that they are in flight together: tests/test_flight.py)
+    endpoint, proxy_url, _, _ = world
+    together = run(endpoint, proxy_url, concurrency=16, seed=7)
+    monkeypatch.setattr(matrix, "in_flight", lambda *args: False)
+    apart = run(endpoint, proxy_url, concurrency=16, seed=7)
+    assert injected(together) == injected(apart)
+
+    def verdicts(result: RunResult) -> list[tuple[str, str, str]]:
+        cells = result.phases["contract"].cells
+        return [(c.id, c.status.value, c.reason) for c in cells]  # type: ignore[union-attr]
+
+    assert verdicts(together) == verdicts(apart)
+    assert together.phases["contract"].scenarios == apart.phases["contract"].scenarios
 
 
 def test_another_seed_injects_differently(world: tuple[str, str, list[bool], InFlight]) -> None:

@@ -192,6 +192,8 @@ def _contract_lines(config: Config, plan: RunPlan) -> list[tuple[str, str]]:
     serial = [s.name for s in contract.scenarios if s.runs != CONCURRENT]
     if serial:
         lines.append(("one at a time", ", ".join(serial) + " (validate --json says why)"))
+    if contract.flight is not None:
+        lines.append(("scenarios", f"{contract.flight.runs} (validate --json says why)"))
     return lines
 
 

@@ -11,7 +11,7 @@ once from the config: :mod:`flakestorm.chaos.choice`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from flakestorm.chaos.faults import LLM_REQUEST_ATTACKS, TOOL_RESULT_ATTACKS, ActiveScenario, timed
@@ -31,6 +31,12 @@ class Channel(Protocol):
     """Whether every call is attributed to its cell whatever the concurrency."""
 
     def activate(self, scenario: ActiveScenario) -> None: ...
+
+    def fly(self, scenarios: Sequence[ActiveScenario], cells: Mapping[str, str]) -> None:
+        """Put ``scenarios`` in flight together (SPEC §9, :mod:`flakestorm.chaos.flight`):
+        each call is decided by the scenario of the cell (``cells``: cell id -> scenario) its
+        invocation is of; :meth:`activate` lands them."""
+        ...
 
     def begin(self, invocation: str) -> None:
         """``invocation`` starts now: the origin of the active scenario's ``window_ms``, and
@@ -75,6 +81,10 @@ class ProxyChannel:
     def activate(self, scenario: ActiveScenario) -> None:
         self._control.activate(scenario)
         self._timed = timed(scenario)
+
+    def fly(self, scenarios: Sequence[ActiveScenario], cells: Mapping[str, str]) -> None:
+        self._control.fly(scenarios, cells)
+        self._timed = any(timed(s) for s in scenarios)
 
     def begin(self, invocation: str) -> None:
         # one control call per invocation only where a window or the trace id needs it
@@ -130,6 +140,9 @@ class WrapperChannel:
 
     def activate(self, scenario: ActiveScenario) -> None:
         self._wrapping.activate(scenario)
+
+    def fly(self, scenarios: Sequence[ActiveScenario], cells: Mapping[str, str]) -> None:
+        self._wrapping.fly(scenarios, cells)
 
     def begin(self, invocation: str) -> None:
         self._wrapping.begin(invocation)
@@ -214,16 +227,24 @@ class InProcessChannel(WrapperChannel):
     def activate(self, scenario: ActiveScenario) -> None:
         super().activate(scenario)
         active = self._proxy.scenario
-        if active is not None and dataclasses.replace(scenario, cell_id=active.cell_id) == active:
+        same = (
+            active is not None and dataclasses.replace(scenario, cell_id=active.cell_id) == active
+        )
+        if same and self._proxy.flight is None:
             self._proxy.declare_cell(scenario.cell_id)  # the same scenario, for another cell
         else:
             self._proxy.activate(scenario)
         self._timed = timed(scenario)
 
+    def fly(self, scenarios: Sequence[ActiveScenario], cells: Mapping[str, str]) -> None:
+        super().fly(scenarios, cells)
+        self._proxy.fly(scenarios, cells)
+        self._timed = any(timed(s) for s in scenarios)
+
     def begin(self, invocation: str) -> None:
         super().begin(invocation)
         if self._timed:
-            self._proxy.book.begin(invocation)
+            self._proxy.begin(invocation)
 
     def wiring_hint(self, label: str, tool: str | None) -> str:
         mcp = mcp_hint(self._mcp, tool, self._proxy.url)

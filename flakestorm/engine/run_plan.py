@@ -36,6 +36,9 @@ from flakestorm.errors import Problem, UsageError
 CONCURRENT = "concurrent"
 ONE_AT_A_TIME = "one at a time"
 UNLESS_ATTRIBUTED = "one at a time unless attributed"
+TOGETHER = "in flight together"
+TOGETHER_IF_ATTRIBUTED = "in flight together if attributed"
+ONE_AFTER_ANOTHER = "one after another"
 
 CONTRACT, CHAOS, MUTATION, REPLAY = (
     PhaseName.CONTRACT.value,
@@ -75,6 +78,10 @@ class PhaseCount:
     """The mutation phase: its chaos-free baselines (``behavior_unchanged`` ``auto``)."""
     recorded: int = 0
     """The replay phase: the tool responses its sessions recorded."""
+    flight: ScenarioRuns | None = None
+    """How the matrix's scenarios run relative to each other (SPEC §9; its ``name`` is
+    ``scenarios``): all in flight together, or one after another, and why; None with fewer
+    than two scenarios."""
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -96,6 +103,8 @@ class PhaseCount:
             out["scenarios"] = [
                 {"name": s.name, "runs": s.runs, "why": s.why} for s in self.scenarios
             ]
+        if self.flight is not None:
+            out["flight"] = {"runs": self.flight.runs, "why": self.flight.why}
         return out
 
 
@@ -201,8 +210,37 @@ def _matrix_count(
         exact_attribution=choice.exact_attribution,
     )
     runs = tuple(_runs(s, choice, reset) for s in plan.scenarios)
-    return _budgeted(
-        PhaseCount(name, count.cells, count.invocations, True, "", runs, count), config
+    phase = PhaseCount(name, count.cells, count.invocations, True, "", runs, count)
+    flight = _flight(plan, choice, reset)
+    return _budgeted(dataclasses.replace(phase, flight=flight), config)
+
+
+def _flight(plan: Plan, choice: ChannelChoice, reset: bool) -> ScenarioRuns | None:
+    """How the matrix's scenarios run relative to each other, as ``run_matrix`` decides
+    (:func:`flakestorm.engine.phases.matrix.in_flight`)."""
+    chaos = [s for s in plan.scenarios if s.needs_delivery]
+    if len(plan.scenarios) < 2 or not chaos:
+        return None
+    if reset:
+        return ScenarioRuns(
+            "scenarios",
+            ONE_AFTER_ANOTHER,
+            "the agent is reset before each cell (a reset is "
+            "global), so each call is put down to the cell declared active",
+        )
+    if choice.exact_attribution:
+        return ScenarioRuns(
+            "scenarios",
+            TOGETHER,
+            "the wrappers attribute each call to its cell, so each is "
+            "decided by its own scenario's faults",
+        )
+    return ScenarioRuns(
+        "scenarios",
+        TOGETHER_IF_ATTRIBUTED,
+        "each call is decided by its own scenario's "
+        "faults when the forwarding probe finds that the agent forwards attribution (the cell "
+        "header, baggage or the trace context); else one after another",
     )
 
 

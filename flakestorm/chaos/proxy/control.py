@@ -25,6 +25,12 @@ TOKEN``, else 401)::
     PUT    /_flakestorm/scenario                 activate a scenario document -> {"scenario",
                                                  "declared": [fault labels]}
     DELETE /_flakestorm/scenario                 pass-through (no faults) -> {"scenario": null}
+    PUT    /_flakestorm/flight                   scenarios in flight together, {"scenarios":
+                                                 [scenario documents], "cells": {CELL:
+                                                 SCENARIO}}: a call of an invocation of one
+                                                 of those cells is decided by its scenario ->
+                                                 {"scenarios": [names]}; PUT /scenario (or
+                                                 DELETE) lands them
     POST   /_flakestorm/reset                    clear interactions and fault counters
     GET    /_flakestorm/routes                   {"tools", "match", "mcp": {NAME: URL},
                                                  "llm_upstream"}: the routes in use ("match":
@@ -234,6 +240,27 @@ def _put_scenario(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> 
     )
 
 
+def _put_flight(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> HttpResponse:
+    try:
+        doc = json.loads(body) if body.strip() else None
+    except ValueError as exc:
+        return error_reply(400, "invalid_flight", f"flight document: not JSON ({exc})")
+    scenarios = doc.get("scenarios") if isinstance(doc, dict) else None
+    cells = doc.get("cells") if isinstance(doc, dict) else None
+    if not isinstance(scenarios, list) or not isinstance(cells, dict):
+        return error_reply(
+            400, "invalid_flight", 'expected {"scenarios": [scenario documents], "cells": {}}'
+        )
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in cells.items()):
+        return error_reply(400, "invalid_flight", "cells: each cell id names a scenario")
+    try:
+        actives = [parse_scenario(item) for item in scenarios]
+    except ScenarioDocumentError as exc:
+        return error_reply(400, "invalid_flight", str(exc))
+    proxy.fly(actives, cells)
+    return json_reply({"scenarios": [a.name for a in actives]})
+
+
 def _delete_scenario(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> HttpResponse:
     proxy.activate(None)
     return json_reply({"scenario": None})
@@ -328,7 +355,7 @@ def _begin(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> HttpRes
     cell = doc.get("cell") if isinstance(doc, dict) else None
     if not isinstance(cell, str) or not cell:
         return error_reply(400, "bad_request", 'cell: required (the invocation, "CELL#RUN.PROMPT")')
-    proxy.book.begin(cell)
+    proxy.begin(cell)
     return json_reply({"cell": cell})
 
 
@@ -336,6 +363,7 @@ _ROUTES: dict[tuple[str, str], Callable[[ChaosProxy, bytes, Mapping[str, str]], 
     ("GET", "/health"): _health,
     ("PUT", "/scenario"): _put_scenario,
     ("DELETE", "/scenario"): _delete_scenario,
+    ("PUT", "/flight"): _put_flight,
     ("POST", "/reset"): _reset,
     ("GET", "/interactions"): _interactions,
     ("DELETE", "/interactions"): _forget,
@@ -377,6 +405,11 @@ class ProxyControl:
             return []
         reply = self._call("PUT", "/scenario", scenario_document(active))
         return [str(label) for label in reply.get("declared", [])]
+
+    def fly(self, scenarios: Sequence[ActiveScenario], cells: Mapping[str, str]) -> None:
+        """Put ``scenarios`` in flight together (``cells``: cell id -> scenario)."""
+        body = {"scenarios": [scenario_document(s) for s in scenarios], "cells": dict(cells)}
+        self._call("PUT", "/flight", body)
 
     def reset(self) -> None:
         """Clear the proxy's interactions and fault counters."""

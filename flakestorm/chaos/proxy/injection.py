@@ -45,7 +45,7 @@ UNPLACED = (
 
 def serve(handler: FramedHandler, call: ServedCall, body: bytes) -> HttpResponse:
     """The reply to ``call`` (attributed here) with its faults applied."""
-    book = attribute(call, handler.proxy.book, handler.headers)
+    book = attribute(call, handler.proxy, handler.headers)
     if call.mcp is not None:
         return serve_mcp(handler, call, body, book)
     if book is None or call.target is Target.OTHER:

@@ -185,22 +185,33 @@ def tool_for_url(proxy: ChaosProxy, url: str) -> str | None:
     for name, base in proxy.tools.items():
         if is_under(url, proxy.matches.get(name, base)):
             return name
-    for fault in proxy.book.scenario.tool_faults:
-        if fault.match_url and tool_matches(fault, None, url):
-            return fault.tool
+    for scenario in proxy.active_scenarios():
+        for fault in scenario.tool_faults:
+            if fault.match_url and tool_matches(fault, None, url):
+                return fault.tool
     return None
 
 
-def attribute(call: ServedCall, book: FaultBook, headers: Message) -> FaultBook | None:
+def attribute(call: ServedCall, proxy: ChaosProxy, headers: Message) -> FaultBook | None:
     """Set the call's scenario, cell and where the cell came from; the book to decide with
-    (None: a straggler of another scenario)."""
+    (None: a straggler of another scenario). With scenarios in flight, the book of the
+    scenario the call's invocation is under (:mod:`flakestorm.chaos.flight`)."""
+    book, flight = proxy.book, proxy.flight
     named = headers.get(SCENARIO_HEADER)
     if named is not None:
         named = unquote(named)  # percent-encoded by flakestorm's http agent
+    values = lambda name: headers.get_all(name, [])  # noqa: E731
+    if flight is not None:
+        attributed, source = attribution.read(values, lambda t: flight.traced(t) or book.traced(t))
+        scenario = flight.scenario_of(attributed)
+        if scenario is not None and named in (None, scenario):
+            book = flight.books[scenario]
+            call.scenario, call.cell, call.attribution = scenario, attributed or "", source.value
+            return book
     if named is not None and named != book.scenario.name:
         call.scenario, call.cell = named, UNATTRIBUTED
         return None
-    attributed, source = attribution.read(lambda name: headers.get_all(name, []), book.traced)
+    attributed, source = attribution.read(values, book.traced)
     call.scenario = book.scenario.name
     call.cell = book.cell_of(attributed)
     call.attribution = source.value if call.cell else ""

@@ -17,12 +17,13 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
 from flakestorm.chaos.faults import ActiveScenario, FaultBook
+from flakestorm.chaos.flight import InFlight
 from flakestorm.chaos.interactions import BODY_CHARS, InteractionLog, body_text
 from flakestorm.chaos.proxy import headers
 from flakestorm.chaos.proxy.call import ServedCall
@@ -126,6 +127,7 @@ class ChaosProxy:
         self._lock = threading.Lock()
         self._book = FaultBook(_PASS_THROUGH)
         self._active: ActiveScenario | None = None
+        self._flight: InFlight | None = None
         self._pool = Connections(connect_timeout_s, upstream_timeout_s)
         self.relays = Relays()
         """The stdio relays' requests, handed to them when they poll (:mod:`.relays`)."""
@@ -219,10 +221,35 @@ class ChaosProxy:
         return self._active
 
     def activate(self, active: ActiveScenario | None) -> None:
-        """Make ``active`` the scenario (None: pass-through); its fault counters start at 0."""
+        """Make ``active`` the scenario (None: pass-through); its fault counters start at 0.
+        Scenarios in flight (:meth:`fly`) land."""
         with self._lock:
             self._active = active
             self._book = FaultBook(active if active is not None else _PASS_THROUGH)
+            self._flight = None
+
+    def fly(self, scenarios: Sequence[ActiveScenario], cells: Mapping[str, str]) -> None:
+        """Put ``scenarios`` in flight together (:mod:`flakestorm.chaos.flight`): a call that
+        names an invocation of one of their cells (``cells``: cell id -> scenario) is decided
+        by that scenario's book, its counters starting at 0; any other call by the active
+        scenario's, as before. :meth:`activate` ends the flight."""
+        with self._lock:
+            self._flight = InFlight(scenarios, cells)
+
+    @property
+    def flight(self) -> InFlight | None:
+        return self._flight
+
+    def begin(self, invocation: str) -> None:
+        """``invocation`` starts now, in the book its scenario is decided by."""
+        flight = self._flight
+        if flight is None or not flight.begin(invocation):
+            self._book.begin(invocation)
+
+    def active_scenarios(self) -> list[ActiveScenario]:
+        """Every scenario whose faults may decide a call now: those in flight, or the active."""
+        flight = self._flight
+        return flight.scenarios() if flight is not None else [self._book.scenario]
 
     def declare_cell(self, cell_id: str) -> None:
         """The cell a call that carries no attribution is given from now on, the active
@@ -239,6 +266,9 @@ class ChaosProxy:
         """Clear the interactions, the fault counters and the cassette's replay positions."""
         with self._lock:
             self._book = FaultBook(self._book.scenario)
+            flight = self._flight
+            if flight is not None:
+                self._flight = InFlight(flight.scenarios(), flight.cells)
         self.log.clear()
         if isinstance(self.upstream, Rewindable):
             self.upstream.rewind()

@@ -68,7 +68,7 @@ class Tunnel:
 
     def _serve(self, call: ServedCall, host: str, port: int, url: str) -> None:
         handler, proxy = self.handler, self.proxy
-        book = attribute(call, proxy.book, handler.headers)
+        book = attribute(call, proxy, handler.headers)
         fault: ToolFault | None = None
         if book is not None and call.tool is not None:
             decision = book.tool_call(call.tool, url, call.cell)
@@ -127,11 +127,12 @@ class Tunnel:
         """The tool a tunnel to host:port is a call of (see the module doc), and its URL."""
         https = f"https://{host}" if port == 443 else f"https://{host}:{port}"
         candidates = (f"{host}:{port}", host, https + "/", https)
-        for fault in self.proxy.book.scenario.tool_faults:
-            if fault.match_url:
-                for candidate in candidates:
-                    if tool_matches(fault, None, candidate):
-                        return fault.tool, candidate
+        for scenario in self.proxy.active_scenarios():
+            for fault in scenario.tool_faults:
+                if fault.match_url:
+                    for candidate in candidates:
+                        if tool_matches(fault, None, candidate):
+                            return fault.tool, candidate
         for name, base in self.proxy.tools.items():
             parts = urlsplit(self.proxy.matches.get(name, base))
             if parts.scheme == "https" and parts.hostname == host and (parts.port or 443) == port:

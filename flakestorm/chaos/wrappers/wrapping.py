@@ -28,7 +28,7 @@ import functools
 import inspect
 import threading
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -36,6 +36,7 @@ from typing import Any
 from flakestorm.agents.importer import Locate, default_locate, describe_exception
 from flakestorm.agents.python import current_call
 from flakestorm.chaos.faults import UNATTRIBUTED, ActiveScenario, FaultBook, Target
+from flakestorm.chaos.flight import InFlight
 from flakestorm.chaos.interactions import InteractionLog
 from flakestorm.chaos.modes import CALL_THROUGH
 from flakestorm.chaos.wrappers.calls import Call, Plan, llm_plan, llm_result, tool_plan, tool_result
@@ -85,6 +86,7 @@ class Wrapping:
         self._sleep: Sleep = sleep if sleep is not None else self._closing.wait
         self._async_sleep = async_sleep
         self._book = FaultBook(_IDLE)
+        self._flight: InFlight | None = None
         self._idle: dict[str, FaultBook] = {}
         self._lock = threading.Lock()
         self._installed: list[Callable[[], None]] = []
@@ -131,6 +133,7 @@ class Wrapping:
         """
         scenario = scenario if scenario is not None else _IDLE
         book = self._book
+        self._flight = None
         if dataclasses.replace(scenario, cell_id=book.scenario.cell_id) == book.scenario:
             book.scenario = scenario
             if scenario.cell_id:
@@ -138,9 +141,16 @@ class Wrapping:
         else:
             self._book = FaultBook(scenario)
 
+    def fly(self, scenarios: Sequence[ActiveScenario], cells: Mapping[str, str]) -> None:
+        """Decide each call by the book of its invocation's scenario among ``scenarios``, in
+        flight together (:mod:`flakestorm.chaos.flight`); :meth:`activate` lands them."""
+        self._flight = InFlight(scenarios, cells)
+
     def begin(self, invocation: str) -> None:
         """``invocation`` starts now: the origin of its faults' ``window_ms``."""
-        self._book.begin(invocation)
+        flight = self._flight
+        if flight is None or not flight.begin(invocation):
+            self._book.begin(invocation)
 
     @property
     def scenario(self) -> ActiveScenario:
@@ -148,7 +158,9 @@ class Wrapping:
 
     def _book_for(self, scenario: str) -> FaultBook:
         """The active book; an empty one for a call made by another scenario's invocation."""
-        book = self._book
+        book, flight = self._book, self._flight
+        if flight is not None and scenario in flight.books:
+            return flight.books[scenario]
         if not scenario or scenario == book.scenario.name:
             return book
         with self._lock:

@@ -8,9 +8,11 @@ one at a time for a reset); else its cells run concurrently under the calm scena
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
+from flakestorm.agents import Reply
 from flakestorm.agents.attribution import PRE_MATRIX, Source
+from flakestorm.chaos import interactions
 from flakestorm.chaos.channels import Channel
 from flakestorm.chaos.delivery import CALM, active_scenario, judge, prove
 from flakestorm.chaos.faults import ActiveScenario, FaultBook
@@ -23,7 +25,7 @@ from flakestorm.engine.counting import forwarding_probe, learns_attribution, sta
 from flakestorm.engine.executor import Options
 from flakestorm.engine.phases.applicability import rejudge
 from flakestorm.engine.phases.phase import PhaseContext, PhasePlan, PhaseRequest, SectionPhase
-from flakestorm.engine.plan import Cell, Plan
+from flakestorm.engine.plan import BaselineKey, Cell, Plan
 from flakestorm.engine.revival import revived_notice
 from flakestorm.redaction import Redactor
 from flakestorm.results.model import CellResult, InvariantInfo, PhaseOutcome, ScenarioInfo
@@ -69,6 +71,7 @@ def run_matrix(
         return _outcome(phase, plan, lines, infos, [], [])
     warnings = []
     revived = len(executor.revived)
+    sent_before = executor.invocations
     calm = ActiveScenario(CALM, seed)
     if channel is not None:
         channel.activate(calm)
@@ -101,6 +104,11 @@ def run_matrix(
     executor.run_cells(calm_cells, baselines, sink=spool.add)
     if channel is not None:  # calls outside recorded scenarios: only the checks' are read again
         channel.forget(CALM, keep=PRE_MATRIX_CELLS)
+    if channel is not None and in_flight(channel.exact_attribution, forwarding, context, recorded):
+        room = flight_room(channel, executor.invocations - sent_before)
+        for wave in waves(plan, recorded, executor.options.repeat, room):
+            spool.extend(_fly(plan, wave, channel, baselines, context, infos))
+        recorded = []
     for scenario in recorded:
         assert channel is not None
         # an earlier phase may have run a scenario of the same name ("chaos"): not ours
@@ -130,6 +138,89 @@ def run_matrix(
         channel.activate(calm)
     warnings += revived_notice(executor.revived[revived:], "cell")
     return _outcome(phase, plan, lines, infos, spool.items, warnings)
+
+
+def in_flight(
+    exact: bool, forwarding: bool, context: PhaseContext, recorded: Sequence[Scenario]
+) -> bool:
+    """Whether the recorded scenarios run side by side, all in flight together (SPEC §9):
+    every call names its invocation (the channel attributes each call itself, or the agent
+    forwards the attribution, learned before the matrix), no reset keeps the cells one at a
+    time, and there are several."""
+    return (exact or forwarding) and not context.has_reset and len(recorded) > 1
+
+
+MAX_FLIGHT_INVOCATIONS = 5_000
+"""The most invocations in flight at once: scenarios beyond it wait for the next wave, so a
+wave's calls fit the interaction log (100,000 calls: 20 per invocation) and each scenario's
+delivery is proven on all of its calls."""
+GUESSED_BODY_CHARS = 4_096
+"""The body text an invocation's calls are taken to log when no call before the matrix shows
+it."""
+
+
+def flight_room(channel: Channel, sent: int) -> int:
+    """How many invocations a wave may hold: :data:`MAX_FLIGHT_INVOCATIONS`, fewer when the
+    bodies their calls log would not fit half the interaction log's body room
+    (:data:`~flakestorm.chaos.interactions.RUN_BODY_CHARS`; a scenario's bodies are given back
+    once its cells hold them), going by the calls of the ``sent`` invocations before the
+    matrix (the stateful check, the baselines, the forwarding probe)."""
+    seen = [i for i in channel.interactions(CALM) if i.cell_id in PRE_MATRIX_CELLS]
+    chars = sum(len(i.request or "") + len(i.response or "") for i in seen)
+    per = chars / sent if sent and chars else GUESSED_BODY_CHARS
+    fits = int(interactions.RUN_BODY_CHARS // 2 // max(per, 1.0))
+    return max(1, min(MAX_FLIGHT_INVOCATIONS, fits))
+
+
+def waves(plan: Plan, recorded: Sequence[Scenario], repeat: int, room: int) -> list[list[Scenario]]:
+    """``recorded`` in consecutive waves of at most ``room`` invocations (a scenario bigger
+    than that is a wave of its own)."""
+    out: list[list[Scenario]] = []
+    size = 0
+    for scenario in recorded:
+        mine = repeat * sum(len(c.prompts) for c in plan.cells if c.scenario is scenario)
+        if not out or size + mine > room:
+            out.append([])
+            size = 0
+        out[-1].append(scenario)
+        size += mine
+    return out
+
+
+def _fly(
+    plan: Plan,
+    recorded: Sequence[Scenario],
+    channel: Channel,
+    baselines: Mapping[BaselineKey, Reply | None],
+    context: PhaseContext,
+    infos: dict[str, ScenarioInfo],
+) -> list[CellResult]:
+    """The cells of every recorded scenario run side by side, each call decided by its cell's
+    scenario; each scenario settled with its own delivery proof once all ran."""
+    executor, seed = context.executor, context.loaded.config.advanced.seed
+    actives = [active_scenario(s, seed) for s in recorded]
+    cells = {s.name: [c for c in plan.cells if c.scenario is s] for s in recorded}
+    settlers = {}
+    for active in actives:
+        # an earlier phase may have run a scenario of the same name ("chaos"): not ours
+        earlier = {i.seq for i in channel.interactions(active.name)}
+        info = infos[active.name]
+        settlers[active.name] = _settler(
+            channel, active, earlier, info, infos, cells[active.name], executor.options
+        )
+    channel.fly(actives, {c.id: name for name, mine in cells.items() for c in mine})
+
+    def settle(results: list[CellResult]) -> list[CellResult]:
+        out: list[CellResult] = []
+        for name, settler in settlers.items():
+            out += settler([r for r in results if r.scenario == name])
+        return out
+
+    flying = [c for name in cells for c in cells[name]]
+    results = executor.run_cells(flying, baselines, settle=settle)
+    for name in cells:
+        channel.forget(name)  # their calls are in their cells now
+    return results
 
 
 def _attribution(

@@ -1,0 +1,193 @@
+"""The whole matrix in flight (SPEC §9): when every call names its invocation, the cells of
+every chaos scenario run side by side, and each call is decided by its own cell's scenario —
+through the python wrappers, and through a proxy service whose agent forwards the cell header.
+
+Each agent here waits at a barrier for one invocation of every scenario: scenarios run one
+after another would never get there (the barrier breaks on its timeout, a failure bound, and
+the cells error). Each scenario's fault answers with its own status, and each cell's reply must
+carry its own scenario's."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from support.server import LoopbackServer, Request, Response
+
+from flakestorm.chaos.faults import ActiveScenario
+from flakestorm.chaos.proxy.server import ChaosProxy
+from flakestorm.config import ToolFault
+from flakestorm.engine.runner import run_phases
+from flakestorm.loader import load_config_text
+from flakestorm.results.model import RunResult, Status
+
+CODES = (501, 502, 503, 504)
+BOUND_S = 20.0
+"""How long the barrier waits before it breaks: a failure bound, never reached when it holds."""
+
+
+def scenarios() -> list[dict[str, Any]]:
+    return [
+        {
+            "name": f"down-{code}",
+            "tool_faults": [{"tool": "quotes", "mode": "error", "error_code": code}],
+        }
+        for code in CODES
+    ]
+
+
+def contract(agent: dict[str, Any], **extra: Any) -> str:
+    doc = {
+        "agent": agent,
+        "golden_prompts": ["quote ACME"],
+        "contract": {
+            "name": "flight",
+            "invariants": [{"id": "says-its-code", "type": "contains", "value": "status"}],
+            "chaos_matrix": scenarios(),
+        },
+        "advanced": {"concurrency": len(CODES)},
+        "output": {"formats": []},
+        **extra,
+    }
+    return json.dumps(doc)
+
+
+def each_cell_saw_its_own_fault(result: RunResult) -> None:
+    cells = {c.scenario: c for c in result.phases["contract"].cells}
+    assert set(cells) == {f"down-{code}" for code in CODES}
+    for code in CODES:
+        cell = cells[f"down-{code}"]
+        assert cell.status is Status.PASSED, cell.reason
+        assert cell.prompts[0].output == f"status {code}"
+        assert [c.status for c in cell.calls] == [code]
+        assert cell.faults_fired == (f"tool_faults[0] error({code}) on quotes",)
+    infos = result.phases["contract"].scenarios
+    assert all(not s.undelivered and not s.serial for s in infos)
+
+
+@pytest.fixture
+def module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    name = f"flight_{uuid.uuid4().hex[:10]}"
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield name
+    for loaded in [m for m in sys.modules if m.startswith(name)]:
+        del sys.modules[loaded]
+
+
+def test_a_python_agents_scenarios_are_in_flight_together(tmp_path: Path, module: str) -> None:
+    (tmp_path / f"{module}_tools.py").write_text(
+        "def quotes(symbol):\n    return {'symbol': symbol, 'price': 1.0}\n"
+    )
+    (tmp_path / f"{module}.py").write_text(
+        f"import threading\nimport {module}_tools as tools\n"
+        f"BARRIER = threading.Barrier({len(CODES)}, timeout={BOUND_S})\n"
+        "def answer(prompt, session_id=''):\n"
+        "    try:\n"
+        "        tools.quotes('ACME')\n"
+        "        seen = 'status 200'\n"
+        "    except ConnectionError as exc:\n"
+        "        seen = f'status {exc.error_code}'\n"
+        "    BARRIER.wait()\n"
+        "    return seen\n"
+    )
+    agent = {
+        "type": "python",
+        "endpoint": f"{module}:answer",
+        "tools": [f"{module}_tools:quotes"],
+    }
+    result = run_phases(load_config_text(contract(agent), base_dir=tmp_path), ["contract"])
+    each_cell_saw_its_own_fault(result)
+
+
+@pytest.fixture
+def quotes() -> Iterator[LoopbackServer]:
+    with LoopbackServer(lambda request: Response.json({"price": 1.0})) as server:
+        yield server
+
+
+def test_an_http_agent_forwarding_the_cell_header_has_its_scenarios_in_flight(
+    quotes: LoopbackServer,
+) -> None:
+    barrier = threading.Barrier(len(CODES), timeout=BOUND_S)
+    with ChaosProxy(tools={"quotes": quotes.url}) as proxy:
+
+        def agent(request: Request) -> Response:
+            cell = request.headers.get("X-Flakestorm-Cell", "")
+            forward = urllib.request.Request(
+                f"{proxy.url}/tools/quotes/ACME", headers={"X-Flakestorm-Cell": cell}
+            )
+            try:
+                with urllib.request.urlopen(forward, timeout=BOUND_S) as reply:
+                    seen = f"status {reply.status}"
+            except urllib.error.HTTPError as exc:
+                seen = f"status {exc.code}"
+            if "[" in cell:  # a matrix cell, not the forwarding probe
+                barrier.wait()
+            return Response.json({"output": seen})
+
+        with LoopbackServer(agent) as served:
+            http_agent = {
+                "type": "http",
+                "endpoint": served.url_for("/chat"),
+                "session": {"header": "X-Session-Id"},
+            }
+            text = contract(http_agent, proxy={"url": proxy.url, "tools": {"quotes": quotes.url}})
+            result = run_phases(load_config_text(text, env={}), ["contract"])
+    each_cell_saw_its_own_fault(result)
+
+
+def test_the_proxy_decides_a_call_by_its_cells_scenario_in_flight(
+    quotes: LoopbackServer,
+) -> None:
+    faults = {
+        name: ActiveScenario(
+            name, 7, tool_faults=(ToolFault(tool="quotes", mode="error", error_code=code),)
+        )
+        for name, code in (("a", 501), ("b", 502))
+    }
+    with ChaosProxy(tools={"quotes": quotes.url}) as proxy:
+        proxy.fly(list(faults.values()), {"inv[a]": "a", "inv[b]": "b"})
+        url = f"{proxy.url}/tools/quotes/x"
+        statuses = {
+            cell: requests.get(url, headers={"X-Flakestorm-Cell": cell}, timeout=5).status_code
+            for cell in ("inv[a]#0.0", "inv[b]#0.0", "other#0.0")
+        }
+        calls = {(i.scenario, i.cell_id, i.status) for i in proxy.log.snapshot()}
+        proxy.activate(None)  # the flight lands
+        assert proxy.flight is None
+    assert statuses == {"inv[a]#0.0": 501, "inv[b]#0.0": 502, "other#0.0": 200}
+    assert ("a", "inv[a]#0.0", 501) in calls and ("b", "inv[b]#0.0", 502) in calls
+
+
+def test_the_control_api_puts_scenarios_in_flight_and_refuses_a_bad_document(
+    quotes: LoopbackServer,
+) -> None:
+    from flakestorm.chaos.proxy.control import ProxyControl, scenario_document
+
+    with ChaosProxy(tools={"quotes": quotes.url}) as proxy:
+        control = ProxyControl(proxy.url)
+        down = ActiveScenario("down", 7, tool_faults=(ToolFault(tool="quotes", mode="error"),))
+        control.fly([down], {"inv[down]": "down"})
+        assert proxy.flight is not None and set(proxy.flight.books) == {"down"}
+        url = f"{proxy.url}/_flakestorm/flight"
+        bad = [
+            {"scenarios": {}, "cells": {}},
+            {"scenarios": [], "cells": {"x": 1}},
+            {
+                "scenarios": [{**scenario_document(down), "tool_faults": [{"tool": "quotes"}]}],
+                "cells": {},
+            },
+        ]
+        answers = [requests.put(url, json=doc, timeout=5) for doc in bad]
+        control.close()
+    assert [a.status_code for a in answers] == [400, 400, 400]
+    assert all(a.json()["error"]["type"] == "invalid_flight" for a in answers)
+    assert "mode" in answers[2].json()["error"]["message"]
