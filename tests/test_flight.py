@@ -191,3 +191,47 @@ def test_the_control_api_puts_scenarios_in_flight_and_refuses_a_bad_document(
     assert [a.status_code for a in answers] == [400, 400, 400]
     assert all(a.json()["error"]["type"] == "invalid_flight" for a in answers)
     assert "mode" in answers[2].json()["error"]["message"]
+
+
+def test_an_earlier_proxy_service_without_flight_runs_the_scenarios_one_after_another(
+    quotes: LoopbackServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flakestorm.chaos.proxy import control
+
+    def earlier_health(proxy: ChaosProxy, body: bytes, params: Any) -> Any:
+        return control.json_reply({"status": "ok", "version": "2.0.0", "scenario": None})
+
+    monkeypatch.setitem(control._ROUTES, ("GET", "/health"), earlier_health)
+    lock = threading.Lock()
+    now: dict[str, int] = {}
+    most = [0]
+    with ChaosProxy(tools={"quotes": quotes.url}) as proxy:
+
+        def agent(request: Request) -> Response:
+            cell = request.headers.get("X-Flakestorm-Cell", "")
+            scenario = request.headers.get("X-Flakestorm-Scenario", "")
+            with lock:
+                now[scenario] = now.get(scenario, 0) + 1
+                most[0] = max(most[0], sum(1 for n in now.values() if n))
+            forward = urllib.request.Request(
+                f"{proxy.url}/tools/quotes/ACME", headers={"X-Flakestorm-Cell": cell}
+            )
+            try:
+                with urllib.request.urlopen(forward, timeout=BOUND_S) as reply:
+                    seen = f"status {reply.status}"
+            except urllib.error.HTTPError as exc:
+                seen = f"status {exc.code}"
+            with lock:
+                now[scenario] -= 1
+            return Response.json({"output": seen})
+
+        with LoopbackServer(agent) as served:
+            http_agent = {
+                "type": "http",
+                "endpoint": served.url_for("/chat"),
+                "session": {"header": "X-Session-Id"},
+            }
+            text = contract(http_agent, proxy={"url": proxy.url, "tools": {"quotes": quotes.url}})
+            result = run_phases(load_config_text(text, env={}), ["contract"])
+    each_cell_saw_its_own_fault(result)
+    assert most[0] == 1  # never two scenarios' invocations at once

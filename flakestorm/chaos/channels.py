@@ -29,6 +29,9 @@ class Channel(Protocol):
 
     exact_attribution: bool
     """Whether every call is attributed to its cell whatever the concurrency."""
+    flies: bool
+    """Whether scenarios can be put in flight together (:meth:`fly`): an older proxy service
+    cannot."""
 
     def activate(self, scenario: ActiveScenario) -> None: ...
 
@@ -68,7 +71,10 @@ class ProxyChannel:
 
     exact_attribution = False
 
-    def __init__(self, control: ProxyControl, mcp: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, control: ProxyControl, mcp: Mapping[str, str] | None = None, flies: bool = True
+    ) -> None:
+        self.flies = flies
         self._control = control
         self._mcp = dict(mcp or {})
         self._timed = False
@@ -134,6 +140,7 @@ class WrapperChannel:
     """Faults delivered by wrapping a python agent's tools and LLM callable."""
 
     exact_attribution = True
+    flies = True
 
     def __init__(self, wrapping: Wrapping) -> None:
         self._wrapping = wrapping

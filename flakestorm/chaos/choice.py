@@ -236,7 +236,8 @@ def _proxy(
         assert choice.proxy_url is not None
         control = ProxyControl(choice.proxy_url, proxy_config.token)
         stack.callback(control.close)
-        control.health()  # ProxyUnreachable (exit 3) with how to fix it
+        health = control.health()  # ProxyUnreachable (exit 3) with how to fix it
+        flies = health.get("flight") is True  # an older proxy service runs scenarios in turn
         control.reset()
         routed = control.route(
             proxy_config.tool_upstreams,
@@ -254,9 +255,10 @@ def _proxy(
         notice(f"chaos proxy (in-process) listening on {proxy.url}")
         control = ProxyControl(proxy.url, proxy_config.token)
         stack.callback(control.close)
+        flies = True
     from flakestorm.chaos.channels import ProxyChannel
 
-    return ProxyChannel(control, proxy_config.mcp)
+    return ProxyChannel(control, proxy_config.mcp, flies=flies)
 
 
 def _wrappers(

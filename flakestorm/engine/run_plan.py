@@ -240,7 +240,8 @@ def _flight(plan: Plan, choice: ChannelChoice, reset: bool) -> ScenarioRuns | No
         TOGETHER_IF_ATTRIBUTED,
         "each call is decided by its own scenario's "
         "faults when the forwarding probe finds that the agent forwards attribution (the cell "
-        "header, baggage or the trace context); else one after another",
+        "header, baggage or the trace context); else (or with a proxy service of an earlier "
+        "flakestorm) one after another",
     )
 
 

@@ -21,7 +21,8 @@ flakestorm error at this boundary.
 Control routes (all JSON; with a token configured every call needs ``Authorization: Bearer
 TOKEN``, else 401)::
 
-    GET    /_flakestorm/health                   {"status": "ok", "version", "scenario"}
+    GET    /_flakestorm/health                   {"status": "ok", "version", "scenario",
+                                                 "flight": true (it takes PUT /flight)}
     PUT    /_flakestorm/scenario                 activate a scenario document -> {"scenario",
                                                  "declared": [fault labels]}
     DELETE /_flakestorm/scenario                 pass-through (no faults) -> {"scenario": null}
@@ -219,7 +220,12 @@ def answer(
 def _health(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> HttpResponse:
     active = proxy.scenario
     return json_reply(
-        {"status": "ok", "version": __version__, "scenario": active.name if active else None}
+        {
+            "status": "ok",
+            "version": __version__,
+            "scenario": active.name if active else None,
+            "flight": True,  # PUT /flight: scenarios in flight together
+        }
     )
 
 

@@ -104,7 +104,11 @@ def run_matrix(
     executor.run_cells(calm_cells, baselines, sink=spool.add)
     if channel is not None:  # calls outside recorded scenarios: only the checks' are read again
         channel.forget(CALM, keep=PRE_MATRIX_CELLS)
-    if channel is not None and in_flight(channel.exact_attribution, forwarding, context, recorded):
+    if (
+        channel is not None
+        and channel.flies
+        and in_flight(channel.exact_attribution, forwarding, context, recorded)
+    ):
         room = flight_room(channel, executor.invocations - sent_before)
         for wave in waves(plan, recorded, executor.options.repeat, room):
             spool.extend(_fly(plan, wave, channel, baselines, context, infos))
