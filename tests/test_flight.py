@@ -14,7 +14,7 @@ import sys
 import threading
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -113,10 +113,12 @@ def quotes() -> Iterator[LoopbackServer]:
         yield server
 
 
-def test_an_http_agent_forwarding_the_cell_header_has_its_scenarios_in_flight(
-    quotes: LoopbackServer,
-) -> None:
-    barrier = threading.Barrier(len(CODES), timeout=BOUND_S)
+def run_forwarding_agent(
+    quotes: LoopbackServer, around: Callable[[Request, Callable[[], str]], str]
+) -> RunResult:
+    """The contract run against an http agent (a session per cell) that forwards its cell
+    header to its tool call through a proxy service and answers the status it got;
+    ``around(request, call)`` makes the tool call."""
     with ChaosProxy(tools={"quotes": quotes.url}) as proxy:
 
         def agent(request: Request) -> Response:
@@ -124,14 +126,15 @@ def test_an_http_agent_forwarding_the_cell_header_has_its_scenarios_in_flight(
             forward = urllib.request.Request(
                 f"{proxy.url}/tools/quotes/ACME", headers={"X-Flakestorm-Cell": cell}
             )
-            try:
-                with urllib.request.urlopen(forward, timeout=BOUND_S) as reply:
-                    seen = f"status {reply.status}"
-            except urllib.error.HTTPError as exc:
-                seen = f"status {exc.code}"
-            if "[" in cell:  # a matrix cell, not the forwarding probe
-                barrier.wait()
-            return Response.json({"output": seen})
+
+            def call() -> str:
+                try:
+                    with urllib.request.urlopen(forward, timeout=BOUND_S) as reply:
+                        return f"status {reply.status}"
+                except urllib.error.HTTPError as exc:
+                    return f"status {exc.code}"
+
+            return Response.json({"output": around(request, call)})
 
         with LoopbackServer(agent) as served:
             http_agent = {
@@ -140,8 +143,21 @@ def test_an_http_agent_forwarding_the_cell_header_has_its_scenarios_in_flight(
                 "session": {"header": "X-Session-Id"},
             }
             text = contract(http_agent, proxy={"url": proxy.url, "tools": {"quotes": quotes.url}})
-            result = run_phases(load_config_text(text, env={}), ["contract"])
-    each_cell_saw_its_own_fault(result)
+            return run_phases(load_config_text(text, env={}), ["contract"])
+
+
+def test_an_http_agent_forwarding_the_cell_header_has_its_scenarios_in_flight(
+    quotes: LoopbackServer,
+) -> None:
+    barrier = threading.Barrier(len(CODES), timeout=BOUND_S)
+
+    def together(request: Request, call: Callable[[], str]) -> str:
+        seen = call()
+        if "[" in request.headers.get("X-Flakestorm-Cell", ""):  # a cell, not the probe
+            barrier.wait()
+        return seen
+
+    each_cell_saw_its_own_fault(run_forwarding_agent(quotes, together))
 
 
 def test_the_proxy_decides_a_call_by_its_cells_scenario_in_flight(
@@ -205,33 +221,18 @@ def test_an_earlier_proxy_service_without_flight_runs_the_scenarios_one_after_an
     lock = threading.Lock()
     now: dict[str, int] = {}
     most = [0]
-    with ChaosProxy(tools={"quotes": quotes.url}) as proxy:
 
-        def agent(request: Request) -> Response:
-            cell = request.headers.get("X-Flakestorm-Cell", "")
-            scenario = request.headers.get("X-Flakestorm-Scenario", "")
-            with lock:
-                now[scenario] = now.get(scenario, 0) + 1
-                most[0] = max(most[0], sum(1 for n in now.values() if n))
-            forward = urllib.request.Request(
-                f"{proxy.url}/tools/quotes/ACME", headers={"X-Flakestorm-Cell": cell}
-            )
-            try:
-                with urllib.request.urlopen(forward, timeout=BOUND_S) as reply:
-                    seen = f"status {reply.status}"
-            except urllib.error.HTTPError as exc:
-                seen = f"status {exc.code}"
+    def counted(request: Request, call: Callable[[], str]) -> str:
+        scenario = request.headers.get("X-Flakestorm-Scenario", "")
+        with lock:
+            now[scenario] = now.get(scenario, 0) + 1
+            most[0] = max(most[0], sum(1 for n in now.values() if n))
+        try:
+            return call()
+        finally:
             with lock:
                 now[scenario] -= 1
-            return Response.json({"output": seen})
 
-        with LoopbackServer(agent) as served:
-            http_agent = {
-                "type": "http",
-                "endpoint": served.url_for("/chat"),
-                "session": {"header": "X-Session-Id"},
-            }
-            text = contract(http_agent, proxy={"url": proxy.url, "tools": {"quotes": quotes.url}})
-            result = run_phases(load_config_text(text, env={}), ["contract"])
+    result = run_forwarding_agent(quotes, counted)
     each_cell_saw_its_own_fault(result)
     assert most[0] == 1  # never two scenarios' invocations at once
