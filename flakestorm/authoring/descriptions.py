@@ -241,7 +241,7 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "invariants[].examples[].output": "An output as the agent could give it.",
     "invariants[].examples[].verdict": "`PASS` or `FAIL`: what the judge must answer for it.",
     "advanced.judge.base_url": "The API root, like `https://api.openai.com/v1` (`/chat/"
-    "completions` is added).",
+    "completions` is added). Default: the proxy's `llm_upstream` URL with `/v1`.",
     "advanced.judge.model": "The judge model; part of every cached verdict's key.",
     "advanced.judge.api_key": "Sent as `Authorization: Bearer`; write it as `${VAR}`.",
     "advanced.judge.timeout_s": "How long one judge answer may take, seconds; a slower one "

@@ -129,7 +129,7 @@ def judge_states(config: Config, base_dir: Path) -> list[JudgeState]:
         if isinstance(judge, str):
             label = "mock (built in, deterministic: nothing to cache)"
         else:
-            label = f"{judge.model} at {without_userinfo(judge.base_url)}"
+            label = f"{judge.model} at {without_userinfo(str(judge.base_url))}"
             group = cache.group_dir(root, judge.model, inv.rubric, inv.examples or ())
             groups.setdefault(label, set()).add(group)
         state = states.setdefault(label, JudgeState(label))

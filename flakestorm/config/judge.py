@@ -18,9 +18,9 @@ MOCK_JUDGE: Literal["mock"] = "mock"
 class JudgeEndpoint(Model):
     """A judge model behind an OpenAI-compatible ``POST {base_url}/chat/completions``."""
 
-    base_url: str = Field(min_length=1)
+    base_url: str | None = Field(default=None, min_length=1)
     """The API root, like ``https://api.openai.com/v1``; called directly, never through the
-    chaos proxy."""
+    chaos proxy. Default: the proxy's ``llm_upstream`` (a URL) with ``/v1``."""
     model: str = Field(min_length=1)
     api_key: str | None = None
     timeout_s: Annotated[float, Field(gt=0.0, le=600.0)] = 60.0

@@ -1,10 +1,12 @@
 """Meaning checks of ``llm_judge`` invariants: each has a judge (its own ``judge``, else
-``advanced.judge``, else the proxy's ``llm_upstream: mock``), a judge endpoint is an http(s) URL
-that does not go through the chaos proxy, and a rubric the mock judge is given quotes the
-phrases it looks for."""
+``advanced.judge``, else the proxy's ``llm_upstream: mock``; an endpoint without ``base_url``
+takes the proxy's ``llm_upstream`` URL), a judge endpoint is an http(s) URL that does not go
+through the chaos proxy, and a rubric the mock judge is given quotes the phrases it looks
+for."""
 
 from __future__ import annotations
 
+from flakestorm.checks.judge.which import resolve
 from flakestorm.config import MOCK_JUDGE, Invariant, InvariantType, Judge
 from flakestorm.semantics.agent import URL
 from flakestorm.semantics.scope import Scope
@@ -12,21 +14,23 @@ from flakestorm.validation.paths import ConfigPath
 
 NO_JUDGE = (
     "an 'llm_judge' invariant needs a judge: set `judge:` on it or advanced.judge (`mock`, or "
-    "{base_url, model, api_key} of an OpenAI-compatible API); the proxy's llm_upstream is the "
-    "judge only when it is `mock`"
+    "{base_url, model, api_key} of an OpenAI-compatible API, base_url defaulting to the "
+    "proxy's llm_upstream URL); without one, the proxy's llm_upstream is the judge only when "
+    "it is `mock`"
+)
+NO_BASE_URL = (
+    "the judge names no base_url, and proxy.llm_upstream is not a URL it could default to: "
+    "set base_url (an OpenAI-compatible API root, like https://api.openai.com/v1)"
 )
 
 
 def check_judges(scope: Scope) -> None:
     """Reads ``advanced`` and ``proxy``, and each invariant that validated."""
     parts = scope.parts
-    advanced = parts.advanced
-    default: Judge | None = advanced.judge if advanced is not None else None
+    default: Judge | None = parts.advanced.judge if parts.advanced is not None else None
+    upstream = parts.proxy.llm_upstream if parts.proxy is not None else None
     if default is not None:
         _endpoint(scope, ("advanced", "judge"), default)
-    proxy = parts.proxy
-    if default is None and proxy is not None and proxy.llm_upstream == MOCK_JUDGE:
-        default = MOCK_JUDGE
     for items in (parts.invariants, parts.contract_invariants):
         for item in items:
             inv = item.model
@@ -34,7 +38,13 @@ def check_judges(scope: Scope) -> None:
                 continue
             if inv.judge is not None:
                 _endpoint(scope, (*item.path, "judge"), inv.judge)
-            _invariant(scope, item.path, inv, inv.judge or default)
+            chosen = inv.judge or default
+            judge = resolve(chosen, upstream)
+            if chosen is not None and judge is None:
+                where = (*item.path, "judge") if inv.judge is not None else ("advanced", "judge")
+                scope.error(where, NO_BASE_URL)
+                continue
+            _invariant(scope, item.path, inv, judge)
 
 
 def _invariant(scope: Scope, at: ConfigPath, inv: Invariant, judge: Judge | None) -> None:
@@ -55,7 +65,7 @@ def _invariant(scope: Scope, at: ConfigPath, inv: Invariant, judge: Judge | None
 
 
 def _endpoint(scope: Scope, at: ConfigPath, judge: Judge) -> None:
-    if isinstance(judge, str):
+    if isinstance(judge, str) or judge.base_url is None:
         return
     if not URL.match(judge.base_url):
         scope.error((*at, "base_url"), f"{judge.base_url!r} is not an http(s) URL")

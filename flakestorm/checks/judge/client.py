@@ -71,7 +71,7 @@ class JudgeClient:
         self.endpoint: JudgeEndpoint | None = None if judge == MOCK_JUDGE else judge
         self.model = self.endpoint.model if self.endpoint is not None else mock.MODEL
         self.url = (
-            without_userinfo(self.endpoint.base_url.rstrip("/") + "/chat/completions")
+            without_userinfo(str(self.endpoint.base_url).rstrip("/") + "/chat/completions")
             if self.endpoint is not None
             else "built in"
         )
@@ -196,7 +196,7 @@ class JudgeClient:
         headers = {"Content-Type": "application/json"}
         if endpoint.api_key:
             headers["Authorization"] = f"Bearer {endpoint.api_key}"
-        url = endpoint.base_url.rstrip("/") + "/chat/completions"
+        url = str(endpoint.base_url).rstrip("/") + "/chat/completions"
         with self._lock:
             self.health.calls += 1
         try:

@@ -10,14 +10,24 @@ from flakestorm.validation.paths import ConfigPath
 
 
 def judge_of(invariant: Invariant, config: Config) -> Judge | None:
-    """The judge ``invariant`` asks, or None when none is set (``validate`` refuses that)."""
-    if invariant.judge is not None:
-        return invariant.judge
-    if config.advanced.judge is not None:
-        return config.advanced.judge
+    """The judge ``invariant`` asks (:func:`resolve`), or None when there is none
+    (``validate`` refuses that)."""
     proxy = config.proxy
-    if proxy is not None and proxy.llm_upstream == MOCK_JUDGE:
-        return MOCK_JUDGE
+    upstream = proxy.llm_upstream if proxy is not None else None
+    return resolve(invariant.judge or config.advanced.judge, upstream)
+
+
+def resolve(judge: Judge | None, llm_upstream: str | None) -> Judge | None:
+    """The judge set (the invariant's, else ``advanced.judge``) made whole with the proxy's
+    LLM upstream (``llm_upstream``): none set and the upstream ``mock`` is the mock judge; an
+    endpoint without ``base_url`` asks the upstream's OpenAI-compatible API (``URL/v1``), when
+    the upstream is a URL. None: no judge can be made."""
+    if judge is None:
+        return MOCK_JUDGE if llm_upstream == MOCK_JUDGE else None
+    if isinstance(judge, str) or judge.base_url is not None:
+        return judge
+    if llm_upstream is not None and llm_upstream.startswith(("http://", "https://")):
+        return judge.model_copy(update={"base_url": llm_upstream.rstrip("/") + "/v1"})
     return None
 
 
