@@ -141,8 +141,13 @@ def test_two_repeats_with_different_replies_are_judged_separately(project: Path)
 def test_a_judge_without_a_verdict_errors_every_cell_never_a_pass(project: Path, mode: str) -> None:
     with FakeJudge(mode) as fake:
         result = run(project, config(endpoint(fake, timeout_s=0.3)))
-        # three answers for each distinct output, then unusable
-        assert set(fake.asked.values()) == {3}
+        if mode != "timeout":  # a timed-out request may reach the server after the run
+            assert set(fake.asked.values()) == {3}
+    # three answers asked for each of the 8 distinct outputs, then unusable
+    assert result.judges == (
+        f"llm judge judge-1 at {fake.base_url}/chat/completions: 0 verdict(s) (0 cached), "
+        "0 retried, 8 unusable, 24 call(s) made",
+    )
     assert result.exit_code == 3
     statuses = {s for s, _ in verdicts(result).values()}
     assert statuses == {Status.ERRORED}
@@ -154,7 +159,6 @@ def test_a_judge_without_a_verdict_errors_every_cell_never_a_pass(project: Path,
         "timeout": "timed out after 0.3 s",
     }[mode]
     assert all("gave no verdict in 3 answers" in r and why in r for r in reasons), reasons
-    assert any("0 verdict(s)" in w and "8 unusable" in w for w in result.judges or ())
 
 
 def test_a_fenced_verdict_after_a_preamble_is_read(project: Path) -> None:
