@@ -328,7 +328,7 @@ class _Action:
         delta = compare(found.result, result)
         judged = Judgement(
             fail_on=settings.fail_on,
-            delta=Delta(tuple(c for c in delta.changes if c.change.shown)),
+            delta=_shown(delta),
             against=found.run.label,
             age=source.age_text(found.run.created_at, datetime.now(timezone.utc)),
             url=found.run.url,
@@ -336,11 +336,7 @@ class _Action:
             if isinstance(query, source.NoBaseline)
             else self._trend(query, result, found),
         )
-        compared = delta_report.compared_of(judged)
-        assert compared is not None
-        for line in delta_report.terminal_lines(compared):
-            self.gh.log(f"flakestorm: baseline: {line}" if not line.startswith(" ") else line)
-        return judged
+        return self._logged(judged)
 
     def _trend(
         self, query: source.Query, result: RunResult, baseline: source.Baseline
@@ -368,6 +364,14 @@ class _Action:
         )
         return Judgement(self.settings.fail_on, missing=reason)
 
+    def _logged(self, judged: Judgement) -> Judgement:
+        """``judged``, its comparison written to the job log first."""
+        compared = delta_report.compared_of(judged)
+        assert compared is not None
+        for line in delta_report.terminal_lines(compared):
+            self.gh.log(f"flakestorm: baseline: {line}" if not line.startswith(" ") else line)
+        return judged
+
     def _compare_blessed(self, result: RunResult, file: BaselineFile) -> Judgement:
         """``baseline: file:PATH``: the delta against a blessed baseline committed in the
         repository. A missing or unreadable file is a notice, as no baseline is; a stale one
@@ -382,15 +386,11 @@ class _Action:
         delta = compare(blessed_.index, result)
         judged = Judgement(
             fail_on=settings.fail_on,
-            delta=Delta(tuple(c for c in delta.changes if c.change.shown)),
+            delta=_shown(delta),
             against=blessed_.label,
             age=blessed_.age_text(clock.today(), result.config_digest),
         )
-        compared = delta_report.compared_of(judged)
-        assert compared is not None
-        for line in delta_report.terminal_lines(compared):
-            self.gh.log(f"flakestorm: baseline: {line}" if not line.startswith(" ") else line)
-        return judged
+        return self._logged(judged)
 
     def _outputs(
         self,
@@ -639,6 +639,11 @@ class _Progress:
             if self._group is None:
                 self._in_group(STARTING_GROUP)
             self._gh.log(safe(text, 1000))
+
+
+def _shown(delta: Delta) -> Delta:
+    """``delta`` with only the changes a report shows."""
+    return Delta(tuple(c for c in delta.changes if c.change.shown))
 
 
 if __name__ == "__main__":
