@@ -200,18 +200,16 @@ def attribute(call: ServedCall, proxy: ChaosProxy, headers: Message) -> FaultBoo
     named = headers.get(SCENARIO_HEADER)
     if named is not None:
         named = unquote(named)  # percent-encoded by flakestorm's http agent
-    values = lambda name: headers.get_all(name, [])  # noqa: E731
+    lookup = book.traced
     if flight is not None:
-        attributed, source = attribution.read(values, lambda t: flight.traced(t) or book.traced(t))
-        scenario = flight.scenario_of(attributed)
-        if scenario is not None and named in (None, scenario):
-            book = flight.books[scenario]
-            call.scenario, call.cell, call.attribution = scenario, attributed or "", source.value
-            return book
-    if named is not None and named != book.scenario.name:
+        lookup = lambda trace: flight.traced(trace) or book.traced(trace)  # noqa: E731
+    attributed, source = attribution.read(lambda name: headers.get_all(name, []), lookup)
+    scenario = flight.scenario_of(attributed) if flight is not None else None
+    if flight is not None and scenario is not None and named in (None, scenario):
+        book = flight.books[scenario]
+    elif named is not None and named != book.scenario.name:
         call.scenario, call.cell = named, UNATTRIBUTED
         return None
-    attributed, source = attribution.read(values, book.traced)
     call.scenario = book.scenario.name
     call.cell = book.cell_of(attributed)
     call.attribution = source.value if call.cell else ""

@@ -179,10 +179,13 @@ def flight_room(channel: Channel, sent: int) -> int:
 def waves(plan: Plan, recorded: Sequence[Scenario], repeat: int, room: int) -> list[list[Scenario]]:
     """``recorded`` in consecutive waves of at most ``room`` invocations (a scenario bigger
     than that is a wave of its own)."""
+    sends: dict[str, int] = {}
+    for cell in plan.cells:
+        sends[cell.scenario.name] = sends.get(cell.scenario.name, 0) + repeat * len(cell.prompts)
     out: list[list[Scenario]] = []
     size = 0
     for scenario in recorded:
-        mine = repeat * sum(len(c.prompts) for c in plan.cells if c.scenario is scenario)
+        mine = sends.get(scenario.name, 0)
         if not out or size + mine > room:
             out.append([])
             size = 0
@@ -203,7 +206,10 @@ def _fly(
     scenario; each scenario settled with its own delivery proof once all ran."""
     executor, seed = context.executor, context.loaded.config.advanced.seed
     actives = [active_scenario(s, seed) for s in recorded]
-    cells = {s.name: [c for c in plan.cells if c.scenario is s] for s in recorded}
+    cells: dict[str, list[Cell]] = {s.name: [] for s in recorded}
+    for cell in plan.cells:
+        if cell.scenario.name in cells:
+            cells[cell.scenario.name].append(cell)
     settlers = {}
     for active in actives:
         # an earlier phase may have run a scenario of the same name ("chaos"): not ours
@@ -215,10 +221,10 @@ def _fly(
     channel.fly(actives, {c.id: name for name, mine in cells.items() for c in mine})
 
     def settle(results: list[CellResult]) -> list[CellResult]:
-        out: list[CellResult] = []
-        for name, settler in settlers.items():
-            out += settler([r for r in results if r.scenario == name])
-        return out
+        mine: dict[str, list[CellResult]] = {name: [] for name in settlers}
+        for result in results:
+            mine[result.scenario].append(result)
+        return [settled for name, settler in settlers.items() for settled in settler(mine[name])]
 
     flying = [c for name in cells for c in cells[name]]
     results = executor.run_cells(flying, baselines, settle=settle)
