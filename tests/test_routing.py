@@ -291,6 +291,15 @@ def _project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api: str, named: b
     return CONFIG.format(agent=agent, api=api, tools_line=tools_line)
 
 
+PROJECT_VERDICTS = {
+    "price[calm]": Status.PASSED,
+    "price[down]": Status.FAILED,
+    "honest[calm]": Status.SKIPPED,
+    "honest[down]": Status.PASSED,
+}
+"""The project's verdicts when its tool's HTTP call takes the fault (``_project``)."""
+
+
 @pytest.mark.parametrize("named", [False, True], ids=["from-import", "also-in-agent-tools"])
 def test_a_tool_bound_with_from_import_gets_its_http_fault(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api: LoopbackServer, named: bool
@@ -300,12 +309,7 @@ def test_a_tool_bound_with_from_import_gets_its_http_fault(
     config = _project(tmp_path, monkeypatch, api.url_for("/v1"), named)
     result = run_ci(load_config_text(config, base_dir=tmp_path))
     cells = {c.id: c for c in result.phases["contract"].cells}
-    assert {k: c.status for k, c in cells.items()} == {
-        "price[calm]": Status.PASSED,
-        "price[down]": Status.FAILED,
-        "honest[calm]": Status.SKIPPED,
-        "honest[down]": Status.PASSED,
-    }
+    assert {k: c.status for k, c in cells.items()} == PROJECT_VERDICTS
     down = cells["honest[down]"]
     assert down.faults_fired == ("tool_faults[0] error(503) on get_quote",)
     assert [(c.target, c.tool, c.status, c.fired) for c in down.calls] == [
@@ -328,12 +332,7 @@ def test_a_python_agent_hard_coding_an_https_api_runs_against_the_stub_its_route
     config = config.replace(f'get_quote: "{hard_coded}"', f"get_quote: {route}")
     result = run_ci(load_config_text(config, base_dir=tmp_path))
     cells = {c.id: c for c in result.phases["contract"].cells}
-    assert {k: c.status for k, c in cells.items()} == {
-        "price[calm]": Status.PASSED,
-        "price[down]": Status.FAILED,
-        "honest[calm]": Status.SKIPPED,
-        "honest[down]": Status.PASSED,
-    }
+    assert {k: c.status for k, c in cells.items()} == PROJECT_VERDICTS
     assert cells["honest[down]"].faults_fired == ("tool_faults[0] error(503) on get_quote",)
     assert {r.path for r in api.requests} == {"/v1/quote?ticker=AAPL"}  # only the stub's
 
