@@ -12,7 +12,7 @@ from flakestorm.checks.excerpts import excerpt
 from flakestorm.checks.judge.cache import cache_root
 from flakestorm.checks.judge.client import JudgeClient, Judgement
 from flakestorm.checks.judge.which import Judged, judge_of
-from flakestorm.config import Config, Invariant, JudgeVerdict
+from flakestorm.config import Config, Invariant, Judge, JudgeVerdict
 from flakestorm.errors import HarnessError, InfrastructureError
 from flakestorm.validation.paths import ConfigPath
 
@@ -34,7 +34,7 @@ class Judges:
     def __init__(self, config: Config, base_dir: Path) -> None:
         self._config = config
         self._root = cache_root(config, base_dir)
-        self._clients: dict[object, JudgeClient] = {}
+        self._clients: dict[Judge, JudgeClient] = {}
         self._lock = threading.Lock()
 
     def client(self, invariant: Invariant) -> JudgeClient:
@@ -44,11 +44,10 @@ class Judges:
                 f"the llm_judge invariant {invariant.id or ''!r} has no judge: set `judge:` on "
                 "it or advanced.judge"
             )
-        key = judge if isinstance(judge, str) else judge.model_dump_json()
-        with self._lock:  # cells ask from many threads: one client per judge
-            if key not in self._clients:
-                self._clients[key] = JudgeClient(judge, self._config.advanced.seed, self._root)
-            return self._clients[key]
+        with self._lock:  # cells ask from many threads: one client per judge (by value)
+            if judge not in self._clients:
+                self._clients[judge] = JudgeClient(judge, self._config.advanced.seed, self._root)
+            return self._clients[judge]
 
     def judge(self, invariant: Invariant, output: str) -> Judgement:
         """The verdict of ``invariant``'s judge on ``output`` (HarnessError: none)."""
