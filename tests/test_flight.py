@@ -236,3 +236,33 @@ def test_an_earlier_proxy_service_without_flight_runs_the_scenarios_one_after_an
     result = run_forwarding_agent(quotes, counted)
     each_cell_saw_its_own_fault(result)
     assert most[0] == 1  # never two scenarios' invocations at once
+
+
+@pytest.mark.parametrize(
+    ("agent", "extra", "runs"),
+    [
+        (
+            {"type": "python", "endpoint": "m:answer", "tools": ["m:quotes"]},
+            {},
+            "in flight together",
+        ),
+        (
+            {"type": "http", "endpoint": "http://127.0.0.1:9/chat", "session": {"header": "X-S"}},
+            {"proxy": {"tools": {"quotes": "http://127.0.0.1:9"}}},
+            "in flight together if attributed",
+        ),
+        (
+            {"type": "http", "endpoint": "http://127.0.0.1:9/chat", "reset_endpoint": "/reset"},
+            {"proxy": {"tools": {"quotes": "http://127.0.0.1:9"}}},
+            "one after another",
+        ),
+    ],
+)
+def test_validate_says_how_the_scenarios_will_run(
+    tmp_path: Path, agent: dict[str, Any], extra: dict[str, Any], runs: str
+) -> None:
+    from flakestorm.engine.run_plan import plan_run
+
+    loaded = load_config_text(contract(agent, **extra), base_dir=tmp_path, env={})
+    flight = plan_run(loaded.config, tmp_path).phases["contract"].flight
+    assert flight is not None and flight.runs == runs

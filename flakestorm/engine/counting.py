@@ -46,6 +46,16 @@ def learns_attribution(chaos: bool, exact_attribution: bool, reset: bool) -> boo
     return chaos and not exact_attribution and not reset
 
 
+def scenarios_fly(exact_attribution: bool, forwards: bool | None, reset: bool) -> bool | None:
+    """Whether a matrix's scenarios are in flight together (SPEC §9): never with a reset
+    before each cell (each call is put down to the cell declared active); always when the
+    channel attributes each call itself (the wrappers); else when the agent forwards
+    attribution (``forwards``; None before the run's forwarding probe has learned it)."""
+    if reset:
+        return False
+    return True if exact_attribution else forwards
+
+
 def forwarding_probe(learns: bool, isolated: bool, baselines: bool) -> bool:
     """Whether a matrix sends one chaos-free call to learn what attribution the agent forwards
     (``learns``: :func:`learns_attribution`): when no call before the matrix shows it already

@@ -29,7 +29,12 @@ from flakestorm.agents.source import module_file, search_path, sessions_of
 from flakestorm.chaos.choice import ChannelChoice, choose
 from flakestorm.chaos.ordering import order_dependence
 from flakestorm.config import Config, PhaseName, Scenario
-from flakestorm.engine.counting import MatrixCount, count_invocations, mutation_sends
+from flakestorm.engine.counting import (
+    MatrixCount,
+    count_invocations,
+    mutation_sends,
+    scenarios_fly,
+)
 from flakestorm.engine.plan import Plan, chaos_contract, plan_for
 from flakestorm.errors import Problem, UsageError
 
@@ -221,14 +226,15 @@ def _flight(plan: Plan, choice: ChannelChoice, reset: bool) -> ScenarioRuns | No
     chaos = [s for s in plan.scenarios if s.needs_delivery]
     if len(plan.scenarios) < 2 or not chaos:
         return None
-    if reset:
+    flies = scenarios_fly(choice.exact_attribution, None, reset)
+    if flies is False:
         return ScenarioRuns(
             "scenarios",
             ONE_AFTER_ANOTHER,
             "the agent is reset before each cell (a reset is "
             "global), so each call is put down to the cell declared active",
         )
-    if choice.exact_attribution:
+    if flies:
         return ScenarioRuns(
             "scenarios",
             TOGETHER,

@@ -21,7 +21,12 @@ from flakestorm.chaos.ordering import order_dependence
 from flakestorm.config import Scenario, turns_of
 from flakestorm.engine.counting import MatrixCount as MatrixCount
 from flakestorm.engine.counting import count_invocations as count_invocations
-from flakestorm.engine.counting import forwarding_probe, learns_attribution, stateful_check
+from flakestorm.engine.counting import (
+    forwarding_probe,
+    learns_attribution,
+    scenarios_fly,
+    stateful_check,
+)
 from flakestorm.engine.executor import Options
 from flakestorm.engine.phases.applicability import rejudge
 from flakestorm.engine.phases.phase import PhaseContext, PhasePlan, PhaseRequest, SectionPhase
@@ -151,7 +156,7 @@ def in_flight(
     every call names its invocation (the channel attributes each call itself, or the agent
     forwards the attribution, learned before the matrix), no reset keeps the cells one at a
     time, and there are several."""
-    return (exact or forwarding) and not context.has_reset and len(recorded) > 1
+    return bool(scenarios_fly(exact, forwarding, context.has_reset)) and len(recorded) > 1
 
 
 MAX_FLIGHT_INVOCATIONS = 5_000
