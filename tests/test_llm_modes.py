@@ -9,7 +9,7 @@ import random
 import pytest
 from support.llm_shapes import API_IDS, APIS, LENGTH, NATURAL, Api, apply, baseline, fault
 
-from flakestorm.chaos.faults import llm_fault_label
+from flakestorm.chaos.labels import llm_fault_label
 from flakestorm.chaos.llm import (
     DEFAULT_MAX_TOKENS,
     LLM_MODES,

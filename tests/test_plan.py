@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from flakestorm.chaos.faults import tool_fault_label
+from flakestorm.chaos.labels import tool_fault_label
 from flakestorm.config import Config, Contract
 from flakestorm.engine.plan import build_plan, mcp_server_of
 from flakestorm.errors import UsageError

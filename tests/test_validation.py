@@ -66,6 +66,24 @@ def test_a_missing_field_is_named_on_its_parent() -> None:
     assert _problems(AgentConfig, {}) == ["missing required field 'endpoint'"]
 
 
+def test_a_boolean_for_a_number_is_reported_with_the_models_other_problems() -> None:
+    # one check per model refuses booleans for numbers (and numbers for booleans); the rest
+    # of that model is still validated, and every problem is listed in the fields' order
+    found = _problems(
+        AgentConfig,
+        {"endpoint": "http://a", "method": "DELETE", "timeout": True, "ready_timeout": -1},
+    )
+    assert found == [
+        "method: 'DELETE' is not valid (expected one of: GET, POST, PUT, PATCH)",
+        "timeout: expected an integer, got a boolean true",
+        "ready_timeout: must be greater than 0, got -1",
+    ]
+    assert _problems(AgentConfig, {"endpoint": "http://a", "timeout": True, "tools": [3]}) == [
+        "timeout: expected an integer, got a boolean true",
+        "tools[0]: expected a string, got an integer",
+    ]
+
+
 def test_no_pydantic_wording() -> None:
     found = _problems(AgentConfig, {"endpoint": [], "timeout": "soon", "headers": 3, "method": 7})
     assert found and all("Input" not in p and "pydantic" not in p for p in found)

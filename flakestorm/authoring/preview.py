@@ -7,9 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from flakestorm.config import AgentType, Config, MutationGenerator
+from flakestorm.config import AgentType, Config, JudgeExample, MutationGenerator, PhaseName
 from flakestorm.engine.counting import MatrixCount
-from flakestorm.engine.phases.phase import PhaseName
 from flakestorm.engine.run_plan import CONCURRENT, RunPlan, plan_or_problem, plan_run
 from flakestorm.redaction import without_userinfo
 from flakestorm.semantics.sweeps import sweeps_of
@@ -115,12 +114,10 @@ class JudgeState:
 
 def judge_states(config: Config, base_dir: Path) -> list[JudgeState]:
     """One :class:`JudgeState` per judge, read from the config and the cache (no call made)."""
-    from flakestorm.checks.judge import cache
     from flakestorm.checks.judge.which import judge_of, judged_invariants
 
-    root = cache.cache_root(config, base_dir)
     states: dict[str, JudgeState] = {}
-    groups: dict[str, set[Path]] = {}
+    groups: dict[str, set[tuple[str, str, tuple[JudgeExample, ...]]]] = {}
     for item in judged_invariants(config):
         inv = item.invariant
         judge = judge_of(inv, config)
@@ -130,13 +127,19 @@ def judge_states(config: Config, base_dir: Path) -> list[JudgeState]:
             label = "mock (built in, deterministic: nothing to cache)"
         else:
             label = f"{judge.model} at {without_userinfo(str(judge.base_url))}"
-            group = cache.group_dir(root, judge.model, inv.rubric, inv.examples or ())
-            groups.setdefault(label, set()).add(group)
+            groups.setdefault(label, set()).add(
+                (judge.model, inv.rubric, tuple(inv.examples or ()))
+            )
         state = states.setdefault(label, JudgeState(label))
         state.invariants += 1
         state.examples += len(inv.examples or ())
-    for label, seen in groups.items():
-        states[label].cached = sum(cache.count(group) for group in seen)
+    if groups:  # the verdict cache is read only for a judge that has one
+        from flakestorm.checks.judge import cache
+
+        root = cache.cache_root(config, base_dir)
+        for label, keys in groups.items():
+            dirs = {cache.group_dir(root, *key) for key in keys}
+            states[label].cached = sum(cache.count(group) for group in dirs)
     return list(states.values())
 
 

@@ -25,12 +25,9 @@ from flakestorm.chaos.faults import (
     ActiveScenario,
     FaultBook,
     Target,
-    attack_label,
-    llm_fault_label,
-    schedule_of,
-    tool_fault_label,
 )
 from flakestorm.chaos.interactions import Interaction
+from flakestorm.chaos.labels import attack_label, llm_fault_label, schedule_of, tool_fault_label
 from flakestorm.config import Scenario, Scheduled
 from flakestorm.results.model import CallRecord, CellResult, ScenarioInfo, Status
 from flakestorm.results.scenarios import MAX_UNATTRIBUTED_CALLS

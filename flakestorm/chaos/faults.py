@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from flakestorm.agents.attribution import PRE_MATRIX, trace_id
+from flakestorm.chaos.labels import attack_label, llm_fault_label, schedule_of, tool_fault_label
 from flakestorm.chaos.llm.modes import LLM_MODES
 from flakestorm.chaos.recording import Recording
 from flakestorm.chaos.schedule import Schedule
@@ -121,21 +122,6 @@ class Decision:
         return tuple(out)
 
 
-def tool_fault_label(index: int, fault: ToolFault) -> str:
-    """``tool_faults[0] error(503) on market_data_api``: how reports name a tool fault."""
-    detail = TOOL_MODES[fault.mode].detail(fault)
-    return f"tool_faults[{index}] {fault.mode.value}{detail} on {fault.tool}"
-
-
-def llm_fault_label(index: int, fault: LlmFault) -> str:
-    """``llm_faults[0] truncated_response(20 tokens)``: how reports name an LLM fault."""
-    return f"llm_faults[{index}] {fault.mode.value}{LLM_MODES[fault.mode].detail(fault)}"
-
-
-def attack_label(index: int, attack: ContextAttack) -> str:
-    return f"context_attacks[{index}] {attack.type.value}"
-
-
 def call_rng(seed: int, scenario: str, cell: str, key: str, call_index: int) -> random.Random:
     """An RNG fixed by the run seed and one call's identity: its scenario, its cell, ``key``
     and its index among the cell's calls under that key.
@@ -164,17 +150,6 @@ def tool_matches(fault: ToolFault, tool: str | None, url: str, short: str | None
     if tool is None:
         return False
     return fault.tool in (tool, "*") or (short is not None and fault.tool == short)
-
-
-def schedule_of(fault: Scheduled) -> Schedule:
-    """A fault's (or context attack's) schedule, ``after_calls`` folded in."""
-    return Schedule.of(
-        fault.calls,
-        fault.every,
-        fault.window_ms,
-        getattr(fault, "after_calls", 0) or 0,
-        fault.turns,
-    )
 
 
 def timed(scenario: ActiveScenario) -> bool:

@@ -14,12 +14,7 @@ why, and those scenarios run one cell at a time.
 
 from __future__ import annotations
 
-from flakestorm.chaos.faults import (
-    attack_label,
-    llm_fault_label,
-    schedule_of,
-    tool_fault_label,
-)
+from flakestorm.chaos.labels import attack_label, llm_fault_label, schedule_of, tool_fault_label
 from flakestorm.chaos.llm.modes import LLM_MODES
 from flakestorm.config import ContextAttack, ContextAttackType, Scenario, Scheduled
 

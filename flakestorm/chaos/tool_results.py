@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import html
 import json
 import random
 import re
@@ -222,9 +221,11 @@ def _poison_json(document: Any, text: str) -> Any:
 
 
 def _poison_html(body: bytes, charset: str, text: str) -> bytes:
-    paragraphs = "".join(
-        f"<p>{html.escape(p)}</p>\n" for p in text.split("\n\n") if p.strip()
-    ).encode(charset, "xmlcharrefreplace")
+    from html import escape  # its entity table is not loaded for a config read
+
+    paragraphs = "".join(f"<p>{escape(p)}</p>\n" for p in text.split("\n\n") if p.strip()).encode(
+        charset, "xmlcharrefreplace"
+    )
     for close in _HTML_CLOSE:
         found = list(close.finditer(body))
         if found:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from flakestorm.cli.app import config_option, contract, load, main
+from flakestorm.cli.app import collector_paused, config_option, contract, load, main
 from flakestorm.errors import UsageError
 from flakestorm.redaction import Redactor
 
@@ -31,7 +31,7 @@ def validate(config_path: Path, as_json: bool) -> None:
     invocations each phase's command sends (the run's own count), the configured phases and
     any warnings. Exit 2 on a config error.
     """
-    with _no_pydantic_plugins():
+    with _no_pydantic_plugins(), collector_paused():
         from flakestorm.authoring.preview import judge_states, notes, summary
         from flakestorm.engine.run_plan import plan_run
 

@@ -7,8 +7,13 @@ import types
 import typing
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
-from pydantic_core import PydanticCustomError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError, PydanticKnownError
 
 
 class Model(BaseModel):
@@ -17,11 +22,75 @@ class Model(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    @field_validator("*", mode="before", check_fields=False)
+    @model_validator(mode="before")
     @classmethod
-    def _strict_scalars(cls, value: Any, info: ValidationInfo) -> Any:
-        field = cls.model_fields.get(info.field_name or "")
-        return value if field is None else strict_scalar(field.annotation, value)
+    def _strict_scalars(cls, data: Any) -> Any:
+        # one check per model, not a validator per field: per-field validators are most of
+        # what pydantic spends building the config models, which every CLI command does
+        refused = _refused_scalars(cls, data)
+        if not refused:
+            return data
+        keys = {detail["loc"][0] for detail in refused}
+        others: list[InitErrorDetails] = []
+        try:  # the model's other errors are reported with these, as a field's would be
+            cls.model_validate({k: v for k, v in data.items() if k not in keys})
+        except ValidationError as exc:
+            others = [_details(e) for e in exc.errors() if not (e["loc"] and e["loc"][0] in keys)]
+        order = {key: i for i, key in enumerate(_field_keys(cls))}
+        ordered = sorted(refused + others, key=lambda d: order.get(_head(d), len(order)))
+        raise ValidationError.from_exception_data(cls.__name__, ordered)
+
+
+_KEYS: dict[type[BaseModel], dict[str, Any]] = {}
+
+
+def _field_keys(model: type[BaseModel]) -> dict[str, Any]:
+    """A model's input keys (field names and aliases) with their fields' annotations."""
+    keys = _KEYS.get(model)
+    if keys is None:
+        keys = {}
+        for name, field in model.model_fields.items():
+            keys[name] = field.annotation
+            if field.alias:
+                keys[field.alias] = field.annotation
+        _KEYS[model] = keys
+    return keys
+
+
+def _refused_scalars(model: type[BaseModel], data: Any) -> list[InitErrorDetails]:
+    if not isinstance(data, dict):
+        return []
+    keys = _field_keys(model)
+    refused: list[InitErrorDetails] = []
+    for key, value in data.items():
+        if key in keys and isinstance(value, (bool, int, float, list, dict)):
+            try:
+                strict_scalar(keys[key], value)
+            except PydanticCustomError as error:
+                refused.append(InitErrorDetails(type=error, loc=(key,), input=value))
+    return refused
+
+
+def _head(detail: InitErrorDetails) -> Any:
+    loc = detail["loc"]
+    return loc[0] if loc else None
+
+
+def _details(error: Any) -> InitErrorDetails:
+    """A reported error (``ValidationError.errors()``) as it is raised again, its message
+    unchanged."""
+    ctx = error.get("ctx")
+    kind: str | PydanticCustomError = error["type"]
+    try:
+        same = PydanticKnownError(error["type"], ctx).message() == error["msg"]
+    except (KeyError, TypeError, ValueError):
+        same = False
+    if not same:
+        kind = PydanticCustomError(error["type"], error["msg"])  # no context: taken as is
+    detail = InitErrorDetails(type=kind, loc=error["loc"], input=error["input"])
+    if same and ctx is not None:
+        detail["ctx"] = ctx
+    return detail
 
 
 def strict_scalar(annotation: Any, value: Any) -> Any:

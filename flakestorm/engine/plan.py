@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from flakestorm.config import (
     AgentType,
@@ -38,8 +39,10 @@ from flakestorm.config import (
     checks_turn,
 )
 from flakestorm.errors import UsageError
-from flakestorm.results.sweeps import SweepInfo
 from flakestorm.semantics.sweeps import expanded_matrix, sweeps_of
+
+if TYPE_CHECKING:
+    from flakestorm.results.sweeps import SweepInfo
 
 Baseline = str | tuple[str, ...]
 """What ``auto`` baselines are the chaos-free answers to: a one-message prompt, or a

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Sequence
 from typing import Any
 
@@ -51,6 +50,8 @@ def describe(value: Any) -> str:
 
 def did_you_mean(word: str, choices: Sequence[str]) -> str | None:
     """The choice ``word`` is most likely a misspelling of, if any."""
+    import difflib  # loaded only for a word to correct
+
     found = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     if not found:
         lowered = {c.lower(): c for c in choices}

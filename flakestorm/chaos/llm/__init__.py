@@ -25,26 +25,74 @@ module              what it holds
 ``injection``       ``injection_via_context``: :func:`inject_context` for request bodies, and
                     the same rule for python message lists
 ==================  ===========================================================================
+
+Each name below is imported from its module when first used, so that reading a config (which
+needs only :data:`LLM_MODES`) does not load the stream and reply rewriting.
 """
 
-from flakestorm.chaos.llm.injection import inject_context
-from flakestorm.chaos.llm.modes import LLM_MODES, LlmMode, fault_before_upstream
-from flakestorm.chaos.llm.protocol import (
-    JSON_HEADERS,
-    RETRY_AFTER_S,
-    SSE_HEADERS,
-    STALL_COMMENT,
-    LlmResponse,
-    Provider,
-    error_body,
-    is_llm_path,
-    is_streaming,
-    provider_of,
-    rate_limit_body,
-)
-from flakestorm.chaos.llm.replies import DEFAULT_MAX_TOKENS, fault_on_reply, is_reply_document
-from flakestorm.chaos.llm.streams import StreamFaulter, fault_on_stream
-from flakestorm.chaos.llm.text import count_tokens, drift_text, garbage_text, truncate_text
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from flakestorm.chaos.llm.injection import inject_context
+    from flakestorm.chaos.llm.modes import LLM_MODES, LlmMode, fault_before_upstream
+    from flakestorm.chaos.llm.protocol import (
+        JSON_HEADERS,
+        RETRY_AFTER_S,
+        SSE_HEADERS,
+        STALL_COMMENT,
+        LlmResponse,
+        Provider,
+        error_body,
+        is_llm_path,
+        is_streaming,
+        provider_of,
+        rate_limit_body,
+    )
+    from flakestorm.chaos.llm.replies import (
+        DEFAULT_MAX_TOKENS,
+        fault_on_reply,
+        is_reply_document,
+    )
+    from flakestorm.chaos.llm.streams import StreamFaulter, fault_on_stream
+    from flakestorm.chaos.llm.text import count_tokens, drift_text, garbage_text, truncate_text
+
+_HOME = {
+    "inject_context": "injection",
+    **dict.fromkeys(("LLM_MODES", "LlmMode", "fault_before_upstream"), "modes"),
+    **dict.fromkeys(
+        (
+            "JSON_HEADERS",
+            "RETRY_AFTER_S",
+            "SSE_HEADERS",
+            "STALL_COMMENT",
+            "LlmResponse",
+            "Provider",
+            "error_body",
+            "is_llm_path",
+            "is_streaming",
+            "provider_of",
+            "rate_limit_body",
+        ),
+        "protocol",
+    ),
+    **dict.fromkeys(("DEFAULT_MAX_TOKENS", "fault_on_reply", "is_reply_document"), "replies"),
+    **dict.fromkeys(("StreamFaulter", "fault_on_stream"), "streams"),
+    **dict.fromkeys(("count_tokens", "drift_text", "garbage_text", "truncate_text"), "text"),
+}
+"""Where each public name lives (the module table above)."""
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",

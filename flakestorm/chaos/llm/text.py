@@ -24,7 +24,6 @@ import types
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from flakestorm.checks.refusal import is_refusal
 from flakestorm.config import DriftType
 
 __all__ = [
@@ -364,6 +363,8 @@ def _drift_verbosity(text: str, rng: random.Random) -> str:
 
 
 def _drift_refusal(text: str, rng: random.Random) -> str:
+    from flakestorm.checks.refusal import is_refusal  # not loaded for a config read
+
     if is_refusal(text):
         choices = [r for r in REFUSALS if r.strip() != text.strip()]
         return rng.choice(choices)

@@ -14,17 +14,8 @@ import random
 from collections.abc import Callable, Iterator
 
 from flakestorm.chaos import llm
-from flakestorm.chaos.faults import (
-    LLM_KEY,
-    Decision,
-    FaultBook,
-    Target,
-    attack_label,
-    call_rng,
-    llm_fault_label,
-    tool_fault_label,
-    tool_key,
-)
+from flakestorm.chaos.faults import LLM_KEY, Decision, FaultBook, Target, call_rng, tool_key
+from flakestorm.chaos.labels import attack_label, llm_fault_label, tool_fault_label
 from flakestorm.chaos.llm.modes import LLM_MODES
 from flakestorm.chaos.proxy.call import ServedCall
 from flakestorm.chaos.proxy.framing import FramedHandler

@@ -22,14 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from flakestorm.chaos import mcp
-from flakestorm.chaos.faults import (
-    FaultBook,
-    Target,
-    attack_label,
-    call_rng,
-    tool_fault_label,
-    tool_key,
-)
+from flakestorm.chaos.faults import FaultBook, Target, call_rng, tool_key
+from flakestorm.chaos.labels import attack_label, tool_fault_label
 from flakestorm.chaos.proxy.call import ServedCall
 from flakestorm.chaos.proxy.framing import FramedHandler
 from flakestorm.chaos.proxy.reply import HttpResponse, UpstreamFailure

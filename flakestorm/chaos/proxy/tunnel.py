@@ -23,15 +23,8 @@ import socket
 import time
 from urllib.parse import urlsplit
 
-from flakestorm.chaos.faults import (
-    TOOL_RESULT_ATTACKS,
-    Decision,
-    FaultBook,
-    Target,
-    attack_label,
-    tool_fault_label,
-    tool_matches,
-)
+from flakestorm.chaos.faults import TOOL_RESULT_ATTACKS, Decision, FaultBook, Target, tool_matches
+from flakestorm.chaos.labels import attack_label, tool_fault_label
 from flakestorm.chaos.proxy.call import ServedCall
 from flakestorm.chaos.proxy.framing import CHUNK_BYTES, FramedHandler, reset
 from flakestorm.chaos.proxy.reply import UpstreamFailure, error_reply

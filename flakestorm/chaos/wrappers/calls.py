@@ -18,16 +18,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from flakestorm.chaos import tool_results
-from flakestorm.chaos.faults import (
-    LLM_KEY,
-    FaultBook,
-    Target,
-    attack_label,
-    call_rng,
-    llm_fault_label,
-    tool_key,
-)
+from flakestorm.chaos.faults import LLM_KEY, FaultBook, Target, call_rng, tool_key
 from flakestorm.chaos.interactions import Interaction, value_text
+from flakestorm.chaos.labels import attack_label, llm_fault_label
 from flakestorm.chaos.llm.modes import LLM_MODES
 from flakestorm.chaos.llm.values import inject_arguments, takes_system, transform_reply
 from flakestorm.chaos.modes import CALL_THROUGH
