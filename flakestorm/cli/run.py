@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from flakestorm.cli.app import contract, load, main, report_error
+from flakestorm.cli.app import collector_paused, contract, load, main, report_error
 from flakestorm.errors import ExitCode, FlakestormError, UsageError
 from flakestorm.redaction import Redactor
 
@@ -135,16 +135,17 @@ def execute(
     profile: str | None = None,
 ) -> Any:
     """Load, run with Ctrl-C/SIGTERM stopping cleanly, write the reports; return the result."""
-    from flakestorm.engine.runner import (
-        output_dir,
-        run_ci,
-        run_contract_phase,
-        run_phases,
-    )
-    from flakestorm.reporters.registry import write_reports
-    from flakestorm.stopping import GRACE_S, Stop, stopping_on_signals
+    with collector_paused():  # start-up: the engine's import and the config's read
+        from flakestorm.engine.runner import (
+            output_dir,
+            run_ci,
+            run_contract_phase,
+            run_phases,
+        )
+        from flakestorm.reporters.registry import write_reports
+        from flakestorm.stopping import GRACE_S, Stop, stopping_on_signals
 
-    loaded = load(Path(config_path))
+        loaded = load(Path(config_path))
     redact = Redactor(loaded.secrets)  # the one redaction function, for every line printed
     for warning in loaded.warnings:
         click.echo(redact(f"warning: {warning}"), err=True)
@@ -213,7 +214,8 @@ def contractexecute(
     shard: Any,
 ) -> None:
     """Run every invariant under every scenario and print the matrix."""
-    from flakestorm.engine.runner import Overrides
+    with collector_paused():  # the engine's import is start-up, as reading the config is
+        from flakestorm.engine.runner import Overrides
 
     overrides = Overrides(concurrency, seed, min_score, output_dir, record=record, shard=shard)
     result, out = execute(config_path, overrides, progress=True, ci=False)
@@ -246,7 +248,8 @@ def run_command(
 ) -> None:
     """Run the mutation phase (--chaos adds the chaos-only phase, --chaos-only runs only that)
     and score it."""
-    from flakestorm.engine.runner import Overrides
+    with collector_paused():  # the engine's import is start-up, as reading the config is
+        from flakestorm.engine.runner import Overrides
 
     if (chaos_only or chaos_profile) and not chaos:
         raise UsageError("--chaos-only and --chaos-profile need --chaos")
@@ -282,7 +285,8 @@ def ci(
     ready_timeout_ms: int | None,
 ) -> None:
     """Run every configured phase, write every report, exit with the gate's code."""
-    from flakestorm.engine.runner import Overrides
+    with collector_paused():  # the engine's import is start-up, as reading the config is
+        from flakestorm.engine.runner import Overrides
 
     overrides = Overrides(
         concurrency,
@@ -311,7 +315,8 @@ def contract_score(
     shard: Any,
 ) -> None:
     """Run the contract and print only the resilience score; exit with the gate's code."""
-    from flakestorm.engine.runner import Overrides
+    with collector_paused():  # the engine's import is start-up, as reading the config is
+        from flakestorm.engine.runner import Overrides
 
     overrides = Overrides(concurrency, seed, min_score, output_dir, record=record, shard=shard)
     result, _ = execute(config_path, overrides, progress=False, ci=False)
