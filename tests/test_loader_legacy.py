@@ -214,3 +214,36 @@ def test_a_session_files_legacy_keys_name_migrate_as_the_configs_do(tmp_path: Pa
         f"call that errored: write status: 500 (a status outside 2xx is served as an error); "
         f"{MIGRATE}",
     ]
+
+
+def test_a_null_written_by_an_earlier_format_names_migrate(tmp_path: Path) -> None:
+    """2.0.0 recorded `status: null` / `latency_ms: null` in sessions and 1.x wrote
+    `seed: null`: the loader says what that null meant and that migrate removes it, in a
+    session file as in the config."""
+    (tmp_path / "incident.yaml").write_text(
+        "id: incident\ninput: hi\ntool_responses:\n"
+        "  - {tool: kb, response: ok, status: null, latency_ms: null}\n",
+        encoding="utf-8",
+    )
+    config = tmp_path / "flakestorm.yaml"
+    config.write_text(
+        SESSIONS.split("replays:")[0] + "replays:\n  sessions:\n    - file: incident.yaml\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(config)
+    shown = [f"{p.path}: {p.message}" for p in caught.value.problems]
+    assert shown == [
+        "tool_responses[0].status: null is not read here: remove the key (2.0.0 wrote null "
+        f"when it recorded no status; 200 is served); {MIGRATE}",
+        "tool_responses[0].latency_ms: null is not read here: remove the key (2.0.0 wrote null "
+        f"when it recorded no latency; the response is served at once); {MIGRATE}",
+    ]
+    assert problems(AGENT + "advanced: {seed: null}\n") == [
+        "flakestorm.yaml:3:18: advanced.seed: null is not read here: remove the key (runs use "
+        f"a fixed default seed; 1.x drew a new one for each run); {MIGRATE}"
+    ]
+    # a null where no earlier format wrote one is worded as before
+    assert problems(AGENT + "advanced: {concurrency: null}\n") == [
+        "flakestorm.yaml:3:25: advanced.concurrency: expected an integer, got nothing (null)"
+    ]

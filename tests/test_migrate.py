@@ -548,8 +548,8 @@ def test_a_null_status_or_latency_of_2_0_0_is_removed() -> None:
         "  - tool: b\n    status: 503\n    latency_ms: 12\n"
     )
     assert [str(c) for c in changes] == [
-        "s.yaml:5: tool_responses[0].status: null removed: 2.0.0's null: no status was "
-        "recorded (200 is served)",
-        "s.yaml:6: tool_responses[0].latency_ms: null removed: 2.0.0's null: no latency was "
-        "recorded (served at once)",
+        "s.yaml:5: tool_responses[0].status: null removed: 2.0.0 wrote null when it recorded "
+        "no status; 200 is served",
+        "s.yaml:6: tool_responses[0].latency_ms: null removed: 2.0.0 wrote null when it "
+        "recorded no latency; the response is served at once",
     ]

@@ -55,7 +55,14 @@ from flakestorm.config import (
     ToolResponse,
 )
 from flakestorm.errors import ConfigError, Problem
-from flakestorm.loader.legacy import ERRORED_STATUS, UPSTREAM_ERROR_STATUS, UPSTREAM_KEYS
+from flakestorm.loader.legacy import (
+    ERRORED_STATUS,
+    NULL_LATENCY,
+    NULL_SEED,
+    NULL_STATUS,
+    UPSTREAM_ERROR_STATUS,
+    UPSTREAM_KEYS,
+)
 from flakestorm.loader.sessions import SESSION_FILE, session_paths, shown
 from flakestorm.validation.paths import ConfigPath, format_path
 
@@ -161,8 +168,7 @@ def _jsonpath(src: YamlText, path: ConfigPath) -> Fix | None:
 def _null_seed(src: YamlText, path: ConfigPath) -> Fix | None:
     if src.value(path) is not None:
         return None
-    why = "runs use a fixed default seed (1.x drew a new one for each run)"
-    return _remove(src, path, why)
+    return _remove(src, path, NULL_SEED)
 
 
 def _templates(src: YamlText, path: ConfigPath) -> Fix:
@@ -213,7 +219,7 @@ def _langsmith_run(src: YamlText, path: ConfigPath) -> Fix | None:
 def _error_status(src: YamlText, path: ConfigPath) -> Fix | None:
     value = src.value(path)
     if value is None:
-        return _remove(src, path, "2.0.0's null: no status was recorded (200 is served)")
+        return _remove(src, path, NULL_STATUS)
     if type(value) is not int or value != UPSTREAM_ERROR_STATUS:
         return None
     why = "2.0.0's 0 meant the tool errored; a status outside 2xx is served as an error"
@@ -223,7 +229,7 @@ def _error_status(src: YamlText, path: ConfigPath) -> Fix | None:
 def _null_latency(src: YamlText, path: ConfigPath) -> Fix | None:
     if src.value(path) is not None:
         return None
-    return _remove(src, path, "2.0.0's null: no latency was recorded (served at once)")
+    return _remove(src, path, NULL_LATENCY)
 
 
 def _chaos_matrix(src: YamlText, path: ConfigPath) -> Fix:

@@ -258,6 +258,18 @@ UPSTREAM_NUMBERS: dict[tuple[type[BaseModel], str, int], str] = {
 in a config's inline sessions)."""
 
 
+NULL_STATUS = "2.0.0 wrote null when it recorded no status; 200 is served"
+NULL_LATENCY = "2.0.0 wrote null when it recorded no latency; the response is served at once"
+NULL_SEED = "runs use a fixed default seed; 1.x drew a new one for each run"
+UPSTREAM_NULLS: dict[tuple[type[BaseModel], str], str] = {
+    (ToolResponse, "status"): NULL_STATUS,
+    (ToolResponse, "latency_ms"): NULL_LATENCY,
+    (AdvancedSection, "seed"): NULL_SEED,
+}
+"""Fields earlier formats wrote ``null`` in -> what that null meant (remove the key): the
+loader's message and ``flakestorm migrate``'s note alike."""
+
+
 UNMIGRATED: frozenset[tuple[type[BaseModel], str, str]] = frozenset(
     {(AgentConfig, "type", "langchain")}
 )
@@ -273,5 +285,9 @@ def _migrate_says(key: tuple[type[BaseModel], str, str], hint: str) -> str:
 LEGACY_HINTS = Hints(
     keys={key: hint + MIGRATE for key, hint in UPSTREAM_KEYS.items()},
     values={key: _migrate_says(key, hint) for key, hint in UPSTREAM_VALUES.items()},
+    nulls={
+        key: f"null is not read here: remove the key ({why})" + MIGRATE
+        for key, why in UPSTREAM_NULLS.items()
+    },
 )
 """How :func:`~flakestorm.validation.validate_model` words keys and values of older formats."""

@@ -66,6 +66,8 @@ class Hints:
     """(model, key) -> what to do instead of that unknown key."""
     values: Mapping[tuple[type[BaseModel], str, str], str] = field(default_factory=dict)
     """(model, field, value) -> the message for that invalid value."""
+    nulls: Mapping[tuple[type[BaseModel], str], str] = field(default_factory=dict)
+    """(model, field) -> the message for a null there, which this format does not take."""
 
 
 def validate_model(
@@ -382,6 +384,8 @@ class _Translator:
         ypath: ConfigPath,
     ) -> str:
         name = str(ypath[-1]) if ypath else ""
+        if value is None and step.model is not None and (step.model, name) in self.hints.nulls:
+            return self.hints.nulls[(step.model, name)]
         quote = self.quote_hint(ypath, value)
         if etype in ("enum", "literal_error"):
             special = (
