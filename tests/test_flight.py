@@ -9,6 +9,7 @@ carry its own scenario's."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 import threading
@@ -25,6 +26,7 @@ from support.server import LoopbackServer, Request, Response
 from flakestorm.chaos.faults import ActiveScenario
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.config import ToolFault
+from flakestorm.engine.events import CellFinished, Event, ScenarioFinished
 from flakestorm.engine.runner import run_phases
 from flakestorm.loader import load_config_text
 from flakestorm.results.model import RunResult, Status
@@ -105,6 +107,51 @@ def test_a_python_agents_scenarios_are_in_flight_together(tmp_path: Path, module
     }
     result = run_phases(load_config_text(contract(agent), base_dir=tmp_path), ["contract"])
     each_cell_saw_its_own_fault(result)
+
+
+def test_each_scenario_in_flight_is_announced_as_soon_as_its_own_cells_are_in(
+    tmp_path: Path, module: str
+) -> None:
+    # scenario down-501 answers at once; the others hold their invocation until its
+    # ScenarioFinished (settled with its delivery proof) has been announced: announcements
+    # made only when the whole flight ends would never come (the cells then answer "late")
+    (tmp_path / f"{module}_tools.py").write_text(
+        "def quotes(symbol):\n    return {'symbol': symbol, 'price': 1.0}\n"
+    )
+    (tmp_path / f"{module}.py").write_text(
+        f"import threading\nimport {module}_tools as tools\n"
+        "RELEASE = threading.Event()\n"
+        "def answer(prompt, session_id=''):\n"
+        "    try:\n"
+        "        tools.quotes('ACME')\n"
+        "        return 'status 200'\n"
+        "    except ConnectionError as exc:\n"
+        "        if exc.error_code != 501 and not RELEASE.wait(%r):\n"
+        "            return 'late'\n"
+        "        return f'status {exc.error_code}'\n" % BOUND_S
+    )
+    agent_module = importlib.import_module(module)
+    seen: list[str] = []
+
+    def on_event(event: Event) -> None:
+        if isinstance(event, ScenarioFinished):
+            seen.append(event.name)
+            agent_module.RELEASE.set()
+        elif isinstance(event, CellFinished) and event.result.scenario != "calm":
+            seen.append(f"cell {event.result.scenario} {event.result.status.value}")
+
+    agent = {
+        "type": "python",
+        "endpoint": f"{module}:answer",
+        "tools": [f"{module}_tools:quotes"],
+    }
+    loaded = load_config_text(contract(agent), base_dir=tmp_path)
+    result = run_phases(loaded, ["contract"], on_event=on_event)
+    each_cell_saw_its_own_fault(result)
+    assert seen[:2] == ["cell down-501 passed", "down-501"]
+    assert sorted(seen[2:]) == sorted(
+        [f"cell down-{code} passed" for code in CODES[1:]] + [f"down-{c}" for c in CODES[1:]]
+    )
 
 
 @pytest.fixture

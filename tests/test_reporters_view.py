@@ -26,7 +26,7 @@ from test_entrypoint import SECRET, Agent, _env, _outputs, entrypoint
 
 from flakestorm.baseline.delta import FailOn, compare
 from flakestorm.cli import main as cli
-from flakestorm.engine.executor import CellFinished, Event
+from flakestorm.engine.events import CellFinished, Event
 from flakestorm.engine.runner import run_phases
 from flakestorm.github.client import GitHub
 from flakestorm.loader import load_config

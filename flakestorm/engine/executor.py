@@ -42,7 +42,7 @@ from flakestorm.chaos.attacks import poison_input
 from flakestorm.checks.invariants import Observation, Verdict
 from flakestorm.config import Invariant
 from flakestorm.engine.budget import Budget, FirstReply
-from flakestorm.engine.events import CellFinished, Event, ScenarioFinished
+from flakestorm.engine.events import Event
 from flakestorm.engine.fanout import each
 from flakestorm.engine.plan import Baseline, BaselineKey, Cell, Plan, baseline_sends
 from flakestorm.engine.probes import Host, Probe, ProbeRun, ProbeVerdict, run_probes
@@ -292,7 +292,7 @@ class Executor:
         baselines: Mapping[BaselineKey, Reply | None],
         serial: bool = False,
         before_invocation: Callable[[str], None] | None = None,
-        settle: Callable[[list[CellResult]], list[CellResult]] | None = None,
+        settle: Callable[[str, list[CellResult]], list[CellResult]] | None = None,
         sink: Callable[[CellResult], None] | None = None,
     ) -> list[CellResult]:
         """Run ``cells``; results in their order.
@@ -302,12 +302,13 @@ class Executor:
 
         ``serial`` runs one invocation at a time (as a configured reset always does), calling
         ``before_invocation(invocation_id)`` first — how fault delivery attributes calls to
-        an invocation when the agent does not forward the cell header. ``settle`` completes
-        the verdicts once every cell has run (the scenario's delivery judgement): the cells
-        are announced (:class:`CellFinished`, :class:`ScenarioFinished`) only after it, so
-        every verdict is announced once, final.
+        an invocation when the agent does not forward the cell header. ``settle(scenario,
+        results)`` completes a scenario's verdicts once its every cell has run (its delivery
+        judgement): its cells are announced (:class:`CellFinished`, :class:`ScenarioFinished`)
+        only after it, as soon as that scenario is done, so every verdict is announced once,
+        final.
         """
-        tracker = Tracker(cells, self._options, self._on_event, announce=settle is None, sink=sink)
+        tracker = Tracker(cells, self._options, self._on_event, sink=sink, settle=settle)
         for cell in cells:
             if not cell.applicable:
                 tracker.skip(cell)
@@ -343,15 +344,7 @@ class Executor:
             )
         if not finished:
             tracker.abandon()
-        results = tracker.results()
-        if settle is None:
-            return results
-        settled = settle(results)
-        for done, result in enumerate(settled, 1):
-            self._on_event(CellFinished(result, done, len(settled)))
-        for name in dict.fromkeys(c.scenario for c in settled):
-            self._on_event(ScenarioFinished(name, tuple(c for c in settled if c.scenario == name)))
-        return settled
+        return tracker.results()
 
     def _run_isolated(
         self,

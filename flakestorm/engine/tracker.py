@@ -1,7 +1,10 @@
 """Collecting a run's prompt results into cells (:class:`Tracker`): each cell is finished —
 its verdict over its runs (``repeat`` / ``min_pass``, flaky), or ERRORED, or ``not_run`` — when
 its last task is in, and announced (``CellFinished``, ``ScenarioFinished``) or handed to a sink
-(the phase's spool) so nothing is kept longer than needed. Used by the executor's workers."""
+(the phase's spool) so nothing is kept longer than needed. With a ``settle`` (a chaos
+scenario's delivery judgement), a scenario's cells are settled and announced together as soon
+as its last cell is in, each verdict once, final: scenarios in flight side by side are
+announced as each ends, not at the end of their wave. Used by the executor's workers."""
 
 from __future__ import annotations
 
@@ -33,13 +36,14 @@ class Tracker:
         cells: Sequence[Cell],
         options: Counts,
         on_event: Callable[[Event], None],
-        announce: bool = True,
         sink: Callable[[CellResult], None] | None = None,
+        settle: Callable[[str, list[CellResult]], list[CellResult]] | None = None,
     ) -> None:
         self._options = options
         self._on_event = on_event
-        self._announce = announce
         self._sink = sink
+        self._settle_scenario = settle
+        self._announced = 0
         self._lock = threading.Lock()
         self._results: dict[int, CellResult] = {}
         self._slots: dict[int, list[PromptResult | None]] = {}
@@ -166,22 +170,35 @@ class Tracker:
         )
 
     def _finish(self, cell: Cell, result: CellResult) -> None:
-        if self._sink is not None:
+        settle = self._settle_scenario
+        if self._sink is not None and settle is None:
             self._sink(result)
         kept = result if self._sink is None else dataclasses.replace(result, prompts=(), calls=())
+        name = cell.scenario.name
         with self._lock:
             self._results[cell.index] = kept
-            done = len(self._results)
-            siblings = self._by_scenario[cell.scenario.name]
+            siblings = self._by_scenario[name]
             scenario_done = all(c.index in self._results for c in siblings)
-            scenario_results = (
-                tuple(self._results[c.index] for c in siblings) if scenario_done else ()
-            )
-        if not self._announce:
+            scenario_results = [self._results[c.index] for c in siblings] if scenario_done else []
+            if settle is None:
+                self._announced += 1
+                done = self._announced
+        if settle is None:
+            self._on_event(CellFinished(result, done, self._total))
+            if scenario_done:
+                self._on_event(ScenarioFinished(name, tuple(scenario_results)))
             return
-        self._on_event(CellFinished(result, done, self._total))
-        if scenario_done:
-            self._on_event(ScenarioFinished(cell.scenario.name, scenario_results))
+        if not scenario_done:
+            return  # announced with its scenario, settled
+        settled = settle(name, scenario_results)
+        with self._lock:
+            for one in settled:
+                self._results[one.index] = one
+            first = self._announced
+            self._announced += len(settled)
+        for offset, one in enumerate(settled, 1):
+            self._on_event(CellFinished(one, first + offset, self._total))
+        self._on_event(ScenarioFinished(name, tuple(settled)))
 
     def results(self) -> list[CellResult]:
         return [self._results[i] for i in sorted(self._results)]

@@ -208,7 +208,8 @@ def _fly(
     infos: dict[str, ScenarioInfo],
 ) -> list[CellResult]:
     """The cells of every recorded scenario run side by side, each call decided by its cell's
-    scenario; each scenario settled with its own delivery proof once all ran."""
+    scenario; each scenario settled with its own delivery proof, and announced, as soon as its
+    own cells ran."""
     executor, seed = context.executor, context.loaded.config.advanced.seed
     actives = [active_scenario(s, seed) for s in recorded]
     cells: dict[str, list[Cell]] = {s.name: [] for s in recorded}
@@ -225,14 +226,11 @@ def _fly(
         )
     channel.fly(actives, {c.id: name for name, mine in cells.items() for c in mine})
 
-    def settle(results: list[CellResult]) -> list[CellResult]:
-        mine: dict[str, list[CellResult]] = {name: [] for name in settlers}
-        for result in results:
-            mine[result.scenario].append(result)
-        return [settled for name, settler in settlers.items() for settled in settler(mine[name])]
-
     flying = [c for name in cells for c in cells[name]]
-    results = executor.run_cells(flying, baselines, settle=settle)
+    # each scenario is settled (and announced) as soon as its own cells are in
+    results = executor.run_cells(
+        flying, baselines, settle=lambda name, mine: settlers[name](name, mine)
+    )
     for name in cells:
         channel.forget(name)  # their calls are in their cells now
     return results
@@ -329,14 +327,14 @@ def _settler(
     infos: dict[str, ScenarioInfo],
     cells: Sequence[Cell],
     options: Options,
-) -> Callable[[list[CellResult]], list[CellResult]]:
+) -> Callable[[str, list[CellResult]], list[CellResult]]:
     """Completes a chaos scenario's verdicts once its cells ran: the calls its cells made
     (not an earlier phase's), the delivery proof and judgement, then ``when`` judged per
     invocation where the scenario's faults may spare one (:mod:`.applicability`); ``infos``
     gets the judged scenario."""
     planned = {cell.index: cell for cell in cells}
 
-    def settle(results: list[CellResult]) -> list[CellResult]:
+    def settle(_scenario: str, results: list[CellResult]) -> list[CellResult]:
         seen = [i for i in channel.interactions(active.name) if i.seq not in earlier]
         proven, proof = prove(results, seen, FaultBook(active), channel, info)
         infos[active.name], settled = judge(proof, proven)
