@@ -539,6 +539,54 @@ def shards(project: Project) -> str:
     return "exact"
 
 
+def flight(project: Project) -> str:
+    """Every chaos scenario in flight together when each call is attributed: each cell still
+    meets its own scenario's faults only."""
+    slow = {"name": "slow", "tool_faults": [{"tool": "TOOL", "mode": "slow", "delay_ms": 10}]}
+    twice = {
+        "name": "down-twice",
+        "tool_faults": [{"tool": "TOOL", "mode": "error", "error_code": 502}],
+    }
+    doc = {"golden_prompts": ["What is AAPL?"], "contract": contract(CALM, DOWN, slow, twice)}
+    result = run(project.write(doc), "contract", "run")
+    assert statuses(result) == {
+        "priced[calm]": "passed",
+        "priced[down]": "failed",
+        "priced[slow]": "passed",
+        "priced[down-twice]": "failed",
+    }
+    if project.kind.forwards:  # each cell's calls met its own scenario's fault, none other
+        fired = {c["scenario"]: c["faults_fired"] for c in result["phases"]["contract"]["cells"]}
+        assert [f.split(" on ")[0] for f in fired["down"]] == ["tool_faults[0] error(503)"]
+        assert [f.split(" on ")[0] for f in fired["down-twice"]] == ["tool_faults[0] error(502)"]
+        assert [f.split(" on ")[0] for f in fired["slow"]] == ["tool_faults[0] slow(10 ms)"]
+    flown = {s["name"]: s["in_flight"] for s in result["phases"]["contract"]["scenarios"]}
+    if all(flown.values()):
+        return "exact"
+    assert not any(flown.values())
+    return "scenario by scenario"
+
+
+def judged(project: Project) -> str:
+    """An ``llm_judge`` invariant (the built-in deterministic judge): the reply is judged
+    after it, apart from the agent and its chaos."""
+    invariant = {
+        "id": "judged",
+        "type": "llm_judge",
+        "rubric": 'PASS when the answer says "AAPL is at", with a price.',
+        "severity": "high",
+    }
+    doc = {
+        "golden_prompts": ["What is AAPL?"],
+        "contract": contract(CALM, DOWN, invariants=[invariant]),
+        "advanced": {"judge": "mock"},
+    }
+    result = run(project.write(doc), "contract", "run")
+    assert statuses(result) == {"judged[calm]": "passed", "judged[down]": "failed"}
+    assert result["judges"] and "2 verdict(s)" in result["judges"][0]
+    return "exact"
+
+
 FEATURES: dict[str, tuple[str, Callable[[Project], str]]] = {
     "turns": ("turn-scoped faults", turns),
     "schedules": ("schedules (`calls`)", schedules),
@@ -549,9 +597,17 @@ FEATURES: dict[str, tuple[str, Callable[[Project], str]]] = {
     "replay": ("replay export → replay", replay),
     "mutation": ("mutation phase", mutation),
     "shards": ("shards → merge", shards),
+    "flight": ("scenarios in flight together", flight),
+    "judge": ("`llm_judge`", judged),
 }
 
 ONE_AT_A_TIME = "exact, one at a time"
+SCENARIO_BY_SCENARIO = "exact, scenario by scenario"
+HOW = {
+    "exact": "exact",
+    "one at a time": ONE_AT_A_TIME,
+    "scenario by scenario": SCENARIO_BY_SCENARIO,
+}
 
 TABLE: dict[tuple[str, str], str] = {
     (kind, feature): "exact" for kind in KINDS for feature in FEATURES
@@ -564,6 +620,8 @@ TABLE |= {
     ("http-nothing", "sweeps"): ONE_AT_A_TIME,
     # a cell's own calls, for the export: a reset runs the cells one at a time
     ("http-nothing", "replay"): f"{ONE_AT_A_TIME} (with `agent.reset_endpoint`)",
+    # calls the proxy cannot tell apart: each scenario runs alone (its cells side by side)
+    ("http-nothing", "flight"): SCENARIO_BY_SCENARIO,
 }
 
 
@@ -575,7 +633,7 @@ def test_each_feature_is_exact_with_each_kind_of_agent(project: Project, feature
     if project.kind.reset:  # a reset runs every scenario's cells one at a time
         how = "one at a time"
     expected = TABLE[kind, feature]
-    assert ("exact" if how == "exact" else ONE_AT_A_TIME) == expected.split(" (")[0]
+    assert HOW[how] == expected.split(" (")[0]
 
 
 def render_table() -> str:

@@ -376,6 +376,7 @@ def merge_proof(infos: Sequence[ScenarioInfo]) -> ScenarioInfo:
     return dataclasses.replace(
         head,
         serial=any(i.serial for i in infos),
+        in_flight=any(i.in_flight for i in infos),
         declared=declared,
         matched=tuple(label for label in declared if label in matched),
         hints=hints,

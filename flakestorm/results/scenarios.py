@@ -79,6 +79,10 @@ class ScenarioInfo:
     agent forwards no attribution, so its calls are reported per scenario (summed over shards)."""
     unattributed_calls: tuple[CallRecord, ...] = ()
     """The first :data:`MAX_UNATTRIBUTED_CALLS` of them, in order."""
+    in_flight: bool = False
+    """Its cells ran side by side with the other chaos scenarios' cells, every call decided by
+    its own cell's scenario (SPEC §9: every call was attributed); false when the scenarios ran
+    one after another."""
 
     def why(self, label: str) -> str:
         """Why ``label`` is not delivered: it could not be applied, or a fault answered in

@@ -220,7 +220,7 @@ def _fly(
     for active in actives:
         # an earlier phase may have run a scenario of the same name ("chaos"): not ours
         earlier = {i.seq for i in channel.interactions(active.name)}
-        info = infos[active.name]
+        info = infos[active.name] = dataclasses.replace(infos[active.name], in_flight=True)
         settlers[active.name] = _settler(
             channel, active, earlier, info, infos, cells[active.name], executor.options
         )
