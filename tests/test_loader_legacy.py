@@ -191,14 +191,10 @@ def test_a_tool_response_status_of_0_names_migrate_once() -> None:
     ]
 
 
-def test_a_session_files_legacy_keys_name_migrate_as_the_configs_do(tmp_path: Path) -> None:
-    """A session file written for flakestorm 2.0.0 (`replays.sessions: [{file: ...}]`) is
-    worded like the config: each legacy key's error names `flakestorm migrate`."""
-    (tmp_path / "incident.yaml").write_text(
-        "id: incident\ninput: hi\ncaptured_at: '2025-06-01'\n"
-        "tool_responses:\n  - {tool: kb, status: 0}\n",
-        encoding="utf-8",
-    )
+def session_file_problems(tmp_path: Path, session: str) -> list[str]:
+    """``FILE:LINE: path: message`` of each problem of a config whose one replay session is
+    the file ``incident.yaml`` holding ``session``."""
+    (tmp_path / "incident.yaml").write_text(session, encoding="utf-8")
     config = tmp_path / "flakestorm.yaml"
     config.write_text(
         SESSIONS.split("replays:")[0] + "replays:\n  sessions:\n    - file: incident.yaml\n",
@@ -206,7 +202,17 @@ def test_a_session_files_legacy_keys_name_migrate_as_the_configs_do(tmp_path: Pa
     )
     with pytest.raises(ConfigError) as caught:
         load_config(config)
-    shown = [f"{Path(p.file).name}:{p.line}: {p.path}: {p.message}" for p in caught.value.problems]
+    return [f"{Path(p.file).name}:{p.line}: {p.path}: {p.message}" for p in caught.value.problems]
+
+
+def test_a_session_files_legacy_keys_name_migrate_as_the_configs_do(tmp_path: Path) -> None:
+    """A session file written for flakestorm 2.0.0 (`replays.sessions: [{file: ...}]`) is
+    worded like the config: each legacy key's error names `flakestorm migrate`."""
+    shown = session_file_problems(
+        tmp_path,
+        "id: incident\ninput: hi\ncaptured_at: '2025-06-01'\n"
+        "tool_responses:\n  - {tool: kb, status: 0}\n",
+    )
     assert shown == [
         "incident.yaml:3: captured_at: unknown key 'captured_at': remove 'captured_at' (when "
         f"the session was recorded is not read); {MIGRATE}",
@@ -220,24 +226,17 @@ def test_a_null_written_by_an_earlier_format_names_migrate(tmp_path: Path) -> No
     """2.0.0 recorded `status: null` / `latency_ms: null` in sessions and 1.x wrote
     `seed: null`: the loader says what that null meant and that migrate removes it, in a
     session file as in the config."""
-    (tmp_path / "incident.yaml").write_text(
+    shown = session_file_problems(
+        tmp_path,
         "id: incident\ninput: hi\ntool_responses:\n"
         "  - {tool: kb, response: ok, status: null, latency_ms: null}\n",
-        encoding="utf-8",
     )
-    config = tmp_path / "flakestorm.yaml"
-    config.write_text(
-        SESSIONS.split("replays:")[0] + "replays:\n  sessions:\n    - file: incident.yaml\n",
-        encoding="utf-8",
-    )
-    with pytest.raises(ConfigError) as caught:
-        load_config(config)
-    shown = [f"{p.path}: {p.message}" for p in caught.value.problems]
     assert shown == [
-        "tool_responses[0].status: null is not read here: remove the key (2.0.0 wrote null "
-        f"when it recorded no status; 200 is served); {MIGRATE}",
-        "tool_responses[0].latency_ms: null is not read here: remove the key (2.0.0 wrote null "
-        f"when it recorded no latency; the response is served at once); {MIGRATE}",
+        "incident.yaml:4: tool_responses[0].status: null is not read here: remove the key "
+        f"(2.0.0 wrote null when it recorded no status; 200 is served); {MIGRATE}",
+        "incident.yaml:4: tool_responses[0].latency_ms: null is not read here: remove the "
+        "key (2.0.0 wrote null when it recorded no latency; the response is served at once); "
+        f"{MIGRATE}",
     ]
     assert problems(AGENT + "advanced: {seed: null}\n") == [
         "flakestorm.yaml:3:18: advanced.seed: null is not read here: remove the key (runs use "
