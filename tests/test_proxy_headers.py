@@ -29,6 +29,8 @@ BLOCKS = [
     b"From someone\r\nX: y\r\n\r\n",
     b"Host: a\rEvil: 1\r\n\r\n",  # a bare CR splits lines for the feed parser
     b"Content-Type: multipart/mixed; boundary=x\r\n\r\n",
+    b"X: form\x0cfeed and \x1c separators\r\nHost: a\r\n\r\n",  # not line ends in HTTP
+    b"X: a\r\nX: b\nHost: mixed ends\r\n\r\n",
     b"Host: a\r\n",  # ended before its blank line
     b"\r\n",
     b"",

@@ -26,7 +26,6 @@ import heapq
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 from requests.adapters import HTTPAdapter
@@ -140,18 +139,30 @@ class _Watchdog:
 _WATCHDOG = _Watchdog()
 
 
-@contextlib.contextmanager
-def deadline(timeout_s: float) -> Iterator[Deadline]:
+def deadline(timeout_s: float) -> contextlib.AbstractContextManager[Deadline]:
     """Run an exchange with a wall-clock limit of ``timeout_s`` (see the module docstring)."""
-    limit = Deadline(timeout_s)
-    outer = getattr(_local, "deadline", None)
-    _local.deadline = limit
-    _WATCHDOG.watch(limit)
-    try:
-        yield limit
-    finally:
-        limit._finish()
-        _local.deadline = outer
+    return _Scope(Deadline(timeout_s))
+
+
+class _Scope:
+    """The exchange's deadline made this thread's for its time (a class, not a generator:
+    every proxied call enters one)."""
+
+    __slots__ = ("limit", "outer")
+
+    def __init__(self, limit: Deadline) -> None:
+        self.limit = limit
+        self.outer: Deadline | None = None
+
+    def __enter__(self) -> Deadline:
+        self.outer = getattr(_local, "deadline", None)
+        _local.deadline = self.limit
+        _WATCHDOG.watch(self.limit)
+        return self.limit
+
+    def __exit__(self, *exc: object) -> None:
+        self.limit._finish()
+        _local.deadline = self.outer
 
 
 def current() -> Deadline | None:

@@ -219,22 +219,24 @@ class FramedHandler(BaseHTTPRequestHandler):
     # -- writing
 
     def write(self, reply: HttpResponse, head: bool) -> None:
-        """Send a complete (non-streamed) reply in one buffered write."""
-        self.send_response_only(reply.status)
-        for name, value in reply.headers:
-            if name.lower() not in _NOT_RETURNED:
-                self.send_header(name, value)
+        """Send a complete (non-streamed) reply in one write: its head made in one piece."""
         no_body = reply.status in (204, 304) or reply.status < 200
-        length = str(len(reply.body))
-        if head and reply.head_length is not None:
-            length = reply.head_length
-        if not no_body and length:
-            self.send_header("Content-Length", length)
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
+        data = b""
+        if self.request_version != "HTTP/0.9":  # as send_response_only and send_header write
+            phrase = self.responses[reply.status][0] if reply.status in self.responses else ""
+            lines = [f"{self.protocol_version} {reply.status} {phrase}"]
+            lines += [f"{k}: {v}" for k, v in reply.headers if k.lower() not in _NOT_RETURNED]
+            length = str(len(reply.body))
+            if head and reply.head_length is not None:
+                length = reply.head_length
+            if not no_body and length:
+                lines.append(f"Content-Length: {length}")
+            if self.close_connection:
+                lines.append("Connection: close")
+            data = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "strict")
         if not head and not no_body:
-            self.wfile.write(reply.body)
+            data += reply.body
+        self.wfile.write(data)
         self.wfile.flush()
 
     def send_reply(self, reply: HttpResponse, call: ServedCall) -> None:

@@ -1,8 +1,9 @@
 """HTTP header blocks parsed without the ``email`` package's feed parser, for the proxy's threads.
 
-The standard library parses every request's and every reply's headers with
+The standard library's ``http.server`` parses every request's headers with
 ``http.client.parse_headers``, which runs the ``email`` package's general MIME parser: on a
-proxied call (a request read, a reply from the upstream) it is the largest cost the proxy has.
+proxied call it was the largest cost the proxy had (the upstream's replies are read by
+:mod:`~flakestorm.chaos.proxy.upstreams.wire`).
 :func:`parse_headers` gives the same ``HTTPMessage`` for a well-formed header block — each line
 ``Name: value`` with a token name, no folded or bare-CR lines — by adding each header as the
 feed parser would (``policy.header_source_parse`` and ``set_raw``), and hands any other block
@@ -28,9 +29,9 @@ from typing import IO, Any
 
 _MAXLINE = getattr(http.client, "_MAXLINE", 65536)
 _MAXHEADERS = getattr(http.client, "_MAXHEADERS", 100)
-_SIMPLE = re.compile(r"[\x21-\x39\x3b-\x7e]+:[^\r\n]*\r?\n")
-"""A header line the feed parser reads as one header and nothing else (the name as its
-``headerRE`` takes it; no continuation, no bare CR, not ``From ``)."""
+_BLOCK = re.compile(r"(?:[\x21-\x39\x3b-\x7e]+:[^\r\n]*\r?\n)*")
+"""Header lines the feed parser reads as one header each and nothing else (the name as its
+``headerRE`` takes it, so never ``From ``; no continuation, no bare CR)."""
 
 _PARTS = ("multipart", "message")
 
@@ -56,29 +57,30 @@ def read_lines(fp: IO[bytes]) -> list[bytes]:
 def parse_headers(fp: IO[bytes], _class: type[Message] = http.client.HTTPMessage) -> Message:
     """``http.client.parse_headers``, without the feed parser for a well-formed block."""
     lines = read_lines(fp)
-    texts = [line.decode("iso-8859-1") for line in lines]
-    message = _simple(texts, _class)
+    message = _simple(lines, _class)
     if message is None:
-        return email.parser.Parser(_class=_class).parsestr("".join(texts))
+        text = b"".join(lines).decode("iso-8859-1")
+        return email.parser.Parser(_class=_class).parsestr(text)
     return message
 
 
-def _simple(texts: list[str], cls: type[Message]) -> Message | None:
-    if texts[-1] not in ("\r\n", "\n"):
+def _simple(lines: list[bytes], cls: type[Message]) -> Message | None:
+    if lines[-1] not in (b"\r\n", b"\n"):
         return None  # the block ended without its blank line
+    block = b"".join(lines[:-1]).decode("iso-8859-1")
+    if not _BLOCK.fullmatch(block):
+        return None
     message = cls()
-    plain = message.policy is compat32
-    for text in texts[:-1]:
-        if not _SIMPLE.fullmatch(text) or text.startswith("From "):
-            return None
-        if plain:  # compat32's header_source_parse, inline
-            name, _, value = text.partition(":")
-            value = value.lstrip(" \t").rstrip("\r\n")
-        else:
-            name, value = message.policy.header_source_parse([text])
+    if message.policy is not compat32:
+        return None
+    # compat32's header_source_parse and header_store_parse, inline: (name, value) as read
+    pairs = []
+    for line in block.split("\n")[:-1]:  # each line ends in LF (or CRLF), nothing else
+        name, _, value = line.removesuffix("\r").partition(":")
+        pairs.append((name, value.lstrip(" \t")))
         if name.lower() == "content-type" and value.strip().lower().startswith(_PARTS):
             return None  # the feed parser would read a body into parts
-        message.set_raw(name, value)
+    message._headers = pairs  # type: ignore[attr-defined]
     message.set_payload("")
     return message
 

@@ -38,12 +38,14 @@ def serve_mcp(
     """The reply to a request to MCP server ``call.mcp``, with its faults applied."""
     server = call.mcp
     assert server is not None
+    if book is None:  # no scenario: nothing to decide, the request need not be read
+        return _upstream(handler, call, body)
     request = mcp.read_request(body) if call.method == "POST" else None
     # the protocol version the client speaks, for an answer flakestorm makes itself
     version = (request.version if request else "") or handler.headers.get(mcp.VERSION_HEADER, "")
-    if book is not None and book.scenario.replay is not None:
+    if book.scenario.replay is not None:
         return _replayed(call, request, book, server, version)
-    if book is None or request is None:
+    if request is None:
         return _upstream(handler, call, body)
     if request.method == mcp.TOOLS_LIST:
         return _tools_list(handler, call, body, book, server, request)

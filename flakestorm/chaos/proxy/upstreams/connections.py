@@ -1,11 +1,12 @@
-"""Kept-alive connections to upstreams: a lean pool of the standard library's
-``http.client`` connections, by origin, for :class:`~.network.NetworkUpstream`.
+"""Kept-alive connections to upstreams: a lean pool of sockets, by origin, for
+:class:`~.network.NetworkUpstream`, which speaks HTTP/1.1 on them with :mod:`.wire`.
 
 A proxied call must cost little beside the call itself, and most of a ``requests`` call's cost
 is its own machinery (settings merged, the URL parsed and the headers copied several times, a
-pool manager, a response object wrapped twice). Here a call takes an idle connection of its
-origin (``scheme``, ``host``, ``port``) or opens one, sends, reads, and gives the connection
-back once its reply was read whole and the upstream keeps it open.
+pool manager, a response object wrapped twice); ``http.client``'s response objects were most
+of what was left. Here a call takes an idle connection of its origin (``scheme``, ``host``,
+``port``) or opens one, sends, reads, and gives the connection back once its reply was read
+whole and the upstream keeps it open.
 
 - An idle connection the upstream has closed (or sent something unasked on) is noticed before
   it is reused and dropped, as ``urllib3`` does; there are no retries.
@@ -21,7 +22,6 @@ back once its reply was read whole and the upstream keeps it open.
 
 from __future__ import annotations
 
-import http.client
 import select
 import socket
 import ssl
@@ -34,6 +34,7 @@ import requests
 import requests.utils
 
 from flakestorm.agents.deadline import current
+from flakestorm.chaos.proxy.upstreams.wire import Wire
 
 MAX_IDLE = 64
 """Idle connections kept per origin (more are closed when given back)."""
@@ -73,25 +74,53 @@ def _attach(sock: socket.socket | None) -> None:
         limit.attach(sock)
 
 
-class _Http(http.client.HTTPConnection):
-    read_timeout_s: float = 120.0
+class Connection:
+    """One connection to an origin: connected when first used (:meth:`wire`)."""
 
-    def connect(self) -> None:
-        super().connect()  # within self.timeout: the connect timeout
-        self.sock.settimeout(self.read_timeout_s)
-        _attach(self.sock)
+    def __init__(
+        self,
+        where: Target,
+        connect_timeout_s: float,
+        read_timeout_s: float,
+        tls: ssl.SSLContext | None,
+    ) -> None:
+        self.where = where
+        self.connect_timeout_s = connect_timeout_s
+        self.read_timeout_s = read_timeout_s
+        self.tls = tls
+        self.sock: socket.socket | None = None
+        self._wire: Wire | None = None
 
+    def wire(self) -> Wire:
+        """The connection's wire, connecting first (within the connect timeout)."""
+        if self._wire is None:
+            host, port = self.where.host, self.where.port
+            sock = socket.create_connection((host, port), timeout=self.connect_timeout_s)
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if self.tls is not None:
+                    sock = self.tls.wrap_socket(sock, server_hostname=host)
+                sock.settimeout(self.read_timeout_s)
+            except BaseException:
+                sock.close()
+                raise
+            self.sock = sock
+            _attach(sock)
+            self._wire = Wire(sock)
+        return self._wire
 
-class _Https(http.client.HTTPSConnection):
-    read_timeout_s: float = 120.0
+    @property
+    def host_header(self) -> str:
+        """``Host`` as ``requests`` sent it: the port only when it is not the scheme's."""
+        where = self.where
+        default = 443 if where.scheme == "https" else 80
+        host = f"[{where.host}]" if ":" in where.host else where.host
+        return host if where.port == default else f"{host}:{where.port}"
 
-    def connect(self) -> None:
-        super().connect()
-        self.sock.settimeout(self.read_timeout_s)
-        _attach(self.sock)
-
-
-Connection = _Http | _Https
+    def close(self) -> None:
+        sock, self.sock, self._wire = self.sock, None, None
+        if sock is not None:
+            sock.close()
 
 
 class Connections:
@@ -140,15 +169,8 @@ class Connections:
             connection.close()
 
     def _new(self, where: Target) -> Connection:
-        connection: Connection
-        if where.scheme == "https":
-            connection = _Https(
-                where.host, where.port, timeout=self.connect_timeout_s, context=self._context()
-            )
-        else:
-            connection = _Http(where.host, where.port, timeout=self.connect_timeout_s)
-        connection.read_timeout_s = self.read_timeout_s
-        return connection
+        tls = self._context() if where.scheme == "https" else None
+        return Connection(where, self.connect_timeout_s, self.read_timeout_s, tls)
 
     def _context(self) -> ssl.SSLContext:
         if self._tls is None:

@@ -1,6 +1,6 @@
 """The real upstream: the call's URL over HTTP(S), through a pool of kept-alive connections
-(:mod:`~.connections`: the standard library's ``http.client``, which costs a proxied call a
-fraction of what ``requests`` did).
+(:mod:`~.connections`) spoken to with :mod:`~.wire`: a proxied call costs a fraction of what
+``requests``, and then ``http.client``, did.
 
 The agent's headers are forwarded (``Authorization``, ``x-api-key``, ``anthropic-version``...)
 except hop-by-hop headers, ``Host``, ``Accept-Encoding`` (the proxy asks for identity, so it can
@@ -14,24 +14,36 @@ wall-clock deadline of ``upstream_timeout`` from the request to the last byte
 (:mod:`flakestorm.agents.deadline`: a server trickling its reply is cut there, a 504). Failures
 are :class:`UpstreamFailure`, not faults: unreachable (502 ``upstream_unreachable``), timed out
 (504 ``upstream_timeout``), too large (502 ``upstream_too_large``); they are translated here and
-no ``http.client`` or socket error escapes.
+no socket or protocol error escapes.
 """
 
 from __future__ import annotations
 
-import http.client
 import zlib
 from collections.abc import Iterator, Sequence
 from urllib.parse import urlsplit
 
 from flakestorm.agents.deadline import deadline
-from flakestorm.chaos.proxy.framing import CHUNK_BYTES, forwarded_headers
+from flakestorm.chaos.proxy.framing import forwarded_headers
 from flakestorm.chaos.proxy.reply import ClientFailure, HttpResponse, UpstreamFailure
 from flakestorm.chaos.proxy.upstreams.base import UpstreamRequest
 from flakestorm.chaos.proxy.upstreams.connections import Connection, Connections, Target, target
+from flakestorm.chaos.proxy.upstreams.wire import (
+    BadReply,
+    EndedEarly,
+    Framing,
+    Head,
+    Wire,
+    body,
+    framing,
+    keeps_open,
+)
+from flakestorm.chaos.proxy.upstreams.wire import read_head as read_reply_head
+from flakestorm.chaos.proxy.upstreams.wire import send as send_request
 
-_BROKEN = (OSError, http.client.HTTPException)
-"""What a failed exchange raises (a timeout is an OSError too: ``TimeoutError``)."""
+_BROKEN = OSError
+"""What a failed exchange raises (a timeout is an OSError too: ``TimeoutError``; so are the
+wire's ``BadReply`` and ``EndedEarly``, both ``ConnectionError``)."""
 
 
 class NetworkUpstream:
@@ -61,14 +73,14 @@ class NetworkUpstream:
         with deadline(self.upstream_timeout_s) as limit:
             connection = self.connections.take(where)
             try:
-                response = self._exchange(connection, call.method, url, where, headers, body)
-                call.upstream_status = response.status
-                raw_headers = response.getheaders()
-                decoder = _Decoder.of(response, self.max_response_bytes, url)
-                if _is_sse(response):  # streamed on after this returns: per-read timeouts
-                    chunks = self._stream(connection, where, response, decoder, url)
-                    return HttpResponse(response.status, raw_headers, chunks=chunks)
-                data = decoder.whole(self._read(response, url))
+                wire, head = self._exchange(connection, call.method, url, where, headers, body)
+                call.upstream_status = head.status
+                framed = framing_of(head, call.method, url)
+                decoder = _Decoder.of(head, self.max_response_bytes, url)
+                if _is_sse(head):  # streamed on after this returns: per-read timeouts
+                    chunks = self._stream(connection, wire, head, framed, decoder, url)
+                    return HttpResponse(head.status, head.headers, chunks=chunks)
+                data = decoder.whole(self._read(wire, framed, url))
             except UpstreamFailure as exc:
                 connection.close()
                 if limit.expired and exc.kind != "upstream_too_large":
@@ -80,10 +92,10 @@ class NetworkUpstream:
             if limit.expired:  # a close-delimited body cut at the deadline looks whole
                 connection.close()
                 raise self._timed_out(url)
-        self._done(connection, where, response)
-        reply = HttpResponse(response.status, raw_headers, data)
+        self._done(connection, where, head, framed)
+        reply = HttpResponse(head.status, head.headers, data)
         if call.method == "HEAD":
-            reply.head_length = response.getheader("Content-Length", "")
+            reply.head_length = head.get("Content-Length", "")
         return reply
 
     def _exchange(
@@ -94,11 +106,12 @@ class NetworkUpstream:
         where: Target,
         headers: dict[str, str],
         body: bytes,
-    ) -> http.client.HTTPResponse:
+    ) -> tuple[Wire, Head]:
         """Send the request and read the reply's head; failures as UpstreamFailure."""
         try:
-            connection.request(method, where.path, body=body or None, headers=headers)
-        except (http.client.InvalidURL, ValueError) as exc:  # unsendable header or target
+            wire = connection.wire()
+            send_request(wire, method, where.path, connection.host_header, headers, body)
+        except (UnicodeEncodeError, ValueError) as exc:  # unsendable header or target
             raise ClientFailure(400, "bad_request", f"cannot forward to {url!r}: {exc}") from None
         except TimeoutError as exc:
             raise self._no_answer(url) from exc
@@ -107,7 +120,7 @@ class NetworkUpstream:
                 502, "upstream_unreachable", f"{_origin(url)} is unreachable: {_reason(exc)}"
             ) from exc
         try:
-            return connection.getresponse()
+            return wire, read_reply_head(wire)
         except TimeoutError as exc:
             raise self._no_answer(url) from exc
         except _BROKEN as exc:
@@ -115,15 +128,13 @@ class NetworkUpstream:
                 502, "upstream_unreachable", f"{_origin(url)} is unreachable: {_reason(exc)}"
             ) from exc
 
-    def _read(self, response: http.client.HTTPResponse, url: str) -> bytes:
+    def _read(self, wire: Wire, framed: Framing, url: str) -> bytes:
         """The whole (raw) body, at most ``max_response_bytes``."""
+        if framed.length is not None and framed.length > self.max_response_bytes:
+            raise self._too_large(url)
         try:
-            if response.length is not None:  # Content-Length (or no body): one read
-                if response.length > self.max_response_bytes:
-                    raise self._too_large(url)
-                return response.read()  # IncompleteRead when cut short
             data = bytearray()
-            while chunk := response.read(CHUNK_BYTES):
+            for chunk in body(wire, framed):
                 data += chunk
                 if len(data) > self.max_response_bytes:
                     raise self._too_large(url)
@@ -134,18 +145,20 @@ class NetworkUpstream:
     def _stream(
         self,
         connection: Connection,
-        where: Target,
-        response: http.client.HTTPResponse,
+        wire: Wire,
+        head: Head,
+        framed: Framing,
         decoder: _Decoder,
         url: str,
     ) -> Iterator[bytes]:
-        """An event stream's bytes as soon as each arrives (``read1``: a chunk of a chunked
-        stream, what has come of a close-delimited one); the connection kept when it ends."""
+        """An event stream's bytes as soon as each arrives (a chunk of a chunked stream, what
+        has come of a close-delimited one); the connection kept when it ends."""
         ended = False
+        pieces = body(wire, framed)
         try:
             while True:
                 try:
-                    data = response.read1(CHUNK_BYTES)
+                    data = next(pieces, b"")
                 except _BROKEN as exc:
                     raise self._broke_off(exc, url) from exc
                 if not data:
@@ -154,14 +167,12 @@ class NetworkUpstream:
                 yield decoder.part(data)
         finally:
             if ended:
-                self._done(connection, where, response)
+                self._done(connection, connection.where, head, framed)
             else:
                 connection.close()
 
-    def _done(
-        self, connection: Connection, where: Target, response: http.client.HTTPResponse
-    ) -> None:
-        if response.isclosed() and not response.will_close:
+    def _done(self, connection: Connection, where: Target, head: Head, framed: Framing) -> None:
+        if keeps_open(head, framed):
             self.connections.give_back(where, connection)
         else:
             connection.close()
@@ -212,8 +223,8 @@ class _Decoder:
         self._size = 0
 
     @classmethod
-    def of(cls, response: http.client.HTTPResponse, limit: int, url: str) -> _Decoder:
-        encoding = (response.getheader("Content-Encoding") or "").strip().lower()
+    def of(cls, head: Head, limit: int, url: str) -> _Decoder:
+        encoding = (head.get("Content-Encoding") or "").strip().lower()
         wbits = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS}.get(encoding)
         if encoding == "deflate":
             wbits = zlib.MAX_WBITS
@@ -272,6 +283,8 @@ _REASONS = (
 
 
 def _reason(exc: BaseException) -> str:
+    if isinstance(exc, (BadReply, EndedEarly)):
+        return str(exc)
     text = str(exc)
     for marker in _REASONS:
         if marker in text:
@@ -293,5 +306,15 @@ def _combined(headers: Sequence[tuple[str, str]]) -> dict[str, str]:
     return out
 
 
-def _is_sse(response: http.client.HTTPResponse) -> bool:
-    return (response.getheader("Content-Type") or "").lower().startswith("text/event-stream")
+def _is_sse(head: Head) -> bool:
+    return (head.get("Content-Type") or "").lower().startswith("text/event-stream")
+
+
+def framing_of(head: Head, method: str, url: str) -> Framing:
+    """The reply's framing; a reply whose framing cannot be read is a broken one (502)."""
+    try:
+        return framing(head, method)
+    except ConnectionError as exc:
+        raise UpstreamFailure(
+            502, "upstream_unreachable", f"{_origin(url)} broke off its reply: {exc}"
+        ) from exc
