@@ -23,20 +23,7 @@ AGENT = "def answer(prompt: str) -> str:\n    return 'fine: ' + prompt[:40]\n"
 
 
 def completion(content: str) -> Response:
-    return Response.json(
-        {
-            "id": "chatcmpl-1",
-            "object": "chat.completion",
-            "model": "mutator",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": content},
-                    "finish_reason": "stop",
-                }
-            ],
-        }
-    )
+    return Response.chat_completion(content, model="mutator")
 
 
 def chatty(request: Request) -> Response:

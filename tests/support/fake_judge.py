@@ -23,20 +23,7 @@ MODES = ("well", "fenced", "refuse", "prose", "error", "timeout", "flip")
 
 
 def completion(content: str) -> Response:
-    return Response.json(
-        {
-            "id": "chatcmpl-judge",
-            "object": "chat.completion",
-            "model": "judge-1",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": content},
-                    "finish_reason": "stop",
-                }
-            ],
-        }
-    )
+    return Response.chat_completion(content, model="judge-1")
 
 
 def asked_about(body: dict[str, Any]) -> tuple[str, str]:

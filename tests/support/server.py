@@ -90,6 +90,24 @@ class Response:
         )
 
     @classmethod
+    def chat_completion(cls, content: str, model: str) -> Response:
+        """An OpenAI chat completion from ``model`` answering ``content`` (a fake LLM's)."""
+        return cls.json(
+            {
+                "id": f"chatcmpl-{model}",
+                "object": "chat.completion",
+                "model": model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": content},
+                        "finish_reason": "stop",
+                    }
+                ],
+            }
+        )
+
+    @classmethod
     def text(
         cls, text: str, status: int = 200, content_type: str = "text/plain; charset=utf-8"
     ) -> Response:
