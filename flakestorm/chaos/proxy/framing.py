@@ -221,23 +221,29 @@ class FramedHandler(BaseHTTPRequestHandler):
     def write(self, reply: HttpResponse, head: bool) -> None:
         """Send a complete (non-streamed) reply in one write: its head made in one piece."""
         no_body = reply.status in (204, 304) or reply.status < 200
-        data = b""
-        if self.request_version != "HTTP/0.9":  # as send_response_only and send_header write
-            phrase = self.responses[reply.status][0] if reply.status in self.responses else ""
-            lines = [f"{self.protocol_version} {reply.status} {phrase}"]
-            lines += [f"{k}: {v}" for k, v in reply.headers if k.lower() not in _NOT_RETURNED]
-            length = str(len(reply.body))
-            if head and reply.head_length is not None:
-                length = reply.head_length
-            if not no_body and length:
-                lines.append(f"Content-Length: {length}")
-            if self.close_connection:
-                lines.append("Connection: close")
-            data = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "strict")
+        extra = []
+        length = str(len(reply.body))
+        if head and reply.head_length is not None:
+            length = reply.head_length
+        if not no_body and length:
+            extra.append(f"Content-Length: {length}")
+        if self.close_connection:
+            extra.append("Connection: close")
+        data = self._head(reply, extra)
         if not head and not no_body:
             data += reply.body
         self.wfile.write(data)
         self.wfile.flush()
+
+    def _head(self, reply: HttpResponse, extra: list[str]) -> bytes:
+        """The reply's status line and headers (not the hop-by-hop ones), then ``extra``, as
+        ``send_response_only`` and ``send_header`` would write them (nothing for HTTP/0.9)."""
+        if self.request_version == "HTTP/0.9":
+            return b""
+        phrase = self.responses[reply.status][0] if reply.status in self.responses else ""
+        lines = [f"{self.protocol_version} {reply.status} {phrase}"]
+        lines += [f"{k}: {v}" for k, v in reply.headers if k.lower() not in _NOT_RETURNED]
+        return ("\r\n".join([*lines, *extra]) + "\r\n\r\n").encode("latin-1", "strict")
 
     def send_reply(self, reply: HttpResponse, call: ServedCall) -> None:
         """Send ``reply`` (delays, drops, streams). The call's interaction is logged just
@@ -257,16 +263,10 @@ class FramedHandler(BaseHTTPRequestHandler):
     def _stream(self, reply: HttpResponse, call: ServedCall) -> None:
         assert reply.chunks is not None
         chunked = self.request_version != "HTTP/1.0"
-        self.send_response_only(reply.status)
-        for name, value in reply.headers:
-            if name.lower() not in _NOT_RETURNED:
-                self.send_header(name, value)
-        if chunked:
-            self.send_header("Transfer-Encoding", "chunked")
-        else:
+        if not chunked:
             self.close_connection = True
-            self.send_header("Connection", "close")
-        self.end_headers()
+        framing = "Transfer-Encoding: chunked" if chunked else "Connection: close"
+        self.wfile.write(self._head(reply, [framing]))
         self.wfile.flush()
         stall = reply.stall_after_chunks
         sent = 0

@@ -90,6 +90,10 @@ class Connection:
         self.tls = tls
         self.sock: socket.socket | None = None
         self._wire: Wire | None = None
+        default = 443 if where.scheme == "https" else 80
+        host = f"[{where.host}]" if ":" in where.host else where.host
+        self.host_header = host if where.port == default else f"{host}:{where.port}"
+        """``Host`` as ``requests`` sent it: the port only when it is not the scheme's."""
 
     def wire(self) -> Wire:
         """The connection's wire, connecting first (within the connect timeout)."""
@@ -108,14 +112,6 @@ class Connection:
             _attach(sock)
             self._wire = Wire(sock)
         return self._wire
-
-    @property
-    def host_header(self) -> str:
-        """``Host`` as ``requests`` sent it: the port only when it is not the scheme's."""
-        where = self.where
-        default = 443 if where.scheme == "https" else 80
-        host = f"[{where.host}]" if ":" in where.host else where.host
-        return host if where.port == default else f"{host}:{where.port}"
 
     def close(self) -> None:
         sock, self.sock, self._wire = self.sock, None, None
