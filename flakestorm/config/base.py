@@ -3,6 +3,7 @@ not a number nor a number a boolean."""
 
 from __future__ import annotations
 
+import functools
 import types
 import typing
 from typing import Annotated, Any
@@ -41,19 +42,14 @@ class Model(BaseModel):
         raise ValidationError.from_exception_data(cls.__name__, ordered)
 
 
-_KEYS: dict[type[BaseModel], dict[str, Any]] = {}
-
-
+@functools.cache
 def _field_keys(model: type[BaseModel]) -> dict[str, Any]:
     """A model's input keys (field names and aliases) with their fields' annotations."""
-    keys = _KEYS.get(model)
-    if keys is None:
-        keys = {}
-        for name, field in model.model_fields.items():
-            keys[name] = field.annotation
-            if field.alias:
-                keys[field.alias] = field.annotation
-        _KEYS[model] = keys
+    keys = {}
+    for name, field in model.model_fields.items():
+        keys[name] = field.annotation
+        if field.alias:
+            keys[field.alias] = field.annotation
     return keys
 
 
