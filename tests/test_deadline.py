@@ -16,6 +16,7 @@ import requests
 from support.raw_server import RawUpstream
 
 from flakestorm.agents import Call
+from flakestorm.agents.deadline import deadline
 from flakestorm.agents.http import HttpAgent
 from flakestorm.agents.request import RequestShape
 from flakestorm.agents.reset import EndpointReset
@@ -182,3 +183,22 @@ def test_a_trickled_reply_fails_a_request_level_mutation_as_a_hang(tmp_path: Pat
     [mutation] = result.phases["mutation"].mutations
     assert (mutation.status, mutation.error) == (Status.FAILED, "timeout"), mutation
     assert mutation.latency_ms < TIMEOUT_MS + SLACK_S * 1000
+
+
+def test_a_short_deadline_is_cut_on_time_while_a_long_one_is_watched() -> None:
+    """The watchdog sleeps until the earliest deadline it knows of (at most a second): a sooner
+    one, started while a long exchange is watched, must wake it."""
+    long_pair, short_pair = socket.socketpair(), socket.socketpair()
+    try:
+        with deadline(60) as long_limit:
+            long_limit.attach(long_pair[0])
+            started = time.monotonic()
+            with deadline(0.3) as short_limit:
+                short_limit.attach(short_pair[0])
+                assert short_pair[0].recv(1) == b""  # blocks until the watchdog shuts it down
+            elapsed = time.monotonic() - started
+            assert short_limit.expired and not long_limit.expired
+        assert 0.3 <= elapsed < 0.3 + SLACK_S
+    finally:
+        for sock in (*long_pair, *short_pair):
+            sock.close()

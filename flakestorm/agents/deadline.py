@@ -34,6 +34,8 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 POLL_S = 0.05
 """How often the watchdog cuts again the sockets of an exchange past its deadline."""
+REVISIT_S = 1.0
+"""The longest the watchdog sleeps while exchanges are watched."""
 
 _local = threading.local()
 
@@ -88,7 +90,11 @@ def _shut(sock: socket.socket) -> None:
 
 
 class _Watchdog:
-    """One daemon thread for every deadline of the process."""
+    """One daemon thread for every deadline of the process.
+
+    It sleeps until the earliest deadline, and at most :data:`REVISIT_S` while any is watched
+    (it forgets the exchanges that ended then), so a new deadline wakes it (a thread switch)
+    only when it comes sooner than that: with every exchange's limit far off, never."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
@@ -96,23 +102,19 @@ class _Watchdog:
         self._overdue: list[Deadline] = []
         self._thread: threading.Thread | None = None
         self._count = 0
+        self._wake_at = 0.0
+        """When the thread looks at the heap next (0: it has not started)."""
 
     def watch(self, limit: Deadline) -> None:
         with self._cond:
-            heap = self._heap
-            while heap and heap[0][2].finished:  # exchanges that ended: forgotten here
-                heapq.heappop(heap)
-            # the thread sleeps until the earliest deadline: it is woken (a thread switch per
-            # exchange) only when this one comes sooner
-            wake = not heap or limit.at < heap[0][0]
             self._count += 1
-            heapq.heappush(heap, (limit.at, self._count, limit))
+            heapq.heappush(self._heap, (limit.at, self._count, limit))
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._loop, name="flakestorm-deadlines", daemon=True
                 )
                 self._thread.start()
-            if wake:
+            elif limit.at < self._wake_at:
                 self._cond.notify()
 
     def _loop(self) -> None:
@@ -125,9 +127,10 @@ class _Watchdog:
                     if not limit.finished:
                         self._overdue.append(limit)
                 due = list(self._overdue)
-                wait = self._heap[0][0] - now if self._heap else None
+                wait = min(self._heap[0][0] - now, REVISIT_S) if self._heap else None
                 if due:
                     wait = POLL_S if wait is None else min(wait, POLL_S)
+                self._wake_at = now + wait if wait is not None else float("inf")
                 if not due:
                     self._cond.wait(wait)
             for limit in due:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from urllib.parse import urlsplit
 
 from flakestorm.chaos import llm
@@ -105,11 +106,7 @@ class ServedCall:
 
     @property
     def log_url(self) -> str:
-        parts = urlsplit(self.upstream_url)
-        if not parts.netloc:
-            return self.upstream_url.split("?", 1)[0]
-        host = parts.netloc.rpartition("@")[2]
-        return f"{parts.scheme}://{host}{parts.path}"
+        return _log_url(self.upstream_url)
 
     @property
     def cassette_target(self) -> str:
@@ -124,3 +121,13 @@ class ServedCall:
         """Whether the exchange goes to a cassette: LLM API, tool and MCP server calls, not
         other traffic."""
         return self.target is Target.TOOL or self.provider is not None or self.mcp is not None
+
+
+@lru_cache(maxsize=1024)
+def _log_url(url: str) -> str:
+    """``url`` as logged: without its query string or user info (either may carry a key)."""
+    parts = urlsplit(url)
+    if not parts.netloc:
+        return url.split("?", 1)[0]
+    host = parts.netloc.rpartition("@")[2]
+    return f"{parts.scheme}://{host}{parts.path}"

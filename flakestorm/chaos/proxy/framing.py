@@ -1,10 +1,12 @@
-"""HTTP/1.1 framing: the threaded server, reading requests, writing replies and streams.
+"""HTTP/1.1 framing: the threaded server, an agent connection's requests, replies and streams.
 
 :class:`FramedHandler` is the part of a connection's handler that knows HTTP, not flakestorm:
-request bodies (``Content-Length`` or chunked, with a size limit), holding a call while
-noticing the agent hang up, whole replies in one buffered write, streams chunked (or
-close-delimited for HTTP/1.0), drops as a TCP reset. The stdlib's own parse errors (a
-malformed request line, huge headers) are answered in JSON like the proxy's other errors.
+it reads each request off the connection (:mod:`~flakestorm.chaos.proxy.inbound`: the head,
+then a body by ``Content-Length`` or chunked, with a size limit), holds a call while noticing
+the agent hang up, writes whole replies in one write, streams chunked (or close-delimited for
+HTTP/1.0), and drops as a TCP reset. A request that cannot be read (a malformed request line,
+huge headers, a method the proxy does not serve) is answered in JSON like the proxy's other
+errors, and the connection closed.
 
 Hop-by-hop headers (and those named in ``Connection``) are neither forwarded upstream
 (:func:`forwarded_headers`, which also asks for ``Accept-Encoding: identity`` so replies can be
@@ -16,20 +18,21 @@ real upstream are never routed back to the proxy (:mod:`flakestorm.chaos.routing
 
 from __future__ import annotations
 
+import contextlib
 import http
 import logging
 import select
 import socket
+import socketserver
 import struct
 import time
 from contextvars import ContextVar
-from email.message import Message
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from flakestorm import __version__
 from flakestorm.chaos.proxy.call import ServedCall
+from flakestorm.chaos.proxy.inbound import RequestHeaders, read_body, read_request
 from flakestorm.chaos.proxy.reply import ClientFailure, HttpResponse, UpstreamFailure, error_reply
+from flakestorm.chaos.proxy.upstreams.wire import Wire
 
 if TYPE_CHECKING:
     from flakestorm.chaos.proxy.server import ChaosProxy
@@ -59,29 +62,33 @@ _NOT_RETURNED = HOP_BY_HOP | {"content-length", "content-encoding"}
 CHUNK_BYTES = 64 * 1024
 """How much is read from a socket or an upstream at a time."""
 
+_PHRASES = {status.value: status.phrase for status in http.HTTPStatus}
 
-def forwarded_headers(headers: Message) -> list[tuple[str, str]]:
+
+def forwarded_headers(headers: RequestHeaders) -> dict[str, str]:
     """The agent's request headers as sent upstream: without hop-by-hop headers, those the
-    ``Connection`` header lists, ``Host``, ``Expect`` and ``X-Flakestorm-*``; identity encoding."""
-    listed = {
-        token.strip().lower()
-        for value in headers.get_all("Connection", [])
-        for token in value.split(",")
-    }
-    out = [
-        (k, v)
-        for k, v in headers.items()
-        if (name := k.lower()) not in _NOT_FORWARDED
-        and name not in listed
-        and not name.startswith("x-flakestorm-")
-    ]
-    out.append(("Accept-Encoding", "identity"))
+    ``Connection`` header lists, ``Host``, ``Expect`` and ``X-Flakestorm-*``; identity
+    encoding. One value per name: a repeated header's values joined (``, ``; ``; `` for
+    ``Cookie``), as HTTP allows, under the name as it first came."""
+    listed = set(headers.tokens("Connection")) if "connection" in headers else ()
+    out: dict[str, str] = {}
+    first: dict[str, str] = {}
+    for lowered, (name, value) in headers.named():
+        if lowered in _NOT_FORWARDED or lowered in listed or lowered.startswith("x-flakestorm-"):
+            continue
+        if lowered in first:
+            out[first[lowered]] += ("; " if lowered == "cookie" else ", ") + value
+        else:
+            first[lowered] = name
+            out[name] = value
+    out["Accept-Encoding"] = "identity"
     return out
 
 
-class ThreadedServer(ThreadingHTTPServer):
+class ThreadedServer(socketserver.ThreadingTCPServer):
     """The listening socket; one daemon thread per connection."""
 
+    allow_reuse_address = True
     daemon_threads = True
     block_on_close = False
     request_queue_size = 128
@@ -97,109 +104,91 @@ class ThreadedServer(ThreadingHTTPServer):
         logger.debug("connection from %s ended with an error", client_address, exc_info=True)
 
 
-class FramedHandler(BaseHTTPRequestHandler):
-    """One agent connection, as far as HTTP goes (the routes are a subclass's)."""
+class FramedHandler(socketserver.BaseRequestHandler):
+    """One agent connection, as far as HTTP goes (the routes are a subclass's :meth:`dispatch`)."""
 
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-    wbufsize = -1  # status line, headers and body leave in one write
+    METHODS: ClassVar[frozenset[str]] = frozenset(
+        {"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "CONNECT"}
+    )
+    """The methods served; any other is answered 501."""
     server: ThreadedServer
+    connection: socket.socket
+    wire: Wire
+    """The connection and the bytes received on it that no request has consumed yet."""
+    command = ""
+    path = ""
+    request_version = "HTTP/1.1"
+    headers = RequestHeaders([])
+    close_connection = True
     _linger = False
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def version_string(self) -> str:
-        return f"flakestorm-proxy/{__version__}"
 
     @property
     def proxy(self) -> ChaosProxy:
         return self.server.proxy
 
     def setup(self) -> None:
-        super().setup()
+        self.connection = self.request
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.wire = Wire(self.connection)
         serving.set(True)  # this thread's own context: it serves this connection only
         self.proxy.track(self.connection, add=True)
 
+    def handle(self) -> None:
+        """Serve the connection's requests, one after the other, until one closes it."""
+        while True:
+            try:
+                head = read_request(self.wire)
+            except ClientFailure as exc:
+                self.refuse(exc)
+                return
+            except ConnectionError:
+                return
+            if head is None:
+                return
+            self.command, self.path = head.method, head.target
+            self.request_version, self.headers = head.version, head.headers
+            self.close_connection = not head.keep_alive
+            if head.method not in self.METHODS:
+                message = f"method {head.method[:40]!r} is not served"
+                self.refuse(ClientFailure(501, "unsupported_method", message))
+                return
+            try:
+                if head.expects_continue:
+                    self.send(b"HTTP/1.1 100 Continue\r\n\r\n")
+                self.dispatch()
+            except OSError:  # the agent hung up while we wrote
+                return
+            if self.close_connection:
+                return
+
+    def dispatch(self) -> None:
+        """Serve the request just read (its ``command``, ``path`` and ``headers``)."""
+        raise NotImplementedError
+
     def finish(self) -> None:
         try:
-            super().finish()
             if self._linger:
                 drain(self.connection)
         finally:
             self.proxy.track(self.connection, add=False)
 
-    def handle_expect_100(self) -> bool:
-        super().handle_expect_100()
-        self.wfile.flush()  # the buffered writer would hold the interim reply back
-        return True
-
-    # -- errors the stdlib raises while parsing (malformed request line, huge headers)
-
-    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        if self.request_version == "HTTP/0.9":  # never answer without a status line
-            self.request_version = "HTTP/1.0"
-        phrase = http.HTTPStatus(code).phrase if code in http.HTTPStatus._value2member_map_ else ""
-        kind = {431: "headers_too_large", 414: "request_line_too_long", 501: "unsupported_method"}
-        reply = error_reply(code, kind.get(code, "bad_request"), message or phrase)
-        self.close_connection = True
-        self._linger = True
-        self.write(reply, head=False)
-
     def refuse(self, failure: ClientFailure) -> None:
         """Answer a request that cannot be served, then close (reading what is still sent)."""
         self.close_connection = True
         self._linger = True
-        self.write(error_reply(failure.status, failure.kind, str(failure)), head=False)
+        with contextlib.suppress(OSError):  # it may have hung up
+            self.write(error_reply(failure.status, failure.kind, str(failure)), head=False)
 
     # -- reading
 
     def read_body(self, limit: int) -> bytes:
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            return self._read_chunked(limit)
-        length_text = self.headers.get("Content-Length")
-        if not length_text:
-            return b""
-        try:
-            length = int(length_text)
-            if length < 0:
-                raise ValueError
-        except ValueError:
-            raise ClientFailure(400, "bad_request", f"bad Content-Length {length_text!r}") from None
-        if length > limit:
-            raise ClientFailure(
-                413, "request_too_large", f"request body of {length} bytes (limit {limit})"
-            )
-        body = self.rfile.read(length)
-        if len(body) < length:
-            raise ConnectionResetError("client closed the connection mid-body")
-        return body
-
-    def _read_chunked(self, limit: int) -> bytes:
-        data = bytearray()
-        while True:
-            line = self.rfile.readline(1026)
-            try:
-                size = int(line.split(b";", 1)[0].strip(), 16)
-            except ValueError:
-                raise ClientFailure(400, "bad_request", "bad chunked request body") from None
-            if size == 0:
-                while self.rfile.readline(1026) not in (b"\r\n", b"\n", b""):
-                    pass  # trailers
-                return bytes(data)
-            if len(data) + size > limit:
-                raise ClientFailure(
-                    413, "request_too_large", f"chunked request body over {limit} bytes"
-                )
-            chunk = self.rfile.read(size)
-            if len(chunk) < size:
-                raise ConnectionResetError("client closed the connection mid-body")
-            data += chunk
-            self.rfile.readline(3)
+        return read_body(self.wire, self.headers, limit)
 
     def hold(self, delay_ms: int) -> bool:
         """Hold the call ``delay_ms``; False when the agent hung up or the proxy stopped first
         (a held call must not keep a thread busy for a client that is gone)."""
+        if self.wire.buffer:  # it sent more already (pipelining): wait
+            return self.proxy.wait(delay_ms)
         deadline = time.monotonic() + delay_ms / 1000
         connection = self.connection
         while not self.proxy.stopping:
@@ -218,6 +207,10 @@ class FramedHandler(BaseHTTPRequestHandler):
 
     # -- writing
 
+    def send(self, data: bytes) -> None:
+        """Write ``data`` to the agent as it is."""
+        self.connection.sendall(data)
+
     def write(self, reply: HttpResponse, head: bool) -> None:
         """Send a complete (non-streamed) reply in one write: its head made in one piece."""
         no_body = reply.status in (204, 304) or reply.status < 200
@@ -232,16 +225,12 @@ class FramedHandler(BaseHTTPRequestHandler):
         data = self._head(reply, extra)
         if not head and not no_body:
             data += reply.body
-        self.wfile.write(data)
-        self.wfile.flush()
+        self.connection.sendall(data)
 
     def _head(self, reply: HttpResponse, extra: list[str]) -> bytes:
         """The reply's status line and headers (not the hop-by-hop ones), then ``extra``, as
-        ``send_response_only`` and ``send_header`` would write them (nothing for HTTP/0.9)."""
-        if self.request_version == "HTTP/0.9":
-            return b""
-        phrase = self.responses[reply.status][0] if reply.status in self.responses else ""
-        lines = [f"{self.protocol_version} {reply.status} {phrase}"]
+        a status line with the standard reason phrase (none for a status without one)."""
+        lines = [f"HTTP/1.1 {reply.status} {_PHRASES.get(reply.status, '')}"]
         lines += [f"{k}: {v}" for k, v in reply.headers if k.lower() not in _NOT_RETURNED]
         return ("\r\n".join([*lines, *extra]) + "\r\n\r\n").encode("latin-1", "strict")
 
@@ -266,8 +255,7 @@ class FramedHandler(BaseHTTPRequestHandler):
         if not chunked:
             self.close_connection = True
         framing = "Transfer-Encoding: chunked" if chunked else "Connection: close"
-        self.wfile.write(self._head(reply, [framing]))
-        self.wfile.flush()
+        self.connection.sendall(self._head(reply, [framing]))
         stall = reply.stall_after_chunks
         sent = 0
         try:
@@ -275,8 +263,9 @@ class FramedHandler(BaseHTTPRequestHandler):
                 if stall is not None and sent >= stall:
                     break
                 if chunk:
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
-                    self.wfile.flush()
+                    self.connection.sendall(
+                        b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk
+                    )
                     sent += 1
         except UpstreamFailure as exc:  # headers are gone: all we can do is cut the stream
             call.upstream_error = exc.summary
@@ -295,8 +284,7 @@ class FramedHandler(BaseHTTPRequestHandler):
             reset(self.connection)
             return
         if chunked:
-            self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
+            self.connection.sendall(b"0\r\n\r\n")
 
 
 def reset(connection: socket.socket) -> None:

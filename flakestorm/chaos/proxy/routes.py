@@ -42,7 +42,6 @@ consumes the active scenario's ``after_calls`` counts nor proves one of its faul
 
 from __future__ import annotations
 
-from email.message import Message
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
@@ -56,6 +55,7 @@ from flakestorm.chaos.proxy.reply import HttpResponse, error_reply
 from flakestorm.errors import UsageError
 
 if TYPE_CHECKING:
+    from flakestorm.chaos.proxy.inbound import RequestHeaders
     from flakestorm.chaos.proxy.server import ChaosProxy
 
 DEFAULT_LLM_UPSTREAMS = {
@@ -64,6 +64,8 @@ DEFAULT_LLM_UPSTREAMS = {
 }
 """Where LLM calls go when ``llm_upstream`` is not set: each provider's public API."""
 
+
+_LLM_PREFIXES = tuple((f"/llm/{provider.value}", provider) for provider in llm.Provider)
 
 MCP_HEADER = "X-Flakestorm-Mcp"
 """Marks a request as MCP traffic of the server it names: how the stdio relay
@@ -91,11 +93,10 @@ def route(
             )
         upstream = f"{relays.SCHEME}{relay}"
         return ServedCall(Target.OTHER, method, upstream, "/", query, mcp=unquote(mcp_server))
-    for provider in llm.Provider:
-        prefix = f"/llm/{provider.value}"
-        if rel == prefix or rel.startswith(prefix + "/"):
-            rest = rel[len(prefix) :]
-            return _llm_call(proxy, provider, rest, query, method)
+    if rel.startswith("/llm/"):
+        for prefix, provider in _LLM_PREFIXES:
+            if rel == prefix or rel.startswith(prefix + "/"):
+                return _llm_call(proxy, provider, rel[len(prefix) :], query, method)
     if rel.startswith("/mcp/"):
         return _mcp_call(proxy, method, rel, query)
     if rel.startswith("/tools/"):
@@ -192,7 +193,7 @@ def tool_for_url(proxy: ChaosProxy, url: str) -> str | None:
     return None
 
 
-def attribute(call: ServedCall, proxy: ChaosProxy, headers: Message) -> FaultBook | None:
+def attribute(call: ServedCall, proxy: ChaosProxy, headers: RequestHeaders) -> FaultBook | None:
     """Set the call's scenario, cell and where the cell came from; the book to decide with
     (None: a straggler of another scenario). With scenarios in flight, the book of the
     scenario the call's invocation is under (:mod:`flakestorm.chaos.flight`)."""

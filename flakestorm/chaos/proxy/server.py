@@ -25,10 +25,9 @@ from types import TracebackType
 from flakestorm.chaos.faults import ActiveScenario, FaultBook
 from flakestorm.chaos.flight import InFlight
 from flakestorm.chaos.interactions import BODY_CHARS, InteractionLog, body_text
-from flakestorm.chaos.proxy import headers
 from flakestorm.chaos.proxy.call import ServedCall
 from flakestorm.chaos.proxy.control import MAX_BODY_BYTES, answer, is_control_path
-from flakestorm.chaos.proxy.framing import FramedHandler, ThreadedServer, serving
+from flakestorm.chaos.proxy.framing import FramedHandler, ThreadedServer
 from flakestorm.chaos.proxy.injection import serve
 from flakestorm.chaos.proxy.relays import KEY_HEADER, Relays, RelayUpstream, plumbing
 from flakestorm.chaos.proxy.reply import ClientFailure, HttpResponse, UpstreamFailure, error_reply
@@ -142,7 +141,6 @@ class ChaosProxy:
         self.upstream: Upstream = self._replaying(build)
         """Where every data call goes once its faults are decided."""
         self._connections: set[socket.socket] = set()
-        headers.install(serving)  # the feed parser only for odd header blocks, on our threads
         self._background: set[threading.Thread] = set()
         self._thread: threading.Thread | None = None
         try:
@@ -373,7 +371,7 @@ def _checked_matches(matches: Mapping[str, str] | None, tools: Mapping[str, str]
 class _Handler(FramedHandler):
     """One agent connection: each request is a tunnel, a control call or a data call."""
 
-    def _dispatch(self) -> None:
+    def dispatch(self) -> None:
         try:
             if self.command == "CONNECT":
                 Tunnel(self).serve()
@@ -393,9 +391,6 @@ class _Handler(FramedHandler):
             self.write(
                 error_reply(500, "proxy_internal_error", f"{type(exc).__name__}: {exc}"), False
             )
-
-    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _dispatch
-    do_CONNECT = _dispatch
 
     def _control(self) -> None:
         body = self.read_body(MAX_BODY_BYTES)

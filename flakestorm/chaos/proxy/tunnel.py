@@ -94,8 +94,7 @@ class Tunnel:
             upstream.settimeout(None)
             upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             call.done(200)
-            handler.wfile.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
-            handler.wfile.flush()
+            handler.send(b"HTTP/1.1 200 Connection Established\r\n\r\n")
             if tunnel.action is TunnelAction.RESET:
                 # a body cannot be forged inside TLS: the closest is a reset once established
                 reset(handler.connection)
@@ -134,16 +133,11 @@ class Tunnel:
 
     def _relay(self, upstream: socket.socket) -> None:
         client = self.handler.connection
-        # bytes the client sent right behind the CONNECT may sit in the handler's read buffer
-        client.setblocking(False)
-        try:
-            pending = self.handler.rfile.read1(CHUNK_BYTES)
-        except OSError:
-            pending = b""
-        finally:
-            client.setblocking(True)
+        # bytes the client sent right behind the CONNECT may sit in the connection's buffer
+        pending = self.handler.wire.buffer
         if pending:
-            upstream.sendall(pending)
+            upstream.sendall(bytes(pending))
+            pending.clear()
         peers = {client: upstream, upstream: client}
         open_ = [client, upstream]
         while open_ and not self.proxy.stopping:

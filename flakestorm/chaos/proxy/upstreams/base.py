@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from email.message import Message
 from typing import Protocol, runtime_checkable
 
 from flakestorm.chaos.proxy.call import ServedCall
+from flakestorm.chaos.proxy.inbound import RequestHeaders
 from flakestorm.chaos.proxy.reply import HttpResponse
 
 
@@ -17,7 +17,7 @@ class UpstreamRequest:
     call: ServedCall
     """Its route (``upstream_url``, ``rel_path``, ``provider``, ``local``...). The upstream
     notes what it learns on it: ``upstream_status``, as soon as it is known."""
-    headers: Message
+    headers: RequestHeaders
     """The agent's request headers, as received (forwarding filters them)."""
     body: bytes
 

@@ -20,7 +20,7 @@ no socket or protocol error escapes.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 from flakestorm.agents.deadline import deadline
@@ -66,7 +66,7 @@ class NetworkUpstream:
             where = target(url)
         except ValueError as exc:
             raise ClientFailure(400, "bad_request", f"cannot forward to {url!r}: {exc}") from None
-        headers = _combined(forwarded_headers(request.headers))
+        headers = forwarded_headers(request.headers)
         body = request.body
         if not body and call.method not in ("GET", "HEAD"):
             headers["Content-Length"] = "0"  # as requests sent it
@@ -95,7 +95,7 @@ class NetworkUpstream:
         self._done(connection, where, head, framed)
         reply = HttpResponse(head.status, head.headers, data)
         if call.method == "HEAD":
-            reply.head_length = head.get("Content-Length", "")
+            reply.head_length = head.get("content-length", "")
         return reply
 
     def _exchange(
@@ -132,6 +132,10 @@ class NetworkUpstream:
         """The whole (raw) body, at most ``max_response_bytes``."""
         if framed.length is not None and framed.length > self.max_response_bytes:
             raise self._too_large(url)
+        if framed.length is not None and len(wire.buffer) >= framed.length:  # all came already
+            whole = bytes(wire.buffer[: framed.length])
+            del wire.buffer[: framed.length]
+            return whole
         try:
             data = bytearray()
             for chunk in body(wire, framed):
@@ -224,7 +228,7 @@ class _Decoder:
 
     @classmethod
     def of(cls, head: Head, limit: int, url: str) -> _Decoder:
-        encoding = (head.get("Content-Encoding") or "").strip().lower()
+        encoding = (head.get("content-encoding") or "").strip().lower()
         wbits = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS}.get(encoding)
         if encoding == "deflate":
             wbits = zlib.MAX_WBITS
@@ -292,22 +296,8 @@ def _reason(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-def _combined(headers: Sequence[tuple[str, str]]) -> dict[str, str]:
-    """The headers as one value per name: repeated ones joined (``, ``; ``; `` for Cookie),
-    as HTTP allows, instead of all but the last being lost."""
-    out: dict[str, str] = {}
-    names: dict[str, str] = {}
-    for name, value in headers:
-        first = names.setdefault(name.lower(), name)
-        if first in out:
-            out[first] += ("; " if first.lower() == "cookie" else ", ") + value
-        else:
-            out[first] = value
-    return out
-
-
 def _is_sse(head: Head) -> bool:
-    return (head.get("Content-Type") or "").lower().startswith("text/event-stream")
+    return (head.get("content-type") or "").lower().startswith("text/event-stream")
 
 
 def framing_of(head: Head, method: str, url: str) -> Framing:

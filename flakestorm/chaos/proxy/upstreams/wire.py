@@ -24,6 +24,17 @@ MAX_HEADERS = 100
 RECV_BYTES = 64 * 1024
 
 
+TOKEN = r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
+"""A header name (RFC 9110 §5.1)."""
+_PLAIN_BLOCK = re.compile(rf"(?:{TOKEN}:[^\r\n\x00]*\r?\n)*")
+"""Header lines each ``Name: value`` and nothing else: no fold, no bare CR, no NUL."""
+_PAIR = re.compile(r"([^:\n]+):[ \t]*([^\r\n]*?)[ \t]*\r?\n")
+_NAMES = re.compile(r"^([^:\n]+):", re.MULTILINE)
+_BLOCK_END = re.compile(rb"\n\r?\n")
+
+_PLAIN_LINES = re.compile(r"(?:[^:\s][^:\r\n]*: [^\r\n]*\r\n)*")
+"""Header lines as sent, none of them with a line break in its value."""
+_LENGTH = re.compile(r"^content-length:", re.IGNORECASE | re.MULTILINE)
 _BAD_TARGET = re.compile(r"[\x00-\x20\x7f]")
 _NAME = re.compile(r"[^:\s][^:\r\n]*")
 _BAD_VALUE = re.compile(r"\n(?![ \t])|\r(?![ \t\n])")
@@ -76,17 +87,20 @@ class Head:
     status: int
     reason: str
     headers: list[tuple[str, str]]
+    names: list[str] | None = field(default=None, repr=False)
+    """The header names lower-cased, in order (made from ``headers`` when not given)."""
     _by_name: dict[str, str] | None = field(default=None, repr=False)
 
     def get(self, name: str, default: str | None = None) -> str | None:
-        """The value of header ``name`` (its occurrences joined by ``, ``), else ``default``."""
-        if self._by_name is None:
-            by_name: dict[str, str] = {}
-            for key, value in self.headers:
-                lowered = key.lower()
+        """The value of header ``name`` (its occurrences joined by ``, ``), else ``default``;
+        ``name`` in lower case."""
+        by_name = self._by_name
+        if by_name is None:
+            by_name = self._by_name = {}
+            names = self.names or [key.lower() for key, _ in self.headers]
+            for lowered, (_, value) in zip(names, self.headers, strict=True):
                 by_name[lowered] = f"{by_name[lowered]}, {value}" if lowered in by_name else value
-            self._by_name = by_name
-        return self._by_name.get(name.lower(), default)
+        return by_name.get(name, default)
 
     def tokens(self, name: str) -> list[str]:
         value = self.get(name) or ""
@@ -100,14 +114,36 @@ def send(
     ``Content-Length`` when it has one), in one write."""
     if _BAD_TARGET.search(target) or _BAD_TARGET.search(method):
         raise ValueError(f"the request target holds a control character: {target[:80]!r}")
-    lines = [f"{method} {target} HTTP/1.1", f"Host: {host}"]
-    for name, value in headers.items():
-        if not _NAME.fullmatch(name) or _BAD_VALUE.search(value):
-            raise ValueError(f"invalid header {name[:80]!r}")
-        lines.append(f"{name}: {value}")
-    if body and "content-length" not in {n.lower() for n in headers}:
-        lines.append(f"Content-Length: {len(body)}")
-    wire.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+    lines = "".join([f"{name}: {value}\r\n" for name, value in headers.items()])
+    if not _PLAIN_LINES.fullmatch(lines):  # find the header at fault (a fold is allowed)
+        for name, value in headers.items():
+            if not _NAME.fullmatch(name) or _BAD_VALUE.search(value):
+                raise ValueError(f"invalid header {name[:80]!r}")
+    if body and not _LENGTH.search(lines):
+        lines += f"Content-Length: {len(body)}\r\n"
+    head = f"{method} {target} HTTP/1.1\r\nHost: {host}\r\n{lines}\r\n"
+    wire.sock.sendall(head.encode("latin-1") + body)
+
+
+def block_end(buffer: bytearray, start: int = 0) -> tuple[int, int]:
+    """Where the header block at the start of ``buffer`` ends: after its last line's end, and
+    after the blank line that closes it; ``(-1, -1)`` when the blank line has not come (the
+    search starts at ``start``, where earlier bytes were searched already)."""
+    if buffer[:1] == b"\n":
+        return 0, 1
+    if buffer[:2] == b"\r\n":
+        return 0, 2
+    found = _BLOCK_END.search(buffer, max(0, start - 2))
+    return (found.start() + 1, found.end()) if found is not None else (-1, -1)
+
+
+def plain_pairs(block: str) -> tuple[list[tuple[str, str]], list[str]] | None:
+    """A header block's ``(name, value)`` pairs and lower-cased names, when each of its lines
+    is ``Name: value`` (ending in CRLF or LF); None for any other block (a folded line, a line
+    without a colon, a bare CR, a NUL), for the caller to read line by line."""
+    if not _PLAIN_BLOCK.fullmatch(block):
+        return None
+    return _PAIR.findall(block), _NAMES.findall(block.lower())
 
 
 def read_head(wire: Wire) -> Head:
@@ -120,25 +156,42 @@ def read_head(wire: Wire) -> Head:
         code, _, reason = rest.partition(" ")
         if not version.startswith("HTTP/1.") or len(code) != 3 or not code.isdigit():
             raise BadReply(f"not an HTTP reply: {status_line[:80]!r}")
-        headers: list[tuple[str, str]] = []
-        size = len(status_line)
-        while line := wire.line():
-            size += len(line)
-            if size > MAX_HEAD_BYTES or len(headers) >= MAX_HEADERS:
+        buffer = wire.buffer
+        searched = 0
+        while (ends := block_end(buffer, searched))[0] < 0:
+            if len(buffer) > MAX_HEAD_BYTES:
                 raise BadReply("the reply's head is over 64 KiB or 100 headers")
-            text = line.decode("iso-8859-1")
-            if text[:1] in (" ", "\t") and headers:  # an obsolete folded line
-                name, value = headers[-1]
-                headers[-1] = (name, f"{value} {text.strip()}")
-                continue
-            name, sep, value = text.partition(":")
-            if not sep or not name.strip():
-                raise BadReply(f"not a header line: {text[:80]!r}")
-            headers.append((name.strip(), value.strip()))
+            searched = len(buffer)
+            if not wire.fill():
+                raise EndedEarly("it closed the connection mid-reply")
+        last, after = ends
+        block = bytes(buffer[:last]).decode("iso-8859-1")
+        del buffer[:after]
+        plain = plain_pairs(block)
+        headers, names = plain if plain is not None else (_odd_reply_block(block), None)
+        if len(block) + len(status_line) > MAX_HEAD_BYTES or len(headers) > MAX_HEADERS:
+            raise BadReply("the reply's head is over 64 KiB or 100 headers")
         status = int(code)
         if 100 <= status < 200 and status != 101:
             continue
-        return Head(version, status, reason.strip(), headers)
+        return Head(version, status, reason.strip(), headers, names)
+
+
+def _odd_reply_block(block: str) -> list[tuple[str, str]]:
+    """The headers of a block that is not plain: folded lines joined to the value before,
+    anything else not a header line a :class:`BadReply`."""
+    headers: list[tuple[str, str]] = []
+    for text in block.split("\n")[:-1]:
+        text = text.removesuffix("\r")
+        if text[:1] in (" ", "\t") and headers:  # an obsolete folded line
+            name, value = headers[-1]
+            headers[-1] = (name, f"{value} {text.strip()}")
+            continue
+        name, sep, value = text.partition(":")
+        if not sep or not name.strip():
+            raise BadReply(f"not a header line: {text[:80]!r}")
+        headers.append((name.strip(), value.strip()))
+    return headers
 
 
 @dataclass(frozen=True)
@@ -157,10 +210,10 @@ def framing(head: Head, method: str) -> Framing:
     """The body's framing (RFC 9112 §6.3)."""
     if method == "HEAD" or head.status in (204, 304) or 100 <= head.status < 200:
         return Framing(0)
-    codings = head.tokens("Transfer-Encoding")
+    codings = head.tokens("transfer-encoding")
     if codings:
         return Framing(None, chunked=codings[-1] == "chunked")
-    text = head.get("Content-Length")
+    text = head.get("content-length")
     if text is None:
         return Framing(None)
     values = {v.strip() for v in text.split(",")}
@@ -173,7 +226,7 @@ def keeps_open(head: Head, body: Framing) -> bool:
     """Whether the connection serves another request once this reply is read."""
     if body.until_close or head.status == 101:
         return False
-    tokens = head.tokens("Connection")
+    tokens = head.tokens("connection")
     if head.version == "HTTP/1.0":
         return "keep-alive" in tokens
     return "close" not in tokens
