@@ -84,6 +84,40 @@ def test_sse_from_a_close_delimited_upstream_is_not_buffered() -> None:
             release.set()
 
 
+def test_a_stream_that_stops_is_cut_after_the_upstream_timeout() -> None:
+    """A stream outlives its exchange's deadline: each of its reads is bounded instead, and a
+    stream that stops sending is cut there (the agent sees the connection end), logged why."""
+    release = threading.Event()
+
+    def script(conn: socket.socket, request: bytes) -> None:
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+            b'data: {"first": true}\n\n'
+        )
+        release.wait(30)
+
+    with (
+        RawUpstream(script) as upstream,
+        ChaosProxy(tools={"feed": upstream.url}, upstream_timeout_s=0.5) as proxy,
+    ):
+        try:
+            with session().get(f"{proxy.url}/tools/feed/events", stream=True, timeout=10) as r:
+                lines = r.iter_lines()
+                assert next(lines) == b'data: {"first": true}'
+                started = time.monotonic()
+                try:
+                    rest = list(lines)
+                except requests.RequestException:
+                    rest = []
+                elapsed = time.monotonic() - started
+        finally:
+            release.set()
+        assert b"data: [DONE]" not in rest
+        assert 0.4 <= elapsed < 2.0
+        item = last(proxy)
+        assert "stopped sending for 0.5 s" in (item.upstream_error or "")
+
+
 def test_response_body_limit(upstream: LoopbackServer) -> None:
     upstream.handler = lambda r: Response(200, b"x" * 10_000)
     with ChaosProxy(tools={"weather": upstream.url}, max_response_bytes=1000) as proxy:

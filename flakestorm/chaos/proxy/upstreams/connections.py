@@ -13,7 +13,11 @@ whole and the upstream keeps it open.
 - Each connection's socket is registered with the calling thread's
   :func:`~flakestorm.agents.deadline.deadline` (when opened, and when taken again), so the
   exchange's wall-clock limit still cuts it.
-- Connecting is bounded by ``connect_timeout_s``, each read after it by ``read_timeout_s``.
+- Connecting (and a TLS handshake) is bounded by ``connect_timeout_s``. After that a socket
+  blocks without a timeout of its own: an exchange is bounded by its deadline, which shuts its
+  sockets down (a socket timeout would cost a ``poll`` before every read and write), and the
+  reads of a streamed reply, which outlives its exchange, each by ``read_timeout_s``
+  (:meth:`Connection.limit_reads`).
 - HTTPS is verified against ``requests``' CA bundle (``certifi``), as before, with the system's
   TLS defaults.
 - A URL is prepared as ``requests`` prepares it (IDNA host, path re-quoted), once per distinct
@@ -104,7 +108,7 @@ class Connection:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 if self.tls is not None:
                     sock = self.tls.wrap_socket(sock, server_hostname=host)
-                sock.settimeout(self.read_timeout_s)
+                sock.settimeout(None)
             except BaseException:
                 sock.close()
                 raise
@@ -112,6 +116,12 @@ class Connection:
             _attach(sock)
             self._wire = Wire(sock)
         return self._wire
+
+    def limit_reads(self, streaming: bool) -> None:
+        """Bound each read by ``read_timeout_s`` while a streamed reply is read (its exchange's
+        deadline is over), or by nothing again once it ended."""
+        if self.sock is not None:
+            self.sock.settimeout(self.read_timeout_s if streaming else None)
 
     def close(self) -> None:
         sock, self.sock, self._wire = self.sock, None, None

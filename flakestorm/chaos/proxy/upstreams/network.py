@@ -78,6 +78,7 @@ class NetworkUpstream:
                 framed = framing_of(head, call.method, url)
                 decoder = _Decoder.of(head, self.max_response_bytes, url)
                 if _is_sse(head):  # streamed on after this returns: per-read timeouts
+                    connection.limit_reads(True)
                     chunks = self._stream(connection, wire, head, framed, decoder, url)
                     return HttpResponse(head.status, head.headers, chunks=chunks)
                 data = decoder.whole(self._read(wire, framed, url))
@@ -171,6 +172,7 @@ class NetworkUpstream:
                 yield decoder.part(data)
         finally:
             if ended:
+                connection.limit_reads(False)
                 self._done(connection, connection.where, head, framed)
             else:
                 connection.close()
