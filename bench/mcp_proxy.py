@@ -8,9 +8,9 @@ POSTs, the way an MCP client's transport does, and measures:
 
 - the median latency of sequential calls, direct and proxied: the difference is the latency
   the proxy adds per ``tools/call`` (goal: at most 1 ms);
-- the throughput with ``--clients`` concurrent clients, direct and proxied (goal: proxied at
-  least 0.8x direct), in ``--rounds`` rounds, each measuring both sides back to back (the
-  machine's other load changes between rounds): the ratio of each round, its best and median;
+- the throughput with ``--clients`` concurrent clients, direct and proxied (goal: the median
+  round's ratio at least 0.8x), in ``--rounds`` rounds, each measuring both sides back to
+  back (the machine's other load changes between rounds): each round's ratio, best and median;
 - beside them, the same calls through a plain HTTP tool route (``/tools/bench``, no JSON-RPC
   read): what of the overhead is MCP's own, and what any proxied call costs;
 - where ``/proc`` tells (Linux), the CPU time each process spent per call during the throughput
@@ -201,10 +201,10 @@ def main() -> int:
         for d, p, r in zip(direct.rps, proxied.rps, ratios, strict=True)
     )
     print(f"throughput, {args.clients} clients, calls/s direct -> through the proxy: {rounds}")
-    verdict = "ok" if best >= GOAL_RATIO else "UNDER GOAL"
+    verdict = "ok" if median >= GOAL_RATIO else "UNDER GOAL"
     print(
         f"throughput ratio over {args.rounds} rounds: best {best:.2f}x, median {median:.2f}x "
-        f"(goal >= {GOAL_RATIO}x: {verdict})"
+        f"(goal: median >= {GOAL_RATIO}x: {verdict})"
     )
     print(
         f"the same calls through a plain tool route: {plain_ms - direct_ms:.3f} ms added, "
@@ -214,7 +214,7 @@ def main() -> int:
     for side in (direct, proxied, plain):
         if line := side.cpu_line():
             print(f"CPU per call, {side.name}: {line}")
-    return 0 if added_ms <= GOAL_ADDED_MS and best >= GOAL_RATIO else 1
+    return 0 if added_ms <= GOAL_ADDED_MS and median >= GOAL_RATIO else 1
 
 
 if __name__ == "__main__":
