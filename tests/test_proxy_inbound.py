@@ -40,17 +40,19 @@ def one(proxy: ChaosProxy, data: bytes) -> tuple[int, dict[str, str], Any]:
     return reply
 
 
+def reaching_the_tool(proxy: ChaosProxy, tool: LoopbackServer, head: bytes) -> Any:
+    """The headers the tool got for a GET with the header lines ``head``."""
+    status, _, _ = one(proxy, b"GET /tools/weather/x HTTP/1.1\r\n" + head + b"\r\n")
+    assert status == 200
+    return tool.requests[-1].headers
+
+
 def test_a_folded_header_reaches_the_tool_as_one_value(
     proxy: ChaosProxy,
     upstream: LoopbackServer,  # noqa: F811
 ) -> None:
-    status, _, _ = one(
-        proxy,
-        b"GET /tools/weather/x HTTP/1.1\r\nHost: x\r\nX-Note: one\r\n  two\r\n"
-        b"Connection: close\r\n\r\n",
-    )
-    assert status == 200
-    assert upstream.requests[-1].headers.get("X-Note") == "one two"
+    head = b"Host: x\r\nX-Note: one\r\n  two\r\nConnection: close\r\n"
+    assert reaching_the_tool(proxy, upstream, head).get("X-Note") == "one two"
 
 
 @pytest.mark.parametrize(
@@ -79,13 +81,12 @@ def test_header_values_come_through_as_sent(
     proxy: ChaosProxy,
     upstream: LoopbackServer,  # noqa: F811
 ) -> None:
-    status, _, _ = one(
+    got = reaching_the_tool(
         proxy,
-        b"GET /tools/weather/x HTTP/1.1\nHost: x\nX-Empty:\nX-Spaced:   a b  \r\n"
-        b"X-Latin: caf\xe9\r\nX-Twice: 1\r\nx-twice: 2\r\nConnection: close\n\n",
+        upstream,
+        b"Host: x\nX-Empty:\nX-Spaced:   a b  \r\nX-Latin: caf\xe9\r\nX-Twice: 1\r\n"
+        b"x-twice: 2\r\nConnection: close\n",  # bare LF line ends too
     )
-    assert status == 200
-    got = upstream.requests[-1].headers
     assert got.get("X-Empty") == ""
     assert got.get("X-Spaced") == "a b"
     assert got.get("X-Latin") == "café"
