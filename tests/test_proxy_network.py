@@ -10,6 +10,7 @@ import socket
 import threading
 import time
 import zlib
+from collections.abc import Callable
 
 import requests
 from support.proxy_rig import (
@@ -64,17 +65,27 @@ def test_gzip_reply_despite_identity_is_passed_decoded_with_its_length() -> None
         assert response.read() == payload
 
 
-def test_sse_from_a_close_delimited_upstream_is_not_buffered() -> None:
-    release = threading.Event()
+def first_event_then(
+    release: threading.Event, wait_s: float, rest: bytes = b""
+) -> Callable[[socket.socket, bytes], None]:
+    """A close-delimited event stream's script: the first event at once, then ``rest`` once
+    ``release`` is set (or ``wait_s`` has passed)."""
 
     def script(conn: socket.socket, request: bytes) -> None:
         conn.sendall(
             b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
             b'data: {"first": true}\n\n'
         )
-        release.wait(10)
-        conn.sendall(b"data: [DONE]\n\n")
+        release.wait(wait_s)
+        if rest:
+            conn.sendall(rest)
 
+    return script
+
+
+def test_sse_from_a_close_delimited_upstream_is_not_buffered() -> None:
+    release = threading.Event()
+    script = first_event_then(release, 10, b"data: [DONE]\n\n")
     with RawUpstream(script) as upstream, ChaosProxy(tools={"feed": upstream.url}) as proxy:
         try:
             with session().get(f"{proxy.url}/tools/feed/events", stream=True, timeout=5) as r:
@@ -88,16 +99,8 @@ def test_a_stream_that_stops_is_cut_after_the_upstream_timeout() -> None:
     """A stream outlives its exchange's deadline: each of its reads is bounded instead, and a
     stream that stops sending is cut there (the agent sees the connection end), logged why."""
     release = threading.Event()
-
-    def script(conn: socket.socket, request: bytes) -> None:
-        conn.sendall(
-            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
-            b'data: {"first": true}\n\n'
-        )
-        release.wait(30)
-
     with (
-        RawUpstream(script) as upstream,
+        RawUpstream(first_event_then(release, 30)) as upstream,
         ChaosProxy(tools={"feed": upstream.url}, upstream_timeout_s=0.5) as proxy,
     ):
         try:
