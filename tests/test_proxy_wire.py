@@ -74,6 +74,10 @@ BROKEN = {
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
         "a bad chunk size",
     ),
+    "a negative chunk size": (
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\nabc\r\n0\r\n\r\n",
+        "a bad chunk size",
+    ),
     "two Content-Lengths": (
         b"HTTP/1.1 200 OK\r\nContent-Length: 1, 2\r\n\r\nx",
         "a bad Content-Length: '1, 2'",

@@ -261,6 +261,8 @@ def _chunked(wire: Wire) -> Iterator[bytes]:
         line = wire.line()
         try:
             size = int(line.split(b";", 1)[0].strip(), 16)
+            if size < 0:
+                raise ValueError
         except ValueError:
             raise BadReply(f"a bad chunk size: {line[:40]!r}") from None
         if size == 0:
