@@ -157,3 +157,17 @@ def test_the_connection_is_kept_as_the_request_asks(
             second = b""
         assert second.startswith(b"HTTP/1.1 200") is kept
         assert (second == b"") is not kept
+
+
+@pytest.mark.parametrize("size", [b"zz", b"-1", b"3"], ids=["not-hex", "negative", "too-long"])
+def test_a_bad_chunked_body_is_a_400(proxy: ChaosProxy, size: bytes) -> None:
+    status, headers, body = one(
+        proxy,
+        b"POST /tools/weather/x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + size
+        + b"\r\nabcdef\r\n0\r\n\r\n",
+    )
+    assert (status, body["error"]["type"]) == (400, "bad_request")
+    assert body["error"]["message"] == "bad chunked request body"
+    assert headers["Connection"] == "close"
+    assert_still_serving(proxy)

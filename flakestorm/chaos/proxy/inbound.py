@@ -31,7 +31,17 @@ from dataclasses import dataclass
 from typing import overload
 
 from flakestorm.chaos.proxy.reply import ClientFailure
-from flakestorm.chaos.proxy.upstreams.wire import TOKEN, Wire, block_end, plain_pairs
+from flakestorm.chaos.proxy.upstreams.wire import (
+    TOKEN,
+    BadReply,
+    Framing,
+    TooLarge,
+    Wire,
+    block_end,
+    comma_tokens,
+    plain_pairs,
+    read_whole,
+)
 
 MAX_LINE_BYTES = 65536
 """The longest request line; also the largest header block."""
@@ -77,12 +87,7 @@ class RequestHeaders:
 
     def tokens(self, name: str) -> list[str]:
         """The comma-separated tokens of every ``name`` header, lower-cased."""
-        return [
-            token.strip().lower()
-            for value in self.get_all(name) or ()
-            for token in value.split(",")
-            if token.strip()
-        ]
+        return comma_tokens(",".join(self.get_all(name) or ()))
 
     def items(self) -> list[tuple[str, str]]:
         return list(self._pairs)
@@ -220,62 +225,28 @@ def _odd_block(block: str) -> list[tuple[str, str]]:
 def read_body(wire: Wire, headers: RequestHeaders, limit: int) -> bytes:
     """The request's body: chunked, or ``Content-Length`` bytes (none without either)."""
     if "chunked" in (headers.get("Transfer-Encoding") or "").lower():
-        return _chunked(wire, limit)
-    length_text = headers.get("Content-Length")
-    if not length_text:
-        return b""
-    try:
-        length = int(length_text)
-        if length < 0:
-            raise ValueError
-    except ValueError:
-        raise ClientFailure(400, "bad_request", f"bad Content-Length {length_text!r}") from None
-    if length > limit:
-        raise ClientFailure(
-            413, "request_too_large", f"request body of {length} bytes (limit {limit})"
-        )
-    return _exactly(wire, length)
-
-
-def _exactly(wire: Wire, size: int) -> bytes:
-    buffer = wire.buffer
-    while len(buffer) < size:
-        if not _fill(wire):
-            raise ConnectionResetError("the agent closed the connection mid-body")
-    data = bytes(buffer[:size])
-    del buffer[:size]
-    return data
-
-
-def _line(wire: Wire) -> bytes:
-    buffer = wire.buffer
-    while (end := buffer.find(b"\n")) < 0:
-        if len(buffer) > MAX_LINE_BYTES:
-            raise ClientFailure(400, "bad_request", "bad chunked request body")
-        if not _fill(wire):
-            raise ConnectionResetError("the agent closed the connection mid-body")
-    line = bytes(buffer[:end])
-    del buffer[: end + 1]
-    return line.removesuffix(b"\r")
-
-
-def _chunked(wire: Wire, limit: int) -> bytes:
-    data = bytearray()
-    while True:
-        line = _line(wire)
+        framing = Framing(None, chunked=True)
+    else:
+        length_text = headers.get("Content-Length")
+        if not length_text:
+            return b""
         try:
-            size = int(line.split(b";", 1)[0].strip(), 16)
-            if size < 0:
+            length = int(length_text)
+            if length < 0:
                 raise ValueError
         except ValueError:
-            raise ClientFailure(400, "bad_request", "bad chunked request body") from None
-        if size == 0:
-            while _line(wire):  # trailers, up to the blank line
-                pass
-            return bytes(data)
-        if len(data) + size > limit:
-            message = f"chunked request body over {limit} bytes"
+            message = f"bad Content-Length {length_text!r}"
+            raise ClientFailure(400, "bad_request", message) from None
+        if length > limit:
+            message = f"request body of {length} bytes (limit {limit})"
             raise ClientFailure(413, "request_too_large", message)
-        data += _exactly(wire, size)
-        if _line(wire):
-            raise ClientFailure(400, "bad_request", "bad chunked request body")
+        framing = Framing(length)
+    try:
+        return read_whole(wire, framing, limit)
+    except TooLarge:
+        message = f"chunked request body over {limit} bytes"
+        raise ClientFailure(413, "request_too_large", message) from None
+    except BadReply:  # a chunk's size, or its end, is not what chunked framing says
+        raise ClientFailure(400, "bad_request", "bad chunked request body") from None
+    except OSError:  # the agent hung up mid-body (or the proxy shut its connection down)
+        raise ConnectionResetError("the agent closed the connection mid-body") from None

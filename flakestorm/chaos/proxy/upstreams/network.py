@@ -33,10 +33,12 @@ from flakestorm.chaos.proxy.upstreams.wire import (
     EndedEarly,
     Framing,
     Head,
+    TooLarge,
     Wire,
     body,
     framing,
     keeps_open,
+    read_whole,
 )
 from flakestorm.chaos.proxy.upstreams.wire import read_head as read_reply_head
 from flakestorm.chaos.proxy.upstreams.wire import send as send_request
@@ -131,19 +133,10 @@ class NetworkUpstream:
 
     def _read(self, wire: Wire, framed: Framing, url: str) -> bytes:
         """The whole (raw) body, at most ``max_response_bytes``."""
-        if framed.length is not None and framed.length > self.max_response_bytes:
-            raise self._too_large(url)
-        if framed.length is not None and len(wire.buffer) >= framed.length:  # all came already
-            whole = bytes(wire.buffer[: framed.length])
-            del wire.buffer[: framed.length]
-            return whole
         try:
-            data = bytearray()
-            for chunk in body(wire, framed):
-                data += chunk
-                if len(data) > self.max_response_bytes:
-                    raise self._too_large(url)
-            return bytes(data)
+            return read_whole(wire, framed, self.max_response_bytes)
+        except TooLarge:
+            raise self._too_large(url) from None
         except _BROKEN as exc:
             raise self._broke_off(exc, url) from exc
 

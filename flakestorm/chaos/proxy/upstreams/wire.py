@@ -103,8 +103,13 @@ class Head:
         return by_name.get(name, default)
 
     def tokens(self, name: str) -> list[str]:
-        value = self.get(name) or ""
-        return [t.strip().lower() for t in value.split(",") if t.strip()]
+        return comma_tokens(self.get(name) or "")
+
+
+def comma_tokens(value: str) -> list[str]:
+    """The comma-separated tokens of a header value (a list's values joined by commas),
+    lower-cased, empty ones dropped."""
+    return [t.strip().lower() for t in value.split(",") if t.strip()]
 
 
 def send(
@@ -230,6 +235,30 @@ def keeps_open(head: Head, body: Framing) -> bool:
     if head.version == "HTTP/1.0":
         return "keep-alive" in tokens
     return "close" not in tokens
+
+
+class TooLarge(Exception):
+    """A body over the reader's limit."""
+
+
+def read_whole(wire: Wire, framing: Framing, limit: int) -> bytes:
+    """The whole body, at most ``limit`` bytes (:class:`TooLarge` past it; a length over it is
+    refused before anything is read)."""
+    length = framing.length
+    if length is not None:
+        if length > limit:
+            raise TooLarge
+        buffer = wire.buffer
+        if len(buffer) >= length:  # all of it came already (most bodies, with their head)
+            data = bytes(buffer[:length])
+            del buffer[:length]
+            return data
+    whole = bytearray()
+    for piece in body(wire, framing):
+        whole += piece
+        if len(whole) > limit:
+            raise TooLarge
+    return bytes(whole)
 
 
 def body(wire: Wire, framing: Framing) -> Iterator[bytes]:
