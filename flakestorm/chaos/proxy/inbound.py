@@ -196,10 +196,10 @@ def _request_line(line: str) -> tuple[str, str, str]:
 
 def _headers(block: str) -> RequestHeaders:
     plain = plain_pairs(block)  # the common case: each line a header, nothing odd
-    headers = RequestHeaders(*plain) if plain is not None else RequestHeaders(_odd_block(block))
-    if len(headers._pairs) > MAX_HEADERS:
+    pairs, names = plain if plain is not None else (_odd_block(block), None)
+    if len(pairs) > MAX_HEADERS:
         raise ClientFailure(431, "headers_too_large", f"more than {MAX_HEADERS} request headers")
-    return headers
+    return RequestHeaders(pairs, names)
 
 
 def _odd_block(block: str) -> list[tuple[str, str]]:
