@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 import threading
 from typing import Any
@@ -158,3 +159,19 @@ def test_head_of_a_chunked_upstream_reply_does_not_claim_zero_length() -> None:
         assert response.getheader("Content-Length") is None  # unknown: not "0"
         conn.request("HEAD", "/tools/t/x")  # the connection is still usable
         assert conn.getresponse().status == 200
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getscheduler"), reason="Linux scheduling policies")
+def test_connection_threads_do_not_preempt_the_agent(proxy: ChaosProxy) -> None:
+    """The thread serving an agent's connection is ``SCHED_BATCH``: woken by a request or a
+    reply, it waits for a free core instead of preempting the agent or its tools. The
+    process's other threads (a run's own) keep their policy."""
+    before = set(threading.enumerate())
+    with session() as s:  # kept alive: its serving thread still runs after the call
+        assert s.get(f"{proxy.url}/tools/weather/ok", timeout=5).json()["path"] == "/ok"
+        name = f"flakestorm-proxy-{proxy.port}-connection"
+        serving = [t for t in set(threading.enumerate()) - before if t.name == name]
+        assert len(serving) == 1
+        assert serving[0].native_id is not None
+        assert os.sched_getscheduler(serving[0].native_id) == os.SCHED_BATCH
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER

@@ -27,7 +27,7 @@ from flakestorm.chaos.flight import InFlight
 from flakestorm.chaos.interactions import BODY_CHARS, InteractionLog, body_text
 from flakestorm.chaos.proxy.call import ServedCall
 from flakestorm.chaos.proxy.control import MAX_BODY_BYTES, answer, is_control_path
-from flakestorm.chaos.proxy.framing import FramedHandler, ThreadedServer
+from flakestorm.chaos.proxy.framing import FramedHandler, ThreadedServer, yield_on_wakeup
 from flakestorm.chaos.proxy.injection import serve
 from flakestorm.chaos.proxy.relays import KEY_HEADER, Relays, RelayUpstream, plumbing
 from flakestorm.chaos.proxy.reply import ClientFailure, HttpResponse, UpstreamFailure, error_reply
@@ -156,13 +156,16 @@ class ChaosProxy:
 
     def start(self) -> ChaosProxy:
         self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.05},
+            target=self._serve,
             name=f"flakestorm-proxy-{self.port}",
             daemon=True,
         )
         self._thread.start()
         return self
+
+    def _serve(self) -> None:
+        yield_on_wakeup()  # the connection threads this thread starts inherit it
+        self._server.serve_forever(poll_interval=0.05)
 
     def stop(self) -> None:
         """Stop serving: release held calls, close every connection and the listening socket."""
