@@ -8,7 +8,10 @@ import contextlib
 import json
 import os
 import socket
+import subprocess
+import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -175,3 +178,34 @@ def test_connection_threads_do_not_preempt_the_agent(proxy: ChaosProxy) -> None:
         assert serving[0].native_id is not None
         assert os.sched_getscheduler(serving[0].native_id) == os.SCHED_BATCH
     assert os.sched_getscheduler(0) == os.SCHED_OTHER
+
+
+_WATCHDOG_STARTED_BY_THE_PROXY = """
+import os, threading
+import requests
+from support.server import LoopbackServer
+from support.proxy_rig import weather
+from flakestorm.chaos.proxy.server import ChaosProxy
+with LoopbackServer(weather) as upstream, ChaosProxy(tools={"weather": upstream.url}) as proxy:
+    assert not [t for t in threading.enumerate() if t.name == "flakestorm-deadlines"]
+    requests.get(f"{proxy.url}/tools/weather/ok", timeout=5).raise_for_status()
+    (watchdog,) = [t for t in threading.enumerate() if t.name == "flakestorm-deadlines"]
+    print(os.sched_getscheduler(watchdog.native_id) == os.sched_getscheduler(0))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getscheduler"), reason="Linux scheduling policies")
+def test_the_deadline_watchdog_keeps_the_process_policy_when_the_proxy_starts_it() -> None:
+    """The one deadline watchdog of a process also cuts the run's own agent calls: started by
+    a proxy's (batch) connection thread, it still runs under the process's policy."""
+    tests = str(Path(__file__).resolve().parent)
+    done = subprocess.run(
+        [sys.executable, "-c", _WATCHDOG_STARTED_BY_THE_PROXY],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": tests},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True"]

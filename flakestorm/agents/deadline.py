@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import os
 import socket
 import threading
 import time
@@ -89,6 +90,18 @@ def _shut(sock: socket.socket) -> None:
         socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
+_POLICY = os.sched_getscheduler(0) if hasattr(os, "sched_getscheduler") else None
+"""The scheduling policy of the thread that loaded this module (Linux)."""
+
+
+def _as_loaded() -> None:
+    """Run the calling thread under :data:`_POLICY`: the watchdog serves every thread of the
+    process, whichever started it (a chaos proxy's connection thread is ``SCHED_BATCH``)."""
+    if _POLICY is not None and os.sched_getscheduler(0) != _POLICY:
+        with contextlib.suppress(OSError):
+            os.sched_setscheduler(0, _POLICY, os.sched_param(0))
+
+
 class _Watchdog:
     """One daemon thread for every deadline of the process.
 
@@ -118,6 +131,7 @@ class _Watchdog:
                 self._cond.notify()
 
     def _loop(self) -> None:
+        _as_loaded()
         while True:
             with self._cond:
                 self._overdue = [d for d in self._overdue if not d.finished]
