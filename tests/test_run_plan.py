@@ -499,7 +499,8 @@ def test_validate_says_which_scenarios_run_one_at_a_time_and_the_run_does_so(
     assert "tool_faults[0]" in runs["flaky"]["why"] and "probability 0.5" in runs["flaky"]["why"]
     # the text form says it too, its long label apart from the value, every value aligned
     text = runner.invoke(main, ["validate", "-c", str(path)]).stdout.splitlines()
-    assert "  one at a time: flaky (validate --json says why)" in text, text
+    unless = "flaky unless the agent forwards attribution (validate --json says why)"
+    assert f"  one at a time: {unless}" in text, text
     assert len({len(line) - len(line[2:].split(":", 1)[1].lstrip()) for line in text[1:]}) == 1
     ran = runner.invoke(main, [*COMMANDS["contract"], "-c", str(path)])
     assert ran.exit_code in (0, 1), ran.output
@@ -545,6 +546,11 @@ def test_a_reset_runs_cells_one_at_a_time_and_says_nothing_of_side_by_side(
     config["proxy"]["url"] = proxy_service.url
     path.write_text(json.dumps(config, indent=2))
     proxy_in(path, proxy_service.url)
+    plan = json.loads(CliRunner().invoke(main, ["validate", "--json", "-c", str(path)]).stdout)
+    runs = {s["name"]: s["runs"] for s in plan["phases"]["contract"]["scenarios"]}
+    assert set(runs.values()) == {"one at a time"}  # attributed or not: a reset is global
+    text = CliRunner().invoke(main, ["validate", "-c", str(path)]).stdout.splitlines()
+    assert f"  one at a time: {', '.join(runs)} (validate --json says why)" in text, text
     ran = CliRunner().invoke(main, [*COMMANDS["contract"], "-c", str(path)])
     assert ran.exit_code in (0, 1), ran.output
     assert "side by side" not in ran.output and "forwards no attribution" not in ran.output

@@ -9,7 +9,13 @@ from pathlib import Path
 
 from flakestorm.config import AgentType, Config, JudgeExample, MutationGenerator, PhaseName
 from flakestorm.engine.counting import MatrixCount
-from flakestorm.engine.run_plan import CONCURRENT, RunPlan, plan_or_problem, plan_run
+from flakestorm.engine.run_plan import (
+    ONE_AT_A_TIME,
+    UNLESS_ATTRIBUTED,
+    RunPlan,
+    plan_or_problem,
+    plan_run,
+)
 from flakestorm.redaction import without_userinfo
 from flakestorm.semantics.sweeps import sweeps_of
 
@@ -192,9 +198,13 @@ def _contract_lines(config: Config, plan: RunPlan) -> list[tuple[str, str]]:
     budget = config.advanced.max_invocations
     if budget is not None and matrix.invocations > budget:
         lines.append(("budget", f"advanced.max_invocations = {budget}: the run will stop early"))
-    serial = [s.name for s in contract.scenarios if s.runs != CONCURRENT]
-    if serial:
-        lines.append(("one at a time", ", ".join(serial) + " (validate --json says why)"))
+    serial = [s.name for s in contract.scenarios if s.runs == ONE_AT_A_TIME]
+    unless = [s.name for s in contract.scenarios if s.runs == UNLESS_ATTRIBUTED]
+    if serial or unless:
+        groups = [", ".join(serial)] if serial else []
+        if unless:
+            groups.append(", ".join(unless) + " unless the agent forwards attribution")
+        lines.append(("one at a time", "; ".join(groups) + " (validate --json says why)"))
     if contract.flight is not None:
         lines.append(("scenarios", f"{contract.flight.runs} (validate --json says why)"))
     return lines
