@@ -137,10 +137,10 @@ def test_two_repeats_with_different_replies_are_judged_separately(project: Path)
     assert sorted(o for _, o in fake.asked) == sorted(p.output or "" for p in cell.prompts)
 
 
-@pytest.mark.parametrize("mode", ["refuse", "prose", "error", "timeout"])
+@pytest.mark.parametrize("mode", ["refuse", "prose", "error", "timeout", "huge"])
 def test_a_judge_without_a_verdict_errors_every_cell_never_a_pass(project: Path, mode: str) -> None:
     with FakeJudge(mode) as fake:
-        result = run(project, config(endpoint(fake, timeout_s=0.3)))
+        result = run(project, config(endpoint(fake, 0.3 if mode == "timeout" else 10.0)))
         if mode != "timeout":  # a timed-out request may reach the server after the run
             assert set(fake.asked.values()) == {3}
     # three answers asked for each of the 8 distinct outputs, then unusable
@@ -157,6 +157,7 @@ def test_a_judge_without_a_verdict_errors_every_cell_never_a_pass(project: Path,
         "prose": "no PASS/FAIL verdict",
         "error": "HTTP 500",
         "timeout": "timed out after 0.3 s",
+        "huge": "the reply is over 1 MiB",  # a verdict after all, but never read
     }[mode]
     assert all("gave no verdict in 3 answers" in r and why in r for r in reasons), reasons
 

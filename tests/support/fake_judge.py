@@ -4,6 +4,7 @@ that reads the rubric and the output flakestorm asks about and answers in one of
 - ``well``: a verdict, PASS when the output contains ``keyword`` (case-insensitive);
 - ``fenced``: the same verdict inside a markdown code fence, after a preamble;
 - ``refuse``: a refusal; ``prose``: text without a verdict; ``error``: HTTP 500;
+- ``huge``: the ``well`` verdict with a reason of 2 MiB;
 - ``timeout``: never answers (the client's ``timeout_s`` gives up);
 - ``flip``: the ``well`` verdict on odd calls, the opposite on even ones.
 
@@ -19,7 +20,7 @@ from typing import Any
 
 from support.server import LoopbackServer, Request, Response
 
-MODES = ("well", "fenced", "refuse", "prose", "error", "timeout", "flip")
+MODES = ("well", "fenced", "refuse", "prose", "error", "timeout", "flip", "huge")
 
 
 def completion(content: str) -> Response:
@@ -86,4 +87,6 @@ class FakeJudge:
         }
         if mode == "fenced":
             return completion("Here is my verdict:\n```json\n" + json.dumps(verdict) + "\n```")
+        if mode == "huge":
+            verdict["reason"] += " " + "x" * (2 * 1024 * 1024)
         return completion(json.dumps(verdict))

@@ -3,12 +3,13 @@
 happened for the reports (:class:`JudgeHealth`).
 
 Each answer is asked at temperature 0 with the run's seed. An answer that is no verdict (a
-refusal, prose, an empty answer), a non-2xx reply, an unreachable endpoint or a timeout is asked
-again, :data:`ATTEMPTS` answers in all (the retries with the next seeds); then the judgement is
-unusable and :meth:`Judge.judge` raises :class:`~flakestorm.errors.HarnessError`: the cell is
-ERRORED, never passed nor failed. Concurrent cells asking about the same output wait for one
-answer. The client calls the endpoint directly (``trust_env`` off: no ``HTTP_PROXY``), so a
-judge call never meets the chaos of the cell it judges and is never one of the agent's calls.
+refusal, prose, an empty answer), a non-2xx reply, a reply over :data:`MAX_REPLY_BYTES` (read no
+further), an unreachable endpoint or a timeout is asked again, :data:`ATTEMPTS` answers in all
+(the retries with the next seeds); then the judgement is unusable and :meth:`Judge.judge` raises
+:class:`~flakestorm.errors.HarnessError`: the cell is ERRORED, never passed nor failed.
+Concurrent cells asking about the same output wait for one answer. The client calls the endpoint
+directly (``trust_env`` off: no ``HTTP_PROXY``), so a judge call never meets the chaos of the
+cell it judges and is never one of the agent's calls.
 
 This module is where the judge's HTTP client lives, so ``requests`` is imported here
 (``tests/test_architecture.py`` lists it among the places allowed to).
@@ -16,6 +17,7 @@ This module is where the judge's HTTP client lives, so ``requests`` is imported 
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,6 +34,9 @@ from flakestorm.redaction import without_userinfo
 
 ATTEMPTS = 3
 """Answers asked for one judgement before it is unusable: the first and two retries."""
+MAX_REPLY_BYTES = 1024 * 1024
+"""The most of a judge's reply that is read: a verdict is one short JSON object, and a reply
+over this is no verdict (the rest is never read)."""
 
 
 @dataclass
@@ -200,19 +205,33 @@ class JudgeClient:
         with self._lock:
             self.health.calls += 1
         try:
-            response = self._session.post(
-                url, json=body, headers=headers, timeout=endpoint.timeout_s
-            )
+            with self._session.post(
+                url, json=body, headers=headers, timeout=endpoint.timeout_s, stream=True
+            ) as response:
+                if not 200 <= response.status_code < 300:
+                    return NotAVerdict(f"it answered HTTP {response.status_code}")
+                data = _capped(response)
         except requests.Timeout:
             return NotAVerdict(f"it timed out after {endpoint.timeout_s:g} s")
         except requests.RequestException as exc:
             return NotAVerdict(f"the request failed ({type(exc).__name__})")
-        if not 200 <= response.status_code < 300:
-            return NotAVerdict(f"it answered HTTP {response.status_code}")
+        if data is None:
+            return NotAVerdict(f"the reply is over {MAX_REPLY_BYTES // 2**20} MiB")
         try:
-            content = response.json()["choices"][0]["message"]["content"]
+            content = json.loads(data)["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError, RecursionError):
             return NotAVerdict("the reply is not a chat completion with a message")
         if not isinstance(content, str):
             return NotAVerdict("the message has no text")
         return read_answer(content)
+
+
+def _capped(response: requests.Response) -> bytes | None:
+    """The reply's body, or None once it is over :data:`MAX_REPLY_BYTES`."""
+    parts, size = [], 0
+    for part in response.iter_content(64 * 1024):
+        size += len(part)
+        if size > MAX_REPLY_BYTES:
+            return None
+        parts.append(part)
+    return b"".join(parts)
