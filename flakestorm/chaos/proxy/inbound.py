@@ -37,8 +37,8 @@ from flakestorm.chaos.proxy.upstreams.wire import (
     Framing,
     TooLarge,
     Wire,
-    block_end,
     comma_tokens,
+    head_block,
     plain_pairs,
     read_whole,
 )
@@ -150,18 +150,14 @@ def read_request(wire: Wire) -> RequestHead | None:
     line = bytes(buffer[:end]).decode("iso-8859-1").removesuffix("\r")
     del buffer[: end + 1]
     method, target, version = _request_line(line)
-    searched = 0
-    while (ends := block_end(buffer, searched))[0] < 0:
-        if len(buffer) > MAX_LINE_BYTES:
-            raise ClientFailure(431, "headers_too_large", "the request's headers are over 64 KiB")
-        searched = len(buffer)
-        if not _fill(wire):
-            raise ConnectionResetError("the agent closed the connection mid-request")
-    last, after = ends
-    if last > MAX_LINE_BYTES:
-        raise ClientFailure(431, "headers_too_large", "the request's headers are over 64 KiB")
-    block = bytes(buffer[:last]).decode("iso-8859-1")
-    del buffer[:after]
+    try:
+        block = head_block(wire, MAX_LINE_BYTES)
+    except TooLarge:
+        raise ClientFailure(
+            431, "headers_too_large", "the request's headers are over 64 KiB"
+        ) from None
+    except OSError:  # it ended, or the proxy shut the connection down (stopping), or a reset
+        raise ConnectionResetError("the agent closed the connection mid-request") from None
     return RequestHead(method, target, version, _headers(block))
 
 

@@ -142,6 +142,26 @@ def block_end(buffer: bytearray, start: int = 0) -> tuple[int, int]:
     return (found.start() + 1, found.end()) if found is not None else (-1, -1)
 
 
+def head_block(wire: Wire, limit: int) -> str:
+    """The header block at the start of the wire's buffer, taken off it with the blank line
+    that closes it (reading more until that line comes): :class:`TooLarge` over ``limit``
+    bytes, :class:`EndedEarly` when the connection ends first."""
+    buffer = wire.buffer
+    searched = 0
+    while (ends := block_end(buffer, searched))[0] < 0:
+        if len(buffer) > limit:
+            raise TooLarge
+        searched = len(buffer)
+        if not wire.fill():
+            raise EndedEarly("it closed the connection mid-reply")
+    last, after = ends
+    if last > limit:
+        raise TooLarge
+    block = bytes(buffer[:last]).decode("iso-8859-1")
+    del buffer[:after]
+    return block
+
+
 def plain_pairs(block: str) -> tuple[list[tuple[str, str]], list[str]] | None:
     """A header block's ``(name, value)`` pairs and lower-cased names, when each of its lines
     is ``Name: value`` (ending in CRLF or LF); None for any other block (a folded line, a line
@@ -161,17 +181,10 @@ def read_head(wire: Wire) -> Head:
         code, _, reason = rest.partition(" ")
         if not version.startswith("HTTP/1.") or len(code) != 3 or not code.isdigit():
             raise BadReply(f"not an HTTP reply: {status_line[:80]!r}")
-        buffer = wire.buffer
-        searched = 0
-        while (ends := block_end(buffer, searched))[0] < 0:
-            if len(buffer) > MAX_HEAD_BYTES:
-                raise BadReply("the reply's head is over 64 KiB or 100 headers")
-            searched = len(buffer)
-            if not wire.fill():
-                raise EndedEarly("it closed the connection mid-reply")
-        last, after = ends
-        block = bytes(buffer[:last]).decode("iso-8859-1")
-        del buffer[:after]
+        try:
+            block = head_block(wire, MAX_HEAD_BYTES)
+        except TooLarge:
+            raise BadReply("the reply's head is over 64 KiB or 100 headers") from None
         plain = plain_pairs(block)
         headers, names = plain if plain is not None else (_odd_reply_block(block), None)
         if len(block) + len(status_line) > MAX_HEAD_BYTES or len(headers) > MAX_HEADERS:
