@@ -90,7 +90,7 @@ def test_validate_summarises_the_starter(runner: CliRunner, tmp_path: Path) -> N
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert f"ok: {path} is valid" in out
-    assert "agent:       http POST http://localhost:8000/invoke" in out
+    assert "agent:       http POST http://localhost:8000/chat" in out
     assert "contract:    My Agent Contract" in out
     assert "4 invariants × 2 scenarios = 8 cells (1 skipped by `when`)" in out
     # 3 cells x 2 golden prompts + 1 probe x 2 scenarios ... see test_count_matrix for the rule

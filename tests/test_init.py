@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import yaml
 from click.testing import CliRunner
 from support.workflows import readme_workflow
 
+from flakestorm.agents.readiness import resolve_url
 from flakestorm.authoring.reference import EDITOR_HEADER, SCHEMA_URL
 from flakestorm.authoring.starter import STARTER_CONFIG, STARTER_WORKFLOW
 from flakestorm.cli import main
 from flakestorm.config import Severity
+from flakestorm.engine.runner import Overrides, apply_overrides
 from flakestorm.loader import load_config
 
 
@@ -22,7 +26,8 @@ def test_starter_loads_without_problems_or_warnings(tmp_path: Path) -> None:
     assert loaded.warnings == ()
     config = loaded.config
     assert config.agent.type.value == "http"
-    assert config.agent.endpoint == "http://localhost:8000/invoke"
+    assert config.agent.endpoint == "http://localhost:8000/chat"
+    assert config.agent.health_endpoint == "http://localhost:8000/health"
     assert len(config.golden_prompts) >= 2
     assert config.contract is not None
     assert 3 <= len(config.contract.invariants) <= 4
@@ -37,7 +42,7 @@ def test_starter_reads_the_agent_url_from_the_environment(tmp_path: Path) -> Non
     path = tmp_path / "flakestorm.yaml"
     path.write_text(STARTER_CONFIG, encoding="utf-8")
     loaded = load_config(path, env={"AGENT_URL": "http://agent:8000"})
-    assert loaded.config.agent.endpoint == "http://agent:8000/invoke"
+    assert loaded.config.agent.endpoint == "http://agent:8000/chat"
 
 
 def test_starter_first_line_points_editors_at_the_schema() -> None:
@@ -88,6 +93,38 @@ def test_the_starters_tool_fault_meets_the_workflows_proxy(tmp_path: Path) -> No
     assert config.contract is not None and config.proxy is not None
     assert "tool-down" in [s.name for s in config.contract.chaos_matrix]
     assert "market_data_api" in config.proxy.tools
+
+
+def test_init_github_writes_one_agent_in_both_files(tmp_path: Path) -> None:
+    """The workflow's agent (the service it health-checks, the URL the action is given) is
+    the starter config's: the same endpoint path, and a health endpoint the run polls at the
+    path and port the service's health check uses. The action reads the config with
+    agent-url in place of agent.endpoint, as here."""
+    result = CliRunner().invoke(main, ["init", "--github", "--path", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    workflow = yaml.safe_load(
+        (tmp_path / ".github" / "workflows" / "flakestorm.yml").read_text(encoding="utf-8")
+    )
+    job = workflow["jobs"]["flakestorm"]
+    (step,) = [s for s in job["steps"] if s.get("uses") == "flakestorm/action@v2"]
+    agent_url = step["with"]["agent-url"]
+    assert agent_url == "http://agent:8000/chat"
+    check = re.search(r"curl -fsS (\S+)", job["services"]["agent"]["options"])
+    assert check is not None and check[1] == "http://127.0.0.1:8000/health"
+
+    loaded = load_config(tmp_path / "flakestorm.yaml", env={})
+    agent = loaded.config.agent
+    # without the action: the config's own agent has the workflow's shape
+    assert urlsplit(agent.endpoint).path == urlsplit(agent_url).path == "/chat"
+    assert agent.health_endpoint is not None
+    assert urlsplit(agent.health_endpoint).path == urlsplit(check[1]).path == "/health"
+    # in the action: agent-url replaces the endpoint; the health endpoint moves with it
+    ci = apply_overrides(loaded, Overrides(agent_url=agent_url)).config.agent
+    assert ci.endpoint == "http://agent:8000/chat"
+    assert ci.health_endpoint is not None
+    polled = resolve_url(ci.endpoint, ci.health_endpoint)
+    assert polled == "http://agent:8000/health"
+    assert urlsplit(polled).port == urlsplit(check[1]).port == 8000
 
 
 def test_init_writes_the_files(tmp_path: Path) -> None:

@@ -19,15 +19,17 @@ STARTER_CONFIG = (
 # https://github.com/flakestorm/flakestorm/blob/main/docs/config-reference.md
 version: "2.0"
 
-# The agent under test. ${VAR:-default} reads an environment variable; values that come from
-# the environment are treated as secrets and never printed.
+# The agent under test (the one `flakestorm init --github`'s workflow runs): POST /chat with
+# {"input": ...} answers {"output": ...}; GET /health answers 2xx once it is ready.
+# ${VAR:-default} reads an environment variable; values that come from the environment are
+# treated as secrets and never printed.
 agent:
   type: http
-  endpoint: ${AGENT_URL:-http://localhost:8000}/invoke
+  endpoint: ${AGENT_URL:-http://localhost:8000}/chat
   request_template: {"input": "{prompt}"}   # {prompt} becomes a JSON string
   response_path: output                      # where the answer is in the JSON reply
   timeout: 30000                             # ms per invocation
-  # health_endpoint: ${AGENT_URL:-http://localhost:8000}/health
+  health_endpoint: ${AGENT_URL:-http://localhost:8000}/health   # polled until 2xx before a run
   # reset_endpoint: ${AGENT_URL:-http://localhost:8000}/reset   # POSTed before each cell
   # headers:
   #   Authorization: Bearer ${AGENT_TOKEN}
