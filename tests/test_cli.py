@@ -257,6 +257,67 @@ def test_config_errors_exit_2_with_one_line_per_problem(runner: CliRunner, tmp_p
     assert "Traceback" not in result.output
 
 
+def test_validate_json_prints_the_problems_on_stdout(runner: CliRunner, tmp_path: Path) -> None:
+    path = write(tmp_path, BROKEN)
+    result = runner.invoke(main, ["validate", "--json", "-c", str(path)])
+    assert result.exit_code == 2
+    document = json.loads(result.stdout)
+    assert list(document) == ["errors"]
+    tiemout, severity = document["errors"]
+    assert tiemout["file"] == severity["file"] == str(path)
+    assert (tiemout["line"], tiemout["column"], tiemout["path"]) == (3, 3, "agent.tiemout")
+    assert tiemout["message"].startswith("unknown key 'tiemout' (did you mean 'timeout'?")
+    assert severity == {
+        "file": str(path),
+        "line": 10,
+        "column": 17,
+        "path": "contract.invariants[0].severity",
+        "message": "'urgent' is not valid (expected one of: critical, high, medium, low)",
+    }
+    # the text form stays on stderr, as without --json
+    plain = runner.invoke(main, ["validate", "-c", str(path)])
+    assert result.stderr == plain.stderr != ""
+
+
+def test_validate_json_prints_a_yaml_error_and_a_missing_file(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    path = write(tmp_path, "agent:\n  endpoint: [x\ngolden_prompts: [hi]\n")
+    result = runner.invoke(main, ["validate", "--json", "-c", str(path)])
+    assert result.exit_code == 2
+    assert json.loads(result.stdout) == {
+        "errors": [
+            {
+                "file": str(path),
+                "line": 3,
+                "column": 15,
+                "path": "",
+                "message": "invalid YAML: expected ',' or ']', but got ':' (while parsing a "
+                "flow sequence at line 2, column 13)",
+            }
+        ]
+    }
+    assert result.stderr.startswith(f"{path}:3:15: invalid YAML")
+
+    missing = tmp_path / "nope.yaml"
+    result = runner.invoke(main, ["validate", "--json", "-c", str(missing)])
+    assert result.exit_code == 2
+    assert json.loads(result.stdout) == {
+        "errors": [
+            {
+                "file": str(missing),
+                "line": 1,
+                "column": 1,
+                "path": "",
+                "message": "no such file (create one with `flakestorm init`, or pass "
+                "-c/--config FILE)",
+            }
+        ]
+    }
+    assert f"{missing}: no such file" in result.stderr
+    assert "Traceback" not in result.output
+
+
 def test_missing_config_suggests_init(
     runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

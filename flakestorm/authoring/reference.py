@@ -291,7 +291,11 @@ def render() -> str:
         "The schema is also printed by `flakestorm schema`. Check a file with "
         "`flakestorm validate -c flakestorm.yaml`; `--json` prints the run plan (the fault "
         "channel, the agent's sessions, per phase the cells, the invocations its command sends "
-        "and how each scenario runs, and why): the same decisions the run makes.",
+        "and how each scenario runs, and why): the same decisions the run makes. On a config "
+        'with errors, `--json` prints them on stdout as `{"errors": [{"file", "line", '
+        '"column", "path", "message"}]}` (a YAML syntax error where the parser '
+        "stopped; a missing file at line 1, column 1) and exits 2; the text form stays on "
+        "stderr.",
         "",
         "**Types are strict for numbers and booleans:** a boolean is not a number "
         "(`timeout: true`, `repeat: yes` are errors) and a number is not a boolean "

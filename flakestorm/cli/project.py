@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,7 +12,7 @@ from pathlib import Path
 import click
 
 from flakestorm.cli.app import collector_paused, config_option, contract, load, main
-from flakestorm.errors import UsageError
+from flakestorm.errors import ConfigError, ExitCode, FlakestormError, UsageError
 from flakestorm.redaction import Redactor
 
 
@@ -29,18 +30,25 @@ def validate(config_path: Path, as_json: bool) -> None:
 
     Runs nothing: prints the agent, the fault channel, the contract matrix, how many agent
     invocations each phase's command sends (the run's own count), the configured phases and
-    any warnings. Exit 2 on a config error.
+    any warnings. Exit 2 on a config error; with --json its problems are also printed on
+    stdout as {"errors": [{"file", "line", "column", "path", "message"}]}.
     """
-    with _no_pydantic_plugins(), collector_paused():
-        from flakestorm.authoring.preview import judge_states, notes, summary
-        from flakestorm.engine.run_plan import plan_run
+    try:
+        with _no_pydantic_plugins(), collector_paused():
+            from flakestorm.authoring.preview import judge_states, notes, summary
+            from flakestorm.engine.run_plan import plan_run
 
-        loaded = load(config_path)
-        plan = plan_run(loaded.config, loaded.base_dir)
+            loaded = load(config_path)
+            plan = plan_run(loaded.config, loaded.base_dir)
+    except FlakestormError as exc:
+        if as_json and exc.exit_code is ExitCode.CONFIG_ERROR:
+            import json
+
+            click.echo(json.dumps({"errors": _errors(exc, config_path)}, indent=2))
+        raise  # the text form, on stderr
     masked = Redactor(loaded.secrets)
     warnings = [str(w) for w in [*loaded.warnings, *notes(loaded.config)]]
     if as_json:
-        import dataclasses
         import json
 
         document = plan.as_json(tuple(warnings))
@@ -59,6 +67,15 @@ def validate(config_path: Path, as_json: bool) -> None:
 
 
 contract.add_command(validate, "validate")
+
+
+def _errors(exc: FlakestormError, config_path: Path) -> list[dict[str, object]]:
+    """The problems of a refused config as ``validate --json`` prints them. An error that is
+    not about a place in the file (no such file) is put at line 1, column 1 of the config."""
+    if isinstance(exc, ConfigError):
+        return [dataclasses.asdict(problem) for problem in exc.problems]
+    message = str(exc).removeprefix(f"{config_path}: ")
+    return [{"file": str(config_path), "line": 1, "column": 1, "path": "", "message": message}]
 
 
 @contextmanager
