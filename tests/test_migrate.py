@@ -14,10 +14,13 @@ from flakestorm.authoring.migrate import (
     CONFIG_PLACES,
     RULES,
     SESSIONS,
+    Fix,
     migrate_file,
     migrate_text,
 )
+from flakestorm.authoring.yaml_text import YamlText
 from flakestorm.cli import main
+from flakestorm.config import Advanced
 from flakestorm.loader import load_config_text
 from flakestorm.loader.legacy import (
     UNMIGRATED,
@@ -29,6 +32,8 @@ from flakestorm.loader.legacy import (
 MIGRATES = "; `flakestorm migrate` rewrites it"
 LEGACY = Path(__file__).parent / "configs" / "legacy"
 UPSTREAM = Path(__file__).parent / "configs" / "upstream"
+RELEASED = Path(__file__).parent / "configs" / "v2_0_0"
+"""flakestorm 2.0.0's own files: its `init` output and its example configs (README there)."""
 ENV = {"OPENAI_API_KEY": "sk-test", "FLAKESTORM_TEST_TOKEN": "t0ken"}
 
 
@@ -215,6 +220,238 @@ def test_every_documented_upstream_example_validates_once_migrated(
     result = migrate(runner, migrated)
     assert result.exit_code == 0, result.output
     assert "warning:" not in result.stderr  # not even the 1.0 or flat-scoring warnings
+
+
+# --------------------------------------------------------------------------- 2.0.0's own files
+
+UNGENERATED = (
+    "encoding_attacks", "context_manipulation", "length_extremes", "custom", "multi_turn_attack",
+    "advanced_jailbreak", "semantic_similarity_attack", "format_poisoning", "language_mixing",
+    "token_manipulation", "temporal_attack", "http_header_injection", "payload_size_attack",
+    "content_type_confusion", "query_parameter_poisoning", "request_method_attack",
+    "protocol_level_attack", "resource_exhaustion", "concurrent_request_pattern",
+    "timeout_manipulation",
+)  # fmt: skip
+"""The 20 types 2.0.0's init gives a weight (lines 23-42 of init.yaml) without generating
+them (its types: paraphrase, noise, tone_shift, prompt_injection)."""
+
+
+def test_2_0_0_init_output_migrates_to_a_config_validate_accepts(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    config = project(tmp_path, "init.yaml", RELEASED)
+    result = migrate(runner, config)
+    assert result.exit_code == 0, result.output
+    listed = [line.removeprefix(f"{config}:") for line in result.stdout.splitlines()]
+    latency, valid_json = ("a latency invariant", "a valid_json invariant")
+    default = "(2.0.0 wrote its default, 0.75, on every invariant)"
+    assert listed == [
+        '4: version: "1.0" -> "2.0"',
+        "9: agent.query_params: {} removed: put query parameters in agent.endpoint itself",
+        "10: agent.parse_structured_input: true removed: structured golden prompts are not "
+        "parsed; request_template substitutes {prompt} only",
+        "13: model: -> mutations.generator: llm, mutations.llm: {base_url: "
+        '"http://localhost:11434/v1", model: "qwen3:8b", temperature: 0.8} (provider ollama)',
+        "50: mutations.custom_templates: {} removed: no templates in it",
+        f"58: invariants[0].threshold: 0.8 removed: {latency} has no threshold (1.x wrote its "
+        "default on every invariant)",
+        f"59: invariants[0].dangerous_prompts: true removed: {latency} has no such field (1.x "
+        "wrote it on every one, read it on none)",
+        f"60: invariants[0].similarity_threshold: 0.75 removed: {latency} has no "
+        f"similarity_threshold {default}",
+        f"63: invariants[1].threshold: 0.8 removed: {valid_json} has no threshold (1.x wrote "
+        "its default on every invariant)",
+        f"64: invariants[1].dangerous_prompts: true removed: {valid_json} has no such field "
+        "(1.x wrote it on every one, read it on none)",
+        f"65: invariants[1].similarity_threshold: 0.75 removed: {valid_json} has no "
+        f"similarity_threshold {default}",
+        "67: output.format: html -> output.formats: [html]",
+        "68: output.path: ./reports -> output.dir: ./reports",
+        "71: advanced.retries: 2 removed: invocations are not retried; for a flaky agent use "
+        "advanced.repeat and advanced.min_pass",
+        f"rewrote {config} (14 changes)",
+        f"ok: {config} is valid",
+    ]
+    text = config.read_text(encoding="utf-8")
+    assert "similarity_threshold" not in text
+    assert text.endswith(
+        "invariants:\n- type: latency\n  negate: false\n  max_ms: 2000\n"
+        "- type: valid_json\n  negate: false\n"
+        "output:\n  formats: [html]\n  dir: ./reports\nadvanced:\n  concurrency: 10\n"
+    )
+    checked = validate(runner, config)
+    assert checked.exit_code == 0, checked.output
+    # what is left to say is 2.0.0's own doing: a weight for every type, 20 not generated
+    weights = list(range(23, 43))
+    assert checked.stderr.splitlines() == [
+        f"warning: {config}:{line}:5: mutations.weights.{kind}: '{kind}' has a weight but is "
+        "not generated (not in mutations.types)"
+        for line, kind in zip(weights, UNGENERATED, strict=True)
+    ]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "root",
+        "example",
+        "broken_agent",
+        "keywords_extractor_agent",
+        "v2_research_agent",
+    ],
+)
+def test_2_0_0_example_configs_migrate_to_configs_validate_accepts(
+    runner: CliRunner, tmp_path: Path, name: str
+) -> None:
+    config = project(tmp_path, f"{name}.yaml", RELEASED)
+    result = migrate(runner, config)
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+    assert f"rewrote {config} (" in result.stdout
+    checked = validate(runner, config)
+    assert checked.exit_code == 0, checked.output
+    assert checked.stderr == ""  # not a warning
+
+
+def test_2_0_0_langchain_example_is_left_with_only_what_needs_its_code(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    config = project(tmp_path, "langchain_agent.yaml", RELEASED)
+    result = migrate(runner, config)
+    assert result.exit_code == 2
+    assert f"rewrote {config} (7 changes)" in result.stdout  # written: the rest is migrated
+    checked = validate(runner, config)
+    assert checked.exit_code == 2
+    assert checked.stderr.splitlines() == [
+        f"{config}:17:9: agent.type: 'langchain' is not supported: use type: python with "
+        "endpoint 'module:attr' of a function that invokes the chain; `flakestorm migrate` "
+        "rewrites the rest of a 1.x / 2.0.0 config, not this",
+        f"error: 1 problem in {config}",
+    ]
+
+
+# --------------------------------------------------------------------------- what migrate makes
+
+
+def test_a_section_migrate_empties_goes_with_what_it_held(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    config = tmp_path / "flakestorm.yaml"
+    config.write_text(
+        "agent:\n  endpoint: http://localhost:8000/invoke\ngolden_prompts: [hi]\n"
+        "# how the runner behaves\nadvanced:\n  retries: 2   # twice\n"
+        "output:\n  filename_template: x.html\n",
+        encoding="utf-8",
+    )
+    result = migrate(runner, config)
+    assert result.exit_code == 0, result.output
+    assert config.read_text(encoding="utf-8") == (
+        "agent:\n  endpoint: http://localhost:8000/invoke\ngolden_prompts: [hi]\n"
+    )
+    listed = [line.removeprefix(f"{config}:") for line in result.stdout.splitlines()]
+    assert listed == [
+        "5: advanced: removed: nothing is left in it once what it held is removed",
+        "6: advanced.retries: 2 removed: invocations are not retried; for a flaky agent use "
+        "advanced.repeat and advanced.min_pass",
+        "7: output: removed: nothing is left in it once what it held is removed",
+        "8: output.filename_template: x.html removed: report file names are fixed",
+        f"rewrote {config} (4 changes)",
+        f"ok: {config} is valid",
+    ]
+    assert validate(runner, config).exit_code == 0
+
+
+def test_a_section_the_file_had_empty_is_left_as_it_is() -> None:
+    text = "agent:\n  endpoint: http://h/x\nadvanced: {}\noutput:\n  path: out\n"
+    after, _ = migrate_text(text, "f.yaml")
+    assert after == "agent:\n  endpoint: http://h/x\nadvanced: {}\noutput:\n  dir: out\n"
+
+
+def test_a_similarity_threshold_of_its_own_is_the_users(runner: CliRunner, tmp_path: Path) -> None:
+    """Only 2.0.0's default on a type that reads none is migrate's to remove; another value
+    was written by someone, and the loader says what to do with it."""
+    config = tmp_path / "flakestorm.yaml"
+    config.write_text(
+        "agent:\n  endpoint: http://localhost:8000/invoke\ngolden_prompts: [hi]\n"
+        "invariants:\n"
+        "  - {type: latency, max_ms: 100, similarity_threshold: 0.9}\n"
+        "  - {type: behavior_unchanged, similarity_threshold: 0.75}\n"
+        "  - {type: similarity, expected: hi, similarity_threshold: 0.75}\n"
+        "output:\n  path: out\n",
+        encoding="utf-8",
+    )
+    result = migrate(runner, config)
+    assert result.exit_code == 2
+    text = config.read_text(encoding="utf-8")  # written: the problem left is not migrate's
+    assert text == (
+        "agent:\n  endpoint: http://localhost:8000/invoke\ngolden_prompts: [hi]\n"
+        "invariants:\n"
+        "  - {type: latency, max_ms: 100, similarity_threshold: 0.9}\n"
+        "  - {type: behavior_unchanged, similarity_threshold: 0.75}\n"
+        "  - type: similarity\n    expected: hi\n"
+        "output:\n  dir: out\n"
+    )
+    assert (
+        f"{config}:7: invariants[2].similarity_threshold: 0.75 removed: a similarity invariant "
+        "has no similarity_threshold (2.0.0 wrote its default, 0.75, on every invariant)"
+    ) in result.stdout.splitlines()
+    assert (
+        "invariants[0].similarity_threshold: 'similarity_threshold' does not apply to a "
+        "'latency' invariant (its fields: max_ms)"
+    ) in result.stderr
+
+
+def test_what_migrate_would_make_invalid_is_not_written(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The result is validated before anything is written: a rule that writes something the
+    loader refuses (here one made to) writes no file at all."""
+
+    def zero(src: YamlText, path: tuple[str | int, ...]) -> Fix:
+        return Fix((src.put(path, "concurrency", 0),), "-> concurrency: 0")
+
+    monkeypatch.setitem(RULES, (Advanced, "retries"), zero)
+    config = tmp_path / "flakestorm.yaml"
+    original = (
+        "agent:\n  endpoint: http://localhost:8000/invoke\ngolden_prompts: [hi]\n"
+        "advanced:\n  retries: 2\noutput:\n  path: out\n"
+    )
+    config.write_text(original, encoding="utf-8")
+    for args in ([], ["-o", str(tmp_path / "new.yaml")], ["-o", "-"]):
+        result = migrate(runner, config, *args)
+        assert result.exit_code == 3
+        assert config.read_text(encoding="utf-8") == original
+        assert not (tmp_path / "new.yaml").exists()
+        assert "rewrote" not in result.output and "ok:" not in result.output
+        assert "endpoint:" not in result.output  # -o -: no config printed
+        assert result.stderr.splitlines()[-2:] == [
+            f"error: {config}: nothing written: what migrate would write is refused for a "
+            "change migrate made (this is a bug in flakestorm, please report it at "
+            "https://github.com/flakestorm/flakestorm/issues):",
+            "  advanced.concurrency: must be at least 1, got 0",
+        ]
+
+
+def test_a_problem_of_the_users_own_is_not_blamed_on_migrate(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """What the loader could not read before migrate (an invariant with 1.x keys, a
+    top-level matrix) may hold the user's own mistakes; migrate writes the file and they are
+    reported as validate reports them."""
+    config = tmp_path / "flakestorm.yaml"
+    config.write_text(
+        "agent:\n  endpoint: http://localhost:8000/invoke\ngolden_prompts: [hi]\n"
+        "contract:\n  name: c\n  invariants:\n"
+        "    - {id: a, type: regex, pattern: '(', threshold: 0.8}\n"
+        "chaos_matrix:\n  - name: down\n    tool_faults:\n      - {tool: t, mode: explode}\n",
+        encoding="utf-8",
+    )
+    result = migrate(runner, config)
+    assert result.exit_code == 2, result.output
+    assert f"rewrote {config} (3 changes)" in result.stdout
+    assert "contract.invariants[0].pattern" in result.stderr
+    assert "contract.chaos_matrix[0].tool_faults[0].mode" in result.stderr
+    assert "nothing written" not in result.stderr
 
 
 # --------------------------------------------------------------------------- unchanged, -o

@@ -13,8 +13,11 @@ lines overlap wait for the next round, which reads the file again; a key inside 
 collection has the collection written in block style first. A key can move to another
 section (2.0.0's top-level ``chaos_matrix`` under ``contract``): the places inside it come
 first in :data:`CONFIG_PLACES`, so their fixes are made where they are, and it moves a round
-later. Each :class:`Change` gives the line of the file as it was. What the rules leave
-(``agent.type: langchain``: it needs the user's code) is left for the loader to report.
+later. Once the rules are done, a section they emptied (it held something; an empty section
+is refused) is removed too, with the comments just above it. Each :class:`Change` gives the
+line of the file as it was. What the rules leave (``agent.type: langchain``: it needs the
+user's code) is left for the loader to report; :mod:`flakestorm.authoring.migrate_check` says
+whether the result has a problem migrate made.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from flakestorm.authoring.yaml_text import (
     short,
 )
 from flakestorm.config import (
+    INVARIANT_FIELDS,
     LEGACY_WEIGHT_KEYS,
     Advanced,
     AgentConfig,
@@ -209,6 +213,26 @@ def _threshold(src: YamlText, path: ConfigPath) -> Fix | None:
     return _remove(src, path, why)
 
 
+UPSTREAM_SIMILARITY = 0.75
+"""The ``similarity_threshold`` 2.0.0 wrote on every invariant (its default, and today's)."""
+
+
+def _similarity_threshold(src: YamlText, path: ConfigPath) -> Fix | None:
+    """2.0.0's default on an invariant whose type does not read it; another value is the
+    user's, left for the loader to report."""
+    value, kind = src.value(path), src.value(path[:-1]).get("type")
+    known = {t.value: t for t in InvariantType}
+    if kind not in known or "similarity_threshold" in INVARIANT_FIELDS[known[kind]][1]:
+        return None
+    if type(value) not in (int, float) or value != UPSTREAM_SIMILARITY:
+        return None
+    why = (
+        f"a {kind} invariant has no similarity_threshold (2.0.0 wrote its default, "
+        f"{UPSTREAM_SIMILARITY:g}, on every invariant)"
+    )
+    return _remove(src, path, why)
+
+
 def _langsmith_run(src: YamlText, path: ConfigPath) -> Fix | None:
     if src.value(path) != "langsmith_run":
         return None
@@ -232,6 +256,10 @@ def _null_latency(src: YamlText, path: ConfigPath) -> Fix | None:
     return _remove(src, path, NULL_LATENCY)
 
 
+MOVES: dict[str, tuple[str, str]] = {"chaos_matrix": ("contract", "chaos_matrix")}
+"""A top-level key migrate moves -> where it goes (:func:`_chaos_matrix`)."""
+
+
 def _chaos_matrix(src: YamlText, path: ConfigPath) -> Fix:
     """2.0.0's top-level matrix, which its docs let stand in for the contract's."""
     value, contract = src.value(path), src.value(()).get("contract")
@@ -245,7 +273,7 @@ def _chaos_matrix(src: YamlText, path: ConfigPath) -> Fix:
     items = value if isinstance(value, list) else []
     names = ", ".join(str(s.get("name")) for s in items if isinstance(s, dict))
     note = "-> contract.chaos_matrix" + (f" (scenarios: {names})" if names else "")
-    return Fix(src.move(path, ("contract", "chaos_matrix")), note)
+    return Fix(src.move(path, MOVES["chaos_matrix"]), note)
 
 
 def _flat_scoring(src: YamlText, path: ConfigPath) -> Fix | None:
@@ -338,6 +366,8 @@ RULES: dict[tuple[type[BaseModel], str], Rule] = {
     (Invariant, "threshold"): _threshold,
     (ContractInvariant, "dangerous_prompts"): _dangerous_prompts,
     (ContractInvariant, "threshold"): _threshold,
+    (Invariant, "similarity_threshold"): _similarity_threshold,
+    (ContractInvariant, "similarity_threshold"): _similarity_threshold,
     (Output, "format"): _formats,
     (Output, "path"): _renamed("dir"),
     (Output, "filename_template"): _removed("report file names are fixed"),
@@ -451,14 +481,32 @@ def _fixes(src: YamlText, places: tuple[Place, ...]) -> Iterator[tuple[ConfigPat
 
 MAX_ROUNDS = 50
 
+EMPTIED = "removed: nothing is left in it once what it held is removed"
+
+
+def _emptied(before: Any, after: Any, at: ConfigPath = ()) -> Iterator[ConfigPath]:
+    """The mappings under a key of ``after`` that hold nothing, where ``before`` (the file as
+    it was) held something: the rules removed all it held, and an empty section is refused.
+    One the file had empty is the user's, left as it is."""
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return
+    for key, value in after.items():
+        was = before.get(key)
+        if isinstance(was, dict) and was and (value is None or value == {}):
+            yield (*at, key)
+        else:
+            yield from _emptied(was, value, (*at, key))
+
 
 def migrate_text(text: str, name: str, kind: FileKind = CONFIG) -> tuple[str, list[Change]]:
     """``text`` in today's form and the changes, in file order (their lines are those of
     ``text``); ConfigError when ``text`` is not a YAML mapping."""
     rounds: list[list[Edit]] = []
     changes: list[Change] = []
+    original: Any = None
     for _ in range(MAX_ROUNDS):
         src = YamlText(text, name, kind.expected)
+        original = src.doc.data if original is None else original
         try:
             found = list(_fixes(src, kind.places))
         except FlowCollection as inside:
@@ -466,6 +514,9 @@ def migrate_text(text: str, name: str, kind: FileKind = CONFIG) -> tuple[str, li
                 changes.append(Change(name, 1, "not rewritten: the file is in flow style (JSON)"))
                 break
             found = [(inside.path, Fix((src.blockify(inside.path),), "written in block style"))]
+        if not found:  # the rules are done: a section they emptied goes too
+            emptied = _emptied(original, src.doc.data)
+            found = [(path, Fix((src.remove(path, comments=True),), EMPTIED)) for path in emptied]
         accepted: list[Edit] = []
         for path, fix in found:
             if any(e.clashes(a) for e in fix.edits for a in accepted):

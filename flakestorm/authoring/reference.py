@@ -295,7 +295,10 @@ def render() -> str:
         'with errors, `--json` prints them on stdout as `{"errors": [{"file", "line", '
         '"column", "path", "message"}]}` (a YAML syntax error where the parser '
         "stopped; a missing file at line 1, column 1) and exits 2; the text form stays on "
-        "stderr.",
+        "stderr. A config written for flakestorm 1.x or 2.0.0 is rewritten in today's form "
+        "by `flakestorm migrate` (comments kept, each change listed with its line); it "
+        "validates the result before writing and writes nothing `validate` would refuse for a "
+        "change it made.",
         "",
         "**Types are strict for numbers and booleans:** a boolean is not a number "
         "(`timeout: true`, `repeat: yes` are errors) and a number is not a boolean "

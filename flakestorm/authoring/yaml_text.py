@@ -192,12 +192,17 @@ class YamlText:
             if self.is_flow(container[:i]):
                 raise FlowCollection(container[:i])
 
-    def remove(self, path: ConfigPath) -> Edit:
+    def remove(self, path: ConfigPath, comments: bool = False) -> Edit:
+        """The key at ``path`` and its lines gone (with ``comments``, also the comment lines
+        just above a key on a line of its own: they describe it)."""
         self.require_block(path[:-1])
         line, col = self.key_at(path)
         end, prefix = self.end_of(path), self.lines[line][:col]
         if not prefix.strip():
-            return Edit(line, end, ())
+            start = line
+            while comments and start > 0 and self.lines[start - 1].lstrip().startswith("#"):
+                start -= 1
+            return Edit(start, end, ())
         # the first key of a list item: the dash moves to the item's next key ({} if none)
         for i in range(end, len(self.lines)):
             if _blank(self.lines[i]):

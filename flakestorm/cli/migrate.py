@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from flakestorm.cli.app import config_option, main
-from flakestorm.errors import ConfigError, UsageError
+from flakestorm.errors import ConfigError, FlakestormError, UsageError
 from flakestorm.redaction import Redactor
 
 if TYPE_CHECKING:
@@ -41,10 +41,13 @@ def migrate(config_path: Path, output: Path | None) -> None:
     paths, such as replays.sessions[].file, are then read from FILE's directory); session
     files that need a change are listed but not rewritten (run without -o to rewrite them).
 
-    Then the result is loaded as `flakestorm validate` loads it: exit 2 with the problems that
-    remain (what migrate cannot fix), 0 when it is valid.
+    The result is validated before anything is written: if it would be refused for a change
+    migrate made, no file is written (exit 3: a defect of migrate). Once written, it is loaded
+    as `flakestorm validate` loads it: exit 2 with the problems that remain (what migrate
+    cannot fix), 0 when it is valid.
     """
     from flakestorm.authoring.migrate import migrate_project
+    from flakestorm.authoring.migrate_check import made_by_migrate
     from flakestorm.loader.sessions import shown
 
     files = migrate_project(config_path)
@@ -53,6 +56,14 @@ def migrate(config_path: Path, output: Path | None) -> None:
     for migrated in files:
         for change in migrated.changes:
             say(str(change))
+    made = made_by_migrate(files[0], config_path.parent)
+    if made:
+        raise FlakestormError(
+            f"{shown(config_path)}: nothing written: what migrate would write is refused for "
+            "a change migrate made (this is a bug in flakestorm, please report it at "
+            "https://github.com/flakestorm/flakestorm/issues):\n"
+            + "\n".join(f"{p.path or '(the file)'}: {p.message}" for p in made)
+        )
     for i, migrated in enumerate(files):
         name = shown(migrated.path)
         if not migrated.changed:
