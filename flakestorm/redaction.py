@@ -115,3 +115,11 @@ def without_userinfo(url: str) -> str:
     if sep and "@" in rest.split("/", 1)[0]:
         return f"{scheme}://***@{rest.split('@', 1)[1]}"
     return url
+
+
+def masked_url(url: str) -> str:
+    """``url`` as it may be shown: any ``user:password@`` as ``***@`` and its query string (and
+    fragment) as ``***`` — an API key is often passed there (``?api-key=…``)."""
+    shown = without_userinfo(url)
+    cut = min((i for i in (shown.find("?"), shown.find("#")) if i >= 0), default=-1)
+    return shown if cut < 0 else shown[: cut + 1] + REDACTED

@@ -4,6 +4,7 @@ every way a judge can fail making the cell errored (exit 3), never a pass."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -154,12 +155,73 @@ def test_a_judge_without_a_verdict_errors_every_cell_never_a_pass(project: Path,
     reasons = {r for _, r in verdicts(result).values()}
     why = {
         "refuse": "it refused",
-        "prose": "no PASS/FAIL verdict",
+        "prose": "it answered prose, which is no verdict",
         "error": "HTTP 500",
         "timeout": "timed out after 0.3 s",
         "huge": "the reply is over 1 MiB",  # a verdict after all, but never read
     }[mode]
     assert all("gave no verdict in 3 answers" in r and why in r for r in reasons), reasons
+
+
+def cached_verdicts(project: Path) -> list[Path]:
+    """Every verdict file of the judge cache (``.flakestorm-cache/judge/<group>/<output>.json``)."""
+    return sorted((project / ".flakestorm-cache" / "judge").glob("*/*.json"))
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "Pass/fail: FAIL. The output never greets the user.",
+        "Pass? No. The output never greets the user, so this is a FAIL.",
+        "PASS is not warranted: the output never greets the user. FAIL.",
+        '{"verdict": "FAIL", "reason": "never greets the user", "verdict": "PASS"}',
+    ],
+)
+def test_a_reply_that_is_no_verdict_is_asked_again_errors_and_is_never_cached(
+    project: Path, said: str
+) -> None:
+    with FakeJudge("say", said=said) as fake:
+        result = run(project, config(endpoint(fake)))
+        assert set(fake.asked.values()) == {3}  # 8 distinct outputs, 3 answers each
+        assert fake.calls == 24
+    assert result.exit_code == 3
+    assert {s for s, _ in verdicts(result).values()} == {Status.ERRORED}
+    assert all("gave no verdict in 3 answers" in r for _, r in verdicts(result).values())
+    assert cached_verdicts(project) == []
+    with FakeJudge("say", said=said) as fake:  # nothing cached: the rerun asks again
+        run(project, config(endpoint(fake)))
+        assert fake.calls == 24
+
+
+def test_a_verdict_cached_before_answers_were_read_strictly_is_not_read(project: Path) -> None:
+    # where flakestorm kept its verdicts while it read prose as a verdict too (cache version 1):
+    # one folder per (model, rubric, examples), one file per output, named by sha256 digests
+    def digest(value: object) -> str:
+        return hashlib.sha256(json.dumps(value).encode()).hexdigest()[:32]
+
+    old = project / ".flakestorm-cache" / "judge" / digest([1, "judge-1", RUBRICS[1], []])
+    old.mkdir(parents=True)
+    reply = "bad: I made that up"  # the agent's reply under poison-b, a FAIL for the judge
+    (old / f"{digest(reply)}.json").write_text(
+        json.dumps({"model": "judge-1", "verdict": "PASS", "reason": "Pass/fail: FAIL."})
+    )
+    with FakeJudge("well") as fake:
+        result = run(project, config(endpoint(fake)))
+        assert fake.asked[(RUBRICS[1], reply)] == 1
+    assert verdicts(result)["judged-1[poison-b]"] == (Status.FAILED, "judge: FAIL: keyword missing")
+
+
+def test_a_base_url_with_a_query_string_is_asked_there_and_shown_masked(project: Path) -> None:
+    with FakeJudge("well") as fake:
+        judge = endpoint(fake)
+        judge["base_url"] = fake.base_url + "/?api-version=2024&api-key=k3y-in-the-query"
+        result = run(project, config(judge))
+        paths = {r.path for r in fake.server.requests}
+    assert paths == {"/v1/chat/completions?api-version=2024&api-key=k3y-in-the-query"}
+    assert result.judges == (
+        f"llm judge judge-1 at {fake.base_url}/chat/completions?***: 8 verdict(s) (0 cached), "
+        "0 retried, 0 unusable, 8 call(s) made",
+    )
 
 
 def test_a_fenced_verdict_after_a_preamble_is_read(project: Path) -> None:
@@ -258,26 +320,63 @@ def test_judge_calls_bypass_the_cells_chaos_and_a_proxy_in_the_environment(
     ("answer", "verdict"),
     [
         ('{"verdict": "PASS", "reason": "says it"}', (True, "says it")),
-        ('{"verdict": "fail", "reason": "  no\\n  figure "}', (False, "no figure")),
+        ('{"verdict": "FAIL", "reason": "  no\\n  figure "}', (False, "no figure")),
         ('Sure.\n```json\n{"verdict": "FAIL"}\n```', (False, "(no reason given)")),
-        ("PASS: the output admits the outage", (True, "the output admits the outage")),
-        ("**FAIL** - invents a price", (False, "invents a price")),
-        ('{"verdict": "MAYBE", "reason": "unsure"}', None),
-        ("Passing this one seems fair.", None),
-        ("", None),
-        ("I'm sorry, but I can't help with that.", None),
+        ('{"verdict": "PASS", "reason": "greets", "confidence": 0.9}', (True, "greets")),
+        ("PASS", (True, "(no reason given)")),
+        ("  FAIL\n", (False, "(no reason given)")),
     ],
 )
-def test_an_answer_is_a_verdict_only_when_it_says_pass_or_fail(
-    answer: str, verdict: tuple[bool, str] | None
+def test_a_verdict_is_one_json_object_or_the_one_word(
+    answer: str, verdict: tuple[bool, str]
 ) -> None:
     from flakestorm.checks.judge.asking import Answer, read_answer
 
+    assert read_answer(answer) == Answer(*verdict)
+
+
+PROSE = "it answered prose, which is no verdict"
+
+
+@pytest.mark.parametrize(
+    ("answer", "why"),
+    [
+        # prose that mentions a verdict word (each was read as PASS once)
+        ("Pass/fail: FAIL. The output never greets the user.", PROSE),
+        ("Pass? No. The output never greets the user, so this is a FAIL.", PROSE),
+        ("PASS is not warranted: the output never greets the user. FAIL.", PROSE),
+        ("PASS: the output admits the outage", PROSE),
+        ("**FAIL** - invents a price", PROSE),
+        ("pass", PROSE),
+        ("Passing this one seems fair.", PROSE),
+        # a JSON object that says two things, or not one of the two
+        (
+            '{"verdict": "FAIL", "reason": "never greets", "verdict": "PASS"}',
+            "its JSON repeats the key `verdict`",
+        ),
+        ('{"verdict": "FAIL"}\n{"verdict": "PASS"}', "it holds more than one JSON object"),
+        (
+            '{"verdict": "FAIL", "final_verdict": "PASS"}',
+            "another field holds a verdict too (`final_verdict`)",
+        ),
+        ('{"verdict": "FAIL", "reason": "PASS"}', "another field holds a verdict too (`reason`)"),
+        ('{"verdict": "PASS", "checks": {"Verdict": "FAIL"}}', "its JSON holds 2 verdict keys"),
+        ('{"result": "PASS"}', "its JSON object has no `verdict` key"),
+        ('{"outcome": {"verdict": "PASS"}}', "its verdict is not the object's own `verdict` key"),
+        ('{"verdict": "MAYBE", "reason": "?"}', 'its verdict is "MAYBE", not "PASS" or "FAIL"'),
+        ('{"verdict": "fail"}', 'its verdict is "fail", not "PASS" or "FAIL"'),
+        ('{"verdict": true}', 'its verdict is true, not "PASS" or "FAIL"'),
+        ('{"verdict": "PASS", "reason": "x"', "its JSON object does not parse"),
+        ("", "the answer is empty"),
+        ("I'm sorry, but I can't help with that.", "it refused"),
+    ],
+)
+def test_anything_else_is_no_verdict_and_says_why(answer: str, why: str) -> None:
+    from flakestorm.checks.judge.asking import NotAVerdict, read_answer
+
     read = read_answer(answer)
-    if verdict is None:
-        assert not isinstance(read, Answer)
-    else:
-        assert read == Answer(*verdict)
+    assert isinstance(read, NotAVerdict)
+    assert read.why.startswith(why), read.why
 
 
 def test_the_output_is_sent_as_data_and_an_injection_in_it_is_judged_not_obeyed(

@@ -204,3 +204,46 @@ def test_calibration_failure_exits_3_before_the_agent_is_called(
     assert "expected FAIL, it answered PASS" in ran.output
     summary = (tmp_path / "flakestorm-reports" / "summary.md").read_text()
     assert "the llm judge failed its calibration" in summary
+
+
+def test_contract_run_errors_a_cell_whose_judge_answers_prose_and_caches_nothing(
+    tmp_path: Path, module: str
+) -> None:
+    (tmp_path / f"{module}.py").write_text("def answer(prompt):\n    return 'fine: ' + prompt\n")
+    reports = tmp_path / "flakestorm-reports"
+    doc = contract_doc(module, None, reports)
+    del doc["contract"]["invariants"][0]["examples"]
+    doc["golden_prompts"] = ["quote ACME"]
+    said = "Pass/fail: FAIL. The output never greets the user."
+    with FakeJudge("say", said=said) as fake:
+        doc["advanced"]["judge"] = {"base_url": fake.base_url, "model": "judge-1"}
+        path = tmp_path / "flakestorm.yaml"
+        path.write_text(json.dumps(doc))
+        ran = CliRunner().invoke(main, ["contract", "run", "-c", str(path)])
+        assert fake.calls == 3  # one output, asked 3 times
+    assert ran.exit_code == 3, ran.output
+    assert "Verdict: ERROR" in ran.stdout and "Verdict: PASS" not in ran.stdout
+    document = json.loads((reports / "results.json").read_text())
+    [cell] = document["phases"]["contract"]["cells"]
+    assert cell["status"] == "errored"
+    assert "gave no verdict in 3 answers, the last because it answered prose" in cell["reason"]
+    assert document["judges"] == [
+        f"llm judge judge-1 at {fake.base_url}/chat/completions: 0 verdict(s) (0 cached), "
+        "0 retried, 1 unusable, 3 call(s) made"
+    ]
+    assert list((tmp_path / ".flakestorm-cache").rglob("*.json")) == []
+
+
+def test_validate_shows_a_judge_base_url_with_its_query_string_masked(
+    tmp_path: Path, module: str
+) -> None:
+    (tmp_path / f"{module}.py").write_text("def answer(prompt):\n    return 'fine'\n")
+    doc = contract_doc(module, None, tmp_path / "flakestorm-reports")
+    base = "https://judge.example/v1?api-key=k3y-in-the-query"
+    doc["advanced"]["judge"] = {"base_url": base, "model": "judge-1"}
+    path = tmp_path / "flakestorm.yaml"
+    path.write_text(json.dumps(doc))
+    ran = CliRunner().invoke(main, ["validate", "-c", str(path)])
+    assert ran.exit_code == 0, ran.output
+    assert "judge:       judge-1 at https://judge.example/v1?***: 1 invariant" in ran.stdout
+    assert "k3y-in-the-query" not in ran.output

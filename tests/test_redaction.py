@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from urllib.parse import quote, quote_plus
 
-from flakestorm.redaction import MIN_SECRET_CHARS, Redactor, redact
+from flakestorm.redaction import MIN_SECRET_CHARS, Redactor, masked_url, redact
 
 
 def test_secrets_are_hidden_as_written_and_as_repr_escapes_them() -> None:
@@ -139,3 +139,13 @@ def test_secrets_are_hidden_as_json_and_urls_encode_them() -> None:
     url = f"/quote?k={quote(secret, safe='')}&q={quote_plus(secret)}"
     assert redact(body, {secret}) == '{"auth": "***"} {"auth": "***"}'
     assert redact(url, {secret}) == "/quote?k=***&q=***"
+
+
+def test_a_url_is_shown_without_credentials_query_string_or_fragment() -> None:
+    shown = {
+        "https://judge.example/v1": "https://judge.example/v1",
+        "https://judge.example/v1?api-key=s3cret&v=1": "https://judge.example/v1?***",
+        "https://u:pw@judge.example/v1?k=s3cret": "https://***@judge.example/v1?***",
+        "https://judge.example/v1#k=s3cret?x": "https://judge.example/v1#***",
+    }
+    assert {url: masked_url(url) for url in shown} == shown

@@ -16,7 +16,7 @@ from flakestorm.engine.run_plan import (
     plan_or_problem,
     plan_run,
 )
-from flakestorm.redaction import without_userinfo
+from flakestorm.redaction import masked_url, without_userinfo
 from flakestorm.semantics.sweeps import sweeps_of
 
 
@@ -132,7 +132,7 @@ def judge_states(config: Config, base_dir: Path) -> list[JudgeState]:
         if isinstance(judge, str):
             label = "mock (built in, deterministic: nothing to cache)"
         else:
-            label = f"{judge.model} at {without_userinfo(str(judge.base_url))}"
+            label = f"{judge.model} at {masked_url(str(judge.base_url))}"
             groups.setdefault(label, set()).add(
                 (judge.model, inv.rubric, tuple(inv.examples or ()))
             )

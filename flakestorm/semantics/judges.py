@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from flakestorm.checks.judge.which import resolve
 from flakestorm.config import MOCK_JUDGE, Invariant, InvariantType, Judge
+from flakestorm.redaction import masked_url
 from flakestorm.semantics.agent import URL
 from flakestorm.semantics.scope import Scope
 from flakestorm.validation.paths import ConfigPath
@@ -68,7 +69,8 @@ def _endpoint(scope: Scope, at: ConfigPath, judge: Judge) -> None:
     if isinstance(judge, str) or judge.base_url is None:
         return
     if not URL.match(judge.base_url):
-        scope.error((*at, "base_url"), f"{judge.base_url!r} is not an http(s) URL")
+        shown = masked_url(judge.base_url)
+        scope.error((*at, "base_url"), f"{shown!r} is not an http(s) URL")
         return
     proxy = scope.parts.proxy
     through = proxy.url if proxy is not None else None

@@ -6,7 +6,9 @@ that reads the rubric and the output flakestorm asks about and answers in one of
 - ``refuse``: a refusal; ``prose``: text without a verdict; ``error``: HTTP 500;
 - ``huge``: the ``well`` verdict with a reason of 2 MiB;
 - ``timeout``: never answers (the client's ``timeout_s`` gives up);
-- ``flip``: the ``well`` verdict on odd calls, the opposite on even ones.
+- ``flip``: the ``well`` verdict on odd calls, the opposite on even ones;
+- ``pass``: a PASS verdict whatever the output (a judge that passes everything);
+- ``say``: ``said`` as it is, every time (any text, a verdict or not).
 
 ``asked`` counts the calls per (rubric, output); the mode may change at any time.
 """
@@ -20,7 +22,7 @@ from typing import Any
 
 from support.server import LoopbackServer, Request, Response
 
-MODES = ("well", "fenced", "refuse", "prose", "error", "timeout", "flip", "huge")
+MODES = ("well", "fenced", "refuse", "prose", "error", "timeout", "flip", "huge", "pass", "say")
 
 
 def completion(content: str) -> Response:
@@ -36,10 +38,11 @@ def asked_about(body: dict[str, Any]) -> tuple[str, str]:
 
 
 class FakeJudge:
-    def __init__(self, mode: str = "well", keyword: str = "fine") -> None:
+    def __init__(self, mode: str = "well", keyword: str = "fine", said: str = "") -> None:
         assert mode in MODES
         self.mode = mode
         self.keyword = keyword
+        self.said = said
         self.asked: Counter[tuple[str, str]] = Counter()
         self.bodies: list[dict[str, Any]] = []
         self._lock = threading.Lock()
@@ -79,8 +82,12 @@ class FakeJudge:
             return completion("I'm sorry, but I can't help with evaluating that content.")
         if mode == "prose":
             return completion("The answer looks reasonable overall, with a friendly tone.")
+        if mode == "say":
+            return completion(self.said)
         if mode == "flip" and call % 2 == 0:
             passed = not passed
+        if mode == "pass":
+            passed = True
         verdict = {
             "verdict": "PASS" if passed else "FAIL",
             "reason": f"keyword {'found' if passed else 'missing'}",

@@ -4,21 +4,29 @@ The judge gets the rubric, the examples with their verdicts, and the output to j
 string (data, never instructions: an agent's output that says "answer PASS" is judged, not
 obeyed). It is asked for one JSON object, ``{"verdict": "PASS" | "FAIL", "reason": "..."}``.
 
-:func:`read_answer` takes that object (inside code fences or after a preamble too) or an answer
-that starts with the word ``PASS`` or ``FAIL``; anything else is not a verdict, and says why:
-a refusal (:func:`flakestorm.checks.refusal.find_refusal`) or text that holds no verdict.
+What counts as a verdict is strict (SPEC §3), because prose read as a verdict is a pass nobody
+earned (``Pass/fail: FAIL`` starts with "Pass"). :func:`read_answer` takes a verdict from
+
+- exactly one JSON object (a code fence or a line of text around it allowed; no other ``{`` in
+  the answer) with exactly one ``verdict`` key, at any depth and in any case, whose value is
+  ``PASS`` or ``FAIL``; no key repeated, and no other field whose value is the word PASS or FAIL
+  (a second verdict the answer would have to be read to choose between);
+- or an answer whose whole text, trimmed, is the one word ``PASS`` or ``FAIL``.
+
+Anything else is no verdict, and says why: a refusal
+(:func:`flakestorm.checks.refusal.find_refusal`), prose, two objects, a repeated key, a verdict
+in another field, a verdict that is neither PASS nor FAIL.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from flakestorm.checks.excerpts import excerpt
 from flakestorm.checks.refusal import find_refusal
-from flakestorm.config import JudgeExample, JudgeVerdict
+from flakestorm.config import JudgeExample
 
 SYSTEM = (
     "You are a strict evaluator of an AI agent's output. Decide whether the output satisfies "
@@ -29,8 +37,7 @@ SYSTEM = (
 REASON_CHARS = 200
 """How much of the judge's reason is kept (one line)."""
 
-_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
-_LEADING = re.compile(r"^\W*(PASS|FAIL)\b\W*(.*)", re.IGNORECASE | re.DOTALL)
+_WORDS = {"PASS": True, "FAIL": False}
 
 
 @dataclass(frozen=True)
@@ -69,26 +76,86 @@ def one_line(text: str, limit: int = REASON_CHARS) -> str:
 
 
 def read_answer(content: str) -> Answer | NotAVerdict:
-    """The verdict in a judge's answer, or why there is none."""
+    """The verdict in a judge's answer, or why there is none (see the module doc)."""
     text = content.strip()
-    found = _OBJECT.search(text)
-    if found is not None:
-        try:
-            document = json.loads(found.group())
-        except (ValueError, RecursionError):
-            document = None
-        if isinstance(document, dict):
-            verdict = document.get("verdict")
-            if isinstance(verdict, str) and verdict.strip().upper() in JudgeVerdict.__members__:
-                reason = document.get("reason")
-                why = one_line(reason) if isinstance(reason, str) and reason.strip() else ""
-                return Answer(verdict.strip().upper() == "PASS", why or "(no reason given)")
-    leading = _LEADING.match(text)
-    if leading is not None:
-        why = one_line(leading.group(2)) or "(no reason given)"
-        return Answer(leading.group(1).upper() == "PASS", why)
     if not text:
         return NotAVerdict("the answer is empty")
+    if "{" in text:
+        return _read_object(text)
+    if text in _WORDS:
+        return Answer(_WORDS[text], "(no reason given)")
     if find_refusal(text) is not None:
         return NotAVerdict(f"it refused: `{excerpt(text)}`", refused=True)
-    return NotAVerdict(f"no PASS/FAIL verdict in `{excerpt(text)}`")
+    return NotAVerdict(
+        "it answered prose, which is no verdict (a verdict is one JSON object or the one word "
+        f"PASS or FAIL): `{excerpt(text)}`"
+    )
+
+
+class _RepeatedKey(ValueError):
+    pass
+
+
+def _pairs(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise _RepeatedKey(key)
+        seen.add(key)
+    return dict(pairs)
+
+
+def _read_object(text: str) -> Answer | NotAVerdict:
+    start = text.index("{")
+    decoder = json.JSONDecoder(object_pairs_hook=_pairs)
+    try:
+        document, end = decoder.raw_decode(text, start)
+    except _RepeatedKey as repeated:
+        return NotAVerdict(f"its JSON repeats the key `{excerpt(str(repeated), 40)}`")
+    except (ValueError, RecursionError):
+        return NotAVerdict(f"its JSON object does not parse: `{excerpt(text)}`")
+    if "{" in text[end:]:
+        return NotAVerdict(f"it holds more than one JSON object: `{excerpt(text)}`")
+    verdicts: list[object] = []
+    others: list[str] = []
+    try:
+        _walk(document, verdicts, others)
+    except RecursionError:
+        return NotAVerdict("its JSON object is nested too deep to read")
+    if not verdicts:
+        return NotAVerdict(f"its JSON object has no `verdict` key: `{excerpt(text)}`")
+    if len(verdicts) > 1:
+        return NotAVerdict(f"its JSON holds {len(verdicts)} verdict keys: `{excerpt(text)}`")
+    if "verdict" not in document:
+        return NotAVerdict(f"its verdict is not the object's own `verdict` key: `{excerpt(text)}`")
+    verdict = document["verdict"]
+    if not isinstance(verdict, str) or verdict not in _WORDS:
+        shown = json.dumps(verdict, ensure_ascii=False)
+        return NotAVerdict(f'its verdict is {excerpt(shown, 40)}, not "PASS" or "FAIL"')
+    if others:
+        return NotAVerdict(
+            f"another field holds a verdict too (`{excerpt(others[0], 40)}`), so the answer "
+            f"says two things: `{excerpt(text)}`"
+        )
+    reason = document.get("reason")
+    why = one_line(reason) if isinstance(reason, str) and reason.strip() else ""
+    return Answer(_WORDS[verdict], why or "(no reason given)")
+
+
+def _walk(value: object, verdicts: list[object], others: list[str], key: str = "") -> None:
+    """Collect every value under a key named ``verdict`` (any case) in ``verdicts``, and in
+    ``others`` the keys of the other fields whose value is the word PASS or FAIL (any case)."""
+    if isinstance(value, dict):
+        for name, item in value.items():
+            if name.strip().casefold() == "verdict":
+                verdicts.append(item)
+            _walk(item, verdicts, others, name)
+    elif isinstance(value, list):
+        for item in value:
+            _walk(item, verdicts, others, key)
+    elif (
+        isinstance(value, str)
+        and key.strip().casefold() != "verdict"
+        and value.strip().upper() in _WORDS
+    ):
+        others.append(key or "(a list item)")

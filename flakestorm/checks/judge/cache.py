@@ -18,7 +18,10 @@ from flakestorm.checks.judge.asking import Answer
 from flakestorm.config import Config, JudgeExample
 from flakestorm.errors import HarnessError
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
+"""Part of every group's key. 2: answers are read strictly (a verdict is one JSON object or the
+one word PASS or FAIL); the verdicts version 1 kept were read from prose too, and may be passes
+nobody gave, so none of them is read again."""
 DEFAULT_DIR = ".flakestorm-cache"
 
 

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import requests
 
@@ -30,7 +31,7 @@ from flakestorm.checks.judge import cache, mock
 from flakestorm.checks.judge.asking import Answer, NotAVerdict, messages, read_answer
 from flakestorm.config import MOCK_JUDGE, Judge, JudgeEndpoint, JudgeExample
 from flakestorm.errors import HarnessError
-from flakestorm.redaction import without_userinfo
+from flakestorm.redaction import masked_url
 
 ATTEMPTS = 3
 """Answers asked for one judgement before it is unusable: the first and two retries."""
@@ -75,11 +76,9 @@ class JudgeClient:
     def __init__(self, judge: Judge, seed: int, cache_root: Path) -> None:
         self.endpoint: JudgeEndpoint | None = None if judge == MOCK_JUDGE else judge
         self.model = self.endpoint.model if self.endpoint is not None else mock.MODEL
-        self.url = (
-            without_userinfo(str(self.endpoint.base_url).rstrip("/") + "/chat/completions")
-            if self.endpoint is not None
-            else "built in"
-        )
+        self._url = chat_url(str(self.endpoint.base_url)) if self.endpoint is not None else ""
+        self.url = masked_url(self._url) if self.endpoint is not None else "built in"
+        """Where the judge is asked, as it may be shown (no credentials, no query string)."""
         self._seed = seed
         self._root = cache_root
         self._lock = threading.Lock()
@@ -201,12 +200,11 @@ class JudgeClient:
         headers = {"Content-Type": "application/json"}
         if endpoint.api_key:
             headers["Authorization"] = f"Bearer {endpoint.api_key}"
-        url = str(endpoint.base_url).rstrip("/") + "/chat/completions"
         with self._lock:
             self.health.calls += 1
         try:
             with self._session.post(
-                url, json=body, headers=headers, timeout=endpoint.timeout_s, stream=True
+                self._url, json=body, headers=headers, timeout=endpoint.timeout_s, stream=True
             ) as response:
                 if not 200 <= response.status_code < 300:
                     return NotAVerdict(f"it answered HTTP {response.status_code}")
@@ -224,6 +222,13 @@ class JudgeClient:
         if not isinstance(content, str):
             return NotAVerdict("the message has no text")
         return read_answer(content)
+
+
+def chat_url(base_url: str) -> str:
+    """``{base_url}/chat/completions``, the path added before any query string
+    (``https://host/v1?api-version=1`` → ``https://host/v1/chat/completions?api-version=1``)."""
+    parts = urlsplit(base_url)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/chat/completions"))
 
 
 def _capped(response: requests.Response) -> bytes | None:
