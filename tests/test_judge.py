@@ -273,6 +273,61 @@ def test_a_flipping_judge_fails_its_calibration_and_its_cached_verdicts_hold(
     }
 
 
+CALIBRATED = [
+    {"output": "fine here", "verdict": "PASS"},
+    {"output": "bad here", "verdict": "FAIL"},
+]
+
+
+def test_a_verdict_that_disagrees_with_its_example_is_not_kept_and_the_fixed_judge_agrees(
+    project: Path,
+) -> None:
+    with FakeJudge("pass") as fake:  # a broken judge: PASS whatever it is shown
+        broken = run(project, config(endpoint(fake), examples=CALIBRATED))
+        assert fake.calls == 2
+        fake.mode = "well"  # the judge is fixed; the cache is left as it is
+        fixed = run(project, config(endpoint(fake), examples=CALIBRATED))
+        # example 1's verdict (PASS, right) was kept; example 2 is asked again, then the
+        # 8 distinct outputs
+        assert fake.asked[(RUBRICS[0], "fine here")] == 1
+        assert fake.asked[(RUBRICS[0], "bad here")] == 2
+        assert fake.calls == 2 + 1 + 8
+    assert broken.exit_code == 3
+    assert (
+        "disagrees with its example 2 (`bad here`): expected FAIL, it answered PASS (keyword "
+        "found); this answer is not kept in the judge cache: the next run asks the judge again"
+    ) in (broken.error or "")
+    assert fixed.error is None and fixed.exit_code == 0
+    assert verdicts(fixed)["judged-0[poison-b]"] == (Status.FAILED, "judge: FAIL: keyword missing")
+    assert any("calibration: 2 of 2 example(s) agreed" in w for w in fixed.judges or ())
+
+
+def test_a_cached_verdict_that_disagrees_with_its_example_is_removed_and_asked_again(
+    project: Path,
+) -> None:
+    with FakeJudge("well") as fake:
+        first = run(project, config(endpoint(fake), examples=CALIBRATED))
+        assert first.exit_code == 0
+        # a wrong verdict on example 2 in the cache (as a judge since fixed left it)
+        name = hashlib.sha256(json.dumps("bad here").encode()).hexdigest()[:32] + ".json"
+        [wrong] = [p for p in cached_verdicts(project) if p.name == name]
+        assert json.loads(wrong.read_text())["verdict"] == "FAIL"
+        wrong.write_text(json.dumps({"model": "judge-1", "verdict": "PASS", "reason": "lax"}))
+        calls = fake.calls
+        stopped = run(project, config(endpoint(fake), examples=CALIBRATED))
+        assert fake.calls == calls  # every verdict came from the cache
+        assert not wrong.exists()
+        again = run(project, config(endpoint(fake), examples=CALIBRATED))
+        assert fake.calls == calls + 1  # example 2, asked again
+    assert stopped.exit_code == 3
+    assert (
+        "expected FAIL, it answered PASS (lax); this answer came from the judge cache, where "
+        "an earlier run kept it, and is removed from it: the next run asks the judge again"
+    ) in (stopped.error or "")
+    assert again.exit_code == 0 and again.error is None
+    assert json.loads(wrong.read_text())["verdict"] == "FAIL"
+
+
 def test_negate_inverts_the_judges_verdict(project: Path) -> None:
     with FakeJudge("well") as fake:
         doc = json.loads(config(endpoint(fake)))

@@ -2,7 +2,8 @@
 ``<cache dir>/judge/<group>/``, where the group is (judge model, rubric, examples) and the file
 name a digest of the exact output. A rerun reads its verdicts from there and asks the judge
 nothing; ``validate`` counts the files of each group (:func:`count`). Only verdicts are kept:
-an answer that is not one is never written."""
+an answer that is not one is never written, and a verdict that disagreed with its calibration
+example is removed (:func:`remove`)."""
 
 from __future__ import annotations
 
@@ -68,6 +69,12 @@ def write(path: Path, model: str, answer: Answer) -> None:
         write_whole(path, data)
     except OSError as exc:
         raise HarnessError(f"cannot write the judge cache {path.parent}: {exc}") from exc
+
+
+def remove(path: Path) -> None:
+    """The verdict at ``path`` no longer kept (a verdict that failed calibration); OSError when
+    it is there and cannot be removed."""
+    path.unlink(missing_ok=True)
 
 
 def count(group: Path) -> int:

@@ -130,6 +130,15 @@ class JudgeClient:
             raise outcome
         return outcome
 
+    def forget(self, rubric: str, examples: Sequence[JudgeExample], output: str) -> None:
+        """The verdict on ``output`` kept neither for the run nor on disk (it failed
+        calibration): the next ask asks the judge. OSError: its file cannot be removed."""
+        group = self.group(rubric, examples)
+        with self._lock:
+            self._memo.pop((str(group), output), None)
+        if self.endpoint is not None:
+            cache.remove(cache.verdict_path(group, output))
+
     def _recall(self, known: Judgement | HarnessError, counted: bool) -> Judgement:
         if isinstance(known, HarnessError):
             self.health.unusable += counted

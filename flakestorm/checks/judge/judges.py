@@ -12,7 +12,7 @@ from flakestorm.checks.excerpts import excerpt
 from flakestorm.checks.judge.cache import cache_root
 from flakestorm.checks.judge.client import JudgeClient, Judgement
 from flakestorm.checks.judge.which import Judged, judge_of
-from flakestorm.config import Config, Invariant, Judge, JudgeVerdict
+from flakestorm.config import Config, Invariant, Judge, JudgeExample, JudgeVerdict
 from flakestorm.errors import HarnessError, InfrastructureError
 from flakestorm.validation.paths import ConfigPath
 
@@ -74,12 +74,13 @@ class Judges:
                 client.health.examples += 1
                 got = JudgeVerdict.PASS if judgement.answer.passed else JudgeVerdict.FAIL
                 if got is not example.verdict:
+                    kept = _not_kept(client, inv.rubric, examples, example.output, judgement)
                     raise JudgeCalibrationError(
                         f"{name} disagrees with its example {i + 1} "
                         f"(`{excerpt(example.output, 60)}`): expected {example.verdict.value}, "
                         f"it answered {got.value} ({excerpt(judgement.answer.reason, 120)}); "
-                        "a judge that disagrees with its own examples judges nothing: fix the "
-                        "rubric, the example or the judge",
+                        f"{kept}; a judge that disagrees with its own examples judges nothing: "
+                        "fix the rubric, the example or the judge",
                         at,
                     )
                 client.health.agreed += 1
@@ -101,3 +102,29 @@ class Judges:
     def close(self) -> None:
         for client in self._clients.values():
             client.close()
+
+
+def _not_kept(
+    client: JudgeClient,
+    rubric: str,
+    examples: Sequence[JudgeExample],
+    output: str,
+    judgement: Judgement,
+) -> str:
+    """A verdict that failed calibration is not kept, so a fixed judge is asked again: it is
+    forgotten (removed from the cache when it came from there), and the sentence says so."""
+    if client.endpoint is None:
+        return "the mock judge keeps no cache"
+    try:
+        client.forget(rubric, examples, output)
+    except OSError as exc:
+        return (
+            f"this answer could not be removed from the judge cache ({exc}): delete that file, "
+            "or the next run reads the same answer"
+        )
+    if judgement.cached:
+        return (
+            "this answer came from the judge cache, where an earlier run kept it, and is "
+            "removed from it: the next run asks the judge again"
+        )
+    return "this answer is not kept in the judge cache: the next run asks the judge again"
