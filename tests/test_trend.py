@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import os
 import re
 from pathlib import Path
 
@@ -18,9 +19,10 @@ from test_baseline_source import REPO, _action_env, _Agent, api  # noqa: F401 (t
 from test_entrypoint import entrypoint
 
 from flakestorm.cli import main as cli
+from flakestorm.github.baseline_source import History, Query, find_history
 from flakestorm.github.client import GitHub
 from flakestorm.results.model import Overall, from_document
-from flakestorm.results.trend import Trend, TrendPoint
+from flakestorm.results.trend import Trend, TrendPoint, trend_of
 
 GOLDEN = Path(__file__).parent / "trend" / "summary.md"
 SCORES = [96.0, 95.5, 95.5, 95.0, 94.0, 94.5, 93.0, 92.5, 40.0, 92.0]
@@ -132,3 +134,106 @@ def test_report_history_draws_the_trend_of_saved_runs(tmp_path: Path) -> None:
     assert "| 2026-11-03 | this run | 80.00 | PASS |" in done.output
     assert "**Score trend**" in (out / "summary.md").read_text(encoding="utf-8")
     assert '<div id="trend">' in (out / "report.html").read_text(encoding="utf-8")
+
+
+def _saved(folder: Path, day: int, score: float) -> Path:
+    """A run of 2026-11-DAY scoring ``score``, saved as ``folder/results.json``."""
+    run = run_of({"contract": ["a[x]=passed"]})
+    run = dataclasses.replace(
+        run,
+        started_at=f"2026-11-{day:02d}T00:00:00+00:00",
+        overall=Overall(score, True, 0.0, {}, ("contract",), ()),
+    )
+    folder.mkdir(parents=True)
+    path = folder / "results.json"
+    path.write_text(results_json(run), encoding="utf-8")
+    return path
+
+
+def test_report_history_skips_and_counts_unreadable_files(tmp_path: Path) -> None:
+    history = tmp_path / "history"
+    good = _saved(history / "run1", 1, 90.0)
+    _saved(history / "run2", 2, 85.0)
+    text = good.read_text(encoding="utf-8")
+    (history / "corrupt").mkdir()
+    (history / "corrupt" / "results.json").write_text("<<<<<<< HEAD\n{", encoding="utf-8")
+    (history / "truncated").mkdir()
+    (history / "truncated" / "results.json").write_text(text[: len(text) // 2], encoding="utf-8")
+    for name, score in (("nan", "NaN"), ("infinite", "-Infinity")):
+        (history / name).mkdir()
+        nan = text.replace('"overall": {"score": 90.0', f'"overall": {{"score": {score}', 1)
+        assert nan != text
+        (history / name / "results.json").write_text(nan, encoding="utf-8")
+    this = _saved(tmp_path / "this", 3, 80.0)
+    done = CliRunner().invoke(
+        cli, ["report", str(this), "--history", str(history), "-o", str(tmp_path / "out")]
+    )
+    assert done.exit_code == 0, done.output
+    assert "Traceback" not in done.output
+    assert "--history: skipped 4 unreadable:\n" in done.output
+    corrupt = history / "corrupt" / "results.json"
+    assert f"  {corrupt}: not JSON (Expecting value: character 0)" in done.output
+    assert f"  {history / 'truncated' / 'results.json'}: not JSON (" in done.output
+    assert f"  {history / 'nan' / 'results.json'}: overall.score is nan, not a finite" in (
+        done.output
+    )
+    assert f"  {history / 'infinite' / 'results.json'}: overall.score is -inf" in done.output
+    # the trend is drawn from the two good runs and this one; the skipped ones are counted
+    headline = "Score over the last 2 runs and this one: █▅▁ 90.00 → 80.00 (4 without a readable"
+    assert headline in done.output
+    summary = (tmp_path / "out" / "summary.md").read_text(encoding="utf-8")
+    assert headline in summary and summary.count("| 2026-11-0") == 3
+
+
+def test_a_nan_score_in_the_report_read_is_a_usage_error(tmp_path: Path) -> None:
+    path = _saved(tmp_path / "run", 1, 90.0)
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace('"overall": {"score": 90.0', '"overall": {"score": NaN'))
+    done = CliRunner().invoke(cli, ["report", str(path), "--history", str(path)])
+    assert done.exit_code == 2, done.output
+    assert f"{path}: overall.score is nan, not a finite number" in done.output
+
+
+def test_report_history_never_rewrites_its_input_and_counts_a_run_once(tmp_path: Path) -> None:
+    _saved(tmp_path / "run1", 1, 90.0)
+    this = _saved(tmp_path / "run2", 2, 80.0)
+    copy = tmp_path / "copies" / "again" / "results.json"
+    copy.parent.mkdir(parents=True)
+    copy.write_bytes(this.read_bytes())  # the same run under another name
+    before = this.read_bytes()
+    os.utime(this, (1_000_000_000, 1_000_000_000))
+    # no -o: the reports go beside the results.json read, which is in the history directory
+    done = CliRunner().invoke(cli, ["report", str(this), "--history", str(tmp_path)])
+    assert done.exit_code == 0, done.output
+    assert this.read_bytes() == before and this.stat().st_mtime == 1_000_000_000
+    assert f"kept {this}: it is an input of this report, never rewritten" in done.output
+    assert f"--history: {copy} holds the run of {this}" in done.output
+    assert "Score over the last 1 run and this one: █▁ 90.00 → 80.00" in done.output
+    summary = (this.parent / "summary.md").read_text(encoding="utf-8")
+    assert summary.count("| 2026-11-02 |") == 1 and summary.count("| 2026-11-01 |") == 1
+
+
+def test_the_action_skips_and_counts_a_base_branch_run_with_a_nan_score(
+    api: FakeGitHub,  # noqa: F811
+) -> None:
+    for day, score in ((1, "90.0"), (2, "NaN"), (3, "Infinity"), (4, "80.0")):
+        run = run_of({"contract": ["a[x]=passed"]})
+        run = dataclasses.replace(run, started_at=f"2026-10-0{day}T09:00:00+00:00")
+        text = results_json(run).replace(
+            '"overall": {"score": 50.0', f'"overall": {{"score": {score}'
+        )
+        api.add_run(
+            REPO,
+            "ci.yml",
+            "main",
+            f"{day:02d}" + "a" * 38,
+            created_at=f"2026-10-0{day}T09:00:00Z",
+            artifacts={"flakestorm-reports": zip_of({"results.json": text})},
+        )
+    gh = GitHub({"GITHUB_API_URL": api.url}, out=io.StringIO(), token="rw")
+    query = Query(REPO, "main", "flakestorm-reports", "ci.yml", run_id=1)
+    history = find_history(gh, query, "0" * 64)
+    assert isinstance(history, History)
+    assert [(p.at, p.score) for p in history.points] == [("2026-10-01", 90.0), ("2026-10-04", 80.0)]
+    assert history.skipped == 2
+    assert trend_of(history.points, None, "main", history.skipped).sparkline() == "█▁"

@@ -1,7 +1,13 @@
-"""``flakestorm report``: every report rendered again from a ``results.json``."""
+"""``flakestorm report``: every report rendered again from a ``results.json``.
+
+A report never modifies its input: a file it would write that is the ``results.json`` it reads
+(or one of ``--history``'s) is left as it is.
+"""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import click
@@ -21,6 +27,7 @@ def read_results(results_json: Path) -> RunResult:
     from flakestorm.baseline.judgement import judgement_of
     from flakestorm.results.model import ResultsError
     from flakestorm.results.stream import NotJson, read_streamed
+    from flakestorm.results.trend import non_finite_score
 
     try:
         with results_json.open(encoding="utf-8") as file:
@@ -38,6 +45,9 @@ def read_results(results_json: Path) -> RunResult:
         ) from None
     except ResultsError as exc:
         raise UsageError(f"{results_json}: {exc}") from None
+    problem = non_finite_score(result)
+    if problem:
+        raise UsageError(f"{results_json}: {problem}; expected a results.json")
     return result
 
 
@@ -82,14 +92,20 @@ def report(
     from flakestorm.reporters.registry import write_report
 
     result = read_results(results_json)
+    files = _history_files(history) if history else []
     if history:
-        result = _with_trend(result, results_json, history)
+        result = _with_trend(result, results_json, files)
     out = output_dir if output_dir is not None else results_json.parent
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create {out} ({exc.strerror})") from None
+    inputs = _identities([results_json, *files])
     for name in dict.fromkeys(formats or DEFAULT_REPORT_FORMATS):
+        target = out / REPORTS[name].file_name
+        if _identities([target]) & inputs:
+            click.echo(f"kept {target}: it is an input of this report, never rewritten")
+            continue
         try:
             path = write_report(result, out, name)
         except OSError as exc:
@@ -97,9 +113,36 @@ def report(
         click.echo(f"wrote {path}")
 
 
-def _with_trend(result: RunResult, results_json: Path, history: tuple[Path, ...]) -> RunResult:
-    """``result`` with the trend of the earlier runs in ``history`` in its step (SPEC §14),
-    printed as it is drawn."""
+def _history_files(history: Iterable[Path]) -> list[Path]:
+    """The ``results.json`` files ``--history`` names: each file given, and each found in a
+    directory given, once."""
+    files = [
+        f
+        for path in history
+        for f in (sorted(path.rglob("results.json")) if path.is_dir() else [path])
+    ]
+    if not files:
+        raise UsageError(f"--history: no results.json in {', '.join(map(str, history))}")
+    return list(dict.fromkeys(files))
+
+
+def _identities(paths: Iterable[Path]) -> set[tuple[int, int]]:
+    """(device, inode) of each of ``paths`` that exists: one file however it is named."""
+    found = set()
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        found.add((st.st_dev, st.st_ino))
+    return found
+
+
+def _with_trend(result: RunResult, results_json: Path, files: list[Path]) -> RunResult:
+    """``result`` with the trend of the earlier runs in ``files`` in its step (SPEC §14),
+    printed as it is drawn. A file that cannot be read as a results.json is skipped and
+    counted, as the action skips a run without a readable report; a run is one run (its
+    config digest and start time), however many files hold it, this one included."""
     import dataclasses
 
     from flakestorm.baseline.delta import FailOn
@@ -107,17 +150,35 @@ def _with_trend(result: RunResult, results_json: Path, history: tuple[Path, ...]
     from flakestorm.reporters.delta import trend_markdown
     from flakestorm.results.trend import point_of, trend_of
 
-    files = [
-        f
-        for path in history
-        for f in (sorted(path.rglob("results.json")) if path.is_dir() else [path])
-        if f.resolve() != results_json.resolve()
-    ]
-    if not files:
-        raise UsageError(f"--history: no results.json in {', '.join(map(str, history))}")
-    earlier = sorted((read_results(f) for f in files), key=lambda r: r.started_at)
+    this = _identities([results_json])
+    others = [path for path in files if not _identities([path]) & this]
+    if not others:
+        raise UsageError(f"--history: no results.json besides {results_json}")
+    seen = {(result.config_digest, result.started_at): results_json}
+    earlier: list[RunResult] = []
+    unreadable: list[str] = []
+    for path in others:
+        try:
+            run = read_results(path)
+        except UsageError as exc:
+            unreadable.append(str(exc))
+            continue
+        key = (run.config_digest, run.started_at)
+        if key in seen:
+            click.echo(
+                f"--history: {path} holds the run of {seen[key]} (its config digest and "
+                "start time): counted once"
+            )
+            continue
+        seen[key] = path
+        earlier.append(run)
+    if unreadable:
+        click.echo(f"--history: skipped {len(unreadable)} unreadable:")
+        for line in unreadable:
+            click.echo(f"  {line}")
+    earlier.sort(key=lambda r: r.started_at)
     points = [point_of(r, commit="", digest=result.config_digest) for r in earlier]
-    trend = trend_of(points, result)
+    trend = trend_of(points, result, skipped=len(unreadable))
     judged = judgement_of(result) or Judgement(FailOn.ANY)
     step = dataclasses.replace(judged, trend=trend).document(result)
     click.echo(trend_markdown(trend).rstrip("\n"))
