@@ -12,8 +12,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from support.fake_judge import FakeJudge
 
 from flakestorm.cli import main as cli
+from flakestorm.errors import ConfigError
+from flakestorm.loader import load_config
 from flakestorm.reporters import comment
 from flakestorm.results import clock
 from flakestorm.results.model import from_document
@@ -190,3 +193,100 @@ def test_the_merge_of_shards_judges_the_acceptances_again(
     monkeypatch.setattr(clock, "today", lambda: datetime.date(2027, 1, 1))
     done = CliRunner().invoke(cli, ["merge", *shards, "-o", str(merged)])
     assert done.exit_code == 1 and "acceptance expired on 2026-12-31" in done.output
+
+
+def test_an_accepted_cell_that_errored_is_errored_not_accepted_but_passing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = project(tmp_path, monkeypatch, "2026-12-31")
+    rubric = 'Greets the user: says "hello"'
+    judged = f"    - {{id: greets, type: llm_judge, rubric: '{rubric}', severity: critical}}\n"
+    text = path.read_text(encoding="utf-8").replace(
+        "  chaos_matrix:\n", judged + "  chaos_matrix:\n"
+    )
+    text = text.replace('cell: "says-hello[calm]"', 'cell: "greets[calm]"')
+    with FakeJudge("refuse") as judge:  # the judge never gives a verdict: the cell errors
+        text += f"advanced:\n  judge: {{base_url: '{judge.base_url}', model: judge-1}}\n"
+        path.write_text(text, encoding="utf-8")
+        code, output, out = run(path)
+    assert code == 3, output
+    line = (
+        "greets[calm]: errored, so not judged: an acceptance covers a failure, not an error "
+        "(the greeting comes back with the new prompt (FIN-12), https://example.com/FIN-12)"
+    )
+    assert f"  - {line}" in output
+    assert "accepted but passing" not in output and "Verdict: ERROR" in output
+    result = from_document(json.loads((out / "results.json").read_text(encoding="utf-8")))
+    (acceptance,) = result.accepted or ()
+    assert (acceptance.target, acceptance.state.value) == ("greets[calm]", "errored")
+    summary = (out / "summary.md").read_text(encoding="utf-8")
+    assert "greets\\[calm\\]: errored, so not judged" in summary
+    assert "accepted but passing" not in summary
+    assert "errored, so not judged" in comment.render_first(result)
+    assert "accepted but passing" not in (out / "report.html").read_text(encoding="utf-8")
+
+
+def problems_of(path: Path) -> list[str]:
+    with pytest.raises(ConfigError) as raised:
+        load_config(path)
+    return [str(p) for p in raised.value.problems]
+
+
+@pytest.mark.parametrize(
+    ("until", "message"),
+    [
+        # a number is no date: pydantic read it as seconds since 1970 (2100-01-01)
+        ("4102444800", "expected a date written YYYY-MM-DD (e.g. 2026-12-31), got 4102444800"),
+        ("20261231", "expected a date written YYYY-MM-DD (e.g. 2026-12-31), got 20261231"),
+        ("31.12.2026", "expected a date written YYYY-MM-DD (e.g. 2026-12-31), got '31.12.2026'"),
+        ('"12/31/2026"', "expected a date written YYYY-MM-DD (e.g. 2026-12-31), got '12/31/2026'"),
+        (
+            "2026-12-31T00:00:00",
+            "expected a date written YYYY-MM-DD (e.g. 2026-12-31), got 2026-12-31T00:00:00 (a "
+            "time, not a day)",
+        ),
+        (
+            '"2026-02-30"',
+            "'2026-02-30' is no day of the calendar: expected a date written YYYY-MM-DD (e.g. "
+            "2026-12-31)",
+        ),
+    ],
+)
+def test_until_is_a_yyyy_mm_dd_date_and_nothing_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, until: str, message: str
+) -> None:
+    path = project(tmp_path, monkeypatch, until)
+    assert problems_of(path) == [f"{path}:15:12: accepted[0].until: {message}"]
+
+
+@pytest.mark.parametrize("until", ["2026-12-31", '"2026-12-31"'])
+def test_until_is_read_written_plain_or_quoted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, until: str
+) -> None:
+    (entry,) = load_config(project(tmp_path, monkeypatch, until)).config.accepted
+    assert entry.until == datetime.date(2026, 12, 31)
+
+
+def test_a_blank_reason_is_a_located_config_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    more = '  - {cell: "not-empty[calm]", reason: "  ", until: 2026-12-01}\n'
+    path = project(tmp_path, monkeypatch, "2026-12-31", more)
+    assert problems_of(path) == [
+        f"{path}:17:39: accepted[1].reason: must not be blank: say why the failure is accepted"
+    ]
+
+
+def test_two_entries_for_one_cell_are_a_config_error_naming_both_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # one open, one expired: which one the run goes by is no choice to leave to it
+    more = '  - {cell: "says-hello[calm]", reason: "old", until: 2026-01-01}\n'
+    path = project(tmp_path, monkeypatch, "2026-12-31", more)
+    assert problems_of(path) == [
+        f"{path}:17:12: accepted[1].cell: 'says-hello[calm]' is accepted twice: here and at "
+        "accepted[0].cell (line 13); keep one entry for it"
+    ]
+    code, output, out = run(path)
+    assert code == 2, output
+    assert "'says-hello[calm]' is accepted twice" in output and not out.exists()

@@ -474,12 +474,14 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "advanced.judge": "The judge of the `llm_judge` invariants without a `judge` of their own.",
     # accepted
     "accepted[].cell": "The contract cell, `INVARIANT[SCENARIO]` (as the matrix names it); "
-    "one the config does not have is an error.",
+    "one the config does not have is an error, and so is a second entry for the same cell "
+    "(or mutation type).",
     "accepted[].mutation": "A mutation type the config runs: its failing mutations are accepted.",
-    "accepted[].reason": "Why the failure is accepted, shown in every report.",
-    "accepted[].until": "The last day it is accepted (`YYYY-MM-DD`, UTC). After it the failure "
-    'fails the gate again ("acceptance expired on DATE"); a date already past is a warning, '
-    "and so is one more than 90 days ahead.",
+    "accepted[].reason": "Why the failure is accepted, shown in every report; not blank.",
+    "accepted[].until": "The last day it is accepted, written `YYYY-MM-DD` (UTC), e.g. "
+    "`2026-12-31`, quoted or not; any other form (`31.12.2026`, a number such as `20261231`) is "
+    'an error. After it the failure fails the gate again ("acceptance expired on DATE"); a '
+    "date already past is a warning, and so is one more than 90 days ahead.",
     "accepted[].issue": "A link to the issue that tracks the fix, shown beside the reason.",
 }
 

@@ -4,9 +4,10 @@ defaults a run uses when they are omitted."""
 from __future__ import annotations
 
 import datetime
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
 from flakestorm.config.base import Model
 from flakestorm.config.contract import (
@@ -108,6 +109,43 @@ def last_turn(prompt: GoldenPrompt) -> str:
     return turns_of(prompt)[-1]
 
 
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+DAY_FORMAT = "a date written YYYY-MM-DD (e.g. 2026-12-31)"
+
+
+def _day(value: Any) -> Any:
+    """``until``: a day as YAML reads ``2026-12-31``, or the string ``"2026-12-31"``; never a
+    number (pydantic would read ``4102444800`` as seconds since 1970), a time of day or another
+    way of writing a date."""
+    if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
+        return value
+    if isinstance(value, str) and _DAY.fullmatch(value):
+        try:
+            return datetime.date.fromisoformat(value)
+        except ValueError:
+            raise ValueError(
+                f"{value!r} is no day of the calendar: expected {DAY_FORMAT}"
+            ) from None
+    raise ValueError(f"expected {DAY_FORMAT}, got {_shown(value)}")
+
+
+def _shown(value: Any) -> str:
+    """``value`` as the YAML wrote it, near enough to recognise."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime.datetime):
+        return f"{value.isoformat()} (a time, not a day)"
+    if isinstance(value, (list, dict)):
+        return "a list" if isinstance(value, list) else "a mapping"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def _not_blank(text: str) -> str:
+    if not text.strip():
+        raise ValueError("must not be blank: say why the failure is accepted")
+    return text
+
+
 class Accepted(Model):
     """An accepted failure (SPEC §14): a failing cell (or the failing mutations of a type) that
     does not fail the gate until ``until``."""
@@ -116,8 +154,9 @@ class Accepted(Model):
     """``INVARIANT[SCENARIO]``: a contract cell."""
     mutation: str | None = None
     """A mutation type: every failing mutation of that type."""
-    reason: Annotated[str, Field(min_length=1)]
-    until: datetime.date
+    reason: Annotated[str, Field(min_length=1), AfterValidator(_not_blank)]
+    until: Annotated[datetime.date, BeforeValidator(_day)]
+    """A day, ``YYYY-MM-DD``: as YAML reads ``2026-12-31``, or that string."""
     issue: str | None = None
 
     @model_validator(mode="after")

@@ -9,8 +9,12 @@ is, by what its items did and its date:
   the gate (the score still counts them as failed);
 - ``expired``: some failed, and ``until`` has passed: they fail the gate, the reason saying
   "acceptance expired on DATE";
-- ``passing``: its items ran and none failed: "accepted but passing: remove the entry";
-- ``absent``: none of its items ran (another shard, a phase that did not run): not reported.
+- ``errored``: none failed and some errored: flakestorm could not judge them, so the entry
+  is not judged either (the errored items make the run exit 3 as any errored item does);
+- ``passing``: its items passed, none failed or errored: "accepted but passing: remove the
+  entry";
+- ``absent``: none of its items ran to a verdict (another shard, a phase that did not run, a
+  skipped or unfinished cell): not reported.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ MUTATION_PHASE = "mutation"
 class AcceptanceState(str, enum.Enum):
     ACCEPTED = "accepted"
     EXPIRED = "expired"
+    ERRORED = "errored"
     PASSING = "passing"
     ABSENT = "absent"
 
@@ -64,6 +69,11 @@ class Acceptance:
         if self.state is AcceptanceState.EXPIRED:
             expired = EXPIRED_TEXT.format(until=self.until)
             return f"{self.target}: {expired} ({self.reason}{issue})"
+        if self.state is AcceptanceState.ERRORED:
+            return (
+                f"{self.target}: errored, so not judged: an acceptance covers a failure, not an "
+                f"error ({self.reason}{issue})"
+            )
         return f"{self.target}: accepted but passing: remove the entry ({self.reason}{issue})"
 
     @classmethod
@@ -96,14 +106,15 @@ def judge(
     for entry in entries:
         ran = named.get(entry.target, [])
         failed = tuple(ident for ident, status in ran if status is Status.FAILED)
-        if not ran:
-            state = AcceptanceState.ABSENT
-        elif not failed:
+        statuses = {status for _, status in ran}
+        if failed:
+            state = AcceptanceState.EXPIRED if entry.until < on else AcceptanceState.ACCEPTED
+        elif Status.ERRORED in statuses:
+            state = AcceptanceState.ERRORED
+        elif Status.PASSED in statuses:
             state = AcceptanceState.PASSING
-        elif entry.until < on:
-            state = AcceptanceState.EXPIRED
         else:
-            state = AcceptanceState.ACCEPTED
+            state = AcceptanceState.ABSENT
         until = entry.until.isoformat()
         judged.append(Acceptance(entry.target, entry.reason, until, entry.issue, state, failed))
     return tuple(judged)

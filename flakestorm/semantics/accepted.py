@@ -8,6 +8,7 @@ import datetime
 from flakestorm.results.clock import today
 from flakestorm.semantics.scope import Scope
 from flakestorm.semantics.sweeps import SweepError, expanded_matrix
+from flakestorm.validation.paths import ConfigPath, format_path
 from flakestorm.validation.wording import did_you_mean
 
 FAR_AHEAD_DAYS = 90
@@ -18,10 +19,16 @@ at again."""
 def check_accepted(scope: Scope) -> None:
     """Reads the ``accepted`` entries that validated, ``contract`` and ``mutations``."""
     on = today()
+    first: dict[str, ConfigPath] = {}
     for item in scope.parts.accepted:
         entry, path = item.model, item.path
         if entry is None:
             continue
+        key = "cell" if entry.cell is not None else "mutation"
+        if entry.target in first:
+            _twice(scope, entry.target, first[entry.target], (*path, key))
+            continue
+        first[entry.target] = (*path, key)
         if entry.cell is not None:
             problem = _cell_problem(scope, entry.cell)
             if problem:
@@ -43,6 +50,18 @@ def check_accepted(scope: Scope) -> None:
                 f"{entry.until.isoformat()} is more than {FAR_AHEAD_DAYS} days ahead: an "
                 "accepted failure is meant to be looked at again soon",
             )
+
+
+def _twice(scope: Scope, target: str, before: ConfigPath, again: ConfigPath) -> None:
+    """Two entries for one cell (or mutation type): which one the run would go by is no
+    choice to make for the team (one expired, one open would pass), so the config is refused,
+    naming both lines."""
+    where = scope.locate(before, "")
+    scope.error(
+        again,
+        f"{target!r} is accepted twice: here and at {format_path(before)} (line {where.line}); "
+        "keep one entry for it",
+    )
 
 
 def _cell_problem(scope: Scope, cell: str) -> str:
