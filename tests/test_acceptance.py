@@ -3,6 +3,7 @@ date, every report says so, and an expired or mistaken entry is said as it is.""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import sys
@@ -13,13 +14,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from support.fake_judge import FakeJudge
+from support.runs import run_of
 
 from flakestorm.cli import main as cli
+from flakestorm.config import Accepted
 from flakestorm.errors import ConfigError
 from flakestorm.loader import load_config
 from flakestorm.reporters import comment
-from flakestorm.results import clock
-from flakestorm.results.model import from_document
+from flakestorm.results import acceptance, clock
+from flakestorm.results.model import MutationResult, Status, from_document
 
 TODAY = datetime.date(2026, 11, 27)
 
@@ -290,3 +293,39 @@ def test_two_entries_for_one_cell_are_a_config_error_naming_both_lines(
     code, output, out = run(path)
     assert code == 2, output
     assert "'says-hello[calm]' is accepted twice" in output and not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("statuses", "state"),
+    [
+        (["errored"], "errored"),
+        (["passed", "errored"], "errored"),  # one errored: not known to pass
+        (["failed", "errored"], "accepted"),  # the failure is accepted; the error stays one
+        (["passed"], "passing"),
+        (["not_run"], "absent"),  # an interrupted run did not see it pass
+        (["skipped"], "absent"),
+    ],
+)
+def test_an_entry_is_passing_only_when_its_items_passed(statuses: list[str], state: str) -> None:
+    run = run_of({"mutation": []})
+    mutations = tuple(
+        MutationResult(
+            index=i,
+            id=f"paraphrase#0.{i}",
+            type="paraphrase",
+            transform="template_1",
+            generator="template",
+            weight=1.0,
+            original="o",
+            sent="m",
+            request=None,
+            changes=(),
+            status=Status(status),
+            reason="",
+        )
+        for i, status in enumerate(statuses)
+    )
+    outcome = dataclasses.replace(run.phases["mutation"], mutations=mutations)
+    entry = Accepted(mutation="paraphrase", reason="r", until=datetime.date(2026, 12, 31))
+    (judged,) = acceptance.judge([entry], {"mutation": outcome}, TODAY)
+    assert judged.state.value == state
