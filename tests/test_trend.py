@@ -211,6 +211,13 @@ def test_report_history_never_rewrites_its_input_and_counts_a_run_once(tmp_path:
     assert "Score over the last 1 run and this one: █▁ 90.00 → 80.00" in done.output
     summary = (this.parent / "summary.md").read_text(encoding="utf-8")
     assert summary.count("| 2026-11-02 |") == 1 and summary.count("| 2026-11-01 |") == 1
+    # into the folder of an earlier run: its results.json is an input too
+    earlier = tmp_path / "run1" / "results.json"
+    kept = earlier.read_bytes()
+    args = ["report", str(this), "--history", str(earlier), "-o", str(earlier.parent)]
+    done = CliRunner().invoke(cli, args)
+    assert done.exit_code == 0, done.output
+    assert earlier.read_bytes() == kept and (earlier.parent / "summary.md").exists()
 
 
 def test_the_action_skips_and_counts_a_base_branch_run_with_a_nan_score(
