@@ -35,7 +35,7 @@ HEAD = run_of(
             "cite[calm]=passed",
             "cite[poisoned]=failed",  # new failure
             "leak[calm]=failed",  # still failing
-            "leak[poisoned]=failed",  # still failing (errored -> failed)
+            "leak[poisoned]=failed",  # errored before (no known state): a new failure
             "pii[calm]=passed",  # fixed
             "fresh[calm]=failed",  # new
             "skip[calm]=failed",  # skipped before: a new failure
@@ -55,7 +55,7 @@ def test_every_change_of_every_phase() -> None:
     assert _by_key(delta.changes) == {  # an unchanged cell is counted, not kept
         "contract:cite[poisoned]": Change.NEW_FAILURE,
         "contract:leak[calm]": Change.STILL_FAILING,
-        "contract:leak[poisoned]": Change.STILL_FAILING,
+        "contract:leak[poisoned]": Change.NEW_FAILURE,
         "contract:pii[calm]": Change.FIXED,
         "contract:fresh[calm]": Change.NEW,
         "contract:skip[calm]": Change.NEW_FAILURE,
@@ -64,13 +64,36 @@ def test_every_change_of_every_phase() -> None:
         "replay:incident-4711[session]": Change.NEW,
         "contract:gone[calm]": Change.REMOVED,
     }
-    assert delta.new_failures == 3 and delta.fixed == 2
+    assert delta.new_failures == 4 and delta.fixed == 2
     assert delta.unchanged == 1 and delta.counts()[Change.UNCHANGED] == 1  # cite[calm]
     assert delta.headline("main @ abc1234") == (
-        "3 new failures vs main @ abc1234, 2 fixed, 2 still failing, 2 new cells, 1 removed cell"
+        "4 new failures vs main @ abc1234, 2 fixed, 1 still failing, 2 new cells, 1 removed cell"
     )
     removed = delta.of(Change.REMOVED)[0]
     assert removed.base is Status.PASSED and removed.head is None
+
+
+def test_an_errored_baseline_cell_is_no_known_failure() -> None:
+    # the judge was down on the baseline: errored there is no known state, so a genuine
+    # failure now is new (never "still failing"), and a pass now fixes nothing that was known
+    base = run_of(
+        {"contract": ["a[x]=errored", "b[x]=errored", "c[x]=errored 3/5", "d[x]=errored"]},
+        exit_code=3,
+    )
+    head = run_of(
+        {"contract": ["a[x]=failed", "b[x]=errored", "c[x]=failed 0/5", "d[x]=passed"]},
+        exit_code=3,
+    )
+    delta = compare(base, head)
+    assert _by_key(delta.changes) == {
+        "contract:a[x]": Change.NEW_FAILURE,
+        "contract:b[x]": Change.NEW_FAILURE,
+        "contract:c[x]": Change.NEW_FAILURE,
+    }
+    assert delta.unchanged == 1  # d[x]
+    assert delta.of(Change.NEW_FAILURE)[2].p_value is None  # no test against no known state
+    failed = run_of({"contract": ["a[x]=failed", "d[x]=passed"]})
+    assert FailOn.REGRESSION.exit_code(failed, compare(base, failed)) == 1
 
 
 def test_the_headline_of_one_new_failure() -> None:

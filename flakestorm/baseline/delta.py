@@ -10,20 +10,24 @@ prompts does not turn a known failure into a new one or a fixed one. Reports sho
 own id (the baseline's for a removed mutation).
 
 A cell is *failing* when FAILED or ERRORED, *passing* when PASSED; SKIPPED and NOT_RUN cells
-are not verdicts and compare as neither.
+are not verdicts and compare as neither. In the baseline only FAILED is a known failure: an
+ERRORED cell there is no known state (flakestorm could not carry it out: a judge that was down)
+and compares as neither, so a cell that errored in the baseline and fails now is a new failure,
+never "still failing" (``baseline bless`` refuses such a run).
 
 ==================  =======================================================================
 change              when
 ==================  =======================================================================
-``new failure``     failing now, not failing in the baseline; for a cell repeated at least
-                    :data:`MIN_REPEAT` times on both sides, failing now and significantly
+``new failure``     failing now, not a known failure in the baseline; for a cell repeated
+                    at least :data:`MIN_REPEAT` times on both sides, failing now and significantly
                     worse than in the baseline (the one-sided Fisher exact test on its pass
                     counts gives p < :data:`ALPHA`), even when it already failed there as
                     flaky (4/5 before, 0/5 now)
 ``within noise``    failing now, passing in the baseline, but not significantly worse
                     (repeated cells only): a flaky cell does not block a merge
-``still failing``   failing in both (repeated cells: and not significantly worse)
-``fixed``           failing in the baseline, passing now
+``still failing``   failing now, a known failure in the baseline (repeated cells: and not
+                    significantly worse)
+``fixed``           a known failure in the baseline, passing now
 ``new``             not in the baseline (a new invariant, scenario, mutation or session)
 ``removed``         in the baseline only
 ``unchanged``       anything else (passing in both, skipped, not run)
@@ -66,6 +70,8 @@ ALPHA = 0.05
 """The significance level of the Fisher test for repeated cells."""
 
 _FAILING = (Status.FAILED, Status.ERRORED)
+_KNOWN_FAILURE = Status.FAILED
+"""A baseline's failing status: an errored baseline cell is no known state."""
 
 
 class Change(str, enum.Enum):
@@ -255,7 +261,7 @@ def _change(
     elif new is None:
         change = Change.REMOVED
     elif new.status in _FAILING:
-        judged = old.status is Status.PASSED or old.status in _FAILING
+        judged = old.status in (Status.PASSED, _KNOWN_FAILURE)
         if judged and old.runs_total >= min_repeat and new.runs_total >= min_repeat:
             # repeated on both sides: the pass counts decide, whatever the base's label (a
             # flaky cell below min_pass was already FAILED; 4/5 -> 0/5 is still a regression)
@@ -271,11 +277,11 @@ def _change(
                 change = Change.WITHIN_NOISE
             else:
                 change = Change.STILL_FAILING
-        elif old.status in _FAILING:
+        elif old.status is _KNOWN_FAILURE:
             change = Change.STILL_FAILING
         else:
             change = Change.NEW_FAILURE
-    elif new.status is Status.PASSED and old.status in _FAILING:
+    elif new.status is Status.PASSED and old.status is _KNOWN_FAILURE:
         change = Change.FIXED
     else:
         change = Change.UNCHANGED
