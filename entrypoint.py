@@ -297,8 +297,8 @@ class _Action:
 
     def _compare(self, result: RunResult) -> Judgement:
         """How the step judges ``result``: its ``fail-on`` rule and the delta against the base
-        branch's newest successful run (``baseline: auto``), or why there is none. Never fails
-        the job: no baseline is a notice."""
+        branch's newest successful run (``baseline: auto``), or why there is none. No baseline
+        is a notice, never a failure; a baseline file that cannot be read is a config error."""
         settings = self.settings
         unjudged = Judgement(settings.fail_on)
         if settings.baseline is BaselineMode.OFF:
@@ -374,13 +374,18 @@ class _Action:
 
     def _compare_blessed(self, result: RunResult, file: BaselineFile) -> Judgement:
         """``baseline: file:PATH``: the delta against a blessed baseline committed in the
-        repository. A missing or unreadable file is a notice, as no baseline is; a stale one
-        or one of another config a warning (SPEC §14)."""
+        repository. A missing file is a notice, as no baseline is; one that cannot be read as
+        a blessed baseline a config error (exit 2, every report still written: SPEC §14); a
+        stale one or one of another config a warning."""
         settings = self.settings
         try:
             blessed_ = blessed.load(self.workspace / file.path)
         except blessed.BaselineFileError as exc:
-            return self._no_baseline(str(exc).replace(str(self.workspace) + "/", ""))
+            reason = str(exc).replace(str(self.workspace) + "/", "")
+            if isinstance(exc, blessed.MissingBaseline):
+                return self._no_baseline(reason)
+            self.gh.log(f"flakestorm: baseline: {safe(reason, 1500)}")
+            return Judgement(settings.fail_on, error=f"the baseline file {reason}")
         for warning in blessed_.warnings(clock.today(), result.config_digest):
             self.gh.warning(f"flakestorm: {safe(warning, 1500)}", title=f"{TITLE}: baseline")
         delta = compare(blessed_.index, result)
@@ -485,11 +490,13 @@ class _Action:
                     title=f"{TITLE}: new failures",
                 )
             )
-        if shown.error:  # the causes of the logged (public-safe) result
-            causes = "; ".join(safe(c, 400) for c in error_causes(result))
-            annotations.insert(
-                0, Annotation(f"exit {shown.code}: {causes}", title=f"{TITLE}: ERROR")
+        if shown.error:  # the causes of the logged (public-safe) result, or the config error
+            config = shown.code == ExitCode.CONFIG_ERROR  # the baseline file: no agent output
+            causes = "; ".join(
+                safe(c, 400) for c in (shown.causes if config else error_causes(result))
             )
+            title = f"{TITLE}: {'config error' if config else 'ERROR'}"
+            annotations.insert(0, Annotation(f"exit {shown.code}: {causes}", title=title))
         elif shown.code != 0 and not annotations:
             reasons = "; ".join(safe(r, 400) for r in result.overall.reasons) or "the gate failed"
             annotations.append(Annotation(reasons, title=f"{TITLE}: gate failed"))

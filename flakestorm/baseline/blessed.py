@@ -25,13 +25,17 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from flakestorm.baseline.delta import Key, Seen, items_of, mutation_identity
+from flakestorm.config import PhaseName, Severity
 from flakestorm.results.model import MutationResult, RunResult, Status
+from flakestorm.validation.wording import did_you_mean
 
 FORMAT = 1
 KEY = "flakestorm_baseline"
@@ -41,7 +45,14 @@ STALE_DAYS = 30
 
 
 class BaselineFileError(ValueError):
-    """A file that is not a blessed baseline: what is wrong."""
+    """A file that is not a blessed baseline: what is wrong (a config error, exit 2, in
+    ``compare`` and in the action alike)."""
+
+
+class MissingBaseline(BaselineFileError):
+    """No file where the baseline should be: in the action a notice, as no ``auto`` baseline
+    is (a repository that has not blessed one yet); in ``compare``, which was asked to compare
+    with that file, a usage error."""
 
 
 def bless(
@@ -67,6 +78,17 @@ def bless(
         "score": result.overall.score,
         "phases": phases,
     }
+
+
+def errored_items(result: RunResult) -> list[str]:
+    """``phase:id`` of each errored cell and mutation of ``result``: ``bless`` refuses such a
+    run, as an errored cell is no known state (read as a known failure, it would hide a later
+    genuine failure of that cell)."""
+    return [
+        f"{phase}:{item_id}"
+        for (phase, _), item_id, item in items_of(result)
+        if item.status is Status.ERRORED
+    ]
 
 
 def dumps(document: Mapping[str, Any]) -> str:
@@ -130,52 +152,244 @@ class Blessed:
 
 
 def read(document: Any) -> Blessed:
-    """A blessed baseline document read back; :class:`BaselineFileError` saying what is wrong."""
+    """A blessed baseline document read back; :class:`BaselineFileError` saying where and what
+    is wrong, and what is valid (SPEC §14: another shape, an unknown phase or none is no
+    blessed baseline: read as "nothing is known", every failure would pass as new)."""
     if not is_blessed(document):
         raise BaselineFileError(f"not a blessed baseline (no {KEY!r} key)")
-    if document[KEY] != FORMAT:
+    if type(document[KEY]) is not int or document[KEY] != FORMAT:
         raise BaselineFileError(
-            f"{KEY} {document[KEY]!r}: this version reads format {FORMAT}; bless it again"
+            f"{KEY} {_shown(document[KEY])}: this version reads format {FORMAT}; bless it again"
         )
+    _keys(document, _TOP_KEYS, "the top level")
+    blessed = _field(document, "blessed", dict, "blessed")
+    _keys(blessed, _BLESSED_KEYS, "blessed")
+    at = _field(blessed, "at", str, "blessed.at")
     try:
-        blessed = document["blessed"]
-        index: dict[Key, Seen] = {}
-        for phase, items in document["phases"].items():
-            for item_id, entry in items.items():
-                runs = entry.get("runs") or [0, 0]
-                identity = (
-                    mutation_identity(item_id, entry["type"], entry["prompt"])
-                    if "type" in entry
-                    else item_id
-                )
-                status = Status(entry["status"])
-                index[(phase, identity)] = Seen(
-                    item_id, status, str(entry["severity"]), int(runs[0]), int(runs[1])
-                )
-        return Blessed(
-            at=datetime.date.fromisoformat(blessed["at"]),
-            commit=blessed.get("commit"),
-            config_path=str(document["config_path"]),
-            config_digest=str(document["config_digest"]),
-            index=index,
+        on = datetime.date.fromisoformat(at)
+    except ValueError:
+        raise BaselineFileError(f"blessed.at: {_shown(at)} is not a date (YYYY-MM-DD)") from None
+    commit = _field(blessed, "commit", (str, type(None)), "blessed.commit")
+    _field(blessed, "from", str, "blessed.from", required=False)
+    config_path = _field(document, "config_path", str, "config_path")
+    config_digest = _field(document, "config_digest", str, "config_digest")
+    _field(document, "seed", (int, type(None)), "seed")
+    _field(document, "score", (int, float, type(None)), "score")
+    phases = _field(document, "phases", dict, "phases")
+    if not phases:
+        raise BaselineFileError(
+            f"phases: none (a blessed baseline holds at least one of {', '.join(_PHASES)}): "
+            "bless a run again"
         )
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-        raise BaselineFileError(f"a blessed baseline with a missing or bad field: {exc}") from None
+    index: dict[Key, Seen] = {}
+    for phase, items in phases.items():
+        if phase not in _PHASES:
+            guess = did_you_mean(phase, _PHASES)
+            hint = f"; did you mean {guess!r}?" if guess else ""
+            raise BaselineFileError(
+                f"phases: unknown phase {_shown(phase)} (one of {', '.join(_PHASES)}){hint}"
+            )
+        if not isinstance(items, dict) or not items:
+            raise BaselineFileError(
+                f"phases.{phase}: {_shown(items)} is not an object of its cells and mutations"
+            )
+        for item_id, entry in items.items():
+            key, seen = _item(phase, item_id, entry)
+            index[key] = seen
+    return Blessed(
+        at=on,
+        commit=commit,
+        config_path=config_path,
+        config_digest=config_digest,
+        index=index,
+    )
 
 
-def load(path: Path) -> Blessed:
-    """The blessed baseline in the file ``path``; :class:`BaselineFileError` naming the file
-    and what is wrong (a missing file says how to write one)."""
+_TOP_KEYS = (KEY, "blessed", "config_path", "config_digest", "seed", "score", "phases")
+_BLESSED_KEYS = ("at", "commit", "from")
+_ITEM_KEYS = ("status", "severity", "reason", "type", "prompt", "runs")
+_PHASES = tuple(p.value for p in PhaseName)
+_SEVERITIES = tuple(s.value for s in Severity)
+_STATUSES = tuple(s.value for s in Status)
+
+
+def _item(phase: str, item_id: str, entry: Any) -> tuple[Key, Seen]:
+    """One cell's or mutation's entry: its key and what the delta needs of it."""
+    where = f"phases.{phase}[{_shown(item_id)}]"
+    if not isinstance(entry, dict):
+        raise BaselineFileError(f"{where}: {_shown(entry)} is not an object")
+    _keys(entry, _ITEM_KEYS, where)
+    status = _field(entry, "status", str, f"{where}.status")
+    if status not in _STATUSES:
+        raise BaselineFileError(
+            f"{where}.status: {_shown(status)} is not one of {', '.join(_STATUSES)}"
+        )
+    severity = _field(entry, "severity", str, f"{where}.severity")
+    if severity not in _SEVERITIES:
+        raise BaselineFileError(
+            f"{where}.severity: {_shown(severity)} is not one of {', '.join(_SEVERITIES)}"
+        )
+    if "type" in entry:  # a mutation: matched by its type, golden prompt and variant
+        kind = _field(entry, "type", str, f"{where}.type")
+        prompt = _field(entry, "prompt", str, f"{where}.prompt")
+        identity = mutation_identity(item_id, kind, prompt)
+    else:
+        _field(entry, "reason", str, f"{where}.reason")
+        identity = item_id
+    passed, total = 0, 0
+    if "runs" in entry:
+        runs = entry["runs"]
+        if (
+            not isinstance(runs, list)
+            or len(runs) != 2
+            or any(type(n) is not int for n in runs)
+            or not 0 <= runs[0] <= runs[1]
+            or runs[1] < 2
+        ):
+            raise BaselineFileError(
+                f"{where}.runs: {_shown(runs)} is not [passed, total] (whole numbers, "
+                "0 <= passed <= total, total at least 2)"
+            )
+        passed, total = runs
+    return (phase, identity), Seen(item_id, Status(status), severity, passed, total)
+
+
+def _field(
+    document: dict[str, Any],
+    name: str,
+    kinds: type | tuple[type, ...],
+    where: str,
+    *,
+    required: bool = True,
+) -> Any:
+    """``document[name]``, checked to be one of ``kinds`` (a bool is no number)."""
+    if name not in document:
+        if not required:
+            return None
+        raise BaselineFileError(f"{where}: missing")
+    value = document[name]
+    wanted = kinds if isinstance(kinds, tuple) else (kinds,)
+    if (isinstance(value, bool) and bool not in wanted) or not isinstance(value, wanted):
+        raise BaselineFileError(f"{where}: {_shown(value)} is not {_kind_names(wanted)}")
+    return value
+
+
+_KIND_NAMES = {str: "a string", int: "a whole number", float: "a number", dict: "an object"}
+
+
+def _kind_names(kinds: tuple[type, ...]) -> str:
+    names = [_KIND_NAMES.get(k, "null") for k in kinds if not (k is int and float in kinds)]
+    return " or ".join(dict.fromkeys(names))
+
+
+def _keys(document: dict[str, Any], valid: tuple[str, ...], where: str) -> None:
+    for key in document:
+        if key not in valid:
+            guess = did_you_mean(key, valid)
+            hint = f"; did you mean {guess!r}?" if guess else ""
+            raise BaselineFileError(
+                f"{where}: unknown key {_shown(key)} (one of {', '.join(valid)}){hint}"
+            )
+
+
+def _shown(value: Any) -> str:
+    """``value`` as JSON, cut to 60 characters (a file's content, quoted in a message: control
+    characters escaped); an object or a list by its size."""
+    if isinstance(value, dict):
+        return f"an object of {len(value)} key(s)"
+    if isinstance(value, list):
+        return f"a list of {len(value)} item(s)" if len(value) > 4 else _listed(value)
+    text = json.dumps(value, ensure_ascii=True)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _listed(items: list[Any]) -> str:
+    return "[" + ", ".join(_shown(i) for i in items) + "]"
+
+
+MAX_BYTES = 64 * 1024 * 1024
+"""The largest baseline file read (``bless`` writes a few hundred bytes per cell)."""
+
+CONFLICT_MARKERS = ("<<<<<<< ", "=======", ">>>>>>> ")
+
+
+def load(path: Path, max_bytes: int = MAX_BYTES) -> Blessed:
+    """The blessed baseline in the file ``path``; :class:`MissingBaseline` when there is no
+    file (saying how to write one), else :class:`BaselineFileError` naming the file and what is
+    wrong. A file whose size is over ``max_bytes`` is not read; one whose size is not known
+    beforehand (a pipe, a device) is read no further than one byte past it."""
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        with path.open("rb") as file:
+            size = os.fstat(file.fileno()).st_size
+            data = file.read(max_bytes + 1) if size <= max_bytes else b""
     except FileNotFoundError:
-        raise BaselineFileError(
+        raise MissingBaseline(
             f"{path}: no such baseline file (write one with `flakestorm baseline bless "
             f"RESULTS.json -o {path}` and commit it)"
         ) from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise BaselineFileError(f"{path}: cannot be read as JSON ({exc})") from None
+    except OSError as exc:
+        raise BaselineFileError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     try:
-        return read(document)
+        if size > max_bytes or len(data) > max_bytes:
+            raise BaselineFileError(
+                f"over {max_bytes:,} bytes, more than a blessed baseline holds (`baseline "
+                "bless` writes a few hundred bytes per cell)"
+            )
+        return read(parse(data))
     except BaselineFileError as exc:
         raise BaselineFileError(f"{path}: {exc}") from None
+
+
+def parse(data: bytes) -> Any:
+    """The JSON document in ``data`` (UTF-8, a byte order mark allowed); a
+    :class:`BaselineFileError` for anything else: a merge conflict, not JSON, nested too
+    deeply, a number that is not finite (``NaN``, ``Infinity``, ``1e999``), a key twice."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise BaselineFileError(f"not UTF-8 text (byte {exc.start})") from None
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith(CONFLICT_MARKERS):
+            raise BaselineFileError(
+                f"line {number}: a merge conflict marker ({line[:7]}): resolve the conflict "
+                "by blessing a run again (`flakestorm baseline bless`)"
+            )
+    try:
+        return json.loads(
+            text,
+            parse_constant=_not_finite,
+            parse_float=_finite,
+            object_pairs_hook=_unique,
+        )
+    except RecursionError:
+        raise BaselineFileError("not JSON (nested too deeply)") from None
+    except json.JSONDecodeError as exc:
+        raise BaselineFileError(
+            f"not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from None
+    except _NotBaselineJson as exc:
+        raise BaselineFileError(str(exc)) from None
+
+
+class _NotBaselineJson(ValueError):
+    """JSON a blessed baseline never holds."""
+
+
+def _not_finite(constant: str) -> Any:
+    raise _NotBaselineJson(f"not finite: {constant} (a number must be finite)")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotBaselineJson(f"not finite: {text[:40]} (a number must be finite)")
+    return value
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    document: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in document:  # which entry counts would be a guess
+            raise _NotBaselineJson(f"the key {_shown(key)} appears twice in one object")
+        document[key] = value
+    return document

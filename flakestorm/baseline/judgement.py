@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flakestorm.baseline.delta import CellChange, Change, Delta, FailOn
+from flakestorm.errors import ExitCode
 from flakestorm.results.model import ResultsError, RunResult, Status
 from flakestorm.results.trend import Trend
 
@@ -39,17 +40,30 @@ class Judgement:
     """Why no baseline was compared, when one was looked for and none found (the notice)."""
     trend: Trend | None = None
     """The score over the base branch's last runs and this one (``baseline: auto``)."""
+    error: str | None = None
+    """Why the baseline file could not be read as a blessed baseline (SPEC §14): a config
+    error, so the step exits 2 whatever the run's gate says (never "nothing is known, so no
+    failure is new")."""
 
     @property
     def matters(self) -> bool:
         """Whether the reports say anything of it: a rule other than the run's own gate, a
-        delta, or a baseline that was missing. A run without one keeps its document as it
-        was."""
-        return self.fail_on is not FailOn.ANY or self.delta is not None or bool(self.missing)
+        delta, or a baseline that was missing or unreadable. A run without one keeps its
+        document as it was."""
+        return (
+            self.fail_on is not FailOn.ANY
+            or self.delta is not None
+            or bool(self.missing)
+            or self.error is not None
+        )
 
     def exit_code(self, result: RunResult) -> int:
-        """The step's exit code for ``result``."""
-        return self.fail_on.exit_code(result, self.delta)
+        """The step's exit code for ``result``: an unreadable baseline is a config error (2)
+        over the gate's 0 or 1; the run's own infrastructure error (3) stays."""
+        code = self.fail_on.exit_code(result, self.delta)
+        if self.error is not None and code in (ExitCode.PASSED, ExitCode.GATE_FAILED):
+            return int(ExitCode.CONFIG_ERROR)
+        return code
 
     def document(self, result: RunResult) -> dict[str, Any]:
         """The ``step`` of ``result``'s ``results.json`` (its ``exit_code`` is the step's, for
@@ -57,15 +71,19 @@ class Judgement:
         delta = None
         if self.delta is not None:
             delta = [_change_document(c) for c in self.delta.changes if c.change.shown]
-        return {
-            "fail_on": self.fail_on.value,
-            "exit_code": self.exit_code(result),
-            "against": self.against,
-            "age": self.age,
-            "url": self.url,
-            "missing": self.missing,
-            "delta": delta,
-        } | ({"trend": self.trend.document()} if self.trend is not None else {})
+        return (
+            {
+                "fail_on": self.fail_on.value,
+                "exit_code": self.exit_code(result),
+                "against": self.against,
+                "age": self.age,
+                "url": self.url,
+                "missing": self.missing,
+                "delta": delta,
+            }
+            | ({"trend": self.trend.document()} if self.trend is not None else {})
+            | ({"error": self.error} if self.error is not None else {})
+        )
 
 
 def _change_document(change: CellChange) -> dict[str, Any]:
@@ -125,6 +143,7 @@ def judgement_of(result: RunResult) -> Judgement | None:
             url=None if step["url"] is None else _text(step["url"]),
             missing=None if step["missing"] is None else _text(step["missing"]),
             trend=None if step.get("trend") is None else Trend.from_document(step["trend"]),
+            error=None if step.get("error") is None else _text(step["error"]),
         )
         code = step["exit_code"]
     except (KeyError, TypeError, ValueError, AttributeError) as exc:

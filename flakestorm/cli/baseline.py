@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from flakestorm.baseline.blessed import Blessed
 
 DEFAULT_PATH = ".flakestorm/baseline.json"
+MAX_LISTED = 10
+"""Errored cells a refused bless names; the rest are counted."""
 FILE_PREFIX = "file:"
 
 
@@ -47,8 +49,9 @@ def bless_command(results_json: Path, output: Path, commit: str | None) -> None:
     status, severity and reason, per mutation its status; the config digest, seed, date and
     commit. `compare --baseline file:PATH` and the action's `baseline: file:PATH` compare
     runs against it; it changes only when blessed again."""
-    from flakestorm.baseline.blessed import bless, dumps
+    from flakestorm.baseline.blessed import bless, dumps, errored_items
     from flakestorm.cli.report import read_results
+    from flakestorm.reporters.terminal import safe
     from flakestorm.results import clock
 
     result = read_results(results_json)
@@ -58,10 +61,27 @@ def bless_command(results_json: Path, output: Path, commit: str | None) -> None:
             f"{results_json}: {what} is not a baseline: bless a whole, complete run (merge "
             "the shards first)"
         )
+    errored = errored_items(result)
+    if errored:
+        listed = ", ".join(safe(item, 120) for item in errored[:MAX_LISTED])
+        more = f" and {len(errored) - MAX_LISTED} more" if len(errored) > MAX_LISTED else ""
+        raise UsageError(
+            f"{results_json}: a run with errored cells is not a baseline (an errored cell is "
+            f"no known state: flakestorm could not carry it out); errored: {listed}{more}. "
+            "Fix what errored, run again and bless that run"
+        )
     document = bless(result, on=clock.today(), commit=commit or _commit(), source=str(results_json))
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(dumps(document), encoding="utf-8")
     counted = sum(len(items) for items in document["phases"].values())
+    if not counted:
+        raise UsageError(f"{results_json}: the run has no cells or mutations: nothing to bless")
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(dumps(document), encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(
+            f"-o {output}: cannot write the baseline there ({exc.strerror or exc}): give a "
+            "path in a directory you can write, such as .flakestorm/baseline.json"
+        ) from None
     click.echo(f"blessed {results_json} as {output}: {counted} cells and mutations")
 
 

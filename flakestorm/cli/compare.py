@@ -6,7 +6,8 @@ the verdict line, which the exit code follows: under ``--fail-on any`` (default)
 verdict and exit code; under ``regression`` FAIL (1) when a cell newly fails against BASE, else
 PASS (0), with HEAD's own gate named when it says otherwise
 (``Verdict: PASS — fail-on: regression: no new failures vs base.json (the run's own gate: FAIL,
-1 known failure)``). HEAD's infrastructure error stays an ERROR (3).
+1 known failure)``). HEAD's infrastructure error stays an ERROR (3). A ``--baseline`` file that
+is missing or cannot be read as a blessed baseline is a usage error (2), saying where.
 """
 
 from __future__ import annotations

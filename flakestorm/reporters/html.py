@@ -526,6 +526,7 @@ def _generate(result: RunResult) -> Iterator[str]:
         verdict=shown.word,
         exit_code=shown.code,
         causes=[excerpt(cause, 2000) for cause in shown.causes],
+        causes_lead=shown.lead,
         verdict_note=clean(shown.note(lambda s: s)),
         own_gate=shown.rule is not None,
         baseline=None

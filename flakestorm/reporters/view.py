@@ -113,6 +113,14 @@ class RunVerdict:
     def error(self) -> bool:
         return self.verdict is Verdict.ERROR
 
+    @property
+    def lead(self) -> str:
+        """What an ERROR's causes are, by its exit code: ``a config error`` (2: the baseline
+        file is unreadable), else ``flakestorm could not carry the run out`` (3)."""
+        if self.code == ExitCode.CONFIG_ERROR:
+            return "a config error"
+        return "flakestorm could not carry the run out"
+
     def note(self, clean: Callable[[str], str]) -> str:
         """What follows the verdict when a rule decided it: `` — fail-on: regression: no new
         failures vs main @ abc1234 (the run's own gate: FAIL, 2 known failures)``; the run's
@@ -146,7 +154,7 @@ def run_verdict(result: RunResult) -> RunVerdict:
     judged = judgement_of(result)
     if judged is None:
         return step_verdict(result)
-    return step_verdict(result, judged.fail_on, judged.delta, judged.against)
+    return step_verdict(result, judged.fail_on, judged.delta, judged.against, judged.error)
 
 
 def step_verdict(
@@ -154,13 +162,18 @@ def step_verdict(
     fail_on: FailOn = FailOn.ANY,
     delta: Delta | None = None,
     against: str = "the baseline",
+    baseline_error: str | None = None,
 ) -> RunVerdict:
     """The verdict of the step that ran ``result`` under ``fail_on`` (``delta``: against the
     baseline ``against``; None when nothing was compared): what its exit code,
     :meth:`FailOn.exit_code`, says. Every verdict a user sees comes from here: the run's own
     (``fail-on: any``) is :func:`run_verdict`; under ``fail-on: regression`` it carries the
-    :class:`Rule` and the run's own gate. An ERROR stays an ERROR, with its causes."""
+    :class:`Rule` and the run's own gate. An ERROR stays an ERROR, with its causes.
+    ``baseline_error``: why the baseline file could not be read, a config error (exit 2,
+    an ERROR with that cause) unless the run's own exit code is an error already."""
     code = fail_on.exit_code(result, delta)
+    if baseline_error is not None and code in (ExitCode.PASSED, ExitCode.GATE_FAILED):
+        return RunVerdict(Verdict.ERROR, int(ExitCode.CONFIG_ERROR), (baseline_error,))
     verdict = Verdict.of(code)
     if verdict is Verdict.ERROR:
         return RunVerdict(verdict, code, error_causes(result))
@@ -248,7 +261,7 @@ def error_line(result: RunResult, limit: int = 300) -> str | None:
     if not shown.error:
         return None
     causes = "; ".join(text(cause, limit) for cause in shown.causes)
-    return f"**Exit {shown.code}: flakestorm could not carry the run out:** {causes}"
+    return f"**Exit {shown.code}: {shown.lead}:** {causes}"
 
 
 def cell_mark(cell: CellResult | CellMark) -> str:
