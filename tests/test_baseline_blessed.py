@@ -257,6 +257,9 @@ def _edited(text: str, edit: str) -> bytes:
         document["blessed"]["commit"] = 123
     elif edit == "runs 7 of 5":
         cell["runs"] = [7, 5]
+    elif edit == "runs nested 900 deep":  # JSON reads it; a message must say it in one line
+        cell["runs"] = "RUNS"
+        return dumps_text(document).replace('"RUNS"', "[" * 900 + "]" * 900).encode()
     elif edit == "no phases":
         document["phases"] = {}
     elif edit == "a misspelt phase":
@@ -294,6 +297,10 @@ UNREADABLE = [
         "runs 7 of 5",
         ': phases.contract["says-hello[calm]"].runs: [7, 5] is not [passed, total] (whole '
         "numbers, 0 <= passed <= total, total at least 2)",
+    ),
+    (
+        "runs nested 900 deep",
+        ': phases.contract["says-hello[calm]"].runs: [a list of 1 item(s)] is not [passed, total]',
     ),
     ("no phases", ": phases: none (a blessed baseline holds at least one of"),
     (

@@ -292,19 +292,18 @@ def _keys(document: dict[str, Any], valid: tuple[str, ...], where: str) -> None:
             )
 
 
-def _shown(value: Any) -> str:
+def _shown(value: Any, top: bool = True) -> str:
     """``value`` as JSON, cut to 60 characters (a file's content, quoted in a message: control
-    characters escaped); an object or a list by its size."""
+    characters escaped); an object, or a list inside a list or of more than 4 items, by its
+    size (never deeper: a list nested 900 deep is said in one line)."""
     if isinstance(value, dict):
         return f"an object of {len(value)} key(s)"
     if isinstance(value, list):
-        return f"a list of {len(value)} item(s)" if len(value) > 4 else _listed(value)
+        if top and len(value) <= 4:
+            return "[" + ", ".join(_shown(item, top=False) for item in value) + "]"
+        return f"a list of {len(value)} item(s)"
     text = json.dumps(value, ensure_ascii=True)
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _listed(items: list[Any]) -> str:
-    return "[" + ", ".join(_shown(i) for i in items) + "]"
 
 
 MAX_BYTES = 64 * 1024 * 1024
