@@ -348,6 +348,49 @@ def test_a_real_tool_exception_is_recorded_as_upstream_error(
     assert call.upstream_error is not None and "ConnectionError" in call.upstream_error
 
 
+UNCAUGHT_TOOLS = """
+import json
+
+def get_quote(symbol):
+    return json.loads("quote for " + symbol)
+"""
+
+UNCAUGHT_AGENT = """
+import {tools} as tools
+
+def agent(prompt):
+    quote = tools.get_quote("ACME")
+    return str(quote)
+"""
+
+
+@pytest.mark.parametrize(
+    ("fault", "where"),
+    [
+        # a fault the wrapper raises: the agent's line that called the tool
+        ([tool_fault("error", error_code=503)], "agent:5"),
+        # the tool's own code raising in the standard library (json): the tool's line
+        ([], "tools:5"),
+    ],
+)
+def test_an_exception_through_a_wrapped_tool_names_the_agents_own_line(
+    tmp_path: Path, write_module: Write, fault: list[ToolFault], where: str
+) -> None:
+    """The location of an uncaught exception is the agent's own frame (SPEC §10), not the
+    flakestorm wrapper it passed through (``wrapping.py``) nor a library's line."""
+    tools = write_module(UNCAUGHT_TOOLS)
+    agent = write_module(UNCAUGHT_AGENT.format(tools=tools))
+    config = AgentConfig(
+        type=AgentType.PYTHON, endpoint=f"{agent}:agent", tools=[f"{tools}:get_quote"]
+    )
+    with Wrapping(config, tmp_path, InteractionLog()) as wrapping:
+        wrapping.activate(scenario(tool=fault))
+        reply = PythonAgent(config, tmp_path).invoke("price?", Call("c1", "chaos"))
+    file, line = where.split(":")
+    name = agent if file == "agent" else tools
+    assert reply.error_message.endswith(f" (at {name}.py:{line})"), reply.error_message
+
+
 # --------------------------------------------------------------------------- attribution
 
 

@@ -225,10 +225,12 @@ def test_an_llm_fault_on_the_wrong_sdk_method_names_the_one_the_agent_called(
     result = run_phases(load_config(path), ["contract"])
     (info,) = result.phases["contract"].scenarios
     assert info.undelivered == (LIMITED,)
-    assert info.hints[LIMITED] == (
-        "the agent made no call to the wrapped agent.llm method, but called "
-        "`openai.resources.responses:Responses.create` of the same SDK (3 calls): its framework "
-        "uses that method — name it in agent.llm"  # the prompt, and the stateful check's two
+    # one count, the scenario's: its one prompt's call (not the stateful check's two before it)
+    assert info.why(LIMITED) == (
+        "flakestorm saw no call in this scenario — the agent made no call to the wrapped "
+        "agent.llm method, but made 1 call to `openai.resources.responses:Responses.create` of "
+        "the same SDK in this scenario (counted, never faulted): its framework uses that method "
+        "— name it in agent.llm"
     )
     # the watch is gone with the run: the SDK's method is its own again
     assert openai.resources.responses.Responses.create.__qualname__ == "Responses.create"

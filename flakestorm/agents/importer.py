@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import sys
+import sysconfig
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -69,10 +70,48 @@ def load_reference(
 
 
 def describe_exception(exc: BaseException) -> str:
-    """``TypeName: message (at file.py:LINE)``: the innermost frame, no traceback."""
+    """``TypeName: message (at file.py:LINE)``, no traceback: the line named is the agent's own
+    (:func:`agent_frame`), not flakestorm's wrapper nor a library's line that raised."""
     text = f"{type(exc).__name__}: {exc}"
-    frames = traceback.extract_tb(exc.__traceback__)
-    user = [f for f in frames if "importlib" not in f.filename]
-    if user:
-        text += f" (at {Path(user[-1].filename).name}:{user[-1].lineno})"
+    frame = agent_frame(traceback.extract_tb(exc.__traceback__))
+    if frame is not None:
+        text += f" (at {Path(frame.filename).name}:{frame.lineno})"
     return text
+
+
+_LIBRARY_KEYS = ("stdlib", "platstdlib", "purelib", "platlib")
+_FLAKESTORM = Path(__file__).resolve().parents[1]
+"""The flakestorm package: a frame in it is flakestorm's (a wrapper raising a fault)."""
+_LIBRARIES = tuple(
+    {Path(path).resolve() for key, path in sysconfig.get_paths().items() if key in _LIBRARY_KEYS}
+)
+"""Where the standard library and installed packages are (a frame there is a library's)."""
+
+
+def agent_frame(frames: list[traceback.FrameSummary]) -> traceback.FrameSummary | None:
+    """The frame an exception is placed at: the innermost that is the agent's own code (in
+    neither the flakestorm package nor the standard library or installed packages); without
+    one, the innermost outside flakestorm; else the innermost. The import machinery's frames
+    never count."""
+    frames = [f for f in frames if "importlib" not in f.filename]
+    outside = [f for f in frames if not _within(f.filename, (_FLAKESTORM,))]
+    own = [f for f in outside if not _library(f.filename)]
+    for found in (own, outside, frames):
+        if found:
+            return found[-1]
+    return None
+
+
+def _library(filename: str) -> bool:
+    if filename.startswith("<"):  # <frozen ...>, <string>
+        return True
+    parts = Path(filename).parts
+    return "site-packages" in parts or "dist-packages" in parts or _within(filename, _LIBRARIES)
+
+
+def _within(filename: str, roots: tuple[Path, ...]) -> bool:
+    try:
+        path = Path(filename).resolve()
+    except (OSError, RuntimeError):
+        return False
+    return any(path.is_relative_to(root) for root in roots)

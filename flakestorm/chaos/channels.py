@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 from flakestorm.chaos.faults import LLM_REQUEST_ATTACKS, TOOL_RESULT_ATTACKS, ActiveScenario, timed
 from flakestorm.chaos.interactions import Interaction, lost_note
 from flakestorm.config.contract import STDIO_SERVER
+from flakestorm.results.delivery_reasons import calls
 
 if TYPE_CHECKING:
     from flakestorm.chaos.proxy.control import ProxyControl
@@ -58,7 +59,10 @@ class Channel(Protocol):
         the results now, so a long run's interaction log stays small."""
         ...
 
-    def wiring_hint(self, label: str, tool: str | None) -> str: ...
+    def wiring_hint(self, label: str, tool: str | None, scenario: str = "") -> str:
+        """Why no call of ``scenario`` matched the fault ``label`` (on ``tool``), as far as
+        the channel can tell: what is probably mis-wired."""
+        ...
 
     def lost(self) -> str | None:
         """The run's warning when the channel's interaction log did not keep every call whole
@@ -110,7 +114,7 @@ class ProxyChannel:
         lost = self._control.lost
         return lost_note(lost.get("dropped", 0), lost.get("bodies_dropped", 0))
 
-    def wiring_hint(self, label: str, tool: str | None) -> str:
+    def wiring_hint(self, label: str, tool: str | None, scenario: str = "") -> str:
         url = self._control.url
         mcp = mcp_hint(self._mcp, tool, url)
         if mcp is not None:
@@ -162,12 +166,13 @@ class WrapperChannel:
 
     def forget(self, scenario: str, keep: Collection[str] = ()) -> None:
         self._wrapping.log.forget(scenario, keep)
+        self._wrapping.sdk_watch.forget(scenario)
 
     def lost(self) -> str | None:
         log = self._wrapping.log
         return lost_note(log.dropped, log.bodies_dropped)
 
-    def wiring_hint(self, label: str, tool: str | None) -> str:
+    def wiring_hint(self, label: str, tool: str | None, scenario: str = "") -> str:
         site = self._wrapping.site(tool) if tool is not None else None
         if site is not None and site.cause:
             return (
@@ -194,13 +199,13 @@ class WrapperChannel:
                 f"copy taken earlier with `from ... import {tool}`?"
             )
         if "llm_faults" in label or any(a.value in label for a in LLM_REQUEST_ATTACKS):
-            called = self._wrapping.sdk_watch.called()
+            called = self._wrapping.sdk_watch.called(scenario)
             if called:
                 method, count = called[0]
                 return (
-                    "the agent made no call to the wrapped agent.llm method, but called "
-                    f"`{method}` of the same SDK ({count} call{'s' if count != 1 else ''}): "
-                    "its framework uses that method — name it in agent.llm"
+                    f"the agent made no call to the wrapped agent.llm method, but made "
+                    f"{calls(count)} to `{method}` of the same SDK in this scenario (counted, "
+                    "never faulted): its framework uses that method — name it in agent.llm"
                 )
             return (
                 "the agent made no call to the wrapped agent.llm callable — does it call it "
@@ -253,7 +258,7 @@ class InProcessChannel(WrapperChannel):
         if self._timed:
             self._proxy.begin(invocation)
 
-    def wiring_hint(self, label: str, tool: str | None) -> str:
+    def wiring_hint(self, label: str, tool: str | None, scenario: str = "") -> str:
         mcp = mcp_hint(self._mcp, tool, self._proxy.url)
         if mcp is not None:
             return mcp
@@ -265,7 +270,7 @@ class InProcessChannel(WrapperChannel):
                 "session made before the run, nor an opener of its own), "
                 "and did the model ask for the tool?"
             )
-        return super().wiring_hint(label, tool)
+        return super().wiring_hint(label, tool, scenario)
 
 
 def mcp_hint(servers: Mapping[str, str], tool: str | None, url: str) -> str | None:

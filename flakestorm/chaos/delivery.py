@@ -89,7 +89,7 @@ def prove(
     tools = {f"tool_faults[{i}]": f.tool for i, f in enumerate(book.scenario.tool_faults)}
     # a wiring hint only where no call matched the fault (results.json states what happened)
     hints = {
-        label: channel.wiring_hint(label, tools.get(label.split(" ", 1)[0]))
+        label: channel.wiring_hint(label, tools.get(label.split(" ", 1)[0]), book.scenario.name)
         for label in declared
         if label not in matched
     }

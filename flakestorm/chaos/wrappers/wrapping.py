@@ -106,7 +106,7 @@ class Wrapping:
         )
         """The names ``tool_faults[].tool`` can refer to, in config order."""
         self.has_llm = agent.llm is not None
-        self.sdk_watch = SdkWatch(agent.llm)
+        self.sdk_watch = SdkWatch(agent.llm, self._scenario_now)
         """The calls of the SDK methods beside ``agent.llm``: what the hint of an LLM fault
         that was not delivered names."""
 
@@ -168,6 +168,13 @@ class Wrapping:
             if idle is None:
                 idle = self._idle[scenario] = FaultBook(ActiveScenario(name=scenario, seed=0))
             return idle
+
+    def _scenario_now(self) -> str:
+        """The scenario of the invocation making a call (the active one outside any)."""
+        invocation = current_call.get(None)
+        if invocation is not None and invocation.scenario:
+            return invocation.scenario
+        return self._book.scenario.name
 
     def _begin(self, site: Site, original: Callable[..., Any]) -> Call:
         invocation = current_call.get(None)
