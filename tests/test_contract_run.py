@@ -8,6 +8,8 @@ fired in each cell, and the "fault not delivered" proof when the wiring is wrong
 from __future__ import annotations
 
 import json
+import os
+import selectors
 import subprocess
 import sys
 from pathlib import Path
@@ -17,10 +19,14 @@ import pytest
 from support.server import free_port
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "finance_agent"
+PYTHONPATH = {k: v for k, v in os.environ.items() if k == "PYTHONPATH"}
+"""The test run's python path, so the CLI run is of the flakestorm under test."""
 
 
-def config(tool: str = "market_data_api", reset: bool = False) -> str:
-    agent, tool_port, llm_port = free_port(), free_port(), free_port()
+def config(
+    tool: str = "market_data_api", reset: bool = False, ports: tuple[int, int, int] | None = None
+) -> str:
+    agent, tool_port, llm_port = ports or (free_port(), free_port(), free_port())
     command = (
         f"{sys.executable} run_local.py --port {agent} --tool-port {tool_port} "
         f"--llm-port {llm_port}"
@@ -87,7 +93,7 @@ def config(tool: str = "market_data_api", reset: bool = False) -> str:
 def run(tmp_path: Path, text: str, bad: bool = False) -> tuple[int, str, dict[str, Any]]:
     path = tmp_path / "flakestorm.yaml"
     path.write_text(text)
-    env = {"PATH": "/usr/bin:/bin", "BAD_AGENT": "1" if bad else "0"}
+    env = {"PATH": "/usr/bin:/bin", "BAD_AGENT": "1" if bad else "0", **PYTHONPATH}
     proc = subprocess.run(
         [sys.executable, "-m", "flakestorm", "contract", "run", "-c", str(path)],
         cwd=tmp_path,
@@ -154,6 +160,47 @@ def test_a_fault_on_a_tool_the_agent_never_calls_is_reported_not_delivered(
         llm_cut["reason"],
         results["phases"]["contract"]["scenarios"],
     )
+
+
+def test_an_agent_already_listening_is_reused_with_a_plain_warning_and_no_attribution_claim(
+    tmp_path: Path,
+) -> None:
+    """A process already answering where ``agent.start`` would start the agent is reused: it
+    was started without the proxy's environment, so its calls bypass the proxy. The run says
+    so plainly, and claims nothing about attribution from calls that never reached it."""
+    ports = free_port(), free_port(), free_port()
+    env = {"PATH": "/usr/bin:/bin", "FINBOT_PARENT_PID": str(os.getpid())}
+    command = [sys.executable, "run_local.py", "--port", str(ports[0])]
+    command += ["--tool-port", str(ports[1]), "--llm-port", str(ports[2])]
+    with subprocess.Popen(
+        command, cwd=EXAMPLE, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    ) as running:
+        try:
+            assert running.stdout is not None
+            with selectors.DefaultSelector() as selector:  # its first line: it listens
+                selector.register(running.stdout, selectors.EVENT_READ)
+                assert selector.select(30), "the agent did not start"
+            assert running.stdout.readline().startswith("listening on ")
+            code, output, results = run(tmp_path, config(ports=ports))
+        finally:
+            running.terminate()
+    assert code == 3, output  # every fault not delivered: the run proved nothing
+    warning = (
+        f"Warning: a process already answers at http://127.0.0.1:{ports[0]}/chat, so "
+        "agent.start was not run and that process was reused without the chaos proxy's "
+        "environment (OPENAI_BASE_URL, HTTP_PROXY, FLAKESTORM_PROXY_URL…): its tool and LLM "
+        "calls bypass the proxy, so faults cannot reach them. Stop it and run again, or start "
+        "it with that environment."
+    )
+    assert warning in results["warnings"]
+    assert output.count(warning) == 2  # as the agent is reused, and with the run's warnings
+    summary = (tmp_path / "flakestorm-reports" / "summary.md").read_text()
+    assert "a process already answers at" in summary and "faults cannot reach them" in summary
+    # no call reached the proxy: nothing is claimed about what the agent forwards
+    everything = output + json.dumps(results) + summary
+    assert "forwards no attribution" not in everything
+    assert "No call of the agent reached flakestorm before the matrix" in everything
+    assert cells(results)["cite[tool-down]"]["status"] == "errored"
 
 
 @pytest.mark.parametrize("reset", [True])

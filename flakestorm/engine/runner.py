@@ -15,7 +15,7 @@ import re
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -513,6 +513,20 @@ def _redacting(
     return lambda text: on_notice(masked(text))
 
 
+def _reused(endpoint: str, env: Mapping[str, str]) -> str:
+    """What the run says when ``agent.start`` found a process already answering at
+    ``endpoint``: reused, and (when the run has a proxy ``env`` to give it) without it, so its
+    calls bypass the proxy and no fault can reach them."""
+    if not env:
+        return f"agent already answers at {endpoint}: not starting it"
+    return (
+        f"Warning: a process already answers at {endpoint}, so agent.start was not run and "
+        "that process was reused without the chaos proxy's environment (OPENAI_BASE_URL, "
+        "HTTP_PROXY, FLAKESTORM_PROXY_URL…): its tool and LLM calls bypass the proxy, so "
+        "faults cannot reach them. Stop it and run again, or start it with that environment."
+    )
+
+
 def _locator(loaded: LoadedConfig) -> Callable[[str, str], Problem]:
     """Point a problem found while building the agent (``agent.endpoint``) at its line."""
 
@@ -567,7 +581,10 @@ def _agent_up(
             )
             reviver = process
             if process.already_running:
-                notice(f"agent already answers at {agent_config.endpoint}: not starting it")
+                reused = _reused(agent_config.endpoint, opened.env)
+                notice(reused)
+                if opened.env and warnings is not None:
+                    warnings.append(reused)
             else:
                 notice(f"started the agent: {agent_config.start.command} (log: {log})")
         elif agent_config.type is AgentType.HTTP:

@@ -58,6 +58,15 @@ CONCURRENT_SCENARIOS = (
     "per cell."
 )
 FORWARD_HINT = " Forward one of them to run every scenario concurrently with per-cell calls."
+NOTHING_REACHED = (
+    "No call of the agent reached flakestorm before the matrix (the stateful check, the "
+    "baselines, the forwarding probe), so what attribution it forwards is not known: its chaos "
+    "scenarios ran as for an agent that forwards none."
+)
+REACH_HINT = (
+    " Are its tool and LLM calls pointed at the chaos proxy (does the first golden prompt make "
+    "one)?"
+)
 PRE_MATRIX_CELLS = frozenset(PRE_MATRIX)
 
 
@@ -249,7 +258,9 @@ def _attribution(
         context.notice(f"attribution: the agent forwards {source.description}")
         return True, {}
     orders = {s.name: order_dependence(s) for s in chaos}
-    warnings.append(_not_forwarding(orders))
+    # only calls that reached flakestorm tell what the agent forwards: none is no evidence
+    reached = bool(channel.interactions(CALM))
+    warnings.append(_not_forwarding(orders, reached))
     return False, orders
 
 
@@ -261,17 +272,19 @@ def forwarded(seen: Sequence[Interaction]) -> Source | None:
     return next((s for s in Source if s.forwarded and s.value in found), None)
 
 
-def _not_forwarding(serial: dict[str, tuple[str, ...]]) -> str:
-    """The warning of a run whose agent forwards no attribution: which chaos scenarios' cells
-    ran one at a time (and why), and which ran side by side with their calls per scenario."""
+def _not_forwarding(serial: dict[str, tuple[str, ...]], reached: bool = True) -> str:
+    """The warning of a run whose agent forwards no attribution (``reached``: some call before
+    the matrix reached flakestorm and carried none; else nothing is known of it): which chaos
+    scenarios' cells ran one at a time (and why), and which ran side by side with their calls
+    per scenario."""
     alone = [f"{name} ({'; '.join(why)})" for name, why in serial.items() if why]
     together = [name for name, why in serial.items() if not why]
-    text = NOT_FORWARDING
+    text = NOT_FORWARDING if reached else NOTHING_REACHED
     if alone:
         text += SERIAL_SCENARIOS.format(scenarios="; ".join(alone))
     if together:
         text += CONCURRENT_SCENARIOS.format(scenarios=", ".join(together))
-    return text + FORWARD_HINT
+    return text + (FORWARD_HINT if reached else REACH_HINT)
 
 
 def _outcome(
