@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -11,10 +12,12 @@ from typing import Any
 import pytest
 
 from flakestorm.agents import Call
+from flakestorm.agents.console import AgentConsole, excerpt
 from flakestorm.agents.factory import build_agent
 from flakestorm.agents.python import PythonAgent, current_call
 from flakestorm.config import AgentConfig, AgentType
 from flakestorm.errors import AgentErrorKind, ConfigError, Problem
+from flakestorm.redaction import Redactor, redacting
 
 Write = Callable[[str], str]
 """The ``write_module`` fixture (conftest.py)."""
@@ -269,3 +272,91 @@ def test_locate_places_the_problem(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         build_agent(config, tmp_path, locate=locate)
     assert str(caught.value).startswith("cfg.yaml:7:3: agent.endpoint: cannot import")
+
+
+# --------------------------------------------------------------------------- console
+
+CHATTY = """
+import asyncio
+import logging
+import sys
+import threading
+
+LOCKSTEP = threading.Barrier(2)
+log = logging.getLogger("chatty")
+log.setLevel(logging.INFO)
+print("imported")
+
+def agent(prompt):
+    print("out: " + prompt)
+    LOCKSTEP.wait(timeout=10)  # the other invocation writes between these lines
+    print("err: " + prompt, file=sys.stderr)
+    LOCKSTEP.wait(timeout=10)
+    log.warning("log: %s", prompt)
+    return prompt
+
+async def async_agent(prompt):
+    await asyncio.sleep(0)
+    sys.stdout.write("async out: " + prompt + "\\n")
+    return prompt
+"""
+
+
+def test_each_invocation_keeps_what_it_printed_and_logged_apart_from_the_run(
+    tmp_path: Path, write_module: Write, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two invocations in lockstep on two threads: each keeps its own prints, stderr and
+    logging (through logging's console handler), none reaches the real streams, and the log
+    holds each under its invocation's id, with what the import printed."""
+    name = write_module(CHATTY)
+    handler = logging.StreamHandler(sys.stderr)  # a console handler made before the run
+    logging.getLogger("chatty").addHandler(handler)
+    log = tmp_path / "reports" / "agent.log"
+    stdout, stderr = sys.stdout, sys.stderr
+    try:
+        with AgentConsole(log) as console:
+            agent = PythonAgent(
+                AgentConfig(type=AgentType.PYTHON, endpoint=f"{name}:agent"),
+                tmp_path,
+                console=console,
+            )
+            with ThreadPoolExecutor(2) as pool:
+                calls = [Call("a[calm]#0.0", "calm"), Call("b[calm]#0.0", "calm")]
+                replies = list(pool.map(lambda c: agent.invoke(c.cell_id[0], c), calls))
+        assert (sys.stdout, sys.stderr) == (stdout, stderr)  # put back
+        assert handler.stream is stderr
+    finally:
+        logging.getLogger("chatty").removeHandler(handler)
+    assert [r.console for r in replies] == ["out: a\nerr: a\nlog: a", "out: b\nerr: b\nlog: b"]
+    seen = capsys.readouterr()
+    assert seen.out == "" and seen.err == ""
+    blocks = log.read_text().split("==> ")
+    assert blocks[:2] == ["", f"import of {name}:agent <==\nimported\n"]
+    assert sorted(blocks[2:]) == [
+        "a[calm]#0.0 <==\nout: a\nerr: a\nlog: a\n",
+        "b[calm]#0.0 <==\nout: b\nerr: b\nlog: b\n",
+    ]
+
+
+def test_an_async_agents_console_is_kept_and_redacted(
+    tmp_path: Path, write_module: Write, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = write_module(CHATTY)
+    log = tmp_path / "agent.log"
+    with AgentConsole(log) as console, redacting(Redactor(["s3cr3t-key"])):
+        config = AgentConfig(type=AgentType.PYTHON, endpoint=f"{name}:async_agent")
+        reply = PythonAgent(config, tmp_path, console=console).invoke(
+            "key s3cr3t-key", Call("c[calm]#0.0", "calm")
+        )
+    assert reply.output == "key s3cr3t-key"  # the reply is redacted with the results
+    assert reply.console == "async out: key ***"
+    assert log.read_text().endswith("==> c[calm]#0.0 <==\nasync out: key ***\n")
+    assert "s3cr3t" not in capsys.readouterr().out
+
+
+def test_the_console_excerpt_is_the_last_lines() -> None:
+    text = "".join(f"line {i}\n" for i in range(30))
+    assert excerpt(text) == "[10 earlier lines in the log]\n" + "\n".join(
+        f"line {i}" for i in range(10, 30)
+    )
+    assert excerpt("x" * 3000) == "…" + "x" * 2000

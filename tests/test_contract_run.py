@@ -255,3 +255,68 @@ def test_a_recorded_cassette_replays_the_llm_without_its_upstream(tmp_path: Path
     assert code == 0, output
     calm = cells(results)["cite[calm]"]
     assert "DIVIDES-REPLAYED" in (calm["prompts"][0]["output"] or "")
+
+
+CHATTY_AGENT = """
+import logging
+import sys
+
+logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+log = logging.getLogger("chatty")
+print("chatty-import")
+
+
+def answer(prompt):
+    print("chatty-out: thinking about " + prompt)
+    print("chatty-err: " + prompt, file=sys.stderr)
+    log.info("chatty-log: answering %s", prompt)
+    return "no" if "refund" in prompt else "hello, " + prompt
+"""
+
+
+def test_a_python_agents_prints_and_logging_go_to_its_log_not_the_progress(
+    tmp_path: Path,
+) -> None:
+    """What a python agent prints and logs is kept per invocation in agent.log beside the
+    reports, never among the run's lines; a failed cell's report shows its lines."""
+    (tmp_path / "chatty_agent.py").write_text(CHATTY_AGENT)
+    doc = {
+        "agent": {"type": "python", "endpoint": "chatty_agent:answer"},
+        "golden_prompts": ["greet Ada", "refund Bob"],
+        "contract": {
+            "name": "Chatty",
+            "invariants": [
+                {"id": "greets", "type": "contains", "value": "hello", "severity": "critical"}
+            ],
+            "chaos_matrix": [{"name": "calm"}, {"name": "again"}],
+        },
+        "advanced": {"concurrency": 4},
+    }
+    code, output, results = run(tmp_path, json.dumps(doc))
+    assert code == 1, output
+    assert "chatty-" not in output  # the run's own lines only
+    reports = tmp_path / "flakestorm-reports"
+    blocks = dict(
+        block.split(" <==\n", 1)
+        for block in (reports / "agent.log").read_text().split("==> ")[1:]
+        if not block.startswith("stateful-check")
+    )
+
+    def lines(prompt: str) -> str:
+        return (
+            f"chatty-out: thinking about {prompt}\nchatty-err: {prompt}\n"
+            f"INFO chatty: chatty-log: answering {prompt}"
+        )
+
+    assert blocks == {
+        "import of chatty_agent:answer": "chatty-import\n",
+        "greets[calm]#0.0": lines("greet Ada") + "\n",
+        "greets[calm]#0.1": lines("refund Bob") + "\n",
+        "greets[again]#0.0": lines("greet Ada") + "\n",
+        "greets[again]#0.1": lines("refund Bob") + "\n",
+    }
+    failed = cells(results)["greets[calm]"]
+    assert [p["console"] for p in failed["prompts"]] == ["", lines("refund Bob")]
+    summary = (reports / "summary.md").read_text()
+    assert f"```text\n{lines('refund Bob')}\n```" in summary
+    assert "chatty-out: thinking about greet Ada" not in summary  # a passing invocation's

@@ -8,7 +8,8 @@ kinds), ``extraction`` (``response_path``), ``readiness`` (waiting for the agent
 (``agent.start``), ``reset`` (``reset_endpoint`` / ``reset_function``), ``session``
 (``agent.session`` conversation ids), ``source`` (a python agent's callable read from its
 source, never imported), ``importer`` (importing
-``module:attr`` without tracebacks), ``workers`` (daemon threads for python agent calls),
+``module:attr`` without tracebacks), ``console`` (a python agent's prints and logging kept per
+invocation), ``workers`` (daemon threads for python agent calls),
 ``request`` (a described HTTP request: what a request-level mutation changes) and ``wire``
 (sending such a request byte by byte).
 """
@@ -58,6 +59,9 @@ class Reply:
     error: AgentErrorKind | None = None
     error_message: str = ""
     extra: dict[str, str] = field(default_factory=dict)
+    console: str = ""
+    """The last lines a python agent printed or logged during the invocation (redacted;
+    :mod:`flakestorm.agents.console`), "" when it wrote nothing or was not captured."""
 
     @property
     def ok(self) -> bool:

@@ -13,11 +13,16 @@ A ``str`` reply is the answer; a ``dict`` (or list) is searched with ``agent.res
 automatic extraction, like an HTTP agent's JSON. Each invocation runs on a daemon worker thread
 (coroutines on one shared event loop thread) with ``agent.timeout``: a hung agent fails its
 prompt with TIMEOUT and the run goes on. :data:`current_call` is set around every invocation so
-tool wrappers can attribute the calls they see to a cell.
+tool wrappers can attribute the calls they see to a cell. With an
+:class:`~flakestorm.agents.console.AgentConsole`, what an invocation prints and logs is kept
+apart from the run's output, in the log, and its last lines go with the reply
+(``Reply.console``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import inspect
 import json
 import time
@@ -31,6 +36,7 @@ from types import TracebackType
 from typing import Any
 
 from flakestorm.agents import NO_CALL, Call, Reply
+from flakestorm.agents.console import AgentConsole, Capture, bind
 from flakestorm.agents.extraction import as_text, extract_auto, extract_path
 from flakestorm.agents.importer import Locate, default_locate, describe_exception, load_reference
 from flakestorm.agents.workers import DaemonPool, LoopThread
@@ -41,6 +47,7 @@ current_call: ContextVar[Call] = ContextVar("flakestorm_current_call")
 """The invocation in progress in this context (unset outside one): ``current_call.get(None)``."""
 
 RAW_CAP = 65_536
+TIMEOUT = AgentErrorKind.TIMEOUT
 
 
 def resolve_callable(target: Any, reference: str, field: str, locate: Locate) -> Callable[..., Any]:
@@ -79,10 +86,15 @@ class PythonAgent:
         *,
         locate: Locate = default_locate,
         pool: DaemonPool | None = None,
+        console: AgentConsole | None = None,
     ) -> None:
         self.config = config
-        target = load_reference(config.endpoint, base_dir, "agent.endpoint", locate)
-        self._fn = resolve_callable(target, config.endpoint, "agent.endpoint", locate)
+        self._console = console
+        importing = f"import of {config.endpoint}"
+        with console.capturing(importing) if console else contextlib.nullcontext():
+            target = load_reference(config.endpoint, base_dir, "agent.endpoint", locate)
+            fn = resolve_callable(target, config.endpoint, "agent.endpoint", locate)
+        self._fn = fn
         self._is_async = inspect.iscoroutinefunction(self._fn)
         self.takes_session = _takes_session(self._fn)
         """Whether the callable takes ``session_id`` (SPEC §12): each conversation's id is
@@ -92,19 +104,26 @@ class PythonAgent:
         self._timeout_s = config.timeout / 1000
 
     def invoke(self, prompt: str, call: Call = NO_CALL) -> Reply:
+        reply = self._invoke(prompt, call, capture := Capture(call.cell_id or "(no cell)"))
+        if self._console is None:
+            return reply
+        note = "timed out: what it wrote later is not kept" if reply.error is TIMEOUT else ""
+        return dataclasses.replace(reply, console=self._console.keep(capture, note))
+
+    def _invoke(self, prompt: str, call: Call, capture: Capture) -> Reply:
         started = time.perf_counter()
         future: Future[Any]
         if self._is_async:
-            future = self._loop.submit(self._run_async(prompt, call))
+            future = self._loop.submit(self._run_async(prompt, call, capture))
         else:
-            future = self._pool.submit(lambda: self._run_sync(prompt, call))
+            future = self._pool.submit(lambda: self._run_sync(prompt, call, capture))
         try:
             result = future.result(timeout=self._timeout_s)
         except FutureTimeout:
             future.cancel()
             return self._failed(
                 started,
-                AgentErrorKind.TIMEOUT,
+                TIMEOUT,
                 f"{self.config.endpoint} did not return within {self.config.timeout} ms "
                 "(agent.timeout)",
             )
@@ -143,15 +162,19 @@ class PythonAgent:
     def _args(self, call: Call) -> dict[str, str]:
         return {"session_id": call.session} if self.takes_session and call.session else {}
 
-    def _run_sync(self, prompt: str, call: Call) -> Any:
+    def _run_sync(self, prompt: str, call: Call, capture: Capture) -> Any:
         current_call.set(call)  # in the worker's private copy of the caller's context
+        if self._console is not None:
+            bind(capture)
         result = self._fn(prompt, **self._args(call))
         if inspect.isawaitable(result):  # a sync callable handing back a coroutine
             return self._loop.submit(_awaited(result)).result()
         return result
 
-    async def _run_async(self, prompt: str, call: Call) -> Any:
+    async def _run_async(self, prompt: str, call: Call, capture: Capture) -> Any:
         current_call.set(call)  # the task runs in its own copy of the context
+        if self._console is not None:
+            bind(capture)
         return await self._fn(prompt, **self._args(call))
 
     # -- answering

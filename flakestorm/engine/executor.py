@@ -519,6 +519,7 @@ class Executor:
             conversation=None if turn is None else turn.conversation,
             turn=None if turn is None else turn.number,
             checked=checked,
+            console="" if verdict.passed else reply.console,
         )
         return _Outcome(result, fired, down=reply.error is AgentErrorKind.CONNECTION)
 

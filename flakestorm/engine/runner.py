@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING
 
 from flakestorm import __version__
 from flakestorm.agents import NO_CALL, Agent, Call, Reply
+from flakestorm.agents.console import AgentConsole
 from flakestorm.agents.factory import build_agent
-from flakestorm.agents.process import AgentProcess
+from flakestorm.agents.process import LOG_NAME, AgentProcess
 from flakestorm.agents.readiness import ReadyAgain
 from flakestorm.agents.reset import build_resetter
 from flakestorm.agents.source import no_session, sessions_of
@@ -560,6 +561,9 @@ def _agent_up(
     config: Config = loaded.config
     agent_config = config.agent
     with contextlib.ExitStack() as stack:
+        console = None
+        if agent_config.type is AgentType.PYTHON:  # its prints and logging: per invocation
+            console = stack.enter_context(AgentConsole(out_dir / LOG_NAME))
         opened = stack.enter_context(
             open_channel(
                 config, loaded.base_dir, choice, _locator(loaded), notice, record, warnings
@@ -567,7 +571,7 @@ def _agent_up(
         )
         reviver: Reviver | None = None
         if agent_config.type is AgentType.HTTP and agent_config.start is not None:
-            log = out_dir / "agent.log"
+            log = out_dir / LOG_NAME
             process = stack.enter_context(
                 AgentProcess(
                     agent_config,
@@ -590,6 +594,6 @@ def _agent_up(
         elif agent_config.type is AgentType.HTTP:
             reviver = ReadyAgain(agent_config, stop, lambda waiting: notice(waiting.line()))
             reviver.revive()
-        agent = build_agent(agent_config, loaded.base_dir, _locator(loaded))
+        agent = build_agent(agent_config, loaded.base_dir, _locator(loaded), console)
         stack.callback(agent.close)
         yield agent, opened.channel, reviver

@@ -262,6 +262,9 @@ def _invocation(prompt: PromptResult, number: int) -> list[str]:
         out.append(f"Reply{f' ({shown})' if shown else ''}:")
         out.append("")
         out.append(code_block(prompt.output))
+    if prompt.console:
+        out += ["", "What the agent printed and logged (its last lines; all in agent.log):", ""]
+        out.append(code_block(prompt.console))
     out.append("")
     return out
 

@@ -194,5 +194,6 @@ class _Counter:
             output=None if output is None else self.mask(output),
             reason=self.mask(reason),
             error_message=self.mask(prompt.error_message),
+            console=self.mask(prompt.console),
             leak_at=None,  # cut: nothing left to withhold
         )

@@ -85,6 +85,9 @@ class PromptResult:
     """For a conversation's turn: its number, from 1 (its calls' invocation ends ``.TURN``)."""
     checked: bool = True
     """Whether the invariant was checked on this reply (``turn: last | every | N``)."""
+    console: str = ""
+    """For an invocation that did not pass, what a python agent printed and logged during it:
+    its last lines (the whole is in ``agent.log``); "" otherwise."""
 
 
 @dataclass(frozen=True)
