@@ -181,7 +181,10 @@ def test_an_agent_already_listening_is_reused_with_a_plain_warning_and_no_attrib
                 selector.register(running.stdout, selectors.EVENT_READ)
                 assert selector.select(30), "the agent did not start"
             assert running.stdout.readline().startswith("listening on ")
-            code, output, results = run(tmp_path, config(ports=ports))
+            doc = json.loads(config(ports=ports))
+            flaky = {"tool": "market_data_api", "mode": "error", "probability": 0.5}
+            doc["contract"]["chaos_matrix"].append({"name": "flaky", "tool_faults": [flaky]})
+            code, output, results = run(tmp_path, json.dumps(doc))
         finally:
             running.terminate()
     assert code == 3, output  # every fault not delivered: the run proved nothing
@@ -200,6 +203,8 @@ def test_an_agent_already_listening_is_reused_with_a_plain_warning_and_no_attrib
     everything = output + json.dumps(results) + summary
     assert "forwards no attribution" not in everything
     assert "No call of the agent reached flakestorm before the matrix" in everything
+    # an order-dependent scenario ran one at a time, and says so without the claim
+    assert "cells ran one at a time (no call showed forwarded attribution;" in summary
     assert cells(results)["cite[tool-down]"]["status"] == "errored"
 
 

@@ -154,7 +154,7 @@ def test_every_phase_has_a_score_a_matrix_and_a_scenarios_table() -> None:
     assert "<h2>Chaos: 50.00 (1 of 2 prompts passed)</h2>" in text
     assert (
         "<td><ul><li>tool orders_api: error</li><li>tool orders_api: slow</li></ul></td>\n"
-        "<td><p>cells ran one at a time (the agent forwards no attribution; tool_faults[0] "
+        "<td><p>cells ran one at a time (no call showed forwarded attribution; tool_faults[0] "
         "error(503) on orders_api: probability 0.5)</p></td>"
     ) in text
     assert text.count('<table class="scenarios"') == 2

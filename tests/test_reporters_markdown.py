@@ -107,7 +107,7 @@ def test_the_scenarios_table_lists_declared_faults_and_how_they_ran() -> None:
     assert "| baseline | none |  |" in out
     assert (
         "| tool\\_outage | tool orders\\_api: error<br>tool orders\\_api: slow | cells ran one "
-        "at a time (the agent forwards no attribution; tool\\_faults\\[0\\] error(503) on "
+        "at a time (no call showed forwarded attribution; tool\\_faults\\[0\\] error(503) on "
         "orders\\_api: probability 0.5) |"
     ) in out
     # the calls of a scenario whose cells ran side by side, not attributed: counted and listed

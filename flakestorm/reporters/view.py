@@ -400,7 +400,9 @@ def scenario_notes(info: ScenarioInfo) -> list[str]:
         notes.append("not delivered: " + "; ".join(info.undelivered))
     if info.serial:
         why = "; ".join(info.order) or "its faults depend on call order"
-        notes.append(f"cells ran one at a time (the agent forwards no attribution; {why})")
+        # said of every serial scenario: true whether the agent's calls carried no attribution
+        # or none reached flakestorm before the matrix (nothing is known of it then)
+        notes.append(f"cells ran one at a time (no call showed forwarded attribution; {why})")
     if info.unattributed:
         notes.append(unattributed_title(info))
     return notes
