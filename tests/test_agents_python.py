@@ -360,3 +360,34 @@ def test_the_console_excerpt_is_the_last_lines() -> None:
         f"line {i}" for i in range(10, 30)
     )
     assert excerpt("x" * 3000) == "…" + "x" * 2000
+
+
+def test_a_timed_out_invocation_keeps_what_it_wrote_before_and_drops_the_rest(
+    tmp_path: Path, write_module: Write, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = write_module(
+        """
+        import threading
+        GATE, DONE = threading.Event(), threading.Event()
+
+        def agent(prompt):
+            print("before the hang")
+            GATE.wait(10)
+            print("after the hang")
+            DONE.set()
+            return prompt
+        """
+    )
+    log = tmp_path / "agent.log"
+    with AgentConsole(log) as console:
+        config = AgentConfig(type=AgentType.PYTHON, endpoint=f"{name}:agent", timeout=100)
+        reply = PythonAgent(config, tmp_path, console=console).invoke("x", Call("c#0.0", "s"))
+        assert reply.error is AgentErrorKind.TIMEOUT
+        module = sys.modules[name]
+        module.GATE.set()
+        assert module.DONE.wait(10)
+    assert reply.console == "before the hang"
+    assert log.read_text() == (
+        "==> c#0.0 (timed out: what it wrote later is not kept) <==\nbefore the hang\n"
+    )
+    assert "hang" not in capsys.readouterr().out  # nor does it reach the run's output

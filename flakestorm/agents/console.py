@@ -39,8 +39,9 @@ from typing import IO, Any, TextIO
 
 from flakestorm.redaction import active
 
-CAPTURE_CHARS = 1_048_576
-"""What one invocation's capture keeps (the rest is counted, not kept)."""
+CAPTURE_CHARS = 262_144
+"""What one invocation's capture keeps (the rest is counted, not kept): at most 64 MiB for
+256 invocations in flight."""
 EXCERPT_LINES = 20
 EXCERPT_CHARS = 2_000
 """What a reply keeps of its invocation's capture: its last lines, at most this long."""
@@ -144,6 +145,8 @@ class AgentConsole:
         routers = {}
         for name in ("stdout", "stderr"):
             stream = getattr(sys, name)
+            if stream is None:  # no console at all (pythonw): nothing to keep apart
+                continue
             if not isinstance(stream, _Router):  # else a run inside a run: already routed
                 stream = _Router(stream)
                 setattr(sys, name, stream)
