@@ -2,12 +2,22 @@
 the agent, each cell proven by a run of a small config against a real agent of that kind.
 
 Every agent here behaves the same: asked anything, it asks its quote tool for AAPL's price,
-tries once more when the tool fails, and answers ``AAPL is at 123.45`` or ``AAPL is
-unavailable``. So each feature has one hand-computed expectation for every kind, and a cell is
-``exact`` when the run gives it, ``exact, one at a time`` when it gives it with the scenario's
-cells run one at a time (the kind forwards no attribution and the faults depend on call
-order), or ``refused by validate`` with why. The table in the docs is rendered from
-:data:`TABLE`, and a test keeps the two equal.
+tries once more when the tool fails, and answers ``AAPL is at 123.45`` (the MCP server's
+``187.25``) or ``AAPL is unavailable``. Each agent also writes down what it received, in its
+own words (``support/agent_log.py``): each reset, each invocation's prompt and its answer. So
+each feature has hand-computed expectations for every kind — the verdicts, and what reached
+the agent (the mutated prompts, the probes, each repeat, the baseline, a shard's own cells) —
+and a cell is measured, never assumed:
+
+- ``exact`` when the run gives them;
+- ``exact, one at a time`` when it gives them with cells run one at a time: ``results.json``
+  marks the scenario ``serial`` (the kind forwards no attribution and the faults depend on
+  call order), or the agent's own log shows a reset before each cell and no invocation
+  overlapping another (``agent.reset_endpoint``);
+- ``exact, scenario by scenario`` when ``results.json`` says no scenario was ``in_flight``;
+- ``refused by validate`` with why.
+
+The table in the docs is rendered from :data:`TABLE`, and a test keeps the two equal.
 """
 
 from __future__ import annotations
@@ -27,6 +37,8 @@ from typing import Any
 import pytest
 import requests
 from click.testing import CliRunner
+from support.agent_log import BEGIN, END, RESET, Received, record
+from support.fake_judge import FakeJudge
 from support.mcp_server import McpServer
 from support.server import LoopbackServer, Request, Response
 
@@ -37,6 +49,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "compatibility.md"
 
 PRICE = "123.45"
+MCP_PRICE = "187.25"
+"""The price in ``support/mcp_server.py``'s quote."""
 PRICED = {"id": "priced", "type": "regex", "pattern": r"\d+\.\d\d", "severity": "high"}
 
 
@@ -49,11 +63,18 @@ class Kind:
     tool: str
     """The name a fault gives the agent's quote tool."""
     http: bool
+    price: str = PRICE
+    """The price its quote tool gives (the MCP server quotes one of its own)."""
     forwards: bool = True
     """Whether each call carries its cell (the header, the wrappers' own attribution)."""
     reset: bool = False
     """Whether the agent is configured with a reset (``agent.reset_endpoint``): its cells run
     one at a time, each call in the cell declared active."""
+    probed: bool = True
+    """Whether a contract run with chaos first sends the agent one chaos-free invocation of the
+    first golden prompt to learn whether it forwards attribution (SPEC §4.2): its faults go
+    through the proxy, and neither the wrappers (which attribute each call) nor a reset (cells
+    one at a time) make it needless."""
 
 
 KINDS = {
@@ -68,17 +89,25 @@ KINDS = {
         "http, its tool on an MCP server over streamable HTTP (the official `mcp` client)",
         "get_quote",
         http=True,
+        price=MCP_PRICE,
     ),
     "mcp-stdio": Kind(
         "http, its tool on a stdio MCP server through `flakestorm mcp-stdio` (with a reset)",
         "get_quote",
         http=True,
+        price=MCP_PRICE,
         forwards=False,
         reset=True,
+        probed=False,
     ),
-    "python-callable": Kind("python callable (a wrapped function tool)", "get_quote", http=False),
+    "python-callable": Kind(
+        "python callable (a wrapped function tool)", "get_quote", http=False, probed=False
+    ),
     "python-framework": Kind(
-        "python, a framework tool object (LangChain `StructuredTool`)", "get_quote", http=False
+        "python, a framework tool object (LangChain `StructuredTool`)",
+        "get_quote",
+        http=False,
+        probed=False,
     ),
 }
 
@@ -98,7 +127,9 @@ get_quote = StructuredTool.from_function(_fetch, name="get_quote")
 """,
 }
 ANSWER = """
-CALLS = []
+from support.agent_log import BEGIN, END, record
+
+LOG = {log!r}
 
 def _ask():
     if hasattr(get_quote, "invoke"):  # a framework's tool object
@@ -106,13 +137,16 @@ def _ask():
     return get_quote("AAPL")["price"]
 
 def answer(prompt, session_id=""):
-    CALLS.append(prompt)
+    record(LOG, BEGIN, prompt=prompt)
+    output = "AAPL is unavailable"
     for _ in range(2):  # one retry
         try:
-            return f"AAPL is at {{_ask()}}"
+            output = f"AAPL is at {{_ask()}}"
+            break
         except Exception:
             continue
-    return "AAPL is unavailable"
+    record(LOG, END, prompt=prompt, output=output)
+    return output
 """
 
 
@@ -144,6 +178,24 @@ def _clean_env() -> dict[str, str]:
 def mcp_server() -> Iterator[McpServer]:
     with McpServer() as server:
         yield server
+
+
+def logged(handler: Callable[[Request], Response], log: Path) -> Callable[[Request], Response]:
+    """``handler``, writing what it receives to ``log`` (``support/agent_log.py``): each
+    reset, and each invocation's prompt (the default request body's ``input``) and answer."""
+
+    def handle(request: Request) -> Response:
+        if request.path.startswith("/reset"):
+            record(log, RESET)
+            return handler(request)
+        prompt = request.json()["input"]
+        record(log, BEGIN, prompt=prompt)
+        response = handler(request)
+        assert isinstance(response.body, bytes)
+        record(log, END, prompt=prompt, output=json.loads(response.body)["output"])
+        return response
+
+    return handle
 
 
 def mcp_agent(proxy_url: str) -> Callable[[Request], Response]:
@@ -272,6 +324,17 @@ class Project:
     agent: dict[str, Any]
     proxy: dict[str, Any] | None
 
+    @property
+    def log(self) -> Path:
+        """Where the agent writes what it receives."""
+        return self.directory / "received.jsonl"
+
+    def received(self) -> Received:
+        """What the agent received since the last call, as it tells it."""
+        got = Received.read(self.log)
+        self.log.unlink(missing_ok=True)
+        return got
+
     def write(self, doc: dict[str, Any], reset: bool = False) -> Path:
         doc = json.loads(json.dumps(doc).replace('"TOOL"', json.dumps(self.kind.tool)))
         agent = dict(self.agent)
@@ -300,14 +363,15 @@ def project(
     session = {"header": "X-Session"}
     if request.param == "http-otel":
         endpoint = request.getfixturevalue("otel_agent")
-        template = json.dumps({"input": "{prompt}", "proxy": proxy_service.url})
+        log = str(tmp_path / "received.jsonl")
+        template = json.dumps({"input": "{prompt}", "proxy": proxy_service.url, "log": log})
         agent = {"endpoint": endpoint, "session": session, "request_template": template}
         yield Project(kind, tmp_path, agent, proxy)
         return
     if request.param == "mcp-stdio":
         stdio = StdioAgent(proxy_service.url)
         try:
-            with LoopbackServer(stdio.handle) as served:
+            with LoopbackServer(logged(stdio.handle, tmp_path / "received.jsonl")) as served:
                 agent = {"endpoint": served.url_for("/chat")}
                 routes = {"url": proxy_service.url, "mcp": {"quotes": "stdio"}}
                 yield Project(kind, tmp_path, agent, routes)
@@ -316,18 +380,21 @@ def project(
         return
     if request.param == "mcp-http":
         mcp = request.getfixturevalue("mcp_server")
-        with LoopbackServer(mcp_agent(proxy_service.url)) as served:
+        handler = logged(mcp_agent(proxy_service.url), tmp_path / "received.jsonl")
+        with LoopbackServer(handler) as served:
             agent = {"endpoint": served.url_for("/chat"), "session": session}
             routes = {"url": proxy_service.url, "mcp": {"quotes": mcp.url}}
             yield Project(kind, tmp_path, agent, routes)
         return
     if kind.http:
-        with LoopbackServer(http_agent(proxy_service.url, kind.forwards)) as served:
+        handler = logged(http_agent(proxy_service.url, kind.forwards), tmp_path / "received.jsonl")
+        with LoopbackServer(handler) as served:
             agent = {"endpoint": served.url_for("/chat"), "session": session}
             yield Project(kind, tmp_path, agent, proxy)
         return
     module = f"compat_{uuid.uuid4().hex[:10]}"
-    source = PYTHON_AGENT[request.param].format(price=PRICE) + ANSWER.format()
+    log = str(tmp_path / "received.jsonl")
+    source = PYTHON_AGENT[request.param].format(price=PRICE) + ANSWER.format(log=log)
     (tmp_path / f"{module}.py").write_text(source)
     try:
         yield Project(
@@ -370,11 +437,40 @@ def contract(*scenarios: dict[str, Any], invariants: list[dict[str, Any]] | None
 
 # --------------------------------------------------------------------------- the features
 
+GOLDEN = "What is AAPL?"
+UNAVAILABLE = "AAPL is unavailable"
+
+
+def priced(project: Project) -> str:
+    """The agent's answer when its quote tool answers (the MCP server quotes its own price)."""
+    return f"AAPL is at {project.kind.price}"
+
+
+def sent(project: Project, received: Received, *expected: tuple[str, str]) -> None:
+    """The agent received exactly the invocations ``expected`` — (prompt, its answer), in any
+    order — after the chaos-free invocation of the first golden prompt that learns whether it
+    forwards attribution, for the kinds that get one (:attr:`Kind.probed`)."""
+    learn = [(GOLDEN, priced(project))] if project.kind.probed else []
+    assert sorted(received.answers) == sorted([*learn, *expected]), received.events
+
+
+def ran(received: Received, how: str, cells: int) -> str:
+    """How the cells ran, as measured: ``one at a time`` when the agent's own log holds resets
+    and shows each of the ``cells`` runs (a cell's run, a baseline) after a reset of its own,
+    no invocation overlapping another (resets that came otherwise fail here); else ``how``,
+    what ``results.json`` says (a scenario's ``serial``, ``in_flight``)."""
+    if not received.resets:
+        return how
+    groups = received.one_at_a_time()
+    assert groups is not None and len(groups) == cells, received.events
+    assert all(groups), received.events  # each reset before some cell's invocations
+    return "one at a time"
+
 
 def turns(project: Project) -> str:
     invariant = {**PRICED, "turn": "every"}
     doc = {
-        "golden_prompts": [{"turns": ["What is AAPL?", "And AAPL again?"]}],
+        "golden_prompts": [{"turns": [GOLDEN, "And AAPL again?"]}],
         "contract": contract(
             CALM,
             {"name": "turn-2", "tool_faults": [{"tool": "TOOL", "mode": "error", "turns": [2]}]},
@@ -385,7 +481,8 @@ def turns(project: Project) -> str:
     assert statuses(result) == {"priced[calm]": "passed", "priced[turn-2]": "failed"}
     cell = next(c for c in result["phases"]["contract"]["cells"] if c["scenario"] == "turn-2")
     assert cell["reason"].startswith("turn 2/2: ")
-    return "one at a time" if "turn-2" in serial(result) else "exact"
+    how = "one at a time" if "turn-2" in serial(result) else "exact"
+    return ran(project.received(), how, cells=2)
 
 
 def schedules(project: Project) -> str:
@@ -394,7 +491,7 @@ def schedules(project: Project) -> str:
         "tool_faults": [{"tool": "TOOL", "mode": "error", "calls": "1"}],
     }
     both = {"name": "both-fail", "tool_faults": [{"tool": "TOOL", "mode": "error", "calls": "1-2"}]}
-    doc = {"golden_prompts": ["What is AAPL?"], "contract": contract(CALM, first, both)}
+    doc = {"golden_prompts": [GOLDEN], "contract": contract(CALM, first, both)}
     result = run(project.write(doc), "contract", "run")
     # the retry recovers from one failure, not from two
     assert statuses(result) == {
@@ -402,7 +499,8 @@ def schedules(project: Project) -> str:
         "priced[first-fails]": "passed",
         "priced[both-fail]": "failed",
     }
-    return "one at a time" if serial(result) == {"first-fails", "both-fail"} else "exact"
+    how = "one at a time" if serial(result) == {"first-fails", "both-fail"} else "exact"
+    return ran(project.received(), how, cells=3)
 
 
 def sweeps(project: Project) -> str:
@@ -411,52 +509,86 @@ def sweeps(project: Project) -> str:
         "tool_faults": [{"tool": "TOOL", "mode": "error", "probability": 0.5}],
         "sweep": {"field": "tool_faults[0].probability", "values": [0, 1]},
     }
-    doc = {"golden_prompts": ["What is AAPL?"], "contract": contract(swept)}
+    doc = {"golden_prompts": [GOLDEN], "contract": contract(swept)}
     result = run(project.write(doc), "contract", "run")
     assert statuses(result) == {"priced[flaky[0]]": "passed", "priced[flaky[1]]": "failed"}
     (sweep,) = result["phases"]["contract"]["sweeps"]
     assert sweep["breaking"][0]["value"] == "1"
-    return "one at a time" if serial(result) else "exact"
+    return ran(project.received(), "one at a time" if serial(result) else "exact", cells=2)
 
 
 def probes(project: Project) -> str:
+    """An invariant's ``probes`` are the prompts its cells send, instead of the golden ones:
+    the agent receives ``And MSFT?`` once per cell, and the golden prompt only to learn
+    forwarding (before the matrix)."""
     probed = {**PRICED, "id": "probed", "probes": ["And MSFT?"]}
-    doc = {
-        "golden_prompts": ["What is AAPL?"],
-        "contract": contract(CALM, DOWN, invariants=[probed]),
-    }
+    doc = {"golden_prompts": [GOLDEN], "contract": contract(CALM, DOWN, invariants=[probed])}
     result = run(project.write(doc), "contract", "run")
     assert statuses(result) == {"probed[calm]": "passed", "probed[down]": "failed"}
-    cell = result["phases"]["contract"]["cells"][1]
-    assert [p["prompt"] for p in cell["prompts"]] == ["And MSFT?"]
-    return "exact"
+    received = project.received()
+    sent(project, received, ("And MSFT?", priced(project)), ("And MSFT?", UNAVAILABLE))
+    reported = [[p["prompt"] for p in c["prompts"]] for c in result["phases"]["contract"]["cells"]]
+    assert reported == [["And MSFT?"], ["And MSFT?"]]
+    return ran(received, "exact", cells=2)
+
+
+SIMILARITY_DOWN = 0.425
+"""The lexical similarity of ``AAPL is unavailable`` to ``AAPL is at 123.45`` (or ``187.25``),
+worked out by hand (``checks/similarity.py``: half word, half character-trigram cosine).
+Words — unigrams and bigrams: {aapl, is, unavailable, aapl is, is unavailable} against {aapl,
+is, at, 123, 45, aapl is, is at, at 123, 123 45}: 3 shared, 3 / (√5 · √9) = 0.4472. Trigrams
+inside each word padded with spaces: 4 + 2 + 11 = 17 against 4 + 2 + 2 + 3 + 2 = 13, the 6
+of ``aapl`` and ``is`` shared: 6 / √(17 · 13) = 0.4036. (0.4472 + 0.4036) / 2 = 0.425."""
 
 
 def behavior_unchanged(project: Project) -> str:
+    """``baseline: auto``: one chaos-free invocation of the prompt before the matrix (it
+    answers the price; for the kinds that learn forwarding it is also the call that learns
+    it, so no other is sent), and each cell's reply scored against that answer: the same
+    answer 1.0, the outage :data:`SIMILARITY_DOWN`, below the default 0.75."""
     same = {"id": "same", "type": "behavior_unchanged", "baseline": "auto", "severity": "high"}
-    doc = {
-        "golden_prompts": ["What is AAPL?"],
-        "contract": contract(CALM, DOWN, invariants=[same]),
-    }
+    doc = {"golden_prompts": [GOLDEN], "contract": contract(CALM, DOWN, invariants=[same])}
     result = run(project.write(doc), "contract", "run")
     assert statuses(result) == {"same[calm]": "passed", "same[down]": "failed"}
-    return "exact"
+    received = project.received()
+    baseline, calm, down = (
+        (GOLDEN, priced(project)),
+        (GOLDEN, priced(project)),
+        (GOLDEN, UNAVAILABLE),
+    )
+    assert sorted(received.answers) == sorted([baseline, calm, down]), received.events
+    scored = {
+        c["scenario"]: (c["prompts"][0]["similarity"], c["prompts"][0]["reason"])
+        for c in result["phases"]["contract"]["cells"]
+    }
+    to = "the baseline answer without chaos (lexical)"
+    assert scored == {
+        "calm": (1.0, f"similarity 1.000 ≥ 0.75 to {to}"),
+        "down": (
+            pytest.approx(SIMILARITY_DOWN, abs=5e-4),
+            f"similarity 0.425 < 0.75 to {to}: `{UNAVAILABLE}`",
+        ),
+    }
+    return ran(received, "exact", cells=3)  # the baseline, then the two cells
 
 
 def repeat(project: Project) -> str:
+    """``repeat: 3``: each cell's prompt is sent three times, each run judged on its own."""
     doc = {
-        "golden_prompts": ["What is AAPL?"],
+        "golden_prompts": [GOLDEN],
         "contract": contract(CALM, DOWN),
         "advanced": {"repeat": 3},
     }
     result = run(project.write(doc), "contract", "run")
     assert statuses(result) == {"priced[calm]": "passed", "priced[down]": "failed"}
+    received = project.received()
+    sent(project, received, *[(GOLDEN, priced(project))] * 3, *[(GOLDEN, UNAVAILABLE)] * 3)
     runs = {
         c["scenario"]: (c["runs_passed"], c["runs_total"])
         for c in result["phases"]["contract"]["cells"]
     }
     assert runs == {"calm": (3, 3), "down": (0, 3)}
-    return "exact"
+    return ran(received, "exact", cells=6)  # a reset before each run
 
 
 def replay(project: Project) -> str:
@@ -490,25 +622,59 @@ def replay(project: Project) -> str:
 
     assert tool_calls(cell["calls"]) == tool_calls(down["calls"])
     assert len(tool_calls(cell["calls"])) == 2
-    return "one at a time" if reset else "exact"
+    return ran(project.received(), "exact", cells=3)  # the two cells, then the replayed one
+
+
+TEMPLATES = ["Please answer: {prompt}", "{prompt} Be brief."]
+MUTATED = ["Please answer: What is AAPL?", "What is AAPL? Be brief."]
+"""The two ``custom`` mutations of the golden prompt, filled in by hand."""
 
 
 def mutation(project: Project) -> str:
+    """The mutation phase sends the agent each mutated prompt — never the original — and
+    judges each reply."""
     doc = {
-        "golden_prompts": ["What is AAPL?"],
+        "golden_prompts": [GOLDEN],
         "invariants": [{"type": "regex", "pattern": r"\d+\.\d\d"}],
-        "mutations": {"count": 2, "types": ["noise", "tone_shift"]},
+        "mutations": {"count": 2, "types": ["custom"], "templates": TEMPLATES},
     }
     result = run(project.write(doc), "run")
-    assert [m["status"] for m in result["phases"]["mutation"]["mutations"]] == ["passed", "passed"]
-    return "exact"
+    mutations = result["phases"]["mutation"]["mutations"]
+    assert [(m["sent"], m["status"]) for m in mutations] == [(p, "passed") for p in MUTATED]
+    received = project.received()
+    assert sorted(received.answers) == [(p, priced(project)) for p in MUTATED], received.events
+    return ran(received, "exact", cells=2)
+
+
+def comparable(doc: dict[str, Any]) -> Any:
+    """What a run's ``results.json`` says of its cells and scores, timings and paths aside."""
+    phase = doc["phases"]["contract"]
+    cells = [
+        {
+            **{k: c[k] for k in ("index", "invariant_id", "scenario", "status", "reason")},
+            **{k: c[k] for k in ("runs_passed", "runs_total", "faults_fired")},
+            "prompts": [(p["prompt"], p["output"], p["passed"]) for p in c["prompts"]],
+        }
+        for c in phase["cells"]
+    ]
+    overall = doc["overall"]
+    return cells, phase["score"], overall["score"], overall["passed"], doc["exit_code"]
 
 
 def shards(project: Project) -> str:
-    doc = {"golden_prompts": ["What is AAPL?", "And AAPL?"], "contract": contract(CALM, DOWN)}
+    """``--shard 1/2`` and ``2/2`` each run their cells (dealt round-robin: the calm one, then
+    the down one), and ``merge`` gives back what the unsharded run reported."""
+    doc = {"golden_prompts": [GOLDEN, "And AAPL?"], "contract": contract(CALM, DOWN)}
     path = project.write(doc)
-    whole = statuses(run(path, "contract", "run"))
-    for k in (1, 2):
+    whole = run(path, "contract", "run")
+    assert statuses(whole) == {"priced[calm]": "passed", "priced[down]": "failed"}
+    both_runs = project.received()
+    ok, calm, down = priced(project), [], []
+    calm = [(GOLDEN, ok), ("And AAPL?", ok)]
+    down = [(GOLDEN, UNAVAILABLE), ("And AAPL?", UNAVAILABLE)]
+    sent(project, both_runs, *calm, *down)
+    hows = {ran(both_runs, "exact", cells=2)}
+    for k, cells in ((1, calm), (2, down)):
         done = CliRunner().invoke(
             main,
             [
@@ -523,6 +689,9 @@ def shards(project: Project) -> str:
             ],
         )
         assert done.exit_code in (0, 1), done.output
+        received = project.received()
+        sent(project, received, *cells)  # its own cells, none of the other shard's
+        hows.add(ran(received, "exact", cells=1))
     merged = CliRunner().invoke(
         main,
         [
@@ -533,10 +702,11 @@ def shards(project: Project) -> str:
             str(project.directory / "merged"),
         ],
     )
-    assert merged.exit_code in (0, 1), merged.output
+    assert merged.exit_code == 0, merged.output  # no critical cell failed: the gate passes
     doc_merged = json.loads((project.directory / "merged" / "results.json").read_text())
-    assert statuses(doc_merged) == whole == {"priced[calm]": "passed", "priced[down]": "failed"}
-    return "exact"
+    assert comparable(doc_merged) == comparable(whole)
+    (how,) = hows
+    return how
 
 
 def flight(project: Project) -> str:
@@ -561,30 +731,33 @@ def flight(project: Project) -> str:
         assert [f.split(" on ")[0] for f in fired["down-twice"]] == ["tool_faults[0] error(502)"]
         assert [f.split(" on ")[0] for f in fired["slow"]] == ["tool_faults[0] slow(10 ms)"]
     flown = {s["name"]: s["in_flight"] for s in result["phases"]["contract"]["scenarios"]}
-    if all(flown.values()):
-        return "exact"
-    assert not any(flown.values())
-    return "scenario by scenario"
+    assert len(set(flown.values())) == 1, flown
+    how = "exact" if all(flown.values()) else "scenario by scenario"
+    return ran(project.received(), how, cells=4)
+
+
+JUDGED = "PASS when the answer gives the price."
 
 
 def judged(project: Project) -> str:
-    """An ``llm_judge`` invariant (the built-in deterministic judge): the reply is judged
-    after it, apart from the agent and its chaos."""
-    invariant = {
-        "id": "judged",
-        "type": "llm_judge",
-        "rubric": 'PASS when the answer says "AAPL is at", with a price.',
-        "severity": "high",
-    }
-    doc = {
-        "golden_prompts": ["What is AAPL?"],
-        "contract": contract(CALM, DOWN, invariants=[invariant]),
-        "advanced": {"judge": "mock"},
-    }
-    result = run(project.write(doc), "contract", "run")
+    """An ``llm_judge`` invariant, judged by an OpenAI-compatible judge server apart from the
+    agent and its chaos: the judge is asked about each cell's reply, once, and its verdict —
+    PASS when the reply says ``AAPL is at`` — decides the cell, with the judge's own reason."""
+    invariant = {"id": "judged", "type": "llm_judge", "rubric": JUDGED, "severity": "high"}
+    with FakeJudge("well", keyword="AAPL is at") as judge:
+        doc = {
+            "golden_prompts": [GOLDEN],
+            "contract": contract(CALM, DOWN, invariants=[invariant]),
+            "advanced": {"judge": {"base_url": judge.base_url, "model": "judge-1"}},
+        }
+        result = run(project.write(doc), "contract", "run")
+    assert judge.asked == {(JUDGED, priced(project)): 1, (JUDGED, UNAVAILABLE): 1}
+    reasons = {c["scenario"]: c["reason"] for c in result["phases"]["contract"]["cells"]}
     assert statuses(result) == {"judged[calm]": "passed", "judged[down]": "failed"}
-    assert result["judges"] and "2 verdict(s)" in result["judges"][0]
-    return "exact"
+    assert "judge: FAIL: keyword missing" in reasons["down"], reasons
+    received = project.received()
+    sent(project, received, (GOLDEN, priced(project)), (GOLDEN, UNAVAILABLE))
+    return ran(received, "exact", cells=2)
 
 
 FEATURES: dict[str, tuple[str, Callable[[Project], str]]] = {
@@ -630,8 +803,6 @@ def test_each_feature_is_exact_with_each_kind_of_agent(project: Project, feature
     _, check = FEATURES[feature]
     kind = next(k for k, v in KINDS.items() if v is project.kind)
     how = check(project)
-    if project.kind.reset:  # a reset runs every scenario's cells one at a time
-        how = "one at a time"
     expected = TABLE[kind, feature]
     assert HOW[how] == expected.split(" (")[0]
 

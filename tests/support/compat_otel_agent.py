@@ -4,6 +4,9 @@ instrumentation injects them into its tool calls. Asked anything, it asks its qu
 proxy's ``/tools/quotes`` route, whose address comes in the request's ``proxy`` field), tries
 once more when the tool fails, and answers the price or that it is unavailable.
 
+Each request's log (the request's ``log`` field) gets what the agent received
+(``support/agent_log.py``): its prompt, its answer, and each reset.
+
 ``python compat_otel_agent.py`` serves on 127.0.0.1 and a free port, printed on its first line.
 """
 
@@ -16,6 +19,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from wsgiref.simple_server import make_server
 
+# what the agent received, written to each request's log
+from agent_log import BEGIN, END, RESET, record  # type: ignore[import-not-found]
 from opentelemetry.instrumentation.wsgi import OpenTelemetryMiddleware
 
 # the tests' traced agent: its tracer provider and instrumentation (imported, they are set up),
@@ -34,12 +39,16 @@ def answer(proxy: str) -> str:
 
 
 def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-    if environ.get("PATH_INFO") == "/reset":
+    size = int(environ.get("CONTENT_LENGTH") or 0)
+    request = json.loads(environ["wsgi.input"].read(size) or b"{}")
+    if environ.get("PATH_INFO", "").startswith("/reset"):
+        record(request["log"], RESET)
         start_response("200 OK", [("Content-Type", "application/json")])
         return [b"{}"]
-    size = int(environ.get("CONTENT_LENGTH") or 0)
-    request = json.loads(environ["wsgi.input"].read(size))
-    body = json.dumps({"output": answer(request["proxy"])}).encode()
+    record(request["log"], BEGIN, prompt=request["input"])
+    output = answer(request["proxy"])
+    record(request["log"], END, prompt=request["input"], output=output)
+    body = json.dumps({"output": output}).encode()
     start_response("200 OK", [("Content-Type", "application/json")])
     return [body]
 
