@@ -419,8 +419,14 @@ def statuses(doc: dict[str, Any], phase: str = "contract") -> dict[str, str]:
     }
 
 
-def serial(doc: dict[str, Any]) -> set[str]:
-    return {s["name"] for s in doc["phases"]["contract"]["scenarios"] if s["serial"]}
+def serial(doc: dict[str, Any], phase: str = "contract") -> set[str]:
+    """The scenarios whose cells ran one at a time, as ``results.json`` says."""
+    return {s["name"] for s in doc["phases"][phase]["scenarios"] if s["serial"]}
+
+
+def side_by_side(doc: dict[str, Any], phase: str = "contract") -> str:
+    """``exact`` when ``results.json`` marks none of the phase's scenarios ``serial``."""
+    return "one at a time" if serial(doc, phase) else "exact"
 
 
 DOWN = {"name": "down", "tool_faults": [{"tool": "TOOL", "mode": "error"}]}
@@ -514,7 +520,7 @@ def sweeps(project: Project) -> str:
     assert statuses(result) == {"priced[flaky[0]]": "passed", "priced[flaky[1]]": "failed"}
     (sweep,) = result["phases"]["contract"]["sweeps"]
     assert sweep["breaking"][0]["value"] == "1"
-    return ran(project.received(), "one at a time" if serial(result) else "exact", cells=2)
+    return ran(project.received(), side_by_side(result), cells=2)
 
 
 def probes(project: Project) -> str:
@@ -529,7 +535,7 @@ def probes(project: Project) -> str:
     sent(project, received, ("And MSFT?", priced(project)), ("And MSFT?", UNAVAILABLE))
     reported = [[p["prompt"] for p in c["prompts"]] for c in result["phases"]["contract"]["cells"]]
     assert reported == [["And MSFT?"], ["And MSFT?"]]
-    return ran(received, "exact", cells=2)
+    return ran(received, side_by_side(result), cells=2)
 
 
 SIMILARITY_DOWN = 0.425
@@ -569,7 +575,7 @@ def behavior_unchanged(project: Project) -> str:
             f"similarity 0.425 < 0.75 to {to}: `{UNAVAILABLE}`",
         ),
     }
-    return ran(received, "exact", cells=3)  # the baseline, then the two cells
+    return ran(received, side_by_side(result), cells=3)  # the baseline, then the two cells
 
 
 def repeat(project: Project) -> str:
@@ -588,7 +594,7 @@ def repeat(project: Project) -> str:
         for c in result["phases"]["contract"]["cells"]
     }
     assert runs == {"calm": (3, 3), "down": (0, 3)}
-    return ran(received, "exact", cells=6)  # a reset before each run
+    return ran(received, side_by_side(result), cells=6)  # a reset before each run
 
 
 def replay(project: Project) -> str:
@@ -622,7 +628,9 @@ def replay(project: Project) -> str:
 
     assert tool_calls(cell["calls"]) == tool_calls(down["calls"])
     assert len(tool_calls(cell["calls"])) == 2
-    return ran(project.received(), "exact", cells=3)  # the two cells, then the replayed one
+    hows = {side_by_side(original), side_by_side(result, "replay")}
+    assert len(hows) == 1, hows
+    return ran(project.received(), hows.pop(), cells=3)  # the two cells, then the replayed one
 
 
 TEMPLATES = ["Please answer: {prompt}", "{prompt} Be brief."]
@@ -643,7 +651,7 @@ def mutation(project: Project) -> str:
     assert [(m["sent"], m["status"]) for m in mutations] == [(p, "passed") for p in MUTATED]
     received = project.received()
     assert sorted(received.answers) == [(p, priced(project)) for p in MUTATED], received.events
-    return ran(received, "exact", cells=2)
+    return ran(received, side_by_side(result, "mutation"), cells=2)
 
 
 def comparable(doc: dict[str, Any]) -> Any:
@@ -672,7 +680,7 @@ def shards(project: Project) -> str:
     calm = [(GOLDEN, priced(project)), ("And AAPL?", priced(project))]
     down = [(GOLDEN, UNAVAILABLE), ("And AAPL?", UNAVAILABLE)]
     sent(project, received, *calm, *down)
-    hows = {ran(received, "exact", cells=2)}
+    hows = {ran(received, side_by_side(whole), cells=2)}
     for k, cells in ((1, calm), (2, down)):
         done = CliRunner().invoke(
             main,
@@ -690,7 +698,8 @@ def shards(project: Project) -> str:
         assert done.exit_code in (0, 1), done.output
         received = project.received()
         sent(project, received, *cells)  # its own cells, none of the other shard's
-        hows.add(ran(received, "exact", cells=1))
+        shard = json.loads((project.directory / f"shard-{k}" / "results.json").read_text())
+        hows.add(ran(received, side_by_side(shard), cells=1))
     merged = CliRunner().invoke(
         main,
         [
@@ -758,7 +767,7 @@ def judged(project: Project) -> str:
     assert "judge: FAIL: keyword missing" in reasons["down"], reasons
     received = project.received()
     sent(project, received, (GOLDEN, priced(project)), (GOLDEN, UNAVAILABLE))
-    return ran(received, "exact", cells=2)
+    return ran(received, side_by_side(result), cells=2)
 
 
 FEATURES: dict[str, tuple[str, Callable[[Project], str]]] = {
