@@ -236,6 +236,43 @@ def test_reports_show_a_failed_cell_turn_by_turn(world: tuple[str, str, Memory])
     assert {c["invocation"] for c in cell["calls"]} == {"0.0.1", "0.1.2"}
 
 
+def test_a_conversation_after_one_message_prompts_shows_each_turns_own_calls(
+    world: tuple[str, str, Memory],
+) -> None:
+    endpoint, proxy_url, _ = world
+    doc = json.loads(config(endpoint, proxy_url))
+    doc["golden_prompts"] = ["What is the price of AAPL?", "What is MSFT at?", {"turns": TURNS}]
+    result = run_phases(load_config_text(json.dumps(doc)), ["contract"])
+    down = cells(result)["quotes-a-price[msft-down]"]
+    # the conversation is prompts 2-4 of the run: its turns are invocations 0.2.1, 0.3.2, 0.4.3
+    calls = {c.invocation: (c.url.rsplit("/", 1)[-1], c.status) for c in down.calls}
+    assert calls == {
+        "0.0": ("AAPL", 200),
+        "0.1": ("MSFT", 200),
+        "0.2.1": ("AAPL", 200),
+        "0.3.2": ("MSFT", 503),
+    }
+
+    lines = [line.strip() for line in terminal.render(result).splitlines()]
+    at = lines.index("conversation (golden prompt 3, run 1), 3 turns: turn 2 failed")
+    one, two, three = lines[at + 1 : at + 4]
+    assert one.endswith("| reply: AAPL is at 123.45 | calls: tool quotes 200")
+    assert two.endswith(f"| calls: tool quotes 503 | fired: {FAULT}")
+    assert three.endswith("| reply: I only know AAPL at 123.45 | calls: none")
+
+    suite = ET.fromstring(junit.render(result))
+    case = next(c for c in suite.iter("testcase") if c.get("name") == "quotes-a-price[msft-down]")
+    out = case.findtext("system-out") or ""
+    assert "| calls: tool quotes 200" in out
+    assert f"| calls: tool quotes 503 | fired: {FAULT}" in out
+
+    summary = markdown.render(result)
+    assert "| What is the price of AAPL? | AAPL is at 123.45 | tool quotes 200 | none |" in summary
+    assert "| And MSFT? | MSFT is unavailable &lt;retry later&gt; | tool quotes 503 |" in summary
+    assert "tool quotes 503 | none |" not in summary
+    assert f"turns: 1 ✓ · 2 ✗ ({FAULT}) · 3 ✓" in comment.render_first(result).replace("\\", "")
+
+
 def echo_config(endpoint: str) -> str:
     doc: dict[str, Any] = {
         "agent": {"endpoint": endpoint, "session": {"header": "X-Session-Id"}},

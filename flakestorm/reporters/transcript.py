@@ -86,29 +86,29 @@ def transcript(cell: CellResult, limit: int = MAX_CONVERSATIONS) -> tuple[Conver
     calls: dict[str, list[CallRecord]] = {}
     for call in cell.calls:
         calls.setdefault(call.invocation, []).append(call)
-    # a turn judged by several invariants (a replayed conversation's session) is one turn,
-    # shown by its first failed verdict; turns are numbered per run as they were sent
+    # each prompt of a run is the invocation ``RUN.PROMPT`` in the order it was sent, a
+    # one-message prompt included; a turn judged by several invariants (a replayed
+    # conversation's session) is one turn, shown by its first failed verdict
     position: dict[int, int] = {}
     turns_of: dict[tuple[int, int, int], TurnShown] = {}
     for prompt in cell.prompts:
-        key = (prompt.run, prompt.conversation or 0, prompt.turn or 0)
+        if prompt.turn is None or prompt.conversation is None:
+            position[prompt.run] = position.get(prompt.run, 0) + 1
+            continue
+        key = (prompt.run, prompt.conversation, prompt.turn)
         if key in turns_of:
             if not turns_of[key].failed:
                 turns_of[key] = dataclasses.replace(turns_of[key], prompt=prompt)
             continue
         index = position.get(prompt.run, 0)
         position[prompt.run] = index + 1
-        if prompt.turn is None or prompt.conversation is None:
-            turns_of[key] = TurnShown(0, prompt.run, 0, 0, prompt, ())
-            continue
         made = calls.get(f"{prompt.run}.{index}.{prompt.turn}", [])
         turns_of[key] = TurnShown(
             prompt.conversation, prompt.run, prompt.turn, 0, prompt, tuple(made)
         )
     grouped: dict[tuple[int, int], list[TurnShown]] = {}
-    for (run, conversation, turn), shown in turns_of.items():
-        if turn:
-            grouped.setdefault((run, conversation), []).append(shown)
+    for (run, conversation, _), shown in turns_of.items():
+        grouped.setdefault((run, conversation), []).append(shown)
     out = []
     for (run, conversation), turns in grouped.items():
         if not any(t.failed for t in turns):
