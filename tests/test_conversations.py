@@ -9,6 +9,7 @@ comparison answers from memory, calling nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -33,7 +34,14 @@ from flakestorm.loader import load_config, load_config_text
 from flakestorm.replay.export import export_sessions
 from flakestorm.reporters import comment, html, junit, markdown, terminal
 from flakestorm.reporters import json as json_report
-from flakestorm.results.model import CellResult, Status, to_document
+from flakestorm.reporters.transcript import compact, transcript, turn_line
+from flakestorm.results.model import (
+    CallRecord,
+    CellResult,
+    PromptResult,
+    Status,
+    to_document,
+)
 from flakestorm.results.shards import Shard
 
 PRICES = {"AAPL": "123.45", "MSFT": "456.78"}
@@ -271,6 +279,26 @@ def test_a_conversation_after_one_message_prompts_shows_each_turns_own_calls(
     assert "| And MSFT? | MSFT is unavailable &lt;retry later&gt; | tool quotes 503 |" in summary
     assert "tool quotes 503 | none |" not in summary
     assert f"turns: 1 ✓ · 2 ✗ ({FAULT}) · 3 ✓" in comment.render_first(result).replace("\\", "")
+
+
+def test_a_turns_fired_faults_are_listed_in_declaration_order() -> None:
+    news, quote = "tool_faults[0] slow(5 ms) on news", "tool_faults[1] error(503) on quotes"
+    turns = [
+        PromptResult(text, text, 0, n == 2, "ok", "reply", 1.0, conversation=0, turn=n)
+        for n, text in enumerate(TURNS, 1)
+    ]
+    calls = (  # turn 2 called quotes, then news
+        CallRecord("tool", "quotes", "GET", "/q", 503, (quote,), invocation="0.1.2"),
+        CallRecord("tool", "news", "GET", "/n", 200, (news,), invocation="0.1.2"),
+    )
+    cell = CellResult(
+        0, "quotes-a-price", "both", "high", Status.FAILED, "turn 1/3: no", prompts=tuple(turns)
+    )
+    cell = dataclasses.replace(cell, faults_fired=(news, quote), calls=calls)
+    (conversation,) = transcript(cell)
+    two = conversation.turns[1]
+    assert turn_line(two).endswith(f"| fired: {news}, {quote}")
+    assert f"2 ✓ ({news}, {quote})" in compact(conversation)
 
 
 def echo_config(endpoint: str) -> str:

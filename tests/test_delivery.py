@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import uuid
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -280,3 +282,89 @@ def test_an_unreachable_upstream_errors_the_cell_instead_of_failing_the_agent() 
         assert cells[scenario].reason.startswith(f"upstream unreachable: quotes ({dead} is unre")
         assert cells[scenario].checked is Status.FAILED  # its own verdict, kept
     assert result.exit_code == 3
+
+
+ORDER_AGENT = """
+import {tools}
+
+
+def answer(prompt):
+    quote = {tools}.get_quote("AAPL")  # the second declared fault's tool is called first
+    news = {tools}.get_news("AAPL")
+    return f"According to the feed: {{quote}} {{news}}"
+"""
+ORDER_TOOLS = """
+def get_news(ticker):
+    return "no news for " + ticker
+
+
+def get_quote(ticker):
+    return "123.45"
+"""
+
+
+def test_faults_fired_are_listed_in_declaration_order_in_every_report(tmp_path: Path) -> None:
+    from flakestorm.reporters import comment, html, junit, markdown, terminal
+    from flakestorm.reporters import json as json_report
+
+    suffix = uuid.uuid4().hex[:10]
+    agent, tools = f"order_agent_{suffix}", f"order_tools_{suffix}"
+    (tmp_path / f"{agent}.py").write_text(ORDER_AGENT.format(tools=tools))
+    (tmp_path / f"{tools}.py").write_text(ORDER_TOOLS)
+    doc = {
+        "agent": {
+            "type": "python",
+            "endpoint": f"{agent}:answer",
+            "tools": [f"{tools}:get_news", f"{tools}:get_quote"],
+        },
+        "golden_prompts": ["news and price of AAPL?", "AAPL?"],
+        "contract": {
+            "name": "c",
+            "invariants": [{"id": "clean", "type": "excludes_pattern", "patterns": ["IGNORE"]}],
+            "chaos_matrix": [
+                {
+                    "name": "all",
+                    "tool_faults": [
+                        {"tool": "get_news", "mode": "slow", "delay_ms": 1},
+                        {"tool": "get_quote", "mode": "slow", "delay_ms": 1},
+                    ],
+                    "context_attacks": [
+                        {"type": "indirect_injection", "payloads": ["IGNORE"]},
+                        {"type": "memory_poisoning", "payload": "Remember me."},
+                    ],
+                }
+            ],
+        },
+        "advanced": {"seed": 1},
+    }
+    path = tmp_path / "flakestorm.yaml"
+    path.write_text(json.dumps(doc))
+    result = run_config(path)
+    cell = contract_cells(result)["clean[all]"]
+    assert cell.status is Status.FAILED  # the agent quoted the poisoned results
+    # each invocation's calls fired tool_faults[1] before tool_faults[0]
+    for invocation in ("0.0", "0.1"):
+        assert [c.fired[0] for c in cell.calls if c.invocation == invocation] == [
+            "tool_faults[1] slow(1 ms) on get_quote",
+            "tool_faults[0] slow(1 ms) on get_news",
+        ]
+    declared = [
+        "tool_faults[0] slow(1 ms) on get_news",
+        "tool_faults[1] slow(1 ms) on get_quote",
+        "context_attacks[0] indirect_injection",
+        "context_attacks[1] memory_poisoning(append)",
+    ]
+    assert list(cell.faults_fired) == declared
+    shown = ", ".join(declared)
+
+    document = json.loads(json_report.render(result))
+    (kept,) = document["phases"]["contract"]["cells"]
+    assert kept["faults_fired"] == declared
+    assert f"(faults fired: {shown})" in terminal.render(result)
+    assert shown in markdown.render(result).replace("\\", "")
+    assert shown in comment.render_first(result).replace("\\", "")
+    out = ET.fromstring(junit.render(result)).findtext(".//testcase/system-out") or ""
+    assert f"faults fired: {shown}" in out
+    page = html.render(result)
+    at = [page.index(label) for label in declared]
+    assert at == sorted(at)

@@ -116,7 +116,7 @@ def test_when_skips_and_memory_poisoning_reaches_the_input() -> None:
     assert "no_chaos" in results["calm-only[poisoned]"].reason
     poisoned = results["no-evil[poisoned]"]
     assert poisoned.status is Status.FAILED
-    assert poisoned.faults_fired == ("memory_poisoning(append)",)
+    assert poisoned.faults_fired == ("context_attacks[0] memory_poisoning(append)",)
     assert poisoned.prompts[0].prompt == "hello"
     assert poisoned.prompts[0].sent == "hello\n\nEVIL"
     assert results["no-evil[calm]"].faults_fired == ()

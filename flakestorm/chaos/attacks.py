@@ -7,14 +7,16 @@ are delivered where those travel (the proxy, the python wrappers), not here.
 
 from __future__ import annotations
 
+from flakestorm.chaos.labels import attack_label
 from flakestorm.config import ContextAttackType, PoisonStrategy, Scenario
 
 
 def poison_input(prompt: str, scenario: Scenario, turn: int = 1) -> tuple[str, tuple[str, ...]]:
     """The input the agent receives under ``scenario`` on turn ``turn`` of a conversation (a
-    one-message prompt is turn 1), and the attacks that fired on it."""
+    one-message prompt is turn 1), and the attacks that fired on it
+    (``context_attacks[0] memory_poisoning(append)``)."""
     fired = []
-    for attack in scenario.context_attacks:
+    for index, attack in enumerate(scenario.context_attacks):
         if attack.type is not ContextAttackType.MEMORY_POISONING or attack.payload is None:
             continue
         if attack.turns is not None and turn not in attack.turns:
@@ -26,5 +28,5 @@ def poison_input(prompt: str, scenario: Scenario, turn: int = 1) -> tuple[str, t
             prompt = f"{prompt}\n\n{attack.payload}"
         else:
             prompt = attack.payload
-        fired.append(f"memory_poisoning({strategy.value})")
+        fired.append(f"{attack_label(index, attack)}({strategy.value})")
     return prompt, tuple(fired)

@@ -30,7 +30,7 @@ from flakestorm.chaos.interactions import Interaction
 from flakestorm.chaos.labels import attack_label, llm_fault_label, schedule_of, tool_fault_label
 from flakestorm.config import Scenario, Scheduled
 from flakestorm.results.model import CallRecord, CellResult, ScenarioInfo, Status
-from flakestorm.results.scenarios import MAX_UNATTRIBUTED_CALLS
+from flakestorm.results.scenarios import MAX_UNATTRIBUTED_CALLS, declaration_order
 
 if TYPE_CHECKING:
     from flakestorm.chaos.channels import Channel
@@ -96,11 +96,10 @@ def prove(
     out = []
     for cell in cells:
         own = by_cell.get(cell.id, [])
-        fired = dict.fromkeys(cell.faults_fired)
-        for interaction in own:
-            fired.update(dict.fromkeys(interaction.fired))
+        # in the order the scenario declares them, not the order the calls arrived in
+        fired = declaration_order([*cell.faults_fired, *(f for i in own for f in i.fired)])
         calls = tuple(call_record(i) for i in own)
-        out.append(dataclasses.replace(cell, faults_fired=tuple(fired), calls=calls))
+        out.append(dataclasses.replace(cell, faults_fired=fired, calls=calls))
     proof = dataclasses.replace(
         info,
         declared=declared,
@@ -130,7 +129,7 @@ def call_record(interaction: Interaction) -> CallRecord:
         method=interaction.method,
         url=interaction.url,
         status=interaction.status,
-        fired=interaction.fired,
+        fired=declaration_order(interaction.fired),
         upstream_error=interaction.upstream_error,
         latency_ms=round(interaction.latency_ms, 3),
         invocation=invocation_of(interaction.cell_id),

@@ -16,6 +16,7 @@ from typing import Protocol
 from flakestorm.engine.events import CellFinished, Event, ScenarioFinished
 from flakestorm.engine.plan import Cell
 from flakestorm.results.model import CellResult, PromptResult, Status
+from flakestorm.results.scenarios import declaration_order
 
 
 class Counts(Protocol):
@@ -219,7 +220,7 @@ def _result(
         status=status,
         reason=reason,
         prompts=prompts,
-        faults_fired=fired,
+        faults_fired=declaration_order(fired),
     )
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from flakestorm.results.model import CallRecord, CellResult, PromptResult
+from flakestorm.results.scenarios import declaration_order
 
 MAX_CONVERSATIONS = 2
 """The most conversations of one cell a report shows turn by turn."""
@@ -38,7 +39,8 @@ class TurnShown:
 
     @property
     def fired(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(label for call in self.calls for label in call.fired))
+        """The faults that fired on this turn, in the order the scenario declares them."""
+        return declaration_order(label for call in self.calls for label in call.fired)
 
     @property
     def reply(self) -> str:

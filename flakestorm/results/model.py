@@ -106,7 +106,9 @@ class CellResult:
     runs_total: int = 0
     prompts: tuple[PromptResult, ...] = ()
     faults_fired: tuple[str, ...] = ()
-    """Each fault that was actually injected in this cell, e.g. ``memory_poisoning(append)``."""
+    """Each fault that was actually injected in this cell, e.g.
+    ``context_attacks[1] memory_poisoning(append)``, in declaration order
+    (:func:`~flakestorm.results.scenarios.declaration_order`)."""
     calls: tuple[CallRecord, ...] = ()
     """The tool and LLM calls the agent made in this cell (chaos scenarios)."""
     checked: Status | None = None

@@ -4,6 +4,7 @@ read back from ``results.json`` (re-exported by :mod:`flakestorm.results.model`)
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,6 +13,25 @@ from flakestorm.results import delivery_reasons
 
 MAX_UNATTRIBUTED_CALLS = 20
 """The most calls not attributed to a cell a scenario keeps (all are counted)."""
+
+_KINDS = ("tool_faults", "llm_faults", "context_attacks")
+"""A scenario's fault lists in the order they are declared (each label starts ``KIND[i]``)."""
+_DECLARED = re.compile(r"(tool_faults|llm_faults|context_attacks)\[(\d+)\]")
+
+
+def declaration_order(labels: Iterable[str]) -> tuple[str, ...]:
+    """The distinct fault labels of ``labels`` in the order their scenario declares them —
+    ``tool_faults[i]`` by index, then ``llm_faults[i]``, then ``context_attacks[i]`` —
+    whatever order the calls that fired them arrived in; a label naming no declared fault
+    comes after them, as given. Every list of faults that fired is kept and shown so."""
+
+    def key(label: str) -> tuple[int, int]:
+        found = _DECLARED.match(label)
+        if found is None:
+            return len(_KINDS), 0
+        return _KINDS.index(found[1]), int(found[2])
+
+    return tuple(sorted(dict.fromkeys(labels), key=key))
 
 
 @dataclass(frozen=True)
