@@ -29,11 +29,13 @@ from support.server import LoopbackServer, Request, Response
 from flakestorm.agents.session import session_id
 from flakestorm.authoring.preview import count_matrix
 from flakestorm.chaos.proxy.server import ChaosProxy
+from flakestorm.config import OutputFormat
 from flakestorm.engine.runner import Overrides, run_phases
 from flakestorm.loader import load_config, load_config_text
 from flakestorm.replay.export import export_sessions
 from flakestorm.reporters import comment, html, junit, markdown, terminal
 from flakestorm.reporters import json as json_report
+from flakestorm.reporters.registry import write_reports
 from flakestorm.reporters.transcript import compact, transcript, turn_line
 from flakestorm.results.model import (
     CallRecord,
@@ -43,6 +45,8 @@ from flakestorm.results.model import (
     to_document,
 )
 from flakestorm.results.shards import Shard
+from flakestorm.results.spool import Spooled
+from flakestorm.results.stream import read_streamed
 
 PRICES = {"AAPL": "123.45", "MSFT": "456.78"}
 TURNS = ["What is the price of AAPL?", "And MSFT?", "Which of the two is higher?"]
@@ -416,6 +420,74 @@ def test_a_python_agent_taking_session_id_holds_each_conversation_in_its_own_ses
             (None, None),
         ]
         assert cell.status is Status.PASSED
+
+
+def test_reports_that_leave_the_runner_mask_pii_in_each_turn_as_in_the_failure(
+    tmp_path: Path,
+) -> None:
+    module = f"pii_agent_{uuid.uuid4().hex[:10]}"
+    (tmp_path / f"{module}.py").write_text(
+        "def answer(prompt, session_id=''):\n"
+        "    if 'contact' in prompt:\n"
+        "        return 'Write to admin@example.com (source: staff list)'\n"
+        "    return 'ok: ' + prompt\n"
+    )
+    doc = {
+        "agent": {"type": "python", "endpoint": f"{module}:answer"},
+        "golden_prompts": ["hello", {"turns": ["hi", "Whom do I contact?", "thanks"]}],
+        "contract": {
+            "name": "c",
+            "invariants": [
+                {"id": "no-pii", "type": "excludes_pii", "turn": "every"},
+                {"id": "cites", "type": "contains", "value": "source", "turn": "every"},
+            ],
+            "chaos_matrix": [{"name": "calm"}],
+        },
+        "advanced": {"seed": 3},
+    }
+    path = tmp_path / "flakestorm.yaml"
+    path.write_text(json.dumps(doc))
+    result = run_phases(load_config(path), ["contract"])
+    by_id = cells(result)
+    assert by_id["no-pii[calm]"].reason == "turn 2/3: found email `a***@e***.com` at 9"
+    assert by_id["cites[calm]"].status is Status.FAILED  # turns 1 and 3 cite nothing
+
+    text = junit.render(result)
+    assert "admin@example.com" not in text
+    cases = {c.get("name"): c for c in ET.fromstring(text).iter("testcase")}
+    # the failure of the leak invariant: its message masks the e-mail, its reply is cut there
+    failure = cases["no-pii[calm]"].find("failure")
+    assert failure is not None and failure.get("message") == by_id["no-pii[calm]"].reason
+    assert "reply (" in (failure.text or "") and "\nWrite to \n[… cut where" in (failure.text or "")
+    leak = cases["no-pii[calm]"].findtext("system-out") or ""
+    assert "turn 2/3 FAILED: found email `a***@e***.com` at 9 | sent: Whom do I contact? | " in leak
+    assert "| reply: Write to [… cut where the reply shows what a leak invariant forbids" in leak
+    # the other invariant's turn lines quote the same reply: masked by the same rule
+    turns = cases["cites[calm]"].findtext("system-out") or ""
+    assert (
+        "turn 2/3 held | sent: Whom do I contact? | reply: Write to a***@e***.com (source: "
+        "staff list) | calls: none" in turns
+    )
+    properties = {p.get("name"): p.get("value") for p in ET.fromstring(text).iter("property")}
+    assert properties["public_safe"] == (
+        "1 PII finding(s) masked, 1 reply(ies) cut where a leak invariant matched; the full "
+        "text is in results.json and report.html"
+    )
+    # the file a run writes says the same, and so does `flakestorm report` from results.json
+    # (its cells read back from a spool, one at a time)
+    files = write_reports(result, tmp_path / "reports")
+    assert files[OutputFormat.JUNIT].read_text("utf-8") == text
+    with files[OutputFormat.JSON].open(encoding="utf-8") as kept:
+        again = read_streamed(kept, tmp_path)
+    assert isinstance(again.phases["contract"].cells, Spooled)
+    assert junit.render(again) == text
+    for public_report in (markdown.render(result), comment.render_first(result)):
+        assert "admin@example.com" not in public_report
+    masked = "| Write to a\\*\\*\\*@\u200de\\*\\*\\*.com (source: staff list) |"  # no @-mention
+    assert masked in markdown.render(result)
+    # the run's own artifact keeps the full text
+    assert "admin@example.com" in json_report.render(result)
+    assert "admin@example.com" in html.render(result)
 
 
 def test_a_replayed_conversation_reproduces_the_recorded_failure_turn_by_turn(

@@ -27,6 +27,13 @@
 Agent output and config strings are untrusted: every string goes through
 :func:`flakestorm.reporters.escape.clean` (characters illegal in XML 1.0 become U+FFFD) and
 the XML serializer escapes the rest, so the document always parses.
+
+JUnit leaves the runner: test-report actions publish it as check runs, which anyone can read
+on a public repository. So it quotes the agent's output public-safe, by the rule of the job
+summary and the PR comment (:func:`flakestorm.reporters.public.public`: replies cut where a leak
+invariant matched, PII masked) — the failure details, each turn of a conversation in
+``system-out`` and the mutations alike — and each suite's ``public_safe`` property says what was
+withheld. ``results.json`` and ``report.html`` keep the full text.
 """
 
 from __future__ import annotations
@@ -34,17 +41,19 @@ from __future__ import annotations
 import io
 import uuid
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TextIO
 
 from junit_xml import TestCase, TestSuite
 
 from flakestorm.reporters import breaking
 from flakestorm.reporters.escape import clean, excerpt
+from flakestorm.reporters.public import PublicResult, public
 from flakestorm.reporters.transcript import transcript, turn_line
 from flakestorm.reporters.view import (
     call_status,
     call_target,
+    cell_reader,
     phase_counts,
     phases,
     score_text,
@@ -59,7 +68,6 @@ from flakestorm.results.model import (
     PromptResult,
     RunResult,
     Status,
-    cell_from_document,
 )
 from flakestorm.results.spool import Spooled
 from flakestorm.results.tally import seconds, tally_of
@@ -243,8 +251,9 @@ def _mutation_case(
     return case
 
 
-def _suite(result: RunResult, outcome: PhaseOutcome) -> Any:
-    """The phase's suite without its cases (:func:`_cases` makes them)."""
+def _suite(result: RunResult, outcome: PhaseOutcome, withheld: str = "") -> Any:
+    """The phase's suite without its cases (:func:`_cases` makes them); ``withheld``: what the
+    report does not quote of the agent's output (its ``public_safe`` property)."""
     file = clean(result.config_path)
     properties = {
         "phase": clean(outcome.phase),
@@ -281,6 +290,8 @@ def _suite(result: RunResult, outcome: PhaseOutcome) -> Any:
         )
     if not result.complete:
         properties["stop_reason"] = clean(result.stop_reason or "unknown")
+    if withheld:
+        properties["public_safe"] = withheld
     return TestSuite(
         name=clean(outcome.name),
         test_cases=[],
@@ -296,22 +307,24 @@ def _suite(result: RunResult, outcome: PhaseOutcome) -> Any:
     )
 
 
-def _cases(result: RunResult, outcome: PhaseOutcome) -> Iterator[str]:
-    """The phase's cases' elements, one at a time: its cells, then its mutations. A spooled
-    phase's cells are read as the documents it wrote (:class:`_CellCases`)."""
+def _cases(result: RunResult, outcome: PhaseOutcome, shown: PhaseOutcome) -> Iterator[str]:
+    """The phase's cases' elements, one at a time: its cells, then its mutations, as
+    ``shown`` (``outcome`` made public-safe, or ``outcome``) quotes them. A spooled phase's
+    cells are read as the documents it wrote (:class:`_CellCases`), a cell whose case quotes
+    the agent from ``shown``."""
     name = clean(outcome.name)
     file = clean(result.config_path)
     lines = {i.id: i.line for i in outcome.invariants}
     texts = _Lines()
     accepted = _accepted(result, outcome)
     if isinstance(outcome.cells, Spooled):
-        cases = _CellCases(name, file, lines, texts, accepted)
+        cases = _CellCases(name, file, lines, texts, accepted, cell_reader(shown.cells))
         yield from map(cases, outcome.cells.documents())
     else:
-        for cell in outcome.cells:
+        for cell in shown.cells:
             line = lines.get(cell.invariant_id)
             yield _case_xml(_case(cell, name, file, line, texts, accepted))
-    for mutation in outcome.mutations:
+    for mutation in shown.mutations:
         yield _case_xml(_mutation_case(mutation, name, file, accepted))
 
 
@@ -339,7 +352,8 @@ class _CellCases:
     """The element of a cell's case from its document, as :func:`_case_xml` writes
     :func:`_case`'s: a cell that passed, was skipped or did not run and has no conversation
     (no details, no transcript) from the few fields its case shows, made once per distinct
-    severity, status and reason; any other read into a cell first."""
+    severity, status and reason; any other read by its index with ``read`` (made public-safe,
+    as the report quotes it)."""
 
     def __init__(
         self,
@@ -348,16 +362,18 @@ class _CellCases:
         lines: dict[str, int],
         texts: _Lines,
         accepted: Mapping[str, str],
+        read: Callable[[int], CellResult],
     ) -> None:
         self._classname, self._file, self._lines, self._texts = classname, file, lines, texts
         self._accepted = accepted
+        self._read = read
         self._tails: dict[str, str] = {}  # per invariant: the attributes after ``time``
         self._outs: dict[tuple[Any, ...], str] = {}  # what follows the attributes
 
     def __call__(self, d: dict[str, Any]) -> str:
         status, prompts = d["status"], d["prompts"]
         if status not in _SHORT or any(p.get("turn") is not None for p in prompts):
-            cell = cell_from_document(d)
+            cell = self._read(d["index"])
             line = self._lines.get(cell.invariant_id)
             case = _case(cell, self._classname, self._file, line, self._texts, self._accepted)
             return _case_xml(case)
@@ -505,15 +521,26 @@ def _attribute(value: str) -> str:
     return value.translate(_ATTRIBUTE)
 
 
-def render(result: RunResult) -> str:
+def render(result: RunResult, *, redact: bool = True) -> str:
     """The JUnit XML document for ``result`` (:func:`write`'s text)."""
     out = io.StringIO()
-    write(result, out)
+    write(result, out, redact=redact)
     return out.getvalue()
 
 
-def write(result: RunResult, out: TextIO) -> None:
-    """Write the JUnit XML document for ``result`` to ``out``, a case at a time.
+def _withheld(safe: PublicResult) -> str:
+    """The ``public_safe`` property: what the report does not quote, or "" (nothing)."""
+    if not safe.changed:
+        return ""
+    return (
+        f"{safe.masked} PII finding(s) masked, {safe.cut} reply(ies) cut where a leak "
+        "invariant matched; the full text is in results.json and report.html"
+    )
+
+
+def write(result: RunResult, out: TextIO, *, redact: bool = True) -> None:
+    """Write the JUnit XML document for ``result`` to ``out``, a case at a time; ``redact``
+    (the default): the agent's output quoted public-safe (see the module docstring).
 
     Each suite's element comes from ``junit-xml`` (``TestSuite.build_xml_doc``) without its
     cases; its counts and the ``<testsuites>`` totals lead the document, and come from the
@@ -525,12 +552,14 @@ def write(result: RunResult, out: TextIO) -> None:
     over the serialized text for illegal characters is not needed.
     """
     token = uuid.uuid4().hex  # a case that stands for a suite's cases (no string of the run)
+    safe = public(result) if redact else PublicResult(result, 0, 0)
+    withheld = _withheld(safe)
     root = ET.Element("testsuites")
     totals = dict.fromkeys(_TOTALS, 0)
     time_s = 0.0
     streamed = []
     for outcome in phases(result):
-        element = _suite(result, outcome).build_xml_doc()
+        element = _suite(result, outcome, withheld).build_xml_doc()
         counts, suite_s = _counts(outcome)
         accepted = len(_accepted(result, outcome))  # failed, shown as skipped
         counts["failures"] -= accepted
@@ -557,6 +586,7 @@ def write(result: RunResult, out: TextIO) -> None:
     for outcome in streamed:
         head, text = text.split(marker, 1)
         out.write(head)
-        for number, case in enumerate(_cases(result, outcome)):
+        shown = safe.result.phases.get(outcome.phase, outcome)
+        for number, case in enumerate(_cases(result, outcome, shown)):
             out.write(("\n\t\t" if number else "") + case)
     out.write(text)

@@ -1,9 +1,12 @@
-"""Public-safe reports: what the job summary and the PR comment may quote of the agent's replies.
+"""Public-safe reports: what the job summary, the PR comment and JUnit may quote of the agent's
+replies.
 
-A job summary is world-readable on a public repository, and so is a PR comment. What the
-contract caught must not be republished there: the PII an ``excludes_pii`` invariant found, the
-system prompt a probe extracted. :func:`public` returns a copy of a run's result for those two
-reports, in two separate steps over the agent's output:
+A job summary is world-readable on a public repository, and so is a PR comment, and so are the
+check runs test-report actions make of ``junit.xml``. What the contract caught must not be
+republished there: the PII an ``excludes_pii`` invariant found, the system prompt a probe
+extracted. :func:`public` returns a copy of a run's result for those reports (the one rule:
+they quote what it returns, none masks a text of its own), in two separate steps over the
+agent's output:
 
 1. **Cut at the leak.** A reply that failed a leak invariant (``leak_at`` of an invocation or a
    mutation, see :data:`flakestorm.checks.invariants.LEAK_TYPES`) keeps only what comes before the
@@ -25,8 +28,10 @@ errored ones first, by index, for the counts; a matrix reads none (its marks are
 
 Secrets are another rule, applied to every report before this one
 (:mod:`flakestorm.redaction`). ``results.json`` and ``report.html``, the run's artifact, keep
-the full text, and the reports that use this say so (:data:`NOTE`). The action's ``redact:
-off`` input (for private repositories) renders them from the full result instead.
+the full text, and the reports that use this say so (:data:`NOTE`; JUnit in its suites'
+``public_safe`` property). The action's ``redact: off`` input (for private repositories)
+renders the job summary and the comment from the full result instead; ``summary.md`` and
+``junit.xml`` in the report directory stay public-safe.
 """
 
 from __future__ import annotations
