@@ -19,7 +19,7 @@
   ``undelivered_faults`` (``scenario: fault`` joined by ``; ``) when a declared fault was not
   delivered, ``serial_scenarios`` when some scenario's cells ran one at a time,
   ``breaking_point[SCENARIO]`` per swept scenario (the field, then each invariant's breaking
-  point), and
+  point), ``public_safe`` when the agent's output it quotes was masked or cut (below), and
   ``stop_reason`` for a partial run. ``junit-xml`` has no case-level properties, so each case's
   ``severity`` (with status, flakiness and faults fired) is the first lines of its
   ``<system-out>``.
