@@ -23,15 +23,38 @@ def proxy(upstream: LoopbackServer) -> Iterator[ChaosProxy]:  # noqa: F811
         yield p
 
 
+class _OneReader:
+    """One buffered reader of a connection for every reply read off it: a reply read through a
+    reader of its own may buffer the next reply's bytes, which the next reader then never sees
+    (the replies arrive in one segment on a busy machine). Closing a reply keeps it open."""
+
+    def __init__(self, agent: socket.socket) -> None:
+        self._file = agent.makefile("rb")
+
+    def makefile(self, *args: object, **kwargs: object) -> _OneReader:
+        return self
+
+    def close(self) -> None:
+        pass
+
+    def release(self) -> None:
+        self._file.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._file, name)
+
+
 def replies(proxy: ChaosProxy, data: bytes, count: int) -> list[tuple[int, dict[str, str], Any]]:
     """Send ``data`` on one connection; read ``count`` replies (status, headers, JSON body)."""
     with socket.create_connection((proxy.host, proxy.port), timeout=5) as agent:
         agent.sendall(data)
+        reader = _OneReader(agent)
         out = []
         for _ in range(count):
-            reply = http.client.HTTPResponse(agent)
+            reply = http.client.HTTPResponse(reader)  # type: ignore[arg-type]
             reply.begin()
             out.append((reply.status, dict(reply.getheaders()), json.loads(reply.read())))
+        reader.release()
         return out
 
 
