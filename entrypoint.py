@@ -16,6 +16,11 @@ anything else is printed; agent output never reaches the log raw.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # a cancel can come at any moment: the signals are handled first
+    from flakestorm.stopping import handle_signals_from_start
+
+    SIGNALS = handle_signals_from_start()
+
 import contextlib
 import os
 import sys
@@ -59,7 +64,7 @@ from flakestorm.reporters.view import RunVerdict, error_causes, run_verdict
 from flakestorm.results import clock
 from flakestorm.results.model import InvariantInfo, MutationResult, PhaseOutcome, RunResult, Status
 from flakestorm.results.trend import Trend, trend_of
-from flakestorm.stopping import GRACE_S, Stop, stopping_on_signals
+from flakestorm.stopping import GRACE_S, Interrupted, Stop, stopping_on_signals
 
 TITLE = "flakestorm"
 
@@ -128,34 +133,40 @@ class _Action:
                 title=f"{TITLE}: no config",
             )
             return int(ExitCode.CONFIG_ERROR)
-        # relative to the working directory when that is the workspace (as in the action), so
-        # reports name the config as the repository does
-        here = Path.cwd().resolve() == self.workspace.resolve()
-        try:
-            loaded = load_config(Path(self.config_name) if here else self.config_path, env=self.env)
-        except ConfigError as exc:
-            return self._config_error(exc)
-        # the proxy token is a secret too (usually this run's github.token, which the runner
-        # masks itself; a token of the user's own is masked here)
-        secrets = set(loaded.secrets)
-        if self.settings.proxy_token:
-            secrets.add(self.settings.proxy_token)
-        for secret in sorted(secrets):
-            gh.add_mask(secret)
-        self._config_warnings(loaded.warnings)
-        out_dir = self.workspace / (self.settings.report_dir or loaded.config.output.dir)
         stop = Stop()
+        where: list[Path] = []  # the report directory, once the config says it
 
         def stopping() -> None:
+            to = f" to {self._relative(where[0])}" if where else ""
             gh.log(
                 f"flakestorm: cancelled: invocations in flight get {GRACE_S:g} s, then the "
-                f"partial reports are written to {self._relative(out_dir)}"
+                f"partial reports are written{to}"
             )
 
-        # SIGINT then SIGTERM (a cancelled job): the run stops, and the reports still get written;
-        # every log line and report is redacted before any cut (redaction.active)
-        with stopping_on_signals(stop, stopping), redacting(Redactor(secrets)):
-            return self._run_and_report(loaded, out_dir, stop)
+        # SIGINT then SIGTERM (a cancelled job), from before the config is read: the run stops,
+        # and the reports still get written
+        with stopping_on_signals(stop, stopping):
+            # relative to the working directory when that is the workspace (as in the action),
+            # so reports name the config as the repository does
+            here = Path.cwd().resolve() == self.workspace.resolve()
+            try:
+                path = Path(self.config_name) if here else self.config_path
+                loaded = load_config(path, env=self.env)
+            except ConfigError as exc:
+                return self._config_error(exc)
+            # the proxy token is a secret too (usually this run's github.token, which the
+            # runner masks itself; a token of the user's own is masked here)
+            secrets = set(loaded.secrets)
+            if self.settings.proxy_token:
+                secrets.add(self.settings.proxy_token)
+            for secret in sorted(secrets):
+                gh.add_mask(secret)
+            self._config_warnings(loaded.warnings)
+            out_dir = self.workspace / (self.settings.report_dir or loaded.config.output.dir)
+            where.append(out_dir)
+            # every log line and report is redacted before any cut (redaction.active)
+            with redacting(Redactor(secrets)):
+                return self._run_and_report(loaded, out_dir, stop)
 
     def _run_and_report(self, loaded: LoadedConfig, out_dir: Path, stop: Stop) -> int:
         result = self._guarded(lambda: self._execute(loaded, out_dir, stop), out_dir)
@@ -654,4 +665,9 @@ def _shown(delta: Delta) -> Delta:
 
 
 if __name__ == "__main__":
-    sys.exit(main(os.environ))
+    try:
+        code = main(os.environ)
+    except Interrupted as exc:  # a second signal before the run took the signals over
+        print(f"flakestorm: interrupted ({exc.name}): nothing more was done", flush=True)
+        code = int(ExitCode.INFRASTRUCTURE_ERROR)
+    sys.exit(SIGNALS.exit_code(code))

@@ -9,6 +9,16 @@ GitHub cancels a job with SIGINT, then SIGTERM 7.5 s later, then SIGKILL; ``dock
   abandoned (their cells ``not_run``); every report is written and the run exits 3;
 - a second signal (SIGINT or SIGTERM) ends the grace at once (:meth:`Stop.hurry`); it never
   raises ``KeyboardInterrupt``.
+
+A cancel can come at any moment, start-up included (SPEC §5, "Interrupts at any moment"): the
+``flakestorm`` command and the action install :class:`StartUp`'s handler as the first thing
+they do, before anything heavy is imported. Until a run takes the signals over
+(:func:`stopping_on_signals`, entered before the config is read), the first signal is kept: the
+run then starts stopped — nothing is sent, every report is written with its cells ``not_run`` —
+and exits 3. A command that cannot stop cleanly (:meth:`StartUp.abrupt`: every command but the
+runs) ends at the signal with :class:`Interrupted`, exit 3, as does a second signal before a run
+has taken over. Nothing is ever killed by the default handler, nor reads as ``Aborted!`` or a
+failed gate.
 """
 
 from __future__ import annotations
@@ -62,13 +72,77 @@ def abandoned(stop: threading.Event, noticed: list[float]) -> bool:
     return time.monotonic() - noticed[0] >= GRACE_S
 
 
+class Interrupted(BaseException):
+    """A signal ended a process that could not stop cleanly: it exits 3 (never a failed gate).
+    A BaseException, so that no ``except Exception`` takes it for an error."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def name(self) -> str:
+        """The signal's name (``SIGINT``)."""
+        return signal.Signals(self.signum).name
+
+
+class StartUp:
+    """A process's signal handling from its first instruction (see the module docstring):
+    :attr:`stop` is set by the first SIGINT or SIGTERM no run has taken over."""
+
+    def __init__(self) -> None:
+        self.stop = Stop()
+        self.signum: int | None = None
+        self._abrupt = False
+
+    def handler(self, signum: int, frame: object) -> None:
+        again = self.stop.is_set()
+        self.signum = self.signum or signum
+        self.stop.set()
+        if again or self._abrupt:
+            raise Interrupted(signum)
+
+    def abrupt(self) -> None:
+        """The command turned out to be one that cannot stop cleanly: a signal now ends it
+        (:class:`Interrupted`), as one already received does at once."""
+        self._abrupt = True
+        if self.signum is not None:
+            raise Interrupted(self.signum)
+
+    def exit_code(self, code: int) -> int:
+        """The process's exit code: 3 once a signal came (an interrupted command never reads
+        as passed nor as a failed gate), else ``code``."""
+        return 3 if self.signum is not None else code
+
+
+_start_up: StartUp | None = None
+
+
+def handle_signals_from_start() -> StartUp:
+    """Install :class:`StartUp`'s handler for SIGINT and SIGTERM (the process's first
+    instruction: the ``flakestorm`` command, the action); it stays the process's handler
+    whenever no run has taken the signals over."""
+    global _start_up
+    _start_up = StartUp()
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, _start_up.handler)
+    return _start_up
+
+
+def start_up() -> StartUp | None:
+    """The process's :class:`StartUp`, when it installed one (not in a library's caller)."""
+    return _start_up
+
+
 @contextlib.contextmanager
 def stopping_on_signals(
     stop: threading.Event, on_stop: Callable[[], None] | None = None
 ) -> Iterator[None]:
     """While inside, the first SIGINT or SIGTERM sets ``stop`` and calls ``on_stop``; a second
-    one hurries it (:meth:`Stop.hurry`: nothing in flight is waited for). Signals can only be
-    handled in the main thread: elsewhere this does nothing."""
+    one hurries it (:meth:`Stop.hurry`: nothing in flight is waited for). A signal that came
+    during start-up, before this took over (:class:`StartUp`), counts as the first: ``stop``
+    is set at once. Signals can only be handled in the main thread: elsewhere this does
+    nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -83,6 +157,9 @@ def stopping_on_signals(
             on_stop()
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    early = start_up()
+    if early is not None and early.signum is not None and not stop.is_set():
+        handler(early.signum, None)
     try:
         yield
     finally:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tomllib
 from support.server import LoopbackServer, Request, Response
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,16 +39,40 @@ def contract_config(endpoint: str, **agent: Any) -> dict[str, Any]:
     }
 
 
-def start_run(tmp_path: Path, config: dict[str, Any], *extra: str) -> subprocess.Popen[str]:
+def start_run(
+    tmp_path: Path, config: dict[str, Any], *extra: str, launcher: tuple[str, ...] = ()
+) -> subprocess.Popen[str]:
     path = tmp_path / "flakestorm.yaml"
     path.write_text(json.dumps(config))
     return subprocess.Popen(
-        [sys.executable, "-m", "flakestorm", "contract", "run", "-c", str(path), *extra],
+        [
+            *(launcher or (sys.executable, "-m", "flakestorm")),
+            *("contract", "run", "-c", str(path), *extra),
+        ],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def console_script() -> tuple[str, ...]:
+    """The installed ``flakestorm`` command, as its console script runs it (pyproject's
+    ``[project.scripts]`` entry: ``sys.exit(function())``)."""
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    module, function = scripts["flakestorm"].split(":")
+    return (
+        sys.executable,
+        "-c",
+        f"import sys; from {module} import {function}; sys.exit({function}())",
+    )
+
+
+def signal_at(proc: subprocess.Popen[str], seconds: float, signum: int) -> threading.Timer:
+    """Send ``signum`` ``seconds`` after the process started (the moment is what is tested)."""
+    timer = threading.Timer(seconds, lambda: proc.poll() is None and proc.send_signal(signum))
+    timer.start()
+    return timer
 
 
 def cancel_like_github(proc: subprocess.Popen[str]) -> tuple[float, str, str]:
@@ -65,6 +91,23 @@ def cancel_like_github(proc: subprocess.Popen[str]) -> tuple[float, str, str]:
     elapsed = time.monotonic() - first
     stdout, stderr = proc.communicate(timeout=10)
     return elapsed, stdout, stderr
+
+
+def action_env(workspace: Path, files: Path) -> dict[str, str]:
+    """The action's environment as GitHub gives it: ``files`` receives outputs and summary."""
+    return {
+        **os.environ,
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_WORKSPACE": str(workspace),
+        "GITHUB_OUTPUT": str(files / "output"),
+        "GITHUB_STEP_SUMMARY": str(files / "summary"),
+        "GITHUB_REPOSITORY": "octo/repo",
+        "GITHUB_EVENT_NAME": "push",
+        "INPUT_CONFIG": "flakestorm.yaml",
+        "INPUT_COMMAND": "ci",
+        "INPUT_COMMENT": "off",
+        "INPUT_GITHUB-TOKEN": "",
+    }
 
 
 def assert_partial_reports(out_dir: Path) -> dict[str, Any]:
@@ -250,23 +293,10 @@ def test_the_action_says_where_the_partial_reports_are(
     (workspace / "flakestorm.yaml").write_text(json.dumps(config))
     files = tmp_path / "files"
     files.mkdir()
-    env = {
-        **os.environ,
-        "GITHUB_ACTIONS": "true",
-        "GITHUB_WORKSPACE": str(workspace),
-        "GITHUB_OUTPUT": str(files / "output"),
-        "GITHUB_STEP_SUMMARY": str(files / "summary"),
-        "GITHUB_REPOSITORY": "octo/repo",
-        "GITHUB_EVENT_NAME": "push",
-        "INPUT_CONFIG": "flakestorm.yaml",
-        "INPUT_COMMAND": "ci",
-        "INPUT_COMMENT": "off",
-        "INPUT_GITHUB-TOKEN": "",
-    }
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "entrypoint.py")],
         cwd=workspace,
-        env=env,
+        env=action_env(workspace, files),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -284,3 +314,140 @@ def test_the_action_says_where_the_partial_reports_are(
     assert "the partial reports are in flakestorm-reports" in stdout
     assert_partial_reports(workspace / "flakestorm-reports")
     assert "interrupted" in (files / "summary").read_text()
+
+
+START_UP_SIGNALS = [
+    pytest.param(signum, at, id=f"{signum.name}-at-{at}s")
+    for signum in (signal.SIGTERM, signal.SIGINT)
+    for at in (0.3, 0.8)
+]
+
+
+@pytest.mark.parametrize(("signum", "at"), START_UP_SIGNALS)
+@pytest.mark.parametrize("launcher", ["python -m flakestorm", "console script"])
+def test_a_signal_during_start_up_exits_3_with_every_report(
+    tmp_path: Path,
+    hanging_agent: tuple[LoopbackServer, threading.Event],
+    signum: signal.Signals,
+    at: float,
+    launcher: str,
+) -> None:
+    # the first instruction installs the handling: a signal in the imports, while the config
+    # is read or while the agent is asked is kept, and the run then starts stopped, so the
+    # config is always read and every report written (the agent hangs: nothing ever passes)
+    server, _ = hanging_agent
+    config = contract_config(server.url_for("/chat"), timeout=600_000)
+    launch = console_script() if launcher == "console script" else ()
+    proc = start_run(tmp_path, config, launcher=launch)
+    timer = signal_at(proc, at, signum)
+    try:
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        timer.cancel()
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 3, stdout + stderr
+    assert "Aborted" not in stdout + stderr
+    assert "Traceback" not in stderr
+    assert "Verdict: ERROR (exit 3: the run was interrupted" in stdout
+    results = assert_partial_reports(tmp_path / "flakestorm-reports")
+    assert statuses(results) == ["not_run"] * 3
+    assert results["exit_code"] == 3
+
+
+def test_a_signal_after_the_config_is_read_exits_3_with_every_report(tmp_path: Path) -> None:
+    # the config is read by the time the agent is first asked whether it is ready
+    probed = threading.Event()
+
+    def never_ready(request: Request) -> Response:
+        probed.set()
+        return Response.json({"ready": False}, status=503)
+
+    with LoopbackServer(never_ready) as server:
+        config = contract_config(
+            server.url_for("/chat"), health_endpoint="/health", ready_timeout=600_000
+        )
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            probed.clear()
+            out = tmp_path / signum.name
+            proc = start_run(tmp_path, config, "--output", str(out))
+            try:
+                assert probed.wait(60), "the run never asked whether the agent is ready"
+                proc.send_signal(signum)
+                stdout, stderr = proc.communicate(timeout=60)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+            assert proc.returncode == 3, stdout + stderr
+            assert "Aborted" not in stdout + stderr
+            results = assert_partial_reports(out)
+            assert statuses(results) == ["not_run"] * 3
+            assert results["invocations"] == 0
+
+
+RELAY = ("--proxy", "http://127.0.0.1:9", "--", "cat")
+
+
+def test_a_command_that_cannot_stop_cleanly_ends_at_a_signal_with_exit_3(tmp_path: Path) -> None:
+    # the stdio MCP relay, relaying `cat` (which ends when its input closes): SIGTERM used to
+    # kill it (-15), SIGINT to give "Aborted!" and exit 1
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "flakestorm", "mcp-stdio", "--name", "m", *RELAY],
+            cwd=tmp_path,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        timer = signal_at(proc, 0.8, signum)
+        try:
+            proc.wait(15)  # its input stays open: the relay runs until the signal
+        finally:
+            timer.cancel()
+            if proc.poll() is None:
+                proc.kill()
+        stdout, stderr = proc.communicate(timeout=10)
+        assert proc.returncode == 3, stdout + stderr
+        assert f"error: interrupted ({signum.name})" in stderr
+        assert "Aborted" not in stderr
+        assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize(("signum", "at"), START_UP_SIGNALS)
+def test_the_action_signalled_during_start_up_exits_3_with_every_report(
+    tmp_path: Path, signum: signal.Signals, at: float
+) -> None:
+    with LoopbackServer(lambda r: Response.json({"ready": False}, status=503)) as server:
+        workspace = tmp_path / "workspace"
+        workspace.mkdir()
+        config = contract_config(
+            server.url_for("/chat"), health_endpoint="/health", ready_timeout=600_000
+        )
+        (workspace / "flakestorm.yaml").write_text(json.dumps(config))
+        files = tmp_path / "files"
+        files.mkdir()
+        proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "entrypoint.py")],
+            cwd=workspace,
+            env=action_env(workspace, files),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        timer = signal_at(proc, at, signum)
+        try:
+            stdout, stderr = proc.communicate(timeout=60)
+        finally:
+            timer.cancel()
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 3, stdout + stderr
+    assert "Traceback" not in stderr
+    assert "flakestorm: cancelled" in stdout
+    results = assert_partial_reports(workspace / "flakestorm-reports")
+    assert statuses(results) == ["not_run"] * 3
+    assert "interrupted" in (files / "summary").read_text()
+    written = (files / "output").read_text()
+    outputs = {k: v for k, _, v in re.findall(r"^(\S+)<<(\S+)\n(.*?)\n\2$", written, re.M | re.S)}
+    assert outputs["passed"] == "false"

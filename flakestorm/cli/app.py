@@ -18,10 +18,15 @@ A reader of the output may leave early (``flakestorm mutations preview | head``)
 what is printed is dropped (:class:`ReaderMayLeave`), so the command still finishes — a run
 writes its reports and keeps its exit code — instead of dying in a ``BrokenPipeError``.
 
-Start-up is kept fast: the package imports only click and :mod:`flakestorm.errors` at import
-time; a command's module is imported only when that command runs (:class:`LazyGroup`, whose
-table gives ``--help`` each command's line), and pydantic, yaml and the engine inside the
-commands that need them.
+A signal (SIGINT, SIGTERM) is handled from the process's first instruction
+(:mod:`flakestorm.__main__`, :class:`~flakestorm.stopping.StartUp`): a run's command
+(:class:`StopsCleanly`) takes it over before it reads the config and writes every report; any
+other command ends at it, exit 3 (:meth:`LazyGroup.resolve_command` tells which it is).
+
+Start-up is kept fast: the package imports only click, :mod:`flakestorm.errors` and
+:mod:`flakestorm.stopping` at import time; a command's module is imported only when that
+command runs (:class:`LazyGroup`, whose table gives ``--help`` each command's line), and
+pydantic, yaml and the engine inside the commands that need them.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ import click
 
 from flakestorm import __version__
 from flakestorm.errors import ConfigError, ExitCode, FlakestormError, UsageError
+from flakestorm.stopping import start_up
 
 if TYPE_CHECKING:
     from flakestorm.loader import LoadedConfig
@@ -118,6 +124,12 @@ class ReaderMayLeave:
         return getattr(self.stream, name)
 
 
+class StopsCleanly(click.Command):
+    """A command that stops cleanly on SIGINT or SIGTERM, at any moment: the runs, which take
+    the signals over before they read the config and then write every report. A signal during
+    any other command ends it, exit 3 (:class:`~flakestorm.stopping.StartUp`)."""
+
+
 class LazyGroup(click.Group):
     """A click group whose commands are imported when one is run (or its help is asked for),
     not when the group is: ``lazy`` maps a command's name to the module of this package that
@@ -135,6 +147,15 @@ class LazyGroup(click.Group):
             importlib.import_module(f"flakestorm.cli.{self.lazy[cmd_name][0]}")
         return super().get_command(ctx, cmd_name)
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        early = start_up()
+        if early is not None and not isinstance(command, (click.Group, StopsCleanly)):
+            early.abrupt()  # a signal from now on (or one already received) ends the command
+        return name, command, rest
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = []
         for name in self.list_commands(ctx):
@@ -150,6 +171,9 @@ class LazyGroup(click.Group):
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
+
+
+LazyGroup.group_class = LazyGroup  # its groups' groups are lazy too (and know their commands)
 
 
 class FlakestormGroup(LazyGroup):

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from flakestorm.cli.app import main
+from flakestorm.cli.app import StopsCleanly, main
 from flakestorm.cli.run import conclude, execute, run_options
 
 
@@ -17,7 +17,7 @@ def replay() -> None:
     """Replay recorded sessions: reproduce incidents with the tool responses the agent saw."""
 
 
-@replay.command("run")
+@replay.command("run", cls=StopsCleanly)
 @run_options
 def replay_run(
     config_path: str,

@@ -11,7 +11,14 @@ from typing import Any
 
 import click
 
-from flakestorm.cli.app import collector_paused, contract, load, main, report_error
+from flakestorm.cli.app import (
+    StopsCleanly,
+    collector_paused,
+    contract,
+    load,
+    main,
+    report_error,
+)
 from flakestorm.errors import ExitCode, FlakestormError, UsageError
 from flakestorm.redaction import Redactor
 
@@ -134,27 +141,10 @@ def execute(
     phases: tuple[str, ...] = (),
     profile: str | None = None,
 ) -> Any:
-    """Load, run with Ctrl-C/SIGTERM stopping cleanly, write the reports; return the result."""
-    with collector_paused():  # start-up: the engine's import and the config's read
-        from flakestorm.engine.runner import (
-            output_dir,
-            run_ci,
-            run_contract_phase,
-            run_phases,
-        )
-        from flakestorm.reporters.registry import write_reports
-        from flakestorm.stopping import GRACE_S, Stop, stopping_on_signals
-
-        loaded = load(Path(config_path))
-    redact = Redactor(loaded.secrets)  # the one redaction function, for every line printed
-    for warning in loaded.warnings:
-        click.echo(redact(f"warning: {warning}"), err=True)
-    stop = Stop()
-    run: Callable[..., Any] = run_ci if ci else run_contract_phase
-    if phases:
-
-        def run(loaded: Any, overrides: Any, **kwargs: Any) -> Any:
-            return run_phases(loaded, phases, overrides, chaos_profile=profile, **kwargs)
+    """Load, run with Ctrl-C/SIGTERM stopping cleanly, write the reports; return the result.
+    The signals are taken over before the config is read: a signal from then on (or one that
+    came during start-up) still writes every report, its cells ``not_run``, and exits 3."""
+    from flakestorm.stopping import GRACE_S, Stop, stopping_on_signals
 
     def stopping() -> None:
         click.echo(
@@ -163,8 +153,28 @@ def execute(
             err=True,
         )
 
-    out = output_dir(loaded, overrides)
+    stop = Stop()
     with stopping_on_signals(stop, stopping):
+        with collector_paused():  # start-up: the engine's import and the config's read
+            from flakestorm.engine.runner import (
+                output_dir,
+                run_ci,
+                run_contract_phase,
+                run_phases,
+            )
+            from flakestorm.reporters.registry import write_reports
+
+            loaded = load(Path(config_path))
+        redact = Redactor(loaded.secrets)  # the one redaction function, for every line printed
+        for warning in loaded.warnings:
+            click.echo(redact(f"warning: {warning}"), err=True)
+        run: Callable[..., Any] = run_ci if ci else run_contract_phase
+        if phases:
+
+            def run(loaded: Any, overrides: Any, **kwargs: Any) -> Any:
+                return run_phases(loaded, phases, overrides, chaos_profile=profile, **kwargs)
+
+        out = output_dir(loaded, overrides)
         try:
             result = run(
                 loaded,
@@ -202,7 +212,7 @@ def conclude(result: Any, out: Path) -> None:
     sys.exit(result.exit_code)
 
 
-@contract.command("run")
+@contract.command("run", cls=StopsCleanly)
 @run_options
 def contractexecute(
     config_path: str,
@@ -222,7 +232,7 @@ def contractexecute(
     conclude(result, out)
 
 
-@main.command("run")
+@main.command("run", cls=StopsCleanly)
 @run_options
 @click.option("--chaos", is_flag=True, help="Apply the top-level chaos (or --chaos-profile).")
 @click.option("--chaos-only", is_flag=True, help="Run only the chaos phase (needs --chaos).")
@@ -261,7 +271,7 @@ def run_command(
     conclude(result, out)
 
 
-@main.command("ci")
+@main.command("ci", cls=StopsCleanly)
 @run_options
 @click.option("--agent-url", default=None, help="The agent's endpoint (overrides agent.endpoint).")
 @click.option("--proxy-url", default=None, help="The chaos proxy (overrides proxy.url).")
@@ -303,7 +313,7 @@ def ci(
     conclude(result, out)
 
 
-@contract.command("score")
+@contract.command("score", cls=StopsCleanly)
 @run_options
 def contract_score(
     config_path: str,

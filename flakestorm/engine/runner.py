@@ -18,7 +18,7 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TypeVar
 
 from flakestorm import __version__
 from flakestorm.agents import NO_CALL, Agent, Call, Reply
@@ -32,7 +32,7 @@ from flakestorm.chaos.channels import Channel
 from flakestorm.chaos.choice import ChannelChoice, choose, open_channel, undeliverable
 from flakestorm.checks.invariants import build_checker
 from flakestorm.config import AgentType, Config, Conversation, Proxy
-from flakestorm.engine.events import Event, RunPlanned
+from flakestorm.engine.events import CellFinished, Event, RunPlanned, ScenarioFinished
 from flakestorm.engine.executor import MISREAD, Executor, Options, Resetter
 from flakestorm.engine.judging import calibrate, health, judged_in, run_checker
 from flakestorm.engine.phases.phase import Phase, PhaseContext, PhaseName, PhasePlan, PhaseRequest
@@ -42,13 +42,19 @@ from flakestorm.errors import ConfigError, InfrastructureError, Problem, UsageEr
 from flakestorm.loader import LoadedConfig
 from flakestorm.redaction import Redactor, redacting
 from flakestorm.results import acceptance, clock
-from flakestorm.results.model import PhaseOutcome, RunResult, Status, redact
+from flakestorm.results.model import (
+    CellResult,
+    MutationResult,
+    PhaseOutcome,
+    RunResult,
+    Status,
+    redact,
+)
 from flakestorm.results.scoring import score_run
 from flakestorm.results.shards import Shard, config_document, digest_of
 from flakestorm.stopping import Stop
 
-if TYPE_CHECKING:
-    pass
+_Item = TypeVar("_Item", CellResult, MutationResult)
 
 
 @dataclass(frozen=True)
@@ -206,6 +212,11 @@ def run_phases(
     with contextlib.ExitStack() as stack:
         stack.enter_context(_kept_if_used(out_dir))
         stack.enter_context(redacting(Redactor(loaded.secrets)))
+        if stop.is_set():  # stopped during start-up: nothing is started, judged nor sent
+            outcomes = _not_started(loaded, phases, plans, options, on_event, out_dir)
+            return _result(
+                loaded, overrides, outcomes, phases, None, run_warnings, started, t0, stopped=True
+            )
         checker = run_checker(loaded)
         stack.callback(checker.close)
         try:  # the judges agree with their examples before the agent is called
@@ -291,15 +302,19 @@ def _not_started(
     options: Options,
     on_event: Callable[[Event], None] | None,
     out_dir: Path,
-    cause: str,
+    cause: str | None = None,
 ) -> dict[str, PhaseOutcome]:
     """Each phase's outcome when the run could not start (the agent never became ready, the
     proxy is unreachable): its cells, mutations and sessions, none sent, each errored by
     ``cause``, so every report (JUnit's errored cases included) shows what the run would have
-    done and why it could not, the cause stated once with how many items it touched."""
+    done and why it could not, the cause stated once with how many items it touched; progress
+    announces them errored, as the reports show them. Without ``cause`` (a run stopped during
+    start-up) they stay ``not_run``."""
     stopped = threading.Event()
     stopped.set()
     checker = build_checker(loaded.config.advanced)
+    if cause is not None and on_event is not None:
+        on_event = _announced_errored(on_event, f"not sent: {cause}")
     try:
         context = PhaseContext(
             loaded=loaded,
@@ -317,22 +332,37 @@ def _not_started(
         checker.close()
 
 
-def _errored(outcome: PhaseOutcome, cause: str) -> PhaseOutcome:
-    """``outcome`` with each item that did not run errored by ``cause``."""
+def _errored(outcome: PhaseOutcome, cause: str | None) -> PhaseOutcome:
+    """``outcome`` with each item that did not run errored by ``cause`` (none: as it is)."""
+    if cause is None:
+        return outcome
     reason = f"not sent: {cause}"
-    cells = tuple(
-        dataclasses.replace(c, status=Status.ERRORED, reason=reason)
-        if c.status is Status.NOT_RUN
-        else c
-        for c in outcome.cells
-    )
-    mutations = tuple(
-        dataclasses.replace(m, status=Status.ERRORED, reason=reason)
-        if m.status is Status.NOT_RUN
-        else m
-        for m in outcome.mutations
-    )
+    cells = tuple(_unsent(c, reason) for c in outcome.cells)
+    mutations = tuple(_unsent(m, reason) for m in outcome.mutations)
     return dataclasses.replace(outcome, cells=cells, mutations=mutations)
+
+
+def _unsent(item: _Item, reason: str) -> _Item:
+    """``item`` errored by ``reason`` when it did not run."""
+    if item.status is not Status.NOT_RUN:
+        return item
+    return dataclasses.replace(item, status=Status.ERRORED, reason=reason)
+
+
+def _announced_errored(on_event: Callable[[Event], None], reason: str) -> Callable[[Event], None]:
+    """``on_event`` told of each cell that did not run as errored by ``reason``: progress says
+    what the matrix will show of the same cells."""
+
+    def announce(event: Event) -> None:
+        if isinstance(event, CellFinished):
+            event = dataclasses.replace(event, result=_unsent(event.result, reason))
+        elif isinstance(event, ScenarioFinished):
+            event = dataclasses.replace(
+                event, results=tuple(_unsent(c, reason) for c in event.results)
+            )
+        on_event(event)
+
+    return announce
 
 
 def _planned(
@@ -413,15 +443,19 @@ def _result(
     t0: float,
     not_started: InfrastructureError | None = None,
     judges: Sequence[str] = (),
+    stopped: bool = False,
 ) -> RunResult:
     """The run's result: the phases scored together and the gate applied (redacted).
     ``not_started``: why the run could not start (no executor sent anything); ``judges``: the
-    health line of each judge the run asked."""
+    health line of each judge the run asked; ``stopped``: the run was stopped before it
+    started (a signal during start-up)."""
     config = loaded.config
     min_score = overrides.min_score if overrides.min_score is not None else config.scoring.min_score
     stop_reason = executor.stop_reason if executor is not None else None
     if not_started is not None:
         stop_reason = not_started.cause
+    if stopped:
+        stop_reason = "interrupted"
     acceptances = acceptance.judge(config.accepted, outcomes, clock.today())
     verdict, code = score_run(
         outcomes,
