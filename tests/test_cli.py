@@ -418,6 +418,56 @@ def test_real_process(tmp_path: Path) -> None:
     assert "Traceback" not in broken.stderr
 
 
+def test_an_agent_never_ready_reads_the_same_in_progress_matrix_scores_and_gate(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    from flakestorm.reporters import comment
+    from flakestorm.results.model import from_document
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))  # bound, not listening: every connect is refused
+        port = sock.getsockname()[1]
+        text = (
+            f"agent: {{endpoint: 'http://127.0.0.1:{port}/invoke', ready_timeout: 300}}\n"
+            "golden_prompts: [hi]\n"
+            "contract:\n"
+            "  name: c\n"
+            "  invariants:\n"
+            "    - {id: a, type: completes, severity: critical}\n"
+            "    - {id: b, type: completes, severity: low}\n"
+            "  chaos_matrix: [{name: calm}, {name: later}]\n"
+        )
+        out = tmp_path / "out"
+        args = ["contract", "run", "-c", str(write(tmp_path, text)), "--output", str(out)]
+        result = runner.invoke(main, args)
+    assert result.exit_code == 3, result.output
+    # progress says of the cells what the matrix says: errored, not "not_run"
+    assert "scenario calm: 2 errored" in result.stderr
+    assert "scenario later: 2 errored" in result.stderr
+    assert "not_run" not in result.stderr
+    assert "a          critical  ERROR  ERROR" in result.stdout
+    # a phase in which no cell ran to a verdict scores n/a (not 0.00), and never "passed"
+    assert "Contract score: n/a" in result.stdout
+    assert "  - 2 critical cell(s) errored: a[calm], a[later]" in result.stdout
+    assert "cell(s) failed" not in result.stdout
+    summary = (out / "summary.md").read_text()
+    assert "**Overall score: n/a** · contract c: n/a (no verdict: no cell ran to one)" in summary
+    assert "- 2 critical cell(s) errored: a\\[calm\\], a\\[later\\]" in summary
+    assert "0.00" not in summary
+    assert "(passed)" not in summary
+    document = json.loads((out / "results.json").read_text())
+    assert document["phases"]["contract"]["score"]["score"] is None
+    assert document["phases"]["contract"]["score"]["passed"] is False
+    assert document["overall"]["score"] is None
+    assert document["overall"]["reasons"] == ["2 critical cell(s) errored: a[calm], a[later]"]
+    junit = (out / "junit.xml").read_text()
+    assert '<property name="score" value="n/a" />' in junit
+    assert '<property name="passed" value="false" />' in junit
+    body = comment.render_first(from_document(document))
+    assert "contract c: n/a" in body
+    assert "0.00" not in body
+
+
 def test_a_slow_agent_is_never_a_silent_wait(
     runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

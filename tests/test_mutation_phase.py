@@ -200,7 +200,8 @@ def test_an_errored_mutation_counts_failed_and_exits_3(tmp_path: Path) -> None:
         result = run_phases(load_config_text(json.dumps(doc), base_dir=tmp_path), ["mutation"])
     outcome = result.phases["mutation"]
     assert {m.status.value for m in outcome.mutations} == {"errored"}
-    assert outcome.score.score == 0.0
+    # every mutation errored: none ran to a verdict, so the phase scores n/a, not 0
+    assert (outcome.score.score, outcome.score.passed) == (None, False)
     assert result.exit_code == 3
 
 

@@ -44,8 +44,13 @@ def cells(*spec: tuple[str, Status] | tuple[str, Status, bool]) -> list[CellResu
         ((("critical", F), ("high", P), ("medium", P), ("low", P)), 57.14, False),
         # a high failure costs 2 points of 7 but does not fail the contract
         ((("critical", P), ("high", F), ("medium", P), ("low", P)), 71.43, True),
-        # only skipped cells: nothing was scored
-        ((("critical", S), ("high", S)), None, True),
+        # no cell ran to a verdict (each skipped, errored or not run): n/a, never 100 nor 0,
+        # and the phase did not pass
+        ((("critical", S), ("high", S)), None, False),
+        ((("critical", E), ("high", E)), None, False),
+        ((("low", E), ("high", E)), None, False),
+        ((("critical", N), ("high", N)), None, False),
+        ((("low", N), ("high", E), ("medium", S)), None, False),
         # skipped cells are left out of the denominator
         ((("critical", P), ("high", S), ("low", F)), 75.0, True),
         # errored counts as not passed, and an errored critical fails the contract
@@ -135,6 +140,27 @@ def _mutation(id: str, status: Status, failed: tuple[str, ...] = ()) -> Mutation
     )
 
 
+def test_a_mutation_phase_in_which_nothing_ran_to_a_verdict_scores_n_a() -> None:
+    errored = (_mutation("a#0", E), _mutation("b#0", N))
+    result = score_mutations(errored, ("no-pwn",))
+    assert (result.score, result.passed) == (None, False)
+    one = score_mutations((*errored, _mutation("c#0", P)))
+    assert (one.score, one.passed) == (50.0, True)  # the errored one counts as not passed
+
+
+def test_the_gate_says_errored_of_an_errored_critical_cell_not_failed() -> None:
+    contract = cells(("critical", F), ("critical", E), ("low", P))
+    verdict, _ = score_run(
+        {"contract": PhaseOutcome("contract", "c", (), (), tuple(contract), score_cells(contract))},
+        {"contract": 1},
+        0,
+    )
+    assert verdict.reasons == (
+        "1 critical cell(s) failed: inv0[s]",
+        "1 critical cell(s) errored: inv1[s]",
+    )
+
+
 def test_the_gate_names_what_failed_critically_cells_mutations_or_sessions() -> None:
     contract = cells(("critical", F), ("low", P))
     replay = cells(("critical", P), ("critical", E))
@@ -158,7 +184,7 @@ def test_the_gate_names_what_failed_critically_cells_mutations_or_sessions() -> 
     assert verdict.reasons == (
         "1 critical cell(s) failed: inv0[s]",
         "1 critical mutation(s) failed: prompt_injection#0.0",
-        "1 critical session(s) failed: inv1[s]",
+        "1 critical session(s) errored: inv1[s]",
     )
 
 

@@ -326,7 +326,10 @@ def label_text(outcome: PhaseOutcome, limit: int, title: bool = False) -> str:
 
 
 def phase_state(outcome: PhaseOutcome) -> str:
-    """What a phase's score means: ``passed``/``failed``, or what its score counts."""
+    """What a phase's score means: ``passed``/``failed``, or what its score counts; of a
+    phase in which nothing ran to a verdict (its score n/a), that, never "passed"."""
+    if outcome.score.score is None:
+        return f"no verdict: no {outcome.unit} ran to one"
     summary = outcome.score.summary
     if summary is None:
         return "passed" if outcome.score.passed else "failed"

@@ -6,8 +6,12 @@ Resilience score of a contract (SPEC §5)::
 
 where w = 3 for critical, 2 for high, 1 for medium and low; a scored cell is one that
 passed, failed or errored (errored counts as not passed). Skipped cells (``when`` does not
-apply) and cells a stopped run never finished are left out. With no scored cell the score is
-``None`` (shown as n/a).
+apply) and cells a stopped run never finished are left out.
+
+One rule for every phase (:func:`judged`): a phase in which no item ran to a verdict (none
+passed or failed: each errored, was skipped or did not run — an agent never ready, a run
+interrupted before its first verdict, a reply read wrong) scores ``None``, shown as n/a —
+never 100 nor 0 — and did not pass (``passed`` is false: no report says "passed" of it).
 
 A contract FAILS if any critical cell failed or errored, whatever the score.
 
@@ -26,7 +30,8 @@ Overall score over the phases that ran, with the configured weights re-normalise
 The gate FAILS when any critical cell (mutation, replayed session) failed or errored in any
 phase — but for failures an ``accepted:`` entry accepts until its date (SPEC §14) —, or
 overall < min_score (a ``None`` overall fails any ``min_score`` above 0). Its reasons
-name what failed: ``1 critical mutation(s) failed: prompt_injection#0.0``.
+name what failed and what errored, apart: ``1 critical mutation(s) failed:
+prompt_injection#0.0``, ``2 critical cell(s) errored: a[calm], a[outage]``.
 
 :func:`score_run` is the one place a run is scored: the runner calls it on the phases it ran,
 and anything that rebuilds a run from ``results.json`` files can call it again.
@@ -34,7 +39,8 @@ and anything that rebuilds a run from ``results.json`` files can call it again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import dataclasses
+from collections.abc import Collection, Mapping, Sequence
 
 from flakestorm.config import Severity
 from flakestorm.errors import ExitCode
@@ -55,17 +61,28 @@ from flakestorm.results.model import (
 from flakestorm.results.tally import tally_of
 
 
+def judged(score: PhaseScore) -> PhaseScore:
+    """``score`` under the one rule for a phase in which no item ran to a verdict (see the
+    module docstring): its score ``None`` (n/a), and not passed."""
+    counts = score.counts
+    if counts.get(Status.PASSED.value, 0) or counts.get(Status.FAILED.value, 0):
+        return score
+    return dataclasses.replace(score, score=None, passed=False)
+
+
 def score_cells(cells: Sequence[CellResult]) -> PhaseScore:
     """The resilience score and critical rule over ``cells``."""
     tally = tally_of(cells)  # counted as they were spooled: not read again
     counts = tally.statuses
     score = round(100.0 * tally.earned / tally.total, 2) if tally.total else None
     critical = tally.critical((Severity.CRITICAL.value,))
-    return PhaseScore(
-        score=score,
-        passed=not critical,
-        critical_failures=critical,
-        counts={s.value: counts.get(s.value, 0) for s in Status} | {"flaky": tally.flaky},
+    return judged(
+        PhaseScore(
+            score=score,
+            passed=not critical,
+            critical_failures=critical,
+            counts={s.value: counts.get(s.value, 0) for s in Status} | {"flaky": tally.flaky},
+        )
     )
 
 
@@ -79,13 +96,15 @@ def score_mutations(
     critical_failures = tally.critical(critical)
     passed = counts[Status.PASSED.value]
     score = round(100.0 * tally.earned / tally.total, 2) if tally.total else None
-    return PhaseScore(
-        score=score,
-        passed=not critical_failures,
-        critical_failures=critical_failures,
-        counts={s.value: counts[s.value] for s in Status}
-        | {"flaky": tally.flaky, "mutations": tally.count},
-        summary=f"{passed} of {tally.scored} mutations passed",
+    return judged(
+        PhaseScore(
+            score=score,
+            passed=not critical_failures,
+            critical_failures=critical_failures,
+            counts={s.value: counts[s.value] for s in Status}
+            | {"flaky": tally.flaky, "mutations": tally.count},
+            summary=f"{passed} of {tally.scored} mutations passed",
+        )
     )
 
 
@@ -101,14 +120,16 @@ def score_run(
     expired does, saying so (SPEC §14)."""
     accepted, expired = accepted_items(acceptances), expired_items(acceptances)
     critical: dict[str, list[str]] = {}
+    errored_ids: set[str] = set()
     for outcome in outcomes.values():
+        errored_ids.update(_errored_ids(outcome))
         critical.setdefault(outcome.unit, []).extend(
             f"{name} ({EXPIRED_TEXT.format(until=expired[name])})" if name in expired else name
             for name in outcome.score.critical_failures
             if name not in accepted
         )
     scores = {name: o.score.score for name, o in outcomes.items()}
-    verdict = overall(scores, weights, min_score, critical)
+    verdict = overall(scores, weights, min_score, critical, errored_ids)
     errored = sum(
         tally_of(items).statuses[Status.ERRORED.value]
         for o in outcomes.values()
@@ -117,14 +138,25 @@ def score_run(
     return verdict, exit_code(verdict, errored, interrupted)
 
 
+def _errored_ids(outcome: PhaseOutcome) -> set[str]:
+    """The ids of the phase's errored items (cells, mutations), from their tallies."""
+    ids: set[str] = set()
+    for items in (outcome.cells, outcome.mutations):
+        tally = tally_of(items)
+        ids.update(ident for key, (ident, _) in tally.missed.items() if key in tally.errored)
+    return ids
+
+
 def overall(
     phase_scores: Mapping[str, float | None],
     weights: Mapping[str, float],
     min_score: float,
     critical_failures: Sequence[str] | Mapping[str, Sequence[str]],
+    errored: Collection[str] = (),
 ) -> Overall:
     """Combine the scores of the phases that ran and apply the gate. ``critical_failures``
-    are cells, or per unit (``cell``, ``mutation``, ``session``) what failed critically."""
+    are cells, or per unit (``cell``, ``mutation``, ``session``) what failed critically;
+    those ``errored`` names are said to have errored, not failed."""
     if not isinstance(critical_failures, Mapping):
         critical_failures = {"cell": critical_failures}
     ran = tuple(name for name in weights if name in phase_scores)
@@ -134,12 +166,14 @@ def overall(
     if scored:
         score = round(sum(weights[n] * s for n, s in scored.items()) / weight_sum, 2)
     reasons = []
-    for unit, failed in critical_failures.items():
-        if not failed:
-            continue
-        shown = ", ".join(failed[:5])
-        more = f" and {len(failed) - 5} more" if len(failed) > 5 else ""
-        reasons.append(f"{len(failed)} critical {unit}(s) failed: {shown}{more}")
+    for unit, names in critical_failures.items():
+        failed = [name for name in names if name not in errored]
+        for how, listed in (("failed", failed), ("errored", [n for n in names if n in errored])):
+            if not listed:
+                continue
+            shown = ", ".join(listed[:5])
+            more = f" and {len(listed) - 5} more" if len(listed) > 5 else ""
+            reasons.append(f"{len(listed)} critical {unit}(s) {how}: {shown}{more}")
     if min_score > 0 and (score is None or score < min_score):
         shown_score = "n/a" if score is None else f"{score:.2f}"
         reasons.append(f"score {shown_score} is below min_score {min_score:g}")

@@ -82,6 +82,8 @@ class Tally:
     missed: dict[int, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
     """Scored items that did not pass, by index: their id, and what makes them critical (a
     cell's severity, a mutation's failed invariants)."""
+    errored: dict[int, bool] = field(default_factory=dict)
+    """The indexes of those of them that errored (the others failed)."""
     isolated: dict[int, bool] = field(default_factory=dict)
     """Mutations judged on an isolated re-run, by index: whether they passed."""
     types: dict[str, TypeCount] = field(default_factory=dict)
@@ -123,6 +125,7 @@ class Tally:
             self.passed_weights[weight] += sign
             return
         mark(self.missed, key, True, (item.id, keys), sign)
+        mark(self.errored, key, status is Status.ERRORED, True, sign)
 
     def _cell(self, cell: CellResult, key: int, sign: int) -> None:
         self.leaks += sign * sum(p.leak_at is not None for p in cell.prompts)

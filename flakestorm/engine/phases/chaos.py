@@ -16,7 +16,7 @@ from flakestorm.engine.plan import Plan, chaos_contract, plan_for
 from flakestorm.errors import UsageError
 from flakestorm.loader import LoadedConfig, load_profile
 from flakestorm.results.model import PhaseOutcome, PhaseScore, Status
-from flakestorm.results.scoring import score_cells
+from flakestorm.results.scoring import judged, score_cells
 
 
 class ChaosPhase(MatrixPhase):
@@ -76,10 +76,12 @@ def score_prompts(outcome: PhaseOutcome, min_pass: int = 1) -> PhaseScore:
     cells = score_cells(outcome.cells).counts
     counts = dict(cells) | {"prompts": len(prompts), "prompts_passed": passed}
     summary = f"{passed} of {len(prompts)} prompts passed"
-    return PhaseScore(
-        score=score,
-        passed=not critical,
-        critical_failures=critical,
-        counts=counts,
-        summary=summary,
+    return judged(
+        PhaseScore(
+            score=score,
+            passed=not critical,
+            critical_failures=critical,
+            counts=counts,
+            summary=summary,
+        )
     )

@@ -78,7 +78,7 @@ from flakestorm.results.model import (
     ScenarioInfo,
     Status,
 )
-from flakestorm.results.scoring import score_cells
+from flakestorm.results.scoring import judged, score_cells
 from flakestorm.results.spool import CELLS, Spool
 from flakestorm.results.tally import tally_of
 from flakestorm.validation.paths import ConfigPath, format_path
@@ -470,12 +470,14 @@ def score_sessions_of(cells: Sequence[CellResult]) -> PhaseScore:
     passed = by_status[Status.PASSED.value]
     critical = cell_score.critical_failures
     counts = dict(by_status) | {"sessions": scored, "sessions_passed": passed}
-    return PhaseScore(
-        score=round(100.0 * passed / scored, 2) if scored else None,
-        passed=not critical,
-        critical_failures=critical,
-        counts=counts,
-        summary=f"{passed} of {scored} sessions passed",
+    return judged(
+        PhaseScore(
+            score=round(100.0 * passed / scored, 2) if scored else None,
+            passed=not critical,
+            critical_failures=critical,
+            counts=counts,
+            summary=f"{passed} of {scored} sessions passed",
+        )
     )
 
 
