@@ -475,15 +475,18 @@ class _Action:
                 )
                 more = f"; and {len(cells) - 5} more" if len(cells) > 5 else ""
                 is_known = all(f"{phase}:{c.id}" in known for c in cells)
+                how = " or ".join(
+                    s.value for s in bad if any(c.status is s for c in cells)
+                )  # errored cells are said to have errored, as in the gate's reasons
                 (warnings if is_known else annotations).append(
                     Annotation(
-                        f"critical invariant {safe(invariant.id, 80)} failed in {len(cells)} of "
+                        f"critical invariant {safe(invariant.id, 80)} {how} in {len(cells)} of "
                         f"{scored} scenario(s)"
                         f"{' (known: failing on the baseline too)' if is_known else ''}: "
                         f"{detail}{more}",
                         file=self.config_name,
                         line=invariant.line,
-                        title=f"{TITLE}: critical invariant {safe(invariant.id, 80)} failed",
+                        title=f"{TITLE}: critical invariant {safe(invariant.id, 80)} {how}",
                     )
                 )
         self.gh.annotate_all(
@@ -514,7 +517,7 @@ class _Action:
         self.gh.annotate_all(
             Level.ERROR,
             annotations,
-            lambda n: f"{n} more critical invariant(s) failed: see the job summary",
+            lambda n: f"{n} more critical invariant(s) failed or errored: see the job summary",
         )
 
     def _mutation_annotation(

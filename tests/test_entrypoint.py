@@ -387,7 +387,16 @@ def test_agent_never_ready_exit_3_with_its_wait_in_a_log_group(
     code, stdout = _run(env)
     assert code == 3, stdout
     assert "::error title=flakestorm%3A run error::the agent was not ready after 300 ms" in stdout
-    assert _outputs(env)["passed"] == "false"
+    outputs = _outputs(env)
+    assert outputs["passed"] == "false"
+    # no cell ran to a verdict: no score (never 0.00), and its critical cells errored, not failed
+    assert (outputs["score"], outputs["contract-score"]) == ("", "")
+    assert (
+        f"::error file=flakestorm.yaml,line={CRITICAL_LINE},"
+        "title=flakestorm%3A critical invariant says-hello errored::"
+        "critical invariant says-hello errored in 2 of 2 scenario(s): calm: errored: "
+    ) in stdout
+    assert "says-hello failed" not in stdout
     # every report is written, saying why: the job summary, results.json, junit.xml
     reports = workspace / "flakestorm-reports"
     assert json.loads((reports / "results.json").read_text())["error"].startswith(
