@@ -18,7 +18,6 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 from flakestorm import __version__
 from flakestorm.agents import NO_CALL, Agent, Call, Reply
@@ -32,29 +31,21 @@ from flakestorm.chaos.channels import Channel
 from flakestorm.chaos.choice import ChannelChoice, choose, open_channel, undeliverable
 from flakestorm.checks.invariants import build_checker
 from flakestorm.config import AgentType, Config, Conversation, Proxy
-from flakestorm.engine.events import CellFinished, Event, RunPlanned, ScenarioFinished
+from flakestorm.engine.events import Event, RunPlanned
 from flakestorm.engine.executor import MISREAD, Executor, Options, Resetter
 from flakestorm.engine.judging import calibrate, health, judged_in, run_checker
 from flakestorm.engine.phases.phase import Phase, PhaseContext, PhaseName, PhasePlan, PhaseRequest
 from flakestorm.engine.phases.registry import PHASES
 from flakestorm.engine.revival import Reviver
+from flakestorm.engine.unsent import announced_errored, errored
 from flakestorm.errors import ConfigError, InfrastructureError, Problem, UsageError
 from flakestorm.loader import LoadedConfig
 from flakestorm.redaction import Redactor, redacting
 from flakestorm.results import acceptance, clock
-from flakestorm.results.model import (
-    CellResult,
-    MutationResult,
-    PhaseOutcome,
-    RunResult,
-    Status,
-    redact,
-)
+from flakestorm.results.model import PhaseOutcome, RunResult, redact
 from flakestorm.results.scoring import score_run
 from flakestorm.results.shards import Shard, config_document, digest_of
 from flakestorm.stopping import Stop
-
-_Item = TypeVar("_Item", CellResult, MutationResult)
 
 
 @dataclass(frozen=True)
@@ -314,7 +305,7 @@ def _not_started(
     stopped.set()
     checker = build_checker(loaded.config.advanced)
     if cause is not None and on_event is not None:
-        on_event = _announced_errored(on_event, f"not sent: {cause}")
+        on_event = announced_errored(on_event, cause)
     try:
         context = PhaseContext(
             loaded=loaded,
@@ -327,42 +318,9 @@ def _not_started(
             has_session=False,
             spool_dir=out_dir,
         )
-        return _run_each(phases, plans, context, lambda outcome: _errored(outcome, cause))
+        return _run_each(phases, plans, context, lambda outcome: errored(outcome, cause))
     finally:
         checker.close()
-
-
-def _errored(outcome: PhaseOutcome, cause: str | None) -> PhaseOutcome:
-    """``outcome`` with each item that did not run errored by ``cause`` (none: as it is)."""
-    if cause is None:
-        return outcome
-    reason = f"not sent: {cause}"
-    cells = tuple(_unsent(c, reason) for c in outcome.cells)
-    mutations = tuple(_unsent(m, reason) for m in outcome.mutations)
-    return dataclasses.replace(outcome, cells=cells, mutations=mutations)
-
-
-def _unsent(item: _Item, reason: str) -> _Item:
-    """``item`` errored by ``reason`` when it did not run."""
-    if item.status is not Status.NOT_RUN:
-        return item
-    return dataclasses.replace(item, status=Status.ERRORED, reason=reason)
-
-
-def _announced_errored(on_event: Callable[[Event], None], reason: str) -> Callable[[Event], None]:
-    """``on_event`` told of each cell that did not run as errored by ``reason``: progress says
-    what the matrix will show of the same cells."""
-
-    def announce(event: Event) -> None:
-        if isinstance(event, CellFinished):
-            event = dataclasses.replace(event, result=_unsent(event.result, reason))
-        elif isinstance(event, ScenarioFinished):
-            event = dataclasses.replace(
-                event, results=tuple(_unsent(c, reason) for c in event.results)
-            )
-        on_event(event)
-
-    return announce
 
 
 def _planned(
