@@ -404,3 +404,30 @@ def test_the_baseline_name_in_a_heading_is_escaped() -> None:
     headings = _headings(KNOWN, shown)
     assert "<b>" not in headings["summary"] and "&lt;b&gt;" in headings["summary"]
     assert "::error::" not in headings["terminal"]
+
+
+def test_a_phase_is_never_passed_when_the_run_did_not_finish_or_judge_it() -> None:
+    from flakestorm.reporters.view import phase_state
+    from flakestorm.results.model import CellResult, PhaseOutcome
+    from flakestorm.results.scoring import score_cells
+
+    def contract(*statuses: Status) -> PhaseOutcome:
+        cells = tuple(
+            CellResult(
+                index=i,
+                invariant_id=f"i{i}",
+                scenario="s",
+                severity="medium",
+                status=status,
+                reason="",
+            )
+            for i, status in enumerate(statuses)
+        )
+        return PhaseOutcome("contract", "c", (), (), cells, score_cells(cells))
+
+    p, f, e, n = Status.PASSED, Status.FAILED, Status.ERRORED, Status.NOT_RUN
+    assert phase_state(contract(p, p)) == "passed"
+    assert phase_state(contract(p, n, n)) == "incomplete: 2 cells not run"
+    assert phase_state(contract(f, n)) == "incomplete: 1 cell not run"
+    assert phase_state(contract(n, n)) == "no verdict: no cell ran to one"
+    assert phase_state(contract(e, n)) == "no verdict: no cell ran to one"

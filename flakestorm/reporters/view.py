@@ -327,10 +327,14 @@ def label_text(outcome: PhaseOutcome, limit: int, title: bool = False) -> str:
 
 def phase_state(outcome: PhaseOutcome) -> str:
     """What a phase's score means: ``passed``/``failed``, or what its score counts; of a
-    phase in which nothing ran to a verdict (its score n/a), that, never "passed"."""
+    phase in which nothing ran to a verdict (its score n/a), that, and of one a stopped run
+    did not finish, how much it left: never "passed" of either."""
     if outcome.score.score is None:
         return f"no verdict: no {outcome.unit} ran to one"
     summary = outcome.score.summary
+    left = outcome.score.counts.get(Status.NOT_RUN.value, 0)
+    if summary is None and outcome.score.passed and left:
+        return f"incomplete: {left} {outcome.unit}{'s' if left != 1 else ''} not run"
     if summary is None:
         return "passed" if outcome.score.passed else "failed"
     return summary if outcome.score.passed else f"{summary}; a critical {outcome.unit} failed"
