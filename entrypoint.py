@@ -673,4 +673,6 @@ if __name__ == "__main__":
     except Interrupted as exc:  # a second signal before the run took the signals over
         print(f"flakestorm: interrupted ({exc.name}): nothing more was done", flush=True)
         code = int(ExitCode.INFRASTRUCTURE_ERROR)
+    if SIGNALS.exit_code(code) != code:
+        GitHub(os.environ).error(SIGNALS.interrupted(), title=f"{TITLE}: cancelled")
     sys.exit(SIGNALS.exit_code(code))

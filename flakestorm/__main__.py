@@ -22,6 +22,8 @@ def main() -> None:
     except Interrupted as exc:
         sys.stderr.write(f"error: interrupted ({exc.name}): nothing more was done\n")
         code = 3
+    if signals.exit_code(code) != code:
+        sys.stderr.write(f"error: {signals.interrupted()}\n")
     sys.exit(signals.exit_code(code))
 
 

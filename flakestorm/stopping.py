@@ -93,6 +93,9 @@ class StartUp:
     def __init__(self) -> None:
         self.stop = Stop()
         self.signum: int | None = None
+        self.taken = False
+        """Whether a run took the signals over (:func:`stopping_on_signals`): its exit code
+        is then its own, a cancelled run's 3 included."""
         self._abrupt = False
 
     def handler(self, signum: int, frame: object) -> None:
@@ -110,9 +113,14 @@ class StartUp:
             raise Interrupted(self.signum)
 
     def exit_code(self, code: int) -> int:
-        """The process's exit code: 3 once a signal came (an interrupted command never reads
-        as passed nor as a failed gate), else ``code``."""
-        return 3 if self.signum is not None else code
+        """The process's exit code: 3 once a signal came that no run took over (an
+        interrupted command never reads as passed nor as a failed gate), else ``code``."""
+        return 3 if self.signum is not None and not self.taken else code
+
+    def interrupted(self) -> str:
+        """The line that says why the exit code is 3 (see :meth:`exit_code`)."""
+        name = signal.Signals(self.signum).name if self.signum is not None else "a signal"
+        return f"interrupted ({name}): the command's result does not count"
 
 
 _start_up: StartUp | None = None
@@ -158,8 +166,10 @@ def stopping_on_signals(
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     early = start_up()
-    if early is not None and early.signum is not None and not stop.is_set():
-        handler(early.signum, None)
+    if early is not None:
+        early.taken = True
+        if early.signum is not None and not stop.is_set():
+            handler(early.signum, None)
     try:
         yield
     finally:

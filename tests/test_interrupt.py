@@ -458,3 +458,30 @@ def test_the_action_signalled_during_start_up_exits_3_with_every_report(
     written = (files / "output").read_text()
     outputs = {k: v for k, _, v in re.findall(r"^(\S+)<<(\S+)\n(.*?)\n\2$", written, re.M | re.S)}
     assert outputs["passed"] == "false"
+
+
+def test_start_up_keeps_a_first_signal_and_ends_at_a_second_or_when_abrupt() -> None:
+    from flakestorm.stopping import Interrupted, StartUp
+
+    kept = StartUp()
+    kept.handler(signal.SIGINT, None)  # a run's start-up: the first signal is kept
+    assert kept.stop.is_set()
+    assert kept.exit_code(0) == 3 and kept.exit_code(1) == 3  # never passed, never a gate
+    assert kept.interrupted() == "interrupted (SIGINT): the command's result does not count"
+    with pytest.raises(Interrupted) as second:
+        kept.handler(signal.SIGTERM, None)
+    assert second.value.name == "SIGTERM"
+
+    taken = StartUp()
+    taken.handler(signal.SIGTERM, None)
+    taken.taken = True  # a run took it over: its own exit code stands (3 when cancelled)
+    assert taken.exit_code(3) == 3 and taken.exit_code(0) == 0
+
+    abrupt = StartUp()
+    abrupt.abrupt()  # any other command: a signal ends it
+    with pytest.raises(Interrupted):
+        abrupt.handler(signal.SIGTERM, None)
+    late = StartUp()
+    late.handler(signal.SIGINT, None)
+    with pytest.raises(Interrupted):  # a signal that came before the command was known
+        late.abrupt()
