@@ -357,6 +357,9 @@ def test_a_signal_during_start_up_exits_3_with_every_report(
     assert "Aborted" not in stdout + stderr
     assert "Traceback" not in stderr
     assert "Verdict: ERROR (exit 3: the run was interrupted" in stdout
+    # progress says of the cells what the matrix says
+    assert "scenario calm: 3 not run" in stderr
+    assert "inv0       medium    not run" in stdout
     results = assert_partial_reports(tmp_path / "flakestorm-reports")
     assert statuses(results) == ["not_run"] * 3
     assert results["exit_code"] == 3

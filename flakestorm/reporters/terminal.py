@@ -65,10 +65,12 @@ def cell_text(cell: CellResult | CellMark) -> str:
 
 
 def scenario_line(name: str, cells: Sequence[CellResult]) -> str:
-    """The progress line of a finished scenario: ``scenario tool-down: 3 passed, 1 failed``."""
+    """The progress line of a finished scenario: ``scenario tool-down: 3 passed, 1 failed``,
+    in the matrix's words (``2 not run``, as its cells read)."""
     counts: dict[str, int] = {}
     for cell in cells:
-        counts[cell.status.value] = counts.get(cell.status.value, 0) + 1
+        word = cell.status.value.replace("_", " ")
+        counts[word] = counts.get(word, 0) + 1
     summary = ", ".join(f"{n} {status}" for status, n in counts.items())
     return f"scenario {safe(name, 80)}: {summary}"
 
