@@ -87,21 +87,19 @@ class Interrupted(BaseException):
 
 
 class StartUp:
-    """A process's signal handling from its first instruction (see the module docstring):
-    :attr:`stop` is set by the first SIGINT or SIGTERM no run has taken over."""
+    """A process's signal handling from its first instruction (see the module docstring)."""
 
     def __init__(self) -> None:
-        self.stop = Stop()
         self.signum: int | None = None
+        """The first SIGINT or SIGTERM no run had taken over, once one came."""
         self.taken = False
         """Whether a run took the signals over (:func:`stopping_on_signals`): its exit code
         is then its own, a cancelled run's 3 included."""
         self._abrupt = False
 
     def handler(self, signum: int, frame: object) -> None:
-        again = self.stop.is_set()
+        again = self.signum is not None
         self.signum = self.signum or signum
-        self.stop.set()
         if again or self._abrupt:
             raise Interrupted(signum)
 
