@@ -146,27 +146,36 @@ class _Action:
         # SIGINT then SIGTERM (a cancelled job), from before the config is read: the run stops,
         # and the reports still get written
         with stopping_on_signals(stop, stopping):
-            # relative to the working directory when that is the workspace (as in the action),
-            # so reports name the config as the repository does
-            here = Path.cwd().resolve() == self.workspace.resolve()
-            try:
-                path = Path(self.config_name) if here else self.config_path
-                loaded = load_config(path, env=self.env)
-            except ConfigError as exc:
-                return self._config_error(exc)
-            # the proxy token is a secret too (usually this run's github.token, which the
-            # runner masks itself; a token of the user's own is masked here)
-            secrets = set(loaded.secrets)
-            if self.settings.proxy_token:
-                secrets.add(self.settings.proxy_token)
-            for secret in sorted(secrets):
-                gh.add_mask(secret)
-            self._config_warnings(loaded.warnings)
-            out_dir = self.workspace / (self.settings.report_dir or loaded.config.output.dir)
-            where.append(out_dir)
-            # every log line and report is redacted before any cut (redaction.active)
-            with redacting(Redactor(secrets)):
-                return self._run_and_report(loaded, out_dir, stop)
+            code = self._load_and_run(stop, where)
+        if stop.is_set() and code != ExitCode.INFRASTRUCTURE_ERROR:  # a config error, say
+            gh.error("the run was cancelled: exit 3", title=f"{TITLE}: cancelled")
+            return int(ExitCode.INFRASTRUCTURE_ERROR)  # a cancelled run always exits 3
+        return code
+
+    def _load_and_run(self, stop: Stop, where: list[Path]) -> int:
+        """Read the config, run, report: the exit code (``where`` gets the report directory
+        as soon as the config says it)."""
+        gh = self.gh
+        # relative to the working directory when that is the workspace (as in the action), so
+        # reports name the config as the repository does
+        here = Path.cwd().resolve() == self.workspace.resolve()
+        try:
+            loaded = load_config(Path(self.config_name) if here else self.config_path, env=self.env)
+        except ConfigError as exc:
+            return self._config_error(exc)
+        # the proxy token is a secret too (usually this run's github.token, which the runner
+        # masks itself; a token of the user's own is masked here)
+        secrets = set(loaded.secrets)
+        if self.settings.proxy_token:
+            secrets.add(self.settings.proxy_token)
+        for secret in sorted(secrets):
+            gh.add_mask(secret)
+        self._config_warnings(loaded.warnings)
+        out_dir = self.workspace / (self.settings.report_dir or loaded.config.output.dir)
+        where.append(out_dir)
+        # every log line and report is redacted before any cut (redaction.active)
+        with redacting(Redactor(secrets)):
+            return self._run_and_report(loaded, out_dir, stop)
 
     def _run_and_report(self, loaded: LoadedConfig, out_dir: Path, stop: Stop) -> int:
         result = self._guarded(lambda: self._execute(loaded, out_dir, stop), out_dir)

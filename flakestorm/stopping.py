@@ -93,8 +93,8 @@ class StartUp:
         self.signum: int | None = None
         """The first SIGINT or SIGTERM no run had taken over, once one came."""
         self.taken = False
-        """Whether a run took the signals over (:func:`stopping_on_signals`): its exit code
-        is then its own, a cancelled run's 3 included."""
+        """Whether a run took the signals over (:func:`stopping_on_signals`) before any came:
+        its exit code is then its own (a signal after it finished does not change it)."""
         self._abrupt = False
 
     def handler(self, signum: int, frame: object) -> None:
@@ -164,10 +164,11 @@ def stopping_on_signals(
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     early = start_up()
-    if early is not None:
-        early.taken = True
-        if early.signum is not None and not stop.is_set():
+    if early is not None and early.signum is not None:
+        if not stop.is_set():
             handler(early.signum, None)
+    elif early is not None:
+        early.taken = True
     try:
         yield
     finally:

@@ -488,3 +488,64 @@ def test_start_up_keeps_a_first_signal_and_ends_at_a_second_or_when_abrupt() -> 
     late.handler(signal.SIGINT, None)
     with pytest.raises(Interrupted):  # a signal that came before the command was known
         late.abrupt()
+
+
+BROKEN = {**contract_config("http://127.0.0.1:9/chat"), "scoring": {"min_score": "high"}}
+"""A config with one problem: ``scoring.min_score`` is not a number."""
+
+
+def test_a_run_cancelled_while_its_config_is_read_exits_3_even_when_the_config_is_broken(
+    tmp_path: Path,
+) -> None:
+    # the config is a FIFO: opening it for writing waits until the run reads it, so the
+    # signal arrives while the config is being read
+    fifo = tmp_path / "flakestorm.yaml"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "flakestorm", "contract", "run", "-c", str(fifo)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        with fifo.open("w") as config:
+            proc.send_signal(signal.SIGTERM)
+            config.write(json.dumps(BROKEN))
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 3, stdout + stderr  # cancelled: 3, not the config error's 2
+    assert "scoring.min_score" in stderr  # the config's problem is still said
+    assert "error: interrupted: the run was cancelled (exit 3)" in stderr
+    assert "Traceback" not in stderr
+
+
+def test_the_action_cancelled_during_start_up_exits_3_even_when_the_config_is_broken(
+    tmp_path: Path,
+) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "flakestorm.yaml").write_text(json.dumps(BROKEN))
+    files = tmp_path / "files"
+    files.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "entrypoint.py")],
+        cwd=workspace,
+        env=action_env(workspace, files),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    timer = signal_at(proc, 0.3, signal.SIGINT)  # it reads the config after its imports
+    try:
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        timer.cancel()
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 3, stdout + stderr
+    assert "title=flakestorm%3A config error::scoring.min_score" in stdout
+    assert "title=flakestorm%3A cancelled::the run was cancelled: exit 3" in stdout
+    assert "Traceback" not in stderr

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +155,7 @@ def execute(
         )
 
     stop = Stop()
-    with stopping_on_signals(stop, stopping):
+    with stopping_on_signals(stop, stopping), _cancelled_exits_3(stop):
         with collector_paused():  # start-up: the engine's import and the config's read
             from flakestorm.engine.runner import (
                 output_dir,
@@ -194,6 +195,20 @@ def execute(
             sys.exit(int(exc.exit_code))
         write_reports(result, out, loaded.config.output.formats)
     return result, out
+
+
+@contextmanager
+def _cancelled_exits_3(stop: threading.Event) -> Iterator[None]:
+    """A config or usage error (exit 2) of a run a signal had already stopped is said, and the
+    run exits 3: a cancelled run always exits 3 (SPEC §5)."""
+    try:
+        yield
+    except FlakestormError as exc:
+        if not stop.is_set() or exc.exit_code is ExitCode.INFRASTRUCTURE_ERROR:
+            raise
+        report_error(exc)
+        click.echo("error: interrupted: the run was cancelled (exit 3)", err=True)
+        sys.exit(int(ExitCode.INFRASTRUCTURE_ERROR))
 
 
 def conclude(result: Any, out: Path) -> None:
