@@ -180,6 +180,7 @@ def test_the_workflow_from_the_run_id(api: FakeGitHub) -> None:
             "results.json: results document is malformed: seed: '1' is not an int",
             False,
         ),
+        ("nan-score", "rw", "results.json: overall.score is nan, not a finite number", False),
         ("ok", "noactions", "HTTP 403", True),
         ("ok", "unknown", "HTTP 401", False),
     ],
@@ -212,6 +213,15 @@ def test_no_baseline_says_why(
         "wrong-type": {
             "flakestorm-reports": zip_of(
                 {"results.json": results_json(PASSING).replace('"seed": 1,', '"seed": "1",')}
+            )
+        },
+        "nan-score": {
+            "flakestorm-reports": zip_of(
+                {
+                    "results.json": re.sub(
+                        r'("overall": \{"score": )[\d.]+', r"\1NaN", results_json(PASSING)
+                    )
+                }
             )
         },
         "ok": {"flakestorm-reports": _artifact()},

@@ -32,7 +32,7 @@ from urllib.parse import quote
 from flakestorm.errors import RestError
 from flakestorm.github.artifact import ArtifactError, results_from_zip
 from flakestorm.results.model import RunResult
-from flakestorm.results.trend import MAX_POINTS, TrendPoint, non_finite_score, point_of
+from flakestorm.results.trend import MAX_POINTS, TrendPoint, point_of
 
 __all__ = [
     "MAX_RUNS",
@@ -227,10 +227,7 @@ def find_history(
         skipped, spent = 0, 0
         for run in runs:
             if known is not None and run["id"] == known.run.id:
-                if non_finite_score(known.result):
-                    skipped += 1
-                else:
-                    points.append(point_of(known.result, commit=known.run.head_sha, digest=digest))
+                points.append(point_of(known.result, commit=known.run.head_sha, digest=digest))
                 continue
             if clock() - started > max_seconds or spent >= max_bytes:
                 skipped += 1
@@ -246,10 +243,7 @@ def find_history(
             spent += len(data)
             try:
                 result = results_from_zip(data)
-            except ArtifactError:
-                skipped += 1
-                continue
-            if non_finite_score(result):  # a NaN score is no score to draw
+            except ArtifactError:  # a NaN score included: no score to draw
                 skipped += 1
                 continue
             found = _run(run, query.branch)
