@@ -110,6 +110,25 @@ def action_env(workspace: Path, files: Path) -> dict[str, str]:
     }
 
 
+def start_action(tmp_path: Path, config: object) -> tuple[subprocess.Popen[str], Path, Path]:
+    """The action started as GitHub starts it, on a workspace holding ``config``: the process,
+    the workspace and the folder of the files GitHub gives (outputs, summary)."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "flakestorm.yaml").write_text(json.dumps(config))
+    files = tmp_path / "files"
+    files.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "entrypoint.py")],
+        cwd=workspace,
+        env=action_env(workspace, files),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    return proc, workspace, files
+
+
 def assert_partial_reports(out_dir: Path) -> dict[str, Any]:
     for name in REPORT_FILES:
         assert (out_dir / name).is_file(), f"{name} was not written"
@@ -294,20 +313,8 @@ def test_the_action_says_where_the_partial_reports_are(
     tmp_path: Path, hanging_agent: tuple[LoopbackServer, threading.Event]
 ) -> None:
     server, arrived = hanging_agent
-    workspace = tmp_path / "workspace"
-    workspace.mkdir()
     config = contract_config(server.url_for("/chat"), timeout=600_000)
-    (workspace / "flakestorm.yaml").write_text(json.dumps(config))
-    files = tmp_path / "files"
-    files.mkdir()
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "entrypoint.py")],
-        cwd=workspace,
-        env=action_env(workspace, files),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc, workspace, files = start_action(tmp_path, config)
     try:
         assert arrived.wait(60), "the action never invoked the agent"
         elapsed, stdout, stderr = cancel_like_github(proc)
@@ -429,22 +436,10 @@ def test_the_action_signalled_during_start_up_exits_3_with_every_report(
     tmp_path: Path, signum: signal.Signals, at: float
 ) -> None:
     with LoopbackServer(lambda r: Response.json({"ready": False}, status=503)) as server:
-        workspace = tmp_path / "workspace"
-        workspace.mkdir()
         config = contract_config(
             server.url_for("/chat"), health_endpoint="/health", ready_timeout=600_000
         )
-        (workspace / "flakestorm.yaml").write_text(json.dumps(config))
-        files = tmp_path / "files"
-        files.mkdir()
-        proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "entrypoint.py")],
-            cwd=workspace,
-            env=action_env(workspace, files),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        proc, workspace, files = start_action(tmp_path, config)
         timer = signal_at(proc, at, signum)
         try:
             stdout, stderr = proc.communicate(timeout=60)
@@ -525,19 +520,7 @@ def test_a_run_cancelled_while_its_config_is_read_exits_3_even_when_the_config_i
 def test_the_action_cancelled_during_start_up_exits_3_even_when_the_config_is_broken(
     tmp_path: Path,
 ) -> None:
-    workspace = tmp_path / "workspace"
-    workspace.mkdir()
-    (workspace / "flakestorm.yaml").write_text(json.dumps(BROKEN))
-    files = tmp_path / "files"
-    files.mkdir()
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "entrypoint.py")],
-        cwd=workspace,
-        env=action_env(workspace, files),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc, _, _ = start_action(tmp_path, BROKEN)
     timer = signal_at(proc, 0.3, signal.SIGINT)  # it reads the config after its imports
     try:
         stdout, stderr = proc.communicate(timeout=60)
