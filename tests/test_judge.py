@@ -415,6 +415,14 @@ PROSE = "it answered prose, which is no verdict"
             "another field holds a verdict too (`final_verdict`)",
         ),
         ('{"verdict": "FAIL", "reason": "PASS"}', "another field holds a verdict too (`reason`)"),
+        (
+            'Pass/fail: FAIL.\n```json\n{"verdict": "PASS"}\n```',
+            "the text around its JSON object says `Pass` too",
+        ),
+        (
+            '{"verdict": "PASS"} ... on reflection, FAIL.',
+            "the text around its JSON object says `FAIL`",
+        ),
         ('{"verdict": "PASS", "checks": {"Verdict": "FAIL"}}', "its JSON holds 2 verdict keys"),
         ('{"result": "PASS"}', "its JSON object has no `verdict` key"),
         ('{"outcome": {"verdict": "PASS"}}', "its verdict is not the object's own `verdict` key"),

@@ -7,10 +7,11 @@ obeyed). It is asked for one JSON object, ``{"verdict": "PASS" | "FAIL", "reason
 What counts as a verdict is strict (SPEC §3), because prose read as a verdict is a pass nobody
 earned (``Pass/fail: FAIL`` starts with "Pass"). :func:`read_answer` takes a verdict from
 
-- exactly one JSON object (a code fence or a line of text around it allowed; no other ``{`` in
-  the answer) with exactly one ``verdict`` key, at any depth and in any case, whose value is
-  ``PASS`` or ``FAIL``; no key repeated, and no other field whose value is the word PASS or FAIL
-  (a second verdict the answer would have to be read to choose between);
+- exactly one JSON object (a code fence or a line of text around it allowed, but no other ``{``
+  and no word starting "pass" or "fail" in that text) with exactly one ``verdict`` key, at any
+  depth and in any case, whose value is ``PASS`` or ``FAIL``; no key repeated, and no other
+  field whose value is the word PASS or FAIL (a second verdict the answer would have to be read
+  to choose between);
 - or an answer whose whole text, trimmed, is the one word ``PASS`` or ``FAIL``.
 
 Anything else is no verdict, and says why: a refusal
@@ -21,6 +22,7 @@ in another field, a verdict that is neither PASS nor FAIL.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -38,6 +40,8 @@ REASON_CHARS = 200
 """How much of the judge's reason is kept (one line)."""
 
 _WORDS = {"PASS": True, "FAIL": False}
+_VERDICT_WORD = re.compile(r"\b(?:pass|fail)\w*", re.IGNORECASE)
+"""A verdict-like word in the text around the object ("Pass/fail: FAIL" before it)."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,12 @@ def _read_object(text: str) -> Answer | NotAVerdict:
         return NotAVerdict(f"its JSON object does not parse: `{excerpt(text)}`")
     if "{" in text[end:]:
         return NotAVerdict(f"it holds more than one JSON object: `{excerpt(text)}`")
+    around = _VERDICT_WORD.search(text[:start] + " " + text[end:])
+    if around is not None:
+        return NotAVerdict(
+            f"the text around its JSON object says `{around.group()}` too, so the answer says "
+            f"two things: `{excerpt(text)}`"
+        )
     verdicts: list[object] = []
     others: list[str] = []
     try:
