@@ -33,6 +33,13 @@ from dataclasses import dataclass
 from flakestorm.reporters import breaking
 from flakestorm.reporters import delta as delta_report
 from flakestorm.reporters.escape import text
+from flakestorm.reporters.mutation_view import (
+    failed_mutations,
+    mutation_input,
+    mutation_mark,
+    mutation_reply,
+    mutation_types,
+)
 from flakestorm.reporters.public import NOTE as PUBLIC_NOTE
 from flakestorm.reporters.public import public
 from flakestorm.reporters.transcript import compact, transcript
@@ -44,14 +51,9 @@ from flakestorm.reporters.view import (
     all_bad_cells,
     cell_mark,
     error_line,
-    failed_mutations,
     faults_text,
     judge_lines,
     label_text,
-    mutation_input,
-    mutation_mark,
-    mutation_reply,
-    mutation_types,
     phase_state,
     phases,
     run_verdict,

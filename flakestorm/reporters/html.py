@@ -56,18 +56,20 @@ from flakestorm.reporters.html_matrix import (
     matrix,
     row_html,
 )
+from flakestorm.reporters.mutation_view import (
+    TypeRow,
+    failed_mutations,
+    mutation_legend,
+    mutation_types,
+)
 from flakestorm.reporters.transcript import TurnRow, rows
 from flakestorm.reporters.view import (
-    TypeRow,
     accepted_lines,
     all_warnings,
     call_status,
     call_target,
     cell_counts,
-    failed_mutations,
     judge_lines,
-    mutation_legend,
-    mutation_types,
     no_calls,
     phase_state,
     phases,

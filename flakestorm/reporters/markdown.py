@@ -37,6 +37,12 @@ from dataclasses import dataclass
 from flakestorm.reporters import breaking
 from flakestorm.reporters import delta as delta_report
 from flakestorm.reporters.escape import EXCERPT_CHARS, code_block, html_text, text, url_span
+from flakestorm.reporters.mutation_view import (
+    failed_mutations,
+    mutation_legend,
+    mutation_mark,
+    mutation_types,
+)
 from flakestorm.reporters.public import NOTE as PUBLIC_NOTE
 from flakestorm.reporters.public import public
 from flakestorm.reporters.transcript import rows
@@ -54,13 +60,9 @@ from flakestorm.reporters.view import (
     cell_mark,
     cell_marks,
     error_line,
-    failed_mutations,
     faults_text,
     judge_lines,
     label_text,
-    mutation_legend,
-    mutation_mark,
-    mutation_types,
     no_calls,
     phase_state,
     phases,

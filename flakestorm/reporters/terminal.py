@@ -16,6 +16,13 @@ from dataclasses import dataclass
 from flakestorm.redaction import active
 from flakestorm.reporters import breaking
 from flakestorm.reporters.errored import errored_note, errored_together
+from flakestorm.reporters.mutation_view import (
+    failed_mutations,
+    mutation_input,
+    mutation_input_label,
+    mutation_reply,
+    mutation_types,
+)
 from flakestorm.reporters.transcript import transcript, turn_line
 from flakestorm.reporters.view import (
     ACCEPTED_TITLE,
@@ -25,12 +32,7 @@ from flakestorm.reporters.view import (
     call_status,
     call_target,
     cell_reader,
-    failed_mutations,
     judge_lines,
-    mutation_input,
-    mutation_input_label,
-    mutation_reply,
-    mutation_types,
     run_verdict,
     unattributed_heading,
 )
