@@ -163,6 +163,26 @@ def hanging_agent() -> Iterator[tuple[LoopbackServer, threading.Event]]:
         yield server, arrived
 
 
+@pytest.fixture
+def never_ready_agent() -> Iterator[tuple[LoopbackServer, threading.Event]]:
+    """An agent that is never ready (503 on every health check) and its config's agent; the
+    event is set when the first readiness probe arrives (by then the config has been read)."""
+    probed = threading.Event()
+
+    def not_ready(request: Request) -> Response:
+        probed.set()
+        return Response.json({"ready": False}, status=503)
+
+    with LoopbackServer(not_ready) as server:
+        yield server, probed
+
+
+def never_ready_config(server: LoopbackServer) -> dict[str, object]:
+    return contract_config(
+        server.url_for("/chat"), health_endpoint="/health", ready_timeout=600_000
+    )
+
+
 def test_the_runners_sequence_during_a_hung_invocation_leaves_every_report(
     tmp_path: Path, hanging_agent: tuple[LoopbackServer, threading.Event]
 ) -> None:
@@ -183,26 +203,17 @@ def test_the_runners_sequence_during_a_hung_invocation_leaves_every_report(
 
 
 def test_the_runners_sequence_while_waiting_for_readiness_leaves_every_report(
-    tmp_path: Path,
+    tmp_path: Path, never_ready_agent: tuple[LoopbackServer, threading.Event]
 ) -> None:
-    probed = threading.Event()
-
-    def not_ready(request: Request) -> Response:
-        probed.set()
-        return Response.json({"ready": False}, status=503)
-
-    with LoopbackServer(not_ready) as server:
-        config = contract_config(
-            server.url_for("/chat"), health_endpoint="/health", ready_timeout=600_000
-        )
-        proc = start_run(tmp_path, config)
-        try:
-            assert probed.wait(60), "the run never asked whether the agent is ready"
-            elapsed, stdout, stderr = cancel_like_github(proc)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        assert all(r.path == "/health" for r in server.requests)  # nothing was invoked
+    server, probed = never_ready_agent
+    proc = start_run(tmp_path, never_ready_config(server))
+    try:
+        assert probed.wait(60), "the run never asked whether the agent is ready"
+        elapsed, stdout, stderr = cancel_like_github(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert all(r.path == "/health" for r in server.requests)  # nothing was invoked
     assert proc.returncode == 3, stdout + stderr
     assert elapsed < EXIT_WITHIN_S
     results = assert_partial_reports(tmp_path / "flakestorm-reports")
@@ -372,34 +383,27 @@ def test_a_signal_during_start_up_exits_3_with_every_report(
     assert results["exit_code"] == 3
 
 
-def test_a_signal_after_the_config_is_read_exits_3_with_every_report(tmp_path: Path) -> None:
+def test_a_signal_after_the_config_is_read_exits_3_with_every_report(
+    tmp_path: Path, never_ready_agent: tuple[LoopbackServer, threading.Event]
+) -> None:
     # the config is read by the time the agent is first asked whether it is ready
-    probed = threading.Event()
-
-    def never_ready(request: Request) -> Response:
-        probed.set()
-        return Response.json({"ready": False}, status=503)
-
-    with LoopbackServer(never_ready) as server:
-        config = contract_config(
-            server.url_for("/chat"), health_endpoint="/health", ready_timeout=600_000
-        )
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            probed.clear()
-            out = tmp_path / signum.name
-            proc = start_run(tmp_path, config, "--output", str(out))
-            try:
-                assert probed.wait(60), "the run never asked whether the agent is ready"
-                proc.send_signal(signum)
-                stdout, stderr = proc.communicate(timeout=60)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-            assert proc.returncode == 3, stdout + stderr
-            assert "Aborted" not in stdout + stderr
-            results = assert_partial_reports(out)
-            assert statuses(results) == ["not_run"] * 3
-            assert results["invocations"] == 0
+    server, probed = never_ready_agent
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        probed.clear()
+        out = tmp_path / signum.name
+        proc = start_run(tmp_path, never_ready_config(server), "--output", str(out))
+        try:
+            assert probed.wait(60), "the run never asked whether the agent is ready"
+            proc.send_signal(signum)
+            stdout, stderr = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 3, stdout + stderr
+        assert "Aborted" not in stdout + stderr
+        results = assert_partial_reports(out)
+        assert statuses(results) == ["not_run"] * 3
+        assert results["invocations"] == 0
 
 
 RELAY = ("--proxy", "http://127.0.0.1:9", "--", "cat")
@@ -433,20 +437,20 @@ def test_a_command_that_cannot_stop_cleanly_ends_at_a_signal_with_exit_3(tmp_pat
 
 @pytest.mark.parametrize(("signum", "at"), START_UP_SIGNALS)
 def test_the_action_signalled_during_start_up_exits_3_with_every_report(
-    tmp_path: Path, signum: signal.Signals, at: float
+    tmp_path: Path,
+    never_ready_agent: tuple[LoopbackServer, threading.Event],
+    signum: signal.Signals,
+    at: float,
 ) -> None:
-    with LoopbackServer(lambda r: Response.json({"ready": False}, status=503)) as server:
-        config = contract_config(
-            server.url_for("/chat"), health_endpoint="/health", ready_timeout=600_000
-        )
-        proc, workspace, files = start_action(tmp_path, config)
-        timer = signal_at(proc, at, signum)
-        try:
-            stdout, stderr = proc.communicate(timeout=60)
-        finally:
-            timer.cancel()
-            if proc.poll() is None:
-                proc.kill()
+    server, _ = never_ready_agent
+    proc, workspace, files = start_action(tmp_path, never_ready_config(server))
+    timer = signal_at(proc, at, signum)
+    try:
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        timer.cancel()
+        if proc.poll() is None:
+            proc.kill()
     assert proc.returncode == 3, stdout + stderr
     assert "Traceback" not in stderr
     assert "flakestorm: cancelled" in stdout
