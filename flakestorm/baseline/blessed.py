@@ -35,6 +35,7 @@ from typing import Any
 from flakestorm.baseline.delta import Key, Seen, items_of, mutation_identity
 from flakestorm.config import PhaseName, Severity
 from flakestorm.results.model import MutationResult, RunResult, Status
+from flakestorm.validation.strict_json import RepeatedKey, unique_keys
 from flakestorm.validation.wording import did_you_mean
 
 FORMAT = 1
@@ -358,7 +359,7 @@ def parse(data: bytes) -> Any:
             text,
             parse_constant=_not_finite,
             parse_float=_finite,
-            object_pairs_hook=_unique,
+            object_pairs_hook=unique_keys,
         )
     except RecursionError:
         raise BaselineFileError("not JSON (nested too deeply)") from None
@@ -366,6 +367,8 @@ def parse(data: bytes) -> Any:
         raise BaselineFileError(
             f"not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
         ) from None
+    except RepeatedKey as exc:  # which entry counts would be a guess
+        raise BaselineFileError(f"the key {_shown(exc.key)} appears twice in one object") from None
     except _NotBaselineJson as exc:
         raise BaselineFileError(str(exc)) from None
 
@@ -383,12 +386,3 @@ def _finite(text: str) -> float:
     if not math.isfinite(value):
         raise _NotBaselineJson(f"not finite: {text[:40]} (a number must be finite)")
     return value
-
-
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    document: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in document:  # which entry counts would be a guess
-            raise _NotBaselineJson(f"the key {_shown(key)} appears twice in one object")
-        document[key] = value
-    return document

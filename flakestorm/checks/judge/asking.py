@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from flakestorm.checks.excerpts import excerpt
 from flakestorm.checks.refusal import find_refusal
 from flakestorm.config import JudgeExample
+from flakestorm.validation.strict_json import RepeatedKey, unique_keys
 
 SYSTEM = (
     "You are a strict evaluator of an AI agent's output. Decide whether the output satisfies "
@@ -96,26 +97,13 @@ def read_answer(content: str) -> Answer | NotAVerdict:
     )
 
 
-class _RepeatedKey(ValueError):
-    pass
-
-
-def _pairs(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    seen: set[str] = set()
-    for key, _ in pairs:
-        if key in seen:
-            raise _RepeatedKey(key)
-        seen.add(key)
-    return dict(pairs)
-
-
 def _read_object(text: str) -> Answer | NotAVerdict:
     start = text.index("{")
-    decoder = json.JSONDecoder(object_pairs_hook=_pairs)
+    decoder = json.JSONDecoder(object_pairs_hook=unique_keys)
     try:
         document, end = decoder.raw_decode(text, start)
-    except _RepeatedKey as repeated:
-        return NotAVerdict(f"its JSON repeats the key `{excerpt(str(repeated), 40)}`")
+    except RepeatedKey as repeated:
+        return NotAVerdict(f"its JSON repeats the key `{excerpt(repeated.key, 40)}`")
     except (ValueError, RecursionError):
         return NotAVerdict(f"its JSON object does not parse: `{excerpt(text)}`")
     if "{" in text[end:]:
