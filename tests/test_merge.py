@@ -471,6 +471,20 @@ def test_a_shard_with_a_malformed_cell_or_a_cell_of_another_shard_is_refused_say
     assert not (tmp_path / "out").exists()
 
 
+def test_a_shard_whose_score_is_not_a_number_is_refused(
+    three: tuple[Path, list[Path]], tmp_path: Path
+) -> None:
+    _, files = three
+    doc = json.loads(files[1].read_text())
+    doc["overall"]["score"] = float("nan")
+    files[1].write_text(json.dumps(doc))  # json writes NaN; no run does
+    done = merge(*files, "-o", tmp_path / "out", cwd=tmp_path)
+    assert done.returncode == 2
+    assert f"{files[1]}: overall.score is nan, not a finite number" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_merge_finds_results_in_downloaded_artifact_folders(
     three: tuple[Path, list[Path]], tmp_path: Path
 ) -> None:

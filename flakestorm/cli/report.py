@@ -27,7 +27,6 @@ def read_results(results_json: Path) -> RunResult:
     from flakestorm.baseline.judgement import judgement_of
     from flakestorm.results.model import ResultsError
     from flakestorm.results.stream import NotJson, read_streamed
-    from flakestorm.results.trend import non_finite_score
 
     try:
         with results_json.open(encoding="utf-8") as file:
@@ -45,9 +44,6 @@ def read_results(results_json: Path) -> RunResult:
         ) from None
     except ResultsError as exc:
         raise UsageError(f"{results_json}: {exc}") from None
-    problem = non_finite_score(result)
-    if problem:
-        raise UsageError(f"{results_json}: {problem}; expected a results.json")
     return result
 
 

@@ -1,7 +1,8 @@
 """The fields of a result read back from a file, checked against their annotated types: a
 hand-edited or truncated ``results.json`` must be refused when it is read
 (:func:`flakestorm.results.model.from_document`, and each streamed item of
-:mod:`flakestorm.results.stream`), not crash a reporter later.
+:mod:`flakestorm.results.stream`), not crash a reporter later. A score that is no number
+(:func:`non_finite_score`: NaN, Infinity) is refused there too: no run writes one.
 
 Each annotation is turned into a check once (:func:`_checker`, cached by its text), so checking
 the items of a large file one at a time costs a call per field, not a parse of its annotation.
@@ -11,8 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from flakestorm.results.model import RunResult
 
 _SCALARS: dict[str, tuple[str, tuple[type, ...]]] = {
     "str": ("a string", (str,)),
@@ -195,3 +200,14 @@ def _is_dataclass(kind: type) -> bool:
 
 def _is(kind: str, head: str, tail: str) -> bool:
     return kind.startswith(head) and kind.endswith(tail)
+
+
+def non_finite_score(result: RunResult) -> str:
+    """What is wrong with a score of ``result`` that is no number (NaN, Infinity), ``""`` when
+    none is: a results.json no run writes, read as unreadable, never drawn or compared."""
+    scores = [("overall.score", result.overall.score)]
+    scores += [(f"phases.{name}.score.score", p.score.score) for name, p in result.phases.items()]
+    for where, score in scores:
+        if score is not None and not math.isfinite(score):
+            return f"{where} is {score!r}, not a finite number"
+    return ""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from flakestorm.redaction import Redactor
-from flakestorm.results.field_types import mistyped
+from flakestorm.results.field_types import mistyped, non_finite_score
 from flakestorm.results.scenarios import CallRecord as CallRecord
 from flakestorm.results.scenarios import ScenarioInfo as ScenarioInfo
 from flakestorm.results.scenarios import call_records, scenario_from_document
@@ -493,6 +493,9 @@ def from_document(doc: Mapping[str, Any], *, check_types: bool = True) -> RunRes
     problem = mistyped(result) if check_types else None
     if problem is not None:
         raise ResultsError(f"results document is malformed: {problem}")
+    not_finite = non_finite_score(result) if check_types else ""
+    if not_finite:  # no run writes one: never drawn, compared or taken as a baseline
+        raise ResultsError(not_finite)
     return result
 
 

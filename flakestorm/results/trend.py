@@ -8,7 +8,6 @@ missing artifact) are counted, not shown.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -126,17 +125,6 @@ class Trend:
             branch=str(d.get("branch", "")),
             skipped=int(d.get("skipped", 0)),
         )
-
-
-def non_finite_score(result: RunResult) -> str:
-    """What is wrong with a score of ``result`` that is no number (NaN, Infinity), ``""`` when
-    none is: a results.json no run writes, read as unreadable, never drawn or compared."""
-    scores = [("overall.score", result.overall.score)]
-    scores += [(f"phases.{name}.score.score", p.score.score) for name, p in result.phases.items()]
-    for where, score in scores:
-        if score is not None and not math.isfinite(score):
-            return f"{where} is {score!r}, not a finite number"
-    return ""
 
 
 def verdict_of(result: RunResult) -> str:
