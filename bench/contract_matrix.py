@@ -32,7 +32,7 @@ from support.server import LoopbackServer, Request, Response  # noqa: E402
 from flakestorm.agents.factory import build_agent  # noqa: E402
 from flakestorm.checks.invariants import build_checker  # noqa: E402
 from flakestorm.engine.executor import Executor, Options  # noqa: E402
-from flakestorm.engine.plan import build_plan  # noqa: E402
+from flakestorm.engine.matrix_plan import build_plan  # noqa: E402
 from flakestorm.loader import load_config_text  # noqa: E402
 
 INVARIANT_KINDS = [

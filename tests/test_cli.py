@@ -16,10 +16,10 @@ import pytest
 from click.testing import CliRunner
 
 from flakestorm import __version__
-from flakestorm.authoring.preview import count_matrix
 from flakestorm.authoring.starter import STARTER_CONFIG
 from flakestorm.cli import FlakestormGroup, main
 from flakestorm.cli.app import LazyGroup
+from flakestorm.engine.run_plan import plan_run
 from flakestorm.errors import InfrastructureError
 from flakestorm.loader import load_config
 
@@ -182,7 +182,7 @@ def test_validate_loads_no_pydantic_plugins_and_leaves_the_environment_as_it_was
 
 def test_count_matrix(tmp_path: Path) -> None:
     loaded = load_config(write(tmp_path, COUNTED))
-    count = count_matrix(loaded.config)
+    count = plan_run(loaded.config, tmp_path).phases["contract"].matrix
     assert count is not None
     assert (count.invariants, count.scenarios, count.cells) == (3, 3, 9)
     # leak only under chaos (2 of 3), fixed only without (1 of 3)

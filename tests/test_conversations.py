@@ -27,9 +27,9 @@ from support.config_text import load, problems
 from support.server import LoopbackServer, Request, Response
 
 from flakestorm.agents.session import session_id
-from flakestorm.authoring.preview import count_matrix
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.config import OutputFormat
+from flakestorm.engine.run_plan import plan_run
 from flakestorm.engine.runner import Overrides, run_phases
 from flakestorm.loader import load_config, load_config_text
 from flakestorm.replay.export import export_sessions
@@ -633,7 +633,7 @@ def test_a_turns_auto_baseline_is_that_turn_of_the_same_conversation_without_cha
     assert [p.passed for p in down.prompts] == [True, False, False, True]
     assert down.prompts[2].output == "I only know AAPL at 123.45"
     # validate counts the baseline's turns: 3 turns + 1 prompt, once each
-    counted = count_matrix(load_config_text(text).config)
+    counted = plan_run(load_config_text(text).config, Path(".")).phases["contract"].matrix
     assert counted is not None and counted.baselines == 4
 
 

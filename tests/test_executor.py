@@ -26,7 +26,7 @@ from flakestorm.checks.invariants import build_checker
 from flakestorm.config import Advanced, Contract
 from flakestorm.engine.events import CellFinished, Event, ProbeFinished, ScenarioFinished
 from flakestorm.engine.executor import Executor, Options
-from flakestorm.engine.plan import build_plan
+from flakestorm.engine.matrix_plan import build_plan
 from flakestorm.engine.probes import Probe, ProbeRun
 from flakestorm.engine.runner import run_phases
 from flakestorm.errors import AgentErrorKind, AgentNotReady, HarnessError

@@ -12,10 +12,10 @@ import pytest
 from support.quote_project import quote_project, run_config
 
 from flakestorm.config import Config, Contract
+from flakestorm.engine.matrix_plan import MatrixPlan, build_plan
 from flakestorm.engine.phases.matrix import STATEFUL_WARNING, count_invocations, run_matrix
 from flakestorm.engine.phases.phase import PhaseContext, PhasePlan, PhaseRequest
 from flakestorm.engine.phases.registry import PHASES, register
-from flakestorm.engine.plan import Plan, build_plan
 from flakestorm.engine.runner import configured_phases, run_ci
 from flakestorm.loader import LoadedConfig, load_config_text
 from flakestorm.reporters import comment, html, junit, markdown, terminal
@@ -40,7 +40,7 @@ class SmokePhase:
     def weight(self, config: Config) -> float:
         return 0.5
 
-    def plan(self, loaded: LoadedConfig, request: PhaseRequest) -> Plan:
+    def plan(self, loaded: LoadedConfig, request: PhaseRequest) -> MatrixPlan:
         contract = Contract.model_validate(
             {
                 "name": "smoke",
@@ -53,7 +53,7 @@ class SmokePhase:
         return build_plan(contract, [])
 
     def run(self, plan: PhasePlan, context: PhaseContext) -> PhaseOutcome:
-        assert isinstance(plan, Plan)
+        assert isinstance(plan, MatrixPlan)
         return run_matrix(self.name, plan, context, {})
 
     def score(self, outcome: PhaseOutcome, config: Config) -> PhaseScore:

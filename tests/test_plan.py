@@ -8,7 +8,7 @@ import pytest
 
 from flakestorm.chaos.labels import tool_fault_label
 from flakestorm.config import Config, Contract
-from flakestorm.engine.plan import build_plan, mcp_server_of
+from flakestorm.engine.matrix_plan import build_plan, mcp_server_of
 from flakestorm.errors import UsageError
 from flakestorm.loader import load_config_text
 

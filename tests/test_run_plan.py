@@ -378,6 +378,13 @@ CASES = [
     Case("python-chaos-phase", "python", "chaos", {**PROMPTS, **CHAOS}, {"tools": ["TOOLS"]}),
     Case("python-mutation", "python", "mutation", {**PROMPTS, **MUTATIONS}),
     Case(
+        "python-mutation-wrapped",
+        "python",
+        "mutation",
+        {**PROMPTS, **MUTATIONS},
+        {"tools": ["TOOLS"], "llm": "MODULE:complete"},
+    ),
+    Case(
         "python-mutation-session",
         "python",
         "mutation",
@@ -473,6 +480,60 @@ def test_validate_counts_what_the_agent_receives(
     results = json.loads((tmp_path / "reports" / "results.json").read_text())
     if case.command != "mutation" or "bursts" not in case.id:  # a burst is one invocation
         assert results["invocations"] == received
+    assert_recorded(results["plan"], plan, case.command)
+
+
+def assert_recorded(recorded: dict[str, Any], plan: dict[str, Any], command: str) -> None:
+    """The plan the run recorded in results.json is the plan ``validate --json`` printed, field
+    for field, for the phases the command ran: a phase's own command takes the channel that
+    phase names when it names one; ``ci`` runs the phases one after another (only its first
+    makes the stateful check), and records their total as ``ci``. An agent whose source did
+    not say whether it takes ``session_id`` is planned again once the run imported it: what
+    validate could not know is then known, and exact."""
+    undecided = plan["sessions"] is None
+    if undecided:
+        assert recorded["sessions"] is not None and recorded["warnings"] == []
+    else:
+        assert recorded["sessions"] == plan["sessions"]
+        assert recorded["warnings"] == plan["warnings"]
+    assert recorded["reset"] == plan["reset"]
+
+    def known(entry: dict[str, Any]) -> dict[str, Any]:
+        if not undecided:
+            return entry
+        return {k: v for k, v in entry.items() if k not in ("exact", "why")}
+
+    if command == "ci":
+        assert recorded["channel"] == plan["channel"]
+        assert known(recorded["ci"]) == known(plan["ci"])
+        assert list(recorded["phases"]) == list(plan["phases"])
+        for name, entry in recorded["phases"].items():
+            alone = plan["phases"][name]
+            for key in ("cells", "scenarios", "flight"):
+                assert entry.get(key) == alone.get(key), (name, key)
+        return
+    alone = dict(plan["phases"][command])
+    assert recorded["channel"] == alone.pop("channel", plan["channel"])
+    assert list(recorded["phases"]) == [command] and "ci" not in recorded
+    assert known(recorded["phases"][command]) == known(alone)
+
+
+def test_a_python_agent_with_wrapped_callables_and_only_mutations_is_planned_with_wrappers(
+    tmp_path: Path,
+) -> None:
+    """Its mutations' calls are recorded through the wrappers: ``validate`` says so, and the
+    run records the same channel."""
+    case = next(c for c in CASES if c.id == "python-mutation-wrapped")
+    path, module = write_case(case, tmp_path, "http://unused", "http://unused")
+    runner = CliRunner()
+    plan = json.loads(runner.invoke(main, ["validate", "--json", "-c", str(path)]).stdout)
+    assert plan["channel"]["kind"] == "wrappers"
+    ran = runner.invoke(main, [*COMMANDS["mutation"], "-c", str(path)])
+    assert ran.exit_code in (0, 1), ran.output
+    del sys.modules[module]
+    results = json.loads((tmp_path / "reports" / "results.json").read_text())
+    assert results["plan"]["channel"]["kind"] == "wrappers"
+    assert results["plan"]["phases"]["mutation"]["invocations"] == results["invocations"]
 
 
 @pytest.mark.parametrize("forward", [False, True], ids=["forwards-nothing", "forwards"])

@@ -8,48 +8,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flakestorm.config import AgentType, Config, JudgeExample, MutationGenerator, PhaseName
-from flakestorm.engine.counting import MatrixCount
 from flakestorm.engine.run_plan import (
     ONE_AT_A_TIME,
     UNLESS_ATTRIBUTED,
     RunPlan,
-    plan_or_problem,
     plan_run,
 )
 from flakestorm.redaction import masked_url, without_userinfo
 from flakestorm.semantics.sweeps import sweeps_of
 
 
-def count_matrix(config: Config, base_dir: Path = Path(".")) -> MatrixCount | None:
-    """Cells and agent invocations of a contract run, as the run plan counts them; None
-    without a contract (or with an invariant that has no prompt, which validation reports)."""
-    plan = plan_or_problem(config, base_dir)
-    if isinstance(plan, str) or "contract" not in plan.phases:
-        return None
-    return plan.phases["contract"].matrix
-
-
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
-
-
-def notes(config: Config) -> list[str]:
-    """What ``validate`` warns about beyond the file's problems: mutation types that ``count``
-    leaves out (they are dealt round-robin)."""
-    mutations = config.mutations
-    if mutations is None:
-        return []
-    from flakestorm.mutations.generation import left_out
-
-    skipped = left_out(config)
-    if not skipped:
-        return []
-    names = ", ".join(k.value for k in skipped)
-    return [
-        f"mutations.count {mutations.count} per golden prompt leaves out "
-        f"{_plural(len(skipped), 'type')}: {names} (types are dealt round-robin; raise count "
-        "to at least the number of types, or list fewer types)"
-    ]
 
 
 def llm_generator_state(config: Config, base_dir: Path) -> str | None:
@@ -100,7 +70,7 @@ def summary(
     lines += _judge_lines(config, base_dir)
     phases = [name.value for name in PhaseName if name.configured(config)]
     lines.append(("phases", ", ".join(phases) if phases else "none configured"))
-    if len(plan.phases) > 1:
+    if len(plan.phases) > 1 and plan.ci is not None:
         exact = "" if plan.ci.exact else " (at most: see validate --json)"
         lines.append(("ci", f"{plan.ci.invocations} invocations for every phase in one run{exact}"))
     return lines

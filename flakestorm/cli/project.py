@@ -35,7 +35,7 @@ def validate(config_path: Path, as_json: bool) -> None:
     """
     try:
         with _no_pydantic_plugins(), collector_paused():
-            from flakestorm.authoring.preview import judge_states, notes, summary
+            from flakestorm.authoring.preview import judge_states, summary
             from flakestorm.engine.run_plan import plan_run
 
             loaded = load(config_path)
@@ -47,7 +47,7 @@ def validate(config_path: Path, as_json: bool) -> None:
             click.echo(json.dumps({"errors": _errors(exc, config_path)}, indent=2))
         raise  # the text form, on stderr
     masked = Redactor(loaded.secrets)
-    warnings = [str(w) for w in [*loaded.warnings, *notes(loaded.config)]]
+    warnings = [str(w) for w in loaded.warnings]
     if as_json:
         import json
 

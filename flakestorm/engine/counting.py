@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from flakestorm.config import AgentType, Config, InvariantType, turns_of
-from flakestorm.engine.plan import Plan
+from flakestorm.engine.matrix_plan import MatrixPlan
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,9 @@ class MatrixCount:
     """The stateful check's invocations."""
     probe: int = 0
     """The forwarding probe's invocation."""
+    learns: bool = False
+    """Whether the run learns what attribution the agent forwards before the matrix
+    (:func:`learns_attribution`)."""
 
     @property
     def invocations(self) -> int:
@@ -64,7 +67,7 @@ def forwarding_probe(learns: bool, isolated: bool, baselines: bool) -> bool:
 
 
 def count_invocations(
-    plan: Plan,
+    plan: MatrixPlan,
     config: Config,
     first: bool = True,
     sessions: bool | None = None,
@@ -95,6 +98,7 @@ def count_invocations(
         baselines=baselines,
         detection=2 if stateful_check(first, isolated) else 0,
         probe=int(probe),
+        learns=learns,
     )
 
 

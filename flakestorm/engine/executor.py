@@ -44,7 +44,7 @@ from flakestorm.config import Invariant
 from flakestorm.engine.budget import Budget, FirstReply
 from flakestorm.engine.events import Event
 from flakestorm.engine.fanout import each
-from flakestorm.engine.plan import Baseline, BaselineKey, Cell, Plan, baseline_sends
+from flakestorm.engine.matrix_plan import Baseline, BaselineKey, Cell, MatrixPlan, baseline_sends
 from flakestorm.engine.probes import Host, Probe, ProbeRun, ProbeVerdict, run_probes
 from flakestorm.engine.revival import Crowd, Gate, Reviver
 from flakestorm.engine.tracker import Tracker
@@ -282,7 +282,9 @@ class Executor:
 
     # ----------------------------------------------------------------- the matrix
 
-    def run(self, plan: Plan, baselines: Mapping[BaselineKey, Reply | None]) -> list[CellResult]:
+    def run(
+        self, plan: MatrixPlan, baselines: Mapping[BaselineKey, Reply | None]
+    ) -> list[CellResult]:
         """Run every cell of ``plan``; results in plan order."""
         return self.run_cells(plan.cells, baselines)
 

@@ -293,6 +293,7 @@ def merge(shards: Shards, min_score: float | None = None) -> RunResult:
         warnings=_union(w for r in results for w in r.warnings),
         accepted=acceptances if config.accepted else None,
         judges=_union(line for r in results for line in r.judges or ()) or None,
+        plan=head.plan,
     )
 
 

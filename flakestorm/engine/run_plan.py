@@ -26,16 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from flakestorm.agents.source import module_file, search_path, sessions_of
-from flakestorm.chaos.choice import ChannelChoice, choose
+from flakestorm.chaos.choice import ChannelChoice, choose, undeliverable
 from flakestorm.chaos.ordering import order_dependence
-from flakestorm.config import Config, PhaseName, Scenario
-from flakestorm.engine.counting import (
-    MatrixCount,
-    count_invocations,
-    mutation_sends,
-    scenarios_fly,
-)
-from flakestorm.engine.plan import Plan, chaos_contract, plan_for
+from flakestorm.config import AgentType, Config, PhaseName, Scenario
+from flakestorm.engine.counting import MatrixCount, count_invocations, mutation_sends, scenarios_fly
+from flakestorm.engine.matrix_plan import MatrixPlan, chaos_contract, plan_for
 from flakestorm.errors import Problem, UsageError
 
 CONCURRENT = "concurrent"
@@ -62,6 +57,8 @@ class ScenarioRuns:
     name: str
     runs: str
     why: str
+    order: tuple[str, ...] = ()
+    """Why its faults depend on call order (``runs`` is one at a time unless attributed)."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +84,13 @@ class PhaseCount:
     """How the matrix's scenarios run relative to each other (SPEC §9; its ``name`` is
     ``scenarios``): all in flight together, or one after another, and why; None with fewer
     than two scenarios."""
+    channel: ChannelChoice | None = None
+    """``validate``'s plan: the channel of this phase's own command, when it is not the
+    plan's (the channel of every configured phase in one run)."""
+
+    def scenario(self, name: str) -> ScenarioRuns:
+        """How the scenario ``name`` runs."""
+        return next(s for s in self.scenarios if s.name == name)
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -110,43 +114,87 @@ class PhaseCount:
             ]
         if self.flight is not None:
             out["flight"] = {"runs": self.flight.runs, "why": self.flight.why}
+        if self.channel is not None:
+            out["channel"] = _channel_json(self.channel)
         return out
+
+
+def _channel_json(channel: ChannelChoice) -> dict[str, str]:
+    return {"kind": channel.kind.value, "description": channel.describe()}
+
+
+@dataclass(frozen=True)
+class Command:
+    """What a command runs: its phases in report order (``contract run``: the contract
+    phase; ``ci``: every configured one), a built-in chaos profile in place of the top-level
+    ``chaos`` (``--chaos-profile``), and whether it records a cassette (``--record``)."""
+
+    phases: tuple[str, ...]
+    chaos_profile: str | None = None
+    record: bool = False
+    ci: bool = False
+    """The command is ``ci``: the plan records the total of its phases as ``ci``."""
+    others: tuple[Scenario, ...] = ()
+    """The scenarios of phases registered beside the built-in ones (the plan knows their
+    work only from their own plans)."""
+    channel_wanted: bool = False
+    """Such a phase needs the fault channel without a chaos scenario."""
 
 
 @dataclass(frozen=True)
 class RunPlan:
-    """The plan of a run of every configured phase (``ci``), and of each phase's command."""
+    """The plan of a run: ``validate``'s (every configured phase, each as its own command
+    runs it, and ``ci``) or one command's, which the run executes and records."""
 
     channel: ChannelChoice
     sessions: bool | None
     """Whether the agent keeps a session per cell; None: its source does not say (the run
-    reads the imported callable)."""
+    reads the imported callable and plans again with what it takes)."""
     reset: bool
     """A reset before each cell (``agent.reset_endpoint`` / ``reset_function``, no session)."""
     phases: Mapping[str, PhaseCount]
-    ci: PhaseCount
-    """Every configured phase in one run (``flakestorm ci``)."""
+    """``validate``: each configured phase as its own command sends it; a command's plan: its
+    phases as that command sends them (only the first makes the stateful check)."""
+    ci: PhaseCount | None
+    """Every configured phase in one run (``flakestorm ci``); None in a plan of another
+    command."""
     warnings: tuple[str, ...] = ()
+    command: Command | None = None
+    """The command planned; None for ``validate``'s plan."""
+
+    def phase(self, name: str) -> PhaseCount | None:
+        """How the phase ``name`` runs (None for a phase the plan does not know: a phase
+        registered beside the built-in ones)."""
+        return self.phases.get(name)
 
     def as_json(self, warnings: tuple[str, ...] = ()) -> dict[str, Any]:
-        return {
-            "channel": {
-                "kind": self.channel.kind.value,
-                "description": self.channel.describe(),
-            },
+        out = {
+            "channel": _channel_json(self.channel),
             "sessions": self.sessions,
             "reset": self.reset,
             "warnings": [*warnings, *self.warnings],
             "phases": {name: count.as_json() for name, count in self.phases.items()},
-            "ci": self.ci.as_json(),
         }
+        if self.ci is not None:
+            out["ci"] = self.ci.as_json()
+        return out
 
 
-def plan_run(config: Config, base_dir: Path) -> RunPlan:
-    """The plan of ``config`` (its files relative to ``base_dir``). Raises
-    :class:`UsageError` for what no run of it could do (a python agent with ``proxy.url`` and
-    routes, say)."""
+def plan_run(
+    config: Config,
+    base_dir: Path,
+    command: Command | None = None,
+    imported_sessions: bool | None = None,
+) -> RunPlan:
+    """The plan of ``config`` (its files relative to ``base_dir``): of ``command``'s run, or
+    (``validate``, no command) of every configured phase's own command and of ``ci``.
+    ``imported_sessions``: whether the imported agent takes ``session_id``, for the run of an
+    agent whose source does not say. Raises :class:`UsageError` for what no run of it could do
+    (a python agent with ``proxy.url`` and routes, a fault of ``--chaos-profile`` a python
+    agent cannot be given)."""
     sessions = sessions_of(config.agent, base_dir)
+    if sessions is None:
+        sessions = imported_sessions
     reset = not sessions and bool(config.agent.reset_endpoint or config.agent.reset_function)
     notes: list[str] = []
     if sessions is None and _has_source(config, base_dir):  # else: the run's import error
@@ -154,27 +202,114 @@ def plan_run(config: Config, base_dir: Path) -> RunPlan:
             f'whether "{config.agent.endpoint}" takes `session_id` is read when the run imports '
             "it (its source does not say): the invocations are counted as if it does not"
         )
-    scenarios: list[Scenario] = []
-    matrices: dict[str, Plan] = {}
-    if config.contract is not None:
+    facts = _Facts(config, base_dir, sessions, reset, notes[0] if notes else "")
+    everything = Command(configured(config), ci=True)
+    if MUTATION in (command or everything).phases:
+        notes += _left_out(config)
+    if command is not None:
+        channel, phases = _counted(facts, command)
+        ci = _total(phases, config) if command.ci else None
+        return RunPlan(channel, sessions, reset, phases, ci, tuple(notes), command)
+    channel, runs = _counted(facts, everything)
+    phases = {}
+    for name in everything.phases:  # each phase's own command, and its channel when other
+        own, counted = _counted(facts, Command((name,)))
+        phases[name] = (
+            counted[name] if own == channel else dataclasses.replace(counted[name], channel=own)
+        )
+    return RunPlan(channel, sessions, reset, phases, _total(runs, config), tuple(notes))
+
+
+def _left_out(config: Config) -> list[str]:
+    """The mutation types ``mutations.count`` leaves out (they are dealt round-robin)."""
+    from flakestorm.mutations.generation import left_out
+
+    mutations = config.mutations
+    skipped = left_out(config) if mutations is not None else []
+    if mutations is None or not skipped:
+        return []
+    names = ", ".join(k.value for k in skipped)
+    types = f"{len(skipped)} type{'' if len(skipped) == 1 else 's'}"
+    return [
+        f"mutations.count {mutations.count} per golden prompt leaves out {types}: {names} "
+        "(types are dealt round-robin; raise count to at least the number of types, or list "
+        "fewer types)"
+    ]
+
+
+def configured(config: Config) -> tuple[str, ...]:
+    """The phases a config configures, in report order (the chaos phase needs golden
+    prompts to send)."""
+    present = {
+        CONTRACT: config.contract is not None,
+        CHAOS: config.chaos is not None and bool(config.golden_prompts),
+        MUTATION: config.mutations is not None,
+        REPLAY: config.replays is not None,
+    }
+    return tuple(name for name in PHASE_ORDER if present[name])
+
+
+@dataclass(frozen=True)
+class _Facts:
+    """What every count of a plan reads beyond the command."""
+
+    config: Config
+    base_dir: Path
+    sessions: bool | None
+    reset: bool
+    undecided: str
+    """Why the counts are not exact (the source does not say whether the agent keeps
+    sessions); empty when they are."""
+
+
+def _counted(facts: _Facts, command: Command) -> tuple[ChannelChoice, dict[str, PhaseCount]]:
+    """The channel of ``command``'s run and each of its phases as that run sends it (only its
+    first phase makes the stateful check)."""
+    config = facts.config
+    matrices: dict[str, MatrixPlan] = {}
+    if CONTRACT in command.phases and config.contract is not None:
         matrices[CONTRACT] = plan_for(config, config.contract)
-    if config.chaos is not None and config.golden_prompts:
-        matrices[CHAOS] = plan_for(config, chaos_contract(config))
-    for matrix in matrices.values():
-        scenarios += matrix.scenarios
+    if CHAOS in command.phases:
+        profile = None
+        if command.chaos_profile:
+            from flakestorm.loader.profiles import load_profile
+
+            profile = load_profile(command.chaos_profile)
+        if profile is not None or config.chaos is not None:
+            matrices[CHAOS] = plan_for(config, chaos_contract(config, profile))
+    scenarios = [s for matrix in matrices.values() for s in matrix.scenarios]
+    # the replay phase serves recorded responses on the channel, and every tool call of a
+    # session must reach it (one the session did not record is a replay miss); the mutation
+    # phase records each mutation's calls through the wrappers
+    chaos = (
+        any(s.needs_delivery for s in (*scenarios, *command.others))
+        or REPLAY in command.phases
+        or (MUTATION in command.phases and wraps(config))
+        or command.channel_wanted
+    )
+    for scenario in (*scenarios, *command.others) if chaos else ():
+        lacks = undeliverable(config.agent, config.proxy, scenario)
+        if lacks:  # a scenario validate could not see (--chaos-profile)
+            raise UsageError(f"scenario {scenario.name!r} {lacks[0][1]}")
+    channel = choose(config, chaos, record=command.record)
     phases: dict[str, PhaseCount] = {}
-    for name, matrix in matrices.items():
-        phases[name] = _matrix_count(name, matrix, config, sessions, reset, first=True)
-    if config.mutations is not None:
-        phases[MUTATION] = _mutation_count(config, bool(sessions))
-    if config.replays is not None:
-        phases[REPLAY] = _replay_count(config, base_dir)
-    chaos = any(s.needs_delivery for s in scenarios) or config.replays is not None
-    channel = choose(config, chaos)
-    if notes:
-        phases = {name: _inexact(count, notes[0]) for name, count in phases.items()}
-    ci = _ci(phases, matrices, config, sessions, reset)
-    return RunPlan(channel, sessions, reset, phases, ci, tuple(notes))
+    for position, name in enumerate(command.phases):
+        if name in matrices:
+            phases[name] = _matrix_count(name, matrices[name], facts, channel, not position)
+        elif name == MUTATION and config.mutations is not None:
+            phases[name] = _mutation_count(config, bool(facts.sessions))
+        elif name == REPLAY and config.replays is not None:
+            phases[name] = _replay_count(config, facts.base_dir)
+    if facts.undecided:
+        phases = {name: _inexact(count, facts.undecided) for name, count in phases.items()}
+    return channel, phases
+
+
+def wraps(config: Config) -> bool:
+    """Whether the mutation phase opens the wrappers: a python agent with tools or an LLM
+    callable, so the calls of each mutation are recorded."""
+    agent = config.agent
+    return agent.type is AgentType.PYTHON and bool(agent.tools or agent.tool_registry or agent.llm)
 
 
 def _has_source(config: Config, base_dir: Path) -> bool:
@@ -203,30 +338,39 @@ def _budgeted(count: PhaseCount, config: Config) -> PhaseCount:
 
 
 def _matrix_count(
-    name: str, plan: Plan, config: Config, sessions: bool | None, reset: bool, first: bool
+    name: str, plan: MatrixPlan, facts: _Facts, channel: ChannelChoice, first: bool
 ) -> PhaseCount:
-    chaos = any(s.needs_delivery for s in plan.scenarios)
-    choice = choose(config, chaos)
+    """A matrix phase as a run on ``channel`` sends it (``first``: as the run's first phase)."""
     count = count_invocations(
         plan,
-        config,
+        facts.config,
         first=first,
-        sessions=bool(sessions),
-        exact_attribution=choice.exact_attribution,
+        sessions=bool(facts.sessions),
+        exact_attribution=channel.exact_attribution,
     )
-    runs = tuple(_runs(s, choice, reset) for s in plan.scenarios)
-    phase = PhaseCount(name, count.cells, count.invocations, True, "", runs, count)
-    flight = _flight(plan, choice, reset)
-    return _budgeted(dataclasses.replace(phase, flight=flight), config)
+    runs = tuple(_runs(s, channel, facts.reset) for s in plan.scenarios)
+    flight = _flight(plan, channel, facts.reset)
+    phase = PhaseCount(name, count.cells, count.invocations, True, "", runs, count, flight=flight)
+    return _budgeted(phase, facts.config)
 
 
-def _flight(plan: Plan, choice: ChannelChoice, reset: bool) -> ScenarioRuns | None:
-    """How the matrix's scenarios run relative to each other, as ``run_matrix`` decides
-    (:func:`flakestorm.engine.phases.matrix.in_flight`)."""
-    chaos = [s for s in plan.scenarios if s.needs_delivery]
-    if len(plan.scenarios) < 2 or not chaos:
+def count_matrix(
+    name: str, plan: MatrixPlan, run: RunPlan, config: Config, first: bool
+) -> PhaseCount:
+    """A matrix phase the plan does not know (a phase registered beside the built-in ones)
+    counted by the same rules, on the plan's channel."""
+    facts = _Facts(config, Path("."), run.sessions, run.reset, "")
+    return _matrix_count(name, plan, facts, run.channel, first)
+
+
+def _flight(plan: MatrixPlan, channel: ChannelChoice, reset: bool) -> ScenarioRuns | None:
+    """How the matrix's scenarios run relative to each other (SPEC §9): None with fewer than
+    two, or when none is activated on the channel (no chaos, and a channel that cannot
+    attribute calls itself)."""
+    chaos = any(s.needs_delivery for s in plan.scenarios)
+    if len(plan.scenarios) < 2 or not (chaos or channel.exact_attribution):
         return None
-    flies = scenarios_fly(choice.exact_attribution, None, reset)
+    flies = scenarios_fly(channel.exact_attribution, None, reset)
     if flies is False:
         return ScenarioRuns(
             "scenarios",
@@ -278,6 +422,7 @@ def _runs(scenario: Scenario, choice: ChannelChoice, reset: bool) -> ScenarioRun
         UNLESS_ATTRIBUTED,
         f"its faults depend on call order ({'; '.join(order)}): its cells run one at a time "
         "unless the forwarding probe finds that the agent forwards attribution",
+        order,
     )
 
 
@@ -306,21 +451,11 @@ def _replay_count(config: Config, base_dir: Path) -> PhaseCount:
     return _budgeted(count, config)
 
 
-def _ci(
-    phases: Mapping[str, PhaseCount],
-    matrices: Mapping[str, Plan],
-    config: Config,
-    sessions: bool | None,
-    reset: bool,
-) -> PhaseCount:
-    """One run of every configured phase, in order: only the first makes the stateful check."""
+def _total(phases: Mapping[str, PhaseCount], config: Config) -> PhaseCount:
+    """One run of ``phases`` (counted as that run sends them), in order."""
     total = cells = 0
     exact, why = True, []
-    for position, name in enumerate(n for n in PHASE_ORDER if n in phases):
-        count = phases[name]
-        if name in matrices and position:
-            later = _matrix_count(name, matrices[name], config, sessions, reset, first=False)
-            count = later if count.exact else _inexact(later, count.why)
+    for name, count in phases.items():
         total += count.invocations
         cells += count.cells
         if not count.exact:
@@ -328,11 +463,3 @@ def _ci(
             why.append(f"{name}: {count.why}")
     counted = PhaseCount("ci", cells, total, exact, "; ".join(why))
     return _budgeted(counted, config) if exact else counted
-
-
-def plan_or_problem(config: Config, base_dir: Path) -> RunPlan | str:
-    """The plan, or why no run of the config could be made (a usage error's message)."""
-    try:
-        return plan_run(config, base_dir)
-    except UsageError as exc:
-        return str(exc)

@@ -14,7 +14,6 @@ import datetime
 import re
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,15 +27,19 @@ from flakestorm.agents.readiness import ReadyAgain
 from flakestorm.agents.reset import build_resetter
 from flakestorm.agents.source import no_session, sessions_of
 from flakestorm.chaos.channels import Channel
-from flakestorm.chaos.choice import ChannelChoice, choose, open_channel, undeliverable
+from flakestorm.chaos.choice import ChannelChoice, open_channel
 from flakestorm.checks.invariants import build_checker
-from flakestorm.config import AgentType, Config, Conversation, Proxy
+from flakestorm.config import AgentType, Config, Conversation
 from flakestorm.engine.events import Event, RunPlanned
 from flakestorm.engine.executor import MISREAD, Executor, Options, Resetter
 from flakestorm.engine.judging import calibrate, health, judged_in, run_checker
+from flakestorm.engine.overrides import Overrides as Overrides
+from flakestorm.engine.overrides import apply_overrides as apply_overrides
+from flakestorm.engine.overrides import output_dir as output_dir
 from flakestorm.engine.phases.phase import Phase, PhaseContext, PhaseName, PhasePlan, PhaseRequest
 from flakestorm.engine.phases.registry import PHASES
 from flakestorm.engine.revival import Reviver
+from flakestorm.engine.run_plan import PHASE_ORDER, Command, RunPlan, plan_run
 from flakestorm.engine.unsent import announced_errored, errored
 from flakestorm.errors import ConfigError, InfrastructureError, Problem, UsageError
 from flakestorm.loader import LoadedConfig
@@ -44,79 +47,8 @@ from flakestorm.redaction import Redactor, redacting
 from flakestorm.results import acceptance, clock
 from flakestorm.results.model import PhaseOutcome, RunResult, redact
 from flakestorm.results.scoring import score_run
-from flakestorm.results.shards import Shard, config_document, digest_of
+from flakestorm.results.shards import config_document, digest_of
 from flakestorm.stopping import Stop
-
-
-@dataclass(frozen=True)
-class Overrides:
-    """Command-line (or action input) values that win over the config."""
-
-    concurrency: int | None = None
-    seed: int | None = None
-    min_score: float | None = None
-    output_dir: str | None = None
-    agent_url: str | None = None
-    """Replaces ``agent.endpoint`` (http agents), e.g. a service container's address in CI."""
-    proxy_url: str | None = None
-    """Replaces ``proxy.url``."""
-    ready_timeout_ms: int | None = None
-    """Replaces ``agent.ready_timeout``."""
-    record: str | None = None
-    """Record the real LLM and tool exchanges of the run into this cassette file."""
-    shard: Shard | None = None
-    """Run only this part of every phase's items (``--shard K/N``)."""
-    proxy_token: str | None = None
-    """Replaces ``proxy.token`` (the proxy service's control API token)."""
-
-
-def _rebase(url: str, old_endpoint: str, new_endpoint: str) -> str:
-    """``url`` moved from ``old_endpoint``'s origin to ``new_endpoint``'s (other URLs,
-    and paths relative to the endpoint, are kept)."""
-    old = urllib.parse.urlsplit(old_endpoint)
-    target = urllib.parse.urlsplit(url)
-    if (target.scheme, target.netloc) != (old.scheme, old.netloc) or not target.netloc:
-        return url
-    new = urllib.parse.urlsplit(new_endpoint)
-    return urllib.parse.urlunsplit(target._replace(scheme=new.scheme, netloc=new.netloc))
-
-
-def output_dir(loaded: LoadedConfig, overrides: Overrides) -> Path:
-    """Where reports go: ``--output``, else ``output.dir`` (relative to the working directory)."""
-    return Path(overrides.output_dir or loaded.config.output.dir)
-
-
-def apply_overrides(loaded: LoadedConfig, overrides: Overrides) -> LoadedConfig:
-    """``loaded`` with the overrides written into its config (the config stays immutable)."""
-    config = loaded.config
-    agent_update: dict[str, object] = {}
-    if overrides.agent_url is not None:
-        if config.agent.type is not AgentType.HTTP:
-            raise UsageError("--agent-url applies to http agents; this config's agent is python")
-        agent_update["endpoint"] = overrides.agent_url
-        agent_update["start"] = None  # the agent runs elsewhere
-        # URLs on the old endpoint's origin (health, reset) move with it
-        for name in ("health_endpoint", "reset_endpoint"):
-            value = getattr(config.agent, name)
-            if value is not None:
-                agent_update[name] = _rebase(value, config.agent.endpoint, overrides.agent_url)
-    if overrides.ready_timeout_ms is not None:
-        agent_update["ready_timeout"] = overrides.ready_timeout_ms
-    update: dict[str, object] = {}
-    if agent_update:
-        update["agent"] = config.agent.model_copy(update=agent_update)
-    proxy_update = {
-        name: value
-        for name, value in (("url", overrides.proxy_url), ("token", overrides.proxy_token))
-        if value is not None
-    }
-    if proxy_update:
-        update["proxy"] = (config.proxy or Proxy()).model_copy(update=proxy_update)
-    if overrides.seed is not None:
-        update["advanced"] = config.advanced.model_copy(update={"seed": overrides.seed})
-    if not update:
-        return loaded
-    return dataclasses.replace(loaded, config=config.model_copy(update=update))
 
 
 def configured_phases(loaded: LoadedConfig) -> list[str]:
@@ -145,19 +77,21 @@ def configured_phases(loaded: LoadedConfig) -> list[str]:
 
 def run_ci(
     loaded: LoadedConfig,
-    overrides: Overrides = Overrides(),
+    overrides: Overrides | None = None,
     stop: threading.Event | None = None,
     on_event: Callable[[Event], None] | None = None,
     on_notice: Callable[[str], None] | None = None,
 ) -> RunResult:
     """Run every configured phase, score them together and apply the gate."""
     names = configured_phases(loaded)
-    return run_phases(loaded, names, overrides, stop=stop, on_event=on_event, on_notice=on_notice)
+    return run_phases(
+        loaded, names, overrides, stop=stop, on_event=on_event, on_notice=on_notice, ci=True
+    )
 
 
 def run_contract_phase(
     loaded: LoadedConfig,
-    overrides: Overrides = Overrides(),
+    overrides: Overrides | None = None,
     stop: threading.Event | None = None,
     on_event: Callable[[Event], None] | None = None,
     on_notice: Callable[[str], None] | None = None,
@@ -180,86 +114,104 @@ def run_contract_phase(
 def run_phases(
     loaded: LoadedConfig,
     names: Sequence[str],
-    overrides: Overrides = Overrides(),
+    overrides: Overrides | None = None,
     chaos_profile: str | None = None,
     stop: threading.Event | None = None,
     on_event: Callable[[Event], None] | None = None,
     on_notice: Callable[[str], None] | None = None,
+    ci: bool = False,
 ) -> RunResult:
     """Run the phases ``names`` against one agent, in report order, and score them together.
-    ``chaos_profile`` replaces the top-level chaos with a built-in one."""
+    ``chaos_profile`` replaces the top-level chaos with a built-in one; ``ci``: the command is
+    ``ci`` (every configured phase), which the plan records with its total. The command is
+    planned first (:func:`planned`: usage errors exit 2 before anything runs), then the plan
+    is executed (:func:`execute`)."""
+    overrides = overrides or Overrides()
     loaded = apply_overrides(loaded, overrides)
-    config = loaded.config
+    run = planned(loaded, names, overrides, chaos_profile, ci)
+    return execute(run, stop or Stop(), on_event, on_notice)
+
+
+@dataclass
+class PlannedRun:
+    """A command planned: its phases and their work (each phase's own plan: cells, mutations,
+    sessions), the run's plan (:class:`~flakestorm.engine.run_plan.RunPlan`), and what the run
+    adds to the result as it goes."""
+
+    loaded: LoadedConfig
+    overrides: Overrides
+    phases: list[Phase]
+    work: dict[str, PhasePlan]
+    plan: RunPlan
+    options: Options
+    started: datetime.datetime = dataclasses.field(
+        default_factory=lambda: datetime.datetime.now(datetime.timezone.utc)
+    )
+    t0: float = dataclasses.field(default_factory=time.perf_counter)
+    warnings: list[str] = dataclasses.field(default_factory=list)
+    """The run's own warnings, in the order they arose."""
+
+    @property
+    def out_dir(self) -> Path:
+        return output_dir(self.loaded, self.overrides)
+
+
+def execute(
+    run: PlannedRun,
+    stop: threading.Event,
+    on_event: Callable[[Event], None] | None = None,
+    on_notice: Callable[[str], None] | None = None,
+) -> RunResult:
+    """Execute ``run``'s plan: the agent up on the plan's channel, isolated as the plan says,
+    each phase run in report order, then scored together and the gate applied."""
+    loaded, out_dir = run.loaded, run.out_dir
     notice = _redacting(on_notice, loaded.secrets)
-    phases, plans, choice = _planned(loaded, names, overrides, chaos_profile)
-    stop = stop or Stop()
-    started = datetime.datetime.now(datetime.timezone.utc)
-    t0 = time.perf_counter()
-    out_dir = output_dir(loaded, overrides)
-    options = _options(config, overrides)
     if on_event is not None:
-        on_event(RunPlanned(sum(len(plan.cells) for plan in plans.values())))
-    run_warnings: list[str] = []
+        on_event(RunPlanned(sum(len(plan.cells) for plan in run.work.values())))
     with contextlib.ExitStack() as stack:
         stack.enter_context(_kept_if_used(out_dir))
         stack.enter_context(redacting(Redactor(loaded.secrets)))
         if stop.is_set():  # stopped during start-up: nothing is started, judged nor sent
-            outcomes = _not_started(loaded, phases, plans, options, on_event, out_dir)
-            return _result(
-                loaded, overrides, outcomes, phases, None, run_warnings, started, t0, stopped=True
-            )
+            return _result(run, _not_started(run, on_event), stopped=True)
         checker = run_checker(loaded)
         stack.callback(checker.close)
         try:  # the judges agree with their examples before the agent is called
-            calibrate(loaded, checker, judged_in(loaded, plans))
-            up = _agent_up(loaded, out_dir, notice, choice, overrides.record, stop, run_warnings)
+            calibrate(loaded, checker, judged_in(loaded, run.work))
+            up = _agent_up(
+                loaded, out_dir, notice, run.plan.channel, run.overrides.record, stop, run.warnings
+            )
             agent, channel, reviver = stack.enter_context(up)
         except InfrastructureError as exc:  # never ready, no proxy, no judge: reports say why
-            outcomes = _not_started(loaded, phases, plans, options, on_event, out_dir, exc.cause)
-            return _result(
-                loaded,
-                overrides,
-                outcomes,
-                phases,
-                None,
-                run_warnings,
-                started,
-                t0,
-                exc,
-                judges=health(checker),
-            )
-        sessions, resetter, options = _isolation(loaded, agent, options)
-        try:
-            begin = channel.begin if channel is not None else None
-            executor = Executor(
-                agent, checker, resetter, options, stop, on_event, reviver, begin=begin
-            )
-            context = PhaseContext(
-                loaded=loaded,
-                executor=executor,
-                channel=channel,
-                has_reset=resetter is not None,
-                first=True,
-                stop=stop,
-                notice=notice,
-                has_session=sessions,
-                spool_dir=out_dir,
-            )
-            outcomes = _run_each(phases, plans, context)
-            # the interaction log is bounded: what it could not keep is said, not hidden
-            lost = channel.lost() if channel is not None else None
-            if lost is not None:
-                run_warnings.append(lost)
-            judges = health(checker)
-        finally:
-            close_resetter = getattr(resetter, "close", None)
-            if callable(close_resetter):
-                close_resetter()
+            outcomes = _not_started(run, on_event, exc.cause)
+            return _result(run, outcomes, not_started=exc, judges=health(checker))
+        resetter = _isolated(run, agent)
+        if resetter is not None:
+            stack.callback(getattr(resetter, "close", lambda: None))
+        begin = channel.begin if channel is not None else None
+        executor = Executor(
+            agent, checker, resetter, run.options, stop, on_event, reviver, begin=begin
+        )
+        context = PhaseContext(
+            loaded=loaded,
+            executor=executor,
+            channel=channel,
+            has_reset=resetter is not None,
+            first=True,
+            stop=stop,
+            notice=notice,
+            plan=run.plan,
+            has_session=bool(run.plan.sessions),
+            spool_dir=out_dir,
+        )
+        outcomes = _run_each(run.phases, run.work, context)
+        # the interaction log is bounded: what it could not keep is said, not hidden
+        lost = channel.lost() if channel is not None else None
+        if lost is not None:
+            run.warnings.append(lost)
+        judges = health(checker)
     if executor.misread is not None:  # one located error, not a column of failed cells
-        run_warnings.insert(0, str(_locator(loaded)("agent.response_path", _misread(executor))))
-    return _result(
-        loaded, overrides, outcomes, phases, executor, run_warnings, started, t0, judges=judges
-    )
+        run.warnings.insert(0, str(_locator(loaded)("agent.response_path", _misread(executor))))
+    return _result(run, outcomes, executor, judges=judges)
 
 
 def _run_each(
@@ -287,12 +239,8 @@ class _NoAgent:
 
 
 def _not_started(
-    loaded: LoadedConfig,
-    phases: Sequence[Phase],
-    plans: dict[str, PhasePlan],
-    options: Options,
+    run: PlannedRun,
     on_event: Callable[[Event], None] | None,
-    out_dir: Path,
     cause: str | None = None,
 ) -> dict[str, PhaseOutcome]:
     """Each phase's outcome when the run could not start (the agent never became ready, the
@@ -301,6 +249,7 @@ def _not_started(
     done and why it could not, the cause stated once with how many items it touched; progress
     announces them errored, as the reports show them. Without ``cause`` (a run stopped during
     start-up) they stay ``not_run``."""
+    loaded = run.loaded
     stopped = threading.Event()
     stopped.set()
     checker = build_checker(loaded.config.advanced)
@@ -309,45 +258,53 @@ def _not_started(
     try:
         context = PhaseContext(
             loaded=loaded,
-            executor=Executor(_NoAgent(), checker, None, options, stopped, on_event),
+            executor=Executor(_NoAgent(), checker, None, run.options, stopped, on_event),
             channel=None,
             has_reset=False,
             first=True,
             stop=stopped,
             notice=lambda text: None,
+            plan=run.plan,
             has_session=False,
-            spool_dir=out_dir,
+            spool_dir=run.out_dir,
         )
-        return _run_each(phases, plans, context, lambda outcome: errored(outcome, cause))
+        return _run_each(run.phases, run.work, context, lambda outcome: errored(outcome, cause))
     finally:
         checker.close()
 
 
-def _planned(
+def planned(
     loaded: LoadedConfig,
     names: Sequence[str],
-    overrides: Overrides,
-    chaos_profile: str | None,
-) -> tuple[list[Phase], dict[str, PhasePlan], ChannelChoice]:
-    """The phases to run, each planned (usage errors exit 2 before anything runs), and the
-    channel their faults take (:func:`flakestorm.chaos.choice.choose`, as ``validate``'s
-    plan chooses it)."""
+    overrides: Overrides | None = None,
+    chaos_profile: str | None = None,
+    ci: bool = False,
+) -> PlannedRun:
+    """The command that runs the phases ``names`` of ``loaded`` (overrides applied), planned:
+    each phase's work (usage errors exit 2 before anything runs) and the run's plan
+    (:func:`flakestorm.engine.run_plan.plan_run`, as ``validate`` makes it): the channel,
+    sessions, reset and how each phase's scenarios run, which :func:`execute` executes."""
     config = loaded.config
+    overrides = overrides or Overrides()
     unknown = [n for n in names if n not in PHASES]
     if unknown:
         raise UsageError(f"unknown phase(s): {', '.join(unknown)} (known: {', '.join(PHASES)})")
     phases = [phase for name, phase in PHASES.items() if name in names]
-    request = PhaseRequest(chaos_profile=chaos_profile, shard=overrides.shard)
-    plans = {phase.name: phase.plan(loaded, request) for phase in phases}
-    scenarios = [s for plan in plans.values() for s in plan.scenarios]
-    chaos = any(s.needs_delivery for s in scenarios) or any(
-        getattr(plan, "needs_channel", False) for plan in plans.values()
+    order = tuple(phase.name for phase in phases)
+    sessions = sessions_of(config.agent, loaded.base_dir)
+    request = PhaseRequest(chaos_profile=chaos_profile, shard=overrides.shard, sessions=sessions)
+    work = {phase.name: phase.plan(loaded, request) for phase in phases}
+    others = {name: p for name, p in work.items() if name not in PHASE_ORDER}
+    command = Command(
+        order,
+        chaos_profile,
+        record=overrides.record is not None,
+        ci=ci,
+        others=tuple(s for p in others.values() for s in p.scenarios),
+        channel_wanted=any(getattr(p, "needs_channel", False) for p in others.values()),
     )
-    for scenario in scenarios if chaos else ():
-        lacks = undeliverable(config.agent, config.proxy, scenario)
-        if lacks:  # a scenario validate could not see (--chaos-profile)
-            raise UsageError(f"scenario {scenario.name!r} {lacks[0][1]}")
-    return phases, plans, choose(config, chaos, record=overrides.record is not None)
+    plan = plan_run(config, loaded.base_dir, command)
+    return PlannedRun(loaded, overrides, phases, work, plan, _options(config, overrides))
 
 
 def _options(config: Config, overrides: Overrides) -> Options:
@@ -362,19 +319,24 @@ def _options(config: Config, overrides: Overrides) -> Options:
     )
 
 
-def _isolation(
-    loaded: LoadedConfig, agent: Agent, options: Options
-) -> tuple[bool, Resetter | None, Options]:
-    """How cells are kept apart: a session per cell (no global reset, so cells run
-    concurrently; a python agent taking ``session_id`` is given one, SPEC §12), or a reset
-    before each; a conversation with neither is refused at its line, as ``validate`` refuses
-    it when the agent's source decides it (:mod:`flakestorm.agents.source`)."""
+def _isolated(run: PlannedRun, agent: Agent) -> Resetter | None:
+    """How cells are kept apart, as the plan says: a session per cell (no global reset, so
+    cells run concurrently; a python agent taking ``session_id`` is given one, SPEC §12), or a
+    reset before each (its resetter, returned). An agent whose source did not say whether it
+    takes ``session_id`` is planned again with what the imported callable takes (``run`` then
+    holds that plan); a conversation with neither is refused at its line, as ``validate``
+    refuses it when the agent's source decides it (:mod:`flakestorm.agents.source`)."""
+    loaded = run.loaded
     config = loaded.config
-    sessions = _sessions(loaded, agent)
-    if sessions and options.session_seed is None:
-        options = dataclasses.replace(options, session_seed=config.advanced.seed)
-    resetter = None if sessions else build_resetter(config.agent, loaded.base_dir, _locator(loaded))
-    if config.conversations and not sessions and resetter is None:
+    takes = _imported_sessions(loaded, run.plan, agent)
+    if run.plan.sessions is None:
+        run.plan = plan_run(config, loaded.base_dir, run.plan.command, imported_sessions=takes)
+    if run.plan.sessions and run.options.session_seed is None:
+        run.options = dataclasses.replace(run.options, session_seed=config.advanced.seed)
+    resetter = None
+    if run.plan.reset:
+        resetter = build_resetter(config.agent, loaded.base_dir, _locator(loaded))
+    if config.conversations and not run.plan.sessions and resetter is None:
         raise ConfigError(
             [
                 Problem(
@@ -387,26 +349,22 @@ def _isolation(
                 if isinstance(prompt, Conversation)
             ]
         )
-    return sessions, resetter, options
+    return resetter
 
 
 def _result(
-    loaded: LoadedConfig,
-    overrides: Overrides,
+    run: PlannedRun,
     outcomes: dict[str, PhaseOutcome],
-    phases: Sequence[Phase],
-    executor: Executor | None,
-    run_warnings: list[str],
-    started: datetime.datetime,
-    t0: float,
+    executor: Executor | None = None,
     not_started: InfrastructureError | None = None,
     judges: Sequence[str] = (),
     stopped: bool = False,
 ) -> RunResult:
-    """The run's result: the phases scored together and the gate applied (redacted).
-    ``not_started``: why the run could not start (no executor sent anything); ``judges``: the
-    health line of each judge the run asked; ``stopped``: the run was stopped before it
-    started (a signal during start-up)."""
+    """The run's result: the phases scored together and the gate applied (redacted), with the
+    plan it executed. ``not_started``: why the run could not start (no executor sent
+    anything); ``judges``: the health line of each judge the run asked; ``stopped``: the run
+    was stopped before it started (a signal during start-up)."""
+    loaded, overrides, phases = run.loaded, run.overrides, run.phases
     config = loaded.config
     min_score = overrides.min_score if overrides.min_score is not None else config.scoring.min_score
     stop_reason = executor.stop_reason if executor is not None else None
@@ -428,20 +386,21 @@ def _result(
         config_path=str(loaded.path),
         config_digest=digest_of(document),
         seed=config.advanced.seed,
-        started_at=started.isoformat(timespec="seconds"),
-        duration_s=round(time.perf_counter() - t0, 3),
+        started_at=run.started.isoformat(timespec="seconds"),
+        duration_s=round(time.perf_counter() - run.t0, 3),
         complete=stop_reason is None,
         stop_reason=stop_reason,
         invocations=executor.invocations if executor is not None else 0,
         phases=outcomes,
         overall=verdict,
         exit_code=int(code),
-        warnings=tuple(str(w) for w in loaded.warnings) + tuple(run_warnings),
+        warnings=tuple(str(w) for w in loaded.warnings) + tuple(run.warnings),
         shard=overrides.shard,
         config=document if overrides.shard is not None else None,
         error=str(not_started) if not_started is not None else None,
         accepted=acceptances if config.accepted else None,
         judges=tuple(judges) or None,
+        plan=run.plan.as_json(tuple(str(w) for w in loaded.warnings)),
     )
     return redact(result, loaded.secrets)
 
@@ -456,17 +415,13 @@ def _misread(executor: Executor) -> str:
     )
 
 
-def _sessions(loaded: LoadedConfig, agent: Agent) -> bool:
-    """Whether the agent keeps a session per cell: what its source says (the plan's answer,
-    the one ``validate`` counted with), else what the imported callable takes. A callable
-    whose source takes ``session_id`` but whose imported form does not (a decorator that
-    changed its signature) is refused at ``agent.endpoint``."""
+def _imported_sessions(loaded: LoadedConfig, plan: RunPlan, agent: Agent) -> bool:
+    """Whether the imported agent takes ``session_id``. A callable whose source takes it
+    (the plan says so) but whose imported form does not (a decorator that changed its
+    signature) is refused at ``agent.endpoint``."""
     config = loaded.config
-    decided = sessions_of(config.agent, loaded.base_dir)
     takes = bool(getattr(agent, "takes_session", False))
-    if decided is None:
-        return takes and config.agent.reset_function is None
-    if decided and not takes and config.agent.type is AgentType.PYTHON:
+    if plan.sessions and not takes and config.agent.type is AgentType.PYTHON:
         raise ConfigError(
             [
                 _locator(loaded)(
@@ -477,7 +432,7 @@ def _sessions(loaded: LoadedConfig, agent: Agent) -> bool:
                 )
             ]
         )
-    return decided
+    return takes
 
 
 @contextlib.contextmanager

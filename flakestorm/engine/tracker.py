@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from flakestorm.engine.events import CellFinished, Event, ScenarioFinished
-from flakestorm.engine.plan import Cell
+from flakestorm.engine.matrix_plan import Cell
 from flakestorm.results.model import CellResult, PromptResult, Status
 from flakestorm.results.scenarios import declaration_order
 

@@ -26,7 +26,7 @@ class Finding:
 def check_mutations(mutations: Mutations | None, agent: AgentConfig) -> Iterator[Finding]:
     """Every problem of the ``mutations`` section (run by ``agent``). (Types that ``count``
     leaves out are not a problem of the file: ``flakestorm validate`` names them,
-    :func:`flakestorm.authoring.preview.notes`.)"""
+    :func:`flakestorm.engine.run_plan.plan_run`.)"""
     if mutations is None:
         return
     at: Path_ = ("mutations",)

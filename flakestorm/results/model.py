@@ -324,6 +324,11 @@ class RunResult:
     judges: tuple[str, ...] | None = None
     """The health of each ``llm_judge`` judge the run asked, one line each (verdicts, cached,
     retried, unusable, calibration); None when no judge was asked."""
+    plan: Mapping[str, Any] | None = None
+    """The plan the run executed (SPEC §13), as ``validate --json`` prints it: the channel,
+    sessions, reset, and per phase of the command its cells, invocations, whether the count
+    is exact, and how its scenarios ran and why (``ci``: the total too); None in a file
+    written before runs recorded it."""
 
 
 # --------------------------------------------------------------------------- JSON
@@ -349,7 +354,7 @@ def to_document(result: RunResult) -> dict[str, Any]:
     return doc
 
 
-OPTIONAL = ("shard", "config", "step", "error", "accepted", "judges")
+OPTIONAL = ("shard", "config", "step", "error", "accepted", "judges", "plan")
 """Top-level keys written only when set."""
 
 
@@ -487,6 +492,7 @@ def from_document(doc: Mapping[str, Any], *, check_types: bool = True) -> RunRes
             error=doc.get("error"),
             accepted=_acceptances(doc.get("accepted")),
             judges=None if doc.get("judges") is None else tuple(doc["judges"]),
+            plan=doc.get("plan"),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ResultsError(f"results document is malformed: {exc!r}") from None

@@ -10,9 +10,9 @@ every applicable invariant held for it.
 from __future__ import annotations
 
 from flakestorm.config import Config, Severity
+from flakestorm.engine.matrix_plan import MatrixPlan, chaos_contract, plan_for
 from flakestorm.engine.phases.matrix import MatrixPhase, dealt
 from flakestorm.engine.phases.phase import PhaseName, PhaseRequest
-from flakestorm.engine.plan import Plan, chaos_contract, plan_for
 from flakestorm.errors import UsageError
 from flakestorm.loader import LoadedConfig, load_profile
 from flakestorm.results.model import PhaseOutcome, PhaseScore, Status
@@ -23,7 +23,7 @@ class ChaosPhase(MatrixPhase):
     kind = PhaseName.CHAOS
     invariants_at = ("invariants",)
 
-    def plan(self, loaded: LoadedConfig, request: PhaseRequest) -> Plan:
+    def plan(self, loaded: LoadedConfig, request: PhaseRequest) -> MatrixPlan:
         config = loaded.config
         if not config.golden_prompts:
             raise UsageError("the chaos phase sends the golden prompts: add `golden_prompts`")

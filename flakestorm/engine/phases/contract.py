@@ -4,9 +4,9 @@ matrix (SPEC §5), scored as the resilience score."""
 from __future__ import annotations
 
 from flakestorm.config import Config
+from flakestorm.engine.matrix_plan import MatrixPlan, plan_for
 from flakestorm.engine.phases.matrix import MatrixPhase, dealt
 from flakestorm.engine.phases.phase import PhaseName, PhaseRequest
-from flakestorm.engine.plan import Plan, plan_for
 from flakestorm.errors import UsageError
 from flakestorm.loader import LoadedConfig
 from flakestorm.results.model import PhaseOutcome, PhaseScore
@@ -17,7 +17,7 @@ class ContractPhase(MatrixPhase):
     kind = PhaseName.CONTRACT
     invariants_at = ("contract", "invariants")
 
-    def plan(self, loaded: LoadedConfig, request: PhaseRequest) -> Plan:
+    def plan(self, loaded: LoadedConfig, request: PhaseRequest) -> MatrixPlan:
         config = loaded.config
         if config.contract is None:
             raise UsageError(f"{loaded.path.name} has no `contract` section")

@@ -17,21 +17,21 @@ from flakestorm.chaos.channels import Channel
 from flakestorm.chaos.delivery import CALM, active_scenario, judge, prove
 from flakestorm.chaos.faults import ActiveScenario, FaultBook
 from flakestorm.chaos.interactions import Interaction
-from flakestorm.chaos.ordering import order_dependence
 from flakestorm.config import Scenario, turns_of
 from flakestorm.engine.counting import MatrixCount as MatrixCount
 from flakestorm.engine.counting import count_invocations as count_invocations
-from flakestorm.engine.counting import (
-    forwarding_probe,
-    learns_attribution,
-    scenarios_fly,
-    stateful_check,
-)
 from flakestorm.engine.executor import Options
+from flakestorm.engine.matrix_plan import BaselineKey, Cell, MatrixPlan
 from flakestorm.engine.phases.applicability import rejudge
 from flakestorm.engine.phases.phase import PhaseContext, PhasePlan, PhaseRequest, SectionPhase
-from flakestorm.engine.plan import BaselineKey, Cell, Plan
 from flakestorm.engine.revival import revived_notice
+from flakestorm.engine.run_plan import (
+    TOGETHER,
+    TOGETHER_IF_ATTRIBUTED,
+    UNLESS_ATTRIBUTED,
+    PhaseCount,
+    count_matrix,
+)
 from flakestorm.redaction import Redactor
 from flakestorm.results.model import CellResult, InvariantInfo, PhaseOutcome, ScenarioInfo
 from flakestorm.results.scoring import score_cells
@@ -71,7 +71,7 @@ PRE_MATRIX_CELLS = frozenset(PRE_MATRIX)
 
 
 def run_matrix(
-    phase: str, plan: Plan, context: PhaseContext, lines: dict[str, int]
+    phase: str, plan: MatrixPlan, context: PhaseContext, lines: dict[str, int]
 ) -> PhaseOutcome:
     """Run ``plan`` as phase ``phase``: the stateful check (first phase only), the baselines,
     then the matrix scenario by scenario (chaos scenarios activated on the channel one at a
@@ -83,6 +83,8 @@ def run_matrix(
     infos = {s.name: ScenarioInfo(s.name, describe_faults(s)) for s in plan.scenarios}
     if not plan.cells:  # a shard with none of this phase's cells
         return _outcome(phase, plan, lines, infos, [], [])
+    counted = planned(phase, plan, context)
+    assert counted.matrix is not None
     warnings = []
     revived = len(executor.revived)
     sent_before = executor.invocations
@@ -90,25 +92,26 @@ def run_matrix(
     if channel is not None:
         channel.activate(calm)
     probe = turns_of(golden_prompts[0])[0] if golden_prompts else plan.cells[0].prompts[0]
-    isolated = context.has_reset or context.has_session
-    if stateful_check(context.first, isolated) and executor.looks_stateful(probe):
+    if counted.matrix.detection and executor.looks_stateful(probe):
         warnings.append(STATEFUL_WARNING)
     baselines = executor.baselines(plan.baselines)
     chaos = [s for s in plan.scenarios if channel is not None and s.needs_delivery]
     forwarding = True
-    orders: dict[str, tuple[str, ...]] = {}
-    if channel is not None and learns_attribution(
-        bool(chaos), channel.exact_attribution, context.has_reset
-    ):
-        if forwarding_probe(True, isolated, bool(plan.baselines)):
+    if channel is not None and counted.matrix.learns:
+        if counted.matrix.probe:
             executor.probe(probe, "forwarding-probe")
-        forwarding, orders = _attribution(channel, chaos, context, warnings)
+        forwarding = _attribution(channel, context)
+        if not forwarding:
+            # only calls that reached flakestorm tell what the agent forwards: none is no evidence
+            orders = {s.name: counted.scenario(s.name).order for s in chaos}
+            warnings.append(_not_forwarding(orders, bool(channel.interactions(CALM))))
     # a scenario without faults is activated too when each of its calls can be attributed to
     # its invocation without running its cells one at a time (a reset runs them so anyway):
     # its calls are then kept with its cells, as a chaos scenario's are (replay export turns
     # them into sessions)
+    run = context.plan
     exact = channel is not None and (
-        channel.exact_attribution or context.has_reset or (bool(chaos) and forwarding)
+        run.channel.exact_attribution or run.reset or (bool(chaos) and forwarding)
     )
     recorded = [s for s in plan.scenarios if s in chaos or exact]
     # finished cells go to disk (memory stays flat in the run's size); a recorded scenario's
@@ -118,54 +121,72 @@ def run_matrix(
     executor.run_cells(calm_cells, baselines, sink=spool.add)
     if channel is not None:  # calls outside recorded scenarios: only the checks' are read again
         channel.forget(CALM, keep=PRE_MATRIX_CELLS)
-    if (
-        channel is not None
-        and channel.flies
-        and in_flight(channel.exact_attribution, forwarding, context, recorded)
-    ):
+    if channel is not None and channel.flies and in_flight(counted, forwarding, recorded):
         room = flight_room(channel, executor.invocations - sent_before)
         for wave in waves(plan, recorded, executor.options.repeat, room):
             spool.extend(_fly(plan, wave, channel, baselines, context, infos))
         recorded = []
     for scenario in recorded:
         assert channel is not None
-        # an earlier phase may have run a scenario of the same name ("chaos"): not ours
-        earlier = {i.seq for i in channel.interactions(scenario.name)}
-        active = active_scenario(scenario, seed)
-        channel.activate(active)
-        cells = [c for c in plan.cells if c.scenario is scenario]
-
-        def before_invocation(invocation: str, active: ActiveScenario = active) -> None:
-            assert channel is not None
-            channel.activate(dataclasses.replace(active, cell_id=invocation))
-
-        order = orders.get(scenario.name, ())
-        info = dataclasses.replace(infos[scenario.name], serial=bool(order), order=order)
-        settle = _settler(channel, active, earlier, info, infos, cells, executor.options)
-        results = executor.run_cells(
-            cells,
-            baselines,
-            serial=bool(order),
-            before_invocation=before_invocation,
-            settle=settle,
-        )
-        spool.extend(results)
-        del results
-        channel.forget(scenario.name)  # its calls are in its cells now
+        runs = counted.scenario(scenario.name)
+        order = runs.order if runs.runs == UNLESS_ATTRIBUTED and not forwarding else ()
+        spool.extend(_alone(plan, scenario, order, channel, baselines, context, infos))
     if channel is not None:
         channel.activate(calm)
     warnings += revived_notice(executor.revived[revived:], "cell")
     return _outcome(phase, plan, lines, infos, spool.items, warnings)
 
 
-def in_flight(
-    exact: bool, forwarding: bool, context: PhaseContext, recorded: Sequence[Scenario]
-) -> bool:
-    """Whether the recorded scenarios run side by side, all in flight together (SPEC §9):
-    every call names its invocation (the channel attributes each call itself, or the agent
-    forwards the attribution, learned before the matrix), no reset keeps the cells one at a
-    time, and there are several."""
-    return bool(scenarios_fly(exact, forwarding, context.has_reset)) and len(recorded) > 1
+def planned(phase: str, plan: MatrixPlan, context: PhaseContext) -> PhaseCount:
+    """How the run's plan runs the matrix ``plan`` of ``phase``: as planned, or, for a shard's
+    part of it or a phase the plan does not know (one registered beside the built-in ones),
+    counted by the plan's rules on its channel, sessions and reset."""
+    counted = context.plan.phase(phase)
+    if counted is not None and counted.cells == len(plan.cells) and counted.matrix is not None:
+        return counted
+    config = context.loaded.config
+    return count_matrix(phase, plan, context.plan, config, context.first)
+
+
+def _alone(
+    plan: MatrixPlan,
+    scenario: Scenario,
+    order: tuple[str, ...],
+    channel: Channel,
+    baselines: Mapping[BaselineKey, Reply | None],
+    context: PhaseContext,
+    infos: dict[str, ScenarioInfo],
+) -> list[CellResult]:
+    """The cells of one recorded scenario, run with it active on the channel (one at a time
+    when its faults depend on call ``order`` and the agent forwards no attribution), settled
+    with its delivery proof."""
+    executor = context.executor
+    # an earlier phase may have run a scenario of the same name ("chaos"): not ours
+    earlier = {i.seq for i in channel.interactions(scenario.name)}
+    active = active_scenario(scenario, context.loaded.config.advanced.seed)
+    channel.activate(active)
+    cells = [c for c in plan.cells if c.scenario is scenario]
+
+    def before_invocation(invocation: str) -> None:
+        channel.activate(dataclasses.replace(active, cell_id=invocation))
+
+    info = dataclasses.replace(infos[scenario.name], serial=bool(order), order=order)
+    settle = _settler(channel, active, earlier, info, infos, cells, executor.options)
+    results = executor.run_cells(
+        cells, baselines, serial=bool(order), before_invocation=before_invocation, settle=settle
+    )
+    channel.forget(scenario.name)  # its calls are in its cells now
+    return results
+
+
+def in_flight(counted: PhaseCount, forwarding: bool, recorded: Sequence[Scenario]) -> bool:
+    """Whether the recorded scenarios run side by side, all in flight together (SPEC §9), as
+    the plan says: always, or when the agent forwards attribution (``forwarding``, learned
+    before the matrix); and there are several."""
+    flight = counted.flight
+    if flight is None or len(recorded) < 2:
+        return False
+    return flight.runs == TOGETHER or (flight.runs == TOGETHER_IF_ATTRIBUTED and forwarding)
 
 
 MAX_FLIGHT_INVOCATIONS = 5_000
@@ -190,7 +211,9 @@ def flight_room(channel: Channel, sent: int) -> int:
     return max(1, min(MAX_FLIGHT_INVOCATIONS, fits))
 
 
-def waves(plan: Plan, recorded: Sequence[Scenario], repeat: int, room: int) -> list[list[Scenario]]:
+def waves(
+    plan: MatrixPlan, recorded: Sequence[Scenario], repeat: int, room: int
+) -> list[list[Scenario]]:
     """``recorded`` in consecutive waves of at most ``room`` invocations (a scenario bigger
     than that is a wave of its own)."""
     sends: dict[str, int] = {}
@@ -209,7 +232,7 @@ def waves(plan: Plan, recorded: Sequence[Scenario], repeat: int, room: int) -> l
 
 
 def _fly(
-    plan: Plan,
+    plan: MatrixPlan,
     recorded: Sequence[Scenario],
     channel: Channel,
     baselines: Mapping[BaselineKey, Reply | None],
@@ -245,23 +268,16 @@ def _fly(
     return results
 
 
-def _attribution(
-    channel: Channel, chaos: Sequence[Scenario], context: PhaseContext, warnings: list[str]
-) -> tuple[bool, dict[str, tuple[str, ...]]]:
-    """Whether the agent forwards attribution (from the calls before the matrix), and without
-    it, why each chaos scenario's faults depend on call order (none: its cells still run side
-    by side); the warning of an agent that forwards none is appended to ``warnings``."""
+def _attribution(channel: Channel, context: PhaseContext) -> bool:
+    """Whether the agent forwards attribution, from the calls before the matrix (said in a
+    notice when it does)."""
     source = forwarded(channel.interactions(CALM))
     if source is Source.TRACE:
         channel.follow_traces()
     if source is not None:
         context.notice(f"attribution: the agent forwards {source.description}")
-        return True, {}
-    orders = {s.name: order_dependence(s) for s in chaos}
-    # only calls that reached flakestorm tell what the agent forwards: none is no evidence
-    reached = bool(channel.interactions(CALM))
-    warnings.append(_not_forwarding(orders, reached))
-    return False, orders
+        return True
+    return False
 
 
 def forwarded(seen: Sequence[Interaction]) -> Source | None:
@@ -289,7 +305,7 @@ def _not_forwarding(serial: dict[str, tuple[str, ...]], reached: bool = True) ->
 
 def _outcome(
     phase: str,
-    plan: Plan,
+    plan: MatrixPlan,
     lines: dict[str, int],
     infos: dict[str, ScenarioInfo],
     cells_out: Sequence[CellResult],
@@ -309,7 +325,7 @@ def _outcome(
     return judged(outcome)
 
 
-def dealt(plan: Plan, request: PhaseRequest) -> Plan:
+def dealt(plan: MatrixPlan, request: PhaseRequest) -> MatrixPlan:
     """``plan`` with only this run's part of its cells (``--shard``), indexes kept."""
     if request.shard is None:
         return plan
@@ -323,7 +339,7 @@ class MatrixPhase(SectionPhase):
     invariants_at: tuple[str, ...]
 
     def run(self, plan: PhasePlan, context: PhaseContext) -> PhaseOutcome:
-        assert isinstance(plan, Plan)
+        assert isinstance(plan, MatrixPlan)
         loaded = context.loaded
         lines = {
             inv.id: loaded.line_of((*self.invariants_at, i))

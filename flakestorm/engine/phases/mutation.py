@@ -69,6 +69,7 @@ from flakestorm.config import (
     Scenario,
     Severity,
 )
+from flakestorm.engine.matrix_plan import Baseline, BaselineKey, chaos_contract
 from flakestorm.engine.phases.phase import (
     PhaseContext,
     PhaseName,
@@ -76,7 +77,6 @@ from flakestorm.engine.phases.phase import (
     PhaseRequest,
     SectionPhase,
 )
-from flakestorm.engine.plan import Baseline, BaselineKey, chaos_contract
 from flakestorm.engine.probes import Probe, ProbeRun
 from flakestorm.engine.revival import revived_notice
 from flakestorm.errors import AgentErrorKind, UsageError
@@ -117,9 +117,6 @@ class MutationPlan:
 
     mutations: tuple[Mutation, ...]
     invariants: tuple[ContractInvariant, ...]
-    wraps: bool = False
-    """A python agent with tools or an LLM callable to wrap: the runner opens the wrappers so
-    the calls of each mutation are recorded."""
     notes: tuple[str, ...] = ()
     """What the reports say of how the mutations were made (the llm generator's health)."""
     sessions: bool = False
@@ -135,10 +132,6 @@ class MutationPlan:
     @property
     def scenarios(self) -> Sequence[Scenario]:
         return ()
-
-    @property
-    def needs_channel(self) -> bool:
-        return self.wraps
 
 
 @dataclass(frozen=True)
@@ -160,7 +153,7 @@ class MutationPhase(SectionPhase):
     kind = PhaseName.MUTATION
 
     def plan(self, loaded: LoadedConfig, request: PhaseRequest) -> MutationPlan:
-        plan = plan_mutations(loaded)
+        plan = plan_mutations(loaded, request.sessions)
         # a shard's part (--shard K/N), dealt by index; every shard generates them all alike
         return dataclasses.replace(plan, mutations=tuple(request.deal(plan.mutations)))
 
@@ -173,8 +166,9 @@ class MutationPhase(SectionPhase):
         return score_mutations(outcome.mutations, critical)
 
 
-def plan_mutations(loaded: LoadedConfig) -> MutationPlan:
-    """The mutations of ``loaded`` and the invariants they are checked against."""
+def plan_mutations(loaded: LoadedConfig, sessions: bool | None = None) -> MutationPlan:
+    """The mutations of ``loaded`` and the invariants they are checked against; ``sessions``:
+    whether the agent keeps sessions, as the run's plan says (None: read from its source)."""
     config = loaded.config
     if config.mutations is None:
         raise UsageError(
@@ -190,7 +184,8 @@ def plan_mutations(loaded: LoadedConfig) -> MutationPlan:
 
         writer = LlmGenerator.for_config(config, loaded.base_dir)
     notes: tuple[str, ...] = ()
-    sessions = keeps_sessions(config.agent, loaded.base_dir)
+    if sessions is None:
+        sessions = keeps_sessions(config.agent, loaded.base_dir)
     try:
         mutations = generate(config, llm=writer, sessions=sessions)
     finally:
@@ -199,9 +194,7 @@ def plan_mutations(loaded: LoadedConfig) -> MutationPlan:
     if writer is not None:
         writer.health.fell_back = fell_back(mutations)
         notes = (writer.health.line(writer.model, without_userinfo(writer.url)),)
-    agent = config.agent
-    wraps = agent.type is AgentType.PYTHON and bool(agent.tools or agent.tool_registry or agent.llm)
-    return MutationPlan(mutations, mutation_invariants(config), wraps, notes, sessions)
+    return MutationPlan(mutations, mutation_invariants(config), notes, bool(sessions))
 
 
 CALM = Scenario(name=NAME)

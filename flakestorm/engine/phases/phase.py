@@ -37,6 +37,7 @@ from flakestorm.results.shards import Shard, deal
 if TYPE_CHECKING:  # the engine, imported by what runs a phase (validate imports only names)
     from flakestorm.chaos.channels import Channel
     from flakestorm.engine.executor import Executor
+    from flakestorm.engine.run_plan import RunPlan
     from flakestorm.loader import LoadedConfig
     from flakestorm.results.model import PhaseOutcome, PhaseScore
 
@@ -51,6 +52,9 @@ class PhaseRequest:
     """A built-in chaos profile that replaces the top-level ``chaos`` section."""
     shard: Shard | None = None
     """The part of the run to do (``--shard K/N``); None: all of it."""
+    sessions: bool | None = None
+    """Whether the agent keeps a session per cell, as the run's plan says (None: not known
+    before the agent is imported)."""
 
     def deal(self, items: Sequence[_T]) -> list[_T]:
         """This run's part of a phase's ``items``, listed in their stable order (the position
@@ -86,6 +90,9 @@ class PhaseContext:
     """Whether this is the first phase of the run (run-wide checks happen once)."""
     stop: threading.Event
     notice: Callable[[str], None]
+    plan: RunPlan
+    """The run's plan (:mod:`flakestorm.engine.run_plan`): its channel, sessions, reset, and
+    how each phase's scenarios run; the phases execute it, they do not decide it again."""
     has_session: bool = False
     """Each cell is its own conversation (``agent.session``): isolated without a reset."""
     spool_dir: Path | None = None

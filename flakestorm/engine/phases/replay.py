@@ -103,13 +103,6 @@ class ReplayPlan:
     def scenarios(self) -> Sequence[Scenario]:
         return ()
 
-    @property
-    def needs_channel(self) -> bool:
-        """Recorded responses are served on the fault channel (the runner opens it), and every
-        tool call of a session, recorded or not, must reach it: one the session did not record
-        is a replay miss, even in a session that recorded none."""
-        return True
-
 
 class ReplayPhase(SectionPhase):
     kind = PhaseName.REPLAY

@@ -147,7 +147,7 @@ class Cell:
 
 
 @dataclass(frozen=True)
-class Plan:
+class MatrixPlan:
     """The cells of one contract, in report order."""
 
     contract: Contract
@@ -232,7 +232,7 @@ class McpServer:
         return scenario.model_copy(update={"tool_faults": faults})
 
 
-def plan_for(config: Config, contract: Contract) -> Plan:
+def plan_for(config: Config, contract: Contract) -> MatrixPlan:
     """The plan a run makes of ``contract`` (the config's own, or the chaos phase's): over the
     config's golden prompts, the faults on its one MCP server's tools naming the server
     (:func:`mcp_server_of`). The phases and ``validate`` plan through it, so they agree."""
@@ -243,7 +243,7 @@ def build_plan(
     contract: Contract,
     golden_prompts: Sequence[GoldenPrompt],
     mcp_server: McpServer | None = None,
-) -> Plan:
+) -> MatrixPlan:
     """Expand a contract into its cells (invariant-major, config order); with ``mcp_server``
     (:func:`mcp_server_of`), the tool faults on its tools name it."""
     cells: list[Cell] = []
@@ -259,7 +259,7 @@ def build_plan(
             )
         for scenario in scenarios:
             cells.append(Cell(len(cells), invariant, scenario, prompts, turns))
-    return Plan(contract, tuple(cells), tuple(scenarios))
+    return MatrixPlan(contract, tuple(cells), tuple(scenarios))
 
 
 CHAOS_SCENARIO = "chaos"
