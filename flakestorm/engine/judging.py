@@ -8,7 +8,7 @@ that use it) and the contracts replayed sessions name in files of their own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from flakestorm.checks.invariants import Checker, build_checker
 from flakestorm.checks.judge.judges import JudgeCalibrationError, Judges
@@ -23,9 +23,11 @@ from flakestorm.validation.paths import format_path
 _TOP_LEVEL = {PhaseName.MUTATION.value, PhaseName.CHAOS.value}
 
 
-def run_checker(loaded: LoadedConfig) -> Checker:
-    """The run's checker, with its judges (none asked anything yet)."""
-    return build_checker(loaded.config.advanced, Judges(loaded.config, loaded.base_dir))
+def run_checker(loaded: LoadedConfig, plans: Mapping[str, PhasePlan]) -> Checker:
+    """The run's checker, with its judges (none asked anything yet) and the invariants they
+    judge in the planned phases (:func:`judged_in`)."""
+    judges = Judges(loaded.config, loaded.base_dir, judged_in(loaded, plans))
+    return build_checker(loaded.config.advanced, judges)
 
 
 def judged_in(loaded: LoadedConfig, plans: Mapping[str, PhasePlan]) -> list[Judged]:
@@ -55,13 +57,14 @@ def _contract(plans: Mapping[str, PhasePlan]) -> bool:
     return PhaseName.CONTRACT.value in plans or PhaseName.REPLAY.value in plans
 
 
-def calibrate(loaded: LoadedConfig, checker: Checker, judged: Sequence[Judged]) -> None:
-    """Every example of ``judged`` given to its judge; a judge that disagrees with one (or
-    cannot judge it) raises :class:`JudgeCalibrationError` located at the example."""
-    if checker.judges is None or not judged:
+def calibrate(loaded: LoadedConfig, checker: Checker) -> None:
+    """Every example of the invariants the run judges given to its judge; a judge that
+    disagrees with one (or cannot judge it) raises :class:`JudgeCalibrationError` located at
+    the example."""
+    if checker.judges is None or not checker.judges.judged:
         return
     try:
-        checker.judges.calibrate(judged)
+        checker.judges.calibrate()
     except JudgeCalibrationError as exc:
         line = loaded.line_of(exc.at)
         field = format_path(exc.at)

@@ -32,7 +32,7 @@ from flakestorm.checks.invariants import build_checker
 from flakestorm.config import AgentType, Config, Conversation
 from flakestorm.engine.events import Event, RunPlanned
 from flakestorm.engine.executor import MISREAD, Executor, Options, Resetter
-from flakestorm.engine.judging import calibrate, health, judged_in, run_checker
+from flakestorm.engine.judging import calibrate, health, run_checker
 from flakestorm.engine.overrides import Overrides as Overrides
 from flakestorm.engine.overrides import apply_overrides as apply_overrides
 from flakestorm.engine.overrides import output_dir as output_dir
@@ -173,10 +173,10 @@ def execute(
         stack.enter_context(redacting(Redactor(loaded.secrets)))
         if stop.is_set():  # stopped during start-up: nothing is started, judged nor sent
             return _result(run, _not_started(run, on_event), stopped=True)
-        checker = run_checker(loaded)
+        checker = run_checker(loaded, run.work)
         stack.callback(checker.close)
         try:  # the judges agree with their examples before the agent is called
-            calibrate(loaded, checker, judged_in(loaded, run.work))
+            calibrate(loaded, checker)
             up = _agent_up(
                 loaded, out_dir, notice, run.plan.channel, run.overrides.record, stop, run.warnings
             )

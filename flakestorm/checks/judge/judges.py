@@ -31,14 +31,22 @@ class JudgeCalibrationError(InfrastructureError):
 class Judges:
     """One :class:`JudgeClient` per distinct judge of the run, made when first asked."""
 
-    def __init__(self, config: Config, base_dir: Path) -> None:
+    def __init__(self, config: Config, base_dir: Path, judged: Sequence[Judged] = ()) -> None:
         self._config = config
         self._root = cache_root(config, base_dir)
+        self.judged = tuple(judged)
+        """The ``llm_judge`` invariants the run checks (:meth:`calibrate` gives each its
+        examples)."""
         self._clients: dict[Judge, JudgeClient] = {}
+        self._resolved: dict[Judge | str | None, Judge | None] = {}
+        """The judge an invariant's ``judge`` setting resolves to, resolved once."""
         self._lock = threading.Lock()
 
     def client(self, invariant: Invariant) -> JudgeClient:
-        judge = judge_of(invariant, self._config)
+        with self._lock:
+            if invariant.judge not in self._resolved:
+                self._resolved[invariant.judge] = judge_of(invariant, self._config)
+            judge = self._resolved[invariant.judge]
         if judge is None:
             raise HarnessError(
                 f"the llm_judge invariant {invariant.id or ''!r} has no judge: set `judge:` on "
@@ -54,10 +62,10 @@ class Judges:
         assert invariant.rubric is not None
         return self.client(invariant).judge(invariant.rubric, invariant.examples or (), output)
 
-    def calibrate(self, judged: Sequence[Judged]) -> None:
-        """Each example of each invariant judged (cached like any output); the first that does
-        not get its verdict raises :class:`JudgeCalibrationError` naming it."""
-        for item in judged:
+    def calibrate(self) -> None:
+        """Each example of each judged invariant judged (cached like any output); the first
+        that does not get its verdict raises :class:`JudgeCalibrationError` naming it."""
+        for item in self.judged:
             inv = item.invariant
             client = self.client(inv)
             examples = inv.examples or ()
