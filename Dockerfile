@@ -23,8 +23,11 @@ RUN python -m venv /opt/flakestorm \
 # The package itself, without dependencies (they are all pinned above).
 COPY pyproject.toml README.md LICENSE /tmp/flakestorm/
 COPY flakestorm /tmp/flakestorm/flakestorm
+# (the HTML report's template compiled once, as pip compiles the modules)
 RUN /opt/flakestorm/bin/pip install --no-deps /tmp/flakestorm \
-    && rm -rf /tmp/flakestorm
+    && rm -rf /tmp/flakestorm \
+    && /opt/flakestorm/bin/python -c \
+        "from flakestorm.reporters.html import compile_template; compile_template()"
 COPY entrypoint.py /opt/flakestorm/entrypoint.py
 
 # No health check by default (the action needs none). As the proxy service, add one in the

@@ -507,3 +507,40 @@ def test_a_slow_agent_is_never_a_silent_wait(
     )
     assert "not sent: the agent never became ready" in (out / "junit.xml").read_text()
     assert "the agent was not ready after 400 ms" in (out / "summary.md").read_text()
+
+
+def test_a_run_reads_its_config_without_pydantic_plugins_and_its_agent_has_them(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """flakestorm's own models are built without pydantic's plugin scan; a python agent's
+    models, built when the run calls it, get the plugins the environment has."""
+    module = f"plugins_agent_{os.getpid()}"
+    (tmp_path / f"{module}.py").write_text(
+        "import os\nSEEN = []\n\ndef answer(prompt):\n"
+        "    SEEN.append(os.environ.get('PYDANTIC_DISABLE_PLUGINS'))\n    return 'fine'\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "flakestorm.yaml").write_text(
+        f'agent: {{type: python, endpoint: "{module}:answer"}}\n'
+        'golden_prompts: ["hello"]\n'
+        "contract:\n  name: c\n  invariants: [{id: a, type: output_not_empty}]\n"
+        "  chaos_matrix: [{name: calm}]\n"
+        f"output: {{dir: {tmp_path / 'out'}, formats: [json]}}\n"
+    )
+    monkeypatch.delenv("PYDANTIC_DISABLE_PLUGINS", raising=False)
+    import flakestorm.cli.run as run
+
+    seen: list[str | None] = []
+    real = run.load
+
+    def load(path: Path) -> object:
+        seen.append(os.environ.get("PYDANTIC_DISABLE_PLUGINS"))
+        return real(path)
+
+    monkeypatch.setattr(run, "load", load)
+    result = runner.invoke(main, ["contract", "run", "-c", str(tmp_path / "flakestorm.yaml")])
+    assert result.exit_code == 0, result.output
+    assert seen == ["__all__"]  # while the config is read
+    assert set(sys.modules[module].SEEN) == {None}  # the agent: as the environment has it
+    assert "PYDANTIC_DISABLE_PLUGINS" not in os.environ
+    del sys.modules[module]

@@ -11,6 +11,8 @@ from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
 
+import jinja2
+import pytest
 from golden.cases import INJECTED_SCRIPT, chaos_only, failing, hostile, passing
 
 from flakestorm.reporters import html
@@ -253,3 +255,33 @@ def test_a_large_phase_shows_its_failed_cells_in_detail_and_says_how_many_it_lea
     json_report.write(result, document)
     document.seek(0)
     assert html.render(read_streamed(document, tmp_path)) == text
+
+
+def test_the_template_is_compiled_once_and_a_cache_it_cannot_use_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report's template is compiled once and kept (like a module's bytecode): a later
+    process renders from what was kept without compiling it again. Where nothing can be kept
+    (the directory is a file, say), the report is rendered as before."""
+    result = failing()
+    expected = html.render(result)
+    kept = tmp_path / "kept"
+    monkeypatch.setattr(html, "TEMPLATES_CACHE", kept)
+    html._environment.cache_clear()
+    assert html.render(result) == expected
+    assert [p.suffix for p in kept.iterdir()] == [".jinja"]
+    html._environment.cache_clear()  # a new process: its own environment, the cache on disk
+    monkeypatch.setattr(
+        jinja2.Environment, "compile", lambda *a, **k: pytest.fail("compiled again")
+    )
+    assert html.render(result) == expected
+    monkeypatch.undo()
+    unusable = tmp_path / "a-file"
+    unusable.write_text("not a directory")
+    monkeypatch.setattr(html, "TEMPLATES_CACHE", unusable)
+    html._environment.cache_clear()
+    try:
+        assert html.render(result) == expected
+    finally:
+        monkeypatch.undo()
+        html._environment.cache_clear()

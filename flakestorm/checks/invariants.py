@@ -33,11 +33,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from flakestorm.checks import json_schema
 from flakestorm.checks.excerpts import excerpt
-from flakestorm.checks.judge.judges import Judges
 from flakestorm.checks.pii import find_pii
 from flakestorm.checks.refusal import find_refusal
 from flakestorm.checks.similarity import EmbeddingsSimilarity, LexicalSimilarity, Similarity
@@ -50,6 +49,9 @@ from flakestorm.config import (
     SimilarityBackend,
 )
 from flakestorm.errors import AgentErrorKind, HarnessError, UsageError
+
+if TYPE_CHECKING:  # a run asks judges only when it has llm_judge invariants
+    from flakestorm.checks.judge.judges import Judges
 
 MISREAD = "the agent answered; the config reads its reply wrong"
 """Why a reply without ``agent.response_path`` errors its cell instead of failing it."""

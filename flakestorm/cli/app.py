@@ -270,28 +270,44 @@ def load(config_path: Path) -> LoadedConfig:
             f"{config_path}: no such file (create one with `flakestorm init`, "
             "or pass -c/--config FILE)"
         )
-    with collector_paused():
+    with starting_up():
         from flakestorm.loader import load_config
 
         return load_config(config_path)
 
 
 @contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector is paused while a command reads its config: the
-    config models, the checks' registries and the config itself are tens of thousands of
-    objects that live as long as the process, and the collector would scan them over and over
-    as they are made (a twentieth of ``validate``'s time). After, what was made is frozen
-    (:func:`gc.freeze`: never scanned again, what is left of it freed by reference counts as
-    usual) and the collector runs again for what the command makes next."""
+def starting_up() -> Iterator[None]:
+    """A command's start-up: reading its config and importing what runs it.
+
+    Python's cyclic garbage collector is paused meanwhile: the config models, the checks'
+    registries and the config itself are tens of thousands of objects that live as long as the
+    process, and the collector would scan them over and over as they are made (a twentieth of
+    ``validate``'s time). After, what was made is frozen (:func:`gc.freeze`: never scanned
+    again, what is left of it freed by reference counts as usual) and the collector runs again
+    for what the command makes next.
+
+    And pydantic loads no plugins for flakestorm's own models: it would otherwise scan the
+    entry points of every installed package when they are built (a cost that grows with the
+    environment), and nothing observes them. A python agent's own models, built later, get
+    their plugins as usual (pydantic reads the setting each time); a value the user set is
+    kept."""
     was = gc.isenabled()
     gc.disable()
+    plugins = os.environ.get(_PLUGINS)
+    if plugins is None:
+        os.environ[_PLUGINS] = "__all__"
     try:
         yield
     finally:
+        if plugins is None:
+            os.environ.pop(_PLUGINS, None)
         if was:
             gc.freeze()
             gc.enable()
+
+
+_PLUGINS = "PYDANTIC_DISABLE_PLUGINS"
 
 
 class ContractGroup(LazyGroup):

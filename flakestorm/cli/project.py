@@ -4,14 +4,11 @@
 from __future__ import annotations
 
 import dataclasses
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import click
 
-from flakestorm.cli.app import collector_paused, config_option, contract, load, main
+from flakestorm.cli.app import config_option, contract, load, main, starting_up
 from flakestorm.errors import ConfigError, ExitCode, FlakestormError, UsageError
 from flakestorm.redaction import Redactor
 
@@ -34,7 +31,7 @@ def validate(config_path: Path, as_json: bool) -> None:
     stdout as {"errors": [{"file", "line", "column", "path", "message"}]}.
     """
     try:
-        with _no_pydantic_plugins(), collector_paused():
+        with starting_up():
             from flakestorm.authoring.preview import judge_states, summary
             from flakestorm.engine.run_plan import plan_run
 
@@ -76,22 +73,6 @@ def _errors(exc: FlakestormError, config_path: Path) -> list[dict[str, object]]:
         return [dataclasses.asdict(problem) for problem in exc.problems]
     message = str(exc).removeprefix(f"{config_path}: ")
     return [{"file": str(config_path), "line": 1, "column": 1, "path": "", "message": message}]
-
-
-@contextmanager
-def _no_pydantic_plugins() -> Iterator[None]:
-    """While ``validate`` reads the config, pydantic loads no plugins: it would otherwise scan
-    the entry points of every installed package when the config models are built (a cost that
-    grows with the environment). ``validate`` runs no agent, so no plugin has anything to
-    observe; a value the user set is kept."""
-    if "PYDANTIC_DISABLE_PLUGINS" in os.environ:
-        yield
-        return
-    os.environ["PYDANTIC_DISABLE_PLUGINS"] = "__all__"
-    try:
-        yield
-    finally:
-        del os.environ["PYDANTIC_DISABLE_PLUGINS"]
 
 
 @main.command()

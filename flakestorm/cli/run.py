@@ -14,11 +14,11 @@ import click
 
 from flakestorm.cli.app import (
     StopsCleanly,
-    collector_paused,
     contract,
     load,
     main,
     report_error,
+    starting_up,
 )
 from flakestorm.errors import ExitCode, FlakestormError, UsageError
 from flakestorm.redaction import Redactor
@@ -156,7 +156,7 @@ def execute(
 
     stop = Stop()
     with stopping_on_signals(stop, stopping), _cancelled_exits_3(stop):
-        with collector_paused():  # start-up: the engine's import and the config's read
+        with starting_up():  # start-up: the engine's import and the config's read
             from flakestorm.engine.runner import (
                 output_dir,
                 run_ci,
@@ -239,7 +239,7 @@ def contractexecute(
     shard: Any,
 ) -> None:
     """Run every invariant under every scenario and print the matrix."""
-    with collector_paused():  # the engine's import is start-up, as reading the config is
+    with starting_up():  # the engine's import is start-up, as reading the config is
         from flakestorm.engine.runner import Overrides
 
     overrides = Overrides(concurrency, seed, min_score, output_dir, record=record, shard=shard)
@@ -273,7 +273,7 @@ def run_command(
 ) -> None:
     """Run the mutation phase (--chaos adds the chaos-only phase, --chaos-only runs only that)
     and score it."""
-    with collector_paused():  # the engine's import is start-up, as reading the config is
+    with starting_up():  # the engine's import is start-up, as reading the config is
         from flakestorm.engine.runner import Overrides
 
     if (chaos_only or chaos_profile) and not chaos:
@@ -310,7 +310,7 @@ def ci(
     ready_timeout_ms: int | None,
 ) -> None:
     """Run every configured phase, write every report, exit with the gate's code."""
-    with collector_paused():  # the engine's import is start-up, as reading the config is
+    with starting_up():  # the engine's import is start-up, as reading the config is
         from flakestorm.engine.runner import Overrides
 
     overrides = Overrides(
@@ -340,7 +340,7 @@ def contract_score(
     shard: Any,
 ) -> None:
     """Run the contract and print only the resilience score; exit with the gate's code."""
-    with collector_paused():  # the engine's import is start-up, as reading the config is
+    with starting_up():  # the engine's import is start-up, as reading the config is
         from flakestorm.engine.runner import Overrides
 
     overrides = Overrides(concurrency, seed, min_score, output_dir, record=record, shard=shard)

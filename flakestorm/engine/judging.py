@@ -11,11 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from flakestorm.checks.invariants import Checker, build_checker
-from flakestorm.checks.judge.judges import JudgeCalibrationError, Judges
 from flakestorm.checks.judge.which import Judged, judged_invariants
 from flakestorm.config import InvariantType, PhaseName
 from flakestorm.engine.phases.phase import PhasePlan
-from flakestorm.engine.phases.replay import ReplayPlan
 from flakestorm.errors import Problem
 from flakestorm.loader import LoadedConfig
 from flakestorm.validation.paths import format_path
@@ -26,8 +24,12 @@ _TOP_LEVEL = {PhaseName.MUTATION.value, PhaseName.CHAOS.value}
 def run_checker(loaded: LoadedConfig, plans: Mapping[str, PhasePlan]) -> Checker:
     """The run's checker, with its judges (none asked anything yet) and the invariants they
     judge in the planned phases (:func:`judged_in`)."""
-    judges = Judges(loaded.config, loaded.base_dir, judged_in(loaded, plans))
-    return build_checker(loaded.config.advanced, judges)
+    judged = judged_in(loaded, plans)
+    if not judged:  # nothing to judge: the judges' clients are not even imported
+        return build_checker(loaded.config.advanced)
+    from flakestorm.checks.judge.judges import Judges
+
+    return build_checker(loaded.config.advanced, Judges(loaded.config, loaded.base_dir, judged))
 
 
 def judged_in(loaded: LoadedConfig, plans: Mapping[str, PhasePlan]) -> list[Judged]:
@@ -39,9 +41,9 @@ def judged_in(loaded: LoadedConfig, plans: Mapping[str, PhasePlan]) -> list[Judg
         if (top_level and _TOP_LEVEL & plans.keys()) or (not top_level and _contract(plans)):
             out.append(item)
     replay = plans.get(PhaseName.REPLAY.value)
-    if isinstance(replay, ReplayPlan):
+    if replay is not None:  # a ReplayPlan: its sessions and the contracts they name
         seen = {id(config.contract)}
-        for session in replay.sessions:
+        for session in getattr(replay, "sessions", ()):
             if id(session.contract) in seen:
                 continue
             seen.add(id(session.contract))
@@ -63,6 +65,8 @@ def calibrate(loaded: LoadedConfig, checker: Checker) -> None:
     the example."""
     if checker.judges is None or not checker.judges.judged:
         return
+    from flakestorm.checks.judge.judges import JudgeCalibrationError
+
     try:
         checker.judges.calibrate()
     except JudgeCalibrationError as exc:

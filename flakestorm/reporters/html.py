@@ -32,6 +32,7 @@ linked to.
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -461,16 +462,47 @@ def _leaks(result: RunResult) -> str | None:
     return None if not n else f"{n} repl{'y' if n == 1 else 'ies'}"
 
 
+TEMPLATES_CACHE = TEMPLATES / "__pycache__"
+"""Where the compiled template is kept."""
+
+
+class _CompiledTemplates(jinja2.FileSystemBytecodeCache):
+    """The template compiled once per installation, as Python keeps a module's bytecode:
+    beside the templates, keyed by the template's source and the interpreter (jinja2 checks
+    both), so a changed template or another Python compiles it again. Compiling it takes
+    longer than rendering a report; where the directory cannot be written, the template is
+    compiled at each run as before."""
+
+    def __init__(self) -> None:
+        super().__init__(str(TEMPLATES_CACHE), "%s.jinja")
+
+    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        with contextlib.suppress(OSError):
+            super().load_bytecode(bucket)
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        with contextlib.suppress(OSError):
+            Path(self.directory).mkdir(exist_ok=True)
+            super().dump_bytecode(bucket)
+
+
 @functools.cache
 def _environment() -> jinja2.Environment:
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
+        bytecode_cache=_CompiledTemplates(),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
+
+
+def compile_template() -> None:
+    """Compile the report's template into its cache (the Docker image does it at build time,
+    so the action's first report does not compile it)."""
+    _environment().get_template("report.html.j2")
 
 
 @functools.cache
