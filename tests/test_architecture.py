@@ -390,6 +390,53 @@ def test_the_top_level_modules_import_each_other_without_cycles() -> None:
     )
 
 
+def _runtime_imports(path: Path) -> Iterator[tuple[Import, bool]]:
+    """The imports of ``path`` that run when it is imported or called, each with whether it
+    sits inside a function (an ``if TYPE_CHECKING:`` block's imports never run)."""
+
+    def walk(nodes: list[ast.stmt], in_function: bool) -> Iterator[tuple[ast.stmt, bool]]:
+        for node in nodes:
+            if isinstance(node, ast.If) and (_dotted(node.test) or "").endswith("TYPE_CHECKING"):
+                yield from walk(node.orelse, in_function)
+                continue
+            yield node, in_function
+            inner = in_function or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.stmt):
+                    yield from walk([child], inner)
+
+    where = _relative(path)
+    for node, in_function in walk(_tree(path).body, False):
+        if isinstance(node, ast.ImportFrom):
+            module = _absolute(node, path)
+            names = [f"{module}.{a.name}" for a in node.names]
+            for name in [module, *(n for n in names if n in MODULES)]:
+                yield Import(where, node.lineno, name), in_function
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                yield Import(where, node.lineno, alias.name), in_function
+
+
+def test_the_results_modules_import_each_other_without_cycles_or_late_imports() -> None:
+    """results/ is layered within itself (the status, the parts of a result, the model, then
+    what reads the model): no cycle among its modules at run time, and none broken by an import
+    inside a function."""
+    package = "flakestorm.results"
+    graph: dict[str, set[str]] = {}
+    late = []
+    for path in sorted((ROOT / "flakestorm" / "results").glob("*.py")):
+        source = _module_name(path)
+        for i, in_function in _runtime_imports(path):
+            if not i.module.startswith(package + ".") or i.module == source:
+                continue
+            if in_function:
+                late.append(f"{i.where}: imports {i.module} inside a function")
+            graph.setdefault(source, set()).add(i.module)
+    assert not late, "\n".join(late)
+    cycle = _cycle(graph)
+    assert cycle is None, "import cycle " + " -> ".join(cycle or ())
+
+
 # --------------------------------------------------------------------------- the test itself
 
 

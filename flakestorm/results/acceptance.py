@@ -23,10 +23,13 @@ import datetime
 import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from flakestorm.config import Accepted
-from flakestorm.results.model import PhaseOutcome, Status
+from flakestorm.results.status import Status
+
+if TYPE_CHECKING:  # a run's result holds its acceptances (results.model imports this module)
+    from flakestorm.config import Accepted
+    from flakestorm.results.model import PhaseOutcome
 
 EXPIRED_TEXT = "acceptance expired on {until}"
 CELL_PHASE = "contract"

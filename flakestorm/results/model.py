@@ -14,46 +14,22 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from flakestorm.redaction import Redactor
+from flakestorm.results.acceptance import Acceptance
 from flakestorm.results.field_types import mistyped, non_finite_score
 from flakestorm.results.scenarios import CallRecord as CallRecord
 from flakestorm.results.scenarios import ScenarioInfo as ScenarioInfo
 from flakestorm.results.scenarios import call_records, scenario_from_document
 from flakestorm.results.shards import Shard
+from flakestorm.results.status import FLAKY_SYMBOL as FLAKY_SYMBOL
+from flakestorm.results.status import Status as Status
 from flakestorm.results.sweeps import SweepInfo, sweep_from_document
 
 if TYPE_CHECKING:
     from flakestorm.config import ContractInvariant
-    from flakestorm.results.acceptance import Acceptance
 
 SCHEMA_VERSION = 2
 """2: phases under one ``phases`` mapping; delivery proof per scenario (``declared``,
 ``matched``, ``hints``) and the invariant's own verdict on cells that delivery errored."""
-
-
-class Status(str, enum.Enum):
-    """The outcome of a cell."""
-
-    PASSED = "passed"
-    FAILED = "failed"
-    ERRORED = "errored"
-    """flakestorm could not carry the cell out (reset or harness failure): counts as failed."""
-    SKIPPED = "skipped"
-    """The invariant's ``when`` does not apply to the scenario: not scored."""
-    NOT_RUN = "not_run"
-    """The run stopped (interrupted, or ``max_invocations`` spent) before this cell finished."""
-
-    @property
-    def scored(self) -> bool:
-        return self in _SCORED
-
-    @property
-    def symbol(self) -> str:
-        return _SYMBOLS[self.value]
-
-
-_SCORED = frozenset([Status.PASSED, Status.FAILED, Status.ERRORED])
-_SYMBOLS = {"passed": "✅", "failed": "❌", "errored": "💥", "skipped": "➖", "not_run": "⏸"}
-FLAKY_SYMBOL = "⚠️"
 
 
 @dataclass(frozen=True)
@@ -338,8 +314,6 @@ def _acceptances(docs: Any) -> tuple[Acceptance, ...] | None:
     """``accepted`` of a results.json read back (None when the run's config had none)."""
     if docs is None:
         return None
-    from flakestorm.results.acceptance import Acceptance  # it judges this module's results
-
     return tuple(Acceptance.from_document(d) for d in docs)
 
 

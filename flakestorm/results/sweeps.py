@@ -10,8 +10,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from flakestorm.results.status import Status
+
 if TYPE_CHECKING:  # a phase's outcome holds its sweeps (results.model imports this module)
-    from flakestorm.results.model import PhaseOutcome, Status
+    from flakestorm.results.model import PhaseOutcome
 
 
 @dataclass(frozen=True)
@@ -94,8 +96,6 @@ def judged(outcome: PhaseOutcome) -> PhaseOutcome:
 
 
 def _mark(status: Status) -> str | None:
-    from flakestorm.results.model import Status
-
     if status is Status.PASSED:
         return "passed"
     if status in (Status.FAILED, Status.ERRORED):
