@@ -52,14 +52,10 @@ from flakestorm.github.settings import (
 from flakestorm.loader import LoadedConfig, load_config
 from flakestorm.redaction import Redactor, active, redacting
 from flakestorm.reporters import delta as delta_report
+from flakestorm.reporters.escape import log_line
 from flakestorm.reporters.public import public, public_cell
 from flakestorm.reporters.registry import write_reports
-from flakestorm.reporters.terminal import (
-    error_verdict_line,
-    safe,
-    scenario_line,
-    verdict_line,
-)
+from flakestorm.reporters.terminal import error_verdict_line, scenario_line, verdict_line
 from flakestorm.reporters.view import RunVerdict, error_causes, run_verdict
 from flakestorm.results import clock
 from flakestorm.results.model import InvariantInfo, MutationResult, PhaseOutcome, RunResult, Status
@@ -78,7 +74,9 @@ def main(env: Mapping[str, str], gh: GitHub | None = None) -> int:
         return _serve_proxy(env)
     gh = gh if gh is not None else GitHub(env)
     if mode not in ("", "action"):
-        gh.error(f"FLAKESTORM_MODE={safe(mode, 40)!r} is not one of: action, proxy", title=TITLE)
+        gh.error(
+            f"FLAKESTORM_MODE={log_line(mode, 40)!r} is not one of: action, proxy", title=TITLE
+        )
         return int(ExitCode.CONFIG_ERROR)
     if gh.token:
         gh.add_mask(gh.token)
@@ -192,7 +190,7 @@ class _Action:
             return self._config_error(exc)
         except FlakestormError as exc:
             level = "input" if isinstance(exc, UsageError) else "run"
-            gh.error(safe(str(exc), 4000), title=f"{TITLE}: {level} error")
+            gh.error(log_line(str(exc), 4000), title=f"{TITLE}: {level} error")
             self._failed_outputs(out_dir)
             if exc.exit_code is ExitCode.INFRASTRUCTURE_ERROR:
                 self._error_verdict(exc, active())  # the run's redactor (redacting, above)
@@ -309,7 +307,7 @@ class _Action:
         # the log is world-readable on a public repository too
         logged = public(result).result if self.settings.redact.public else result
         if result.error is not None:  # the run could not start: why, in full, once
-            self.gh.error(safe(result.error, 4000), title=f"{TITLE}: run error")
+            self.gh.error(log_line(result.error, 4000), title=f"{TITLE}: run error")
         self._annotations(logged, shown, compared)
         self._comment(result, shown)
         self._verdict(result, shown, out_dir)
@@ -341,7 +339,7 @@ class _Action:
                 f"{result.config_path}: give each config its own `baseline-artifact`"
             )
         if isinstance(found, source.NoBaseline) and found.expected:
-            self.gh.log(f"flakestorm: baseline: none: {safe(found.reason, 400)}")
+            self.gh.log(f"flakestorm: baseline: none: {log_line(found.reason, 400)}")
             return unjudged
         if isinstance(found, source.NoBaseline):
             return self._no_baseline(found.reason)
@@ -365,7 +363,7 @@ class _Action:
         log line, when they cannot be read."""
         history = source.find_history(self.gh, query, result.config_digest, known=baseline)
         if isinstance(history, source.NoBaseline):
-            self.gh.log(f"flakestorm: trend: not shown: {safe(history.reason, 400)}")
+            self.gh.log(f"flakestorm: trend: not shown: {log_line(history.reason, 400)}")
             return None
         trend = trend_of(history.points, result, query.branch, history.skipped)
         self.gh.log(f"flakestorm: trend: {trend.headline()}")
@@ -380,7 +378,7 @@ class _Action:
                 "as new (only an infrastructure error fails this step)"
             )
         self.gh.notice(
-            f"flakestorm: no baseline: {safe(reason, 1500)}", title=f"{TITLE}: no baseline"
+            f"flakestorm: no baseline: {log_line(reason, 1500)}", title=f"{TITLE}: no baseline"
         )
         return Judgement(self.settings.fail_on, missing=reason)
 
@@ -404,10 +402,10 @@ class _Action:
             reason = str(exc).replace(str(self.workspace) + "/", "")
             if isinstance(exc, blessed.MissingBaseline):
                 return self._no_baseline(reason)
-            self.gh.log(f"flakestorm: baseline: {safe(reason, 1500)}")
+            self.gh.log(f"flakestorm: baseline: {log_line(reason, 1500)}")
             return Judgement(settings.fail_on, error=f"the baseline file {reason}")
         for warning in blessed_.warnings(clock.today(), result.config_digest):
-            self.gh.warning(f"flakestorm: {safe(warning, 1500)}", title=f"{TITLE}: baseline")
+            self.gh.warning(f"flakestorm: {log_line(warning, 1500)}", title=f"{TITLE}: baseline")
         delta = compare(blessed_.index, result)
         judged = Judgement(
             fail_on=settings.fail_on,
@@ -479,7 +477,7 @@ class _Action:
                     1 for c in contract.cells if c.invariant_id == invariant.id and c.status.scored
                 )
                 detail = "; ".join(
-                    f"{safe(c.scenario, 60)}: {c.status.value}: {safe(c.reason, 300)}"
+                    f"{log_line(c.scenario, 60)}: {c.status.value}: {log_line(c.reason, 300)}"
                     for c in cells[:5]
                 )
                 more = f"; and {len(cells) - 5} more" if len(cells) > 5 else ""
@@ -489,13 +487,13 @@ class _Action:
                 )  # errored cells are said to have errored, as in the gate's reasons
                 (warnings if is_known else annotations).append(
                     Annotation(
-                        f"critical invariant {safe(invariant.id, 80)} {how} in {len(cells)} of "
+                        f"critical invariant {log_line(invariant.id, 80)} {how} in {len(cells)} of "
                         f"{scored} scenario(s)"
                         f"{' (known: failing on the baseline too)' if is_known else ''}: "
                         f"{detail}{more}",
                         file=self.config_name,
                         line=invariant.line,
-                        title=f"{TITLE}: critical invariant {safe(invariant.id, 80)} {how}",
+                        title=f"{TITLE}: critical invariant {log_line(invariant.id, 80)} {how}",
                     )
                 )
         self.gh.annotate_all(
@@ -505,23 +503,25 @@ class _Action:
         )
         if compared is not None and regression and shown.code == 1 and not annotations:
             new = compared.delta.of(Change.NEW_FAILURE)
-            listed = ", ".join(safe(c.cell_id, 120) for c in new[:10])
+            listed = ", ".join(log_line(c.cell_id, 120) for c in new[:10])
             more = f" and {len(new) - 10} more" if len(new) > 10 else ""
             annotations.append(
                 Annotation(
-                    f"{safe(compared.delta.headline(compared.against), 400)}: {listed}{more}",
+                    f"{log_line(compared.delta.headline(compared.against), 400)}: {listed}{more}",
                     title=f"{TITLE}: new failures",
                 )
             )
         if shown.error:  # the causes of the logged (public-safe) result, or the config error
             config = shown.code == ExitCode.CONFIG_ERROR  # the baseline file: no agent output
             causes = "; ".join(
-                safe(c, 400) for c in (shown.causes if config else error_causes(result))
+                log_line(c, 400) for c in (shown.causes if config else error_causes(result))
             )
             title = f"{TITLE}: {'config error' if config else 'ERROR'}"
             annotations.insert(0, Annotation(f"exit {shown.code}: {causes}", title=title))
         elif shown.code != 0 and not annotations:
-            reasons = "; ".join(safe(r, 400) for r in result.overall.reasons) or "the gate failed"
+            reasons = (
+                "; ".join(log_line(r, 400) for r in result.overall.reasons) or "the gate failed"
+            )
             annotations.append(Annotation(reasons, title=f"{TITLE}: gate failed"))
         self.gh.annotate_all(
             Level.ERROR,
@@ -539,16 +539,17 @@ class _Action:
         """The annotation for a critical invariant that mutations broke, on its line
         (``is_known``: each of those mutations failed on the baseline too)."""
         detail = "; ".join(
-            f"{safe(m.id, 60)} ({safe(m.transform, 40)}): {safe(m.reason, 300)}" for m in broke[:5]
+            f"{log_line(m.id, 60)} ({log_line(m.transform, 40)}): {log_line(m.reason, 300)}"
+            for m in broke[:5]
         )
         more = f"; and {len(broke) - 5} more" if len(broke) > 5 else ""
         return Annotation(
-            f"critical invariant {safe(invariant.id, 80)} failed in {len(broke)} of "
+            f"critical invariant {log_line(invariant.id, 80)} failed in {len(broke)} of "
             f"{len(outcome.mutations)} mutation(s)"
             f"{' (known: failing on the baseline too)' if is_known else ''}: {detail}{more}",
             file=self.config_name,
             line=invariant.line,
-            title=f"{TITLE}: critical invariant {safe(invariant.id, 80)} failed",
+            title=f"{TITLE}: critical invariant {log_line(invariant.id, 80)} failed",
         )
 
     def _comment(self, result: RunResult, shown: RunVerdict) -> None:
@@ -600,10 +601,10 @@ class _Action:
         if minimum:
             line += f" (min_score {minimum:g})"
         if not result.complete:
-            line += f"; the run stopped early ({safe(str(result.stop_reason), 40)})"
+            line += f"; the run stopped early ({log_line(str(result.stop_reason), 40)})"
         self.gh.log(line)
         for reason in result.overall.reasons:
-            self.gh.log(f"  - {safe(reason, 400)}")
+            self.gh.log(f"  - {log_line(reason, 400)}")
         self.gh.log(f"flakestorm: reports in {self._relative(out_dir)}")
         if result.shard is not None:
             self.gh.log(
@@ -658,8 +659,8 @@ class _Progress:
                 cell = public_cell(event.result) if self._redact else event.result
                 if cell.status in (Status.FAILED, Status.ERRORED):
                     self._gh.log(
-                        f"  {cell.status.value.upper()} {safe(cell.id, 120)} [{cell.severity}]: "
-                        f"{safe(cell.reason, 300)}"
+                        f"  {cell.status.value.upper()} {log_line(cell.id, 120)} "
+                        f"[{cell.severity}]: {log_line(cell.reason, 300)}"
                     )
             elif isinstance(event, ScenarioFinished):
                 self._gh.log(scenario_line(event.name, event.results))
@@ -668,7 +669,7 @@ class _Progress:
         with self._lock:
             if self._group is None:
                 self._in_group(STARTING_GROUP)
-            self._gh.log(safe(text, 1000))
+            self._gh.log(log_line(text, 1000))
 
 
 def _shown(delta: Delta) -> Delta:

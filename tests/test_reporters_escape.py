@@ -1,4 +1,4 @@
-"""Untrusted text made safe: clean, text, html_text, code_block, url_span."""
+"""Untrusted text made safe: document_text, log_line, text, html_text, code_block, url_span."""
 
 from __future__ import annotations
 
@@ -7,16 +7,40 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flakestorm.reporters.escape import clean, code_block, html_text, text, url_span
+from flakestorm.reporters.escape import (
+    code_block,
+    document_text,
+    html_text,
+    log_line,
+    text,
+    url_span,
+)
 
 
 def test_clean_neutralises_controls_surrogates_bidi_and_workflow_commands() -> None:
-    assert clean("a\r\nb\rc") == "a\nb\nc"
-    assert clean("x\x00y\x1b[31m\x7f\x85") == "x\ufffdy\ufffd[31m\ufffd\ufffd"
-    assert clean("lone \ud800 \udfff \ufffe") == "lone \ufffd \ufffd \ufffd"
-    assert clean("a\u202eb\u2066c") == "a⟨U+202E⟩b⟨U+2066⟩c"
-    assert "::" not in clean("::error file=x::boom")
-    assert clean("tab\tand\nnewline stay") == "tab\tand\nnewline stay"
+    assert document_text("a\r\nb\rc") == "a\nb\nc"
+    assert document_text("x\x00y\x1b[31m\x7f\x85") == "x\ufffdy\ufffd[31m\ufffd\ufffd"
+    assert document_text("lone \ud800 \udfff \ufffe") == "lone \ufffd \ufffd \ufffd"
+    assert document_text("a\u202eb\u2066c") == "a⟨U+202E⟩b⟨U+2066⟩c"
+    assert "::" not in document_text("::error file=x::boom")
+    assert document_text("tab\tand\nnewline stay") == "tab\tand\nnewline stay"
+
+
+def test_workflow_commands_are_defused_one_way_in_documents_and_log_lines() -> None:
+    """``::`` and the runner's legacy ``##[`` (read anywhere in a line) alike, in a report
+    document and in a log line."""
+    assert document_text("x ##[error]pwned\n::warning::w") == (
+        "x #\u200b#[error]pwned\n:\u200b:warning:\u200b:w"
+    )
+    assert log_line("x ##[error]pwned ::warning::w") == (
+        "x #\u200b#[error]pwned :\u200b:warning:\u200b:w"
+    )
+
+
+def test_a_log_line_blanks_control_and_format_characters_and_is_cut() -> None:
+    assert log_line("a\nb\tc\x1b[31m\u202ed\u2028e\u200bf") == "a b c [31m d e f"
+    assert log_line("x" * 10, 5) == "xxxx…"
+    assert log_line("x" * 5, 5) == "xxxxx"
 
 
 def test_text_escapes_html_markdown_mentions_and_references() -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from golden.cases import mutation
 
-from flakestorm.reporters.terminal import render, safe
+from flakestorm.reporters.escape import log_line
+from flakestorm.reporters.terminal import render
 
 LEGACY = [
     "x ##[error]pwned",
@@ -20,7 +21,7 @@ LEGACY = [
 def test_safe_defuses_the_legacy_workflow_command_form(text: str) -> None:
     """The runner also parses ``##[command]data`` found *anywhere* in a line
     (``ActionCommand.TryParse``), ``stop-commands`` and ``set-output`` included."""
-    assert "##[" not in safe(text)
+    assert "##[" not in log_line(text)
 
 
 def test_a_failed_mutation_shows_its_original_input_reply_and_failed_invariants() -> None:

@@ -78,10 +78,10 @@ def report_error(exc: FlakestormError, redact: Callable[[str], str] = str) -> Ex
     else:
         # messages can quote what an agent, a proxy or an embeddings server sent: defuse them
         # so a CI log never reads them as workflow commands
-        from flakestorm.reporters.terminal import safe
+        from flakestorm.reporters.escape import log_line
 
         for i, line in enumerate(redact(str(exc)).splitlines() or [""]):
-            click.echo(("error: " if i == 0 else "  ") + safe(line, 4000), err=True)
+            click.echo(("error: " if i == 0 else "  ") + log_line(line, 4000), err=True)
     return exc.exit_code
 
 

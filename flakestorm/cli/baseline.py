@@ -51,7 +51,7 @@ def bless_command(results_json: Path, output: Path, commit: str | None) -> None:
     runs against it; it changes only when blessed again."""
     from flakestorm.baseline.blessed import bless, dumps, errored_items
     from flakestorm.cli.report import read_results
-    from flakestorm.reporters.terminal import safe
+    from flakestorm.reporters.escape import log_line
     from flakestorm.results import clock
 
     result = read_results(results_json)
@@ -63,7 +63,7 @@ def bless_command(results_json: Path, output: Path, commit: str | None) -> None:
         )
     errored = errored_items(result)
     if errored:
-        listed = ", ".join(safe(item, 120) for item in errored[:MAX_LISTED])
+        listed = ", ".join(log_line(item, 120) for item in errored[:MAX_LISTED])
         more = f" and {len(errored) - MAX_LISTED} more" if len(errored) > MAX_LISTED else ""
         raise UsageError(
             f"{results_json}: a run with errored cells is not a baseline (an errored cell is "

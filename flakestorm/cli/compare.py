@@ -22,7 +22,8 @@ from flakestorm.cli.baseline import read_blessed
 from flakestorm.cli.report import read_results
 from flakestorm.errors import UsageError
 from flakestorm.reporters.delta import Compared, terminal_lines
-from flakestorm.reporters.terminal import safe, verdict_line
+from flakestorm.reporters.escape import log_line
+from flakestorm.reporters.terminal import verdict_line
 from flakestorm.reporters.view import step_verdict
 from flakestorm.results import clock
 
@@ -66,9 +67,9 @@ def compare_command(paths: tuple[Path, ...], baseline_spec: str | None, fail_on:
     rule = FailOn(fail_on)
     if baseline_spec is not None:
         blessed = read_blessed(baseline_spec)
-        base_name, head_name = safe(blessed.label, 200), safe(head_json.name, 200)
+        base_name, head_name = log_line(blessed.label, 200), log_line(head_json.name, 200)
         for warning in blessed.warnings(clock.today(), head.config_digest):
-            click.echo(f"warning: {safe(warning, 600)}", err=True)
+            click.echo(f"warning: {log_line(warning, 600)}", err=True)
         delta = compare(blessed.index, head)
         age = blessed.age_text(clock.today(), head.config_digest)
     else:
@@ -76,8 +77,8 @@ def compare_command(paths: tuple[Path, ...], baseline_spec: str | None, fail_on:
         base_name, head_name = _names(paths[0], head_json)
         if not same_config(base, head):
             click.echo(
-                f"warning: {base_name} ran {safe(base.config_path, 200)} and {head_name} "
-                f"ran {safe(head.config_path, 200)}: cells of different configs are matched by "
+                f"warning: {base_name} ran {log_line(base.config_path, 200)} and {head_name} "
+                f"ran {log_line(head.config_path, 200)}: cells of different configs are matched by "
                 "id (the action refuses such a baseline)",
                 err=True,
             )
@@ -95,5 +96,5 @@ def _names(base: Path, head: Path) -> tuple[str, str]:
     """How the two inputs are named in what ``compare`` says: their file names, or, when
     those are the same (``main/results.json`` and ``pr/results.json``), their paths."""
     if base.name != head.name:
-        return safe(base.name, 200), safe(head.name, 200)
-    return safe(str(base), 200), safe(str(head), 200)
+        return log_line(base.name, 200), log_line(head.name, 200)
+    return log_line(str(base), 200), log_line(str(head), 200)

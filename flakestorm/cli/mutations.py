@@ -24,9 +24,9 @@ def mutations() -> None:
 
 def _shown(value: str, limit: int = 2000) -> str:
     """A prompt on one line, exactly: escapes (``\\n``) visible, workflow commands defused."""
-    from flakestorm.reporters.terminal import safe
+    from flakestorm.reporters.escape import log_line
 
-    return safe(json.dumps(value, ensure_ascii=False)[1:-1], limit)
+    return log_line(json.dumps(value, ensure_ascii=False)[1:-1], limit)
 
 
 @mutations.command("preview")

@@ -41,7 +41,7 @@ import requests
 
 from flakestorm.errors import RestError
 from flakestorm.redaction import active
-from flakestorm.reporters.terminal import safe
+from flakestorm.reporters.escape import log_line
 
 ANNOTATION_LIMIT = 10
 """Annotations of one kind the runner keeps per step."""
@@ -278,7 +278,7 @@ class GitHub:
     def annotate(self, level: Level, annotation: Annotation) -> bool:
         """Emit one annotation; False (and a plain log line) once the runner's cap is reached."""
         if self._counts[level] >= ANNOTATION_LIMIT:
-            self.log(f"{level.value}: {safe(annotation.message, MESSAGE_LIMIT)}")
+            self.log(f"{level.value}: {log_line(annotation.message, MESSAGE_LIMIT)}")
             return False
         self._counts[level] += 1
         self._command(
@@ -537,12 +537,12 @@ class GitHub:
                 f"(HTTP {exc.status}): the token may be read-only. Give the job "
                 "`permissions: pull-requests: write`, or for fork pull requests post the "
                 "comment from a `workflow_run` workflow (see docs/action.md). "
-                f"Details: {safe(str(exc), 400)}",
+                f"Details: {log_line(str(exc), 400)}",
                 title="flakestorm: no PR comment",
             )
             return CommentOutcome(CommentAction.SKIPPED, str(exc))
         self.warning(
-            f"flakestorm: could not comment on the pull request: {safe(str(exc), 400)}",
+            f"flakestorm: could not comment on the pull request: {log_line(str(exc), 400)}",
             title="flakestorm: PR comment failed",
         )
         return CommentOutcome(CommentAction.FAILED, str(exc))

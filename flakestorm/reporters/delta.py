@@ -16,8 +16,7 @@ from dataclasses import dataclass
 
 from flakestorm.baseline.delta import CellChange, Change, Delta, FailOn
 from flakestorm.baseline.judgement import Judgement, judgement_of
-from flakestorm.reporters.escape import text
-from flakestorm.reporters.terminal import safe
+from flakestorm.reporters.escape import log_line, text
 from flakestorm.results.model import RunResult
 from flakestorm.results.trend import Trend
 
@@ -210,12 +209,12 @@ def missing_markdown(reason: str) -> str:
 
 def terminal_lines(compared: Compared) -> Sequence[str]:
     """The delta for a terminal or the log: the headline, then one line a changed cell."""
-    lines = [safe(compared.delta.headline(compared.against), 300)]
+    lines = [log_line(compared.delta.headline(compared.against), 300)]
     for change in _sorted(compared.delta):
         note = f" (Fisher p = {change.p_value:.3f})" if change.p_value is not None else ""
         lines.append(
-            f"  {change.change.value.upper():<14} {safe(change.phase, 40)}: "
-            f"{safe(change.cell_id, 160)}  {_status(change, True)} -> {_status(change, False)}"
+            f"  {change.change.value.upper():<14} {log_line(change.phase, 40)}: "
+            f"{log_line(change.cell_id, 160)}  {_status(change, True)} -> {_status(change, False)}"
             f"{note}"
         )
     return lines

@@ -46,7 +46,7 @@ import jinja2
 from flakestorm.baseline.judgement import judgement_of
 from flakestorm.reporters import breaking, trend_chart
 from flakestorm.reporters import delta as delta_report
-from flakestorm.reporters.escape import clean, excerpt
+from flakestorm.reporters.escape import document_excerpt, document_text
 from flakestorm.reporters.html_matrix import (
     DETAIL_LIMIT,
     Detail,
@@ -231,22 +231,22 @@ class _Mutation:
 def _mutation(m: MutationResult) -> _Mutation:
     return _Mutation(
         index=m.index,
-        id=clean(m.id),
-        type=clean(m.type),
-        transform=clean(m.transform),
-        generator=clean(m.generator),
+        id=document_text(m.id),
+        type=document_text(m.type),
+        transform=document_text(m.transform),
+        generator=document_text(m.generator),
         weight=m.weight,
         status=m.status.value,
-        severity=clean(m.severity),
+        severity=document_text(m.severity),
         glyphs=("flaky",) if m.flaky else (m.status.value,),
-        reason=excerpt(m.reason, 2000),
-        failed=tuple(clean(i) for i in m.failed_invariants),
-        original=excerpt(m.original, EXCERPT_CHARS),
-        sent=excerpt(m.sent, EXCERPT_CHARS),
-        changes=tuple(excerpt(c, 500) for c in m.changes),
-        output=None if m.output is None else excerpt(m.output, EXCERPT_CHARS),
+        reason=document_excerpt(m.reason, 2000),
+        failed=tuple(document_text(i) for i in m.failed_invariants),
+        original=document_excerpt(m.original, EXCERPT_CHARS),
+        sent=document_excerpt(m.sent, EXCERPT_CHARS),
+        changes=tuple(document_excerpt(c, 500) for c in m.changes),
+        output=None if m.output is None else document_excerpt(m.output, EXCERPT_CHARS),
         status_code=m.http_status,
-        error=clean(m.error or "error"),
+        error=document_text(m.error or "error"),
         calls=tuple(_call(n, c) for n, c in enumerate(m.calls, 1)),
     )
 
@@ -304,18 +304,19 @@ class _Undelivered:
 def _invocation(number: int, prompt: PromptResult) -> _Invocation:
     error = None
     if prompt.output is None:
-        error = f"{clean(prompt.error or 'error')}: {excerpt(prompt.error_message, 2000)}"
+        message = document_excerpt(prompt.error_message, 2000)
+        error = f"{document_text(prompt.error or 'error')}: {message}"
     similarity = None
     if prompt.similarity is not None:
-        similarity = f"{prompt.similarity:.3f} ({clean(prompt.similarity_backend or '?')})"
+        similarity = f"{prompt.similarity:.3f} ({document_text(prompt.similarity_backend or '?')})"
     return _Invocation(
         number=number,
         run=prompt.run + 1,
         passed=prompt.passed,
-        reason=excerpt(prompt.reason, 2000),
-        prompt=excerpt(prompt.prompt, EXCERPT_CHARS),
-        sent=None if prompt.sent == prompt.prompt else excerpt(prompt.sent, EXCERPT_CHARS),
-        output=None if prompt.output is None else excerpt(prompt.output, EXCERPT_CHARS),
+        reason=document_excerpt(prompt.reason, 2000),
+        prompt=document_excerpt(prompt.prompt, EXCERPT_CHARS),
+        sent=None if prompt.sent == prompt.prompt else document_excerpt(prompt.sent, EXCERPT_CHARS),
+        output=None if prompt.output is None else document_excerpt(prompt.output, EXCERPT_CHARS),
         output_chars=0 if prompt.output is None else len(prompt.output),
         error=error,
         latency_ms=prompt.latency_ms,
@@ -327,12 +328,14 @@ def _invocation(number: int, prompt: PromptResult) -> _Invocation:
 def _call(number: int, call: CallRecord) -> _Call:
     return _Call(
         number=number,
-        target=clean(call_target(call)),
-        method=excerpt(call.method, 40),
-        url=excerpt(call.url, 4000),
+        target=document_text(call_target(call)),
+        method=document_excerpt(call.method, 40),
+        url=document_excerpt(call.url, 4000),
         status=call_status(call),
-        fired=tuple(excerpt(f, 500) for f in call.fired),
-        upstream_error=None if call.upstream_error is None else excerpt(call.upstream_error, 2000),
+        fired=tuple(document_excerpt(f, 500) for f in call.fired),
+        upstream_error=None
+        if call.upstream_error is None
+        else document_excerpt(call.upstream_error, 2000),
         latency_ms=call.latency_ms,
     )
 
@@ -357,22 +360,22 @@ def _cell(cell: CellResult, prefix: str, scenario: ScenarioInfo | None) -> _Cell
     return _Cell(
         index=cell.index,
         anchor=f"{prefix}cell-{cell.index}",
-        id=clean(cell.id),
-        invariant_id=clean(cell.invariant_id),
-        scenario=clean(cell.scenario),
-        severity=clean(cell.severity),
+        id=document_text(cell.id),
+        invariant_id=document_text(cell.invariant_id),
+        scenario=document_text(cell.scenario),
+        severity=document_text(cell.severity),
         status=cell.status.value,
         glyphs=glyph_kinds(cell.status, cell.flaky),
         bad=cell.status in (Status.FAILED, Status.ERRORED),
         flaky=cell.flaky,
-        reason=excerpt(cell.reason, 2000),
+        reason=document_excerpt(cell.reason, 2000),
         runs=f"{cell.runs_passed} of {cell.runs_total}" if cell.runs_total > 1 else None,
-        faults=tuple(excerpt(f, 500) for f in cell.faults_fired),
+        faults=tuple(document_excerpt(f, 500) for f in cell.faults_fired),
         invocations=tuple(_invocation(n, p) for n, p in enumerate(cell.prompts, 1)),
         calls=tuple(_call(n, c) for n, c in enumerate(cell.calls, 1)),
         no_calls=no_calls(cell, scenario),
-        notes=tuple(excerpt(n, 2000) for n in cell.notes),
-        turns=rows(cell, excerpt),
+        notes=tuple(document_excerpt(n, 2000) for n in cell.notes),
+        turns=rows(cell, document_excerpt),
     )
 
 
@@ -389,12 +392,12 @@ class _Rows:
         for inv in self._outcome.invariants:
             cells = [self._by_key.get((inv.id, name)) for name in names]
             yield _Row(
-                id=clean(inv.id),
-                type=clean(inv.type),
-                severity=clean(inv.severity),
-                when=clean(inv.when),
+                id=document_text(inv.id),
+                type=document_text(inv.type),
+                severity=document_text(inv.severity),
+                when=document_text(inv.when),
                 negate=inv.negate,
-                description=None if inv.description is None else clean(inv.description),
+                description=None if inv.description is None else document_text(inv.description),
                 bad=any(c is not None and c.bad for c in cells),
                 cells=row_html(cells),
             )
@@ -406,11 +409,13 @@ def _phase(outcome: PhaseOutcome) -> _Phase:
     shown = detail(outcome)
     scenarios = tuple(
         _Scenario(
-            name=clean(s.name),
-            faults=tuple(clean(f) for f in s.faults),
+            name=document_text(s.name),
+            faults=tuple(document_text(f) for f in s.faults),
             undelivered=bool(s.undelivered),
-            notes=tuple(excerpt(note, 2000) for note in scenario_notes(s)),
-            unattributed=excerpt(unattributed_heading(outcome, s), 2000) if s.unattributed else "",
+            notes=tuple(document_excerpt(note, 2000) for note in scenario_notes(s)),
+            unattributed=document_excerpt(unattributed_heading(outcome, s), 2000)
+            if s.unattributed
+            else "",
             calls=tuple(_call(n, c) for n, c in enumerate(s.unattributed_calls, 1)),
         )
         for s in outcome.scenarios
@@ -420,8 +425,8 @@ def _phase(outcome: PhaseOutcome) -> _Phase:
         legend = (*LEGEND_ITEMS, UNDELIVERED_ITEM)
     return _Phase(
         key=key,
-        name=clean(outcome.name),
-        title=clean(outcome.label[:1].upper() + outcome.label[1:]),
+        name=document_text(outcome.name),
+        title=document_text(outcome.label[:1].upper() + outcome.label[1:]),
         score=score_text(outcome.score.score),
         state=phase_state(outcome),
         counts=cell_counts(outcome),
@@ -431,9 +436,11 @@ def _phase(outcome: PhaseOutcome) -> _Phase:
         more=shown.more,
         legend=() if outcome.mutations else legend,
         legend_text=mutation_legend(outcome).replace("`", "") if outcome.mutations else "",
-        types=tuple(dataclasses.replace(r, type=clean(r.type)) for r in mutation_types(outcome)),
+        types=tuple(
+            dataclasses.replace(r, type=document_text(r.type)) for r in mutation_types(outcome)
+        ),
         mutations=Mapped(failed_mutations(outcome), _mutation),
-        row_kind=clean(outcome.rows),
+        row_kind=document_text(outcome.rows),
         sweeps=tuple(_sweep(sweep) for sweep in outcome.sweeps),
     )
 
@@ -441,17 +448,21 @@ def _phase(outcome: PhaseOutcome) -> _Phase:
 def _sweep(sweep: SweepInfo) -> _Sweep:
     chart = breaking.chart(sweep)
     return _Sweep(
-        title=clean(breaking.title(sweep)),
-        field=clean(sweep.field),
-        values=tuple(clean(v) for v in sweep.values),
+        title=document_text(breaking.title(sweep)),
+        field=document_text(sweep.field),
+        values=tuple(document_text(v) for v in sweep.values),
         rows=tuple(
-            (clean(p.invariant), tuple(m or "skipped" for m in p.marks), clean(p.text))
+            (
+                document_text(p.invariant),
+                tuple(m or "skipped" for m in p.marks),
+                document_text(p.text),
+            )
             for p in sweep.breaking
         ),
         chart=dataclasses.replace(
             chart,
-            points=tuple((x, y, clean(v), r) for x, y, v, r in chart.points),
-            ticks=tuple((x, clean(v)) for x, v in chart.ticks),
+            points=tuple((x, y, document_text(v), r) for x, y, v, r in chart.points),
+            ticks=tuple((x, document_text(v)) for x, v in chart.ticks),
         ),
     )
 
@@ -536,12 +547,12 @@ def _generate(result: RunResult) -> Iterator[str]:
     phase_views = [_phase(outcome) for outcome in phases(result)]
     not_delivered = [
         _Undelivered(
-            where=clean(u.outcome.label)
+            where=document_text(u.outcome.label)
             if u.shown_scenario is not None
-            else f"the {clean(u.outcome.label)} phase",
-            scenario=None if u.shown_scenario is None else clean(u.shown_scenario),
-            fault=clean(u.fault),
-            hint=excerpt(u.hint, 2000),
+            else f"the {document_text(u.outcome.label)} phase",
+            scenario=None if u.shown_scenario is None else document_text(u.shown_scenario),
+            fault=document_text(u.fault),
+            hint=document_excerpt(u.hint, 2000),
         )
         for u in undelivered(result)
     ]
@@ -559,36 +570,42 @@ def _generate(result: RunResult) -> Iterator[str]:
         result=result,
         verdict=shown.word,
         exit_code=shown.code,
-        causes=[excerpt(cause, 2000) for cause in shown.causes],
+        causes=[document_excerpt(cause, 2000) for cause in shown.causes],
         causes_lead=shown.lead,
-        verdict_note=clean(shown.note(lambda s: s)),
+        verdict_note=document_text(shown.note(lambda s: s)),
         own_gate=shown.rule is not None,
         baseline=None
         if compared is None
         else _Baseline(
-            headline=clean(compared.delta.headline(compared.against)),
-            against=clean(compared.against),
-            age=clean(compared.age),
+            headline=document_text(compared.delta.headline(compared.against)),
+            against=document_text(compared.against),
+            age=document_text(compared.age),
             url=delta_report.link(compared),
             rows=[
-                dataclasses.replace(r, cell_id=clean(r.cell_id), phase=clean(r.phase))
+                dataclasses.replace(
+                    r, cell_id=document_text(r.cell_id), phase=document_text(r.phase)
+                )
                 for r in changed
             ],
             more=more,
         ),
-        no_baseline=None if judged is None or judged.missing is None else clean(judged.missing),
+        no_baseline=None
+        if judged is None or judged.missing is None
+        else document_text(judged.missing),
         trend=None if judged is None or judged.trend is None else trend_chart.chart(judged.trend),
         overall_score=score_text(result.overall.score),
         phases=phase_views,
         undelivered=not_delivered,
-        reasons=[clean(r) for r in result.overall.reasons],
-        accepted=[clean(line) for line in accepted_lines(result)],
-        warnings=[clean(w) for w in all_warnings(result)],
-        judges=[clean(line) for line in judge_lines(result)],
-        stop_reason=None if result.complete else clean(result.stop_reason or "unknown reason"),
-        phases_ran=", ".join(clean(p) for p in result.overall.phases_ran) or "none",
-        config_path=clean(result.config_path),
-        config_digest=clean(result.config_digest),
-        version=clean(result.flakestorm_version),
-        started_at=clean(result.started_at),
+        reasons=[document_text(r) for r in result.overall.reasons],
+        accepted=[document_text(line) for line in accepted_lines(result)],
+        warnings=[document_text(w) for w in all_warnings(result)],
+        judges=[document_text(line) for line in judge_lines(result)],
+        stop_reason=None
+        if result.complete
+        else document_text(result.stop_reason or "unknown reason"),
+        phases_ran=", ".join(document_text(p) for p in result.overall.phases_ran) or "none",
+        config_path=document_text(result.config_path),
+        config_digest=document_text(result.config_digest),
+        version=document_text(result.flakestorm_version),
+        started_at=document_text(result.started_at),
     )

@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 from markupsafe import Markup, escape
 
-from flakestorm.reporters.escape import excerpt
+from flakestorm.reporters.escape import document_excerpt
 from flakestorm.reporters.view import cell_reader
 from flakestorm.results.model import CellResult, PhaseOutcome, Status
 from flakestorm.results.spool import Spooled
@@ -147,7 +147,7 @@ def matrix(outcome: PhaseOutcome, prefix: str, shown: Detail) -> dict[tuple[str,
     for index, invariant_id, scenario, status, flaky, reason in _shown(outcome.cells):
         title = titles.get((status, reason))
         if title is None:
-            text = f"{status.value}: {excerpt(reason, REASON_CHARS)}"
+            text = f"{status.value}: {document_excerpt(reason, REASON_CHARS)}"
             title = titles[status, reason] = str(escape(text))
         anchor = f"{prefix}cell-{index}" if linked is None or index in linked else None
         by_key[invariant_id, scenario] = MatrixCell(status, flaky, title, anchor)

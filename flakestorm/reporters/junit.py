@@ -25,7 +25,7 @@
   ``<system-out>``.
 
 Agent output and config strings are untrusted: every string goes through
-:func:`flakestorm.reporters.escape.clean` (characters illegal in XML 1.0 become U+FFFD) and
+:func:`flakestorm.reporters.escape.document_text` (characters illegal in XML 1.0 become U+FFFD) and
 the XML serializer escapes the rest, so the document always parses.
 
 JUnit leaves the runner: test-report actions publish it as check runs, which anyone can read
@@ -47,7 +47,7 @@ from typing import Any, TextIO
 from junit_xml import TestCase, TestSuite
 
 from flakestorm.reporters import breaking
-from flakestorm.reporters.escape import clean, excerpt
+from flakestorm.reporters.escape import document_excerpt, document_text
 from flakestorm.reporters.public import PublicResult, public
 from flakestorm.reporters.transcript import transcript, turn_line
 from flakestorm.reporters.view import (
@@ -80,20 +80,20 @@ MAX_CALLS_PER_CELL = 20
 
 
 def _one_line(value: str, limit: int = 500) -> str:
-    return excerpt(value, limit).replace("\n", " ")
+    return document_excerpt(value, limit).replace("\n", " ")
 
 
 def _invocation(prompt: PromptResult) -> str:
-    lines = [f"prompt (run {prompt.run + 1}): {excerpt(prompt.prompt, EXCERPT_CHARS)}"]
+    lines = [f"prompt (run {prompt.run + 1}): {document_excerpt(prompt.prompt, EXCERPT_CHARS)}"]
     if prompt.sent != prompt.prompt:
-        lines.append(f"sent: {excerpt(prompt.sent, EXCERPT_CHARS)}")
+        lines.append(f"sent: {document_excerpt(prompt.sent, EXCERPT_CHARS)}")
     lines.append(f"verdict: {_one_line(prompt.reason)}")
     if prompt.output is None:
         error = prompt.error or "error"
         lines.append(f"no reply: {_one_line(error, 40)}: {_one_line(prompt.error_message)}")
     else:
         lines.append(f"reply ({len(prompt.output):,} characters):")
-        lines.append(excerpt(prompt.output, EXCERPT_CHARS))
+        lines.append(document_excerpt(prompt.output, EXCERPT_CHARS))
     return "\n".join(lines)
 
 
@@ -183,7 +183,7 @@ def _case(
 ) -> Any:
     reason = lines(cell.reason)
     case = TestCase(
-        name=clean(cell.id),
+        name=document_text(cell.id),
         classname=classname,
         elapsed_sec=seconds(cell),
         stdout=_system_out(cell, lines, reason, lines.faults(cell)),
@@ -224,7 +224,7 @@ def _mutation_details(mutation: MutationResult) -> str:
     lines.append(f"reason: {_one_line(mutation.reason)}")
     if mutation.calls:
         lines.append(_calls(mutation.calls))
-    return "\n".join(clean(line) for line in lines)
+    return "\n".join(document_text(line) for line in lines)
 
 
 def _mutation_case(
@@ -232,10 +232,10 @@ def _mutation_case(
 ) -> Any:
     """One mutation: ``name`` is its id and transform, failures and errors kept apart."""
     case = TestCase(
-        name=clean(f"{mutation.id} {mutation.transform}"),
+        name=document_text(f"{mutation.id} {mutation.transform}"),
         classname=classname,
         elapsed_sec=seconds(mutation),
-        stdout=clean(f"status: {mutation.status.value}\nweight: {mutation.weight:g}"),
+        stdout=document_text(f"status: {mutation.status.value}\nweight: {mutation.weight:g}"),
         file=file,
     )
     message = _one_line(mutation.reason) or mutation.status.value
@@ -254,50 +254,50 @@ def _mutation_case(
 def _suite(result: RunResult, outcome: PhaseOutcome, withheld: str = "") -> Any:
     """The phase's suite without its cases (:func:`_cases` makes them); ``withheld``: what the
     report does not quote of the agent's output (its ``public_safe`` property)."""
-    file = clean(result.config_path)
+    file = document_text(result.config_path)
     properties = {
-        "phase": clean(outcome.phase),
+        "phase": document_text(outcome.phase),
         "score": score_text(outcome.score.score),
         "passed": str(outcome.score.passed).lower(),
         "critical_failures": str(len(outcome.score.critical_failures)),
     }
-    properties |= {clean(k): str(v) for k, v in phase_counts(outcome).items()}
+    properties |= {document_text(k): str(v) for k, v in phase_counts(outcome).items()}
     properties |= {
         "seed": str(result.seed),
         "config_path": file,
-        "config_digest": clean(result.config_digest),
+        "config_digest": document_text(result.config_digest),
         "overall_score": score_text(result.overall.score),
         "overall_passed": str(result.overall.passed).lower(),
         "min_score": f"{result.overall.min_score:g}",
-        "flakestorm_version": clean(result.flakestorm_version),
+        "flakestorm_version": document_text(result.flakestorm_version),
     }
     if result.judges:
-        properties["llm_judge"] = clean("; ".join(result.judges))
+        properties["llm_judge"] = document_text("; ".join(result.judges))
     undelivered = [f"{s.name}: {f}" for s in outcome.scenarios for f in s.undelivered]
     if undelivered:
-        properties["undelivered_faults"] = clean("; ".join(undelivered))
+        properties["undelivered_faults"] = document_text("; ".join(undelivered))
     serial = [s.name for s in outcome.scenarios if s.serial]
     if serial:
-        properties["serial_scenarios"] = clean(", ".join(serial))
+        properties["serial_scenarios"] = document_text(", ".join(serial))
     for sweep in outcome.sweeps:
-        properties[clean(f"breaking_point[{sweep.scenario}]")] = clean(
+        properties[document_text(f"breaking_point[{sweep.scenario}]")] = document_text(
             f"{sweep.field}: {breaking.compact(sweep, limit=50)}"
         )
     unattributed = [s for s in outcome.scenarios if s.unattributed]
     if unattributed:
-        properties["unattributed_calls"] = clean(
+        properties["unattributed_calls"] = document_text(
             "; ".join(f"{s.name}: {s.unattributed}" for s in unattributed)
         )
     if not result.complete:
-        properties["stop_reason"] = clean(result.stop_reason or "unknown")
+        properties["stop_reason"] = document_text(result.stop_reason or "unknown")
     if withheld:
         properties["public_safe"] = withheld
     return TestSuite(
-        name=clean(outcome.name),
+        name=document_text(outcome.name),
         test_cases=[],
-        timestamp=clean(result.started_at),
+        timestamp=document_text(result.started_at),
         properties=properties,
-        stdout=clean(
+        stdout=document_text(
             "\n\n".join(
                 _calls(s.unattributed_calls, f"{unattributed_heading(outcome, s)}; calls kept")
                 for s in unattributed
@@ -312,8 +312,8 @@ def _cases(result: RunResult, outcome: PhaseOutcome, shown: PhaseOutcome) -> Ite
     ``shown`` (``outcome`` made public-safe, or ``outcome``) quotes them. A spooled phase's
     cells are read as the documents it wrote (:class:`_CellCases`), a cell whose case quotes
     the agent from ``shown``."""
-    name = clean(outcome.name)
-    file = clean(result.config_path)
+    name = document_text(outcome.name)
+    file = document_text(result.config_path)
     lines = {i.id: i.line for i in outcome.invariants}
     texts = _Lines()
     accepted = _accepted(result, outcome)
@@ -332,7 +332,7 @@ def _accepted(result: RunResult, outcome: PhaseOutcome) -> dict[str, str]:
     """The failing items of ``outcome`` an acceptance accepts -> their ``<skipped>`` message
     (SPEC §14: GitHub's test reporters show a skipped case with its message)."""
     return {
-        item: clean(f"accepted until {a.until}: {a.reason}")
+        item: document_text(f"accepted until {a.until}: {a.reason}")
         for a in result.accepted or ()
         if a.state is AcceptanceState.ACCEPTED and accepts_in(a, outcome.phase)
         for item in a.failed
@@ -386,7 +386,7 @@ class _CellCases:
             tail = self._tails[invariant] = _attributes((k, v) for k, v in shown if v)
         elapsed = round(sum(p["latency_ms"] for p in prompts) / 1000.0, 6)
         time = f' time="{elapsed:f}"' if elapsed else ""
-        name = _attribute(clean(f"{invariant}[{d['scenario']}]"))
+        name = _attribute(document_text(f"{invariant}[{d['scenario']}]"))
         return f'<testcase name="{name}"{time}{tail}>{self._out(d, status, _SHORT[status])}'
 
     def _out(self, d: dict[str, Any], status: str, short: str | None) -> str:

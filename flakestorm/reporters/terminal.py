@@ -1,21 +1,19 @@
 """The matrix (or, for the mutation phase, the per-type table and the failed mutations) and
 the verdict as plain text for a terminal or a CI log.
 
-Agent output is untrusted: everything quoted from it goes through :func:`safe` so it cannot
-break lines, move the cursor, or be read by a CI runner as a workflow command (``::``, or
-``##[`` anywhere in a line).
+Agent output is untrusted: everything quoted from it goes through
+:func:`flakestorm.reporters.escape.log_line` so it cannot break lines, move the cursor, or be
+read by a CI runner as a workflow command (``::``, or ``##[`` anywhere in a line).
 """
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from flakestorm.redaction import active
 from flakestorm.reporters import breaking
 from flakestorm.reporters.errored import errored_note, errored_together
+from flakestorm.reporters.escape import log_line
 from flakestorm.reporters.mutation_view import (
     failed_mutations,
     mutation_input,
@@ -46,18 +44,6 @@ _CELL_TEXT = {
     Status.SKIPPED: "-",
     Status.NOT_RUN: "not run",
 }
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-def safe(text: str, limit: int = 200) -> str:
-    """One printable line of at most ``limit`` characters, with workflow commands defused:
-    ``::`` (a command at the start of a line) and ``##[`` (the runner's legacy form, which it
-    reads anywhere in a line). Secrets are redacted first (:func:`flakestorm.redaction.active`)."""
-    text = _CONTROL.sub(" ", active()(text))
-    text = "".join(" " if unicodedata.category(ch) in ("Cf", "Zl", "Zp") else ch for ch in text)
-    text = text.replace("::", ":\u200b:") if "::" in text else text
-    text = text.replace("##[", "#\u200b#[") if "##[" in text else text
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def cell_text(cell: CellResult | CellMark) -> str:
@@ -74,7 +60,7 @@ def scenario_line(name: str, cells: Sequence[CellResult]) -> str:
         word = cell.status.value.replace("_", " ")
         counts[word] = counts.get(word, 0) + 1
     summary = ", ".join(f"{n} {status}" for status, n in counts.items())
-    return f"scenario {safe(name, 80)}: {summary}"
+    return f"scenario {log_line(name, 80)}: {summary}"
 
 
 def render_matrix(outcome: PhaseOutcome, texts: Mapping[tuple[str, str], str] | None = None) -> str:
@@ -85,7 +71,7 @@ def render_matrix(outcome: PhaseOutcome, texts: Mapping[tuple[str, str], str] | 
     head = [outcome.rows, "severity", *scenarios]
     rows = []
     for inv in outcome.invariants:
-        row = [safe(inv.id, 40), inv.severity]
+        row = [log_line(inv.id, 40), inv.severity]
         row.extend(by_key.get((inv.id, name), "") for name in scenarios)
         rows.append(row)
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
@@ -93,7 +79,7 @@ def render_matrix(outcome: PhaseOutcome, texts: Mapping[tuple[str, str], str] | 
     def line(cols: list[str]) -> str:
         return "  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)).rstrip()
 
-    out = [line([safe(h, 40) for h in head]), line(["-" * w for w in widths])]
+    out = [line([log_line(h, 40) for h in head]), line(["-" * w for w in widths])]
     out += [line(r) for r in rows]
     return "\n".join(out)
 
@@ -104,15 +90,15 @@ def render(result: RunResult) -> str:
     for outcome in result.phases.values():
         label = outcome.phase.capitalize()
         out.append(
-            f"{label}: {safe(outcome.name)}" if outcome.name != outcome.phase else f"{label}:"
+            f"{label}: {log_line(outcome.name)}" if outcome.name != outcome.phase else f"{label}:"
         )
         scan = _scan(outcome)  # the cells read once, one at a time
         if outcome.cells or not outcome.mutations:
             out.append(render_matrix(outcome, scan.texts))
         for sweep in outcome.sweeps:
-            out.append(f"Sweep {safe(breaking.title(sweep), 200)}:")
+            out.append(f"Sweep {log_line(breaking.title(sweep), 200)}:")
             out.extend(
-                f"  {safe(invariant, 60)}: {' '.join(marks)}  {point}"
+                f"  {log_line(invariant, 60)}: {' '.join(marks)}  {point}"
                 for invariant, marks, point in breaking.rows(sweep)
             )
         out.extend(_failing(outcome, scan))
@@ -124,9 +110,9 @@ def render(result: RunResult) -> str:
         out.append(f"{label} score: {'n/a' if score is None else f'{score:.2f}'}{summary}")
         out.append("")
     for warning in all_warnings(result):
-        out.append(safe(warning, 400))
+        out.append(log_line(warning, 400))
     for line in judge_lines(result):
-        out.append(safe(line, 400))
+        out.append(log_line(line, 400))
     if result.overall.score is not None and len(result.overall.phases_ran) > 1:
         out.append(
             f"Overall score: {result.overall.score:.2f} ({', '.join(result.overall.phases_ran)})"
@@ -134,11 +120,11 @@ def render(result: RunResult) -> str:
     if not result.complete:
         out.append(f"Run stopped early ({result.stop_reason}): results are partial.")
     out.append(verdict_line(result))
-    out.extend(f"  - {safe(r, 400)}" for r in result.overall.reasons)
+    out.extend(f"  - {log_line(r, 400)}" for r in result.overall.reasons)
     accepted = accepted_lines(result)
     if accepted:
         out.append(ACCEPTED_TITLE.replace("`", ""))
-        out.extend(f"  - {safe(line, 400)}" for line in accepted)
+        out.extend(f"  - {log_line(line, 400)}" for line in accepted)
     return "\n".join(out) + "\n"
 
 
@@ -150,7 +136,7 @@ def render_mutations(outcome: PhaseOutcome) -> list[str]:
     :data:`FAILED_MUTATIONS_SHOWN`; the reports have them all): the original, what was sent
     (or the request changes), an excerpt of the reply and the failed invariants."""
     rows = [
-        [safe(r.type, 40), f"{r.weight:g}", str(r.total), str(r.passed), r.rate]
+        [log_line(r.type, 40), f"{r.weight:g}", str(r.total), str(r.passed), r.rate]
         for r in mutation_types(outcome)
     ]
     head = ["type", "weight", "total", "passed", "pass rate"]
@@ -164,17 +150,17 @@ def render_mutations(outcome: PhaseOutcome) -> list[str]:
     together = errored_together(outcome)
     if failed or together:
         out += ["", "Failed mutations:"]
-        out += [f"  ERRORED {safe(errored_note(group), 400)}" for group in together]
+        out += [f"  ERRORED {log_line(errored_note(group), 400)}" for group in together]
         for m in failed[:FAILED_MUTATIONS_SHOWN]:
             out.append(
-                f"  {m.status.value.upper()} {safe(m.id, 60)} ({safe(m.transform, 40)}): "
-                f"{safe(m.reason, 300)}"
+                f"  {m.status.value.upper()} {log_line(m.id, 60)} ({log_line(m.transform, 40)}): "
+                f"{log_line(m.reason, 300)}"
             )
-            out.append(f"    original: {safe(m.original, 160)}")
-            out.append(f"    {mutation_input_label(m)}: {safe(mutation_input(m), 160)}")
-            out.append(f"    reply: {safe(mutation_reply(m), 160)}")
+            out.append(f"    original: {log_line(m.original, 160)}")
+            out.append(f"    {mutation_input_label(m)}: {log_line(mutation_input(m), 160)}")
+            out.append(f"    reply: {log_line(mutation_reply(m), 160)}")
             if m.failed_invariants:
-                failed_ids = ", ".join(safe(i, 60) for i in m.failed_invariants)
+                failed_ids = ", ".join(log_line(i, 60) for i in m.failed_invariants)
                 out.append(f"    failed invariants: {failed_ids}")
             out.extend(f"    {_call_line(call)}" for call in m.calls[:CALL_LINES])
         if len(failed) > FAILED_MUTATIONS_SHOWN:
@@ -189,8 +175,8 @@ def verdict_line(result: RunResult, shown: RunVerdict | None = None) -> str:
     decided it follows (``Verdict: PASS — fail-on: regression: no new failures vs …``)."""
     shown = shown or run_verdict(result)
     if not shown.error:
-        return f"Verdict: {shown.word}{shown.note(lambda s: safe(s, 200))}"
-    causes = "; ".join(safe(cause, 300) for cause in shown.causes)
+        return f"Verdict: {shown.word}{shown.note(lambda s: log_line(s, 200))}"
+    causes = "; ".join(log_line(cause, 300) for cause in shown.causes)
     return f"Verdict: {shown.word} (exit {shown.code}: {causes})"
 
 
@@ -198,7 +184,7 @@ def error_verdict_line(cause: str, message: str) -> str:
     """The verdict line of a run that could not start or finish (an exit-3 error raised before
     there was a result to report): ``Verdict: ERROR (exit 3: cause: message)``."""
     first = (message.splitlines() or [""])[0]
-    return f"Verdict: ERROR (exit 3: {safe(cause, 100)}: {safe(first, 400)})"
+    return f"Verdict: ERROR (exit 3: {log_line(cause, 100)}: {log_line(first, 400)})"
 
 
 CALL_LINES = 5
@@ -208,10 +194,10 @@ other reports)."""
 
 def _call_line(call: CallRecord) -> str:
     """``call llm POST http://…/v1/chat/completions -> 503 (fired: llm_faults[0] …)``."""
-    fired = f" (fired: {safe(', '.join(call.fired), 160)})" if call.fired else ""
+    fired = f" (fired: {log_line(', '.join(call.fired), 160)})" if call.fired else ""
     return (
-        f"call {safe(call_target(call), 60)} {safe(call.method, 10)} {safe(call.url, 120)} "
-        f"-> {call_status(call)}{fired}"
+        f"call {log_line(call_target(call), 60)} {log_line(call.method, 10)} "
+        f"{log_line(call.url, 120)} -> {call_status(call)}{fired}"
     )
 
 
@@ -222,11 +208,11 @@ def _failing(outcome: PhaseOutcome, scan: _Scan) -> list[str]:
     for info in outcome.scenarios:
         if info.undelivered:
             out.append(
-                f"FAULT NOT DELIVERED in scenario {safe(info.name, 80)}: "
-                + "; ".join(safe(label, 120) for label in info.undelivered)
+                f"FAULT NOT DELIVERED in scenario {log_line(info.name, 80)}: "
+                + "; ".join(log_line(label, 120) for label in info.undelivered)
             )
         if info.unattributed:
-            out.append(safe(unattributed_heading(outcome, info), 300))
+            out.append(log_line(unattributed_heading(outcome, info), 300))
             out.extend(f"  {_call_line(call)}" for call in info.unattributed_calls[:CALL_LINES])
     if scan.failing:
         out.extend(["", "Failing cells:", *scan.failing])
@@ -268,25 +254,27 @@ def _scan(outcome: PhaseOutcome) -> _Scan:
             continue
         if cell.status in (Status.FAILED, Status.ERRORED):
             fired = ", ".join(cell.faults_fired)
-            fired = f" (faults fired: {safe(fired)})" if fired else ""
+            fired = f" (faults fired: {log_line(fired)})" if fired else ""
             failing.append(
-                f"  {cell.status.value.upper()} {safe(cell.id, 80)} [{cell.severity}]: "
-                f"{safe(cell.reason, 400)}{fired}"
+                f"  {cell.status.value.upper()} {log_line(cell.id, 80)} [{cell.severity}]: "
+                f"{log_line(cell.reason, 400)}{fired}"
             )
-            failing.extend(f"    {safe(note, 400)}" for note in cell.notes)
+            failing.extend(f"    {log_line(note, 400)}" for note in cell.notes)
             for conversation in transcript(cell):
-                failing.append(f"    {safe(conversation.title, 200)}")
-                failing.extend(f"      {safe(turn_line(t, 120), 600)}" for t in conversation.turns)
+                failing.append(f"    {log_line(conversation.title, 200)}")
+                failing.extend(
+                    f"      {log_line(turn_line(t, 120), 600)}" for t in conversation.turns
+                )
         elif cell.notes:
-            noted.append(f"  {cell.status.value.upper()} {safe(cell.id, 80)}:")
-            noted.extend(f"    {safe(note, 400)}" for note in cell.notes)
+            noted.append(f"  {cell.status.value.upper()} {log_line(cell.id, 80)}:")
+            noted.extend(f"    {log_line(note, 400)}" for note in cell.notes)
     for reason, ids in shared.items():
         if len(ids) == 1:
             ((ident, severity),) = ids
-            line = f"  ERRORED {safe(ident, 80)} [{severity}]: {safe(reason, 400)}"
+            line = f"  ERRORED {log_line(ident, 80)} [{severity}]: {log_line(reason, 400)}"
         else:
-            named = ", ".join(safe(ident, 80) for ident, _ in ids[:3])
+            named = ", ".join(log_line(ident, 80) for ident, _ in ids[:3])
             more = f" and {len(ids) - 3} more" if len(ids) > 3 else ""
-            line = f"  ERRORED {len(ids)} cells ({named}{more}): {safe(reason, 400)}"
+            line = f"  ERRORED {len(ids)} cells ({named}{more}): {log_line(reason, 400)}"
         failing[at[reason]] = line
     return _Scan(texts, failing, noted)
