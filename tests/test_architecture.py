@@ -50,7 +50,7 @@ THIRD_PARTY = {
 """A library -> the only places (a file, or a folder ending in ``/``) that may import it."""
 THIRD_PARTY["urllib3"] = THIRD_PARTY["requests"]  # requests' transport goes with it
 
-VALIDATION_ERROR_AT = "flakestorm/validation/model.py"
+VALIDATION_ERROR_AT = "flakestorm/structure/model.py"
 """The one module that sees pydantic's ``ValidationError`` (and words it)."""
 VALIDATION_ERROR_RAISED_AT = "flakestorm/config/base.py"
 """The base model's one check of a model's scalars raises its refusals together with the
@@ -87,17 +87,17 @@ tree, the redaction of secrets, the signals that stop a run, the action and the 
 
 LAYER_ORDER: tuple[tuple[str, ...], ...] = (
     ("errors", "redaction", "stopping"),
-    ("config", "validation"),
+    ("config", "structure"),
     ("results", "checks"),
     ("agents",),
     ("chaos", "mutations"),
-    ("semantics", "loader"),
+    ("meaning", "loader"),
     ("engine", "replay", "baseline"),
     ("reporters",),
     ("authoring", "github", "cli"),
 )
 """The package's stages from the bottom up: each imports only its own layer and those below it.
-Reading the file's meaning (semantics) sits above the chaos and the mutations because it checks
+Reading the file's meaning (``meaning``) sits above the chaos and the mutations because it checks
 a fault's fields against their modes; the engine above the loader, which it reads the config
 with; the reporters above the engine's results, which they render."""
 

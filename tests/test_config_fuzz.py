@@ -248,7 +248,7 @@ RAISE_HINTS = {
 }
 DRIVER = """\
 import json, resource, sys, time
-import flakestorm.cli, flakestorm.config, flakestorm.loader, flakestorm.semantics
+import flakestorm.cli, flakestorm.config, flakestorm.loader, flakestorm.meaning
 from flakestorm.cli import main
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 started = time.perf_counter()

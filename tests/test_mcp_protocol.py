@@ -13,7 +13,7 @@ import pytest
 from flakestorm.chaos import mcp
 from flakestorm.config import Config, ContextAttack, ToolFault, ToolFaultMode
 from flakestorm.errors import Problem
-from flakestorm.semantics import Parts, check
+from flakestorm.meaning import Parts, check
 
 CALL = {
     "jsonrpc": "2.0",

@@ -68,7 +68,7 @@ from flakestorm.loader.legacy import (
     UPSTREAM_KEYS,
 )
 from flakestorm.loader.sessions import SESSION_FILE, session_paths, shown
-from flakestorm.validation.paths import ConfigPath, format_path
+from flakestorm.structure.paths import ConfigPath, format_path
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from flakestorm.authoring.yaml_text import YamlText
 from flakestorm.errors import ConfigError, Problem
 from flakestorm.loader import load_config_text
 from flakestorm.loader.sessions import shown
-from flakestorm.validation.paths import ConfigPath, format_path
+from flakestorm.structure.paths import ConfigPath, format_path
 
 
 def made_by_migrate(migrated: Migrated, base_dir: Path) -> list[Problem]:

@@ -14,8 +14,8 @@ from flakestorm.engine.run_plan import (
     RunPlan,
     plan_run,
 )
+from flakestorm.meaning.sweeps import sweeps_of
 from flakestorm.redaction import masked_url, without_userinfo
-from flakestorm.semantics.sweeps import sweeps_of
 
 
 def _plural(n: int, word: str) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flakestorm.loader.document import read_document
-from flakestorm.validation.paths import ConfigPath
+from flakestorm.structure.paths import ConfigPath
 
 
 @dataclass(frozen=True)

@@ -35,8 +35,8 @@ from typing import Any
 from flakestorm.baseline.delta import Key, Seen, items_of, mutation_identity
 from flakestorm.config import PhaseName, Severity
 from flakestorm.results.model import MutationResult, RunResult, Status
-from flakestorm.validation.strict_json import RepeatedKey, unique_keys
-from flakestorm.validation.wording import did_you_mean
+from flakestorm.structure.strict_json import RepeatedKey, unique_keys
+from flakestorm.structure.wording import did_you_mean
 
 FORMAT = 1
 KEY = "flakestorm_baseline"

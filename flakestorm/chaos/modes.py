@@ -5,7 +5,7 @@ Each mode of :class:`~flakestorm.config.ToolFaultMode` and
 The unit holds, in one place, everything flakestorm knows about its mode:
 
 - ``fields``: its :class:`Fields`, required and optional, besides the shared ``probability``
-  and ``after_calls`` (:mod:`flakestorm.semantics` checks a fault against them);
+  and ``after_calls`` (:mod:`flakestorm.meaning` checks a fault against them);
 - ``detail(fault)``: what the fault's label adds after the mode name (``error(503)``);
 - its HTTP behaviour, for the chaos proxy: a tool unit's injected response and ``CONNECT``
   tunnel action, an LLM unit's reply before upstream or its text rewrite (which the reply

@@ -62,7 +62,7 @@ def preview(
     if config.mutations is None:
         raise UsageError(f"{config_path} has no `mutations` section: nothing to preview")
     if kind is not None and kind not in {k.value for k in MutationType}:
-        from flakestorm.validation.wording import did_you_mean
+        from flakestorm.structure.wording import did_you_mean
 
         guess = did_you_mean(kind, [k.value for k in MutationType])
         hint = f"did you mean {guess!r}?; " if guess else ""

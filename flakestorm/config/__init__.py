@@ -1,7 +1,7 @@
 """The flakestorm.yaml v2 model (SPEC §2): pydantic, ``extra="forbid"``, data only.
 
 Structure is checked here; meaning (a ``regex`` invariant needs ``pattern``, ids are unique,
-weights sum to 1.0, ...) is checked by :mod:`flakestorm.semantics`, which reports every problem
+weights sum to 1.0, ...) is checked by :mod:`flakestorm.meaning`, which reports every problem
 with its place in the file. One module per part: ``base.py`` (the base :class:`Model`, strict
 numbers and booleans), ``vocabulary.py`` (the closed vocabularies as enums, and the fields of
 each invariant type and context attack), ``contract.py`` (agent, invariants, faults, scenarios,

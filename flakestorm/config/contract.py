@@ -126,7 +126,7 @@ class ContractInvariant(Invariant):
 
 Calls = Annotated[str, Field(min_length=1)]
 """Which matching calls of an invocation (``"1-2"``, ``"3-"``, ``"2,4"``): checked by
-:mod:`flakestorm.semantics.faults` with :func:`flakestorm.chaos.schedule.parse_calls`."""
+:mod:`flakestorm.meaning.faults` with :func:`flakestorm.chaos.schedule.parse_calls`."""
 Every = Annotated[int, Field(ge=1)]
 WindowMs = tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)]]
 
@@ -246,7 +246,7 @@ _FAULT_LISTS = ("tool_faults", "llm_faults", "context_attacks")
 
 class Sweep(Model):
     """One fault field run at several values (SPEC §4.1, "Sweeps"):
-    :mod:`flakestorm.semantics.sweeps`."""
+    :mod:`flakestorm.meaning.sweeps`."""
 
     field: str = Field(min_length=1)
     """``tool_faults[0].delay_ms``: which field of which of the scenario's faults."""

@@ -16,7 +16,7 @@ from flakestorm.config import InvariantType, PhaseName
 from flakestorm.engine.phases.phase import PhasePlan
 from flakestorm.errors import Problem
 from flakestorm.loader import LoadedConfig
-from flakestorm.validation.paths import format_path
+from flakestorm.structure.paths import format_path
 
 _TOP_LEVEL = {PhaseName.MUTATION.value, PhaseName.CHAOS.value}
 

@@ -1,7 +1,7 @@
 """Config -> cells (pure).
 
 A contract run is a matrix: every invariant under every scenario of ``chaos_matrix``, a swept
-scenario standing for one scenario per value (:mod:`flakestorm.semantics.sweeps`). Each
+scenario standing for one scenario per value (:mod:`flakestorm.meaning.sweeps`). Each
 (invariant × scenario) pair is a :class:`Cell`, listed invariant-major in config order; that
 order is the order of every report, whatever order cells finish in.
 
@@ -39,7 +39,7 @@ from flakestorm.config import (
     checks_turn,
 )
 from flakestorm.errors import UsageError
-from flakestorm.semantics.sweeps import expanded_matrix, sweeps_of
+from flakestorm.meaning.sweeps import expanded_matrix, sweeps_of
 
 if TYPE_CHECKING:
     from flakestorm.results.sweeps import SweepInfo

@@ -47,7 +47,7 @@ from flakestorm.results.shards import digest_of
 from flakestorm.results.spool import Spool
 from flakestorm.results.stream import CODECS, item_of, read_document
 from flakestorm.results.sweeps import judged as sweeps_judged
-from flakestorm.validation import InvalidData, validate_model
+from flakestorm.structure import InvalidData, validate_model
 
 RESULTS_FILE = "results.json"
 

@@ -3,18 +3,18 @@
 The pipeline, each step collecting every problem it finds before the next one runs::
 
     text ──document──> plain data + locations + secrets (env: ${VAR})
-         ──validation──> Config, or the problems of its structure
-         ──semantics.check──> errors, warnings (+ legacy warnings), on every part that validated
+         ──structure──> Config, or the problems of its structure
+         ──meaning.check──> errors, warnings (+ legacy warnings), on every part that validated
 
 Only this package imports ``yaml``; pydantic's ``ValidationError`` is worded by
-:mod:`flakestorm.validation`. Both are translated here into
+:mod:`flakestorm.structure`. Both are translated here into
 :class:`~flakestorm.errors.Problem` values that say where (line:col of the offending node),
 what, and what would be valid. Whatever the input, the only exception that leaves
 :func:`load_config_text` is :class:`~flakestorm.errors.ConfigError`.
 
 Modules: ``reader`` (the entry points and LoadedConfig), ``document`` (YAML -> data with
 positions), ``env`` (``${VAR}`` and secrets), ``locations`` (config path -> line:col),
-``legacy`` (earlier formats, and the hints :func:`~flakestorm.validation.validate_model` gives
+``legacy`` (earlier formats, and the hints :func:`~flakestorm.structure.validate_model` gives
 for them), ``profiles`` (built-in chaos profiles).
 """
 

@@ -27,7 +27,7 @@ import yaml
 
 from flakestorm.errors import ConfigError, Problem
 from flakestorm.loader.env import expand
-from flakestorm.validation.paths import ConfigPath, format_path
+from flakestorm.structure.paths import ConfigPath, format_path
 
 Location = tuple[int, int]
 

@@ -40,10 +40,10 @@ from flakestorm.config import (
 from flakestorm.config import Advanced as AdvancedSection
 from flakestorm.errors import Problem
 from flakestorm.loader.locations import Locator
-from flakestorm.validation import Hints
-from flakestorm.validation.paths import ConfigPath
-from flakestorm.validation.wording import MIGRATE as MIGRATE
-from flakestorm.validation.wording import unknown_key_message
+from flakestorm.structure import Hints
+from flakestorm.structure.paths import ConfigPath
+from flakestorm.structure.wording import MIGRATE as MIGRATE
+from flakestorm.structure.wording import unknown_key_message
 
 SCORING_KEYS = ("weights", "min_score")
 """The keys ``scoring:`` offers (``legacy_form`` is the model's, not the user's)."""
@@ -290,4 +290,4 @@ LEGACY_HINTS = Hints(
         for key, why in UPSTREAM_NULLS.items()
     },
 )
-"""How :func:`~flakestorm.validation.validate_model` words keys and values of older formats."""
+"""How :func:`~flakestorm.structure.validate_model` words keys and values of older formats."""

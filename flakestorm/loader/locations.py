@@ -1,11 +1,12 @@
 """Where a config value is written: config paths -> YAML paths -> line and column.
 
-A *config path* names a value of the :class:`~flakestorm.config.Config` model (what semantics
-and the runner speak of); a *YAML path* names a node of the file. They differ where the file
-is shorter than the model: dict-form context attacks (``context_attacks: {overflow: {...}}``,
-the key is the type), the flat scoring form (no ``weights:``) and ``schema`` (the model's
-``json_schema``); and where a key is misspelt (``patern:``), the config path names the field
-it means (``pattern``) and the YAML path the key as written.
+A *config path* names a value of the :class:`~flakestorm.config.Config` model (what the
+meaning checks and the runner speak of); a *YAML path* names a node of the file. They differ
+where the file is shorter than the model: dict-form context attacks
+(``context_attacks: {overflow: {...}}``, the key is the type), the flat scoring form (no
+``weights:``) and ``schema`` (the model's ``json_schema``); and where a key is misspelt
+(``patern:``), the config path names the field it means (``pattern``) and the YAML path the key
+as written.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from typing import Any
 
 from flakestorm.errors import Problem
 from flakestorm.loader.document import Document, Location
-from flakestorm.validation.paths import ConfigPath, format_path
-from flakestorm.validation.wording import did_you_mean
+from flakestorm.structure.paths import ConfigPath, format_path
+from flakestorm.structure.wording import did_you_mean
 
 _MAX_KEYS_GUESSED = 100
 """A mapping with more keys is not searched for a misspelling (each key costs a guess)."""
@@ -23,7 +24,7 @@ _MAX_KEYS_GUESSED = 100
 
 def _written_as(node: dict[Any, Any], name: str | int) -> str | int:
     """The key of ``node`` that a misspelt ``name`` is written as (the meaning checks read a
-    part with misspelt keys as meant: see :func:`~flakestorm.validation.validate_alone`), or
+    part with misspelt keys as meant: see :func:`~flakestorm.structure.validate_alone`), or
     ``name`` when there is none."""
     if isinstance(name, int) or len(node) > _MAX_KEYS_GUESSED:
         return name
@@ -91,5 +92,6 @@ class Locator:
         return Problem(self.filename, line, col, format_path(ypath), message)
 
     def locate(self, path: ConfigPath, message: str, key: bool = False) -> Problem:
-        """The Problem for ``message`` about the config value at ``path`` (semantics' hook)."""
+        """The Problem for ``message`` about the config value at ``path`` (the meaning
+        checks' hook)."""
         return self.at(self.yaml_path(path), message, key)

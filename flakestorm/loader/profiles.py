@@ -8,8 +8,8 @@ import yaml
 
 from flakestorm.config import Chaos as ChaosSection
 from flakestorm.errors import UsageError
-from flakestorm.validation import InvalidData, validate_model
-from flakestorm.validation.wording import did_you_mean
+from flakestorm.structure import InvalidData, validate_model
+from flakestorm.structure.wording import did_you_mean
 
 PROFILES = (
     "api_outage",

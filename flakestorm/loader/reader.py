@@ -30,9 +30,9 @@ from flakestorm.loader.legacy import (
     version_warnings,
 )
 from flakestorm.loader.locations import Locator
-from flakestorm.semantics import Parts, check
-from flakestorm.validation import InvalidData, validate_model
-from flakestorm.validation.paths import ConfigPath, format_path
+from flakestorm.meaning import Parts, check
+from flakestorm.structure import InvalidData, validate_model
+from flakestorm.structure.paths import ConfigPath, format_path
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ contract file, or the config's contract by default; the config's top-level invar
 
 Every problem is located: in ``flakestorm.yaml`` (through the loader's ``locate``) or in the
 session or contract file it is in. These checks are registered with the config's meaning
-checks (:data:`flakestorm.semantics.CHECKS`, at the end of this module), so they run whenever
+checks (:data:`flakestorm.meaning.CHECKS`, at the end of this module), so they run whenever
 the sections they read validated, whatever else is wrong in the file; the replay phase resolves
 its sessions with them.
 """
@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from flakestorm import semantics
+from flakestorm import meaning
 from flakestorm.config import (
     AgentType,
     Config,
@@ -49,8 +49,8 @@ from flakestorm.loader.sessions import (
     read_sessions,
     session_paths,
 )
-from flakestorm.validation.paths import ConfigPath
-from flakestorm.validation.wording import did_you_mean
+from flakestorm.structure.paths import ConfigPath
+from flakestorm.structure.wording import did_you_mean
 
 Locate = Callable[[ConfigPath, str], Problem]
 TOP_LEVEL = "invariants"
@@ -239,7 +239,7 @@ class _Checker:
 
     def meaning(self, contract: Contract, place: Place) -> list[Problem]:
         """The meaning checks of a contract file's contract (regexes, type fields, ids),
-        as :mod:`flakestorm.semantics` makes them for the config's own contract."""
+        as :mod:`flakestorm.meaning` makes them for the config's own contract."""
         # without replays: the replay check itself must not read this contract file again
         config = self.config.model_copy(update={"contract": contract, "replays": None})
 
@@ -251,7 +251,7 @@ class _Checker:
                 kept.append(problem)
             return problem
 
-        semantics.check(semantics.Parts.of_config(config), locate, self.base_dir)
+        meaning.check(meaning.Parts.of_config(config), locate, self.base_dir)
         return kept
 
     def shape(self, source: SessionSource) -> list[Problem]:
@@ -338,7 +338,7 @@ class _Checker:
         return out
 
 
-def check_replays(scope: semantics.Scope) -> None:
+def check_replays(scope: meaning.Scope) -> None:
     """The replay sessions' checks, as a meaning check of the config (reads the sections that
     :func:`resolve_sessions` does)."""
     config = scope.parts.config()
@@ -346,6 +346,6 @@ def check_replays(scope: semantics.Scope) -> None:
     scope.found.errors.extend(found[1])
 
 
-semantics.register(
-    semantics.Check("replay sessions", ("agent", "contract", "proxy", "replays"), check_replays)
+meaning.register(
+    meaning.Check("replay sessions", ("agent", "contract", "proxy", "replays"), check_replays)
 )

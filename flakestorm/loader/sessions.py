@@ -23,8 +23,8 @@ from flakestorm.errors import ConfigError, Problem
 from flakestorm.loader.document import read_document
 from flakestorm.loader.legacy import LEGACY_HINTS, session_statuses, status_problems
 from flakestorm.loader.locations import Locator
-from flakestorm.validation import InvalidData, validate_model
-from flakestorm.validation.paths import ConfigPath
+from flakestorm.structure import InvalidData, validate_model
+from flakestorm.structure.paths import ConfigPath
 
 Place = Callable[[ConfigPath, str], Problem]
 """Builds the Problem for a message about a session's field (path inside the session)."""

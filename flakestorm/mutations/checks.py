@@ -1,5 +1,5 @@
 """The meaning checks of the ``mutations`` section (registered in
-:mod:`flakestorm.semantics.registry` by :mod:`flakestorm.semantics.mutations`, which places
+:mod:`flakestorm.meaning.registry` by :mod:`flakestorm.meaning.mutations`, which places
 each finding in the file; they run whenever the section and the agent validated, even when
 other parts of the file did not)."""
 

@@ -1,7 +1,7 @@
 """A sweep's results (SPEC §4.1, "Sweeps"): which scenarios a swept scenario ran as, and where
 each invariant breaks, judged from a phase's cells (:func:`judged`), and read back from
 ``results.json``. Expanding a sweep into scenarios is reading the config:
-:mod:`flakestorm.semantics.sweeps`."""
+:mod:`flakestorm.meaning.sweeps`."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ class BreakingPoint:
 
 @dataclass(frozen=True)
 class SweepInfo:
-    """A swept scenario (:mod:`flakestorm.semantics.sweeps`): the field it varies, its values in
+    """A swept scenario (:mod:`flakestorm.meaning.sweeps`): the field it varies, its values in
     order, the scenario each value ran as, and per invariant its breaking point."""
 
     scenario: str

@@ -146,7 +146,7 @@ def parse_scenario(doc: Any) -> ActiveScenario:
     """Validate a scenario document; raise :class:`ScenarioDocumentError` naming the fields."""
     if not isinstance(doc, Mapping):
         raise ScenarioDocumentError(f"scenario document: expected a JSON object, got {_kind(doc)}")
-    from flakestorm.validation import InvalidData, validate_model
+    from flakestorm.structure import InvalidData, validate_model
 
     try:
         model = validate_model(ScenarioDocument, dict(doc))

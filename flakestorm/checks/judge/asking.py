@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from flakestorm.checks.excerpts import excerpt
 from flakestorm.checks.refusal import find_refusal
 from flakestorm.config import JudgeExample
-from flakestorm.validation.strict_json import RepeatedKey, unique_keys
+from flakestorm.structure.strict_json import RepeatedKey, unique_keys
 
 SYSTEM = (
     "You are a strict evaluator of an AI agent's output. Decide whether the output satisfies "

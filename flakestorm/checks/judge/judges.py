@@ -14,7 +14,7 @@ from flakestorm.checks.judge.client import JudgeClient, Judgement
 from flakestorm.checks.judge.which import Judged, judge_of
 from flakestorm.config import Config, Invariant, Judge, JudgeExample, JudgeVerdict
 from flakestorm.errors import HarnessError, InfrastructureError
-from flakestorm.validation.paths import ConfigPath
+from flakestorm.structure.paths import ConfigPath
 
 
 class JudgeCalibrationError(InfrastructureError):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from flakestorm.config import MOCK_JUDGE, Config, Invariant, InvariantType, Judge
-from flakestorm.validation.paths import ConfigPath
+from flakestorm.structure.paths import ConfigPath
 
 
 def judge_of(invariant: Invariant, config: Config) -> Judge | None:

@@ -81,7 +81,7 @@ from flakestorm.results.model import (
 from flakestorm.results.scoring import judged, score_cells
 from flakestorm.results.spool import CELLS, Spool
 from flakestorm.results.tally import tally_of
-from flakestorm.validation.paths import ConfigPath, format_path
+from flakestorm.structure.paths import ConfigPath, format_path
 
 COLUMN = "replay"
 """The one column of the replay matrix (rows are sessions)."""

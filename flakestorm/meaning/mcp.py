@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from flakestorm.config import AgentType
 from flakestorm.config.contract import STDIO_SERVER
-from flakestorm.semantics.agent import URL
-from flakestorm.semantics.scope import Scope, fields_set, listing
-from flakestorm.semantics.sections import path_segment_problem
+from flakestorm.meaning.agent import URL
+from flakestorm.meaning.scope import Scope, fields_set, listing
+from flakestorm.meaning.sections import path_segment_problem
 
 
 def check_mcp(scope: Scope) -> None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import datetime
 
+from flakestorm.meaning.scope import Scope
+from flakestorm.meaning.sweeps import SweepError, expanded_matrix
 from flakestorm.results.clock import today
-from flakestorm.semantics.scope import Scope
-from flakestorm.semantics.sweeps import SweepError, expanded_matrix
-from flakestorm.validation.paths import ConfigPath, format_path
-from flakestorm.validation.wording import did_you_mean
+from flakestorm.structure.paths import ConfigPath, format_path
+from flakestorm.structure.wording import did_you_mean
 
 FAR_AHEAD_DAYS = 90
 """An acceptance further ahead than this is a warning: accepted risks are meant to be looked

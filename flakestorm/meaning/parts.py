@@ -6,7 +6,7 @@ write many of (the top-level invariants, the contract's invariants and scenarios
 validated alone — or marks it *failed* when it does not validate; the loader reports why, from
 the validation of the whole document. Each fault of a scenario (or of the chaos section) is
 validated alone too (:class:`FaultSet`), whether its scenario validated or not. A check
-(:mod:`flakestorm.semantics.registry`) declares the parts it reads and runs when none of them
+(:mod:`flakestorm.meaning.registry`) declares the parts it reads and runs when none of them
 failed; a check over items looks at the items that validated.
 
 Part names: each section of :class:`~flakestorm.config.Config` by its key (``agent``,
@@ -50,8 +50,8 @@ from flakestorm.config import (
     ToolFault,
     version_text,
 )
-from flakestorm.validation import validate_alone
-from flakestorm.validation.paths import ConfigPath
+from flakestorm.structure import validate_alone
+from flakestorm.structure.paths import ConfigPath
 
 T = TypeVar("T")
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from flakestorm.errors import Problem
-from flakestorm.semantics.parts import Parts
-from flakestorm.validation.paths import ConfigPath
+from flakestorm.meaning.parts import Parts
+from flakestorm.structure.paths import ConfigPath
 
 
 class Locate(Protocol):

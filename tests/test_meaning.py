@@ -15,7 +15,7 @@ from support.config_text import problems
 from flakestorm.cli import main
 from flakestorm.config import Config
 from flakestorm.errors import Problem
-from flakestorm.semantics import CHECKS, Check, Parts, Scope, check, register
+from flakestorm.meaning import CHECKS, Check, Parts, Scope, check, register
 
 AGENT = {"endpoint": "http://localhost:8000/invoke"}
 INVALID = Path(__file__).parent / "configs" / "invalid"

@@ -1,7 +1,8 @@
-"""Meaning checks of a config (SPEC §2): what structure cannot say — type-specific fields of
-invariants, faults and context attacks, regexes that compile, unique ids and names, weights
-that sum to 1.0, python references, URLs, request templates, and ``when`` values that never
-apply (a warning).
+"""Meaning checks of a config (SPEC §2): what its structure cannot say, read across the
+config once each part has the structure the models give it (:mod:`flakestorm.structure`) —
+type-specific fields of invariants, faults and context attacks, regexes that compile, unique
+ids and names, weights that sum to 1.0, python references, URLs, request templates, and
+``when`` values that never apply (a warning).
 
 They run on every part of the file that validated, even when other parts did not, so one
 ``validate`` lists every problem: ``parts.py`` validates the config's sections and list items
@@ -14,8 +15,8 @@ sessions' checks register from :mod:`flakestorm.loader.replays`. Nothing here kn
 every finding becomes a Problem through the ``locate`` hook the loader passes in.
 """
 
-from flakestorm.semantics.parts import Parts
-from flakestorm.semantics.registry import CHECKS, Check, check, register
-from flakestorm.semantics.scope import Findings, Locate, Scope
+from flakestorm.meaning.parts import Parts
+from flakestorm.meaning.registry import CHECKS, Check, check, register
+from flakestorm.meaning.scope import Findings, Locate, Scope
 
 __all__ = ["CHECKS", "Check", "Findings", "Locate", "Parts", "Scope", "check", "register"]

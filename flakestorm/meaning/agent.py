@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from flakestorm.config import AgentConfig, AgentType
-from flakestorm.semantics.scope import Scope
-from flakestorm.validation.paths import ConfigPath
-from flakestorm.validation.wording import MIGRATE
+from flakestorm.meaning.scope import Scope
+from flakestorm.structure.paths import ConfigPath
+from flakestorm.structure.wording import MIGRATE
 
 REFERENCE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 """A python ``module:attr`` reference."""

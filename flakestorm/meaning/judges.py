@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from flakestorm.checks.judge.which import resolve
 from flakestorm.config import MOCK_JUDGE, Invariant, InvariantType, Judge
+from flakestorm.meaning.agent import URL
+from flakestorm.meaning.scope import Scope
 from flakestorm.redaction import masked_url
-from flakestorm.semantics.agent import URL
-from flakestorm.semantics.scope import Scope
-from flakestorm.validation.paths import ConfigPath
+from flakestorm.structure.paths import ConfigPath
 
 NO_JUDGE = (
     "an 'llm_judge' invariant needs a judge: set `judge:` on it or advanced.judge (`mock`, or "

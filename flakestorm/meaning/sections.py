@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 
 from flakestorm.config import AgentType, SimilarityBackend, ToolRoute
-from flakestorm.semantics.agent import URL
-from flakestorm.semantics.scope import Scope
+from flakestorm.meaning.agent import URL
+from flakestorm.meaning.scope import Scope
 
 WEIGHT_TOLERANCE = 1e-6
 _PATH_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._~-]*$")

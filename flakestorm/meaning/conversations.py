@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from flakestorm.agents.source import no_session, takes_session
 from flakestorm.config import AgentType, Conversation, turns_of
-from flakestorm.semantics.scope import Scope
+from flakestorm.meaning.scope import Scope
 
 
 def check_isolation(scope: Scope) -> None:

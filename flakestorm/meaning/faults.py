@@ -19,10 +19,10 @@ from flakestorm.config import (
     Scheduled,
     ToolFault,
 )
-from flakestorm.semantics.scope import Scope, a, fields_set, listing
-from flakestorm.semantics.sweeps import SweepError, expand, parse_path, swept_name, value_text
-from flakestorm.validation.paths import ConfigPath
-from flakestorm.validation.wording import did_you_mean
+from flakestorm.meaning.scope import Scope, a, fields_set, listing
+from flakestorm.meaning.sweeps import SweepError, expand, parse_path, swept_name, value_text
+from flakestorm.structure.paths import ConfigPath
+from flakestorm.structure.wording import did_you_mean
 
 # a fault's mode-specific fields are its mode unit's (besides tool, mode, probability,
 # after_calls and match_url, which every fault has)

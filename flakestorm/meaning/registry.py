@@ -1,13 +1,13 @@
 """The meaning checks, one registration line each, and :func:`check`, which runs them.
 
 A :class:`Check` declares the parts of the config it reads (names of
-:mod:`flakestorm.semantics.parts`: ``agent``, ``contract.chaos_matrix[*]``, …); :func:`check`
+:mod:`flakestorm.meaning.parts`: ``agent``, ``contract.chaos_matrix[*]``, …); :func:`check`
 runs it only when none of them failed to validate, so a check never sees a part whose
 structure is wrong, and every other check still runs. A check over list items (each
 invariant, each scenario) declares no part for them and looks at the items that validated.
 
 **A new section's checks** (a phase's own section, say) go in a module of this package, as a
-function of a :class:`~flakestorm.semantics.scope.Scope`, registered below with the parts it
+function of a :class:`~flakestorm.meaning.scope.Scope`, registered below with the parts it
 reads: ``register(Check("mutations", ("mutations", "agent"), check_mutations))``. Checks that
 cannot live here register themselves the same way from their own module: the replay sessions'
 (:mod:`flakestorm.loader.replays`, which reads session and contract files and is loaded with
@@ -20,28 +20,28 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from flakestorm.semantics.accepted import check_accepted
-from flakestorm.semantics.agent import check_agent
-from flakestorm.semantics.conversations import check_isolation, check_turns
-from flakestorm.semantics.faults import (
+from flakestorm.meaning.accepted import check_accepted
+from flakestorm.meaning.agent import check_agent
+from flakestorm.meaning.conversations import check_isolation, check_turns
+from flakestorm.meaning.faults import (
     check_delivery,
     check_faults,
     check_sweeps,
     check_tool_names,
     check_unique_names,
 )
-from flakestorm.semantics.invariants import (
+from flakestorm.meaning.invariants import (
     check_contract_when,
     check_invariants,
     check_phase_when,
     check_unique_ids,
 )
-from flakestorm.semantics.judges import check_judges
-from flakestorm.semantics.mcp import check_mcp
-from flakestorm.semantics.mutations import check_mutations
-from flakestorm.semantics.parts import Parts
-from flakestorm.semantics.scope import Findings, Locate, Scope
-from flakestorm.semantics.sections import (
+from flakestorm.meaning.judges import check_judges
+from flakestorm.meaning.mcp import check_mcp
+from flakestorm.meaning.mutations import check_mutations
+from flakestorm.meaning.parts import Parts
+from flakestorm.meaning.scope import Findings, Locate, Scope
+from flakestorm.meaning.sections import (
     check_advanced,
     check_golden_prompts,
     check_proxy,

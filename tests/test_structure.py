@@ -13,7 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 from flakestorm.config import AgentConfig, Faults, ToolFault
-from flakestorm.validation import FieldProblem, InvalidData, validate_alone, validate_model
+from flakestorm.structure import FieldProblem, InvalidData, validate_alone, validate_model
 
 
 def _problems(model: type[BaseModel], data: Any, **kw: Any) -> list[str]:

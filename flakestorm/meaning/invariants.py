@@ -7,9 +7,9 @@ import re
 from collections.abc import Sequence
 
 from flakestorm.config import INVARIANT_FIELDS, Invariant, Scenario, When
-from flakestorm.semantics.scope import Scope, a, fields_set, listing
-from flakestorm.validation.paths import ConfigPath
-from flakestorm.validation.wording import MIGRATE
+from flakestorm.meaning.scope import Scope, a, fields_set, listing
+from flakestorm.structure.paths import ConfigPath
+from flakestorm.structure.wording import MIGRATE
 
 _TYPE_FIELDS = frozenset(f for req, opt in INVARIANT_FIELDS.values() for f in (*req, *opt))
 _NO_CHAOS = Scenario(name="(no chaos)")

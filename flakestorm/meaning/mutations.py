@@ -5,7 +5,7 @@ placed in the file."""
 
 from __future__ import annotations
 
-from flakestorm.semantics.scope import Scope
+from flakestorm.meaning.scope import Scope
 
 
 def check_mutations(scope: Scope) -> None:

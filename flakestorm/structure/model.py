@@ -30,9 +30,9 @@ from flakestorm.config import (
     InvariantType,
 )
 from flakestorm.redaction import redact
-from flakestorm.validation.error_path import UNION_TYPE_TAGS, ErrorPath, field_names, resolve
-from flakestorm.validation.paths import ConfigPath, format_path
-from flakestorm.validation.wording import describe, did_you_mean, kind, show, unknown_key_message
+from flakestorm.structure.error_path import UNION_TYPE_TAGS, ErrorPath, field_names, resolve
+from flakestorm.structure.paths import ConfigPath, format_path
+from flakestorm.structure.wording import describe, did_you_mean, kind, show, unknown_key_message
 
 M = typing.TypeVar("M", bound=BaseModel)
 
