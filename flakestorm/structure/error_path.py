@@ -47,100 +47,120 @@ class ErrorPath:
 
 def resolve(root: type[BaseModel], data: Any, loc: tuple[str | int, ...], etype: str) -> ErrorPath:
     """Walk ``loc`` (of an error of type ``etype``) from ``root`` and ``data``."""
-    step = ErrorPath()
-    node: Any = data
-    ann: Any = root
-    elems = list(loc)
-    last = len(elems) - 1
+    walk = _Walk(root, data, loc)
     i = 0
-    while i < len(elems):
-        part = elems[i]
-        members = _members(ann)
-        model = next((m for m in members if is_model(m)), None)
-        if isinstance(part, str) and part == "[key]":
-            step.on_key = True
-            i += 1
-            continue
-        # union member tags
-        if isinstance(part, str) and len(members) > 1:
-            picked = [m for m in members if getattr(m, "__name__", None) == part]
-            if picked or part in UNION_TYPE_TAGS or "[" in part:
-                step.tags.append((len(step.ypath), part))
-                ann = picked[0] if picked else ann
-                i += 1
-                continue
-        if isinstance(part, str) and part.startswith("function-"):
-            i += 1
-            continue
-        if is_model(ann) or model is not None:
-            cls = ann if is_model(ann) else model
-            assert cls is not None
-            step.model = cls
-            if isinstance(part, str):
-                if (
-                    part == "weights"
-                    and step.ypath == ["scoring"]
-                    and isinstance(node, dict)
-                    and "weights" not in node
-                ):
-                    ann = _field(cls, part)
-                    i += 1
-                    continue
-                step.ypath.append("schema" if part == "json_schema" else part)
-                step.models.append(cls)
-                ann = _field(cls, part)
-                node = node.get(part) if isinstance(node, dict) else None
-                i += 1
-                continue
-        origin = typing.get_origin(_unwrap(ann))
-        args = typing.get_args(_unwrap(ann))
-        if origin is list:
-            ann = args[0] if args else Any
-            if isinstance(part, int):
-                if isinstance(node, dict):
-                    keys = list(node)
-                    if 0 <= part < len(keys):
-                        step.ypath.append(keys[part])
-                        node = node[keys[part]]
-                        step.models.append(None)
-                        if i < last and elems[i + 1] == "type":
-                            step.on_key = True
-                            i += 2
-                            ann = _unwrap(ann)
-                            step.model = ann if is_model(ann) else None
-                            continue
-                        if i < last and elems[i + 1] == "_":
-                            step.model = ContextAttack
-                            step.ypath.append("_")
-                            return step
-                    i += 1
-                    continue
-                step.ypath.append(part)
-                step.models.append(None)
-                node = node[part] if isinstance(node, list) and part < len(node) else None
-            i += 1
-            continue
-        if origin is dict:
-            ann = args[1] if len(args) > 1 else Any
-            step.ypath.append(part)
-            step.models.append(None)
-            node = node.get(part) if isinstance(node, dict) else None
-            i += 1
-            continue
-        # Any or scalar: keep going by data
-        step.ypath.append(part)
-        step.models.append(None)
-        if isinstance(node, dict):
-            node = node.get(part)
-        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
-            node = node[part]
-        else:
-            node = None
-        ann = Any
-        i += 1
+    while i < len(walk.loc):
+        took = walk.take(i)
+        if took is None:  # a context attack's own field: the path ends there
+            return walk.step
+        i += took
+    step = walk.step
     if etype in ("missing", "extra_forbidden") and step.models:
         step.model = step.models[-1]
     return step
+
+
+class _Walk:
+    """Where a walk down a ``loc`` is: the path so far (``step``), the data node and the
+    annotation it has reached."""
+
+    def __init__(self, root: type[BaseModel], data: Any, loc: tuple[str | int, ...]) -> None:
+        self.step = ErrorPath()
+        self.node: Any = data
+        self.ann: Any = root
+        self.loc = loc
+
+    def take(self, i: int) -> int | None:
+        """Read ``loc[i]``: how many parts of ``loc`` that took, or None when the walk ends."""
+        part = self.loc[i]
+        members = _members(self.ann)
+        if part == "[key]":
+            self.step.on_key = True
+            return 1
+        if isinstance(part, str) and len(members) > 1 and self._union_tag(part, members):
+            return 1
+        if isinstance(part, str) and part.startswith("function-"):  # a validator's own step
+            return 1
+        model = self.ann if is_model(self.ann) else next(filter(is_model, members), None)
+        if model is not None:
+            self.step.model = model
+            if isinstance(part, str):
+                self._model_field(model, part)
+                return 1
+        origin = typing.get_origin(_unwrap(self.ann))
+        args = typing.get_args(_unwrap(self.ann))
+        if origin is list:
+            self.ann = args[0] if args else Any
+            return self._list_item(i) if isinstance(part, int) else 1
+        if origin is dict:
+            self.ann = args[1] if len(args) > 1 else Any
+            self._append(part)
+            self.node = self.node.get(part) if isinstance(self.node, dict) else None
+            return 1
+        self._by_data(part)  # Any or a scalar: keep going by the data
+        return 1
+
+    def _append(self, part: str | int, model: type[BaseModel] | None = None) -> None:
+        self.step.ypath.append(part)
+        self.step.models.append(model)
+
+    def _union_tag(self, part: str, members: list[Any]) -> bool:
+        """Whether ``part`` is the tag of a union member (kept, and the walk goes on in it)."""
+        picked = [m for m in members if getattr(m, "__name__", None) == part]
+        if not (picked or part in UNION_TYPE_TAGS or "[" in part):
+            return False
+        self.step.tags.append((len(self.step.ypath), part))
+        self.ann = picked[0] if picked else self.ann
+        return True
+
+    def _model_field(self, model: type[BaseModel], part: str) -> None:
+        """The field ``part`` of ``model``, written as its key (``schema`` for ``json_schema``);
+        the flat scoring form writes no ``weights`` key (its weights are the section's keys)."""
+        self.ann = _field(model, part)
+        node = self.node
+        flat = isinstance(node, dict) and "weights" not in node
+        if part == "weights" and self.step.ypath == ["scoring"] and flat:
+            return
+        self._append("schema" if part == "json_schema" else part, model)
+        self.node = node.get(part) if isinstance(node, dict) else None
+
+    def _list_item(self, i: int) -> int | None:
+        """Item ``loc[i]`` of a list; of a dict in the document, the dict-form context attacks,
+        its ``loc[i]``-th key (the attack's type)."""
+        part = self.loc[i]
+        assert isinstance(part, int)
+        if not isinstance(self.node, dict):
+            self._append(part)
+            node = self.node
+            self.node = node[part] if isinstance(node, list) and part < len(node) else None
+            return 1
+        keys = list(self.node)
+        if not 0 <= part < len(keys):
+            return 1
+        self._append(keys[part])
+        self.node = self.node[keys[part]]
+        following = self.loc[i + 1] if i + 1 < len(self.loc) else None
+        if following == "type":  # the error is about the key, which is the attack's type
+            self.step.on_key = True
+            self.ann = _unwrap(self.ann)
+            self.step.model = self.ann if is_model(self.ann) else None
+            return 2
+        if following == "_":
+            self.step.model = ContextAttack
+            self._append("_")
+            return None
+        return 1
+
+    def _by_data(self, part: str | int) -> None:
+        self._append(part)
+        node = self.node
+        if isinstance(node, dict):
+            self.node = node.get(part)
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            self.node = node[part]
+        else:
+            self.node = None
+        self.ann = Any
 
 
 def is_model(t: Any) -> bool:
