@@ -25,6 +25,15 @@ def test_env_inside_longer_strings_and_secrets_collected() -> None:
     assert loaded.secrets == frozenset({"t0k3n", "42"})
 
 
+def test_the_loaded_config_gives_the_redactor_of_its_secrets() -> None:
+    """One redactor per loaded config, made once: what every line printed of it goes through
+    (``42`` is shorter than a secret is masked at)."""
+    text = AGENT + "  headers:\n    Authorization: 'Bearer ${TOKEN}'\n    X-Id: '${ID}'\n"
+    loaded = load(text, {"TOKEN": "t0k3n", "ID": "42"})
+    assert loaded.redactor("sent Bearer t0k3n as 42") == "sent Bearer *** as 42"
+    assert loaded.redactor is loaded.redactor
+
+
 def test_env_escape_writes_a_literal() -> None:
     text = AGENT + "  headers:\n    X-T: '$${NOT_A_VAR} and $$ and $x'\n"
     loaded = load(text)

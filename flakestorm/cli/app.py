@@ -259,8 +259,18 @@ config_option = click.option(
     type=click.Path(dir_okay=False, path_type=Path),
     default=DEFAULT_CONFIG,
     show_default=True,
-    help="The config file.",
+    help="The flakestorm config file.",
 )
+
+
+def seed_option(note: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--seed``, which overrides ``advanced.seed`` (``note`` ends its help)."""
+    return click.option(
+        "--seed",
+        type=int,
+        default=None,
+        help=f"Seed for every random decision (overrides advanced.seed){note}.",
+    )
 
 
 def load(config_path: Path) -> LoadedConfig:

@@ -12,7 +12,6 @@ import click
 
 from flakestorm.cli.app import config_option, main
 from flakestorm.errors import ConfigError, FlakestormError, UsageError
-from flakestorm.redaction import Redactor
 
 if TYPE_CHECKING:
     from flakestorm.authoring.migrate import Migrated
@@ -105,7 +104,7 @@ def _validate(text: str, name: str, base_dir: Path, say: Callable[[str], None]) 
     except ConfigError:
         click.echo(f"{name}: problems remain that migrate cannot fix:", err=True)
         raise
-    masked = Redactor(loaded.secrets)
+    masked = loaded.redactor
     for warning in loaded.warnings:
         click.echo(masked(f"warning: {warning}"), err=True)
     say(f"ok: {name} is valid")

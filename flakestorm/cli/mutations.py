@@ -9,9 +9,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from flakestorm.cli.app import config_option, load, main
+from flakestorm.cli.app import config_option, load, main, seed_option
 from flakestorm.errors import UsageError
-from flakestorm.redaction import Redactor
 
 if TYPE_CHECKING:
     from flakestorm.loader import LoadedConfig
@@ -40,13 +39,7 @@ def _shown(value: str, limit: int = 2000) -> str:
     metavar="N",
     help="Only the mutations of the N-th golden prompt (1-based).",
 )
-@click.option(
-    "--seed",
-    type=int,
-    default=None,
-    help="Seed for every random decision (overrides advanced.seed): what a run with the same "
-    "--seed sends.",
-)
+@seed_option(": what a run with the same --seed sends")
 def preview(
     config_path: Path, kind: str | None, prompt_number: int | None, seed: int | None
 ) -> None:
@@ -72,7 +65,7 @@ def preview(
         raise UsageError(
             f"--prompt {prompt_number}: the config has {len(config.golden_prompts)} golden prompts"
         )
-    masked = Redactor(loaded.secrets)
+    masked = loaded.redactor
     plan = plan_mutations(loaded)
     planned = plan.mutations
     if kind is not None and not any(m.type.value == kind for m in planned):

@@ -10,7 +10,6 @@ import click
 
 from flakestorm.cli.app import config_option, contract, load, main, starting_up
 from flakestorm.errors import ConfigError, ExitCode, FlakestormError, UsageError
-from flakestorm.redaction import Redactor
 
 
 @main.command()
@@ -43,7 +42,7 @@ def validate(config_path: Path, as_json: bool) -> None:
 
             click.echo(json.dumps({"errors": _errors(exc, config_path)}, indent=2))
         raise  # the text form, on stderr
-    masked = Redactor(loaded.secrets)
+    masked = loaded.redactor
     warnings = [str(w) for w in loaded.warnings]
     if as_json:
         import json

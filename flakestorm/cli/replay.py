@@ -3,13 +3,37 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from flakestorm.cli.app import StopsCleanly, main
 from flakestorm.cli.run import conclude, execute, run_options
+
+if TYPE_CHECKING:
+    from flakestorm.engine.runner import Overrides
+
+
+_sessions_dir = click.option(
+    "-o",
+    "--output",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory the session files are written to.",
+)
+"""``-o/--output``: where ``export`` and ``import`` write session files."""
+
+
+def _written(paths: list[Path], out_dir: Path, notes: Iterable[str] = ()) -> None:
+    """Each session file written, on stdout; then ``notes`` and how many, on stderr."""
+    for path in paths:
+        click.echo(str(path))
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
+    click.echo(f"{len(paths)} session file(s) written to {out_dir}/", err=True)
 
 
 @main.group()
@@ -19,19 +43,8 @@ def replay() -> None:
 
 @replay.command("run", cls=StopsCleanly)
 @run_options
-def replay_run(
-    config_path: str,
-    min_score: float | None,
-    concurrency: int | None,
-    seed: int | None,
-    output_dir: str | None,
-    record: str | None,
-    shard: Any,
-) -> None:
+def replay_run(config_path: Path, overrides: Overrides) -> None:
     """Replay every session of `replays` and check it against its contract."""
-    from flakestorm.engine.runner import Overrides
-
-    overrides = Overrides(concurrency, seed, min_score, output_dir, record=record, shard=shard)
     result, out = execute(config_path, overrides, progress=True, ci=False, phases=("replay",))
     conclude(result, out)
 
@@ -44,14 +57,7 @@ def replay_run(
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     help="The results.json of a run.",
 )
-@click.option(
-    "-o",
-    "--output",
-    "out_dir",
-    required=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Directory the session files are written to.",
-)
+@_sessions_dir
 @click.option(
     "-c",
     "--config",
@@ -72,9 +78,7 @@ def replay_export(report: Path, out_dir: Path, config_path: Path | None) -> None
     written, notes = export_sessions(result, out_dir, secrets)
     for note in notes:
         click.echo(f"note: {note}", err=True)
-    for path in written:
-        click.echo(str(path))
-    click.echo(f"{len(written)} session file(s) written to {out_dir}/", err=True)
+    _written(written, out_dir)
 
 
 @replay.group("import")
@@ -101,14 +105,7 @@ def import_group() -> None:
 )
 @click.option("--with-llm", is_flag=True, help="Record the LLM runs as llm_responses too.")
 @click.option("--contract", default=None, help="The contract the sessions are verified against.")
-@click.option(
-    "-o",
-    "--output",
-    "out_dir",
-    required=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Directory the session files are written to.",
-)
+@_sessions_dir
 def import_langsmith(
     project: str | None,
     run_id: str | None,
@@ -141,8 +138,5 @@ def import_langsmith(
     secrets = [v for k, v in os.environ.items() if k == "LANGSMITH_API_KEY"]
     kept: list[Path] = []
     written = write_sessions(sessions, out_dir, secrets, kept)
-    for path in written:
-        click.echo(str(path))
-    for path in kept:
-        click.echo(f"note: {path} already exists: kept (delete it to import again)", err=True)
-    click.echo(f"{len(written)} session file(s) written to {out_dir}/", err=True)
+    notes = (f"{path} already exists: kept (delete it to import again)" for path in kept)
+    _written(written, out_dir, notes)

@@ -3,83 +3,92 @@ pieces every running command shares (:func:`run_options`, :func:`execute`, :func
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from flakestorm.cli.app import (
     StopsCleanly,
+    config_option,
     contract,
     load,
     main,
     report_error,
+    seed_option,
     starting_up,
 )
 from flakestorm.errors import ExitCode, FlakestormError, UsageError
-from flakestorm.redaction import Redactor
+
+if TYPE_CHECKING:
+    from flakestorm.engine.runner import Overrides
+
+
+OVERRIDDEN = ("min_score", "concurrency", "seed", "record", "output_dir", "shard")
+"""The options of :func:`run_options` that override the config: fields of
+:class:`~flakestorm.engine.runner.Overrides` by the same names."""
 
 
 def run_options(function: Callable[..., Any]) -> Callable[..., Any]:
-    for option in reversed(
-        [
-            click.option(
-                "-c",
-                "--config",
-                "config_path",
-                default="flakestorm.yaml",
-                show_default=True,
-                type=click.Path(dir_okay=False),
-                help="The flakestorm config file.",
-            ),
-            click.option(
-                "--min-score",
-                type=click.FloatRange(0, 100),
-                default=None,
-                help="Fail when the score is below this (overrides scoring.min_score).",
-            ),
-            click.option(
-                "--concurrency",
-                type=click.IntRange(1, 256),
-                default=None,
-                help="Invocations in flight at once (overrides advanced.concurrency).",
-            ),
-            click.option(
-                "--seed",
-                type=int,
-                default=None,
-                help="Seed for every random decision (overrides advanced.seed).",
-            ),
-            click.option(
-                "--record",
-                type=click.Path(dir_okay=False),
-                default=None,
-                help="Record the real LLM and tool exchanges into this cassette file "
-                "(replay with proxy.llm_upstream: cassette:PATH).",
-            ),
-            click.option(
-                "--output",
-                "output_dir",
-                type=click.Path(file_okay=False),
-                default=None,
-                help="Report directory (overrides output.dir).",
-            ),
-            click.option(
-                "--shard",
-                default=None,
-                metavar="K/N",
-                callback=_shard,
-                help="Run only shard K of N: every N-th cell from the K-th, in every phase "
-                "(combine the shards' results.json with `flakestorm merge`).",
-            ),
-        ]
-    ):
-        function = option(function)
-    return function
+    """The options every running command takes: ``-c/--config`` and the values that override
+    the config. The command is called with ``config_path`` and ``overrides`` (an
+    :class:`~flakestorm.engine.runner.Overrides`, made by keyword) besides its own options."""
+
+    @functools.wraps(function)
+    def command(**options: Any) -> Any:
+        values = {name: options.pop(name) for name in OVERRIDDEN}
+        with starting_up():  # the engine's import is start-up, as reading the config is
+            from flakestorm.engine.runner import Overrides
+
+        return function(overrides=Overrides(**values), **options)
+
+    options: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
+        config_option,
+        click.option(
+            "--min-score",
+            type=click.FloatRange(0, 100),
+            default=None,
+            help="Fail when the score is below this (overrides scoring.min_score).",
+        ),
+        click.option(
+            "--concurrency",
+            type=click.IntRange(1, 256),
+            default=None,
+            help="Invocations in flight at once (overrides advanced.concurrency).",
+        ),
+        seed_option(),
+        click.option(
+            "--record",
+            type=click.Path(dir_okay=False),
+            default=None,
+            help="Record the real LLM and tool exchanges into this cassette file "
+            "(replay with proxy.llm_upstream: cassette:PATH).",
+        ),
+        click.option(
+            "--output",
+            "output_dir",
+            type=click.Path(file_okay=False),
+            default=None,
+            help="Report directory (overrides output.dir).",
+        ),
+        click.option(
+            "--shard",
+            default=None,
+            metavar="K/N",
+            callback=_shard,
+            help="Run only shard K of N: every N-th cell from the K-th, in every phase "
+            "(combine the shards' results.json with `flakestorm merge`).",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
 
 
 def _shard(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
@@ -135,8 +144,8 @@ class Progress:
 
 
 def execute(
-    config_path: str,
-    overrides: Any,
+    config_path: Path,
+    overrides: Overrides,
     progress: bool,
     ci: bool,
     phases: tuple[str, ...] = (),
@@ -165,8 +174,8 @@ def execute(
             )
             from flakestorm.reporters.registry import write_reports
 
-            loaded = load(Path(config_path))
-        redact = Redactor(loaded.secrets)  # the one redaction function, for every line printed
+            loaded = load(config_path)
+        redact = loaded.redactor  # the one redaction function, for every line printed
         for warning in loaded.warnings:
             click.echo(redact(f"warning: {warning}"), err=True)
         run: Callable[..., Any] = run_ci if ci else run_contract_phase
@@ -229,20 +238,8 @@ def conclude(result: Any, out: Path) -> None:
 
 @contract.command("run", cls=StopsCleanly)
 @run_options
-def contractexecute(
-    config_path: str,
-    min_score: float | None,
-    concurrency: int | None,
-    seed: int | None,
-    output_dir: str | None,
-    record: str | None,
-    shard: Any,
-) -> None:
+def contractexecute(config_path: Path, overrides: Overrides) -> None:
     """Run every invariant under every scenario and print the matrix."""
-    with starting_up():  # the engine's import is start-up, as reading the config is
-        from flakestorm.engine.runner import Overrides
-
-    overrides = Overrides(concurrency, seed, min_score, output_dir, record=record, shard=shard)
     result, out = execute(config_path, overrides, progress=True, ci=False)
     conclude(result, out)
 
@@ -260,26 +257,17 @@ def contractexecute(
     "model_version_drift, flaky_dependency, healing_outage.",
 )
 def run_command(
-    config_path: str,
-    min_score: float | None,
-    concurrency: int | None,
-    seed: int | None,
-    output_dir: str | None,
-    record: str | None,
-    shard: Any,
+    config_path: Path,
+    overrides: Overrides,
     chaos: bool,
     chaos_only: bool,
     chaos_profile: str | None,
 ) -> None:
     """Run the mutation phase (--chaos adds the chaos-only phase, --chaos-only runs only that)
     and score it."""
-    with starting_up():  # the engine's import is start-up, as reading the config is
-        from flakestorm.engine.runner import Overrides
-
     if (chaos_only or chaos_profile) and not chaos:
         raise UsageError("--chaos-only and --chaos-profile need --chaos")
     phases = ("chaos",) if chaos_only else ("mutation", "chaos") if chaos else ("mutation",)
-    overrides = Overrides(concurrency, seed, min_score, output_dir, record=record, shard=shard)
     result, out = execute(
         config_path, overrides, progress=True, ci=False, phases=phases, profile=chaos_profile
     )
@@ -298,31 +286,15 @@ def run_command(
     help="How long to wait for the agent, ms (overrides agent.ready_timeout).",
 )
 def ci(
-    config_path: str,
-    min_score: float | None,
-    concurrency: int | None,
-    seed: int | None,
-    output_dir: str | None,
-    record: str | None,
-    shard: Any,
+    config_path: Path,
+    overrides: Overrides,
     agent_url: str | None,
     proxy_url: str | None,
     ready_timeout_ms: int | None,
 ) -> None:
     """Run every configured phase, write every report, exit with the gate's code."""
-    with starting_up():  # the engine's import is start-up, as reading the config is
-        from flakestorm.engine.runner import Overrides
-
-    overrides = Overrides(
-        concurrency,
-        seed,
-        min_score,
-        output_dir,
-        agent_url,
-        proxy_url,
-        ready_timeout_ms,
-        record,
-        shard,
+    overrides = dataclasses.replace(
+        overrides, agent_url=agent_url, proxy_url=proxy_url, ready_timeout_ms=ready_timeout_ms
     )
     result, out = execute(config_path, overrides, progress=True, ci=True)
     conclude(result, out)
@@ -330,20 +302,8 @@ def ci(
 
 @contract.command("score", cls=StopsCleanly)
 @run_options
-def contract_score(
-    config_path: str,
-    min_score: float | None,
-    concurrency: int | None,
-    seed: int | None,
-    output_dir: str | None,
-    record: str | None,
-    shard: Any,
-) -> None:
+def contract_score(config_path: Path, overrides: Overrides) -> None:
     """Run the contract and print only the resilience score; exit with the gate's code."""
-    with starting_up():  # the engine's import is start-up, as reading the config is
-        from flakestorm.engine.runner import Overrides
-
-    overrides = Overrides(concurrency, seed, min_score, output_dir, record=record, shard=shard)
     result, _ = execute(config_path, overrides, progress=False, ci=False)
     contract = result.phases.get("contract")
     score = contract.score.score if contract is not None else None

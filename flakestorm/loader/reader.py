@@ -11,6 +11,7 @@ input, the only exception that leaves :func:`load_config_text` is
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from collections.abc import Iterator, Mapping
@@ -31,6 +32,7 @@ from flakestorm.loader.legacy import (
 )
 from flakestorm.loader.locations import Locator
 from flakestorm.meaning import Parts, check
+from flakestorm.redaction import Redactor
 from flakestorm.structure import InvalidData, validate_model
 from flakestorm.structure.paths import ConfigPath, format_path
 
@@ -50,6 +52,12 @@ class LoadedConfig:
     def base_dir(self) -> Path:
         """The directory relative paths in the config are resolved against."""
         return self.path.parent
+
+    @functools.cached_property
+    def redactor(self) -> Redactor:
+        """The one redaction function for this config's secrets: every line printed of it and
+        every item a run spools (:mod:`flakestorm.redaction`)."""
+        return Redactor(self.secrets)
 
     def line_of(self, path: ConfigPath) -> int:
         """The 1-based line of the node at ``path`` (or of its nearest ancestor that exists)."""

@@ -88,7 +88,7 @@ from flakestorm.mutations.generation import (
     history_of,
     in_turns,
 )
-from flakestorm.redaction import Redactor, without_userinfo
+from flakestorm.redaction import without_userinfo
 from flakestorm.results.model import (
     CallRecord,
     InvariantInfo,
@@ -235,7 +235,7 @@ def run_mutations(plan: MutationPlan, context: PhaseContext) -> PhaseOutcome:
     min_pass = config.advanced.effective_min_pass
     severities = {inv.id: inv.severity for inv in plan.invariants}
     # each mutation goes to disk once final (memory stays flat in the number of mutations)
-    spool = Spool(MUTATIONS, context.spool_dir, Redactor(loaded.secrets))
+    spool = Spool(MUTATIONS, context.spool_dir, loaded.redactor)
     alone: dict[int, set[str]] = {}  # of the mutations judged on an isolated re-run: which runs
 
     def finished(position: int, runs: tuple[ProbeRun, ...]) -> None:

@@ -65,7 +65,6 @@ from flakestorm.engine.phases.phase import (
 from flakestorm.errors import ConfigError, HarnessError, Problem, UsageError
 from flakestorm.loader import LoadedConfig
 from flakestorm.loader.replays import ReplaySession, resolve_imported, resolve_sessions
-from flakestorm.redaction import Redactor
 from flakestorm.replay.divergence import divergence
 from flakestorm.replay.langsmith import import_sessions
 from flakestorm.results.model import (
@@ -154,7 +153,7 @@ def run_sessions(plan: ReplayPlan, context: PhaseContext) -> PhaseOutcome:
     """Replay every session of ``plan``, one at a time (see the module doc)."""
     executor = context.executor
     # each replayed session goes to disk (memory stays flat in the number of sessions)
-    spool = Spool(CELLS, context.spool_dir, Redactor(context.loaded.secrets))
+    spool = Spool(CELLS, context.spool_dir, context.loaded.redactor)
     rows = []
     for done, replay in enumerate(plan.sessions, 1):
         cell = _replay(replay, plan, context)
