@@ -83,6 +83,7 @@ from flakestorm.reporters.view import (
 from flakestorm.results.model import (
     CallRecord,
     CellResult,
+    InvariantInfo,
     MutationResult,
     PhaseOutcome,
     PromptResult,
@@ -194,12 +195,8 @@ class _Scenario:
 
 @dataclass(frozen=True)
 class _Row:
-    id: str
-    type: str
-    severity: str
-    when: str
-    negate: bool
-    description: str | None
+    invariant: InvariantInfo
+    """The row's invariant, its texts escaped (:func:`_escaped`)."""
     bad: bool
     cells: str
     """Its cells' ``<td>`` elements (``Markup``: :func:`~flakestorm.reporters.html_matrix.
@@ -208,47 +205,30 @@ class _Row:
 
 @dataclass(frozen=True)
 class _Mutation:
-    index: int
-    id: str
-    type: str
-    transform: str
-    generator: str
-    weight: float
-    status: str
-    severity: str
+    mutation: MutationResult
+    """The failed or errored mutation, its texts escaped and its quotes cut (:func:`_mutation`)."""
     glyphs: tuple[str, ...]
-    reason: str
-    failed: tuple[str, ...]
-    original: str
-    sent: str
-    changes: tuple[str, ...]
-    output: str | None
-    status_code: int | None
-    error: str
     calls: tuple[_Call, ...] = ()
 
 
 def _mutation(m: MutationResult) -> _Mutation:
-    return _Mutation(
-        index=m.index,
+    shown = dataclasses.replace(
+        m,
         id=document_text(m.id),
         type=document_text(m.type),
         transform=document_text(m.transform),
         generator=document_text(m.generator),
-        weight=m.weight,
-        status=m.status.value,
         severity=document_text(m.severity),
-        glyphs=("flaky",) if m.flaky else (m.status.value,),
         reason=document_excerpt(m.reason, 2000),
-        failed=tuple(document_text(i) for i in m.failed_invariants),
+        failed_invariants=tuple(document_text(i) for i in m.failed_invariants),
         original=document_excerpt(m.original, EXCERPT_CHARS),
         sent=document_excerpt(m.sent, EXCERPT_CHARS),
         changes=tuple(document_excerpt(c, 500) for c in m.changes),
         output=None if m.output is None else document_excerpt(m.output, EXCERPT_CHARS),
-        status_code=m.http_status,
         error=document_text(m.error or "error"),
-        calls=tuple(_call(n, c) for n, c in enumerate(m.calls, 1)),
     )
+    glyphs = ("flaky",) if m.flaky else (m.status.value,)
+    return _Mutation(shown, glyphs, tuple(_call(n, c) for n, c in enumerate(m.calls, 1)))
 
 
 @dataclass(frozen=True)
@@ -391,16 +371,21 @@ class _Rows:
         names = [s.name for s in self._outcome.scenarios]
         for inv in self._outcome.invariants:
             cells = [self._by_key.get((inv.id, name)) for name in names]
-            yield _Row(
-                id=document_text(inv.id),
-                type=document_text(inv.type),
-                severity=document_text(inv.severity),
-                when=document_text(inv.when),
-                negate=inv.negate,
-                description=None if inv.description is None else document_text(inv.description),
-                bad=any(c is not None and c.bad for c in cells),
-                cells=row_html(cells),
-            )
+            bad = any(c is not None and c.bad for c in cells)
+            yield _Row(_escaped(inv), bad, row_html(cells))
+
+
+def _escaped(inv: InvariantInfo) -> InvariantInfo:
+    """``inv`` with each text the config gave it made safe for the report."""
+    description = None if inv.description is None else document_text(inv.description)
+    return dataclasses.replace(
+        inv,
+        id=document_text(inv.id),
+        type=document_text(inv.type),
+        severity=document_text(inv.severity),
+        when=document_text(inv.when),
+        description=description,
+    )
 
 
 def _phase(outcome: PhaseOutcome) -> _Phase:

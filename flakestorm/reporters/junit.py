@@ -192,15 +192,24 @@ def _case(
     )
     message = reason or cell.status.value
     acceptance = (accepted or {}).get(cell.id)
-    if cell.status is Status.FAILED and acceptance is not None:
+    return _judged(case, cell.status, message, acceptance, lambda: _details(cell))
+
+
+def _judged(
+    case: Any, status: Status, message: str, acceptance: str | None, details: Callable[[], str]
+) -> Any:
+    """``case`` marked by its item's ``status``: a failure (skipped, with its acceptance, when
+    one accepts it), an error, or skipped (``when`` does not apply, or it did not run);
+    ``details``, what a failure or an error shows besides its message."""
+    if status is Status.FAILED and acceptance is not None:
         case.add_skipped_info(message=f"{acceptance}; failed: {message}")
-    elif cell.status is Status.FAILED:
-        case.add_failure_info(message=message, output=_details(cell))
-    elif cell.status is Status.ERRORED:
-        case.add_error_info(message=message, output=_details(cell))
-    elif cell.status is Status.SKIPPED:
+    elif status is Status.FAILED:
+        case.add_failure_info(message=message, output=details())
+    elif status is Status.ERRORED:
+        case.add_error_info(message=message, output=details())
+    elif status is Status.SKIPPED:
         case.add_skipped_info(message=f"skipped: {message}")
-    elif cell.status is Status.NOT_RUN:
+    elif status is Status.NOT_RUN:
         case.add_skipped_info(message=f"not run: {message}")
     return case
 
@@ -240,15 +249,7 @@ def _mutation_case(
     )
     message = _one_line(mutation.reason) or mutation.status.value
     acceptance = accepted.get(mutation.id)
-    if mutation.status is Status.FAILED and acceptance is not None:
-        case.add_skipped_info(message=f"{acceptance}; failed: {message}")
-    elif mutation.status is Status.FAILED:
-        case.add_failure_info(message=message, output=_mutation_details(mutation))
-    elif mutation.status is Status.ERRORED:
-        case.add_error_info(message=message, output=_mutation_details(mutation))
-    elif mutation.status is Status.NOT_RUN:
-        case.add_skipped_info(message=f"not run: {message}")
-    return case
+    return _judged(case, mutation.status, message, acceptance, lambda: _mutation_details(mutation))
 
 
 def _suite(result: RunResult, outcome: PhaseOutcome, withheld: str = "") -> Any:
