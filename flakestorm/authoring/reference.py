@@ -376,6 +376,18 @@ def _section_table(schema: dict[str, Any], section: str, members: list[str]) -> 
 
 
 def _vocabulary_tables() -> list[str]:
+    """The sections on the closed vocabularies: invariant types, fault modes, context attack
+    types and mutation types, each with the values of its own fields."""
+    return [*_invariant_types(), *_fault_modes(), *_attack_types(), *_mutation_types()]
+
+
+def _values(title: str, enum: str, extra: dict[str, str] | None = None) -> list[str]:
+    """``title`` over the table of the values of ``enum`` (its name in
+    :data:`ENUM_DESCRIPTIONS`)."""
+    return ["", title, "", *_enum_table(ENUM_DESCRIPTIONS[enum], extra)]
+
+
+def _invariant_types() -> list[str]:
     lines = [
         "## Invariant types",
         "",
@@ -388,13 +400,14 @@ def _vocabulary_tables() -> list[str]:
     for kind, (req, opt) in INVARIANT_FIELDS.items():
         meaning = ENUM_DESCRIPTIONS["InvariantType"].get(kind.value, "")
         lines.append(f"| `{kind.value}` | {_fields_text(req, opt)} | {_cell(meaning)} |")
-    lines += ["", "Values of `when`:", ""]
-    lines += _enum_table(ENUM_DESCRIPTIONS["When"])
-    lines += ["", "Values of `severity`:", ""]
-    lines += _enum_table(ENUM_DESCRIPTIONS["Severity"])
-    lines += ["", "Values of `kinds` (`excludes_pii`):", ""]
-    lines += _enum_table(ENUM_DESCRIPTIONS["PiiKind"])
-    lines += [
+    lines += _values("Values of `when`:", "When")
+    lines += _values("Values of `severity`:", "Severity")
+    lines += _values("Values of `kinds` (`excludes_pii`):", "PiiKind")
+    return lines
+
+
+def _fault_modes() -> list[str]:
+    return [
         "",
         "## Fault modes",
         "",
@@ -402,28 +415,29 @@ def _vocabulary_tables() -> list[str]:
         "final answer. Every fault takes `probability` and a schedule: `calls`, `every`, "
         '`window_ms` (`after_calls` is a shorthand for `calls`); see docs/chaos.md, "Retries '
         'and recovery".',
-        "",
-        "Tool faults (`tool_faults[].mode`):",
-        "",
+        *_values("Tool faults (`tool_faults[].mode`):", "ToolFaultMode"),
+        *_values("LLM faults (`llm_faults[].mode`):", "LlmFaultMode"),
+        *_values("Drift types (`llm_faults[].drift_type`, mode `response_drift`):", "DriftType"),
     ]
-    lines += _enum_table(ENUM_DESCRIPTIONS["ToolFaultMode"])
-    lines += ["", "LLM faults (`llm_faults[].mode`):", ""]
-    lines += _enum_table(ENUM_DESCRIPTIONS["LlmFaultMode"])
-    lines += ["", "Drift types (`llm_faults[].drift_type`, mode `response_drift`):", ""]
-    lines += _enum_table(ENUM_DESCRIPTIONS["DriftType"])
-    lines += [
+
+
+def _attack_types() -> list[str]:
+    fields = {k.value: _fields_text(*v) for k, v in CONTEXT_ATTACK_FIELDS.items()}
+    return [
         "",
         "## Context attack types",
-        "",
-        "List form: `context_attacks: [{type: memory_poisoning, payload: ...}]`; dict form: "
-        "`context_attacks: {memory_poisoning: {payload: ...}}`.",
-        "",
+        *_values(
+            "List form: `context_attacks: [{type: memory_poisoning, payload: ...}]`; dict form: "
+            "`context_attacks: {memory_poisoning: {payload: ...}}`.",
+            "ContextAttackType",
+            fields,
+        ),
+        *_values("Values of `strategy` (`memory_poisoning`):", "PoisonStrategy"),
     ]
-    attack_fields = {k.value: _fields_text(*v) for k, v in CONTEXT_ATTACK_FIELDS.items()}
-    lines += _enum_table(ENUM_DESCRIPTIONS["ContextAttackType"], attack_fields)
-    lines += ["", "Values of `strategy` (`memory_poisoning`):", ""]
-    lines += _enum_table(ENUM_DESCRIPTIONS["PoisonStrategy"])
-    lines += [
+
+
+def _mutation_types() -> list[str]:
+    lines = [
         "",
         "## Mutation types",
         "",

@@ -19,7 +19,7 @@ from flakestorm.config import (
     Scheduled,
     ToolFault,
 )
-from flakestorm.meaning.scope import Scope, a, fields_set, listing
+from flakestorm.meaning.scope import Scope, a, fields_set, listing, type_fields
 from flakestorm.meaning.sweeps import SweepError, expand, parse_path, swept_name, value_text
 from flakestorm.structure.paths import ConfigPath
 from flakestorm.structure.wording import did_you_mean
@@ -28,32 +28,38 @@ from flakestorm.structure.wording import did_you_mean
 # after_calls and match_url, which every fault has)
 _TOOL_MODE_FIELDS = field_names(TOOL_MODES.values())
 _LLM_MODE_FIELDS = field_names(LLM_MODES.values())
-_ATTACK_TYPE_FIELDS = frozenset(
-    f for req, opt in CONTEXT_ATTACK_FIELDS.values() for f in (*req, *opt)
-)
+_ATTACKS = frozenset(f for req, opt in CONTEXT_ATTACK_FIELDS.values() for f in (*req, *opt))
 
 
 def check_faults(scope: Scope) -> None:
     """The fields of every fault that validated, in the scenarios and the chaos section."""
     for faults in scope.parts.fault_sets:
-        for item in faults.tool_faults:
-            if item.model is not None:
-                given = fields_set(item.model)
-                fields = TOOL_MODES[item.model.mode].fields
-                mode = item.model.mode.value
-                _mode_fields(scope, item.path, "tool fault", mode, given, fields, _TOOL_MODE_FIELDS)
-                _schedule(scope, item.path, item.model, item.model.after_calls)
+        for tool in faults.tool_faults:
+            if tool.model is not None:
+                fields = TOOL_MODES[tool.model.mode].fields
+                _fault(scope, tool.path, "tool fault", tool.model, fields, _TOOL_MODE_FIELDS)
         for llm in faults.llm_faults:
             if llm.model is not None:
-                given = fields_set(llm.model)
                 fields = LLM_MODES[llm.model.mode].fields
-                mode = llm.model.mode.value
-                _mode_fields(scope, llm.path, "LLM fault", mode, given, fields, _LLM_MODE_FIELDS)
-                _schedule(scope, llm.path, llm.model, llm.model.after_calls)
+                _fault(scope, llm.path, "LLM fault", llm.model, fields, _LLM_MODE_FIELDS)
         for attack in faults.context_attacks:
             if attack.model is not None:
-                _attack(scope, attack.path, attack.model)
+                by_type = CONTEXT_ATTACK_FIELDS[attack.model.type]
+                type_fields(scope, attack.path, "context attack", attack.model, by_type, _ATTACKS)
                 _schedule(scope, attack.path, attack.model, 0)
+
+
+def _fault(
+    scope: Scope,
+    at: ConfigPath,
+    what: str,
+    fault: ToolFault | LlmFault,
+    fields: Fields,
+    mode_fields: frozenset[str],
+) -> None:
+    """A tool or LLM fault's fields (its mode unit's) and its schedule."""
+    _mode_fields(scope, at, what, fault.mode.value, fields_set(fault), fields, mode_fields)
+    _schedule(scope, at, fault, fault.after_calls)
 
 
 def _mode_fields(
@@ -73,26 +79,6 @@ def _mode_fields(
         scope.error(
             (*at, name),
             f"'{name}' means nothing for {a(mode)} {what} (its fields: "
-            f"{listing((*required, *optional))})",
-            key=True,
-        )
-
-
-def _attack(scope: Scope, at: ConfigPath, attack: ContextAttack) -> None:
-    required, optional = CONTEXT_ATTACK_FIELDS[attack.type]
-    given = fields_set(attack)
-    kind = attack.type.value
-    for name in required:
-        if name not in given:
-            scope.error(
-                at,
-                f"{a(kind)} context attack needs '{name}' (its fields: "
-                f"{listing((*required, *optional))})",
-            )
-    for name in sorted(given & _ATTACK_TYPE_FIELDS - {*required, *optional}):
-        scope.error(
-            (*at, name),
-            f"'{name}' does not apply to {a(kind)} context attack (its fields: "
             f"{listing((*required, *optional))})",
             key=True,
         )

@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 
 from flakestorm.config import INVARIANT_FIELDS, Invariant, Scenario, When
-from flakestorm.meaning.scope import Scope, a, fields_set, listing
+from flakestorm.meaning.scope import Scope, type_fields
 from flakestorm.structure.paths import ConfigPath
 from flakestorm.structure.wording import MIGRATE
 
@@ -24,25 +24,9 @@ def check_invariants(scope: Scope) -> None:
 
 
 def _invariant(scope: Scope, at: ConfigPath, inv: Invariant) -> None:
-    required, optional = INVARIANT_FIELDS[inv.type]
-    given = fields_set(inv)
-    kind = inv.type.value
-    for name in required:
-        if name not in given:
-            scope.error(
-                at,
-                f"{a(kind)} invariant needs '{name}' (its fields: "
-                f"{listing((*required, *optional))})",
-            )
-    for name in sorted(given & _TYPE_FIELDS - {*required, *optional}):
-        # flakestorm 1.x wrote a threshold on every invariant
-        legacy = MIGRATE if name == "threshold" else ""
-        scope.error(
-            (*at, name),
-            f"'{name}' does not apply to {a(kind)} invariant (its fields: "
-            f"{listing((*required, *optional))}){legacy}",
-            key=True,
-        )
+    fields = INVARIANT_FIELDS[inv.type]
+    legacy = {"threshold": MIGRATE}  # flakestorm 1.x wrote a threshold on every invariant
+    type_fields(scope, at, "invariant", inv, fields, _TYPE_FIELDS, legacy)
     if inv.pattern is not None:
         regex(scope, (*at, "pattern"), inv.pattern)
     for i, pattern in enumerate(inv.patterns or ()):

@@ -3,7 +3,7 @@ what it finds (:class:`Scope`), plus the wording checks share."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -64,3 +64,30 @@ def listing(names: Iterable[str]) -> str:
 def a(word: str) -> str:
     """``'regex'`` -> ``a 'regex'``; ``'overflow'`` -> ``an 'overflow'``."""
     return f"{'an' if word[:1] in 'aeiou' else 'a'} '{word}'"
+
+
+def type_fields(
+    scope: Scope,
+    at: ConfigPath,
+    what: str,
+    model: Any,
+    fields: tuple[tuple[str, ...], tuple[str, ...]],
+    other_types: frozenset[str],
+    notes: Mapping[str, str] | None = None,
+) -> None:
+    """The fields of ``model``, an item whose type decides its fields (an invariant, a context
+    attack: ``what``, its ``type``): each of its type's required fields given, and none that only
+    other types read (``other_types``: every type's fields); ``notes`` ends the message about
+    such a field by its name."""
+    required, optional = fields
+    given = fields_set(model)
+    kind = model.type.value
+    its = f"(its fields: {listing((*required, *optional))})"
+    for name in required:
+        if name not in given:
+            scope.error(at, f"{a(kind)} {what} needs '{name}' {its}")
+    for name in sorted(given & other_types - {*required, *optional}):
+        note = (notes or {}).get(name, "")
+        scope.error(
+            (*at, name), f"'{name}' does not apply to {a(kind)} {what} {its}{note}", key=True
+        )

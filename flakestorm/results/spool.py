@@ -225,7 +225,22 @@ class Spool(Generic[T]):
         return self._codec.decode(self._document(index))
 
 
-class Spooled(Sequence[T]):
+U = TypeVar("U")
+
+
+class Items(Sequence[U]):
+    """A sequence of items read as they are used that equals any sequence of the same items
+    (a tuple, another spool), as a tuple does; unhashable, as a list is."""
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=False))
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class Spooled(Items[T]):
     """A spool's items in index order, read from disk one at a time as they are used."""
 
     def __init__(self, spool: Spool[T]) -> None:
@@ -273,21 +288,11 @@ class Spooled(Sequence[T]):
         for _, line in self._spool._lines():
             yield _parse(line)
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, str):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=False))
-
-    __hash__ = None  # type: ignore[assignment]
-
     def __repr__(self) -> str:
         return f"Spooled({len(self)} {self._spool._codec.name})"
 
 
-U = TypeVar("U")
-
-
-class Mapped(Sequence[U]):
+class Mapped(Items[U]):
     """``items`` seen through ``function``, one item at a time as they are used (a spooled
     phase's items made public, say, without holding them all)."""
 
@@ -311,13 +316,6 @@ class Mapped(Sequence[U]):
 
     def __iter__(self) -> Iterator[U]:
         return map(self._function, self._items)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, str):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=False))
-
-    __hash__ = None  # type: ignore[assignment]
 
 
 class Remade(Mapped[T]):
