@@ -14,7 +14,7 @@ import datetime
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -165,12 +165,12 @@ def execute(
     """Execute ``run``'s plan: the agent up on the plan's channel, isolated as the plan says,
     each phase run in report order, then scored together and the gate applied."""
     loaded, out_dir = run.loaded, run.out_dir
-    notice = _redacting(on_notice, loaded.secrets)
+    notice = _redacting(on_notice, loaded.redactor)
     if on_event is not None:
         on_event(RunPlanned(sum(len(plan.cells) for plan in run.work.values())))
     with contextlib.ExitStack() as stack:
         stack.enter_context(_kept_if_used(out_dir))
-        stack.enter_context(redacting(Redactor(loaded.secrets)))
+        stack.enter_context(redacting(loaded.redactor))
         if stop.is_set():  # stopped during start-up: nothing is started, judged nor sent
             return _result(run, _not_started(run, on_event), stopped=True)
         checker = run_checker(loaded, run.work)
@@ -450,14 +450,11 @@ def _kept_if_used(directory: Path) -> Iterator[None]:
                 directory.rmdir()
 
 
-def _redacting(
-    on_notice: Callable[[str], None] | None, secrets: Iterable[str]
-) -> Callable[[str], None]:
-    """The notice callback, given each notice with the config's secrets masked (a notice can
-    quote the agent's address or command, which may come from the environment)."""
+def _redacting(on_notice: Callable[[str], None] | None, masked: Redactor) -> Callable[[str], None]:
+    """The notice callback, given each notice with the config's secrets ``masked`` (a notice
+    can quote the agent's address or command, which may come from the environment)."""
     if on_notice is None:
         return lambda text: None
-    masked = Redactor(secrets)
     return lambda text: on_notice(masked(text))
 
 

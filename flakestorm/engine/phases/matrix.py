@@ -32,7 +32,6 @@ from flakestorm.engine.run_plan import (
     PhaseCount,
     count_matrix,
 )
-from flakestorm.redaction import Redactor
 from flakestorm.results.model import CellResult, InvariantInfo, PhaseOutcome, ScenarioInfo
 from flakestorm.results.scoring import score_cells
 from flakestorm.results.spool import CELLS, Spool, Spooled
@@ -116,7 +115,7 @@ def run_matrix(
     recorded = [s for s in plan.scenarios if s in chaos or exact]
     # finished cells go to disk (memory stays flat in the run's size); a recorded scenario's
     # cells once settled with its delivery proof, the others as each finishes
-    spool = Spool(CELLS, context.spool_dir, Redactor(context.loaded.secrets))
+    spool = Spool(CELLS, context.spool_dir, context.loaded.redactor)
     calm_cells = [c for c in plan.cells if c.scenario not in recorded]
     executor.run_cells(calm_cells, baselines, sink=spool.add)
     if channel is not None:  # calls outside recorded scenarios: only the checks' are read again
