@@ -7,7 +7,8 @@ Everything the action tells GitHub goes through :class:`GitHub`:
 - **file commands**: step outputs (``GITHUB_OUTPUT``) and the job summary
   (``GITHUB_STEP_SUMMARY``);
 - **the sticky PR comment** through the REST API (``GITHUB_API_URL``, so GitHub Enterprise
-  works too);
+  works too; which comment is the run's and what its body becomes:
+  :mod:`flakestorm.github.pr_comment`);
 - **reads for the baseline** (:meth:`GitHub.get_json`, :meth:`GitHub.download`): the seam
   :mod:`flakestorm.github.baseline_source` finds the base branch's run and its artifact through.
   They
@@ -26,12 +27,11 @@ job's verdict never depends on it. ``requests`` exceptions are translated here a
 from __future__ import annotations
 
 import contextlib
-import enum
 import json
 import re
 import secrets
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -40,8 +40,14 @@ from urllib.parse import urlencode, urlsplit
 import requests
 
 from flakestorm.errors import RestError
+from flakestorm.github.notes import Annotation as Annotation
+from flakestorm.github.notes import Level as Level
+from flakestorm.github.notes import Note
+from flakestorm.github.pr_comment import COMMENT_LIMIT as COMMENT_LIMIT
+from flakestorm.github.pr_comment import Comment, marked, sticky_body
+from flakestorm.github.pr_comment import CommentAction as CommentAction
+from flakestorm.github.pr_comment import CommentOutcome as CommentOutcome
 from flakestorm.redaction import active
-from flakestorm.reporters.escape import log_line
 
 ANNOTATION_LIMIT = 10
 """Annotations of one kind the runner keeps per step."""
@@ -52,9 +58,6 @@ MESSAGE_LIMIT = 4096
 SUMMARY_LIMIT_BYTES = 1024 * 1024
 """The job summary of a step must stay under this (the runner drops a larger one)."""
 
-COMMENT_LIMIT = 65_536
-"""Characters a PR comment body may have."""
-
 DEFAULT_API_URL = "https://api.github.com"
 API_VERSION = "2022-11-28"
 API_TIMEOUT_S = 30.0
@@ -62,24 +65,6 @@ MAX_PAGES = 100
 """Comment pages read when looking for the sticky comment (100 comments a page)."""
 
 _OUTPUT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
-
-
-class Level(str, enum.Enum):
-    """An annotation's kind: the workflow command that makes it."""
-
-    ERROR = "error"
-    WARNING = "warning"
-    NOTICE = "notice"
-
-
-@dataclass(frozen=True)
-class Annotation:
-    """A message the runner shows on the run page (and, with ``file``/``line``, on the diff)."""
-
-    message: str
-    file: str | None = None
-    line: int | None = None
-    title: str | None = None
 
 
 # --------------------------------------------------------------------------- escaping
@@ -169,29 +154,6 @@ def pull_request_of(env: Mapping[str, str]) -> PullRequest | None:
 # --------------------------------------------------------------------------- comments
 
 
-class CommentAction(str, enum.Enum):
-    CREATED = "created"
-    UPDATED = "updated"
-    SKIPPED = "skipped"
-    """Nothing to do or nothing allowed: not a pull request, a fork, a read-only token."""
-    FAILED = "failed"
-    """The API failed (network, 5xx, 422): reported as a warning."""
-
-
-@dataclass(frozen=True)
-class CommentOutcome:
-    action: CommentAction
-    reason: str = ""
-    comment_id: int | None = None
-    url: str | None = None
-
-
-@dataclass(frozen=True)
-class Comment:
-    id: int
-    body: str
-
-
 class _ApiError(Exception):
     """A REST call that did not succeed (private: the public methods return outcomes)."""
 
@@ -264,6 +226,16 @@ class GitHub:
         self.out.write(text if text.endswith("\n") else text + "\n")
         self.log(f"::{token}::")
 
+    def say(self, notes: Iterable[Note | None]) -> None:
+        """Write a builder's notes in order: log lines, or annotations (None: nothing)."""
+        for note in notes:
+            if note is None:
+                continue
+            if note.level is None:
+                self.log(note.text)
+            else:
+                self.annotate(note.level, Annotation(note.text, title=note.title))
+
     # -- masks
 
     def add_mask(self, value: str) -> None:
@@ -278,6 +250,8 @@ class GitHub:
     def annotate(self, level: Level, annotation: Annotation) -> bool:
         """Emit one annotation; False (and a plain log line) once the runner's cap is reached."""
         if self._counts[level] >= ANNOTATION_LIMIT:
+            from flakestorm.reporters.escape import log_line  # the reporters: when first needed
+
             self.log(f"{level.value}: {log_line(annotation.message, MESSAGE_LIMIT)}")
             return False
         self._counts[level] += 1
@@ -345,6 +319,11 @@ class GitHub:
         delimiter = f"ghadelimiter_{_token(value)}"
         with open(path, "a", encoding="utf-8", newline="") as f:
             f.write(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
+
+    def set_outputs(self, outputs: Iterable[tuple[str, str]]) -> None:
+        """Set step outputs, in order (:meth:`set_output` each)."""
+        for name, value in outputs:
+            self.set_output(name, value)
 
     def append_summary(self, markdown: str) -> bool:
         """Append to the job summary, truncated (with a note) to stay under 1 MiB in all.
@@ -466,10 +445,9 @@ class GitHub:
                 raise _ApiError(f"GET {url}: the reply is not JSON") from None
             if not isinstance(items, list):
                 raise _ApiError(f"GET {url}: the reply is not a list of comments")
-            for item in items:
-                body = item.get("body") if isinstance(item, dict) else None
-                if isinstance(body, str) and marker in body and isinstance(item.get("id"), int):
-                    return Comment(item["id"], body)
+            found = marked(items, marker)
+            if found is not None:
+                return found
             following = response.links.get("next", {}).get("url")
             url = following if following and self._same_origin(following) else None
         return None
@@ -502,11 +480,7 @@ class GitHub:
             existing = self.find_comment(pr, marker)
             if existing is None and not create:
                 return CommentOutcome(CommentAction.SKIPPED, "no comment to update")
-            body = render(existing.body if existing is not None else None)
-            if marker not in body:  # without it the next run would add a second comment
-                body = f"{marker}\n{body}"
-            if len(body) > COMMENT_LIMIT:
-                body = body[: COMMENT_LIMIT - len(marker) - 2] + "…\n" + marker
+            body = sticky_body(render(existing.body if existing is not None else None), marker)
             if existing is not None:
                 url = f"{self.api_url}/repos/{pr.repository}/issues/comments/{existing.id}"
                 response = self._request("PATCH", url, {"body": body})
@@ -531,6 +505,8 @@ class GitHub:
         )
 
     def _comment_failed(self, exc: _ApiError) -> CommentOutcome:
+        from flakestorm.reporters.escape import log_line
+
         if exc.status in (401, 403, 404):
             self.notice(
                 "flakestorm: could not comment on the pull request "
