@@ -2,8 +2,9 @@
 
 action.yml inputs ↔ :class:`flakestorm.github.settings.Settings` ↔ the input table of
 docs/action.md;
-action.yml outputs ↔ what entrypoint.py sets ↔ the output table; the Dockerfile's rules for
-container actions; requirements/docker.txt pins exactly what the package needs at run time.
+action.yml outputs ↔ what the action sets (:class:`flakestorm.github.outputs.StepOutputs`) ↔ the
+output table; the Dockerfile's rules for container actions; requirements/docker.txt pins exactly
+what the package needs at run time.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from flakestorm.github.outputs import StepOutputs
 from flakestorm.github.settings import INPUTS, OUTPUTS, Settings, input_var, parse_settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,9 +99,15 @@ def test_input_variables_keep_hyphens() -> None:
 def test_outputs_match_action_yml_entrypoint_and_docs() -> None:
     assert list(ACTION["outputs"]) == list(OUTPUTS)
     assert all(spec.get("description") for spec in ACTION["outputs"].values())
-    source = (ROOT / "entrypoint.py").read_text(encoding="utf-8")
-    set_in_code = set(re.findall(r'set_output\(\s*"([\w-]+)"', source))
-    assert set_in_code == set(OUTPUTS)
+    # the outputs are built as StepOutputs (a field per output); any set by name counts too
+    sources = [ROOT / "entrypoint.py", *sorted((ROOT / "flakestorm" / "github").glob("*.py"))]
+    by_name = {
+        name
+        for path in sources
+        for name in re.findall(r'set_output\(\s*"([\w-]+)"', path.read_text(encoding="utf-8"))
+    }
+    built = {field.name.replace("_", "-") for field in dataclasses.fields(StepOutputs)}
+    assert by_name | built == set(OUTPUTS)
     assert [_code(row[0]) for row in _table("## Outputs")] == list(OUTPUTS)
 
 
