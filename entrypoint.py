@@ -108,13 +108,13 @@ def _load_and_run(step: Step, gh: GitHub, stop: Stop, where: list[Path]) -> int:
         publish.config_problems(step, gh, exc.problems, exc.warnings)
         return int(ExitCode.CONFIG_ERROR)
     secrets = publish.config_read(step, gh, loaded)
-    out_dir = step.report_dir(loaded.config.output.dir)
-    where.append(out_dir)
+    where.append(out_dir := step.report_dir(loaded.config.output.dir))
     run = runner.run_contract_phase if step.settings.command is Command.CONTRACT else runner.run_ci
 
     def work() -> tuple[RunResult, Iterable[OutputFormat]]:
         with Progress(gh, run_title(step.settings), step.settings.redact.public) as progress:
-            result = run(loaded, step.overrides(out_dir), stop, progress, progress.notice)
+            how = {"stop": stop, "on_event": progress, "on_notice": progress.notice}
+            result = run(loaded, step.overrides(out_dir), **how)
         return result, loaded.config.output.formats
 
     with redacting(Redactor(secrets)):  # every log line and report redacted before any cut
@@ -122,14 +122,14 @@ def _load_and_run(step: Step, gh: GitHub, stop: Stop, where: list[Path]) -> int:
 
 
 def _merge(step: Step, gh: GitHub) -> int:
-    """``command: merge``: the shards' results merged into the run's result, published as one."""
+    """``command: merge``: the shards' results merged into the run's result, published as one
+    (the items spooled in the report directory)."""
     from flakestorm.engine.merge import leaving_nothing, merge, output_formats, read_shards
     from flakestorm.github.publish import attempt
 
     listed, out_dir = step.settings.shard_results, step.report_dir("flakestorm-reports")
 
     def work() -> tuple[RunResult, Iterable[OutputFormat]]:
-        # the items are spooled in the report directory
         with gh.group(f"flakestorm merge: {' '.join(listed)}"), leaving_nothing(out_dir):
             shards = read_shards([step.root / p for p in listed], out_dir)
             gh.say(Note(f"shard {s.result.shard}: {step.relative(s.path)}") for s in shards)

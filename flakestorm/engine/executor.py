@@ -46,6 +46,7 @@ from flakestorm.engine.events import Event
 from flakestorm.engine.fanout import each
 from flakestorm.engine.matrix_plan import Baseline, BaselineKey, Cell, MatrixPlan, baseline_sends
 from flakestorm.engine.probes import Host, Probe, ProbeRun, ProbeVerdict, run_probes
+from flakestorm.engine.prompt_result import judged_reply
 from flakestorm.engine.revival import Crowd, Gate, Reviver
 from flakestorm.engine.tracker import Tracker
 from flakestorm.errors import AgentErrorKind, HarnessError
@@ -504,20 +505,12 @@ class Executor:
             )
         except HarnessError as exc:
             return _Outcome(error=str(exc))
-        result = PromptResult(
-            prompt=prompt,
-            sent=sent,
-            run=task.run,
-            passed=verdict.passed,
-            reason=verdict.reason,
-            output=reply.output,
-            latency_ms=round(reply.latency_ms, 3),
-            status=reply.status,
-            error=reply.error.value if reply.error is not None else None,
-            error_message=reply.error_message,
-            similarity=verdict.score,
-            similarity_backend=verdict.backend,
-            leak_at=verdict.leak_at,
+        result = judged_reply(
+            prompt,
+            sent,
+            task.run,
+            reply,
+            verdict,
             conversation=None if turn is None else turn.conversation,
             turn=None if turn is None else turn.number,
             checked=checked,

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from flakestorm import __version__
 from flakestorm.agents import NO_CALL, Agent, Call, Reply
@@ -75,40 +76,22 @@ def configured_phases(loaded: LoadedConfig) -> list[str]:
     return names
 
 
-def run_ci(
-    loaded: LoadedConfig,
-    overrides: Overrides | None = None,
-    stop: threading.Event | None = None,
-    on_event: Callable[[Event], None] | None = None,
-    on_notice: Callable[[str], None] | None = None,
-) -> RunResult:
-    """Run every configured phase, score them together and apply the gate."""
-    names = configured_phases(loaded)
-    return run_phases(
-        loaded, names, overrides, stop=stop, on_event=on_event, on_notice=on_notice, ci=True
-    )
+def run_ci(loaded: LoadedConfig, overrides: Overrides | None = None, **how: Any) -> RunResult:
+    """Run every configured phase, score them together and apply the gate (``how``: the
+    ``stop``, ``on_event`` and ``on_notice`` of :func:`run_phases`)."""
+    return run_phases(loaded, configured_phases(loaded), overrides, ci=True, **how)
 
 
 def run_contract_phase(
-    loaded: LoadedConfig,
-    overrides: Overrides | None = None,
-    stop: threading.Event | None = None,
-    on_event: Callable[[Event], None] | None = None,
-    on_notice: Callable[[str], None] | None = None,
+    loaded: LoadedConfig, overrides: Overrides | None = None, **how: Any
 ) -> RunResult:
-    """Run the config's contract against its agent and score it."""
+    """Run the config's contract against its agent and score it (``how``: as for
+    :func:`run_ci`)."""
     if loaded.config.contract is None:
         raise UsageError(
             f"{loaded.path.name} has no `contract` section: nothing for `contract run` to do"
         )
-    return run_phases(
-        loaded,
-        [PhaseName.CONTRACT.value],
-        overrides,
-        stop=stop,
-        on_event=on_event,
-        on_notice=on_notice,
-    )
+    return run_phases(loaded, [PhaseName.CONTRACT.value], overrides, **how)
 
 
 def run_phases(

@@ -11,7 +11,13 @@ import importlib
 from typing import TYPE_CHECKING
 
 from flakestorm.config import Config, PhaseName
-from flakestorm.engine.phases.phase import Phase, PhaseContext, PhasePlan, PhaseRequest
+from flakestorm.engine.phases.phase import (
+    Phase,
+    PhaseContext,
+    PhasePlan,
+    PhaseRequest,
+    SectionPhase,
+)
 
 if TYPE_CHECKING:
     from flakestorm.loader import LoadedConfig
@@ -26,7 +32,7 @@ def register(phase: Phase) -> None:
     PHASES[phase.name] = phase
 
 
-class Deferred:
+class Deferred(SectionPhase):
     """A built-in phase whose module (``module:Class``) is imported when first used: its name,
     whether its section is configured and its weight come from its :class:`PhaseName`."""
 
@@ -34,16 +40,6 @@ class Deferred:
         self.kind = kind
         self._where = where
         self._phase: Phase | None = None
-
-    @property
-    def name(self) -> str:
-        return self.kind.value
-
-    def configured(self, config: Config) -> bool:
-        return self.kind.configured(config)
-
-    def weight(self, config: Config) -> float:
-        return self.kind.weight(config)
 
     @property
     def phase(self) -> Phase:

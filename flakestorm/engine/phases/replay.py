@@ -62,6 +62,7 @@ from flakestorm.engine.phases.phase import (
     PhaseRequest,
     SectionPhase,
 )
+from flakestorm.engine.prompt_result import judged_reply
 from flakestorm.errors import ConfigError, HarnessError, Problem, UsageError
 from flakestorm.loader import LoadedConfig
 from flakestorm.loader.replays import ReplaySession, resolve_imported, resolve_sessions
@@ -435,23 +436,8 @@ def _verdicts(
             verdict = executor.check(checked, Observation(prompt, reply, baseline))
         except HarnessError as exc:
             return f"{invariant.id}: {exc}"
-        out.append(
-            PromptResult(
-                prompt=session.first_input,
-                sent=prompt,
-                run=0,
-                passed=verdict.passed,
-                reason=f"{invariant.id}: {verdict.reason}",
-                output=reply.output,
-                latency_ms=round(reply.latency_ms, 3),
-                status=reply.status,
-                error=reply.error.value if reply.error is not None else None,
-                error_message=reply.error_message,
-                similarity=verdict.score,
-                similarity_backend=verdict.backend,
-                leak_at=verdict.leak_at,
-            )
-        )
+        reason = f"{invariant.id}: {verdict.reason}"
+        out.append(judged_reply(session.first_input, prompt, 0, reply, verdict, reason))
     return tuple(out)
 
 
