@@ -20,7 +20,7 @@ import pytest
 from support.server import LoopbackServer, Request, Response
 
 from flakestorm.agents.attribution import Source, baggage, read, trace_id, traceparent
-from flakestorm.chaos.ordering import order_dependence
+from flakestorm.chaos.faults.ordering import order_dependence
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.engine.runner import run_phases
 from flakestorm.loader import load_config_text

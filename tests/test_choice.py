@@ -1,4 +1,5 @@
-"""Which channel a run's faults take (:mod:`flakestorm.chaos.choice`), and the proxy it starts:
+"""Which channel a run's faults take (:mod:`flakestorm.chaos.channels.choice`), and the proxy it
+starts:
 ``proxy.port`` pins the port of the proxy flakestorm starts itself (SPEC §2.5)."""
 
 from __future__ import annotations

@@ -147,10 +147,10 @@ def test_help_and_validate_import_only_what_they_need(tmp_path: Path) -> None:
     engine = {
         "flakestorm.engine.executor",
         "flakestorm.engine.phases.matrix",
-        "flakestorm.chaos.delivery",
+        "flakestorm.chaos.delivery.proof",
         "flakestorm.results.model",
         "flakestorm.cli.run",
-        "flakestorm.chaos.channels",
+        "flakestorm.chaos.channels.channel",
         "requests",
         "jinja2",
     }

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from support.quote_project import contract_cells, quote_project, run_config
 
-from flakestorm.chaos.delivery import judge
+from flakestorm.chaos.delivery.proof import judge
 from flakestorm.results.model import (
     CellResult,
     PromptResult,
@@ -209,7 +209,7 @@ def test_a_settled_scenarios_calls_are_forgotten_so_a_long_run_never_drops_one(
 ) -> None:
     """The interaction log is bounded; each scenario's calls leave it once they are in its
     cells, so a run with many more calls than the bound still proves every scenario."""
-    from flakestorm.chaos import interactions
+    from flakestorm.chaos.delivery import interactions
     from flakestorm.engine.phases import matrix
 
     class SmallLog(interactions.InteractionLog):

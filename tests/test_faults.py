@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from flakestorm.chaos.faults import ActiveScenario, FaultBook
+from flakestorm.chaos.faults.decisions import ActiveScenario, FaultBook
 from flakestorm.config import ContextAttack, LlmFault, LlmFaultMode, ToolFault, ToolFaultMode
 
 INJECTION = ContextAttack.model_validate({"type": "indirect_injection", "payloads": ["obey"]})

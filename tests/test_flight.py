@@ -23,7 +23,7 @@ import pytest
 import requests
 from support.server import LoopbackServer, Request, Response
 
-from flakestorm.chaos.faults import ActiveScenario
+from flakestorm.chaos.faults.decisions import ActiveScenario
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.config import ToolFault
 from flakestorm.engine.events import CellFinished, Event, ScenarioFinished

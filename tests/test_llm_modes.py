@@ -9,7 +9,8 @@ import random
 import pytest
 from support.llm_shapes import API_IDS, APIS, LENGTH, NATURAL, Api, apply, baseline, fault
 
-from flakestorm.chaos.labels import llm_fault_label
+from flakestorm.chaos.faults.labels import llm_fault_label
+from flakestorm.chaos.faults.modes import CALL_THROUGH, DEFAULT_TIMEOUT_MS
 from flakestorm.chaos.llm import (
     DEFAULT_MAX_TOKENS,
     LLM_MODES,
@@ -22,7 +23,6 @@ from flakestorm.chaos.llm import (
     rate_limit_body,
     truncate_text,
 )
-from flakestorm.chaos.modes import CALL_THROUGH, DEFAULT_TIMEOUT_MS
 from flakestorm.config import DriftType, LlmFault, LlmFaultMode
 from flakestorm.errors import RateLimitFaultError
 

@@ -10,7 +10,7 @@ import threading
 import requests
 from support.proxy_rig import session
 
-from flakestorm.chaos.faults import ActiveScenario
+from flakestorm.chaos.faults.decisions import ActiveScenario
 from flakestorm.chaos.proxy.relays import KEY_HEADER
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.config import ToolFault

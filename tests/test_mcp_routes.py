@@ -13,7 +13,7 @@ import pytest
 import requests
 from support.mcp_server import NEWS, QUOTE, McpServer
 
-from flakestorm.chaos.faults import ActiveScenario
+from flakestorm.chaos.faults.decisions import ActiveScenario
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.config import ToolFault
 
@@ -115,7 +115,7 @@ def test_a_replayed_result_has_the_shape_of_the_sessions_protocol(version: str) 
     """A client whose session began with the real server (a long-lived stdio session, say)
     reads the replayed result as it read the real ones: with ``resultType`` in a stateless
     protocol session, without it in a handshake-era one (the SDK refuses either otherwise)."""
-    from flakestorm.chaos.recording import Recording
+    from flakestorm.chaos.faults.recording import Recording
     from flakestorm.config import OnMiss, ToolResponse
 
     recorded = ToolResponse.model_validate(

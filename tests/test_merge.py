@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from flakestorm.chaos.delivery import judge
+from flakestorm.chaos.delivery.proof import judge
 from flakestorm.engine.merge import merge_proof
 from flakestorm.engine.runner import Overrides, configured_phases, run_phases
 from flakestorm.loader import load_config
@@ -667,7 +667,7 @@ def test_a_sweep_sharded_and_merged_has_the_unsharded_breaking_points(tmp_path: 
 def test_a_run_whose_interaction_log_kept_no_bodies_says_so_in_its_reports(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from flakestorm.chaos import interactions
+    from flakestorm.chaos.delivery import interactions
     from flakestorm.reporters import markdown, terminal
 
     monkeypatch.setattr(interactions, "RUN_BODY_CHARS", 10)  # every call's bodies are more
@@ -684,7 +684,7 @@ def test_a_run_whose_interaction_log_kept_no_bodies_says_so_in_its_reports(
 def test_a_long_runs_later_calls_keep_their_bodies(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from flakestorm.chaos import interactions
+    from flakestorm.chaos.delivery import interactions
 
     path = project(tmp_path, SCENARIOS)
     whole = run(path)

@@ -15,12 +15,12 @@ import pytest
 import requests
 from support.server import LoopbackServer, Request, Response
 
-from flakestorm.chaos.faults import ActiveScenario
-from flakestorm.chaos.interactions import InteractionLog
+from flakestorm.chaos.delivery.interactions import InteractionLog
+from flakestorm.chaos.faults.decisions import ActiveScenario
+from flakestorm.chaos.faults.modes import Fields, field_names, registry
+from flakestorm.chaos.faults.tool_modes import TOOL_MODES
 from flakestorm.chaos.llm.modes import LLM_MODES
-from flakestorm.chaos.modes import Fields, field_names, registry
 from flakestorm.chaos.proxy.server import ChaosProxy
-from flakestorm.chaos.tool_modes import TOOL_MODES
 from flakestorm.chaos.wrappers.wrapping import Wrapping
 from flakestorm.config import (
     AgentConfig,

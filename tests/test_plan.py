@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from flakestorm.chaos.labels import tool_fault_label
+from flakestorm.chaos.faults.labels import tool_fault_label
 from flakestorm.config import Config, Contract
 from flakestorm.engine.matrix_plan import build_plan, mcp_server_of
 from flakestorm.errors import UsageError

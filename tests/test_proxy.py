@@ -15,8 +15,8 @@ import requests
 from support.proxy_rig import WEATHER, fault, last, scenario
 from support.server import LoopbackServer, Response
 
-from flakestorm.chaos.faults import FaultBook, Target
-from flakestorm.chaos.interactions import Interaction, InteractionLog
+from flakestorm.chaos.delivery.interactions import Interaction, InteractionLog
+from flakestorm.chaos.faults.decisions import FaultBook, Target
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.config import ContextAttack
 

@@ -15,7 +15,7 @@ from support.fake_provider import ASK, MESSAGES, TEXT, fake_provider
 from support.proxy_rig import session
 from support.server import LoopbackServer, Request, Response
 
-from flakestorm.chaos.faults import ActiveScenario, Target
+from flakestorm.chaos.faults.decisions import ActiveScenario, Target
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.chaos.proxy.upstreams.cassette import Cassette, CassetteError, RequestKey
 from flakestorm.config import LlmFault

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from support.server import LoopbackServer, Request, Response
 
-from flakestorm.chaos.faults import ActiveScenario, Target
+from flakestorm.chaos.faults.decisions import ActiveScenario, Target
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.chaos.proxy.tunnel import unreadable
 from flakestorm.config import ContextAttack, ToolFault

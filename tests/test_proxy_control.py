@@ -13,9 +13,9 @@ import requests
 from support.proxy_rig import fault, last, scenario
 from support.server import LoopbackServer, Response
 
-from flakestorm.chaos import interactions
-from flakestorm.chaos.channels import ProxyChannel
-from flakestorm.chaos.faults import ActiveScenario
+from flakestorm.chaos.channels.channel import ProxyChannel
+from flakestorm.chaos.delivery import interactions
+from flakestorm.chaos.faults.decisions import ActiveScenario
 from flakestorm.chaos.proxy.control import ProxyControl, parse_scenario, scenario_document
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.chaos.proxy.serving import health_check

@@ -11,7 +11,7 @@ import requests
 from support.fake_provider import ASK, MESSAGES, fake_provider
 from support.server import LoopbackServer, Response
 
-from flakestorm.chaos.faults import ActiveScenario, Target
+from flakestorm.chaos.faults.decisions import ActiveScenario, Target
 from flakestorm.chaos.proxy.injection import UNPLACED
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.config import ContextAttack, LlmFault

@@ -10,8 +10,8 @@ import pytest
 import requests
 from support.server import LoopbackServer, Request, Response
 
-from flakestorm.chaos.faults import ActiveScenario
-from flakestorm.chaos.interactions import Interaction
+from flakestorm.chaos.delivery.interactions import Interaction
+from flakestorm.chaos.faults.decisions import ActiveScenario
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.config import ContextAttack, LlmFault
 

@@ -11,7 +11,7 @@ import requests
 from support.proxy_rig import last
 from support.server import LoopbackServer
 
-from flakestorm.chaos.faults import Target
+from flakestorm.chaos.faults.decisions import Target
 from flakestorm.chaos.proxy.relays import RelayUpstream
 from flakestorm.chaos.proxy.reply import HttpResponse
 from flakestorm.chaos.proxy.server import ChaosProxy

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 from support.quote_project import contract_cells, quote_project, run_config
 
-from flakestorm.chaos.interactions import body_text
+from flakestorm.chaos.delivery.interactions import body_text
 from flakestorm.config import Verify
 from flakestorm.engine.runner import run_phases
 from flakestorm.loader import load_config

@@ -15,9 +15,9 @@ import pytest
 import requests
 from support.server import LoopbackServer, Request, Response
 
-from flakestorm.chaos.faults import ActiveScenario
+from flakestorm.chaos.faults.decisions import ActiveScenario
+from flakestorm.chaos.faults.recording import Recording
 from flakestorm.chaos.proxy.server import ChaosProxy
-from flakestorm.chaos.recording import Recording
 from flakestorm.config import LlmReply, OnMiss, ToolResponse
 from flakestorm.engine.runner import run_phases
 from flakestorm.loader import load_config_text

@@ -23,7 +23,7 @@ from support.server import LoopbackServer, Request, Response
 
 from flakestorm.agents import Call
 from flakestorm.agents.python import current_call
-from flakestorm.chaos.faults import ActiveScenario
+from flakestorm.chaos.faults.decisions import ActiveScenario
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.chaos.routing import Router, Routing
 from flakestorm.config import ToolFault, ToolFaultMode

@@ -21,9 +21,9 @@ import requests
 import yaml
 from support.server import LoopbackServer, Request, Response
 
-from flakestorm.chaos.faults import ActiveScenario, FaultBook
+from flakestorm.chaos.faults.decisions import ActiveScenario, FaultBook
+from flakestorm.chaos.faults.schedule import Schedule, ScheduleError, parse_calls
 from flakestorm.chaos.proxy.server import ChaosProxy
-from flakestorm.chaos.schedule import Schedule, ScheduleError, parse_calls
 from flakestorm.config import ToolFault
 from flakestorm.engine.runner import run_phases
 from flakestorm.errors import ConfigError

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from flakestorm.chaos.faults import ActiveScenario
+from flakestorm.chaos.faults.decisions import ActiveScenario
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.chaos.proxy.stdio_relay import NO_ANSWER, StdioRelay
 from flakestorm.config import ToolFault

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from flakestorm.chaos.modes import CALL_THROUGH, DEFAULT_TIMEOUT_MS
-from flakestorm.chaos.tool_modes import (
+from flakestorm.chaos.faults.modes import CALL_THROUGH, DEFAULT_TIMEOUT_MS
+from flakestorm.chaos.faults.tool_modes import (
     DEFAULT_SLOW_MS,
     MALFORMED_TEXT,
     TOOL_MODES,

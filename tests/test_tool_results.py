@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from flakestorm.chaos.tool_results import (
+from flakestorm.chaos.attacks.tool_results import (
     CONFLICTING_STATEMENTS,
     filler,
     poison_body,

@@ -21,8 +21,8 @@ from support.server import LoopbackServer, Request, Response
 
 from flakestorm.agents import Call
 from flakestorm.agents.python import PythonAgent, current_call
-from flakestorm.chaos.faults import ActiveScenario, Target
-from flakestorm.chaos.interactions import Interaction, InteractionLog
+from flakestorm.chaos.delivery.interactions import Interaction, InteractionLog
+from flakestorm.chaos.faults.decisions import ActiveScenario, Target
 from flakestorm.chaos.llm import truncate_text
 from flakestorm.chaos.llm.values import reply_text
 from flakestorm.chaos.wrappers.wrapping import Wrapping

@@ -17,7 +17,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from strands import tool as strands_tool
 from support.framework_rig import PAYLOAD, llm_fault, tool_fault, wrapped
 
-from flakestorm.chaos.interactions import InteractionLog
+from flakestorm.chaos.delivery.interactions import InteractionLog
 from flakestorm.chaos.wrappers import Wrapping
 from flakestorm.config import AgentConfig, AgentType
 from flakestorm.errors import ConfigError, ToolFaultError

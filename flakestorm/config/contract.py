@@ -126,7 +126,7 @@ class ContractInvariant(Invariant):
 
 Calls = Annotated[str, Field(min_length=1)]
 """Which matching calls of an invocation (``"1-2"``, ``"3-"``, ``"2,4"``): checked by
-:mod:`flakestorm.meaning.faults` with :func:`flakestorm.chaos.schedule.parse_calls`."""
+:mod:`flakestorm.meaning.faults` with :func:`flakestorm.chaos.faults.schedule.parse_calls`."""
 Every = Annotated[int, Field(ge=1)]
 WindowMs = tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)]]
 

@@ -38,7 +38,7 @@ from typing import Protocol, TypeVar
 
 from flakestorm.agents import NO_CALL, Agent, Call, Reply
 from flakestorm.agents.session import session_id
-from flakestorm.chaos.attacks import poison_input
+from flakestorm.chaos.attacks.memory import poison_input
 from flakestorm.checks.invariants import Observation, Verdict
 from flakestorm.config import Invariant
 from flakestorm.engine.budget import Budget, FirstReply

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from flakestorm.chaos.delivery import judge
+from flakestorm.chaos.delivery.proof import judge
 from flakestorm.config import Config, OutputFormat
 from flakestorm.engine.phases.registry import PHASES
 from flakestorm.errors import UsageError

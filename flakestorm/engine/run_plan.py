@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from flakestorm.agents.source import module_file, search_path, sessions_of
-from flakestorm.chaos.choice import ChannelChoice, choose, undeliverable
-from flakestorm.chaos.ordering import order_dependence
+from flakestorm.chaos.channels.choice import ChannelChoice, choose, undeliverable
+from flakestorm.chaos.faults.ordering import order_dependence
 from flakestorm.config import AgentType, Config, PhaseName, Scenario
 from flakestorm.engine.counting import MatrixCount, count_invocations, mutation_sends, scenarios_fly
 from flakestorm.engine.matrix_plan import MatrixPlan, chaos_contract, plan_for

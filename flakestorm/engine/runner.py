@@ -27,8 +27,8 @@ from flakestorm.agents.process import LOG_NAME, AgentProcess
 from flakestorm.agents.readiness import ReadyAgain
 from flakestorm.agents.reset import build_resetter
 from flakestorm.agents.source import no_session, sessions_of
-from flakestorm.chaos.channels import Channel
-from flakestorm.chaos.choice import ChannelChoice, open_channel
+from flakestorm.chaos.channels.channel import Channel
+from flakestorm.chaos.channels.choice import ChannelChoice, open_channel
 from flakestorm.checks.invariants import build_checker
 from flakestorm.config import AgentType, Config, Conversation
 from flakestorm.engine.events import Event, RunPlanned

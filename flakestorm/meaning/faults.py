@@ -5,11 +5,11 @@ tools to wrap."""
 from __future__ import annotations
 
 from flakestorm.agents.source import defines_function
-from flakestorm.chaos.choice import undeliverable
+from flakestorm.chaos.channels.choice import undeliverable
+from flakestorm.chaos.faults.modes import Fields, field_names
+from flakestorm.chaos.faults.schedule import CALLS_EXAMPLES, Schedule, ScheduleError, parse_calls
+from flakestorm.chaos.faults.tool_modes import TOOL_MODES
 from flakestorm.chaos.llm.modes import LLM_MODES
-from flakestorm.chaos.modes import Fields, field_names
-from flakestorm.chaos.schedule import CALLS_EXAMPLES, Schedule, ScheduleError, parse_calls
-from flakestorm.chaos.tool_modes import TOOL_MODES
 from flakestorm.config import (
     CONTEXT_ATTACK_FIELDS,
     AgentType,
@@ -196,10 +196,10 @@ def _unused(faults: str, fault: ToolFault | LlmFault | ContextAttack, field: str
 
 
 def check_delivery(scope: Scope) -> None:
-    """Reads ``agent`` and ``proxy``: what a python agent lacks to receive each scenario's
-    faults (:func:`flakestorm.chaos.choice.undeliverable`, the rule the run keeps: LLM faults
-    need ``agent.llm``; tool faults need tools to wrap or HTTP calls to route). A fault wrong in
-    itself is still a fault of its kind."""
+    """Reads ``agent`` and ``proxy``: what a python agent lacks to receive each scenario's faults
+    (:func:`flakestorm.chaos.channels.choice.undeliverable`, the rule the run keeps: LLM faults need
+    ``agent.llm``; tool faults need tools to wrap or HTTP calls to route). A fault wrong in itself
+    is still a fault of its kind."""
     agent, proxy = scope.parts.agent, scope.parts.proxy
     if agent is None or agent.type is not AgentType.PYTHON:
         return

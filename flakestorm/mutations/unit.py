@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from flakestorm.agents.request import RequestShape
-from flakestorm.chaos.faults import call_rng
+from flakestorm.chaos.faults.decisions import call_rng
 from flakestorm.config import MutationType
 
 
@@ -96,13 +96,13 @@ class MutationUnit:
 
 
 SCOPE = "mutation"
-"""The scenario slot of :func:`~flakestorm.chaos.faults.call_rng` for mutations."""
+"""The scenario slot of :func:`~flakestorm.chaos.faults.decisions.call_rng` for mutations."""
 
 
 def mutation_rng(seed: int, kind: MutationType, prompt: str, variant: int) -> random.Random:
     """The RNG of variant ``variant`` of ``kind`` for ``prompt``: the one derivation of every
-    random choice flakestorm makes (:func:`~flakestorm.chaos.faults.call_rng`), keyed by the
-    type and the prompt's digest (so a long prompt costs nothing)."""
+    random choice flakestorm makes (:func:`~flakestorm.chaos.faults.decisions.call_rng`), keyed by
+    the type and the prompt's digest (so a long prompt costs nothing)."""
     return call_rng(seed, SCOPE, kind.value, _digest(prompt), variant)
 
 

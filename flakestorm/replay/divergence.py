@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from flakestorm.chaos.recording import ordinal
+from flakestorm.chaos.faults.recording import ordinal
 from flakestorm.config import ToolResponse
 from flakestorm.results.model import CallRecord
 

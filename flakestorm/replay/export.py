@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from flakestorm.chaos import mcp
-from flakestorm.chaos.interactions import BODY_CHARS, RUN_BODY_CHARS, was_cut
-from flakestorm.chaos.recording import ordinal
+from flakestorm.chaos.delivery.interactions import BODY_CHARS, RUN_BODY_CHARS, was_cut
+from flakestorm.chaos.faults.recording import ordinal
 from flakestorm.config import LlmReply, PhaseName, Session, SessionTurn, ToolResponse, Verify
 from flakestorm.errors import UsageError
 from flakestorm.loader.sessions import session_text

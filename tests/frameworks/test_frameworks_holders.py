@@ -28,8 +28,8 @@ from support.framework_rig import PAYLOAD, tool_fault, wrapped
 from support.server import LoopbackServer
 from support.tool_provider import answer_to, tool_provider
 
-from flakestorm.chaos.channels import WrapperChannel
-from flakestorm.chaos.interactions import InteractionLog
+from flakestorm.chaos.channels.channel import WrapperChannel
+from flakestorm.chaos.delivery.interactions import InteractionLog
 from flakestorm.chaos.wrappers import Wrapping
 from flakestorm.config import AgentConfig, AgentType
 from flakestorm.errors import ConfigError

@@ -29,7 +29,7 @@ from support.framework_rig import (
 from support.server import LoopbackServer
 from support.tool_provider import answer_to, tool_provider
 
-from flakestorm.chaos.labels import llm_fault_label, tool_fault_label
+from flakestorm.chaos.faults.labels import llm_fault_label, tool_fault_label
 
 
 @tool

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flakestorm.chaos.faults import ActiveScenario
-from flakestorm.chaos.interactions import Interaction, InteractionLog
+from flakestorm.chaos.delivery.interactions import Interaction, InteractionLog
+from flakestorm.chaos.faults.decisions import ActiveScenario
 from flakestorm.chaos.wrappers import Wrapping
 from flakestorm.config import (
     AgentConfig,

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import requests
 
-from flakestorm.chaos.faults import ActiveScenario
-from flakestorm.chaos.interactions import Interaction
+from flakestorm.chaos.delivery.interactions import Interaction
+from flakestorm.chaos.faults.decisions import ActiveScenario
 from flakestorm.chaos.proxy.server import ChaosProxy
 from flakestorm.config import ContextAttack, ToolFault
 from support.server import LoopbackServer, Request, Response

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from flakestorm.chaos import tool_results
+from flakestorm.chaos.attacks import tool_results
 from flakestorm.chaos.llm.protocol import Provider, dump_json, json_object
 
 __all__ = ["SYSTEM_ROLES", "inject_context", "messages_with_payload", "with_payload"]
@@ -56,7 +56,7 @@ def messages_with_payload(messages: Sequence[Any], payload: str) -> list[Any]:
 
     Messages are ``role``/``content`` mappings or objects with those attributes (an SDK
     message, a pydantic model, a dataclass ...); the one that changes is copied (a mapping
-    into a dict, an object by :func:`~flakestorm.chaos.tool_results.replace_at`), the others
+    into a dict, an object by :func:`~flakestorm.chaos.attacks.tool_results.replace_at`), the others
     are the caller's own.
     """
     out: list[Any] = list(messages)

@@ -1,5 +1,5 @@
 """LLM fault modes, one registered unit each (SPEC §4.1; the unit contract is in
-:mod:`flakestorm.chaos.modes`).
+:mod:`flakestorm.chaos.faults.modes`).
 
 ``rate_limit`` and ``timeout`` replace the upstream call (:func:`fault_before_upstream`):
 
@@ -10,7 +10,7 @@
   before any stream starts. A python call raises
   :class:`~flakestorm.errors.RateLimitFaultError`.
 - ``timeout``: no answer for ``delay_ms`` (default
-  :data:`~flakestorm.chaos.modes.DEFAULT_TIMEOUT_MS`), then the connection is dropped. For a
+  :data:`~flakestorm.chaos.faults.modes.DEFAULT_TIMEOUT_MS`), then the connection is dropped. For a
   streaming request the stream *opens* (200 with SSE headers and one SSE comment frame,
   :data:`~flakestorm.chaos.llm.protocol.STALL_COMMENT`, which every SSE client ignores and
   which makes the headers leave at once) and then stalls (``stall_after_chunks=1``): the SDK
@@ -39,6 +39,7 @@ import random
 from collections.abc import Mapping
 from typing import Protocol
 
+from flakestorm.chaos.faults.modes import DEFAULT_TIMEOUT_MS, Fields, PythonPlan, registry
 from flakestorm.chaos.llm.protocol import (
     JSON_HEADERS,
     RETRY_AFTER_S,
@@ -49,7 +50,6 @@ from flakestorm.chaos.llm.protocol import (
     rate_limit_body,
 )
 from flakestorm.chaos.llm.text import count_tokens, drift_text, garbage_text, truncate_text
-from flakestorm.chaos.modes import DEFAULT_TIMEOUT_MS, Fields, PythonPlan, registry
 from flakestorm.config import DriftType, LlmFault, LlmFaultMode
 from flakestorm.errors import RateLimitFaultError
 

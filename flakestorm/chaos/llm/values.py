@@ -15,7 +15,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from flakestorm.chaos import tool_results
+from flakestorm.chaos.attacks import tool_results
 from flakestorm.chaos.llm.injection import messages_with_payload, with_payload
 from flakestorm.chaos.llm.modes import LLM_MODES
 from flakestorm.chaos.llm.replies import edit_document, edit_texts

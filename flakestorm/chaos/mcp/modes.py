@@ -1,5 +1,5 @@
 """What each tool fault mode does to a call of an MCP tool, one registered unit per mode
-(SPEC §11), beside the HTTP units of :mod:`flakestorm.chaos.tool_modes` (whose fields, labels
+(SPEC §11), beside the HTTP units of :mod:`flakestorm.chaos.faults.tool_modes` (whose fields, labels
 and delays these share).
 
 As an MCP client meets them:
@@ -28,10 +28,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from flakestorm.chaos.attacks.tool_results import DEFAULT_INJECTION
+from flakestorm.chaos.faults.modes import registry
+from flakestorm.chaos.faults.tool_modes import MALFORMED_TEXT, TOOL_MODES, error_message
 from flakestorm.chaos.mcp.protocol import Message, response_message
-from flakestorm.chaos.modes import registry
-from flakestorm.chaos.tool_modes import MALFORMED_TEXT, TOOL_MODES, error_message
-from flakestorm.chaos.tool_results import DEFAULT_INJECTION
 from flakestorm.config import McpErrorForm, ToolFault, ToolFaultMode
 
 INTERNAL_ERROR = -32603

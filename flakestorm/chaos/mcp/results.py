@@ -7,8 +7,8 @@ import random
 from collections.abc import Collection, Sequence
 from typing import Any
 
+from flakestorm.chaos.attacks.tool_results import try_poison_value
 from flakestorm.chaos.mcp.protocol import Message
-from flakestorm.chaos.tool_results import try_poison_value
 from flakestorm.config import ContextAttack
 
 

@@ -8,8 +8,8 @@ from functools import lru_cache
 from urllib.parse import urlsplit
 
 from flakestorm.chaos import llm
-from flakestorm.chaos.faults import UNATTRIBUTED, Decision, Target
-from flakestorm.chaos.interactions import Interaction, InteractionLog
+from flakestorm.chaos.delivery.interactions import Interaction, InteractionLog
+from flakestorm.chaos.faults.decisions import UNATTRIBUTED, Decision, Target
 
 NOT_COUNTED = -1
 """``call_index`` of an interaction no fault could apply to (other traffic, stragglers)."""

@@ -9,9 +9,9 @@ shapes as ``flakestorm.yaml`` plus the seed and the default cell::
      "llm_faults": [], "context_attacks": [{"type": "overflow", "inject_tokens": 500}]}
 
 :func:`scenario_document` and :func:`parse_scenario` convert between that document and an
-:class:`~flakestorm.chaos.faults.ActiveScenario`; the proxy validates with the same pydantic
-models as the config file, so a document the config would reject is rejected here too, with the
-field named. ``context_attacks`` may be in list or dict form; every list may be omitted.
+:class:`~flakestorm.chaos.faults.decisions.ActiveScenario`; the proxy validates with the same
+pydantic models as the config file, so a document the config would reject is rejected here too, with
+the field named. ``context_attacks`` may be in list or dict form; every list may be omitted.
 
 The proxy's end is :func:`answer`, which serves the routes below for a
 :class:`~flakestorm.chaos.proxy.server.ChaosProxy`. :class:`ProxyControl` is the runner's end,
@@ -70,10 +70,10 @@ import requests
 from pydantic import Field
 
 from flakestorm import __version__
-from flakestorm.chaos.faults import UNATTRIBUTED, ActiveScenario
-from flakestorm.chaos.interactions import Interaction
+from flakestorm.chaos.delivery.interactions import Interaction
+from flakestorm.chaos.faults.decisions import UNATTRIBUTED, ActiveScenario
+from flakestorm.chaos.faults.recording import Recording
 from flakestorm.chaos.proxy.reply import HttpResponse, error_reply, json_reply
-from flakestorm.chaos.recording import Recording
 from flakestorm.config import DEFAULT_SEED, Faults, LlmReply, Model, OnMiss, ToolResponse
 from flakestorm.errors import (
     HarnessError,

@@ -14,8 +14,17 @@ import random
 from collections.abc import Callable, Iterator
 
 from flakestorm.chaos import llm
-from flakestorm.chaos.faults import LLM_KEY, Decision, FaultBook, Target, call_rng, tool_key
-from flakestorm.chaos.labels import attack_label, llm_fault_label, tool_fault_label
+from flakestorm.chaos.attacks.tool_results import poison_body
+from flakestorm.chaos.faults.decisions import (
+    LLM_KEY,
+    Decision,
+    FaultBook,
+    Target,
+    call_rng,
+    tool_key,
+)
+from flakestorm.chaos.faults.labels import attack_label, llm_fault_label, tool_fault_label
+from flakestorm.chaos.faults.tool_modes import TOOL_MODES
 from flakestorm.chaos.llm.modes import LLM_MODES
 from flakestorm.chaos.proxy.call import ServedCall
 from flakestorm.chaos.proxy.framing import FramedHandler
@@ -23,8 +32,6 @@ from flakestorm.chaos.proxy.mcp_calls import serve_mcp
 from flakestorm.chaos.proxy.reply import HttpResponse, from_llm, from_tool
 from flakestorm.chaos.proxy.routes import attribute
 from flakestorm.chaos.proxy.upstreams.base import UpstreamRequest
-from flakestorm.chaos.tool_modes import TOOL_MODES
-from flakestorm.chaos.tool_results import poison_body
 from flakestorm.config import LlmFault
 
 UNPLACED = (

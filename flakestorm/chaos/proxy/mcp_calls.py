@@ -22,13 +22,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from flakestorm.chaos import mcp
-from flakestorm.chaos.faults import FaultBook, Target, call_rng, tool_key
-from flakestorm.chaos.labels import attack_label, tool_fault_label
+from flakestorm.chaos.faults.decisions import FaultBook, Target, call_rng, tool_key
+from flakestorm.chaos.faults.labels import attack_label, tool_fault_label
+from flakestorm.chaos.faults.recording import Live, Miss
 from flakestorm.chaos.proxy.call import ServedCall
 from flakestorm.chaos.proxy.framing import FramedHandler
 from flakestorm.chaos.proxy.reply import HttpResponse, UpstreamFailure
 from flakestorm.chaos.proxy.upstreams.base import UpstreamRequest
-from flakestorm.chaos.recording import Live, Miss
 from flakestorm.config import ToolFaultMode
 
 

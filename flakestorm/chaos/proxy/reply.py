@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from flakestorm.chaos import llm
-    from flakestorm.chaos.tool_modes import InjectedResponse
+    from flakestorm.chaos.faults.tool_modes import InjectedResponse
 
 
 @dataclass

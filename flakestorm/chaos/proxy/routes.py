@@ -48,7 +48,7 @@ from urllib.parse import unquote, urlsplit
 from flakestorm.agents import attribution
 from flakestorm.agents.attribution import SCENARIO_HEADER
 from flakestorm.chaos import llm
-from flakestorm.chaos.faults import UNATTRIBUTED, FaultBook, Target, tool_matches
+from flakestorm.chaos.faults.decisions import UNATTRIBUTED, FaultBook, Target, tool_matches
 from flakestorm.chaos.proxy import relays
 from flakestorm.chaos.proxy.call import ServedCall
 from flakestorm.chaos.proxy.reply import HttpResponse, error_reply
@@ -196,7 +196,7 @@ def tool_for_url(proxy: ChaosProxy, url: str) -> str | None:
 def attribute(call: ServedCall, proxy: ChaosProxy, headers: RequestHeaders) -> FaultBook | None:
     """Set the call's scenario, cell and where the cell came from; the book to decide with
     (None: a straggler of another scenario). With scenarios in flight, the book of the
-    scenario the call's invocation is under (:mod:`flakestorm.chaos.flight`)."""
+    scenario the call's invocation is under (:mod:`flakestorm.chaos.faults.flight`)."""
     book, flight = proxy.book, proxy.flight
     named = headers.get(SCENARIO_HEADER)
     if named is not None:

@@ -5,8 +5,8 @@ A request is a ``CONNECT`` (:mod:`~flakestorm.chaos.proxy.tunnel`), a control ca
 (:mod:`~flakestorm.chaos.proxy.routes`), served with its faults
 (:mod:`~flakestorm.chaos.proxy.injection`) by the upstream chosen at start-up
 (:mod:`~flakestorm.chaos.proxy.upstreams.registry`), and logged as an
-:class:`~flakestorm.chaos.interactions.Interaction` whose ``url`` is the upstream URL without
-query string or user info (query strings can carry API keys).
+:class:`~flakestorm.chaos.delivery.interactions.Interaction` whose ``url`` is the upstream URL
+without query string or user info (query strings can carry API keys).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from flakestorm.chaos.faults import ActiveScenario, FaultBook
-from flakestorm.chaos.flight import InFlight
-from flakestorm.chaos.interactions import BODY_CHARS, InteractionLog, body_text
+from flakestorm.chaos.delivery.interactions import BODY_CHARS, InteractionLog, body_text
+from flakestorm.chaos.faults.decisions import ActiveScenario, FaultBook
+from flakestorm.chaos.faults.flight import InFlight
 from flakestorm.chaos.proxy.call import ServedCall
 from flakestorm.chaos.proxy.control import MAX_BODY_BYTES, answer, is_control_path
 from flakestorm.chaos.proxy.framing import FramedHandler, ThreadedServer, yield_on_wakeup
@@ -230,7 +230,7 @@ class ChaosProxy:
             self._flight = None
 
     def fly(self, scenarios: Sequence[ActiveScenario], cells: Mapping[str, str]) -> None:
-        """Put ``scenarios`` in flight together (:mod:`flakestorm.chaos.flight`): a call that
+        """Put ``scenarios`` in flight together (:mod:`flakestorm.chaos.faults.flight`): a call that
         names an invocation of one of their cells (``cells``: cell id -> scenario) is decided
         by that scenario's book, its counters starting at 0; any other call by the active
         scenario's, as before. :meth:`activate` ends the flight."""

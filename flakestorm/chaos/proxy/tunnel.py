@@ -23,13 +23,19 @@ import socket
 import time
 from urllib.parse import urlsplit
 
-from flakestorm.chaos.faults import TOOL_RESULT_ATTACKS, Decision, FaultBook, Target, tool_matches
-from flakestorm.chaos.labels import attack_label, tool_fault_label
+from flakestorm.chaos.faults.decisions import (
+    TOOL_RESULT_ATTACKS,
+    Decision,
+    FaultBook,
+    Target,
+    tool_matches,
+)
+from flakestorm.chaos.faults.labels import attack_label, tool_fault_label
+from flakestorm.chaos.faults.tool_modes import RELAY, TOOL_MODES, TunnelAction
 from flakestorm.chaos.proxy.call import ServedCall
 from flakestorm.chaos.proxy.framing import CHUNK_BYTES, FramedHandler, reset
 from flakestorm.chaos.proxy.reply import UpstreamFailure, error_reply
 from flakestorm.chaos.proxy.routes import attribute
-from flakestorm.chaos.tool_modes import RELAY, TOOL_MODES, TunnelAction
 from flakestorm.config import ToolFault
 
 

@@ -19,7 +19,7 @@ tool ``timeout``            waits ``delay_ms`` (default 30 s), raises ``TimeoutE
 tool ``slow``               waits ``delay_ms``, then calls the tool
 tool ``malformed``          returns a string that is not valid JSON
 tool ``malicious_response`` returns ``payload`` (a fresh copy)
-tool-result attacks         the real result, poisoned (:mod:`flakestorm.chaos.tool_results`)
+tool-result attacks         the real result, poisoned (:mod:`flakestorm.chaos.attacks.tool_results`)
 LLM ``rate_limit``          raises :class:`~flakestorm.errors.RateLimitFaultError`; on an SDK
                             method, the SDK's ``RateLimitError`` on a real 429 response
 LLM ``timeout``             waits ``delay_ms`` (default 30 s), raises ``TimeoutError``; on an

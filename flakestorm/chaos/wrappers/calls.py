@@ -1,7 +1,7 @@
 """One wrapped call: its decision (from the scenario's
-:class:`~flakestorm.chaos.faults.FaultBook`), what the wrapper does before calling through
-(:class:`Plan`), what it does to the result, and the :class:`~flakestorm.chaos.interactions.
-Interaction` it logs.
+:class:`~flakestorm.chaos.faults.decisions.FaultBook`), what the wrapper does before calling
+through (:class:`Plan`), what it does to the result, and the
+:class:`~flakestorm.chaos.delivery.interactions.Interaction` it logs.
 
 A fault that fired on the call but could not be applied to it (an LLM callable without a
 recognisable ``messages`` argument, a reply without text, a stream shape flakestorm cannot
@@ -17,15 +17,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from flakestorm.chaos import tool_results
-from flakestorm.chaos.faults import LLM_KEY, FaultBook, Target, call_rng, tool_key
-from flakestorm.chaos.interactions import Interaction, value_text
-from flakestorm.chaos.labels import attack_label, llm_fault_label
+from flakestorm.chaos.attacks import tool_results
+from flakestorm.chaos.delivery.interactions import Interaction, value_text
+from flakestorm.chaos.faults.decisions import LLM_KEY, FaultBook, Target, call_rng, tool_key
+from flakestorm.chaos.faults.labels import attack_label, llm_fault_label
+from flakestorm.chaos.faults.modes import CALL_THROUGH
+from flakestorm.chaos.faults.recording import Miss, python_plan
+from flakestorm.chaos.faults.tool_modes import TOOL_MODES
 from flakestorm.chaos.llm.modes import LLM_MODES
 from flakestorm.chaos.llm.values import inject_arguments, takes_system, transform_reply
-from flakestorm.chaos.modes import CALL_THROUGH
-from flakestorm.chaos.recording import Miss, python_plan
-from flakestorm.chaos.tool_modes import TOOL_MODES
 from flakestorm.chaos.wrappers.sdk_errors import sdk_of
 from flakestorm.chaos.wrappers.sdk_streams import (
     fault_raw_response,
@@ -39,7 +39,7 @@ from flakestorm.config import LlmFault, ToolFault
 from flakestorm.errors import ToolFaultError
 
 if TYPE_CHECKING:
-    from flakestorm.chaos.interactions import InteractionLog
+    from flakestorm.chaos.delivery.interactions import InteractionLog
 
 METHOD = "CALL"
 """The ``method`` of a python interaction."""
@@ -81,7 +81,7 @@ class Call:
 
     def rng(self) -> random.Random:
         """Randomness for this call's payload choices, fixed by the call's identity as the
-        proxy fixes it for the same call (:func:`~flakestorm.chaos.faults.call_rng`)."""
+        proxy fixes it for the same call (:func:`~flakestorm.chaos.faults.decisions.call_rng`)."""
         s = self.book.scenario
         key = tool_key(self.site.name) if self.site.target is Target.TOOL else LLM_KEY
         return call_rng(s.seed, s.name, self.cell, key, self.decision.call_index)
@@ -140,7 +140,7 @@ class Call:
 @dataclass(frozen=True)
 class Plan:
     """What a wrapper does before (and instead of) calling through: the fault's
-    :class:`~flakestorm.chaos.modes.PythonPlan`, and the arguments to call with."""
+    :class:`~flakestorm.chaos.faults.modes.PythonPlan`, and the arguments to call with."""
 
     delay_s: float = 0.0
     error: BaseException | None = None
@@ -152,7 +152,7 @@ class Plan:
 
 
 def _replayed(call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Plan | None:
-    """The plan of a call a replayed session answers (:mod:`flakestorm.chaos.recording`)."""
+    """The plan of a call a replayed session answers (:mod:`flakestorm.chaos.faults.recording`)."""
     call.request = value_text({"args": list(args), "kwargs": kwargs} if kwargs else list(args))
     recording = call.book.scenario.replay
     if recording is None:

@@ -14,7 +14,7 @@ by the SDK's own decoder: truncation ends it with ``finish_reason: "length"`` / 
 The fault is applied lazily, as the agent reads. When the stream ends or is closed, ``done``
 is told whether the fault was applied (None) or why it was not (the stream was not one of the
 protocols', or the agent closed it before its first event): a fault that matched a call but
-could not be applied is not delivered (:mod:`flakestorm.chaos.delivery`).
+could not be applied is not delivered (:mod:`flakestorm.chaos.delivery.proof`).
 """
 
 from __future__ import annotations

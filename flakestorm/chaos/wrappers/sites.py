@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from flakestorm.agents.importer import Locate, describe_exception, load_reference
-from flakestorm.chaos.faults import Target
+from flakestorm.chaos.faults.decisions import Target
 from flakestorm.chaos.wrappers.tool_holders import holder_of
 from flakestorm.chaos.wrappers.tool_kinds import Slot, slots_of, supported_kinds
 from flakestorm.errors import ConfigError

@@ -5,13 +5,13 @@ One :class:`Wrapping` per run. Entering it puts a wrapper in every slot of every
 ``agent.tool_registry``; not a tool named in ``routed``, whose HTTP calls take their faults
 at the proxy); leaving it puts every original back, whatever happened in between.
 
-:meth:`Wrapping.activate` switches the scenario; every wrapped call then asks that
-scenario's :class:`~flakestorm.chaos.faults.FaultBook` what to do, attributing the call to the
-cell in :data:`~flakestorm.agents.python.current_call` (the scenario's ``cell_id`` when unset,
-e.g. in a thread the agent started itself), and appends one
-:class:`~flakestorm.chaos.interactions.Interaction` to the log (:mod:`.calls`). A call made by
-an invocation of another scenario (one that outlived its timeout, say) goes through untouched
-and is logged under its own scenario.
+:meth:`Wrapping.activate` switches the scenario; every wrapped call then asks that scenario's
+:class:`~flakestorm.chaos.faults.decisions.FaultBook` what to do, attributing the call to the cell
+in :data:`~flakestorm.agents.python.current_call` (the scenario's ``cell_id`` when unset, e.g. in a
+thread the agent started itself), and appends one
+:class:`~flakestorm.chaos.delivery.interactions.Interaction` to the log (:mod:`.calls`). A call made
+by an invocation of another scenario (one that outlived its timeout, say) goes through untouched and
+is logged under its own scenario.
 
 Sync callables get sync wrappers, coroutine functions async ones, async generator functions
 async generators (their items are not transformed, like a sync generator's: a result fault on
@@ -35,10 +35,10 @@ from typing import Any
 
 from flakestorm.agents.importer import Locate, default_locate, describe_exception
 from flakestorm.agents.python import current_call
-from flakestorm.chaos.faults import UNATTRIBUTED, ActiveScenario, FaultBook, Target
-from flakestorm.chaos.flight import InFlight
-from flakestorm.chaos.interactions import InteractionLog
-from flakestorm.chaos.modes import CALL_THROUGH
+from flakestorm.chaos.delivery.interactions import InteractionLog
+from flakestorm.chaos.faults.decisions import UNATTRIBUTED, ActiveScenario, FaultBook, Target
+from flakestorm.chaos.faults.flight import InFlight
+from flakestorm.chaos.faults.modes import CALL_THROUGH
 from flakestorm.chaos.wrappers.calls import Call, Plan, llm_plan, llm_result, tool_plan, tool_result
 from flakestorm.chaos.wrappers.sdk_streams import fail_stream_manager, is_async_stream_helper
 from flakestorm.chaos.wrappers.sdk_watch import SdkWatch
@@ -143,7 +143,7 @@ class Wrapping:
 
     def fly(self, scenarios: Sequence[ActiveScenario], cells: Mapping[str, str]) -> None:
         """Decide each call by the book of its invocation's scenario among ``scenarios``, in
-        flight together (:mod:`flakestorm.chaos.flight`); :meth:`activate` lands them."""
+        flight together (:mod:`flakestorm.chaos.faults.flight`); :meth:`activate` lands them."""
         self._flight = InFlight(scenarios, cells)
 
     def begin(self, invocation: str) -> None:

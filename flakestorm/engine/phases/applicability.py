@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from flakestorm.chaos.faults import LLM_REQUEST_ATTACKS, TOOL_RESULT_ATTACKS
-from flakestorm.chaos.labels import schedule_of
+from flakestorm.chaos.faults.decisions import LLM_REQUEST_ATTACKS, TOOL_RESULT_ATTACKS
+from flakestorm.chaos.faults.labels import schedule_of
 from flakestorm.config import Scenario, When
 from flakestorm.results.model import CellResult, PromptResult, Status
 

@@ -12,11 +12,11 @@ from collections.abc import Callable, Mapping, Sequence
 
 from flakestorm.agents import Reply
 from flakestorm.agents.attribution import PRE_MATRIX, Source
-from flakestorm.chaos import interactions
-from flakestorm.chaos.channels import Channel
-from flakestorm.chaos.delivery import CALM, active_scenario, judge, prove
-from flakestorm.chaos.faults import ActiveScenario, FaultBook
-from flakestorm.chaos.interactions import Interaction
+from flakestorm.chaos.channels.channel import Channel
+from flakestorm.chaos.delivery import interactions
+from flakestorm.chaos.delivery.interactions import Interaction
+from flakestorm.chaos.delivery.proof import CALM, active_scenario, judge, prove
+from flakestorm.chaos.faults.decisions import ActiveScenario, FaultBook
 from flakestorm.config import Scenario, turns_of
 from flakestorm.engine.counting import MatrixCount as MatrixCount
 from flakestorm.engine.counting import count_invocations as count_invocations

@@ -54,10 +54,10 @@ from flakestorm.agents import Call, Reply
 from flakestorm.agents.readiness import probe as readiness_probe
 from flakestorm.agents.request import RequestShape
 from flakestorm.agents.source import keeps_sessions
-from flakestorm.chaos.channels import Channel
-from flakestorm.chaos.delivery import CALM as CALM_SCENARIO
-from flakestorm.chaos.delivery import call_record, cell_of
-from flakestorm.chaos.faults import ActiveScenario
+from flakestorm.chaos.channels.channel import Channel
+from flakestorm.chaos.delivery.proof import CALM as CALM_SCENARIO
+from flakestorm.chaos.delivery.proof import call_record, cell_of
+from flakestorm.chaos.faults.decisions import ActiveScenario
 from flakestorm.checks.invariants import Observation, Verdict
 from flakestorm.config import (
     AgentType,

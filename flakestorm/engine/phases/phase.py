@@ -35,7 +35,7 @@ from flakestorm.config import PhaseName as PhaseName
 from flakestorm.results.shards import Shard, deal
 
 if TYPE_CHECKING:  # the engine, imported by what runs a phase (validate imports only names)
-    from flakestorm.chaos.channels import Channel
+    from flakestorm.chaos.channels.channel import Channel
     from flakestorm.engine.executor import Executor
     from flakestorm.engine.run_plan import RunPlan
     from flakestorm.loader import LoadedConfig

@@ -37,10 +37,10 @@ from dataclasses import dataclass
 
 from flakestorm.agents import Call, Reply
 from flakestorm.agents.http import takes_context
-from flakestorm.chaos.delivery import CALM, prove
-from flakestorm.chaos.faults import ActiveScenario, FaultBook
-from flakestorm.chaos.interactions import Interaction
-from flakestorm.chaos.recording import MISS_PREFIX, Recording
+from flakestorm.chaos.delivery.interactions import Interaction
+from flakestorm.chaos.delivery.proof import CALM, prove
+from flakestorm.chaos.faults.decisions import ActiveScenario, FaultBook
+from flakestorm.chaos.faults.recording import MISS_PREFIX, Recording
 from flakestorm.checks.invariants import Observation
 from flakestorm.config import (
     AgentType,

@@ -1,7 +1,7 @@
 """Recorded responses of a replayed session, served in place of the real tools and LLM
 (SPEC §7): the proxy's outermost upstream, on top of whatever ``llm_upstream`` chose.
 
-While the active scenario carries a :class:`~flakestorm.chaos.recording.Recording`, a call of
+While the active scenario carries a :class:`~flakestorm.chaos.faults.recording.Recording`, a call of
 the scenario is answered from it: the n-th call of tool T (``call_index``, counted per cell by
 the fault book) gets T's n-th recorded response — its status, its body (JSON, or text as it
 is) and its latency (the reply is held that long) — and the n-th LLM call the n-th recorded
@@ -20,12 +20,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from flakestorm.chaos import llm
-from flakestorm.chaos.faults import ActiveScenario, Target
+from flakestorm.chaos.faults.decisions import ActiveScenario, Target
+from flakestorm.chaos.faults.recording import Live, Miss, body_of, ordinal
 from flakestorm.chaos.proxy.call import NOT_COUNTED
 from flakestorm.chaos.proxy.reply import HttpResponse, UpstreamFailure, from_llm
 from flakestorm.chaos.proxy.upstreams.base import Rewindable, Upstream, UpstreamRequest
 from flakestorm.chaos.proxy.upstreams.mock_llm import mock_reply
-from flakestorm.chaos.recording import Live, Miss, body_of, ordinal
 from flakestorm.config import LlmReply, ToolResponse
 
 REPLAY = "replay"

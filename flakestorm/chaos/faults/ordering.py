@@ -14,7 +14,12 @@ why, and those scenarios run one cell at a time.
 
 from __future__ import annotations
 
-from flakestorm.chaos.labels import attack_label, llm_fault_label, schedule_of, tool_fault_label
+from flakestorm.chaos.faults.labels import (
+    attack_label,
+    llm_fault_label,
+    schedule_of,
+    tool_fault_label,
+)
 from flakestorm.chaos.llm.modes import LLM_MODES
 from flakestorm.config import ContextAttack, ContextAttackType, Scenario, Scheduled
 

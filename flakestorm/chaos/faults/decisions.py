@@ -4,7 +4,7 @@ Both delivery paths — the chaos proxy (HTTP agents) and the python wrappers (p
 ask one :class:`FaultBook` per active scenario what to do with each call the agent makes, and
 report back what happened, so the two paths cannot disagree on semantics.
 
-Decisions are deterministic: a fault's schedule (:mod:`flakestorm.chaos.schedule`: ``calls``,
+Decisions are deterministic: a fault's schedule (:mod:`flakestorm.chaos.faults.schedule`: ``calls``,
 ``every``, ``window_ms``; ``after_calls`` is ``calls: "N+1-"``) counts matching calls *per cell* (an
 invocation: the cell header is ``cell#run.prompt``, ``cell#run.prompt.turn`` for a conversation's
 turn, whose number decides a fault scoped to ``turns``) and times them from when the invocation
@@ -39,11 +39,16 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from flakestorm.agents.attribution import PRE_MATRIX, trace_id
-from flakestorm.chaos.labels import attack_label, llm_fault_label, schedule_of, tool_fault_label
+from flakestorm.chaos.faults.labels import (
+    attack_label,
+    llm_fault_label,
+    schedule_of,
+    tool_fault_label,
+)
+from flakestorm.chaos.faults.recording import Recording
+from flakestorm.chaos.faults.schedule import Schedule
+from flakestorm.chaos.faults.tool_modes import TOOL_MODES
 from flakestorm.chaos.llm.modes import LLM_MODES
-from flakestorm.chaos.recording import Recording
-from flakestorm.chaos.schedule import Schedule
-from flakestorm.chaos.tool_modes import TOOL_MODES
 from flakestorm.config import ContextAttack, LlmFault, Scheduled, ToolFault
 from flakestorm.config.vocabulary import LLM_REQUEST_ATTACKS as LLM_REQUEST_ATTACKS
 from flakestorm.config.vocabulary import TOOL_RESULT_ATTACKS as TOOL_RESULT_ATTACKS

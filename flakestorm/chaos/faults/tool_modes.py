@@ -1,5 +1,5 @@
 """Tool fault modes, one registered unit each (SPEC §4.1; the unit contract is in
-:mod:`flakestorm.chaos.modes`).
+:mod:`flakestorm.chaos.faults.modes`).
 
 - ``timeout``: an HTTP call is held ``delay_ms`` (default 30 s), then dropped; a ``CONNECT``
   is held, then reset; a python call waits, then raises ``TimeoutError``.
@@ -35,8 +35,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from flakestorm.chaos.modes import DEFAULT_TIMEOUT_MS, Fields, PythonPlan, registry
-from flakestorm.chaos.tool_results import DEFAULT_INJECTION
+from flakestorm.chaos.attacks.tool_results import DEFAULT_INJECTION
+from flakestorm.chaos.faults.modes import DEFAULT_TIMEOUT_MS, Fields, PythonPlan, registry
 from flakestorm.config import ToolFault, ToolFaultMode
 from flakestorm.errors import ToolFaultError
 

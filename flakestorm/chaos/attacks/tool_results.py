@@ -2,9 +2,9 @@
 
 Shared by both delivery paths: the chaos proxy poisons HTTP bodies (:func:`poison_body`), the
 python wrappers python values (:func:`try_poison_value`). What a tool *fault* answers instead of
-the real result is its mode's business (:mod:`flakestorm.chaos.tool_modes`).
+the real result is its mode's business (:mod:`flakestorm.chaos.faults.tool_modes`).
 
-Which attacks fire is decided elsewhere (:class:`~flakestorm.chaos.faults.FaultBook`); the
+Which attacks fire is decided elsewhere (:class:`~flakestorm.chaos.faults.decisions.FaultBook`); the
 attacks passed in here have already fired, and the ``rng`` given only chooses among payloads.
 
 Where the attack text goes (``indirect_injection``, ``overflow``, ``conflicting_context``),

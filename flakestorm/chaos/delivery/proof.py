@@ -1,6 +1,6 @@
 """The proof that a scenario's faults reached the agent.
 
-A channel (:mod:`flakestorm.chaos.channels`) is where faults reach the agent's dependencies.
+A channel (:mod:`flakestorm.chaos.channels.channel`) is where faults reach the agent's dependencies.
 The matrix activates a scenario on it, then reads the scenario's interactions back:
 :func:`prove` turns them into per-cell proof (the faults that fired in each cell and the calls
 the agent made) and the scenario's delivery proof (the declared faults and those some call
@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from flakestorm.chaos.faults import (
+from flakestorm.chaos.delivery.interactions import Interaction
+from flakestorm.chaos.faults.decisions import (
     LLM_REQUEST_ATTACKS,
     TOOL_RESULT_ATTACKS,
     UNATTRIBUTED,
@@ -26,14 +27,18 @@ from flakestorm.chaos.faults import (
     FaultBook,
     Target,
 )
-from flakestorm.chaos.interactions import Interaction
-from flakestorm.chaos.labels import attack_label, llm_fault_label, schedule_of, tool_fault_label
+from flakestorm.chaos.faults.labels import (
+    attack_label,
+    llm_fault_label,
+    schedule_of,
+    tool_fault_label,
+)
 from flakestorm.config import Scenario, Scheduled
 from flakestorm.results.model import CallRecord, CellResult, ScenarioInfo, Status
 from flakestorm.results.scenarios import MAX_UNATTRIBUTED_CALLS, declaration_order
 
 if TYPE_CHECKING:
-    from flakestorm.chaos.channels import Channel
+    from flakestorm.chaos.channels.channel import Channel
 
 CALM = "flakestorm:no-chaos"
 """The name of the pass-through scenario active outside chaos scenarios (baselines, checks)."""

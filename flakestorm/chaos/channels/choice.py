@@ -27,8 +27,8 @@ from flakestorm.config.vocabulary import LLM_REQUEST_ATTACKS, TOOL_RESULT_ATTACK
 from flakestorm.errors import UsageError
 
 if TYPE_CHECKING:
-    from flakestorm.chaos.channels import Channel, ProxyChannel
-    from flakestorm.chaos.interactions import InteractionLog
+    from flakestorm.chaos.channels.channel import Channel, ProxyChannel
+    from flakestorm.chaos.delivery.interactions import InteractionLog
     from flakestorm.chaos.proxy.server import ChaosProxy
 
 
@@ -256,7 +256,7 @@ def _proxy(
         control = ProxyControl(proxy.url, proxy_config.token)
         stack.callback(control.close)
         flies = True
-    from flakestorm.chaos.channels import ProxyChannel
+    from flakestorm.chaos.channels.channel import ProxyChannel
 
     return ProxyChannel(control, proxy_config.mcp, flies=flies)
 
@@ -273,8 +273,8 @@ def _wrappers(
     """A python agent's callables wrapped, and with routes, the in-process proxy its HTTP
     clients are routed through for them (``agent.tool_delivery: callable``: a wrapped tool's
     URL is not routed)."""
-    from flakestorm.chaos.channels import InProcessChannel, WrapperChannel
-    from flakestorm.chaos.interactions import InteractionLog
+    from flakestorm.chaos.channels.channel import InProcessChannel, WrapperChannel
+    from flakestorm.chaos.delivery.interactions import InteractionLog
     from flakestorm.chaos.wrappers.wrapping import Wrapping
 
     agent = config.agent

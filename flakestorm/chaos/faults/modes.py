@@ -13,12 +13,12 @@ The unit holds, in one place, everything flakestorm knows about its mode:
 - ``plan(...)``: its python behaviour, for the wrappers (:mod:`flakestorm.chaos.wrappers`): a
   :class:`PythonPlan`.
 
-The tool units are :data:`flakestorm.chaos.tool_modes.TOOL_MODES`; the LLM units are
+The tool units are :data:`flakestorm.chaos.faults.tool_modes.TOOL_MODES`; the LLM units are
 :data:`flakestorm.chaos.llm.modes.LLM_MODES`, inside the LLM package because its reply and
 stream editors dispatch on them. Both registries are built with :func:`registry`, keyed by the
 mode enum, and a test checks that every member of each enum has its unit.
 
-Which fault fires on which call is not a unit's business: :mod:`flakestorm.chaos.faults`
+Which fault fires on which call is not a unit's business: :mod:`flakestorm.chaos.faults.decisions`
 decides that, for every mode alike.
 """
 

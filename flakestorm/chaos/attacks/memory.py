@@ -7,7 +7,7 @@ are delivered where those travel (the proxy, the python wrappers), not here.
 
 from __future__ import annotations
 
-from flakestorm.chaos.labels import attack_label
+from flakestorm.chaos.faults.labels import attack_label
 from flakestorm.config import ContextAttackType, PoisonStrategy, Scenario
 
 

@@ -1,8 +1,9 @@
 """What a replayed session serves to the agent, call by call (SPEC §7).
 
 A :class:`Recording` rides on the active scenario
-(:attr:`~flakestorm.chaos.faults.ActiveScenario.replay`), so both delivery paths serve it: the
-chaos proxy's replay upstream (http agents) and the python wrappers. Both count calls the same
+(:attr:`~flakestorm.chaos.faults.decisions.ActiveScenario.replay`), so both delivery paths serve
+it: the chaos proxy's replay upstream (http agents) and the python wrappers. Both count calls the
+same
 way — the fault book's ``call_index``, per cell and per tool (or the LLM) — and ask
 :meth:`Recording.tool` / :meth:`Recording.llm` for the n-th call:
 
@@ -23,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-from flakestorm.chaos.modes import PythonPlan
+from flakestorm.chaos.faults.modes import PythonPlan
 from flakestorm.config import LlmReply, OnMiss, Session, ToolResponse
 from flakestorm.errors import RateLimitFaultError, ToolFaultError
 

@@ -16,7 +16,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from flakestorm.chaos.faults import Target
+from flakestorm.chaos.faults.decisions import Target
 
 BODY_CHARS = 16_384
 """The most of one request or response body an interaction keeps (the rest is cut, with a

@@ -1,7 +1,7 @@
 """Scenarios in flight together (SPEC §9): when every call of the agent names its invocation
 (the cell header, the ``flakestorm-cell`` baggage entry, the W3C trace context, or a python
 agent's own call), the cells of every chaos scenario run side by side, and each call is decided
-by the :class:`~flakestorm.chaos.faults.FaultBook` of its own cell's scenario.
+by the :class:`~flakestorm.chaos.faults.decisions.FaultBook` of its own cell's scenario.
 
 :class:`InFlight` holds a book per scenario and which scenario each cell (``INV[SCENARIO]``)
 is under; an invocation ``CELL#RUN.PROMPT[.TURN]`` is under its cell's. Both delivery paths
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from flakestorm.chaos.faults import ActiveScenario, FaultBook
+from flakestorm.chaos.faults.decisions import ActiveScenario, FaultBook
 
 
 class InFlight:

@@ -13,8 +13,8 @@ A fault acts on a call when the call is inside every part of its schedule:
   id of a turn ends ``.TURN`` (:func:`turn_of`), a one-message prompt is turn 1.
 
 Pure: :class:`Schedule` is a value, :meth:`Schedule.covers` the one decision both delivery
-paths take (through :class:`~flakestorm.chaos.faults.FaultBook`), and :func:`problems` what the
-config's meaning checks report.
+paths take (through :class:`~flakestorm.chaos.faults.decisions.FaultBook`), and :func:`problems`
+what the config's meaning checks report.
 """
 
 from __future__ import annotations

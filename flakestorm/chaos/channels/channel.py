@@ -5,7 +5,7 @@ flakestorm runs in process for a python agent's HTTP tool calls (:class:`InProce
 
 A channel activates a scenario, reads back the calls the agent made, and says, for a fault no
 call reached, where the agent's wiring is probably wrong. Which channel a run opens is decided
-once from the config: :mod:`flakestorm.chaos.choice`.
+once from the config: :mod:`flakestorm.chaos.channels.choice`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,13 @@ import dataclasses
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from flakestorm.chaos.faults import LLM_REQUEST_ATTACKS, TOOL_RESULT_ATTACKS, ActiveScenario, timed
-from flakestorm.chaos.interactions import Interaction, lost_note
+from flakestorm.chaos.delivery.interactions import Interaction, lost_note
+from flakestorm.chaos.faults.decisions import (
+    LLM_REQUEST_ATTACKS,
+    TOOL_RESULT_ATTACKS,
+    ActiveScenario,
+    timed,
+)
 from flakestorm.config.contract import STDIO_SERVER
 from flakestorm.results.delivery_reasons import calls
 
@@ -37,7 +42,7 @@ class Channel(Protocol):
     def activate(self, scenario: ActiveScenario) -> None: ...
 
     def fly(self, scenarios: Sequence[ActiveScenario], cells: Mapping[str, str]) -> None:
-        """Put ``scenarios`` in flight together (SPEC §9, :mod:`flakestorm.chaos.flight`):
+        """Put ``scenarios`` in flight together (SPEC §9, :mod:`flakestorm.chaos.faults.flight`):
         each call is decided by the scenario of the cell (``cells``: cell id -> scenario) its
         invocation is of; :meth:`activate` lands them."""
         ...
@@ -66,7 +71,7 @@ class Channel(Protocol):
 
     def lost(self) -> str | None:
         """The run's warning when the channel's interaction log did not keep every call whole
-        (:func:`~flakestorm.chaos.interactions.lost_note`); None when it did."""
+        (:func:`~flakestorm.chaos.delivery.interactions.lost_note`); None when it did."""
         ...
 
 

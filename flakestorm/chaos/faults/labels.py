@@ -4,9 +4,9 @@ the plan and ``validate`` share, without the book's machinery."""
 
 from __future__ import annotations
 
+from flakestorm.chaos.faults.schedule import Schedule
+from flakestorm.chaos.faults.tool_modes import TOOL_MODES
 from flakestorm.chaos.llm.modes import LLM_MODES
-from flakestorm.chaos.schedule import Schedule
-from flakestorm.chaos.tool_modes import TOOL_MODES
 from flakestorm.config import ContextAttack, LlmFault, Scheduled, ToolFault
 
 
