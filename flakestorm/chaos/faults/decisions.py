@@ -29,12 +29,13 @@ attack that every matching call had replaced is not delivered (SPEC §10).
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import fnmatch
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -165,6 +166,14 @@ def timed(scenario: ActiveScenario) -> bool:
     return any(f.window_ms is not None for f in faults)
 
 
+def _replaces_result(fault: ToolFault) -> bool:
+    return TOOL_MODES[fault.mode].replaces_result
+
+
+def _replaces_upstream(fault: LlmFault) -> bool:
+    return LLM_MODES[fault.mode].replaces_upstream
+
+
 MAX_TRACES = 200_000
 """The most invocations a fault book remembers the start and trace id of (the oldest forgotten
 first): bounded memory in a scenario of any size."""
@@ -237,96 +246,80 @@ class FaultBook:
         """The cell an interaction belongs to: its own attribution, else the scenario's."""
         return attributed or self.scenario.cell_id
 
-    def _first_firing(
-        self, cell: str, call_index: int, candidates: Sequence[tuple[int, _F, str]]
-    ) -> tuple[tuple[int, _F] | None, list[str], list[str]]:
-        """The first matching fault that fires on this call (one reply, one fault), the labels
-        of every matching fault whose schedule covers the call (the delivery proof), and of
-        those whose schedule does not."""
+    def tool_call(
+        self, tool: str | None, url: str, cell: str, short: str | None = None
+    ) -> Decision:
+        """Decide a call to ``tool`` (None when only the URL is known) for ``cell``; an MCP
+        tool (``quotes.get_quote``) is also matched by its ``short`` name (``get_quote``)."""
+        s = self.scenario
+        faults = [
+            (i, fault, tool_fault_label(i, fault))
+            for i, fault in enumerate(s.tool_faults)
+            if tool_matches(fault, tool, url, short)
+        ]
+        attacks = [
+            (i, attack, 1.0 if attack.trigger_probability is None else attack.trigger_probability)
+            for i, attack in enumerate(s.context_attacks)
+            if attack.type in TOOL_RESULT_ATTACKS and attack.tool in (None, tool, short)
+        ]
+        chosen, decision = self._decide(
+            cell, tool_key(tool or url), faults, attacks, _replaces_result
+        )
+        return dataclasses.replace(decision, tool_fault=chosen)
+
+    def llm_call(self, cell: str) -> Decision:
+        """Decide a call to the LLM for ``cell``."""
+        s = self.scenario
+        faults = [(i, fault, llm_fault_label(i, fault)) for i, fault in enumerate(s.llm_faults)]
+        attacks = [
+            (i, attack, 1.0)
+            for i, attack in enumerate(s.context_attacks)
+            if attack.type in LLM_REQUEST_ATTACKS
+        ]
+        chosen, decision = self._decide(cell, LLM_KEY, faults, attacks, _replaces_upstream)
+        return dataclasses.replace(decision, llm_fault=chosen)
+
+    def _decide(
+        self,
+        cell: str,
+        key: str,
+        faults: Sequence[tuple[int, _F, str]],
+        attacks: Sequence[tuple[int, ContextAttack, float]],
+        replaces: Callable[[_F], bool],
+    ) -> tuple[tuple[int, _F] | None, Decision]:
+        """The one decision of a call under ``key`` (a tool's or the LLM's): the first matching
+        fault that fires on it (one reply, one fault), and the attacks that fire on what it
+        carries (each with its probability) unless that fault answers in place of the tool or
+        LLM (``replaces``), with the proof: the label of every matching fault and attack whose
+        schedule covers the call, of those a replacing fault left nothing to act on, and of
+        those whose schedule does not cover it."""
+        call_index = self._next_index(cell, key)
         chosen: tuple[int, _F] | None = None
-        matched, unscheduled = [], []
-        for i, fault, label in candidates:
+        replacing: str | None = None
+        matched: list[str] = []
+        unscheduled: list[str] = []
+        for i, fault, label in faults:
             if not self._in_schedule(cell, fault, call_index):
                 unscheduled.append(label)
                 continue
             matched.append(label)
             if chosen is None and self._fires(cell, label, call_index, fault.probability):
                 chosen = (i, fault)
-        return chosen, matched, unscheduled
-
-    def tool_call(
-        self, tool: str | None, url: str, cell: str, short: str | None = None
-    ) -> Decision:
-        """Decide a call to ``tool`` (None when only the URL is known) for ``cell``; an MCP
-        tool (``quotes.get_quote``) is also matched by its ``short`` name (``get_quote``)."""
-        call_index = self._next_index(cell, tool_key(tool or url))
-        candidates = [
-            (i, fault, tool_fault_label(i, fault))
-            for i, fault in enumerate(self.scenario.tool_faults)
-            if tool_matches(fault, tool, url, short)
-        ]
-        chosen, matched, unscheduled = self._first_firing(cell, call_index, candidates)
-        replacing = (
-            tool_fault_label(*chosen)
-            if chosen is not None and TOOL_MODES[chosen[1].mode].replaces_result
-            else None
-        )
-        attacks, replaced = [], []
-        for i, attack in enumerate(self.scenario.context_attacks):
-            if attack.type not in TOOL_RESULT_ATTACKS:
-                continue
-            if attack.tool is not None and attack.tool not in (tool, short):
-                continue
+                replacing = label if replaces(fault) else None
+        fired, replaced = [], []
+        for i, attack, probability in attacks:
             label = attack_label(i, attack)
             if not self._in_schedule(cell, attack, call_index):
                 unscheduled.append(label)
-                continue
-            if replacing is not None:  # the fault answers instead of the tool: nothing to poison
+            elif replacing is not None:  # the fault answers instead: nothing to poison or read
                 replaced.append((label, replacing))
-                continue
-            matched.append(label)  # a result it can poison reached flakestorm: delivered
-            probability = attack.trigger_probability
-            if self._fires(cell, label, call_index, 1.0 if probability is None else probability):
-                attacks.append((i, attack))
-        return Decision(
+            else:
+                matched.append(label)  # what it acts on reached flakestorm: delivered
+                if self._fires(cell, label, call_index, probability):
+                    fired.append((i, attack))
+        return chosen, Decision(
             call_index,
-            tool_fault=chosen,
-            attacks=tuple(attacks),
-            matched=tuple(matched),
-            replaced=tuple(replaced),
-            unscheduled=tuple(unscheduled),
-        )
-
-    def llm_call(self, cell: str) -> Decision:
-        """Decide a call to the LLM for ``cell``."""
-        call_index = self._next_index(cell, LLM_KEY)
-        candidates = [
-            (i, fault, llm_fault_label(i, fault))
-            for i, fault in enumerate(self.scenario.llm_faults)
-        ]
-        chosen, matched, unscheduled = self._first_firing(cell, call_index, candidates)
-        replacing = (
-            llm_fault_label(*chosen)
-            if chosen is not None and LLM_MODES[chosen[1].mode].replaces_upstream
-            else None
-        )
-        attacks, replaced = [], []
-        for i, attack in enumerate(self.scenario.context_attacks):
-            if attack.type not in LLM_REQUEST_ATTACKS:
-                continue
-            label = attack_label(i, attack)
-            if not self._in_schedule(cell, attack, call_index):
-                unscheduled.append(label)
-                continue
-            if replacing is not None:  # the fault answers instead of the LLM: nothing reads it
-                replaced.append((label, replacing))
-                continue
-            matched.append(label)  # a request that reaches the LLM: delivered
-            attacks.append((i, attack))
-        return Decision(
-            call_index,
-            llm_fault=chosen,
-            attacks=tuple(attacks),
+            attacks=tuple(fired),
             matched=tuple(matched),
             replaced=tuple(replaced),
             unscheduled=tuple(unscheduled),
