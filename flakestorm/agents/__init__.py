@@ -10,8 +10,9 @@ kinds), ``extraction`` (``response_path``), ``readiness`` (waiting for the agent
 source, never imported), ``importer`` (importing
 ``module:attr`` without tracebacks), ``console`` (a python agent's prints and logging kept per
 invocation), ``workers`` (daemon threads for python agent calls),
-``request`` (a described HTTP request: what a request-level mutation changes) and ``wire``
-(sending such a request byte by byte).
+``request`` (a described HTTP request: what a request-level mutation changes), ``wire``
+(sending such a request byte by byte) and ``closing`` (what a ``with`` block does with a
+long-lived part: the agents, the agent process, the chaos proxy, wrappers and routes).
 """
 
 from __future__ import annotations

@@ -34,9 +34,9 @@ import threading
 from collections.abc import Iterator
 from contextvars import ContextVar
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Any, TextIO
 
+from flakestorm.agents.closing import Closing
 from flakestorm.redaction import active
 
 CAPTURE_CHARS = 262_144
@@ -126,7 +126,7 @@ class _Router:
         return getattr(self.stream, name)
 
 
-class AgentConsole:
+class AgentConsole(Closing):
     """Captures a python agent's console per invocation while entered, into ``log_path``
     (created on the first invocation that wrote anything). Entered once per run: the streams
     are put back on the way out (a handler the agent made during the run keeps its router,
@@ -158,12 +158,8 @@ class AgentConsole:
             self._retargeted.append(handler)
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def close(self) -> None:
+        """Put the streams and the handlers back, and close the log."""
         for handler in self._retargeted:
             if isinstance(handler.stream, _Router):
                 handler.setStream(handler.stream.stream)

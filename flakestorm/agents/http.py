@@ -30,7 +30,6 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
-from types import TracebackType
 from typing import Any
 
 import requests
@@ -39,6 +38,7 @@ import urllib3
 from flakestorm import __version__
 from flakestorm.agents import NO_CALL, Call, Reply, wire
 from flakestorm.agents.attribution import outgoing
+from flakestorm.agents.closing import Closing
 from flakestorm.agents.deadline import DeadlineAdapter, deadline
 from flakestorm.agents.extraction import extract_auto, extract_path
 from flakestorm.agents.request import RequestShape, padding
@@ -130,7 +130,7 @@ def new_session(pool_size: int = POOL_SIZE) -> requests.Session:
     return session
 
 
-class HttpAgent:
+class HttpAgent(Closing):
     """Invokes an HTTP agent: one request per prompt, the answer taken from the reply."""
 
     def __init__(self, config: AgentConfig, session: requests.Session | None = None) -> None:
@@ -182,17 +182,6 @@ class HttpAgent:
 
     def close(self) -> None:
         self._session.close()
-
-    def __enter__(self) -> HttpAgent:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # -- the three steps
 

@@ -30,9 +30,9 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import IO
 
+from flakestorm.agents.closing import Closing
 from flakestorm.agents.readiness import Clock, Sleep, Waiting, probe, wait_ready
 from flakestorm.config import AgentConfig
 from flakestorm.errors import AgentNotReady, UsageError
@@ -46,7 +46,7 @@ STOPPING_GRACE_S = 1.0
 _POLL_S = 0.02
 
 
-class AgentProcess:
+class AgentProcess(Closing):
     """Starts ``agent.start.command`` unless the agent already answers; a context manager."""
 
     def __init__(
@@ -184,12 +184,7 @@ class AgentProcess:
         self.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def close(self) -> None:
         self.stop()
 
     # -- early exit

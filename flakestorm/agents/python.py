@@ -32,10 +32,10 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextvars import ContextVar
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from flakestorm.agents import NO_CALL, Call, Reply
+from flakestorm.agents.closing import Closing
 from flakestorm.agents.console import AgentConsole, Capture, bind
 from flakestorm.agents.extraction import as_text, extract_auto, extract_path
 from flakestorm.agents.importer import Locate, default_locate, describe_exception, load_reference
@@ -76,7 +76,7 @@ def resolve_callable(target: Any, reference: str, field: str, locate: Locate) ->
     )
 
 
-class PythonAgent:
+class PythonAgent(Closing):
     """Invokes a python callable in-process, each call on a worker thread with a timeout."""
 
     def __init__(
@@ -145,17 +145,6 @@ class PythonAgent:
 
     def close(self) -> None:
         self._loop.close()
-
-    def __enter__(self) -> PythonAgent:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # -- running
 

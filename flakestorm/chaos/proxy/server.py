@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
+from flakestorm.agents.closing import Closing
 from flakestorm.chaos.delivery.interactions import BODY_CHARS, InteractionLog, body_text
 from flakestorm.chaos.faults.decisions import ActiveScenario, FaultBook
 from flakestorm.chaos.faults.flight import InFlight
@@ -73,7 +73,7 @@ TOOLS_ORIGIN = "FLAKESTORM_TOOLS or --tool"
 LLM_ORIGIN = "FLAKESTORM_LLM_UPSTREAM or --llm-upstream"
 
 
-class ChaosProxy:
+class ChaosProxy(Closing):
     """The chaos proxy: ``with ChaosProxy(tools={"search": url}) as proxy: ...proxy.url...``.
 
     Binds at construction (``port=0`` picks a free port); :meth:`start` serves in daemon
@@ -193,12 +193,7 @@ class ChaosProxy:
     def __enter__(self) -> ChaosProxy:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def close(self) -> None:
         self.stop()
 
     @property

@@ -30,9 +30,9 @@ import importlib.util
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any, Protocol
 
+from flakestorm.agents.closing import Closing
 from flakestorm.chaos.proxy.reply import UPSTREAM_ERROR_HEADER
 from flakestorm.chaos.routing.router import Router, unreachable
 
@@ -265,7 +265,7 @@ CLIENTS: tuple[Client, ...] = (
 """The client libraries routed in process."""
 
 
-class Routing:
+class Routing(Closing):
     """Routes the process's HTTP clients with ``router`` while entered (module doc)."""
 
     def __init__(self, router: Router, clients: tuple[Client, ...] = CLIENTS) -> None:
@@ -284,19 +284,12 @@ class Routing:
                     self._restores.append(restore)
                     routed.append(client.library)
         except BaseException:
-            self._restore()
+            self.close()
             raise
         self.libraries = tuple(routed)
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._restore()
-
-    def _restore(self) -> None:
+    def close(self) -> None:
+        """Put the libraries' own clients back."""
         while self._restores:
             self._restores.pop()()

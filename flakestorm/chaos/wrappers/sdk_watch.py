@@ -20,6 +20,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from flakestorm.agents.closing import Closing
+
 SDK_METHODS: dict[str, tuple[str, ...]] = {
     "openai": (
         "openai.resources.chat.completions:Completions.create",
@@ -67,7 +69,7 @@ def _counting(
     return counted
 
 
-class SdkWatch:
+class SdkWatch(Closing):
     """Counts the calls of the SDK methods beside ``wrapped`` (``agent.llm``) while entered;
     nothing when ``wrapped`` is not an SDK method, or its SDK is not imported. ``scenario()``
     names the scenario a call is made in (that of the invocation making it)."""
@@ -95,7 +97,8 @@ class SdkWatch:
             self._restores.append(functools.partial(setattr, owner, attr, original))
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def close(self) -> None:
+        """Put the SDK's methods back."""
         while self._restores:
             self._restores.pop()()
 

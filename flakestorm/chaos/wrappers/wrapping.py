@@ -30,9 +30,9 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
+from flakestorm.agents.closing import Closing
 from flakestorm.agents.importer import Locate, default_locate, describe_exception
 from flakestorm.agents.python import current_call
 from flakestorm.chaos.delivery.interactions import InteractionLog
@@ -65,7 +65,7 @@ _Finisher = Callable[[Call, Any], Any]
 """What a wrapped callable's result becomes (a fault applied to it, or the result itself)."""
 
 
-class Wrapping:
+class Wrapping(Closing):
     """Wraps a python agent's tools and LLM callable for one run (module doc)."""
 
     def __init__(
@@ -191,19 +191,15 @@ class Wrapping:
                 for slot in site.slots:
                     slot.install(self._wrapper(site, slot.original))
                     self._installed.append(slot.restore)
-            self._installed.append(functools.partial(self.sdk_watch.__exit__, None))
+            self._installed.append(self.sdk_watch.close)
             self.sdk_watch.__enter__()
         except BaseException:
             self._restore()
             raise
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def close(self) -> None:
+        """Put every original back (a wait in a sync wrapper ends early)."""
         self._closing.set()
         self._restore()
 
