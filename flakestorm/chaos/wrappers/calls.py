@@ -12,11 +12,14 @@ ERRORED, never passed.
 
 from __future__ import annotations
 
+import contextlib
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from flakestorm.agents.closing import Closing
+from flakestorm.agents.importer import describe_exception
 from flakestorm.chaos.attacks import tool_results
 from flakestorm.chaos.delivery.interactions import Interaction, value_text
 from flakestorm.chaos.faults.decisions import LLM_KEY, FaultBook, Target, call_rng, tool_key
@@ -45,8 +48,13 @@ METHOD = "CALL"
 """The ``method`` of a python interaction."""
 
 
-class Call:
-    """One wrapped call in progress: its decision, and what actually reached the agent."""
+class Call(Closing):
+    """One wrapped call in progress: its decision, and what actually reached the agent.
+
+    A wrapper drives it through its course, in a ``with`` block that logs the call as the
+    wrapper left it: :meth:`plan` (what the fault book decided, or a replayed session's
+    answer), :meth:`answers` (a fault's error raised, or a value returned, in place of the
+    callable), else the callable called :meth:`through`, and its result :meth:`finished`."""
 
     def __init__(
         self,
@@ -78,6 +86,55 @@ class Call:
         self.response: str | None = None
         self.deferred = False
         """The result is a stream: the call is logged when the agent has read it."""
+        self.awaited = False
+        """A sync callable handed back an awaitable: the call is logged when it is awaited."""
+        llm = site.target is Target.LLM
+        self._plan = llm_plan if llm else tool_plan
+        self._finish = llm_result if llm else tool_result
+
+    def plan(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Plan:
+        """What the wrapper does before (and instead of) calling through."""
+        return self._plan(self, args, kwargs)
+
+    def answers(self, plan: Plan) -> bool:
+        """Whether ``plan`` answers the agent in place of the callable: its error is logged
+        (:meth:`raised`) and raised, its value logged as a 200 (the caller returns it)."""
+        if plan.error is not None:
+            self.raised(plan.error)
+            raise plan.error
+        if plan.value is CALL_THROUGH:
+            return False
+        self.settle(200)
+        return True
+
+    @contextlib.contextmanager
+    def through(self) -> Iterator[None]:
+        """Around the call of the callable (and the reading of its stream): a failure is logged
+        with its description and raised; the agent that stops reading a stream got a 200."""
+        try:
+            yield
+        except GeneratorExit:
+            self.settle(200)
+            raise
+        except BaseException as exc:
+            self.settle(None, describe_exception(exc))
+            raise
+
+    def finish(self, result: Any) -> Any:
+        """The callable's ``result`` as the agent gets it (a fault applied to it)."""
+        return self._finish(self, result)
+
+    def finished(self, result: Any) -> Any:
+        """:meth:`finish`, with the call logged as a 200."""
+        result = self.finish(result)
+        self.settle(200)
+        return result
+
+    def close(self) -> None:
+        """The wrapper is left: the call is logged as it was left, if nothing logged it (nor
+        will: an awaitable or a stream the agent reads later)."""
+        if not self.awaited:
+            self.settle(None)
 
     def rng(self) -> random.Random:
         """Randomness for this call's payload choices, fixed by the call's identity as the

@@ -33,13 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from flakestorm.agents.closing import Closing
-from flakestorm.agents.importer import Locate, default_locate, describe_exception
+from flakestorm.agents.importer import Locate, default_locate
 from flakestorm.agents.python import current_call
 from flakestorm.chaos.delivery.interactions import InteractionLog
 from flakestorm.chaos.faults.decisions import UNATTRIBUTED, ActiveScenario, FaultBook, Target
 from flakestorm.chaos.faults.flight import InFlight
-from flakestorm.chaos.faults.modes import CALL_THROUGH
-from flakestorm.chaos.wrappers.calls import Call, Plan, llm_plan, llm_result, tool_plan, tool_result
+from flakestorm.chaos.wrappers.calls import Call, Plan
 from flakestorm.chaos.wrappers.sdk_streams import fail_stream_manager, is_async_stream_helper
 from flakestorm.chaos.wrappers.sdk_watch import SdkWatch
 from flakestorm.chaos.wrappers.sites import (
@@ -57,12 +56,6 @@ AsyncSleep = Callable[[float], Awaitable[object]]
 """``await async_sleep(seconds)``: how an async wrapper waits."""
 
 _IDLE = ActiveScenario(name="", seed=0)
-
-
-_Planner = Callable[[Call, tuple[Any, ...], dict[str, Any]], Plan]
-"""What the fault book decides for one call of a wrapped callable (an LLM's or a tool's)."""
-_Finisher = Callable[[Call, Any], Any]
-"""What a wrapped callable's result becomes (a fault applied to it, or the result itself)."""
 
 
 class Wrapping(Closing):
@@ -217,139 +210,79 @@ class Wrapping(Closing):
     # -- wrappers
 
     def _wrapper(self, site: Site, original: Callable[..., Any]) -> Callable[..., Any]:
-        """``original`` wrapped for ``site``: its calls planned by the fault book and its results
-        finished (an LLM's or a tool's), as a coroutine function, an async generator function
-        or a plain callable, like ``original``."""
-        plan: _Planner
-        finish: _Finisher
-        if site.target is Target.LLM:
-            plan, finish = llm_plan, llm_result
-        else:
-            plan, finish = tool_plan, tool_result
+        """``original`` wrapped for ``site``, as a coroutine function, an async generator
+        function or a plain callable, like ``original``: each drives one :class:`Call` through
+        its course (planned by the fault book, answered or called through, its result
+        finished), waiting and calling through its own way."""
         if _is_coroutine_function(original):
-            return self._async_wrapper(site, original, plan, finish)
-        if inspect.isasyncgenfunction(original):
-            return self._async_gen_wrapper(site, original, plan, finish)
-        return self._sync_wrapper(site, original, plan, finish)
-
-    def _async_wrapper(
-        self, site: Site, original: Callable[..., Any], plan: _Planner, finish: _Finisher
-    ) -> Callable[..., Any]:
-
-        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-            call = self._begin(site, original)
-            try:
-                step = plan(call, args, kwargs)
-                if step.delay_s:
-                    await self._async_sleep(step.delay_s)
-                if step.error is not None:
-                    call.raised(step.error)
-                    raise step.error
-                if step.value is not CALL_THROUGH:
-                    call.settle(200)
-                    return step.value
-                try:
-                    result = await original(*step.args, **step.kwargs)
-                except BaseException as exc:
-                    call.settle(None, describe_exception(exc))
-                    raise
-                result = finish(call, result)
-                call.settle(200)
-                return result
-            finally:
-                call.settle(None)
-
-        return functools.wraps(original)(async_wrapper)
-
-    def _async_gen_wrapper(
-        self, site: Site, original: Callable[..., Any], plan: _Planner, finish: _Finisher
-    ) -> Callable[..., Any]:
-
-        async def async_gen_wrapper(*args: Any, **kwargs: Any) -> Any:
-            call = self._begin(site, original)
-            try:
-                step = plan(call, args, kwargs)
-                if step.delay_s:
-                    await self._async_sleep(step.delay_s)
-                if step.error is not None:
-                    call.raised(step.error)
-                    raise step.error
-                if step.value is not CALL_THROUGH:
-                    call.settle(200)
-                    yield step.value
-                    return
-                try:
-                    # a stream of its own has no whole result to transform: like a sync
-                    # generator's, result faults are logged as not applied
-                    async for item in finish(call, original(*step.args, **step.kwargs)):
-                        yield item
-                except GeneratorExit:  # the agent stopped reading
-                    call.settle(200)
-                    raise
-                except BaseException as exc:
-                    call.settle(None, describe_exception(exc))
-                    raise
-                call.settle(200)
-            finally:
-                call.settle(None)
-
-        return functools.wraps(original)(async_gen_wrapper)
-
-    def _sync_wrapper(
-        self, site: Site, original: Callable[..., Any], plan: _Planner, finish: _Finisher
-    ) -> Callable[..., Any]:
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            call = self._begin(site, original)
-            deferred = False
-            try:
-                step = plan(call, args, kwargs)
-                if step.error is not None and is_async_stream_helper(original, step.args):
-                    # the async client's stream helper: wait and fail where it would, when the
-                    # agent enters its manager, without blocking the event loop
-                    manager = original(*step.args, **step.kwargs)
-                    failing = fail_stream_manager(
-                        manager, step.error, step.delay_s, self._async_sleep
-                    )
-                    if failing:
-                        call.settle(None)
-                        return manager
-                if step.delay_s:
-                    self._sleep(step.delay_s)
-                if step.error is not None:
-                    call.raised(step.error)
-                    raise step.error
-                if step.value is not CALL_THROUGH:
-                    call.settle(200)
-                    return step.value
-                try:
-                    result = original(*step.args, **step.kwargs)
-                except BaseException as exc:
-                    call.settle(None, describe_exception(exc))
-                    raise
-                if inspect.isawaitable(result):  # a sync callable handing back a coroutine
-                    deferred = True
-                    return _finished_later(call, result, finish)
-                result = finish(call, result)
-                call.settle(200)
-                return result
-            finally:
-                if not deferred:
-                    call.settle(None)
-
+            wrapper = self._async_wrapper(site, original)
+        elif inspect.isasyncgenfunction(original):
+            wrapper = self._async_gen_wrapper(site, original)
+        else:
+            wrapper = self._sync_wrapper(site, original)
         return functools.wraps(original)(wrapper)
 
+    async def _waited(self, plan: Plan) -> Plan:
+        if plan.delay_s:
+            await self._async_sleep(plan.delay_s)
+        return plan
 
-async def _finished_later(
-    call: Call, awaitable: Awaitable[Any], finish: Callable[[Call, Any], Any]
-) -> Any:
-    try:
+    def _async_wrapper(self, site: Site, original: Callable[..., Any]) -> Callable[..., Any]:
+        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+            with self._begin(site, original) as call:
+                plan = await self._waited(call.plan(args, kwargs))
+                if call.answers(plan):
+                    return plan.value
+                with call.through():
+                    result = await original(*plan.args, **plan.kwargs)
+                return call.finished(result)
+
+        return async_wrapper
+
+    def _async_gen_wrapper(self, site: Site, original: Callable[..., Any]) -> Callable[..., Any]:
+        async def async_gen_wrapper(*args: Any, **kwargs: Any) -> Any:
+            with self._begin(site, original) as call:
+                plan = await self._waited(call.plan(args, kwargs))
+                if call.answers(plan):
+                    yield plan.value
+                    return
+                with call.through():
+                    # a stream of its own has no whole result to transform: like a sync
+                    # generator's, result faults are logged as not applied
+                    async for item in call.finish(original(*plan.args, **plan.kwargs)):
+                        yield item
+                call.settle(200)
+
+        return async_gen_wrapper
+
+    def _sync_wrapper(self, site: Site, original: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with self._begin(site, original) as call:
+                plan = call.plan(args, kwargs)
+                if plan.error is not None and is_async_stream_helper(original, plan.args):
+                    # the async client's stream helper: wait and fail where it would, when the
+                    # agent enters its manager, without blocking the event loop
+                    manager = original(*plan.args, **plan.kwargs)
+                    if fail_stream_manager(manager, plan.error, plan.delay_s, self._async_sleep):
+                        return manager
+                if plan.delay_s:
+                    self._sleep(plan.delay_s)
+                if call.answers(plan):
+                    return plan.value
+                with call.through():
+                    result = original(*plan.args, **plan.kwargs)
+                if inspect.isawaitable(result):  # a sync callable handing back a coroutine
+                    call.awaited = True
+                    return _finished_later(call, result)
+                return call.finished(result)
+
+        return wrapper
+
+
+async def _finished_later(call: Call, awaitable: Awaitable[Any]) -> Any:
+    with call.through():
         result = await awaitable
-    except BaseException as exc:
-        call.settle(None, describe_exception(exc))
-        raise
-    result = finish(call, result)
-    call.settle(200)
-    return result
+    return call.finished(result)
 
 
 def _is_coroutine_function(fn: Any) -> bool:
