@@ -170,15 +170,19 @@ class HttpAgent(Closing):
                         raise self._timed_out(status) from exc
                     raise
         except AgentError as exc:
-            return Reply(
-                output=None,
-                latency_ms=_ms_since(started),
-                status=exc.status if exc.status is not None else status,
-                raw=_lenient(raw),
-                error=exc.kind,
-                error_message=self._redact(str(exc)),
-            )
+            return self._failed(exc, started, status, raw)
         return Reply(output=output, latency_ms=_ms_since(started), status=status, raw=_lenient(raw))
+
+    def _failed(self, exc: AgentError, started: float, status: int | None, raw: bytes) -> Reply:
+        """The reply of an invocation that failed with ``exc`` (its status, else the reply's)."""
+        return Reply(
+            output=None,
+            latency_ms=_ms_since(started),
+            status=exc.status if exc.status is not None else status,
+            raw=_lenient(raw),
+            error=exc.kind,
+            error_message=self._redact(str(exc)),
+        )
 
     def close(self) -> None:
         self._session.close()
@@ -305,14 +309,7 @@ class HttpAgent(Closing):
             status, raw = sent.status, sent.body
             output = self._answer(sent.status, sent.reason, sent.content_type, raw, request.method)
         except AgentError as exc:
-            return Reply(
-                output=None,
-                latency_ms=_ms_since(started),
-                status=exc.status if exc.status is not None else status,
-                raw=_lenient(raw),
-                error=exc.kind,
-                error_message=self._redact(str(exc)),
-            )
+            return self._failed(exc, started, status, raw)
         return Reply(output=output, latency_ms=_ms_since(started), status=status, raw=_lenient(raw))
 
     def _wire_request(self, prompt: str, call: Call, shape: RequestShape) -> WireRequest:
