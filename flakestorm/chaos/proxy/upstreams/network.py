@@ -116,20 +116,12 @@ class NetworkUpstream:
             send_request(wire, method, where.path, connection.host_header, headers, body)
         except (UnicodeEncodeError, ValueError) as exc:  # unsendable header or target
             raise ClientFailure(400, "bad_request", f"cannot forward to {url!r}: {exc}") from None
-        except TimeoutError as exc:
-            raise self._no_answer(url) from exc
         except _BROKEN as exc:
-            raise UpstreamFailure(
-                502, "upstream_unreachable", f"{_origin(url)} is unreachable: {_reason(exc)}"
-            ) from exc
+            raise self._unanswered(exc, url) from exc
         try:
             return wire, read_reply_head(wire)
-        except TimeoutError as exc:
-            raise self._no_answer(url) from exc
         except _BROKEN as exc:
-            raise UpstreamFailure(
-                502, "upstream_unreachable", f"{_origin(url)} is unreachable: {_reason(exc)}"
-            ) from exc
+            raise self._unanswered(exc, url) from exc
 
     def _read(self, wire: Wire, framed: Framing, url: str) -> bytes:
         """The whole (raw) body, at most ``max_response_bytes``."""
@@ -187,11 +179,17 @@ class NetworkUpstream:
             502, "upstream_unreachable", f"{_origin(url)} broke off its reply: {_reason(exc)}"
         )
 
-    def _no_answer(self, url: str) -> UpstreamFailure:
+    def _unanswered(self, exc: BaseException, url: str) -> UpstreamFailure:
+        """The failure of a request that got no reply: it timed out, or the upstream is
+        unreachable."""
+        if isinstance(exc, TimeoutError):
+            return UpstreamFailure(
+                504,
+                "upstream_timeout",
+                f"{_origin(url)} did not answer within {self.upstream_timeout_s:g} s",
+            )
         return UpstreamFailure(
-            504,
-            "upstream_timeout",
-            f"{_origin(url)} did not answer within {self.upstream_timeout_s:g} s",
+            502, "upstream_unreachable", f"{_origin(url)} is unreachable: {_reason(exc)}"
         )
 
     def _timed_out(self, url: str) -> UpstreamFailure:
