@@ -42,6 +42,7 @@ consumes the active scenario's ``after_calls`` counts nor proves one of its faul
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
@@ -100,23 +101,7 @@ def route(
     if rel.startswith("/mcp/"):
         return _mcp_call(proxy, method, rel, query)
     if rel.startswith("/tools/"):
-        name, slash, rest = rel[len("/tools/") :].partition("/")
-        name = unquote(name)
-        rest = slash + rest
-        if name not in proxy.tools and proxy.book.scenario.replay is not None:
-            # a replayed session serves it (a tool recorded nowhere is a replay miss)
-            upstream = f"replay:{rest}" + (f"?{query}" if query else "")
-            return ServedCall(Target.TOOL, method, upstream, rest, query, tool=name)
-        if name not in proxy.tools:
-            configured = ", ".join(sorted(proxy.tools)) or "none"
-            return error_reply(
-                404,
-                "unknown_tool",
-                f"no tool {name!r} is configured on this proxy (configured: {configured}); "
-                "add it under proxy.tools or with --tool NAME=URL",
-            )
-        upstream = _joined(proxy.tools[name], rest) + (f"?{query}" if query else "")
-        return ServedCall(Target.TOOL, method, upstream, rest, query, tool=name)
+        return _tool_call(proxy, method, rel, query)
     return error_reply(
         404,
         "not_found",
@@ -125,32 +110,63 @@ def route(
     )
 
 
+def _tool_call(proxy: ChaosProxy, method: str, rel: str, query: str) -> ServedCall | HttpResponse:
+    name, rest = _named(rel, "/tools/")
+    if name not in proxy.tools and proxy.book.scenario.replay is not None:
+        # a replayed session serves it (a tool recorded nowhere is a replay miss)
+        upstream = _with_query(f"replay:{rest}", query)
+        return ServedCall(Target.TOOL, method, upstream, rest, query, tool=name)
+    if name not in proxy.tools:
+        return _unknown("unknown_tool", f"tool {name!r}", proxy.tools, "proxy.tools", "--tool")
+    upstream = _with_query(_joined(proxy.tools[name], rest), query)
+    return ServedCall(Target.TOOL, method, upstream, rest, query, tool=name)
+
+
 def _mcp_call(proxy: ChaosProxy, method: str, rel: str, query: str) -> ServedCall | HttpResponse:
-    quoted, slash, rest = rel[len("/mcp/") :].partition("/")
-    name = unquote(quoted)
+    name, rest = _named(rel, "/mcp/")
     if name not in proxy.mcp:
-        configured = ", ".join(sorted(proxy.mcp)) or "none"
-        return error_reply(
-            404,
-            "unknown_mcp_server",
-            f"no MCP server {name!r} is configured on this proxy (configured: {configured}); "
-            "add it under proxy.mcp or with --mcp NAME=URL",
+        return _unknown(
+            "unknown_mcp_server", f"MCP server {name!r}", proxy.mcp, "proxy.mcp", "--mcp"
         )
-    rest = slash + rest
-    upstream = _joined(proxy.mcp[name], rest) + (f"?{query}" if query else "")
+    upstream = _with_query(_joined(proxy.mcp[name], rest), query)
     return ServedCall(Target.OTHER, method, upstream, rest, query, mcp=name)
+
+
+def _named(rel: str, prefix: str) -> tuple[str, str]:
+    """The name a ``/tools/NAME/...`` or ``/mcp/NAME/...`` path routes to, and the rest of it
+    (``/v1/quotes``; "" for none)."""
+    quoted, slash, rest = rel[len(prefix) :].partition("/")
+    return unquote(quoted), slash + rest
+
+
+def _unknown(
+    code: str, what: str, configured: Iterable[str], section: str, option: str
+) -> HttpResponse:
+    """The 404 of a route to ``what`` that this proxy has no ``section`` entry for."""
+    listed = ", ".join(sorted(configured)) or "none"
+    return error_reply(
+        404,
+        code,
+        f"no {what} is configured on this proxy (configured: {listed}); "
+        f"add it under {section} or with {option} NAME=URL",
+    )
+
+
+def _with_query(url: str, query: str) -> str:
+    return f"{url}?{query}" if query else url
 
 
 def _llm_call(
     proxy: ChaosProxy, provider: llm.Provider, rest: str, query: str, method: str
 ) -> ServedCall:
     target = Target.LLM if llm.is_llm_path(rest) else Target.OTHER
-    suffix = f"?{query}" if query else ""
     if proxy.llm_source is not None:
-        upstream = f"{proxy.llm_source}:{rest}{suffix}"
+        upstream = _with_query(f"{proxy.llm_source}:{rest}", query)
         return ServedCall(target, method, upstream, rest, query, provider=provider, local=True)
-    base = proxy.llm_upstream or DEFAULT_LLM_UPSTREAMS[provider]
-    return ServedCall(target, method, _joined(base, rest) + suffix, rest, query, provider=provider)
+    upstream = _with_query(
+        _joined(proxy.llm_upstream or DEFAULT_LLM_UPSTREAMS[provider], rest), query
+    )
+    return ServedCall(target, method, upstream, rest, query, provider=provider)
 
 
 def _route_forward(proxy: ChaosProxy, method: str, url: str) -> ServedCall:
