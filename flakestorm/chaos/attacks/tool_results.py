@@ -252,7 +252,7 @@ def try_poison_value(
         return value, False
     if isinstance(value, str):
         stripped = value.lstrip()
-        if stripped[:1] in ("{", "[") and _parses(value):
+        if stripped[:1] in ("{", "[") and is_json(value):
             # the same path as HTTP bodies: stays valid JSON (1e999 and NaN cannot be re-encoded)
             return _poison_json_body(value.encode(), "utf-8", text).decode(), True
         if _sniff_html(value[:512].encode(errors="replace")):
@@ -378,7 +378,8 @@ def replace_at(value: Any, path: Path_, new: Any) -> Any:
 # --------------------------------------------------------------------------- small parts
 
 
-def _parses(text: str) -> bool:
+def is_json(text: str) -> bool:
+    """Whether ``text`` parses as JSON."""
     try:
         json.loads(text)
     except ValueError:

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from flakestorm.chaos.attacks.tool_results import DEFAULT_INJECTION
+from flakestorm.chaos.attacks.tool_results import DEFAULT_INJECTION, is_json
 from flakestorm.chaos.faults.modes import DEFAULT_TIMEOUT_MS, Fields, PythonPlan, registry
 from flakestorm.config import ToolFault, ToolFaultMode
 from flakestorm.errors import ToolFaultError
@@ -108,14 +108,6 @@ def error_message(fault: ToolFault) -> str:
 
 def _json_bytes(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False).encode()
-
-
-def _is_json(text: str) -> bool:
-    try:
-        json.loads(text)
-    except ValueError:
-        return False
-    return True
 
 
 # --------------------------------------------------------------------------- the units
@@ -227,7 +219,7 @@ class MaliciousResponseMode(ToolMode):
     def response(self, fault: ToolFault) -> InjectedResponse:
         payload = fault.payload if fault.payload is not None else DEFAULT_INJECTION
         if isinstance(payload, str):
-            content_type = "application/json" if _is_json(payload) else "text/plain; charset=utf-8"
+            content_type = "application/json" if is_json(payload) else "text/plain; charset=utf-8"
             return InjectedResponse(200, (("Content-Type", content_type),), payload.encode())
         return InjectedResponse(200, (_JSON,), _json_bytes(payload))
 
