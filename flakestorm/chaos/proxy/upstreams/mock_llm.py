@@ -59,6 +59,7 @@ from flakestorm.chaos.llm import (
     error_body,
     truncate_text,
 )
+from flakestorm.chaos.llm.protocol import json_object
 from flakestorm.chaos.proxy.reply import HttpResponse, from_llm
 from flakestorm.chaos.proxy.upstreams.base import Upstream, UpstreamRequest
 
@@ -503,7 +504,7 @@ def mock_reply(
     if provider is Provider.ANTHROPIC:
         if not clean.endswith(("/messages", "/messages/count_tokens")):
             return _error(provider, 404, f"Not found: {clean or '/'}")
-        request = _request(request_body)
+        request = json_object(request_body)
         if request is None:
             return _error(provider, 400, "The request body is not a JSON object.")
         call = _Call(request, request_body, ("max_tokens",), text)
@@ -512,19 +513,11 @@ def mock_reply(
         return _message(call)
     for suffix, build, limit_keys in _OPENAI_ROUTES:
         if clean.endswith(suffix):
-            request = _request(request_body)
+            request = json_object(request_body)
             if request is None:
                 return _error(provider, 400, "We could not parse the JSON body of your request.")
             return build(_Call(request, request_body, limit_keys, text))
     return _error(provider, 404, f"Invalid URL ({clean or '/'})")
-
-
-def _request(body: bytes) -> dict[str, Any] | None:
-    try:
-        value = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    return value if isinstance(value, dict) else None
 
 
 # --------------------------------------------------------------------------- as an upstream
