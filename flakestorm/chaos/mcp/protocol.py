@@ -51,11 +51,8 @@ class Request:
 def read_request(body: bytes | str) -> Request | None:
     """The JSON-RPC request (or notification) ``body`` holds; None when it is not one object
     with a method (a response, a batch, not JSON)."""
-    try:
-        message = json.loads(body)
-    except ValueError:
-        return None
-    if not isinstance(message, dict) or not isinstance(message.get("method"), str):
+    message = _message(body)
+    if message is None or not isinstance(message.get("method"), str):
         return None
     params = message.get("params")
     name = params.get("name") if isinstance(params, dict) else None
@@ -104,11 +101,8 @@ def edit_response(body: bytes, content_type: str, request_id: Any, edit: Edit) -
     by ``edit``; None when the body holds no such response."""
     if media_type(content_type) == SSE_TYPE:
         return _edit_events(body, request_id, edit)
-    try:
-        message = json.loads(body)
-    except ValueError:
-        return None
-    if not _answers(message, request_id):
+    message = _message(body)
+    if message is None or not _answers(message, request_id):
         return None
     return message_bytes(edit(message))
 
@@ -126,25 +120,14 @@ def messages_of(body: bytes, content_type: str) -> list[Message]:
         ]
     else:
         datas = [body.decode("utf-8", errors="replace")]
-    out = []
-    for data in datas:
-        try:
-            message = json.loads(data) if data.strip() else None
-        except ValueError:
-            continue
-        if isinstance(message, dict):
-            out.append(message)
-    return out
+    return [message for message in map(_message, datas) if message is not None]
 
 
 def keyed(body: bytes) -> bytes:
     """A request as a cassette matches it: without its ``id`` and ``params._meta``, which
     change with every client (a body that is not one JSON-RPC object, as it is)."""
-    try:
-        message = json.loads(body)
-    except ValueError:
-        return body
-    if not isinstance(message, dict):
+    message = _message(body)
+    if message is None:
         return body
     message = {k: v for k, v in message.items() if k != "id"}
     params = message.get("params")
@@ -171,12 +154,17 @@ def _event_data(lines: list[str]) -> str:
     return "\n".join(line[5:].lstrip(" ") for line in lines if line.startswith("data:"))
 
 
-def _answers(message: Any, request_id: Any) -> bool:
-    return (
-        isinstance(message, dict)
-        and message.get("id") == request_id
-        and ("result" in message or "error" in message)
-    )
+def _message(text: bytes | str) -> Message | None:
+    """``text`` parsed, when it is one JSON object; else None."""
+    try:
+        message = json.loads(text)
+    except ValueError:
+        return None
+    return message if isinstance(message, dict) else None
+
+
+def _answers(message: Message, request_id: Any) -> bool:
+    return message.get("id") == request_id and ("result" in message or "error" in message)
 
 
 def _edit_events(body: bytes, request_id: Any, edit: Edit) -> bytes | None:
@@ -188,11 +176,8 @@ def _edit_events(body: bytes, request_id: Any, edit: Edit) -> bytes | None:
         data = _event_data(lines)
         if not data:
             continue
-        try:
-            message = json.loads(data)
-        except ValueError:
-            continue
-        if not _answers(message, request_id):
+        message = _message(data)
+        if message is None or not _answers(message, request_id):
             continue
         kept = [line for line in lines if not line.startswith("data:")]
         edited = message_bytes(edit(message)).decode()
