@@ -52,6 +52,8 @@ DROPPED_STATUS = 504
 _SLUG = re.compile(r"[^A-Za-z0-9._-]+")
 SKIPPED_PHASES = frozenset({"replay"})
 """Phases whose failures are already sessions."""
+_FAILED = (Status.FAILED, Status.ERRORED)
+"""The verdicts a session is exported for."""
 
 
 def export_sessions(
@@ -64,18 +66,14 @@ def export_sessions(
     for outcome in result.phases.values():
         if outcome.phase in SKIPPED_PHASES:
             continue
-        for cell in outcome.cells:
-            if cell.status not in (Status.FAILED, Status.ERRORED):
-                continue
-            session, cell_notes = cell_session(outcome, cell)
-            notes += [f"{cell.id}: {n}" for n in cell_notes]
-            if session is not None:
-                sessions.append(session)
-        for mutation in outcome.mutations:
-            if mutation.status not in (Status.FAILED, Status.ERRORED):
-                continue
-            session, why = mutation_session(outcome, mutation)
-            notes += [f"mutation {mutation.id}: {n}" for n in why]
+        failed = [(c.id, cell_session(outcome, c)) for c in outcome.cells if c.status in _FAILED]
+        failed += [
+            (f"mutation {m.id}", mutation_session(outcome, m))
+            for m in outcome.mutations
+            if m.status in _FAILED
+        ]
+        for name, (session, why) in failed:
+            notes += [f"{name}: {n}" for n in why]
             if session is not None:
                 sessions.append(session)
     kept: list[Path] = []
