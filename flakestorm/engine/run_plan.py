@@ -2,10 +2,10 @@
 from its source, read the one way — before anything runs. ``validate`` prints it (``--json``
 as data) and the run reads the same decisions, each made in one place:
 
-- the channel its faults take (:func:`flakestorm.chaos.choice.choose`);
+- the channel its faults take (:func:`flakestorm.chaos.channels.choice.choose`);
 - whether the agent keeps a session per cell (:func:`flakestorm.agents.source.sessions_of`);
 - per phase, which scenarios run concurrently and which one at a time, and why
-  (:func:`flakestorm.chaos.ordering.order_dependence`, a configured reset);
+  (:func:`flakestorm.chaos.faults.ordering.order_dependence`, a configured reset);
 - per phase, the invocations its command (``contract run``, ``run --chaos-only``, ``run``,
   ``replay run``) sends the agent, readiness checks aside, by the rules the phases send them
   with (:mod:`flakestorm.engine.counting`); and the invocations of ``ci``, which runs every

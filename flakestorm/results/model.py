@@ -90,7 +90,7 @@ class CellResult:
     checked: Status | None = None
     """What the invariant decided, when the scenario's delivery judgement replaced it with
     ERRORED (a fault was not delivered); None otherwise. Delivery can be judged again from
-    this (:func:`flakestorm.chaos.delivery.judge`), e.g. over the shards of a run."""
+    this (:func:`flakestorm.chaos.delivery.proof.judge`), e.g. over the shards of a run."""
     checked_reason: str | None = None
     notes: tuple[str, ...] = ()
     """What the phase adds about the cell, one line each, shown with its details (a replayed

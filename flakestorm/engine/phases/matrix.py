@@ -200,9 +200,9 @@ it."""
 def flight_room(channel: Channel, sent: int) -> int:
     """How many invocations a wave may hold: :data:`MAX_FLIGHT_INVOCATIONS`, fewer when the
     bodies their calls log would not fit half the interaction log's body room
-    (:data:`~flakestorm.chaos.interactions.RUN_BODY_CHARS`; a scenario's bodies are given back
-    once its cells hold them), going by the calls of the ``sent`` invocations before the
-    matrix (the stateful check, the baselines, the forwarding probe)."""
+    (:data:`~flakestorm.chaos.delivery.interactions.RUN_BODY_CHARS`; a scenario's bodies are
+    given back once its cells hold them), going by the calls of the ``sent`` invocations
+    before the matrix (the stateful check, the baselines, the forwarding probe)."""
     seen = [i for i in channel.interactions(CALM) if i.cell_id in PRE_MATRIX_CELLS]
     chars = sum(len(i.request or "") + len(i.response or "") for i in seen)
     per = chars / sent if sent and chars else GUESSED_BODY_CHARS

@@ -3,7 +3,7 @@
 Each session (``replays.sessions``, resolved by :mod:`flakestorm.loader.replays`) is one
 invocation of the agent with the session's input, while its recorded tool responses (and LLM
 replies) are served on the fault channel — the proxy's replay upstream for an http agent, the
-wrappers for a python agent — from a :class:`~flakestorm.chaos.recording.Recording` on the
+wrappers for a python agent — from a :class:`~flakestorm.chaos.faults.recording.Recording` on the
 active scenario. Sessions run one at a time (the channel serves one recording at a time), each
 after a reset when one is configured. ``replays.sources`` are imported from LangSmith when the
 phase is planned (:mod:`flakestorm.replay.langsmith`, credentials from the environment) and
