@@ -32,6 +32,7 @@ from functools import lru_cache
 from typing import Any, TypeGuard
 
 from flakestorm.redaction import active
+from flakestorm.structure.wording import json_type
 
 ASSERTIONS = frozenset(
     {
@@ -108,21 +109,7 @@ _TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
 
 def type_name(value: Any) -> str:
     """The JSON type of a parsed value: ``null``, ``boolean``, ``integer``, ``number``, ..."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
+    return json_type(value) or type(value).__name__
 
 
 def _is_type(value: Any, name: str) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -12,7 +12,26 @@ from flakestorm.config.base import Model
 HttpStatus = Annotated[int, Field(ge=100, le=599)]
 
 
-class ToolResponse(Model):
+class _Recorded:
+    """What a recorded answer (a tool's response, an LLM's reply) says of how it went (the
+    fields are the model's own, in its order)."""
+
+    if TYPE_CHECKING:
+        status: int
+        fault: bool
+
+    @property
+    def failed(self) -> bool:
+        """A non-2xx status: served as an error."""
+        return not 200 <= self.status < 300
+
+    @property
+    def faulty(self) -> bool:
+        """An error, or a fault: the session counts as having faults of its kind (``when``)."""
+        return self.failed or self.fault
+
+
+class ToolResponse(_Recorded, Model):
     """What one call of a tool returned in the recorded session (SPEC §7)."""
 
     tool: str = Field(min_length=1)
@@ -24,18 +43,8 @@ class ToolResponse(Model):
     fault: bool = False
     """The response was an injected fault whatever its status (a ``malformed`` 200)."""
 
-    @property
-    def failed(self) -> bool:
-        """A non-2xx status: served as an error."""
-        return not 200 <= self.status < 300
 
-    @property
-    def faulty(self) -> bool:
-        """An error, or a fault: the session counts as having tool faults (``when``)."""
-        return self.failed or self.fault
-
-
-class LlmReply(Model):
+class LlmReply(_Recorded, Model):
     """One recorded reply of the agent's LLM: its text, or an error status."""
 
     content: str = ""
@@ -43,15 +52,6 @@ class LlmReply(Model):
     latency_ms: Annotated[int, Field(ge=0)] = 0
     fault: bool = False
     """The reply was an injected fault whatever its status (a truncated reply)."""
-
-    @property
-    def failed(self) -> bool:
-        return not 200 <= self.status < 300
-
-    @property
-    def faulty(self) -> bool:
-        """An error, or a fault: the session counts as having LLM faults (``when``)."""
-        return self.failed or self.fault
 
 
 class Verify(str, enum.Enum):

@@ -239,6 +239,24 @@ class Items(Sequence[U]):
 
     __hash__ = None  # type: ignore[assignment]
 
+    def _at(self, position: int) -> U:
+        """The item at ``position`` (0 ≤ position < len(self))."""
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, position: int) -> U: ...
+
+    @overload
+    def __getitem__(self, position: slice) -> tuple[U, ...]: ...
+
+    def __getitem__(self, position: int | slice) -> U | tuple[U, ...]:
+        if isinstance(position, slice):
+            return tuple(self._at(i) for i in range(*position.indices(len(self))))
+        size = len(self)
+        if not -size <= position < size:
+            raise IndexError(position)
+        return self._at(position % size)
+
 
 class Spooled(Items[T]):
     """A spool's items in index order, read from disk one at a time as they are used."""
@@ -249,17 +267,8 @@ class Spooled(Items[T]):
     def __len__(self) -> int:
         return len(self._spool._indexes())
 
-    @overload
-    def __getitem__(self, position: int) -> T: ...
-
-    @overload
-    def __getitem__(self, position: slice) -> tuple[T, ...]: ...
-
-    def __getitem__(self, position: int | slice) -> T | tuple[T, ...]:
-        indexes = self._spool._indexes()
-        if isinstance(position, slice):
-            return tuple(self._spool._read(i) for i in indexes[position])
-        return self._spool._read(indexes[position])
+    def _at(self, position: int) -> T:
+        return self._spool._read(self._spool._indexes()[position])
 
     def __iter__(self) -> Iterator[T]:
         decode = self._spool._codec.decode
@@ -303,15 +312,7 @@ class Mapped(Items[U]):
     def __len__(self) -> int:
         return len(self._items)
 
-    @overload
-    def __getitem__(self, position: int) -> U: ...
-
-    @overload
-    def __getitem__(self, position: slice) -> tuple[U, ...]: ...
-
-    def __getitem__(self, position: int | slice) -> U | tuple[U, ...]:
-        if isinstance(position, slice):
-            return tuple(self._function(item) for item in self._items[position])
+    def _at(self, position: int) -> U:
         return self._function(self._items[position])
 
     def __iter__(self) -> Iterator[U]:
@@ -335,7 +336,7 @@ class Remade(Mapped[T]):
         return self._function(self._spooled.at(index))
 
 
-class Joined(Sequence[U]):
+class Joined(Items[U]):
     """``parts`` one after another, as one sequence (each part's items read as they are
     used)."""
 
@@ -345,19 +346,9 @@ class Joined(Sequence[U]):
     def __len__(self) -> int:
         return sum(len(part) for part in self._parts)
 
-    @overload
-    def __getitem__(self, position: int) -> U: ...
-
-    @overload
-    def __getitem__(self, position: slice) -> tuple[U, ...]: ...
-
-    def __getitem__(self, position: int | slice) -> U | tuple[U, ...]:
-        if isinstance(position, slice):
-            return tuple(self[i] for i in range(*position.indices(len(self))))
-        if position < 0:
-            position += len(self)
+    def _at(self, position: int) -> U:
         for part in self._parts:
-            if 0 <= position < len(part):
+            if position < len(part):
                 return part[position]
             position -= len(part)
         raise IndexError(position)

@@ -5,26 +5,42 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+JSON_TYPES: tuple[tuple[type | tuple[type, ...], str], ...] = (
+    (type(None), "null"),
+    (bool, "boolean"),  # before int: a boolean is an int to Python
+    (int, "integer"),
+    (float, "number"),
+    (str, "string"),
+    (list, "array"),
+    (dict, "object"),
+)
+"""Python's types of a parsed document, in the order to test them, with their JSON type."""
+
+_KINDS = {
+    "null": "nothing (null)",
+    "boolean": "a boolean",
+    "integer": "an integer",
+    "number": "a number",
+    "string": "a string",
+    "array": "a list",
+    "object": "a mapping",
+}
+"""Each JSON type in YAML's words."""
+
+
+def json_type(value: Any) -> str | None:
+    """The JSON type of a parsed value (``null``, ``boolean``, ...), None for anything else."""
+    return next((name for kind, name in JSON_TYPES if isinstance(value, kind)), None)
+
 
 def kind(value: Any) -> str:
     """What sort of value ``value`` is, in YAML's words (``a mapping``, ``nothing (null)``)."""
-    if value is None:
-        return "nothing (null)"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "an empty string" if value == "" else "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
+    if value == "":
+        return "an empty string"
     if isinstance(value, bytes):
         return "binary data"
-    return f"a {type(value).__name__}"
+    name = json_type(value)
+    return _KINDS[name] if name is not None else f"a {type(value).__name__}"
 
 
 def show(value: Any) -> str:
