@@ -34,7 +34,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import urlencode, urlsplit
 
 import requests
@@ -42,12 +42,15 @@ import requests
 from flakestorm.errors import RestError
 from flakestorm.github.notes import Annotation as Annotation
 from flakestorm.github.notes import Level as Level
-from flakestorm.github.notes import Note
+from flakestorm.github.notes import Note, Where
 from flakestorm.github.pr_comment import COMMENT_LIMIT as COMMENT_LIMIT
 from flakestorm.github.pr_comment import Comment, marked, sticky_body
 from flakestorm.github.pr_comment import CommentAction as CommentAction
 from flakestorm.github.pr_comment import CommentOutcome as CommentOutcome
 from flakestorm.redaction import active
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 ANNOTATION_LIMIT = 10
 """Annotations of one kind the runner keeps per step."""
@@ -280,32 +283,14 @@ class GitHub:
             self.annotate(level, annotation)
         self.annotate(level, Annotation(more(len(annotations) - shown)))
 
-    def error(
-        self,
-        message: str,
-        file: str | None = None,
-        line: int | None = None,
-        title: str | None = None,
-    ) -> bool:
-        return self.annotate(Level.ERROR, Annotation(message, file, line, title))
+    def error(self, message: str, **where: Unpack[Where]) -> bool:
+        return self.annotate(Level.ERROR, Annotation(message, **where))
 
-    def warning(
-        self,
-        message: str,
-        file: str | None = None,
-        line: int | None = None,
-        title: str | None = None,
-    ) -> bool:
-        return self.annotate(Level.WARNING, Annotation(message, file, line, title))
+    def warning(self, message: str, **where: Unpack[Where]) -> bool:
+        return self.annotate(Level.WARNING, Annotation(message, **where))
 
-    def notice(
-        self,
-        message: str,
-        file: str | None = None,
-        line: int | None = None,
-        title: str | None = None,
-    ) -> bool:
-        return self.annotate(Level.NOTICE, Annotation(message, file, line, title))
+    def notice(self, message: str, **where: Unpack[Where]) -> bool:
+        return self.annotate(Level.NOTICE, Annotation(message, **where))
 
     # -- file commands
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import TypedDict
 
 __all__ = ["STARTING_GROUP", "TITLE", "Annotation", "Level", "Note"]
 
@@ -29,6 +30,14 @@ class Level(str, enum.Enum):
     ERROR = "error"
     WARNING = "warning"
     NOTICE = "notice"
+
+
+class Where(TypedDict, total=False):
+    """Where an annotation points (a file and line of the diff) and its title."""
+
+    file: str | None
+    line: int | None
+    title: str | None
 
 
 @dataclass(frozen=True)
