@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Mapping, Sequence
@@ -30,6 +31,8 @@ ROOT = Path(__file__).resolve().parents[2]
 BASE_IMAGE = os.environ.get("FLAKESTORM_TEST_BASE_IMAGE", "flakestorm-test/python:3.12-slim")
 LABEL = "flakestorm-e2e"
 ACTION_REPO = "flakestorm-test/action"
+SHOWN = "flakestorm_shown"
+"""The key of the lines :func:`show` hands from an xdist worker to the controller."""
 # Paths that never go into the action image (for its content hash).
 NOT_IN_ACTION_IMAGE = ("tests/", "docs/", "bench/", "examples/", "scripts/", ".ci/", ".github/")
 
@@ -167,28 +170,42 @@ def build(
     what: str,
     base: str = BASE_IMAGE,
 ) -> None:
-    """Build ``tag`` unless it exists (the tag is a content hash: same tag, same image)."""
-    if image_exists(tag):
-        print(f"[docker-e2e] {what}: reusing {tag}", flush=True)
-        return
-    with timings.phase(f"build {what}"):
-        docker(
-            "build",
-            "--network",
-            "host",
-            "--build-arg",
-            f"BASE_IMAGE={base}",
-            *proxy_build_args(),
-            "--label",
-            f"{LABEL}=1",
-            "-f",
-            str(dockerfile),
-            "-t",
-            tag,
-            str(context),
-            timeout=1200,
-        )
+    """Build ``tag`` unless it exists (the tag is a content hash: same tag, same image). One
+    build of a tag at a time: the Docker test and the runner test, on two workers, build the
+    same images, and the second reuses what the first built."""
+    with one_at_a_time(f"build-{tag}"):
+        if image_exists(tag):
+            print(f"[docker-e2e] {what}: reusing {tag}", flush=True)
+            return
+        with timings.phase(f"build {what}"):
+            docker(
+                "build",
+                "--network",
+                "host",
+                "--build-arg",
+                f"BASE_IMAGE={base}",
+                *proxy_build_args(),
+                "--label",
+                f"{LABEL}=1",
+                "-f",
+                str(dockerfile),
+                "-t",
+                tag,
+                str(context),
+                timeout=1200,
+            )
     prune_old_tags(tag)
+
+
+@contextmanager
+def one_at_a_time(name: str) -> Iterator[None]:
+    """Hold a lock named ``name`` shared by every process on this machine (a file lock)."""
+    import fcntl  # POSIX: the Docker tests run where an engine can be started
+
+    key = hashlib.sha256(name.encode()).hexdigest()[:16]
+    with open(Path(tempfile.gettempdir()) / f"flakestorm-test-{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def prune_old_tags(keep: str, max_age_s: float = 3600) -> None:
@@ -267,7 +284,13 @@ def fetch_in(container: str, url: str, wait_s: float = 0) -> str:
 
 
 def show(request: pytest.FixtureRequest, line: str) -> None:
-    """Print ``line`` past pytest's output capture (the timings are worth seeing every run)."""
+    """Print ``line`` past pytest's output capture (the timings are worth seeing every run).
+    On a worker of pytest-xdist, whose output no one sees, ``line`` goes to the controller,
+    which prints it when the worker is done (tests/conftest.py)."""
+    shown_by_controller = getattr(request.config, "workeroutput", None)
+    if shown_by_controller is not None:
+        shown_by_controller.setdefault(SHOWN, []).append(line)
+        return
     capture = request.config.pluginmanager.get_plugin("capturemanager")
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     if capture is None or reporter is None:
