@@ -7,8 +7,10 @@ import sys
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from support.docker import SHOWN
 
 pytest_plugins = ["support.proxy_rig"]
 """Fixtures of the chaos proxy's tests: ``upstream`` (the weather tool) and ``proxy`` (a chaos
@@ -35,3 +37,40 @@ def write_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Wr
     yield write
     for name in written:
         sys.modules.pop(name, None)
+
+
+SLOWEST_FIRST = (
+    "test_docker_e2e.py",
+    "test_mcp_proxy.py",
+    "test_reporters_markdown.py",
+    "test_compatibility.py",
+    "test_interrupt.py",
+    "test_frameworks_paths.py",
+    "test_action_runner.py",
+    "test_merge.py",
+    "test_config_fuzz.py",
+    "test_contract_run.py",
+    "test_deadline.py",
+)
+"""The modules that take longest (from minutes down to 20 s on two cores), started first when
+the suite runs on several workers (scripts/test: pytest-xdist, one module per worker at a time),
+so that none starts last and runs alone while the other workers are idle. The runner test (3
+min) comes after five shorter ones: it needs the images the Docker test builds first, which on a
+new machine take minutes, and by then they are built."""
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if hasattr(config, "workerinput"):  # on a worker of pytest-xdist
+        first = {name: rank for rank, name in enumerate(SLOWEST_FIRST)}
+        items.sort(key=lambda item: first.get(item.path.name, len(first)))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """Print what a worker's tests showed (``support.docker.show``): a worker's own output is
+    seen by no one."""
+    reporter = node.config.pluginmanager.get_plugin("terminalreporter")
+    for line in getattr(node, "workeroutput", {}).get(SHOWN, []):
+        reporter.write_line("")
+        reporter.write_line(line)
