@@ -36,11 +36,13 @@ stopping never waits for them.
 from __future__ import annotations
 
 import json
+import secrets
 import socket
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -264,9 +266,28 @@ def _make_request_handler(server: LoopbackServer) -> type[BaseHTTPRequestHandler
     return _RequestHandler
 
 
+PORTS_FROM = 20000
+"""The lowest port :func:`free_port` hands out (below the ephemeral range: 32768 on Linux)."""
+
+
 def free_port() -> int:
     """A free port on 127.0.0.1, for an agent flakestorm starts itself (its command must name
-    the port): bound and released, so another process may take it first (rarely)."""
-    with socket.socket() as sock:
+    the port): bound and released, so another process may take it first, rarely.
+
+    Drawn at random from below the kernel's ephemeral range (``ip_local_port_range``), which
+    every ``bind(port 0)`` and outgoing connection on the machine draws from: those cannot take
+    it while the agent starts (the suite runs on two workers, beside other runs)."""
+    ephemeral = Path("/proc/sys/net/ipv4/ip_local_port_range")
+    low = int(ephemeral.read_text().split()[0]) if ephemeral.is_file() else 0
+    if low > PORTS_FROM + 1000:
+        for _ in range(100):
+            port = PORTS_FROM + secrets.randbelow(low - PORTS_FROM)
+            with socket.socket() as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:  # in use
+                    continue
+                return port
+    with socket.socket() as sock:  # elsewhere: one the kernel picks
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
