@@ -178,12 +178,10 @@ def execute(
             loaded=loaded,
             executor=executor,
             channel=channel,
-            has_reset=resetter is not None,
             first=True,
             stop=stop,
             notice=notice,
             plan=run.plan,
-            has_session=bool(run.plan.sessions),
             spool_dir=out_dir,
         )
         outcomes = _run_each(run.phases, run.work, context)
@@ -243,12 +241,10 @@ def _not_started(
             loaded=loaded,
             executor=Executor(_NoAgent(), checker, None, run.options, stopped, on_event),
             channel=None,
-            has_reset=False,
             first=True,
             stop=stopped,
             notice=lambda text: None,
             plan=run.plan,
-            has_session=False,
             spool_dir=run.out_dir,
         )
         return _run_each(run.phases, run.work, context, lambda outcome: errored(outcome, cause))

@@ -217,7 +217,7 @@ def run_mutations(plan: MutationPlan, context: PhaseContext) -> PhaseOutcome:
     """Send every mutation of ``plan`` and judge the replies."""
     loaded = context.loaded
     config = loaded.config
-    if context.has_session and not plan.sessions:  # a python agent taking `session_id`
+    if context.plan.sessions and not plan.sessions:  # a python agent taking `session_id`
         plan = dataclasses.replace(plan, mutations=in_turns(plan.mutations, config), sessions=True)
     executor = context.executor
     needs_baseline = any(

@@ -85,7 +85,6 @@ class PhaseContext:
     loaded: LoadedConfig
     executor: Executor
     channel: Channel | None
-    has_reset: bool
     first: bool
     """Whether this is the first phase of the run (run-wide checks happen once)."""
     stop: threading.Event
@@ -93,8 +92,6 @@ class PhaseContext:
     plan: RunPlan
     """The run's plan (:mod:`flakestorm.engine.run_plan`): its channel, sessions, reset, and
     how each phase's scenarios run; the phases execute it, they do not decide it again."""
-    has_session: bool = False
-    """Each cell is its own conversation (``agent.session``): isolated without a reset."""
     spool_dir: Path | None = None
     """Where finished cells are streamed to (:mod:`flakestorm.results.spool`): the report directory;
     None: the system's temporary directory."""
