@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flakestorm.results import delivery_reasons
+from flakestorm.results.usage import Usage
 
 MAX_UNATTRIBUTED_CALLS = 20
 """The most calls not attributed to a cell a scenario keeps (all are counted)."""
@@ -54,6 +55,16 @@ class CallRecord:
     """What the agent sent (bounded; see ``docs/results.md``): a replay's arguments."""
     response: str | None = None
     """What the agent got (bounded): what ``replay export`` serves again."""
+    started_ms: float = 0.0
+    """When the call began, in ms on the recorder's monotonic clock (comparable between the
+    calls of one run only)."""
+    retry_after_s: float | None = None
+    """The ``Retry-After`` the agent was given with this call's 429 or 503, in seconds."""
+    idempotency_key: str | None = None
+    fingerprint: str = ""
+    """A digest of the method, path and whole body sent: equal for calls that sent the same."""
+    usage: Usage | None = None
+    """What an LLM call billed; None for tool calls and faulted attempts (never billed)."""
 
 
 @dataclass(frozen=True)
@@ -126,7 +137,18 @@ class ScenarioInfo:
 
 
 def call_records(docs: Iterable[Mapping[str, Any]]) -> tuple[CallRecord, ...]:
-    return tuple(CallRecord(**{**c, "fired": tuple(c["fired"])}) for c in docs)
+    return tuple(_call_record(c) for c in docs)
+
+
+def _call_record(doc: Mapping[str, Any]) -> CallRecord:
+    usage = doc.get("usage")
+    return CallRecord(
+        **{
+            **doc,
+            "fired": tuple(doc["fired"]),
+            "usage": usage if usage is None else Usage.from_document(usage),
+        }
+    )
 
 
 def scenario_from_document(s: Mapping[str, Any]) -> ScenarioInfo:

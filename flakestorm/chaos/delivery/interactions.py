@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from flakestorm.chaos.faults.decisions import Target
+from flakestorm.results.usage import Usage
 
 BODY_CHARS = 16_384
 """The most of one request or response body an interaction keeps (the rest is cut, with a
@@ -35,10 +36,15 @@ def value_text(value: Any) -> str | None:
     """A python value (a call's arguments, a tool's result) as bounded JSON text (objects
     JSON cannot hold are written with their ``repr``, less the memory address a default
     ``repr`` carries: ``<openai.Omit object>``, the same in every run)."""
+    return body_text(value_json(value))
+
+
+def value_json(value: Any) -> str:
+    """A python value as whole JSON text, as :func:`value_text` writes it before the cut."""
     try:
-        return body_text(json.dumps(value, default=_stable_repr, ensure_ascii=False))
+        return json.dumps(value, default=_stable_repr, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError):
-        return body_text(_stable_repr(value))
+        return _stable_repr(value)
 
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
@@ -108,9 +114,24 @@ class Interaction:
     forwarded
     ``header``, ``baggage`` or ``trace``; ``active``: the cell the runner declared active); ""
     from the python wrappers, which attribute by context variable."""
+    started_ms: float = 0.0
+    """When the call began, in ms on the recorder's monotonic clock: the calls one proxy or
+    one run's wrappers logged are compared by it (``retry_discipline``, SPEC §15)."""
+    retry_after_s: float | None = None
+    """The wait the agent was asked for (a 429 or 503 carrying ``Retry-After``, or a python
+    error with ``retry_after``); None otherwise."""
+    idempotency_key: str | None = None
+    """The ``Idempotency-Key`` the agent sent (HTTP calls), None without one."""
+    fingerprint: str = ""
+    """A digest of what the agent sent — method, path and the whole body (a python call's
+    arguments) — so two calls that sent the same have the same (``no_duplicate_effects``)."""
+    usage: Usage | None = None
+    """What an LLM call billed (SPEC §15); None for a tool call, a faulted call (an attempt
+    is never billed) and a call that is no generation."""
 
     def to_document(self) -> dict[str, Any]:
         doc = asdict(self)
+        doc["usage"] = None if self.usage is None else self.usage.to_document()
         doc["target"] = self.target.value
         doc["matched"] = list(self.matched)
         doc["fired"] = list(self.fired)
@@ -132,6 +153,7 @@ class Interaction:
                 ),
                 "replaced": tuple((str(label), str(by)) for label, by in doc.get("replaced", ())),
                 "unscheduled": tuple(str(label) for label in doc.get("unscheduled", ())),
+                "usage": None if doc.get("usage") is None else Usage.from_document(doc["usage"]),
             }
         )
 

@@ -140,6 +140,11 @@ def call_record(interaction: Interaction) -> CallRecord:
         invocation=invocation_of(interaction.cell_id),
         request=interaction.request,
         response=interaction.response,
+        started_ms=round(interaction.started_ms, 3),
+        retry_after_s=interaction.retry_after_s,
+        idempotency_key=interaction.idempotency_key,
+        fingerprint=interaction.fingerprint,
+        usage=interaction.usage,
     )
 
 

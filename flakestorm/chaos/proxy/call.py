@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from flakestorm.chaos import llm
 from flakestorm.chaos.delivery.interactions import Interaction, InteractionLog
 from flakestorm.chaos.faults.decisions import UNATTRIBUTED, Decision, Target
+from flakestorm.results.usage import Usage
 
 NOT_COUNTED = -1
 """``call_index`` of an interaction no fault could apply to (other traffic, stragglers)."""
@@ -52,6 +53,12 @@ class ServedCall:
     upstream_error: str | None = None
     request: str | None = None
     response: str | None = None
+    retry_after_s: float | None = None
+    """The wait the reply asked the agent for (a 429 or 503 with ``Retry-After``)."""
+    idempotency_key: str | None = None
+    fingerprint: str = ""
+    usage: Usage | None = None
+    """What the reply billed (an LLM generation that reached its upstream)."""
     _log: InteractionLog | None = None
     _seq: int = 0
     _started: float = 0.0
@@ -101,6 +108,11 @@ class ServedCall:
                 replaced=self.replaced,
                 unscheduled=self.unscheduled,
                 attribution=self.attribution,
+                started_ms=round(self._started * 1000, 3),
+                retry_after_s=self.retry_after_s,
+                idempotency_key=self.idempotency_key,
+                fingerprint=self.fingerprint,
+                usage=self.usage,
             )
         )
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flakestorm.agents.closing import Closing
+from flakestorm.chaos.delivery import call_facts
 from flakestorm.chaos.delivery.interactions import BODY_CHARS, InteractionLog, body_text
 from flakestorm.chaos.faults.decisions import ActiveScenario, FaultBook
 from flakestorm.chaos.faults.flight import InFlight
@@ -432,12 +433,15 @@ class _Handler(FramedHandler):
         call.begin(proxy.log, seq, started)
         query = f"?{redact_query(call.query)}" if call.query else ""
         call.request = body_text(body or call.rel_path + query)
+        call.fingerprint = call_facts.fingerprint(self.command, self.path, body)
+        call.idempotency_key = call_facts.idempotency_key(self.headers.items())
         try:
             try:
                 reply = serve(self, call, body)
             except UpstreamFailure as exc:
                 call.upstream_error = exc.summary
                 reply = exc.reply
+            call.retry_after_s = call_facts.retry_after_s(reply.status, reply.headers)
             if reply.chunks is not None:
                 reply.chunks = _kept(reply.chunks, call)
             elif not reply.drop:

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 from flakestorm.agents.closing import Closing
 from flakestorm.agents.importer import describe_exception
 from flakestorm.chaos.attacks import tool_results
-from flakestorm.chaos.delivery.interactions import Interaction, value_text
+from flakestorm.chaos.delivery import call_facts
+from flakestorm.chaos.delivery.interactions import Interaction, value_json, value_text
 from flakestorm.chaos.faults.decisions import LLM_KEY, FaultBook, Target, call_rng, tool_key
 from flakestorm.chaos.faults.labels import attack_label, llm_fault_label
 from flakestorm.chaos.faults.modes import CALL_THROUGH
@@ -40,6 +41,7 @@ from flakestorm.chaos.wrappers.sdk_streams import (
 from flakestorm.chaos.wrappers.sites import Site
 from flakestorm.config import LlmFault, ToolFault
 from flakestorm.errors import ToolFaultError
+from flakestorm.results.usage import Usage
 
 if TYPE_CHECKING:
     from flakestorm.chaos.delivery.interactions import InteractionLog
@@ -84,6 +86,10 @@ class Call(Closing):
         """A replay miss's ``upstream_error`` (a replayed session recorded no such call)."""
         self.request: str | None = None
         self.response: str | None = None
+        self.fingerprint = ""
+        self.idempotency_key: str | None = None
+        self.retry_after_s: float | None = None
+        self.usage: Usage | None = None
         self.deferred = False
         """The result is a stream: the call is logged when the agent has read it."""
         self.awaited = False
@@ -159,6 +165,7 @@ class Call(Closing):
         """Log a call answered by raising ``error`` into the agent: a ``ToolFaultError`` (or
         an SDK's status error) as the status it stands for, and its message as the response
         (the proxy's error reply), so a replay of the call raises the same."""
+        self.retry_after_s = call_facts.python_retry_after_s(error)
         if isinstance(error, ToolFaultError):
             self.response = error.message
             self.settle(error.error_code)
@@ -190,6 +197,11 @@ class Call(Closing):
                 unapplied=tuple(self.unapplied.items()),
                 replaced=self.decision.replaced,
                 unscheduled=self.decision.unscheduled,
+                started_ms=round(self.started * 1000, 3),
+                retry_after_s=self.retry_after_s,
+                idempotency_key=self.idempotency_key,
+                fingerprint=self.fingerprint,
+                usage=self.usage,
             )
         )
 
@@ -210,7 +222,10 @@ class Plan:
 
 def _replayed(call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Plan | None:
     """The plan of a call a replayed session answers (:mod:`flakestorm.chaos.faults.recording`)."""
-    call.request = value_text({"args": list(args), "kwargs": kwargs} if kwargs else list(args))
+    sent = {"args": list(args), "kwargs": kwargs} if kwargs else list(args)
+    call.request = value_text(sent)
+    call.fingerprint = call_facts.fingerprint(METHOD, call.site.url, value_json(sent))
+    call.idempotency_key = call_facts.python_idempotency_key(kwargs)
     recording = call.book.scenario.replay
     if recording is None:
         return None
