@@ -111,11 +111,15 @@ def action_env(workspace: Path, files: Path) -> dict[str, str]:
 
 
 def start_action(tmp_path: Path, config: object) -> tuple[subprocess.Popen[str], Path, Path]:
-    """The action started as GitHub starts it, on a workspace holding ``config``: the process,
-    the workspace and the folder of the files GitHub gives (outputs, summary)."""
+    """The action started as GitHub starts it, on a workspace holding ``config`` (None: a FIFO
+    the test writes it into): the process, the workspace and the folder of the files GitHub
+    gives (outputs, summary)."""
     workspace = tmp_path / "workspace"
     workspace.mkdir()
-    (workspace / "flakestorm.yaml").write_text(json.dumps(config))
+    if config is None:
+        os.mkfifo(workspace / "flakestorm.yaml")
+    else:
+        (workspace / "flakestorm.yaml").write_text(json.dumps(config))
     files = tmp_path / "files"
     files.mkdir()
     proc = subprocess.Popen(
@@ -524,12 +528,15 @@ def test_a_run_cancelled_while_its_config_is_read_exits_3_even_when_the_config_i
 def test_the_action_cancelled_during_start_up_exits_3_even_when_the_config_is_broken(
     tmp_path: Path,
 ) -> None:
-    proc, _, _ = start_action(tmp_path, BROKEN)
-    timer = signal_at(proc, 0.3, signal.SIGINT)  # it reads the config after its imports
+    # the config is a FIFO: opening it for writing waits until the action reads it (its
+    # handling of signals installed long before), so the signal arrives during start-up
+    proc, workspace, _ = start_action(tmp_path, None)
     try:
+        with (workspace / "flakestorm.yaml").open("w") as config:
+            proc.send_signal(signal.SIGINT)
+            config.write(json.dumps(BROKEN))
         stdout, stderr = proc.communicate(timeout=60)
     finally:
-        timer.cancel()
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 3, stdout + stderr
