@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from flakestorm.agents import Reply
+from flakestorm.checks.conduct import CONDUCT
 from flakestorm.checks.invariants import (
     CHECKS,
     Checker,
@@ -247,12 +248,15 @@ NEGATED_RULES = {
 
 
 def test_every_type_has_a_check() -> None:
-    assert set(CHECKS) == set(InvariantType)
+    # the reply's checks here, the checks of what the agent did in checks/conduct.py
+    assert set(CHECKS) | set(CONDUCT) == set(InvariantType)
+    assert not set(CHECKS) & set(CONDUCT)
 
 
 def test_cases_cover_every_type_passing_and_failing() -> None:
     covered = {(t, passes) for t, _, _, passes, _ in CASES}
-    missing = {(t.value, p) for t in InvariantType for p in (True, False)} - covered
+    replies = [t for t in InvariantType if not t.reads_calls]  # tests/test_conduct.py: the rest
+    missing = {(t.value, p) for t in replies for p in (True, False)} - covered
     # completes fails only on a non-answer: covered by the errored-reply tests below
     assert missing == {("completes", False)}
 

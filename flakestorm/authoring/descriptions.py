@@ -238,6 +238,21 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "checked before the run (calibration).",
     "invariants[].judge": "`llm_judge`: this invariant's judge (`mock` or `{base_url, model, "
     "api_key, timeout_s}`); default `advanced.judge`.",
+    "invariants[].target": "`max_calls`, `max_amplification`, `retry_discipline`, "
+    "`no_duplicate_effects`: whose calls are counted: `llm`, a tool's name (a `proxy.tools` "
+    "route, a tool the agent wraps, an MCP tool as `SERVER.TOOL`) or `*` (every call); default "
+    "`llm`, and required for `max_calls` and `no_duplicate_effects`.",
+    "invariants[].max": "`max_calls`: the most calls per invocation (faulted ones included); "
+    "`max_tokens`: the most tokens per invocation; `max_amplification`: the largest accepted "
+    "ratio to the same prompt without chaos.",
+    "invariants[].kind": "`max_tokens`: which tokens count: `total` (default), `input` (every "
+    "prompt token, cached ones included) or `output`.",
+    "invariants[].max_usd": "`max_cost`: the most an invocation's LLM calls may cost, in USD "
+    "(prices from `prices:`, else the pinned price table).",
+    "invariants[].measure": "`max_amplification`: what is compared: `calls` (default), "
+    "`tokens` or `cost`.",
+    "invariants[].methods": "`no_duplicate_effects`: the HTTP methods whose repeats count "
+    "(default `POST`, `PUT`, `PATCH`, `DELETE`); a python tool's calls always count.",
     "invariants[].examples[].output": "An output as the agent could give it.",
     "invariants[].examples[].verdict": "`PASS` or `FAIL`: what the judge must answer for it.",
     "advanced.judge.base_url": "The API root, like `https://api.openai.com/v1` (`/chat/"

@@ -177,7 +177,20 @@ def _contract_lines(config: Config, plan: RunPlan) -> list[tuple[str, str]]:
         lines.append(("one at a time", "; ".join(groups) + " (validate --json says why)"))
     if contract.flight is not None:
         lines.append(("scenarios", f"{contract.flight.runs} (validate --json says why)"))
+    lines += _conduct_lines(config)
     return lines
+
+
+def _conduct_lines(config: Config) -> list[tuple[str, str]]:
+    """What each of the contract's invariants on calls counts (SPEC §15)."""
+    assert config.contract is not None
+    watched = [i for i in config.contract.invariants if i.type.reads_calls]
+    if not watched:
+        return []
+    from flakestorm.checks.conduct import counts
+
+    calm = next((s.name for s in config.contract.chaos_matrix if not s.has_chaos), None)
+    return [("counted", f"{i.id}: {counts(i, calm)}") for i in watched]
 
 
 def _mutation_lines(config: Config, base_dir: Path, plan: RunPlan) -> list[tuple[str, str]]:

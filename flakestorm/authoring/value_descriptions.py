@@ -46,6 +46,36 @@ ENUM_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "output_not_empty": "The output has non-whitespace text.",
         "llm_judge": "A judge model answers PASS for the output against `rubric` (a judge "
         "without a verdict errors the cell; never a pass).",
+        "max_calls": "Each invocation made at most `max` calls to `target` (attempts a fault "
+        "answered included).",
+        "max_tokens": "Each invocation's LLM calls billed at most `max` tokens (a count that "
+        "is unknown errors the cell).",
+        "max_cost": "Each invocation's LLM calls cost at most `max_usd` (a model without a "
+        "price errors the cell).",
+        "max_amplification": "Each invocation's `measure` of `target` is at most `max` times "
+        "the same prompt's in the contract's scenario without faults.",
+        "retry_discipline": "After a 429 or 503 with `Retry-After`, the next call to `target` "
+        "waited at least that long (10% slack).",
+        "no_duplicate_effects": "No two calls to `target` with the same method, path and body "
+        "in an invocation, unless both carry the same `Idempotency-Key`.",
+    },
+    "TokenKind": {
+        "total": "Every token: prompt (cached ones included) and output.",
+        "input": "Prompt tokens, cached reads and writes included.",
+        "output": "Output tokens.",
+    },
+    "Measure": {
+        "calls": "Calls to `target`.",
+        "tokens": "Tokens its LLM calls billed.",
+        "cost": "What its LLM calls cost.",
+    },
+    "EffectMethod": {
+        "GET": "GET requests.",
+        "HEAD": "HEAD requests.",
+        "POST": "POST requests.",
+        "PUT": "PUT requests.",
+        "PATCH": "PATCH requests.",
+        "DELETE": "DELETE requests.",
     },
     "JudgeVerdict": {
         "PASS": "The output satisfies the rubric.",

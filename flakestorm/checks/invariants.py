@@ -114,6 +114,12 @@ found), ``excludes_pattern`` (a system prompt a probe extracted, a secret), and 
 its :attr:`Verdict.leak_at` is the match's start."""
 
 
+UNJUDGED = "not judged yet: an invariant on calls is judged once the invocation's calls are read"
+"""The verdict a reply check gives an invariant on calls (SPEC §15): a failure until the run
+judges the invocation's calls in its place (:mod:`flakestorm.checks.conduct`), so none passes
+unjudged."""
+
+
 class Checker:
     """Checks invariants; built once per run around one similarity backend and the run's
     judges (``llm_judge``). Thread-safe."""
@@ -128,6 +134,8 @@ class Checker:
         Raises :class:`~flakestorm.errors.HarnessError` when the similarity backend fails or
         the judge gives no verdict.
         """
+        if invariant.type.reads_calls:  # judged on the invocation's calls once they are read
+            return Verdict(False, UNJUDGED)
         reply = observation.reply
         if reply.error is AgentErrorKind.RESPONSE_PATH:  # the agent answered: not its failure
             raise HarnessError(f"{reply.error_message} ({MISREAD})")

@@ -12,13 +12,16 @@ from flakestorm.config.vocabulary import (
     AgentType,
     ContextAttackType,
     DriftType,
+    EffectMethod,
     InvariantType,
     LlmFaultMode,
     McpErrorForm,
+    Measure,
     PiiKind,
     PoisonStrategy,
     RefusalExpect,
     Severity,
+    TokenKind,
     ToolDelivery,
     ToolFaultMode,
     When,
@@ -108,6 +111,14 @@ class Invariant(Model):
     rubric: str | None = Field(default=None, min_length=1)
     examples: list[JudgeExample] | None = Field(default=None, min_length=1)
     judge: Judge | None = None
+    target: str | None = Field(default=None, min_length=1)
+    """``llm``, a tool's name, ``SERVER.TOOL`` or ``*`` (SPEC §15)."""
+    max: Annotated[float, Field(ge=0)] | None = None
+    """Calls or tokens (whole numbers), or an amplification ratio."""
+    kind: TokenKind | None = None
+    max_usd: Annotated[float, Field(ge=0)] | None = None
+    measure: Measure | None = None
+    methods: list[EffectMethod] | None = Field(default=None, min_length=1)
 
     @property
     def effective_threshold(self) -> float:

@@ -80,6 +80,60 @@ class InvariantType(str, enum.Enum):
     COMPLETES = "completes"
     OUTPUT_NOT_EMPTY = "output_not_empty"
     LLM_JUDGE = "llm_judge"
+    MAX_CALLS = "max_calls"
+    MAX_TOKENS = "max_tokens"
+    MAX_COST = "max_cost"
+    MAX_AMPLIFICATION = "max_amplification"
+    RETRY_DISCIPLINE = "retry_discipline"
+    NO_DUPLICATE_EFFECTS = "no_duplicate_effects"
+
+    @property
+    def reads_calls(self) -> bool:
+        """Whether an invariant of this type is judged on the calls the agent made, not on its
+        reply (SPEC §15)."""
+        return self in CONDUCT_TYPES
+
+
+CONDUCT_TYPES = frozenset(
+    {
+        InvariantType.MAX_CALLS,
+        InvariantType.MAX_TOKENS,
+        InvariantType.MAX_COST,
+        InvariantType.MAX_AMPLIFICATION,
+        InvariantType.RETRY_DISCIPLINE,
+        InvariantType.NO_DUPLICATE_EFFECTS,
+    }
+)
+"""The invariant types judged on what the agent did — its calls, tokens and cost — counted
+where its calls pass through flakestorm (SPEC §15)."""
+
+
+class TokenKind(str, enum.Enum):
+    """Which tokens ``max_tokens`` counts."""
+
+    TOTAL = "total"
+    INPUT = "input"
+    """Every prompt token, cached ones included."""
+    OUTPUT = "output"
+
+
+class Measure(str, enum.Enum):
+    """What ``max_amplification`` compares with the same prompt without chaos."""
+
+    CALLS = "calls"
+    TOKENS = "tokens"
+    COST = "cost"
+
+
+class EffectMethod(str, enum.Enum):
+    """The HTTP methods ``no_duplicate_effects`` looks at."""
+
+    GET = "GET"
+    HEAD = "HEAD"
+    POST = "POST"
+    PUT = "PUT"
+    PATCH = "PATCH"
+    DELETE = "DELETE"
 
 
 INVARIANT_FIELDS: dict[InvariantType, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -97,6 +151,12 @@ INVARIANT_FIELDS: dict[InvariantType, tuple[tuple[str, ...], tuple[str, ...]]] =
     InvariantType.COMPLETES: ((), ()),
     InvariantType.OUTPUT_NOT_EMPTY: ((), ()),
     InvariantType.LLM_JUDGE: (("rubric",), ("examples", "judge")),
+    InvariantType.MAX_CALLS: (("target", "max"), ()),
+    InvariantType.MAX_TOKENS: (("max",), ("kind",)),
+    InvariantType.MAX_COST: (("max_usd",), ()),
+    InvariantType.MAX_AMPLIFICATION: (("max",), ("target", "measure")),
+    InvariantType.RETRY_DISCIPLINE: ((), ("target",)),
+    InvariantType.NO_DUPLICATE_EFFECTS: (("target",), ("methods",)),
 }
 """Type-specific invariant fields. A type field set on an invariant of another type is an error."""
 

@@ -43,9 +43,10 @@ def stateful_check(first: bool, isolated: bool) -> bool:
 
 def learns_attribution(chaos: bool, exact_attribution: bool, reset: bool) -> bool:
     """Whether a matrix must learn what attribution the agent forwards: some scenario's faults
-    travel with its calls (``chaos``) and the channel cannot attribute a call to its cell by
-    itself (the proxy, not the wrappers), nor does a reset before each cell (cells then run one
-    at a time, each call attributed to the cell declared active)."""
+    travel with its calls, or an invariant counts them (``chaos``), and the channel cannot
+    attribute a call to its cell by itself (the proxy, not the wrappers), nor does a reset
+    before each cell (cells then run one at a time, each call attributed to the cell declared
+    active)."""
     return chaos and not exact_attribution and not reset
 
 
@@ -84,7 +85,7 @@ def count_invocations(
         exact_attribution = config.agent.type is not AgentType.HTTP
     applicable = [c for c in plan.cells if c.applicable]
     baselines = plan.baseline_invocations
-    chaos = any(s.needs_delivery for s in plan.scenarios)
+    chaos = any(plan.recorded(s) for s in plan.scenarios)
     reset = not keeps and bool(config.agent.reset_endpoint or config.agent.reset_function)
     learns = learns_attribution(chaos, exact_attribution, reset)
     probe = forwarding_probe(learns, isolated, bool(baselines))

@@ -175,6 +175,25 @@ class MatrixPlan:
         """How many invocations the baselines take (a conversation: one per turn)."""
         return sum(1 if isinstance(b, str) else len(b) for b in self.baselines)
 
+    @property
+    def watched(self) -> tuple[str, ...]:
+        """The ids of the invariants judged on calls (SPEC §15): with any, every scenario's
+        calls are recorded per invocation, as a chaos scenario's are."""
+        return tuple(i.id for i in self.contract.invariants if i.type.reads_calls)
+
+    def recorded(self, scenario: Scenario) -> bool:
+        """Whether ``scenario``'s calls must be recorded per cell: its faults travel with them,
+        or an invariant counts them."""
+        return scenario.needs_delivery or bool(self.watched)
+
+    @property
+    def compared_with(self) -> str | None:
+        """The scenario ``max_amplification`` compares with — the first without faults — when
+        an invariant is one: it runs before the others (None otherwise)."""
+        if not any(i.type is InvariantType.MAX_AMPLIFICATION for i in self.contract.invariants):
+            return None
+        return next((s.name for s in self.scenarios if not s.has_chaos), None)
+
 
 def flatten(prompts: Sequence[GoldenPrompt]) -> tuple[tuple[str, ...], tuple[Turn | None, ...]]:
     """Golden prompts as a cell sends them: every turn of a conversation a prompt of its own,

@@ -44,9 +44,11 @@ from flakestorm.results.model import (
 from flakestorm.results.scenarios import MAX_UNATTRIBUTED_CALLS
 from flakestorm.results.scoring import score_run
 from flakestorm.results.shards import digest_of
+from flakestorm.results.spend import added
 from flakestorm.results.spool import Spool
 from flakestorm.results.stream import CODECS, item_of, read_document
 from flakestorm.results.sweeps import judged as sweeps_judged
+from flakestorm.results.usage import Spend
 from flakestorm.structure import InvalidData, validate_model
 
 RESULTS_FILE = "results.json"
@@ -385,6 +387,7 @@ def merge_proof(infos: Sequence[ScenarioInfo]) -> ScenarioInfo:
         unscheduled=unscheduled,
         replaced=replaced,
         seen=_summed([i.seen for i in infos]),
+        spend=_spent([i.spend for i in infos]),
         undelivered=(),
         unattributed=sum(i.unattributed for i in infos),
         unattributed_calls=tuple(c for i in infos for c in i.unattributed_calls)[
@@ -402,6 +405,12 @@ def _summed(counts: Sequence[Mapping[str, int] | None]) -> dict[str, int] | None
         for kind, n in (one or {}).items():
             total[kind] = total.get(kind, 0) + n
     return total
+
+
+def _spent(spends: Sequence[Spend | None]) -> Spend | None:
+    """What the shards' cells of a scenario spent, together (None when none recorded it)."""
+    kept = [s for s in spends if s is not None]
+    return added(kept) if kept else None
 
 
 def _union(items: Iterable[str]) -> tuple[str, ...]:

@@ -286,6 +286,7 @@ def _counted(facts: _Facts, command: Command) -> tuple[ChannelChoice, dict[str, 
         or REPLAY in command.phases
         or (MUTATION in command.phases and wraps(config))
         or command.channel_wanted
+        or any(matrix.watched for matrix in matrices.values())
     )
     for scenario in (*scenarios, *command.others) if chaos else ():
         lacks = undeliverable(config.agent, config.proxy, scenario)
@@ -348,7 +349,7 @@ def _matrix_count(
         sessions=bool(facts.sessions),
         exact_attribution=channel.exact_attribution,
     )
-    runs = tuple(_runs(s, channel, facts.reset) for s in plan.scenarios)
+    runs = tuple(_runs(s, channel, facts.reset, plan) for s in plan.scenarios)
     flight = _flight(plan, channel, facts.reset)
     phase = PhaseCount(name, count.cells, count.invocations, True, "", runs, count, flight=flight)
     return _budgeted(phase, facts.config)
@@ -367,23 +368,29 @@ def _flight(plan: MatrixPlan, channel: ChannelChoice, reset: bool) -> ScenarioRu
     """How the matrix's scenarios run relative to each other (SPEC §9): None with fewer than
     two, or when none is activated on the channel (no chaos, and a channel that cannot
     attribute calls itself)."""
-    chaos = any(s.needs_delivery for s in plan.scenarios)
+    chaos = any(plan.recorded(s) for s in plan.scenarios)
     if len(plan.scenarios) < 2 or not (chaos or channel.exact_attribution):
         return None
     flies = scenarios_fly(channel.exact_attribution, None, reset)
+    first = ""
+    if plan.compared_with is not None:
+        first = (
+            f" ({plan.compared_with!r}, the scenario without faults max_amplification compares "
+            "with, runs first)"
+        )
     if flies is False:
         return ScenarioRuns(
             "scenarios",
             ONE_AFTER_ANOTHER,
             "the agent is reset before each cell (a reset is "
-            "global), so each call is put down to the cell declared active",
+            f"global), so each call is put down to the cell declared active{first}",
         )
     if flies:
         return ScenarioRuns(
             "scenarios",
             TOGETHER,
             "the wrappers attribute each call to its cell, so each is "
-            "decided by its own scenario's faults",
+            f"decided by its own scenario's faults{first}",
         )
     return ScenarioRuns(
         "scenarios",
@@ -391,25 +398,29 @@ def _flight(plan: MatrixPlan, channel: ChannelChoice, reset: bool) -> ScenarioRu
         "each call is decided by its own scenario's "
         "faults when the forwarding probe finds that the agent forwards attribution (the cell "
         "header, baggage or the trace context); else (or with a proxy service of an earlier "
-        "flakestorm) one after another",
+        f"flakestorm) one after another{first}",
     )
 
 
-def _runs(scenario: Scenario, choice: ChannelChoice, reset: bool) -> ScenarioRuns:
-    """How ``scenario``'s cells run (SPEC §4.2, §5)."""
+def _runs(scenario: Scenario, choice: ChannelChoice, reset: bool, plan: MatrixPlan) -> ScenarioRuns:
+    """How ``scenario``'s cells run (SPEC §4.2, §5, §15)."""
     if reset:
         return ScenarioRuns(
             scenario.name,
             ONE_AT_A_TIME,
             "the agent is reset before each cell (a reset is global)",
         )
-    if not scenario.needs_delivery:
+    if not plan.recorded(scenario):
         return ScenarioRuns(scenario.name, CONCURRENT, "no fault travels with the agent's calls")
     if choice.exact_attribution:
         return ScenarioRuns(
             scenario.name, CONCURRENT, "the wrappers attribute each call to its cell"
         )
-    order = order_dependence(scenario)
+    order = list(order_dependence(scenario)) if scenario.needs_delivery else []
+    what = ["its faults depend on call order"] if order else []
+    if plan.watched:
+        order = [*order, f"{', '.join(plan.watched)}: invariants on each invocation's own calls"]
+        what.append("its calls are counted per invocation")
     if not order:
         return ScenarioRuns(
             scenario.name,
@@ -420,9 +431,9 @@ def _runs(scenario: Scenario, choice: ChannelChoice, reset: bool) -> ScenarioRun
     return ScenarioRuns(
         scenario.name,
         UNLESS_ATTRIBUTED,
-        f"its faults depend on call order ({'; '.join(order)}): its cells run one at a time "
+        f"{' and '.join(what)} ({'; '.join(order)}): its cells run one at a time "
         "unless the forwarding probe finds that the agent forwards attribution",
-        order,
+        tuple(order),
     )
 
 

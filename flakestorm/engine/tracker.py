@@ -153,22 +153,11 @@ class Tracker:
         if cell.index in self._errors:
             return _result(cell, Status.ERRORED, self._errors[cell.index], prompts, fired)
         slots = self._slots[cell.index]
-        n = len(cell.prompts)
-        repeat = self._options.repeat
         if any(p is None for p in slots):
             done = sum(1 for p in slots if p is not None)
             reason = f"the run stopped before this cell finished ({done}/{len(slots)} invocations)"
             return _result(cell, Status.NOT_RUN, reason, prompts, fired)
-        runs = [slots[r * n : (r + 1) * n] for r in range(repeat)]
-        passed_runs = sum(1 for run in runs if all(p is not None and p.passed for p in run))
-        status = Status.PASSED if passed_runs >= self._options.min_pass else Status.FAILED
-        reason = _reason(cell, runs, passed_runs, self._options.min_pass)
-        return dataclasses.replace(
-            _result(cell, status, reason, prompts, fired),
-            flaky=0 < passed_runs < repeat,
-            runs_passed=passed_runs,
-            runs_total=repeat,
-        )
+        return runs_judged(_result(cell, Status.PASSED, "", prompts, fired), cell, self._options)
 
     def _finish(self, cell: Cell, result: CellResult) -> None:
         settle = self._settle_scenario
@@ -203,6 +192,24 @@ class Tracker:
 
     def results(self) -> list[CellResult]:
         return [self._results[i] for i in sorted(self._results)]
+
+
+def runs_judged(result: CellResult, cell: Cell, options: Counts) -> CellResult:
+    """``result`` (every invocation of ``cell`` in, in order) judged over its runs: passed when
+    at least ``min_pass`` of its ``repeat`` runs passed every invocation; flaky when some did."""
+    n, repeat = len(cell.prompts), options.repeat
+    slots: list[PromptResult | None] = list(result.prompts)
+    runs = [slots[r * n : (r + 1) * n] for r in range(repeat)]
+    passed_runs = sum(1 for run in runs if all(p is not None and p.passed for p in run))
+    status = Status.PASSED if passed_runs >= options.min_pass else Status.FAILED
+    return dataclasses.replace(
+        result,
+        status=status,
+        reason=_reason(cell, runs, passed_runs, options.min_pass),
+        flaky=0 < passed_runs < repeat,
+        runs_passed=passed_runs,
+        runs_total=repeat,
+    )
 
 
 def _result(

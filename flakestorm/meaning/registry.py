@@ -22,6 +22,7 @@ from pathlib import Path
 
 from flakestorm.meaning.accepted import check_accepted
 from flakestorm.meaning.agent import check_agent
+from flakestorm.meaning.conduct import check_amplification, check_conduct, check_conduct_phases
 from flakestorm.meaning.conversations import check_isolation, check_turns
 from flakestorm.meaning.faults import (
     check_delivery,
@@ -97,3 +98,6 @@ register(Check("accepted", ("contract", "mutations"), check_accepted))
 register(Check("contract when", ("contract.chaos_matrix[*]",), check_contract_when))
 register(Check("phase when", ("chaos",), check_phase_when))
 register(Check("judges", ("advanced", "proxy"), check_judges))
+register(Check("calls counted", ("agent", "proxy"), check_conduct))
+register(Check("amplification", ("contract.chaos_matrix[*]", "chaos"), check_amplification))
+register(Check("calls judged where", (), check_conduct_phases))

@@ -23,6 +23,7 @@ from flakestorm.results.shards import Shard
 from flakestorm.results.status import FLAKY_SYMBOL as FLAKY_SYMBOL
 from flakestorm.results.status import Status as Status
 from flakestorm.results.sweeps import SweepInfo, sweep_from_document
+from flakestorm.results.usage import Spend
 
 if TYPE_CHECKING:
     from flakestorm.config import ContractInvariant
@@ -95,6 +96,9 @@ class CellResult:
     notes: tuple[str, ...] = ()
     """What the phase adds about the cell, one line each, shown with its details (a replayed
     session: how its tool calls diverged from the recorded ones)."""
+    spend: Spend | None = None
+    """What its calls spent (SPEC §15): calls per target, faulted among them, tokens, cost;
+    None when its calls were not recorded per cell."""
 
     @property
     def id(self) -> str:
@@ -566,5 +570,7 @@ def _cell(d: Mapping[str, Any]) -> CellResult:
     fields["notes"] = tuple(d.get("notes", ()))
     calls = d.get("calls", ())
     fields["calls"] = () if calls == [] or calls == () else call_records(calls)
+    spend = d.get("spend")
+    fields["spend"] = None if spend is None else Spend.from_document(spend)
     cell: CellResult = _cell_of(fields)
     return cell

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flakestorm.results import delivery_reasons
-from flakestorm.results.usage import Usage
+from flakestorm.results.usage import Spend, Usage
 
 MAX_UNATTRIBUTED_CALLS = 20
 """The most calls not attributed to a cell a scenario keeps (all are counted)."""
@@ -110,6 +110,9 @@ class ScenarioInfo:
     agent forwards no attribution, so its calls are reported per scenario (summed over shards)."""
     unattributed_calls: tuple[CallRecord, ...] = ()
     """The first :data:`MAX_UNATTRIBUTED_CALLS` of them, in order."""
+    spend: Spend | None = None
+    """What its cells' calls spent together (SPEC §15); None when none was recorded per cell:
+    compared with the scenario without faults, the amplification reports show."""
     in_flight: bool = False
     """Its cells ran side by side with the other chaos scenarios' cells, every call decided by
     its own cell's scenario (SPEC §9: every call was attributed); false when the scenarios ran
@@ -152,6 +155,7 @@ def _call_record(doc: Mapping[str, Any]) -> CallRecord:
 
 
 def scenario_from_document(s: Mapping[str, Any]) -> ScenarioInfo:
+    spend = s.get("spend")
     return ScenarioInfo(
         **{
             **s,
@@ -163,5 +167,6 @@ def scenario_from_document(s: Mapping[str, Any]) -> ScenarioInfo:
             "seen": None if s.get("seen") is None else dict(s["seen"]),
             "order": tuple(s.get("order", ())),
             "unattributed_calls": call_records(s.get("unattributed_calls", ())),
+            "spend": None if spend is None else Spend.from_document(spend),
         }
     )

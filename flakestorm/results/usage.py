@@ -1,5 +1,5 @@
-"""What one LLM call billed (SPEC §15): tokens as the provider reported them, estimated, or
-unknown — result values, read back from ``results.json``.
+"""What one LLM call billed — tokens as the provider reported them, estimated, or unknown —
+and what a set of calls spent (SPEC §15): result values, read back from ``results.json``.
 
 Tokens are kept apart by how they are priced: ``input`` (prompt tokens neither read from nor
 written to a prompt cache), ``cache_read``, ``cache_write`` and ``output``. OpenAI's
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -81,3 +81,43 @@ def summed(usages: Iterable[Usage]) -> Usage:
         model=models.pop() if len(models) == 1 else "",
         counted=max((u.counted for u in items), key=rank.index),
     )
+
+
+@dataclass(frozen=True)
+class Spend:
+    """What a set of calls (an invocation's, a cell's, a scenario's) spent."""
+
+    calls: Mapping[str, int] = field(default_factory=dict)
+    """Calls per target (``llm``, a tool's name, ``other``), in the order first seen."""
+    faulted: Mapping[str, int] = field(default_factory=dict)
+    """Of those, the calls a fault answered or edited, per target (only targets with any)."""
+    usage: Usage | None = None
+    """The tokens its LLM calls billed; None without an LLM call that billed."""
+    cost_usd: float | None = None
+    """Their cost; None without usage, or when a model had no price (``unpriced``)."""
+    unpriced: tuple[str, ...] = ()
+    """The models with no price."""
+
+    @property
+    def llm_calls(self) -> int:
+        return self.calls.get("llm", 0)
+
+    def to_document(self) -> dict[str, Any]:
+        return {
+            "calls": dict(self.calls),
+            "faulted": dict(self.faulted),
+            "usage": None if self.usage is None else self.usage.to_document(),
+            "cost_usd": self.cost_usd,
+            "unpriced": list(self.unpriced),
+        }
+
+    @classmethod
+    def from_document(cls, doc: Mapping[str, Any]) -> Spend:
+        usage = doc.get("usage")
+        return cls(
+            calls=dict(doc["calls"]),
+            faulted=dict(doc["faulted"]),
+            usage=None if usage is None else Usage.from_document(usage),
+            cost_usd=doc.get("cost_usd"),
+            unpriced=tuple(doc.get("unpriced", ())),
+        )

@@ -18,6 +18,7 @@ from flakestorm.chaos.delivery.interactions import Interaction
 from flakestorm.chaos.delivery.proof import CALM, active_scenario, judge, prove
 from flakestorm.chaos.faults.decisions import ActiveScenario, FaultBook
 from flakestorm.config import Scenario, turns_of
+from flakestorm.engine.conduct import ConductJudge, pricer
 from flakestorm.engine.counting import MatrixCount as MatrixCount
 from flakestorm.engine.counting import count_invocations as count_invocations
 from flakestorm.engine.executor import Options
@@ -94,7 +95,7 @@ def run_matrix(
     if counted.matrix.detection and executor.looks_stateful(probe):
         warnings.append(STATEFUL_WARNING)
     baselines = executor.baselines(plan.baselines)
-    chaos = [s for s in plan.scenarios if channel is not None and s.needs_delivery]
+    chaos = [s for s in plan.scenarios if channel is not None and plan.recorded(s)]
     forwarding = True
     if channel is not None and counted.matrix.learns:
         if counted.matrix.probe:
@@ -112,7 +113,8 @@ def run_matrix(
     exact = channel is not None and (
         run.channel.exact_attribution or run.reset or (bool(chaos) and forwarding)
     )
-    recorded = [s for s in plan.scenarios if s in chaos or exact]
+    recorded = first_compared([s for s in plan.scenarios if s in chaos or exact], plan)
+    conduct = ConductJudge(plan, executor.options, pricer(context.loaded.config))
     # finished cells go to disk (memory stays flat in the run's size); a recorded scenario's
     # cells once settled with its delivery proof, the others as each finishes
     spool = Spool(CELLS, context.spool_dir, context.loaded.redactor)
@@ -123,13 +125,13 @@ def run_matrix(
     if channel is not None and channel.flies and in_flight(counted, forwarding, recorded):
         room = flight_room(channel, executor.invocations - sent_before)
         for wave in waves(plan, recorded, executor.options.repeat, room):
-            spool.extend(_fly(plan, wave, channel, baselines, context, infos))
+            spool.extend(_fly(plan, wave, channel, baselines, context, infos, conduct))
         recorded = []
     for scenario in recorded:
         assert channel is not None
         runs = counted.scenario(scenario.name)
         order = runs.order if runs.runs == UNLESS_ATTRIBUTED and not forwarding else ()
-        spool.extend(_alone(plan, scenario, order, channel, baselines, context, infos))
+        spool.extend(_alone(plan, scenario, order, channel, baselines, context, infos, conduct))
     if channel is not None:
         channel.activate(calm)
     warnings += revived_notice(executor.revived[revived:], "cell")
@@ -155,6 +157,7 @@ def _alone(
     baselines: Mapping[BaselineKey, Reply | None],
     context: PhaseContext,
     infos: dict[str, ScenarioInfo],
+    conduct: ConductJudge,
 ) -> list[CellResult]:
     """The cells of one recorded scenario, run with it active on the channel (one at a time
     when its faults depend on call ``order`` and the agent forwards no attribution), settled
@@ -170,12 +173,18 @@ def _alone(
         channel.activate(dataclasses.replace(active, cell_id=invocation))
 
     info = dataclasses.replace(infos[scenario.name], serial=bool(order), order=order)
-    settle = _settler(channel, active, earlier, info, infos, cells, executor.options)
+    settle = _settler(channel, active, earlier, info, infos, cells, executor.options, conduct)
     results = executor.run_cells(
         cells, baselines, serial=bool(order), before_invocation=before_invocation, settle=settle
     )
     channel.forget(scenario.name)  # its calls are in its cells now
     return results
+
+
+def first_compared(recorded: list[Scenario], plan: MatrixPlan) -> list[Scenario]:
+    """``recorded`` with the scenario ``max_amplification`` compares with first (SPEC §15)."""
+    first = [s for s in recorded if s.name == plan.compared_with]
+    return first + [s for s in recorded if s.name != plan.compared_with]
 
 
 def in_flight(counted: PhaseCount, forwarding: bool, recorded: Sequence[Scenario]) -> bool:
@@ -222,7 +231,9 @@ def waves(
     size = 0
     for scenario in recorded:
         mine = sends.get(scenario.name, 0)
-        if not out or size + mine > room:
+        # the scenario max_amplification compares with flies alone, before the others
+        alone = bool(out) and out[-1][0].name == plan.compared_with
+        if not out or size + mine > room or alone:
             out.append([])
             size = 0
         out[-1].append(scenario)
@@ -237,6 +248,7 @@ def _fly(
     baselines: Mapping[BaselineKey, Reply | None],
     context: PhaseContext,
     infos: dict[str, ScenarioInfo],
+    conduct: ConductJudge,
 ) -> list[CellResult]:
     """The cells of every recorded scenario run side by side, each call decided by its cell's
     scenario; each scenario settled with its own delivery proof, and announced, as soon as its
@@ -253,7 +265,7 @@ def _fly(
         earlier = {i.seq for i in channel.interactions(active.name)}
         info = infos[active.name] = dataclasses.replace(infos[active.name], in_flight=True)
         settlers[active.name] = _settler(
-            channel, active, earlier, info, infos, cells[active.name], executor.options
+            channel, active, earlier, info, infos, cells[active.name], executor.options, conduct
         )
     channel.fly(actives, {c.id: name for name, mine in cells.items() for c in mine})
 
@@ -355,17 +367,20 @@ def _settler(
     infos: dict[str, ScenarioInfo],
     cells: Sequence[Cell],
     options: Options,
+    conduct: ConductJudge,
 ) -> Callable[[str, list[CellResult]], list[CellResult]]:
-    """Completes a chaos scenario's verdicts once its cells ran: the calls its cells made
-    (not an earlier phase's), the delivery proof and judgement, then ``when`` judged per
-    invocation where the scenario's faults may spare one (:mod:`.applicability`); ``infos``
-    gets the judged scenario."""
+    """Completes a recorded scenario's verdicts once its cells ran: the calls its cells made
+    (not an earlier phase's), the invariants on calls judged on them and what each cell spent
+    (:mod:`flakestorm.engine.conduct`), the delivery proof and judgement, then ``when`` judged
+    per invocation where the scenario's faults may spare one (:mod:`.applicability`);
+    ``infos`` gets the judged scenario."""
     planned = {cell.index: cell for cell in cells}
 
     def settle(_scenario: str, results: list[CellResult]) -> list[CellResult]:
         seen = [i for i in channel.interactions(active.name) if i.seq not in earlier]
         proven, proof = prove(results, seen, FaultBook(active), channel, info)
-        infos[active.name], settled = judge(proof, proven)
+        proven = conduct.judge(proven, planned)
+        infos[active.name], settled = judge(conduct.spent(proof, proven), proven)
         return [_per_invocation(result, planned.get(result.index), options) for result in settled]
 
     return settle
