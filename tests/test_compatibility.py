@@ -770,6 +770,43 @@ def judged(project: Project) -> str:
     return ran(received, side_by_side(result), cells=2)
 
 
+def counted(project: Project) -> str:
+    """The invariants on what the agent did (SPEC §15), counted at the wire for each kind of
+    agent: the agent tries its quote tool once more after a failure (its code above), so each
+    cell's calls to the tool are 1 without chaos and 2 when every call fails — the same request
+    twice, without an idempotency key."""
+    invariants = [
+        {"id": "tries", "type": "max_calls", "target": "TOOL", "max": 1, "severity": "high"},
+        {
+            "id": "same-call",
+            "type": "no_duplicate_effects",
+            "target": "TOOL",
+            "methods": ["GET", "POST"],
+        },
+    ]
+    doc = {"golden_prompts": [GOLDEN], "contract": contract(CALM, DOWN, invariants=invariants)}
+    result = run(project.write(doc), "contract", "run")
+    assert statuses(result) == {
+        "tries[calm]": "passed",
+        "tries[down]": "failed",
+        "same-call[calm]": "passed",
+        "same-call[down]": "failed",
+    }
+    for cell in result["phases"]["contract"]["cells"]:
+        tried = 1 if cell["scenario"] == "calm" else 2
+        calls = cell["spend"]["calls"]
+        # the tool as the calls name it (SERVER.TOOL for MCP, whose other traffic — initialize,
+        # tools/list — is counted apart)
+        (name,) = [n for n in calls if n.split(".")[-1] == project.kind.tool]
+        assert calls[name] == tried, cell["spend"]
+        if not project.kind.title.startswith("http, its tool on"):
+            assert calls == {name: tried}, cell["spend"]
+        assert cell["spend"]["faulted"] == ({} if tried == 1 else {name: 2}), cell["spend"]
+    received = project.received()
+    sent(project, received, *[(GOLDEN, priced(project))] * 2, *[(GOLDEN, UNAVAILABLE)] * 2)
+    return ran(received, side_by_side(result), cells=4)
+
+
 FEATURES: dict[str, tuple[str, Callable[[Project], str]]] = {
     "turns": ("turn-scoped faults", turns),
     "schedules": ("schedules (`calls`)", schedules),
@@ -782,6 +819,7 @@ FEATURES: dict[str, tuple[str, Callable[[Project], str]]] = {
     "shards": ("shards → merge", shards),
     "flight": ("scenarios in flight together", flight),
     "judge": ("`llm_judge`", judged),
+    "counted": ("calls counted (`max_calls`, `no_duplicate_effects`)", counted),
 }
 
 ONE_AT_A_TIME = "exact, one at a time"
@@ -801,6 +839,8 @@ TABLE |= {
     ("http-nothing", "turns"): ONE_AT_A_TIME,
     ("http-nothing", "schedules"): ONE_AT_A_TIME,
     ("http-nothing", "sweeps"): ONE_AT_A_TIME,
+    # each invocation's own calls: the cells run one at a time
+    ("http-nothing", "counted"): ONE_AT_A_TIME,
     # a cell's own calls, for the export: a reset runs the cells one at a time
     ("http-nothing", "replay"): f"{ONE_AT_A_TIME} (with `agent.reset_endpoint`)",
     # calls the proxy cannot tell apart: each scenario runs alone (its cells side by side)

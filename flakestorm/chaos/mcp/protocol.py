@@ -42,6 +42,8 @@ class Request:
     """The tool a ``tools/call`` names."""
     version: str = ""
     """The protocol version the request states (``_meta``), "" when it states none."""
+    arguments: Any = None
+    """The arguments a ``tools/call`` passes (None when it passes none)."""
 
     @property
     def is_tool_call(self) -> bool:
@@ -59,7 +61,8 @@ def read_request(body: bytes | str) -> Request | None:
     tool = name if message["method"] == TOOLS_CALL and isinstance(name, str) else None
     meta = params.get("_meta") if isinstance(params, dict) else None
     version = meta.get(VERSION_META) if isinstance(meta, dict) else None
-    return Request(message["method"], message.get("id"), tool, str(version or ""))
+    arguments = params.get("arguments") if isinstance(params, dict) and tool else None
+    return Request(message["method"], message.get("id"), tool, str(version or ""), arguments)
 
 
 def stateless(version: str) -> bool:

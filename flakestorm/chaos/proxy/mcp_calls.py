@@ -19,9 +19,11 @@ for it is a replay miss.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 from flakestorm.chaos import mcp
+from flakestorm.chaos.delivery import call_facts
 from flakestorm.chaos.faults.decisions import FaultBook, Target, call_rng, tool_key
 from flakestorm.chaos.faults.labels import attack_label, tool_fault_label
 from flakestorm.chaos.faults.recording import Live, Miss
@@ -53,6 +55,7 @@ def serve_mcp(
         return _upstream(handler, call, body)
     assert request.tool is not None
     call.target, call.tool = Target.TOOL, mcp.qualified(server, request.tool)
+    _what_it_sent(call, request)
     decision = book.tool_call(call.tool, call.upstream_url, call.cell, short=request.tool)
     call.decided(decision)
     if decision.tool_fault is not None:
@@ -185,3 +188,14 @@ def _whole(reply: HttpResponse) -> HttpResponse:
 def _rebuilt(reply: HttpResponse, body: bytes) -> HttpResponse:
     headers = [(k, v) for k, v in reply.headers if k.lower() != "content-length"]
     return HttpResponse(reply.status, headers, body)
+
+
+def _what_it_sent(call: ServedCall, request: mcp.Request) -> None:
+    """A tool call's digest and idempotency key from its name and arguments, not its JSON-RPC
+    envelope (whose ``id`` differs on every request): the same call sent twice is the same."""
+    arguments = request.arguments
+    call.fingerprint = call_facts.fingerprint(
+        "POST", call.tool or "", json.dumps(arguments, sort_keys=True, default=str)
+    )
+    if isinstance(arguments, dict):
+        call.idempotency_key = call_facts.python_idempotency_key(arguments) or call.idempotency_key
