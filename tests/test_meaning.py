@@ -352,3 +352,76 @@ def test_a_match_forward_route_is_checked_where_each_url_is() -> None:
         "http://localhost:8000/invoke", "m:f"
     )
     assert [p for p in problems(python) if "quotes" in p] == []
+
+
+ROUTED = {"tools": {"quotes": "http://127.0.0.1:9/quotes"}}
+
+
+def test_an_invariant_on_calls_names_a_target_some_call_can_have() -> None:
+    invariants = [
+        {"id": "a", "type": "max_calls", "target": "quote", "max": 2},
+        {"id": "b", "type": "max_calls", "target": "llm", "max": 2.5},
+        {"id": "c", "type": "no_duplicate_effects", "target": "quotes"},
+        {"id": "d", "type": "max_calls", "target": "*", "max": 9},
+    ]
+    doc = {"agent": AGENT, "golden_prompts": ["p"], "proxy": ROUTED}
+    errors, _ = run({**doc, "contract": contract(invariants, [{"name": "s"}])})
+    assert errors == [
+        "contract.invariants.0.target: 'quote' is no target a call can have (did you mean "
+        "'quotes'?): a target is llm, '*', a route of proxy.tools, a tool the agent wraps, or "
+        "SERVER.TOOL of proxy.mcp (llm, *, quotes)",
+        "contract.invariants.1.max: max_calls counts whole calls: max must be a whole number, "
+        "got 2.5",
+    ]
+
+
+def test_max_amplification_needs_a_scenario_without_faults_to_compare_with() -> None:
+    amplified = [{"id": "a", "type": "max_amplification", "max": 2}]
+    down = {"name": "down", "tool_faults": [{"tool": "quotes", "mode": "error"}]}
+    doc = {"agent": AGENT, "golden_prompts": ["p"], "proxy": ROUTED}
+    doc["contract"] = contract(amplified, [down])
+    errors, _ = run(doc)
+    assert errors == [
+        "contract.invariants.0.type: max_amplification compares each cell with the same prompt "
+        "without chaos, but contract.chaos_matrix has no scenario without faults: add one "
+        "(e.g. `- name: no-chaos`)"
+    ]
+    doc["contract"] = contract(amplified, [{"name": "calm"}, down])
+    assert run(doc) == ([], [])
+
+
+def test_a_python_agent_whose_calls_flakestorm_cannot_see_has_no_invariant_on_calls() -> None:
+    agent = {"type": "python", "endpoint": "m:answer"}
+    counted = [{"id": "a", "type": "max_calls", "target": "llm", "max": 2}]
+    errors, _ = run(
+        {"agent": agent, "golden_prompts": ["p"], "contract": contract(counted, [{"name": "s"}])}
+    )
+    assert errors == [
+        "contract.invariants.0.type: max_calls counts the agent's calls, but flakestorm sees "
+        "none of this python agent's: set agent.llm, agent.tools (or agent.tool_registry), or "
+        "proxy.tools for the URLs its tools call"
+    ]
+    with_tools = {**agent, "tools": ["m:get_quote"]}
+    doc = {"agent": with_tools, "golden_prompts": ["p"]}
+    errors, _ = run({**doc, "contract": contract(counted, [{"name": "s"}])})
+    assert errors == [
+        "contract.invariants.0.target: target llm: the python agent names no `agent.llm` "
+        "callable, so flakestorm sees none of its LLM calls: set agent.llm to the module:attr "
+        "it calls its LLM through"
+    ]
+
+
+def test_an_invariant_on_calls_where_mutations_judge_replies_is_a_warning() -> None:
+    doc = {
+        "agent": AGENT,
+        "golden_prompts": ["p"],
+        "invariants": [{"type": "max_calls", "target": "llm", "max": 2}],
+        "mutations": {"count": 1},
+    }
+    errors, warnings = run(doc)
+    assert errors == []
+    assert warnings == [
+        "invariants.0.type: max_calls is judged on the calls of the contract and chaos "
+        "matrices' cells; the mutation phase judges each mutation's reply, not its calls, so "
+        "it does not check this invariant"
+    ]

@@ -23,6 +23,8 @@ def check_conduct(scope: Scope) -> None:
     agent, proxy = scope.parts.agent, scope.parts.proxy
     assert agent is not None
     known = _known_tools(scope, agent, proxy)
+    routed = proxy is not None and bool(proxy.tools or proxy.mcp_routes)
+    seen = agent.type is AgentType.HTTP or bool(agent.tools or agent.tool_registry or agent.llm)
     for items in (scope.parts.invariants, scope.parts.contract_invariants):
         for item in items:
             inv = item.model
@@ -34,7 +36,14 @@ def check_conduct(scope: Scope) -> None:
                     f"{inv.type.value} counts whole {_counted(inv)}: max must be a whole "
                     f"number, got {inv.max:g}",
                 )
-            if inv.target is not None:
+            if not (seen or routed):
+                scope.error(
+                    (*item.path, "type"),
+                    f"{inv.type.value} counts the agent's calls, but flakestorm sees none of this "
+                    "python agent's: set agent.llm, agent.tools (or agent.tool_registry), or "
+                    "proxy.tools for the URLs its tools call",
+                )
+            elif inv.target is not None:
                 _target(scope, (*item.path, "target"), inv, agent, proxy, known)
 
 
@@ -131,16 +140,22 @@ def _calm(scenarios: Sequence[Scenario]) -> bool:
 
 
 def check_conduct_phases(scope: Scope) -> None:
-    """Reads nothing whole: a top-level invariant on calls is judged by the chaos phase, not on
-    mutations (a warning when the config has mutations)."""
-    if "mutations" not in scope.parts.written:
-        return
-    for item in scope.parts.invariants:
-        inv = item.model
-        if inv is not None and inv.type.reads_calls:
-            scope.warn(
-                (*item.path, "type"),
-                f"{inv.type.value} is judged on the calls of the chaos phase's cells; the "
-                "mutation phase judges each mutation's reply, not its calls, so it does not "
-                "check this invariant",
-            )
+    """Reads nothing whole: an invariant on calls is judged in the matrices (the contract, the
+    chaos phase), not on mutations nor replayed sessions: a warning where the config has
+    those."""
+    written = scope.parts.written
+    places = (
+        (scope.parts.invariants, "mutations", "the mutation phase judges each mutation's reply"),
+        (scope.parts.contract_invariants, "replays", "the replay phase judges each replayed reply"),
+    )
+    for items, section, why in places:
+        if section not in written:
+            continue
+        for item in items:
+            inv = item.model
+            if inv is not None and inv.type.reads_calls:
+                scope.warn(
+                    (*item.path, "type"),
+                    f"{inv.type.value} is judged on the calls of the contract and chaos "
+                    f"matrices' cells; {why}, not its calls, so it does not check this invariant",
+                )
