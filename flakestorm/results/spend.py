@@ -53,7 +53,9 @@ class Unpriced(Exception):
     """A call's model has no price: the cost of its cell cannot be known."""
 
     def __init__(self, model: str) -> None:
-        name = repr(model) if model else "(a reply that names no model)"
+        # the model a reply names is the upstream's text: quoted (repr escapes control
+        # characters) and cut
+        name = repr(model[:80]) if model else "(a reply that names no model)"
         super().__init__(f"no price for model {name}: add it under `prices:` in the config")
         self.model = model
 
