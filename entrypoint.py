@@ -79,7 +79,7 @@ def run_action(settings: Settings, gh: GitHub, env: Mapping[str, str]) -> int:
     step = Step.of(settings, env)
     if settings.command is Command.MERGE:
         return _merge(step, gh)
-    if not step.config_path.is_file():
+    if not step.config_path.exists() or step.config_path.is_dir():  # a pipe is read, as by the CLI
         gh.annotate(Level.ERROR, no_config(step.config_name))
         return int(ExitCode.CONFIG_ERROR)
     stop = Stop()

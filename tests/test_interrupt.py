@@ -531,14 +531,26 @@ def test_the_action_cancelled_during_start_up_exits_3_even_when_the_config_is_br
     # the config is a FIFO: opening it for writing waits until the action reads it (its
     # handling of signals installed long before), so the signal arrives during start-up
     proc, workspace, _ = start_action(tmp_path, None)
-    try:
-        with (workspace / "flakestorm.yaml").open("w") as config:
+    fifo = workspace / "flakestorm.yaml"
+    read = threading.Event()
+
+    def feed() -> None:
+        with fifo.open("w") as config:  # returns once the action opens it to read
+            read.set()
             proc.send_signal(signal.SIGINT)
             config.write(json.dumps(BROKEN))
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    try:
         stdout, stderr = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
+        if not read.is_set():  # the action ended without reading its config: free the feeder
+            os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+        feeder.join(10)
+    assert read.is_set(), f"the action never read its config:\n{stdout}{stderr}"
     assert proc.returncode == 3, stdout + stderr
     assert "title=flakestorm%3A config error::scoring.min_score" in stdout
     assert "title=flakestorm%3A cancelled::the run was cancelled: exit 3" in stdout

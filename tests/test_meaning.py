@@ -388,6 +388,13 @@ def test_max_amplification_needs_a_scenario_without_faults_to_compare_with() -> 
     ]
     doc["contract"] = contract(amplified, [{"name": "calm"}, down])
     assert run(doc) == ([], [])
+    only_chaos = [{**amplified[0], "when": "any_chaos_active"}]
+    doc["contract"] = contract(only_chaos, [{"name": "calm"}, down])
+    assert run(doc)[0] == [
+        "contract.invariants.0.when: max_amplification compares each scenario with the one "
+        "without faults, so it runs in both: `when: any_chaos_active` leaves one of them out "
+        "(use `always`)"
+    ]
 
 
 def test_a_python_agent_whose_calls_flakestorm_cannot_see_has_no_invariant_on_calls() -> None:

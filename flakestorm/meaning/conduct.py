@@ -8,7 +8,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from flakestorm.agents.source import defines_function
-from flakestorm.config import AgentConfig, AgentType, Invariant, InvariantType, Proxy, Scenario
+from flakestorm.config import (
+    AgentConfig,
+    AgentType,
+    Invariant,
+    InvariantType,
+    Proxy,
+    Scenario,
+    When,
+)
 from flakestorm.meaning.scope import Scope, listing
 from flakestorm.structure.paths import ConfigPath
 from flakestorm.structure.wording import did_you_mean
@@ -116,6 +124,12 @@ def check_amplification(scope: Scope) -> None:
         inv = item.model
         if inv is None or inv.type is not InvariantType.MAX_AMPLIFICATION:
             continue
+        if inv.when is not When.ALWAYS:
+            scope.error(
+                (*item.path, "when"),
+                f"max_amplification compares each scenario with the one without faults, so it "
+                f"runs in both: `when: {inv.when.value}` leaves one of them out (use `always`)",
+            )
         if not _calm(scenarios):
             scope.error(
                 (*item.path, "type"),
