@@ -39,7 +39,9 @@ ATTACK = ContextAttack.model_validate({"type": "indirect_injection", "payloads":
 
 def test_a_tools_call_names_its_tool_and_other_traffic_is_not_a_call() -> None:
     request = mcp.read_request(json.dumps(CALL).encode())
-    assert request == mcp.Request("tools/call", 7, "get_quote", "2026-07-28")
+    assert request == mcp.Request(
+        "tools/call", 7, "get_quote", "2026-07-28", arguments={"symbol": "AAPL"}
+    )
     assert request.is_tool_call
     listing = mcp.read_request(b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}')
     assert listing is not None and not listing.is_tool_call

@@ -269,7 +269,7 @@ def test_a_golden_mutation_run_spooled_out_of_order_and_rewritten_reports_as_hel
 def test_lines_past_the_write_buffer_come_back_from_the_file_and_from_memory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(spool_module, "_BUFFER", 300)  # a few lines at a time go to the file
+    monkeypatch.setattr(spool_module, "_BUFFER", 500)  # a few lines at a time go to the file
     spool = Spool(CELLS, tmp_path)
     cells = [cell(i, "held " * i) for i in range(50)]
     spool.extend(cells[::-1])

@@ -102,7 +102,7 @@ def test_each_fault_reaches_the_agent_and_is_judged(project: Path) -> None:
     assert result.exit_code == 1  # a critical cell failed: the gate fails, nothing errored
 
 
-TIMINGS = frozenset({"started_at", "duration_s", "latency_ms", "elapsed_ms"})
+TIMINGS = frozenset({"started_at", "duration_s", "latency_ms", "elapsed_ms", "started_ms"})
 """What differs between two identical runs: when they ran and how long things took."""
 
 
