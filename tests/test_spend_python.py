@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from support.framework_rig import OPENAI
 from support.server import LoopbackServer, Request, Response
-from test_spend_run import BAD, GOOD, INVARIANTS, USAGE
+from test_spend_run import BAD, GOOD, INVARIANTS, PRICES, USAGE
 
 from flakestorm.engine.runner import run_phases
 from flakestorm.loader import load_config
@@ -115,6 +115,7 @@ def run(tmp_path: Path, llm: LoopbackServer, habits: set[str]) -> dict[str, Cell
             ],
         },
         "advanced": {"concurrency": 4},
+        "prices": PRICES,
         "output": {"dir": str(tmp_path / "reports")},
     }
     path = tmp_path / "flakestorm.yaml"
@@ -137,6 +138,9 @@ def test_a_python_agent_through_the_openai_sdk_is_judged_on_its_calls(
     assert spend is not None
     assert dict(spend.calls) == {"llm": 6, "get_quote": 6, "charge": 1}
     assert dict(spend.faulted) == {"get_quote": 6}
+    assert spend.usage is not None and (spend.usage.input, spend.usage.output) == (600, 120)
+    assert spend.cost_usd == pytest.approx(0.00084)  # 6 billed calls × $0.00014
+    assert cells["tokens[quote-down]"].reason == "prompt 1/2: 360 tokens over 3 LLM calls > 300"
     assert cells["retries[llm-429]"].reason.startswith(
         "prompt 1/2: a 429 asked llm calls to wait 1 s (Retry-After); the next came after "
     )

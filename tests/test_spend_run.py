@@ -73,7 +73,11 @@ INVARIANTS = [
     {"id": "amplified", "type": "max_amplification", "max": 2, "severity": "high"},
     {"id": "retries", "type": "retry_discipline", "severity": "high"},
     {"id": "charged-once", "type": "no_duplicate_effects", "target": "payments"},
+    {"id": "tokens", "type": "max_tokens", "max": 300},
+    {"id": "cost", "type": "max_cost", "max_usd": 0.0003},
 ]
+PRICES = {"gpt-test": {"input_per_mtok": 1.0, "output_per_mtok": 2.0}}
+"""Each billed call: 100 × $1/M + 20 × $2/M = $0.00014."""
 SCENARIOS = [
     {"name": "calm"},
     {"name": "quote-down", "tool_faults": [{"tool": "quotes", "mode": "error", "error_code": 503}]},
@@ -106,6 +110,7 @@ def config(upstreams: tuple[str, str], habits: str) -> dict[str, Any]:
             "tools": {"quotes": f"{tool}/quotes", "payments": f"{tool}/payments"},
         },
         "advanced": {"concurrency": 4},
+        "prices": PRICES,
     }
 
 
@@ -159,6 +164,15 @@ BAD = {
     "charged-once[quote-down]": "passed",
     "charged-once[llm-429]": "passed",
     "charged-once[pay-flaky]": "failed",  # POST sent twice, no Idempotency-Key
+    # 120 tokens and $0.00014 per billed LLM call; the 429 an attempt, never billed
+    "tokens[calm]": "passed",  # 120 ≤ 300
+    "tokens[quote-down]": "failed",  # 3 × 120 = 360 > 300
+    "tokens[llm-429]": "passed",  # 120
+    "tokens[pay-flaky]": "passed",
+    "cost[calm]": "passed",  # $0.00014 ≤ $0.0003
+    "cost[quote-down]": "failed",  # $0.00042 > $0.0003
+    "cost[llm-429]": "passed",
+    "cost[pay-flaky]": "passed",
 }
 GOOD = dict.fromkeys(BAD, "passed")  # no re-plan, Retry-After kept, one key for both POSTs
 
@@ -190,6 +204,36 @@ def test_an_agent_that_replans_retries_at_once_and_charges_twice_fails_those_cel
     flaky = cells["charged-once[pay-flaky]"]["spend"]
     assert flaky["calls"] == {"llm": 2, "quotes": 2, "payments": 2}
     assert flaky["faulted"] == {"payments": 1}
+    assert_tokens_and_cost(cells)
+
+
+def assert_tokens_and_cost(cells: dict[str, dict[str, Any]]) -> None:
+    assert cells["tokens[quote-down]"]["reason"] == "prompt 1/2: 360 tokens over 3 LLM calls > 300"
+    assert cells["cost[quote-down]"]["reason"] == ("prompt 1/2: $0.0004 over 3 LLM calls > $0.0003")
+    down = cells["tokens[quote-down]"]["spend"]  # both prompts: 6 billed calls
+    assert down["usage"] == {
+        "input": 600,
+        "output": 120,
+        "cache_read": 0,
+        "cache_write": 0,
+        "model": "gpt-test",
+        "counted": "reported",
+    }
+    assert down["cost_usd"] == pytest.approx(0.00084)
+    limited = cells["tokens[llm-429]"]["spend"]  # 2 attempts a prompt, 1 billed
+    assert limited["calls"]["llm"] == 4 and limited["usage"]["input"] == 200
+    assert limited["faulted"] == {"llm": 2}
+
+
+def test_the_same_agent_streaming_from_its_llm_is_judged_the_same(
+    tmp_path: Path, upstreams: tuple[str, str]
+) -> None:
+    """Its LLM streamed, with the usage chunk of ``stream_options.include_usage``: the same
+    counts, tokens, costs and verdicts."""
+    code, output, results = run(tmp_path, config(upstreams, "replan,retry_now,stream"))
+    assert verdicts(results) == BAD, output
+    assert code == 1, output
+    assert_tokens_and_cost(by_id(results))
 
 
 def test_an_agent_that_keeps_retry_after_and_idempotency_keys_passes(

@@ -44,6 +44,7 @@ SECTIONS: dict[str, str] = {
     "Output": "output",
     "Advanced": "advanced",
     "Accepted": "accepted[]",
+    "Price": "prices.MODEL",
     "JudgeEndpoint": "advanced.judge",
     "JudgeExample": "invariants[].examples[]",
 }
@@ -121,6 +122,9 @@ SECTION_NOTES: dict[str, str] = {
     "they must sum to 1.0; phases that did not run are left out and the rest re-normalised.",
     "output": "Where reports are written, and in which formats.",
     "advanced": "Reproducibility, concurrency, repeats and budgets.",
+    "prices.MODEL": "One model's prices, in USD per million tokens (`MODEL`: the model as the "
+    "LLM's replies name it, e.g. `gpt-4o-mini-2024-07-18`; a price for the name without its "
+    "date suffix, `gpt-4o-mini`, serves it too).",
     "accepted[]": "An accepted failure (SPEC §14): the cell (or the failing mutations of a "
     "type) does not fail the gate until `until`; every report shows it as accepted with the "
     "reason and the date, and the score still counts it as failed. Give exactly one of "
@@ -148,6 +152,15 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "output": "Report directory and formats.",
     "advanced": "Seed, concurrency, repeats and budgets.",
     "accepted": "Known failures that do not fail the gate until a date.",
+    "prices": "What each model's tokens cost, by the model name the LLM's replies give, for "
+    "`max_cost` and `max_amplification` by cost ([spend.md](spend.md)); a model without a "
+    "price errors a cost cell, naming it.",
+    "prices.MODEL.input_per_mtok": "Prompt tokens neither read from nor written to a cache.",
+    "prices.MODEL.output_per_mtok": "Output tokens.",
+    "prices.MODEL.cached_input_per_mtok": "Prompt tokens read from a cache (default "
+    "`input_per_mtok`).",
+    "prices.MODEL.cache_write_per_mtok": "Prompt tokens written to a cache (default "
+    "`input_per_mtok`).",
     # agent
     "agent.type": "`http` (an HTTP endpoint) or `python` (a callable).",
     "agent.endpoint": "URL of the agent (http) or `module:attr` of the callable (python).",
@@ -248,7 +261,7 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "invariants[].kind": "`max_tokens`: which tokens count: `total` (default), `input` (every "
     "prompt token, cached ones included) or `output`.",
     "invariants[].max_usd": "`max_cost`: the most an invocation's LLM calls may cost, in USD "
-    "(prices from `prices:`, else the pinned price table).",
+    "(at the prices of `prices:`).",
     "invariants[].measure": "`max_amplification`: what is compared: `calls` (default), "
     "`tokens` or `cost`.",
     "invariants[].methods": "`no_duplicate_effects`: the HTTP methods whose repeats count "

@@ -173,6 +173,17 @@ class Accepted(Model):
         return self.cell if self.cell is not None else f"mutation: {self.mutation}"
 
 
+class Price(Model):
+    """What a model's tokens cost, in USD per million (SPEC §15)."""
+
+    input_per_mtok: Annotated[float, Field(ge=0)]
+    output_per_mtok: Annotated[float, Field(ge=0)]
+    cached_input_per_mtok: Annotated[float, Field(ge=0)] | None = None
+    """Prompt tokens read from a cache (default: ``input_per_mtok``)."""
+    cache_write_per_mtok: Annotated[float, Field(ge=0)] | None = None
+    """Prompt tokens written to a cache (default: ``input_per_mtok``)."""
+
+
 class Config(Model):
     version: Literal["2.0", "1.0"] = "2.0"
     agent: AgentConfig
@@ -187,6 +198,8 @@ class Config(Model):
     output: Output = Output()
     advanced: Advanced = Advanced()
     accepted: list[Accepted] = []
+    prices: dict[str, Price] = {}
+    """Prices by model name, as the LLM's replies name it (SPEC §15)."""
 
     @property
     def conversations(self) -> bool:

@@ -21,9 +21,9 @@ from flakestorm.checks.conduct import Conduct, Measures, Uncountable, judge_cond
 from flakestorm.config import Config, InvariantType
 from flakestorm.engine.matrix_plan import Cell, MatrixPlan
 from flakestorm.engine.tracker import Counts, runs_judged
+from flakestorm.results import prices
 from flakestorm.results.model import CallRecord, CellResult, ScenarioInfo, Status
 from flakestorm.results.spend import LLM, Pricer, added, aims_at, spend_of
-from flakestorm.results.usage import Usage
 
 
 class ConductJudge:
@@ -156,24 +156,6 @@ def _mean(runs: Sequence[Measures]) -> Measures:
     )
 
 
-def pricer(config: Config) -> Pricer | None:
-    """The prices a run's costs are counted with: the config's ``prices:`` first, then the
-    pinned price table."""
-    table = getattr(config, "prices", None) or {}
-
-    def price(usage: Usage) -> float | None:
-        found = table.get(usage.model)
-        if found is None:
-            return None
-        cached = found.cached_input_per_mtok
-        return (
-            float(
-                usage.input * found.input_per_mtok
-                + usage.cache_read * (found.input_per_mtok if cached is None else cached)
-                + usage.cache_write * found.input_per_mtok
-                + usage.output * found.output_per_mtok
-            )
-            / 1_000_000
-        )
-
-    return price
+def pricer(config: Config) -> Pricer:
+    """The prices a run's costs are counted with: the config's ``prices:``."""
+    return prices.pricer(config.prices)

@@ -24,8 +24,9 @@ from pathlib import Path
 from flakestorm.agents.closing import Closing
 from flakestorm.chaos.delivery import call_facts
 from flakestorm.chaos.delivery.interactions import BODY_CHARS, InteractionLog, body_text
-from flakestorm.chaos.faults.decisions import ActiveScenario, FaultBook
+from flakestorm.chaos.faults.decisions import ActiveScenario, FaultBook, Target
 from flakestorm.chaos.faults.flight import InFlight
+from flakestorm.chaos.llm.usage import UsageMeter
 from flakestorm.chaos.proxy.call import ServedCall
 from flakestorm.chaos.proxy.control import MAX_BODY_BYTES, answer, is_control_path
 from flakestorm.chaos.proxy.framing import FramedHandler, ThreadedServer, yield_on_wakeup
@@ -442,27 +443,51 @@ class _Handler(FramedHandler):
                 call.upstream_error = exc.summary
                 reply = exc.reply
             call.retry_after_s = call_facts.retry_after_s(reply.status, reply.headers)
+            meter = _meter(call, body, reply.chunks is not None)
             if reply.chunks is not None:
-                reply.chunks = _kept(reply.chunks, call)
+                reply.chunks = _kept(reply.chunks, call, meter)
             elif not reply.drop:
                 call.response = body_text(reply.body)
+                if meter is not None:
+                    meter.feed(reply.body)
+                    call.usage = meter.usage(finished=True)
             self.send_reply(reply, call)
         finally:
             call.done(call.status)  # when the agent hung up before its reply was ready
 
 
-def _kept(chunks: Iterator[bytes], call: ServedCall) -> Iterator[bytes]:
+def _meter(call: ServedCall, body: bytes, streamed: bool) -> UsageMeter | None:
+    """A meter of what an LLM call billed (SPEC §15): for a generation its upstream answered
+    with a 2xx (a fault answering in place of the LLM is an attempt, never billed)."""
+    status = call.upstream_status
+    if call.provider is None or call.target is not Target.LLM or status is None:
+        return None
+    if not 200 <= status < 300:
+        return None
+    return UsageMeter(call.provider, body, streamed)
+
+
+def _kept(
+    chunks: Iterator[bytes], call: ServedCall, meter: UsageMeter | None = None
+) -> Iterator[bytes]:
     """``chunks`` passed through, their first :data:`BODY_CHARS` kept as the call's
-    ``response`` once the stream ends (however it ends: the inner stream is closed too)."""
+    ``response`` once the stream ends (however it ends: the inner stream is closed too), and
+    what they billed read by ``meter`` (unknown when the stream did not run to its end)."""
     seen: list[bytes] = []
     size = 0
+    ended = False
     try:
         for chunk in chunks:
             if size < BODY_CHARS:
                 seen.append(chunk)
                 size += len(chunk)
+            if meter is not None:
+                meter.feed(chunk)
             yield chunk
+        ended = True
     finally:
+        if meter is not None:
+            call.usage = meter.usage(finished=ended)
         call.response = body_text(b"".join(seen))
         close = getattr(chunks, "close", None)
         if close is not None:

@@ -38,6 +38,7 @@ from flakestorm.chaos.wrappers.sdk_streams import (
     is_raw_response,
     is_sdk_stream,
 )
+from flakestorm.chaos.wrappers.sdk_usage import sdk_usage
 from flakestorm.chaos.wrappers.sites import Site
 from flakestorm.config import LlmFault, ToolFault
 from flakestorm.errors import ToolFaultError
@@ -305,6 +306,8 @@ def llm_plan(call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Plan:
 
 
 def llm_result(call: Call, result: Any) -> Any:
+    streamed = is_sdk_stream(result) or hasattr(result, "__enter__") or is_raw_response(result)
+    call.usage = sdk_usage(result, streamed)  # what the LLM billed, before a fault edits it
     result = _distorted(call, result)
     if not call.deferred:  # a stream is read later: what it carried is not kept
         call.response = value_text(result)
