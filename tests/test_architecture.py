@@ -34,6 +34,8 @@ THIRD_PARTY = {
     "junit_xml": ("flakestorm/reporters/junit.py",),
     "click": ("flakestorm/cli/",),
     "langsmith": ("flakestorm/replay/langsmith.py",),
+    # the pinned price table, read when a model the config does not price is first met
+    "genai_prices": ("flakestorm/results/prices.py",),
     "requests": (
         "flakestorm/agents/",
         "flakestorm/chaos/proxy/",

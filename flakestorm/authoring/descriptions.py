@@ -153,8 +153,9 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "advanced": "Seed, concurrency, repeats and budgets.",
     "accepted": "Known failures that do not fail the gate until a date.",
     "prices": "What each model's tokens cost, by the model name the LLM's replies give, for "
-    "`max_cost` and `max_amplification` by cost ([spend.md](spend.md)); a model without a "
-    "price errors a cost cell, naming it.",
+    "`max_cost` and `max_amplification` by cost ([spend.md](spend.md)). A model not named here "
+    "is priced from the pinned price table (`genai-prices`, offline); a model in neither "
+    "errors a cost cell, naming it.",
     "prices.MODEL.input_per_mtok": "Prompt tokens neither read from nor written to a cache.",
     "prices.MODEL.output_per_mtok": "Output tokens.",
     "prices.MODEL.cached_input_per_mtok": "Prompt tokens read from a cache (default "
@@ -261,7 +262,7 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "invariants[].kind": "`max_tokens`: which tokens count: `total` (default), `input` (every "
     "prompt token, cached ones included) or `output`.",
     "invariants[].max_usd": "`max_cost`: the most an invocation's LLM calls may cost, in USD "
-    "(at the prices of `prices:`).",
+    "(at the prices of `prices:`, else of the pinned price table).",
     "invariants[].measure": "`max_amplification`: what is compared: `calls` (default), "
     "`tokens` or `cost`.",
     "invariants[].methods": "`no_duplicate_effects`: the HTTP methods whose repeats count "

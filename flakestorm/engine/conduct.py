@@ -157,5 +157,6 @@ def _mean(runs: Sequence[Measures]) -> Measures:
 
 
 def pricer(config: Config) -> Pricer:
-    """The prices a run's costs are counted with: the config's ``prices:``."""
+    """The prices a run's costs are counted with: the config's ``prices:``, then the pinned
+    price table."""
     return prices.pricer(config.prices)
