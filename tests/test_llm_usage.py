@@ -119,4 +119,7 @@ def test_prices_come_from_the_config_by_model_or_its_undated_name() -> None:
     usage = Usage(input=200, output=30, cache_read=1000, model="gpt-4o-2024-08-06")
     # 200 × 2.5 + 1000 × 1.25 + 30 × 10 = 2050 per million
     assert price(usage) == pytest.approx(0.00205)
-    assert price(Usage(input=1, model="gpt-4o-mini")) is None
+    # a model the config does not name: the pinned table's price, none without the table
+    unnamed = Usage(input=1_000_000, model="gpt-4o-mini")
+    assert price(unnamed) == pytest.approx(0.15)  # gpt-4o-mini: $0.15 per million input
+    assert pricer({"gpt-4o": gpt4o}, table=False)(unnamed) is None

@@ -26,6 +26,7 @@ from flakestorm.chaos.faults.decisions import (
 from flakestorm.chaos.faults.labels import attack_label, llm_fault_label, tool_fault_label
 from flakestorm.chaos.faults.tool_modes import TOOL_MODES
 from flakestorm.chaos.llm.modes import LLM_MODES
+from flakestorm.chaos.llm.usage import UsageMeter
 from flakestorm.chaos.proxy.call import ServedCall
 from flakestorm.chaos.proxy.framing import FramedHandler
 from flakestorm.chaos.proxy.mcp_calls import serve_mcp
@@ -118,7 +119,35 @@ def _serve_llm(
     scenario = book.scenario
     rng = call_rng(scenario.seed, scenario.name, call.cell, LLM_KEY, decision.call_index)
     call.fired.append(label)
+    reply = _metered(reply, call, body)
     return _llm_fault_on(reply, fault, provider, rng, lambda why: call.not_applied(label, why))
+
+
+def _metered(reply: HttpResponse, call: ServedCall, body: bytes) -> HttpResponse:
+    """The upstream's 2xx reply, its usage read before a content fault edits it (the upstream
+    billed what it sent, not what the agent got): set on the call for a whole reply, and for a
+    stream once it has run to its end. A stream the fault stops reading early is left to the
+    server, which meters what reached the agent."""
+    assert call.provider is not None
+    meter = UsageMeter(call.provider, body, reply.chunks is not None)
+    if reply.chunks is None:
+        meter.feed(reply.body)
+        call.usage = meter.usage(finished=True)
+        return reply
+
+    def read(chunks: Iterator[bytes]) -> Iterator[bytes]:
+        try:
+            for chunk in chunks:
+                meter.feed(chunk)
+                yield chunk
+            call.usage = meter.usage(finished=True)
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
+
+    reply.chunks = read(reply.chunks)
+    return reply
 
 
 def _llm_fault_on(

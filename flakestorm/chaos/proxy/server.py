@@ -448,7 +448,7 @@ class _Handler(FramedHandler):
                 reply.chunks = _kept(reply.chunks, call, meter)
             elif not reply.drop:
                 call.response = body_text(reply.body)
-                if meter is not None:
+                if meter is not None and call.usage is None:  # else metered before a fault
                     meter.feed(reply.body)
                     call.usage = meter.usage(finished=True)
             self.send_reply(reply, call)
@@ -486,7 +486,7 @@ def _kept(
             yield chunk
         ended = True
     finally:
-        if meter is not None:
+        if meter is not None and call.usage is None:  # else the upstream's, before a fault
             call.usage = meter.usage(finished=ended)
         call.response = body_text(b"".join(seen))
         close = getattr(chunks, "close", None)
