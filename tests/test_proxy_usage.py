@@ -54,7 +54,7 @@ def proxy() -> Iterator[ChaosProxy]:
 
 
 def ask(proxy: ChaosProxy, stream: bool = False) -> requests.Response:
-    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+    body: dict[str, object] = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
     if stream:
         body |= {"stream": True, "stream_options": {"include_usage": True}}
     return requests.post(f"{proxy.url}/llm/openai/v1/chat/completions", json=body, timeout=5)
