@@ -29,6 +29,7 @@ from flakestorm.chaos.faults.modes import CALL_THROUGH
 from flakestorm.chaos.faults.recording import Miss, python_plan
 from flakestorm.chaos.faults.tool_modes import TOOL_MODES
 from flakestorm.chaos.llm.modes import LLM_MODES
+from flakestorm.chaos.llm.usage import UsageMeter
 from flakestorm.chaos.llm.values import inject_arguments, takes_system, transform_reply
 from flakestorm.chaos.wrappers.sdk_errors import sdk_of
 from flakestorm.chaos.wrappers.sdk_streams import (
@@ -37,6 +38,8 @@ from flakestorm.chaos.wrappers.sdk_streams import (
     fault_stream_manager,
     is_raw_response,
     is_sdk_stream,
+    stream_meter,
+    watch_stream,
 )
 from flakestorm.chaos.wrappers.sdk_usage import sdk_usage
 from flakestorm.chaos.wrappers.sites import Site
@@ -308,13 +311,25 @@ def llm_plan(call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Plan:
 def llm_result(call: Call, result: Any) -> Any:
     streamed = is_sdk_stream(result) or hasattr(result, "__enter__") or is_raw_response(result)
     call.usage = sdk_usage(result, streamed)  # what the LLM billed, before a fault edits it
-    result = _distorted(call, result)
+    meter = stream_meter(result) if is_sdk_stream(result) else None
+    if meter is not None and call.decision.llm_fault is None:
+        # a stream the agent reads later: its bytes, unchanged, metered as it reads them
+        call.deferred = True
+        return watch_stream(result, meter, _billing(call), lambda _: call.record(200))
+    result = _distorted(call, result, meter)
     if not call.deferred:  # a stream is read later: what it carried is not kept
         call.response = value_text(result)
     return result
 
 
-def _distorted(call: Call, result: Any) -> Any:
+def _billing(call: Call) -> Callable[[Usage], None]:
+    def billed(usage: Usage) -> None:
+        call.usage = usage
+
+    return billed
+
+
+def _distorted(call: Call, result: Any, meter: UsageMeter | None = None) -> Any:
     chosen = call.decision.llm_fault
     if chosen is None:
         return result
@@ -341,7 +356,8 @@ def _distorted(call: Call, result: Any) -> Any:
         return result
     if is_sdk_stream(result):
         call.deferred = True
-        return fault_stream(result, fault, rng, done)
+        metered = None if meter is None else (meter, _billing(call))
+        return fault_stream(result, fault, rng, done, metered)
     helper = hasattr(result, "__enter__") or hasattr(result, "__aenter__")
     if helper and fault_stream_manager(result, fault, rng, done):
         call.deferred = True

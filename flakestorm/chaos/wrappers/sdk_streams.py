@@ -23,10 +23,13 @@ import inspect
 import random
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
+from flakestorm.chaos.llm.protocol import provider_of
 from flakestorm.chaos.llm.streams import StreamFaulter
+from flakestorm.chaos.llm.usage import UsageMeter
 from flakestorm.config import LlmFault
+from flakestorm.results.usage import Usage
 
 __all__ = [
     "Done",
@@ -35,6 +38,8 @@ __all__ = [
     "fault_stream_manager",
     "is_raw_response",
     "is_sdk_stream",
+    "stream_meter",
+    "watch_stream",
 ]
 
 Done = Callable[[str | None], None]
@@ -74,25 +79,71 @@ def fault_raw_response(raw: Any, fault: Callable[[Any], Any]) -> None:
         raw.parse = parse_sync
 
 
-class _Body:
-    """The faulted body: upstream's bytes through the faulter; tells ``done`` once."""
+class _Editor(Protocol):
+    done: bool
 
-    def __init__(self, upstream: Any, faulter: StreamFaulter, done: Done) -> None:
+    @property
+    def recognised(self) -> bool: ...
+    def feed(self, chunk: bytes) -> list[bytes]: ...
+    def end(self) -> list[bytes]: ...
+
+
+class _Passing:
+    """A stream's bytes as upstream sent them (a stream only metered, not faulted)."""
+
+    done = False
+    recognised = True
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        return [chunk]
+
+    def end(self) -> list[bytes]:
+        return []
+
+
+Billed = Callable[[Usage], None]
+"""``billed(usage)``: what the stream's upstream bytes billed, told when it ends (before
+``done``)."""
+
+
+class _Body:
+    """The rebuilt body: upstream's bytes (read by ``meter``, if any) through the editor;
+    tells ``billed`` and ``done`` once."""
+
+    def __init__(
+        self,
+        upstream: Any,
+        faulter: _Editor,
+        done: Done,
+        meter: tuple[UsageMeter, Billed] | None = None,
+    ) -> None:
         self._upstream = upstream
         self._faulter = faulter
         self._done: Done | None = done
+        self._meter = meter
+
+    def _read(self, chunk: bytes) -> list[bytes]:
+        if self._meter is not None:
+            self._meter[0].feed(chunk)
+        return self._faulter.feed(chunk)
 
     def _finish(self) -> None:
         done, self._done = self._done, None
-        if done is not None:
-            done(None if self._faulter.recognised else UNRECOGNISED)
+        if done is None:
+            return
+        if self._meter is not None:
+            meter, billed = self._meter
+            # the SDK stops reading at the stream's last event: complete (reported, or
+            # estimated) when its terminal event came, else unknown
+            billed(meter.usage(finished=True))
+        done(None if self._faulter.recognised else UNRECOGNISED)
 
 
 class _SyncBody(_Body):
     def __iter__(self) -> Iterator[bytes]:
         try:
             for chunk in self._upstream.iter_bytes():
-                yield from self._faulter.feed(chunk)
+                yield from self._read(chunk)
                 if self._faulter.done:
                     return
             yield from self._faulter.end()
@@ -108,7 +159,7 @@ class _AsyncBody(_Body):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         try:
             async for chunk in self._upstream.aiter_bytes():
-                for frame in self._faulter.feed(chunk):
+                for frame in self._read(chunk):
                     yield frame
                 if self._faulter.done:
                     return
@@ -122,8 +173,41 @@ class _AsyncBody(_Body):
         self._finish()
 
 
-def fault_stream(stream: Any, fault: LlmFault, rng: random.Random, done: Done) -> Any:
-    """A stream of ``stream``'s type whose events are ``stream``'s with ``fault`` applied."""
+def stream_meter(stream: Any) -> UsageMeter | None:
+    """A meter of what an SDK ``stream`` bills, from the request it answers (None when that
+    request cannot be read)."""
+    request = getattr(getattr(stream, "response", None), "request", None)
+    if request is None:
+        return None
+    try:
+        body = request.content
+    except Exception:  # a streamed request body, not read
+        return None
+    if not isinstance(body, bytes):
+        return None
+    return UsageMeter(provider_of(str(request.url)), body, True)
+
+
+def watch_stream(stream: Any, meter: UsageMeter, billed: Billed, done: Done) -> Any:
+    """A stream of ``stream``'s type with ``stream``'s events unchanged, read by ``meter``."""
+    return _rebuilt(stream, _Passing(), done, (meter, billed))
+
+
+def fault_stream(
+    stream: Any,
+    fault: LlmFault,
+    rng: random.Random,
+    done: Done,
+    meter: tuple[UsageMeter, Billed] | None = None,
+) -> Any:
+    """A stream of ``stream``'s type whose events are ``stream``'s with ``fault`` applied
+    (upstream's bytes read by ``meter`` before the fault)."""
+    return _rebuilt(stream, StreamFaulter(fault, rng), done, meter)
+
+
+def _rebuilt(
+    stream: Any, editor: _Editor, done: Done, meter: tuple[UsageMeter, Billed] | None
+) -> Any:
     response = stream.response
     http = sys.modules[type(response).__module__.partition(".")[0]]
     asynchronous = hasattr(stream, "__aiter__")
@@ -136,7 +220,7 @@ def fault_stream(stream: Any, fault: LlmFault, rng: random.Random, done: Done) -
     faulted = http.Response(
         response.status_code,
         headers=headers,
-        stream=body(response, StreamFaulter(fault, rng), done),
+        stream=body(response, editor, done, meter),
         request=response.request,
     )
     return type(stream)(

@@ -2,8 +2,11 @@
 response objects: ``ChatCompletion.usage`` (``prompt_tokens``, its cached tokens apart,
 ``completion_tokens``), ``Response.usage`` (``input_tokens``, ``output_tokens``) and Anthropic's
 ``Message.usage`` (cache reads and writes apart) — or any object or dict of those shapes. A
-stream is read by the agent after the call returns: its tokens are not counted here, so they
-are ``unknown`` (a token or cost invariant over them errors its cell, never passes)."""
+stream is read by the agent after the call returns: its tokens are not counted here but as its
+bytes pass (:func:`~flakestorm.chaos.wrappers.sdk_streams.watch_stream`, an SDK ``Stream`` or
+``AsyncStream``); until then, and for the streams of the SDKs' stream helpers and raw
+responses, they are ``unknown`` (a token or cost invariant over them errors its cell, never
+passes)."""
 
 from __future__ import annotations
 
