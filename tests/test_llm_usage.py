@@ -123,3 +123,111 @@ def test_prices_come_from_the_config_by_model_or_its_undated_name() -> None:
     unnamed = Usage(input=1_000_000, model="gpt-4o-mini")
     assert price(unnamed) == pytest.approx(0.15)  # gpt-4o-mini: $0.15 per million input
     assert pricer({"gpt-4o": gpt4o}, table=False)(unnamed) is None
+
+
+# --------------------------------------------------------------------------- awkward splits
+
+STREAM_ASK = json.dumps(
+    {
+        "model": "gpt-4o",
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "messages": [{"role": "user", "content": "quote AAPL please"}],
+    }
+).encode()
+CHAT_STREAM = sse(
+    {
+        "object": "chat.completion.chunk",
+        "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "delta": {"role": "assistant", "content": "The price "}}],
+    },
+    {
+        "object": "chat.completion.chunk",
+        "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "delta": {"content": "is 42."}, "finish_reason": "stop"}],
+    },
+    {
+        "object": "chat.completion.chunk",
+        "model": "gpt-4o-mini",
+        "choices": [],
+        "usage": {
+            "prompt_tokens": 100,
+            "completion_tokens": 20,
+            "prompt_tokens_details": {"cached_tokens": 0},
+        },
+    },
+)
+
+
+def named_sse(*events: dict[str, Any]) -> bytes:
+    return b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
+
+
+ANTHROPIC_ASK = json.dumps(
+    {
+        "model": "claude-haiku-4-5",
+        "max_tokens": 100,
+        "stream": True,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+).encode()
+ANTHROPIC_STREAM = named_sse(
+    {
+        "type": "message_start",
+        "message": {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-3-5-sonnet-20241022",
+            "content": [],
+            "usage": {
+                "input_tokens": 25,
+                "output_tokens": 1,
+                "cache_read_input_tokens": 2000,
+                "cache_creation_input_tokens": 300,
+            },
+        },
+    },
+    {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+    {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hi"}},
+    {"type": "content_block_stop", "index": 0},
+    {
+        "type": "message_delta",
+        "delta": {"stop_reason": "end_turn"},
+        "usage": {"output_tokens": 15},
+    },
+    {"type": "message_stop"},
+)
+
+
+def fed(provider: Provider, ask: bytes, body: bytes, size: int, finished: bool = True) -> Usage:
+    meter = UsageMeter(provider, ask, True)
+    for start in range(0, len(body), size):
+        meter.feed(body[start : start + size])
+    return meter.usage(finished)
+
+
+@pytest.mark.parametrize("size", [1, 3, 7, 64, 100_000])
+def test_a_chat_stream_split_anywhere_gives_its_usage_chunk(size: int) -> None:
+    got = fed(Provider.OPENAI, STREAM_ASK, CHAT_STREAM, size)
+    assert got == Usage(input=100, output=20, model="gpt-4o-mini")
+
+
+@pytest.mark.parametrize("size", [1, 6, 33, 100_000])
+def test_an_anthropic_stream_split_anywhere_sums_start_and_delta(size: int) -> None:
+    got = fed(Provider.ANTHROPIC, ANTHROPIC_ASK, ANTHROPIC_STREAM, size)
+    assert got == Usage(
+        input=25, output=15, cache_read=2000, cache_write=300, model="claude-3-5-sonnet-20241022"
+    )
+
+
+def test_an_anthropic_stream_cut_before_its_delta_is_unknown() -> None:
+    cut = ANTHROPIC_STREAM[: ANTHROPIC_STREAM.index(b"event: message_delta")]
+    got = fed(Provider.ANTHROPIC, ANTHROPIC_ASK, cut, 8, finished=False)
+    assert got.counted is Counted.UNKNOWN and got.model == "claude-3-5-sonnet-20241022"
+
+
+def test_a_chat_stream_cut_before_its_usage_chunk_is_unknown() -> None:
+    cut = CHAT_STREAM[: CHAT_STREAM.index(b'"usage"') - 40]
+    got = fed(Provider.OPENAI, STREAM_ASK, cut, 5, finished=False)
+    assert got == Usage(model="gpt-4o-mini", counted=Counted.UNKNOWN)
