@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import anthropic
 import openai
@@ -17,7 +18,7 @@ from support.server import LoopbackServer, Request, Response
 
 from flakestorm.results.usage import Counted, Usage
 
-ASK = [{"role": "user", "content": "Price of AAPL?"}]
+ASK: Any = [{"role": "user", "content": "Price of AAPL?"}]
 WHOLE = {
     "id": "chatcmpl-1",
     "object": "chat.completion",
@@ -35,8 +36,10 @@ WHOLE = {
 }
 
 
-def _chunk(delta: dict, usage: dict | None = None, finish: str | None = None) -> bytes:
-    doc = {
+def _chunk(
+    delta: dict[str, Any], usage: dict[str, Any] | None = None, finish: str | None = None
+) -> bytes:
+    doc: dict[str, Any] = {
         "id": "c",
         "object": "chat.completion.chunk",
         "created": 1,
@@ -89,16 +92,16 @@ def server() -> Iterator[LoopbackServer]:
 
 
 @pytest.fixture
-def client(server: LoopbackServer) -> Iterator[openai.OpenAI]:
+def client(server: LoopbackServer) -> Iterator[Any]:
     with openai.OpenAI(base_url=server.url_for("/v1"), api_key="k", max_retries=0) as c:
         yield c
 
 
-def _read(stream: openai.Stream) -> str:
+def _read(stream: Any) -> str:
     return "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
 
 
-def test_a_whole_replys_usage(client: openai.OpenAI) -> None:
+def test_a_whole_replys_usage(client: Any) -> None:
     with wrapped(llm=OPENAI) as rig:
         client.chat.completions.create(model="gpt-4o", messages=ASK)
         [call] = rig.interactions()
@@ -117,8 +120,8 @@ def test_an_anthropic_message_keeps_cache_reads_and_writes_apart(server: Loopbac
     )
 
 
-def test_a_stream_is_metered_as_the_agent_reads_it_unchanged(client: openai.OpenAI) -> None:
-    ask = {"model": "gpt-4o", "messages": ASK, "stream": True}
+def test_a_stream_is_metered_as_the_agent_reads_it_unchanged(client: Any) -> None:
+    ask: dict[str, Any] = {"model": "gpt-4o", "messages": ASK, "stream": True}
     ask["stream_options"] = {"include_usage": True}
     unwrapped = _read(client.chat.completions.create(**ask))
     with wrapped(llm=OPENAI) as rig:
@@ -129,7 +132,7 @@ def test_a_stream_is_metered_as_the_agent_reads_it_unchanged(client: openai.Open
     assert call.usage == Usage(input=77, output=5, model="gpt-4o-mini")
 
 
-def test_a_faulted_stream_bills_what_the_upstream_sent(client: openai.OpenAI) -> None:
+def test_a_faulted_stream_bills_what_the_upstream_sent(client: Any) -> None:
     with wrapped(llm=OPENAI) as rig:
         rig.activate(llm_fault("empty"))
         stream = client.chat.completions.create(model="gpt-4o", messages=ASK, stream=True)
@@ -139,7 +142,7 @@ def test_a_faulted_stream_bills_what_the_upstream_sent(client: openai.OpenAI) ->
     assert call.usage == Usage(input=77, output=5, model="gpt-4o-mini")
 
 
-def test_a_stream_the_agent_leaves_before_its_usage_is_unknown(client: openai.OpenAI) -> None:
+def test_a_stream_the_agent_leaves_before_its_usage_is_unknown(client: Any) -> None:
     with wrapped(llm=OPENAI) as rig:
         stream = client.chat.completions.create(model="gpt-4o", messages=ASK, stream=True)
         next(iter(stream))
@@ -150,6 +153,7 @@ def test_a_stream_the_agent_leaves_before_its_usage_is_unknown(client: openai.Op
 
 def test_an_async_stream_is_metered(server: LoopbackServer) -> None:
     async def run() -> str:
+        c: Any
         async with openai.AsyncOpenAI(
             base_url=server.url_for("/v1"), api_key="k", max_retries=0
         ) as c:
