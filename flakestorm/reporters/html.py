@@ -63,6 +63,7 @@ from flakestorm.reporters.mutation_view import (
     mutation_legend,
     mutation_types,
 )
+from flakestorm.reporters.spend_view import Amplification, amplification, cell_spend
 from flakestorm.reporters.transcript import TurnRow, rows
 from flakestorm.reporters.view import (
     accepted_lines,
@@ -179,6 +180,7 @@ class _Cell:
     """The agent was invoked under declared faults, yet no call reached flakestorm."""
     turns: tuple[TurnRow, ...] = ()
     """A failed cell's conversations, turn by turn."""
+    spend: str = ""
 
 
 @dataclass(frozen=True)
@@ -259,6 +261,7 @@ class _Phase:
     legend_text: str = ""
     """A mutation phase's legend, words only."""
     sweeps: tuple[_Sweep, ...] = ()
+    spend: Amplification | None = None
 
 
 @dataclass(frozen=True)
@@ -356,6 +359,7 @@ def _cell(cell: CellResult, prefix: str, scenario: ScenarioInfo | None) -> _Cell
         no_calls=no_calls(cell, scenario),
         notes=tuple(document_excerpt(n, 2000) for n in cell.notes),
         turns=rows(cell, document_excerpt),
+        spend=document_text(cell_spend(cell.spend) or ""),
     )
 
 
@@ -405,7 +409,7 @@ def _phase(outcome: PhaseOutcome) -> _Phase:
         )
         for s in outcome.scenarios
     )
-    legend = LEGEND_ITEMS
+    legend, spent = LEGEND_ITEMS, amplification(outcome)
     if any(s.undelivered for s in outcome.scenarios):
         legend = (*LEGEND_ITEMS, UNDELIVERED_ITEM)
     return _Phase(
@@ -427,6 +431,7 @@ def _phase(outcome: PhaseOutcome) -> _Phase:
         mutations=Mapped(failed_mutations(outcome), _mutation),
         row_kind=document_text(outcome.rows),
         sweeps=tuple(_sweep(sweep) for sweep in outcome.sweeps),
+        spend=None if spent is None else spent.escaped(document_text),
     )
 
 
@@ -465,9 +470,8 @@ TEMPLATES_CACHE = TEMPLATES / "__pycache__"
 class _CompiledTemplates(jinja2.FileSystemBytecodeCache):
     """The template compiled once per installation, as Python keeps a module's bytecode:
     beside the templates, keyed by the template's source and the interpreter (jinja2 checks
-    both), so a changed template or another Python compiles it again. Compiling it takes
-    longer than rendering a report; where the directory cannot be written, the template is
-    compiled at each run as before."""
+    both), so a changed template or another Python compiles it again; where the directory
+    cannot be written, the template is compiled at each run as before."""
 
     def __init__(self) -> None:
         super().__init__(str(TEMPLATES_CACHE), "%s.jinja")

@@ -45,6 +45,7 @@ from flakestorm.reporters.mutation_view import (
 )
 from flakestorm.reporters.public import NOTE as PUBLIC_NOTE
 from flakestorm.reporters.public import public
+from flakestorm.reporters.spend_view import cell_spend, markdown_lines
 from flakestorm.reporters.transcript import rows
 from flakestorm.reporters.view import (
     ACCEPTED_TITLE,
@@ -339,6 +340,8 @@ def cell_details(cell: CellResult, scenario: ScenarioInfo | None = None) -> str:
     out.append(f"- **Reason:** {text(cell.reason, 1000)}")
     out.append(f"- **Faults fired:** {faults_text(cell, scenario)}")
     out.extend(f"- {text(note, 600)}" for note in cell.notes)
+    spent = cell_spend(cell.spend)
+    out.extend([f"- **Spent:** {text(spent)}"] if spent else [])
     out.extend(_calls(cell, scenario))
     out.extend(_transcript(cell))
     failing = [p for p in cell.prompts if not p.passed]
@@ -430,11 +433,12 @@ def _section(outcome: PhaseOutcome) -> _Section:
     head, rows = _matrix(outcome)
     scenarios_top, scenarios, scenarios_end = _scenarios(outcome)
     by_name = {s.name: s for s in outcome.scenarios}
+    spending = "".join(line + "\n" for line in markdown_lines(outcome, text))
     return _Section(
         outcome=outcome,
         top="\n".join(head) + "\n",
         rows=rows,
-        legend=f"\n{_legend(outcome)}\n\n{_sweeps(outcome)}{_unattributed(outcome)}",
+        legend=f"\n{_legend(outcome)}\n\n{spending}{_sweeps(outcome)}{_unattributed(outcome)}",
         scenarios_top=scenarios_top,
         scenarios=scenarios,
         scenarios_end=scenarios_end,

@@ -21,6 +21,7 @@ from flakestorm.reporters.mutation_view import (
     mutation_reply,
     mutation_types,
 )
+from flakestorm.reporters.spend_view import cell_spend
 from flakestorm.reporters.transcript import transcript, turn_line
 from flakestorm.reporters.view import (
     ACCEPTED_TITLE,
@@ -260,6 +261,8 @@ def _scan(outcome: PhaseOutcome) -> _Scan:
                 f"{log_line(cell.reason, 400)}{fired}"
             )
             failing.extend(f"    {log_line(note, 400)}" for note in cell.notes)
+            spent = cell_spend(cell.spend)
+            failing.extend([f"    spent: {log_line(spent, 300)}"] if spent else [])
             for conversation in transcript(cell):
                 failing.append(f"    {log_line(conversation.title, 200)}")
                 failing.extend(
