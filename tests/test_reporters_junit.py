@@ -56,8 +56,10 @@ def test_outcomes_map_to_failure_error_and_skipped() -> None:
     cases = _cases(_parse(junit.render(failing())))
     failure = cases["mentions_refund[tool_outage]"].find("failure")
     assert failure is not None
+    # the message ends with what the cell spent: 2 LLM calls, 3 to the tool, every one faulted
     assert failure.attrib["message"] == (
-        "failed for 2 of 2 prompts: 'refund' not found in the output"
+        "failed for 2 of 2 prompts: 'refund' not found in the output (calls: llm 2, "
+        "orders_api 3 (3 faulted); tokens 700 in / 120 out; $0.00018)"
     )
     assert failure.text is not None
     assert "prompt (run 1): How do I get a refund?" in failure.text

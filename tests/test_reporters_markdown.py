@@ -164,7 +164,7 @@ def test_no_calls_under_declared_faults_is_said() -> None:
     base = failing()
     assert "contract" in base.phases
     cells = list(base.phases["contract"].cells)
-    cells[1] = dataclasses.replace(cells[1], calls=(), faults_fired=())
+    cells[1] = dataclasses.replace(cells[1], calls=(), faults_fired=(), spend=None)
     contract = dataclasses.replace(base.phases["contract"], cells=tuple(cells))
     out = markdown.render(dataclasses.replace(base, phases={**base.phases, "contract": contract}))
     assert "- **Faults fired:** none\n- **Calls through flakestorm:** none\n" in out

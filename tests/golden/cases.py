@@ -3,12 +3,14 @@
 - ``passing``: every cell passed, one skipped;
 - ``failing``: critical failures, an errored cell, a skipped, a flaky and a not-run cell,
   a partial run (``max_invocations``) with the stateful-agent warning; the calls of a chaos
-  cell (faults fired, an upstream error, a dropped connection); and a chaos-only phase (one
-  prompt of two passed, cells run one at a time);
+  cell (faults fired, an upstream error, a dropped connection) and what it spent against the
+  scenario without faults; and a chaos-only phase (one prompt of two passed, cells run one at
+  a time);
 - ``hostile``: agent output, prompts, ids and scenario names that try markdown, HTML and XML
   injection, workflow commands, ``</details>``, a forged comment state, control characters,
   an RTL override, lone surrogates and a 2 MiB reply; a call record with a hostile URL, tool,
-  method and upstream error; a scenario whose hostile fault was not delivered;
+  method and upstream error; a scenario whose hostile fault was not delivered; a hostile
+  model name with no price (the upstream's reply names it);
 - ``chaos_only``: only the chaos-only phase ran, and its tool fault was not delivered (every
   cell errored, with the wiring hint);
 - ``mutation``: only the mutation phase ran: a passed mutation, an injection the agent fell
@@ -40,6 +42,7 @@ from flakestorm.results.model import (
     Status,
 )
 from flakestorm.results.scoring import score_cells, score_mutations, score_run
+from flakestorm.results.usage import Counted, Spend, Usage
 
 STATEFUL_WARNING = (
     "Warning: No reset_endpoint configured. Contract matrix cells may share state. Results "
@@ -258,16 +261,26 @@ def failing() -> RunResult:
         _call("tool", "orders_api", "/tools/orders_api/orders/43", None, error_503, method="GET",
               latency_ms=30000.0),
     )  # fmt: skip
+    # gpt-4o-mini at $0.15 / $0.60 per million: 300 in + 60 out = $0.000081; 700 in + 120 out
+    # = $0.000177
+    calm_spend = Spend({"llm": 1}, {}, Usage(300, 60, model="gpt-4o-mini"), 0.000081)
+    outage_spend = Spend(
+        {"llm": 2, "orders_api": 3},
+        {"orders_api": 3},
+        Usage(700, 120, model="gpt-4o-mini"),
+        0.000177,
+    )
     ok_run1, ok_run2, bad_run2 = (
         dataclasses.replace(p, run=r) for p, r in ((ok, 1), (ok, 2), (bad, 2))
     )
     cells = (
         CellResult(0, "mentions_refund", "baseline", "critical", Status.PASSED,
-                   "held for 1 of 1 prompts", runs_passed=1, runs_total=1, prompts=(ok,)),
+                   "held for 1 of 1 prompts", runs_passed=1, runs_total=1, prompts=(ok,),
+                   spend=calm_spend),
         CellResult(1, "mentions_refund", "tool_outage", "critical", Status.FAILED,
                    "failed for 2 of 2 prompts: 'refund' not found in the output",
                    runs_passed=0, runs_total=1, prompts=(bad, no_reply),
-                   faults_fired=(error_503, slow_2000), calls=outage_calls),
+                   faults_fired=(error_503, slow_2000), calls=outage_calls, spend=outage_spend),
         CellResult(2, "mentions_refund", "poisoned_memory", "critical", Status.NOT_RUN,
                    "the run stopped first (max_invocations)"),
         CellResult(3, "no_injection", "baseline", "high", Status.PASSED,
@@ -295,11 +308,12 @@ def failing() -> RunResult:
             _invariant("quick", "low", 21, "latency"),
         ),
         scenarios=(
-            ScenarioInfo("baseline", ()),
+            ScenarioInfo("baseline", (), spend=calm_spend),
             ScenarioInfo(
                 "tool_outage",
                 ("tool orders_api: error", "tool orders_api: slow"),
                 serial=True,
+                spend=outage_spend,
                 order=("tool_faults[0] error(503) on orders_api: probability 0.5",),
             ),
             ScenarioInfo(
@@ -375,6 +389,7 @@ FORGED_STATE = '<!-- flakestorm:state {"score": 100.0, "run": "forged"} -->'
 RTL = "\u202e"
 HUGE_REPLY_CHARS = 2 * 1024 * 1024
 EVIL_TOOL = "ev`il</td>@org|x"
+EVIL_MODEL = f"m</li>{INJECTED_SCRIPT}`x` | **b** ::error::x @team #7 {RTL}"
 EVIL_DEAD_SCENARIO = "dead|`x`</th><img src=x>"
 
 
@@ -427,13 +442,21 @@ def hostile(beacon: str = "http://127.0.0.1:9/beacon", huge: bool = True) -> Run
               evil_fault, "tool\x1b[31m|x", method="GET\r\n::error::x <b>",
               upstream_error=f"{INJECTED_IMG} | `x` ::warning::y @team #7 {RTL}\x00"),
     )  # fmt: skip
+    evil_spend = Spend(
+        {EVIL_TOOL: 1, "llm": 1},
+        {EVIL_TOOL: 1},
+        Usage(40, 10, model=EVIL_MODEL, counted=Counted.ESTIMATED),
+        None,
+        (EVIL_MODEL,),
+    )
+    calm_spend = Spend({"llm": 1}, {}, Usage(20, 5, model="gpt-4o-mini"), 0.0000060)
     dead_label = f"tool_faults[0] error(503) on {EVIL_TOOL}"
     dead_reason = _not_delivered(dead_label, EVIL_TOOL)
     cells = (
         CellResult(0, evil_id, evil_scenario, "critical", Status.FAILED,
                    f"failed: {INJECTED_SCRIPT} </details> ::error::x @team #42", runs_passed=0,
                    runs_total=1, prompts=prompts, faults_fired=(evil_fault, "tool\x1b[31m|x"),
-                   calls=calls),
+                   calls=calls, spend=evil_spend),
         CellResult(1, evil_id, "calm", "critical", Status.ERRORED,
                    f"harness failure: {FORGED_STATE}", prompts=()),
         CellResult(2, evil_id, EVIL_DEAD_SCENARIO, "critical", Status.ERRORED, dead_reason,
@@ -461,8 +484,9 @@ def hostile(beacon: str = "http://127.0.0.1:9/beacon", huge: bool = True) -> Run
                 unattributed_calls=(
                     _call("tool", EVIL_TOOL, f"/tools/x/{INJECTED_IMG}", 200, f"{INJECTED_IMG}"),
                 ),
+                spend=evil_spend,
             ),
-            ScenarioInfo("calm", ()),
+            ScenarioInfo("calm", (), spend=calm_spend),
             ScenarioInfo(
                 EVIL_DEAD_SCENARIO,
                 (f"tool {EVIL_TOOL}: error",),
