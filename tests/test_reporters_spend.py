@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 from golden.cases import EVIL_MODEL, failing, hostile
 
 from flakestorm.reporters import comment, html, junit, markdown, terminal
 from flakestorm.reporters.spend_view import amplification, cell_spend, money
-from flakestorm.results.model import PhaseOutcome, RunResult, ScenarioInfo
+from flakestorm.results.model import (
+    PhaseOutcome,
+    RunResult,
+    ScenarioInfo,
+    from_document,
+    to_document,
+)
 from flakestorm.results.usage import Counted, Spend, Usage
 
 CALM = Spend({"llm": 2, "quotes": 2}, {}, Usage(200, 40, model="gpt-x"), 0.14)
@@ -149,3 +156,23 @@ def test_a_hostile_model_name_is_escaped_in_every_format() -> None:
     assert "m&lt;/li&gt;&lt;script&gt;" in page and EVIL_MODEL not in page
     report = junit.render(result)
     assert "no price for &quot;m&lt;/li&gt;&lt;script&gt;" in report and ":\u200b:error" in report
+
+
+def test_many_scenarios_are_counted_past_the_limit_and_long_names_cut() -> None:
+    name = "s" * 150
+    faulted = [ScenarioInfo(f"{name}{i}", ("llm: timeout",), spend=DOWN) for i in range(12)]
+    result, contract = _with_scenarios(ScenarioInfo("calm", (), spend=CALM), *faulted)
+    shown = amplification(contract)
+    assert shown is not None and len(shown.lines) == 12
+    assert shown.lines[0] == f"{'s' * 99}…: LLM calls 3.0×, tokens 3.0×, $0.84 vs $0.14"
+    body = comment.render_first(result)
+    assert body.count(": LLM calls 3.0×") == 10
+    assert "- … and 2 more scenarios (report.html, results.json)\n" in body
+
+
+def test_flakestorm_report_renders_the_same_from_results_json() -> None:
+    result, _ = _matrix()
+    read = from_document(json.loads(json.dumps(to_document(result))))
+    assert markdown.render(read) == markdown.render(result)
+    assert html.render(read) == html.render(result)
+    assert junit.render(read) == junit.render(result)

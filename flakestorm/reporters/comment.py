@@ -42,7 +42,7 @@ from flakestorm.reporters.mutation_view import (
 )
 from flakestorm.reporters.public import NOTE as PUBLIC_NOTE
 from flakestorm.reporters.public import public
-from flakestorm.reporters.spend_view import markdown_lines
+from flakestorm.reporters.spend_view import COMMENT_SCENARIO_LINES, markdown_lines
 from flakestorm.reporters.transcript import compact, transcript
 from flakestorm.reporters.view import (
     ACCEPTED_TITLE,
@@ -312,7 +312,7 @@ def _facts(result: RunResult) -> list[str]:
     if swept:
         out.append("")
     for outcome in phases(result):
-        out += markdown_lines(outcome, text)
+        out += markdown_lines(outcome, text, COMMENT_SCENARIO_LINES)
     return out
 
 

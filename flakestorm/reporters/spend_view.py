@@ -19,7 +19,12 @@ from flakestorm.results.scenarios import ScenarioInfo
 from flakestorm.results.usage import Counted, Spend, Usage
 
 MAX_SCENARIO_LINES = 50
-"""Amplification lines listed per phase; the rest are counted."""
+"""Amplification lines listed per phase in the summary and the HTML report; the rest are
+counted."""
+COMMENT_SCENARIO_LINES = 10
+"""The same in the PR comment (its limit is 65,536 characters)."""
+NAME_CHARS = 100
+"""How much of a scenario's name a line quotes."""
 
 
 def money(usd: float) -> str:
@@ -150,7 +155,7 @@ def _without_faults(outcome: PhaseOutcome) -> ScenarioInfo | None:
     return next((s for s in outcome.scenarios if not s.faults), None)
 
 
-def amplification(outcome: PhaseOutcome) -> Amplification | None:
+def amplification(outcome: PhaseOutcome, limit: int = MAX_SCENARIO_LINES) -> Amplification | None:
     """The amplification lines of ``outcome``'s scenarios with faults; None without a
     scenario without faults, or without spend recorded in it and one other."""
     base = _without_faults(outcome)
@@ -160,19 +165,26 @@ def amplification(outcome: PhaseOutcome) -> Amplification | None:
     listed: list[tuple[str, Spend]] = [
         (s.name, s.spend) for s in outcome.scenarios if s.faults and s.spend is not None
     ]
-    for name, spend in listed[:MAX_SCENARIO_LINES]:
+    for name, spend in listed[:limit]:
         parts = _compared(spend, base.spend)
         if parts:
-            lines.append(f"{name}: {', '.join(parts)}")
-    if len(listed) > MAX_SCENARIO_LINES:
-        lines.append(f"… and {len(listed) - MAX_SCENARIO_LINES} more scenarios (results.json)")
-    return Amplification(base.name, tuple(lines)) if lines else None
+            lines.append(f"{_cut(name)}: {', '.join(parts)}")
+    if len(listed) > limit:
+        lines.append(f"… and {len(listed) - limit} more scenarios (report.html, results.json)")
+    return Amplification(_cut(base.name), tuple(lines)) if lines else None
 
 
-def markdown_lines(outcome: PhaseOutcome, escape: Callable[[str], str]) -> list[str]:
-    """The amplification of ``outcome`` as markdown lines (a bold heading, a list), each text
-    through ``escape`` (:func:`flakestorm.reporters.escape.text`); none without it."""
-    shown = amplification(outcome)
+def _cut(name: str) -> str:
+    return name if len(name) <= NAME_CHARS else name[: NAME_CHARS - 1] + "…"
+
+
+def markdown_lines(
+    outcome: PhaseOutcome, escape: Callable[[str], str], limit: int = MAX_SCENARIO_LINES
+) -> list[str]:
+    """The amplification of ``outcome`` as markdown lines (a bold heading, a list of at most
+    ``limit`` scenarios), each text through ``escape``
+    (:func:`flakestorm.reporters.escape.text`); none without it."""
+    shown = amplification(outcome, limit)
     if shown is None:
         return []
     return [f"**{escape(shown.heading)}**", "", *(f"- {escape(line)}" for line in shown.lines), ""]
