@@ -255,7 +255,8 @@ def test_every_type_has_a_check() -> None:
 
 def test_cases_cover_every_type_passing_and_failing() -> None:
     covered = {(t, passes) for t, _, _, passes, _ in CASES}
-    replies = [t for t in InvariantType if not t.reads_calls]  # tests/test_conduct.py: the rest
+    # tests/test_conduct.py: the invariants on calls; tests/test_stream_invariants.py: on streams
+    replies = [t for t in InvariantType if not (t.reads_calls or t.reads_stream)]
     missing = {(t.value, p) for t in replies for p in (True, False)} - covered
     # completes fails only on a non-answer: covered by the errored-reply tests below
     assert missing == {("completes", False)}

@@ -10,7 +10,9 @@ kinds), ``extraction`` (``response_path``), ``readiness`` (waiting for the agent
 source, never imported), ``importer`` (importing
 ``module:attr`` without tracebacks), ``console`` (a python agent's prints and logging kept per
 invocation), ``workers`` (daemon threads for python agent calls),
-``request`` (a described HTTP request: what a request-level mutation changes), ``wire``
+``request`` (a described HTTP request: what a request-level mutation changes), ``stream``
+(a streamed reply's framing, text and figures) and ``streamed`` (an http agent's reply read
+as a stream, ``agent.stream``), ``wire``
 (sending such a request byte by byte) and ``closing`` (what a ``with`` block does with a
 long-lived part: the agents, the agent process, the chaos proxy, wrappers and routes).
 """
@@ -22,6 +24,7 @@ from typing import Protocol
 
 from flakestorm.agents.request import RequestShape
 from flakestorm.errors import AgentErrorKind
+from flakestorm.results.stream_timing import StreamTiming
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,9 @@ class Reply:
     console: str = ""
     """The last lines a python agent printed or logged during the invocation (redacted;
     :mod:`flakestorm.agents.console`), "" when it wrote nothing or was not captured."""
+    stream: StreamTiming | None = None
+    """How the reply streamed (``agent.stream``: :mod:`flakestorm.agents.streamed`); None for a
+    reply that was not streamed."""
 
     @property
     def ok(self) -> bool:

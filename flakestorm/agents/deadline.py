@@ -27,8 +27,11 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
+import requests
+import urllib3
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
@@ -232,3 +235,50 @@ class DeadlineAdapter(HTTPAdapter):
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = {"http": _Pool, "https": _HTTPSPool}
+
+
+# --------------------------------------------------------------------------- a body's chunks
+
+CHUNK_BYTES = 65_536
+
+
+class Expired(Exception):
+    """The deadline passed while a body was read."""
+
+
+def body_chunks(
+    response: requests.Response, deadline: float, live: bool = False
+) -> Iterator[bytes]:
+    """``response``'s decoded body chunks; each socket read may wait only until ``deadline``
+    (``time.perf_counter``), else :class:`Expired`. ``live``: each chunk as soon as it
+    arrives, also in a body that is not chunked (a stream's events)."""
+    raw: urllib3.BaseHTTPResponse = response.raw
+    chunks = (
+        _arriving(raw)
+        if live and not getattr(raw, "chunked", False)
+        else raw.stream(CHUNK_BYTES, decode_content=True)
+    )
+    while True:
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            raise Expired
+        connection = getattr(raw, "connection", None)
+        sock = getattr(connection, "sock", None)
+        if isinstance(sock, socket.socket):
+            sock.settimeout(remaining)
+        try:
+            chunk = next(chunks)
+        except StopIteration:
+            return
+        except (urllib3.exceptions.ReadTimeoutError, TimeoutError) as exc:
+            raise Expired from exc
+        except urllib3.exceptions.ProtocolError as exc:
+            if isinstance(exc.__context__, TimeoutError) or "timed out" in str(exc):
+                raise Expired from exc
+            raise
+        yield chunk
+
+
+def _arriving(raw: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
+    while chunk := raw.read1(CHUNK_BYTES, decode_content=True):
+        yield chunk

@@ -29,17 +29,16 @@ import socket
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterator
 from typing import Any
 
 import requests
 import urllib3
 
 from flakestorm import __version__
-from flakestorm.agents import NO_CALL, Call, Reply, wire
+from flakestorm.agents import NO_CALL, Call, Reply, streamed, wire
 from flakestorm.agents.attribution import outgoing
 from flakestorm.agents.closing import Closing
-from flakestorm.agents.deadline import DeadlineAdapter, deadline
+from flakestorm.agents.deadline import DeadlineAdapter, Expired, body_chunks, deadline
 from flakestorm.agents.extraction import extract_auto, extract_path
 from flakestorm.agents.request import RequestShape, padding
 from flakestorm.agents.wire import WireRequest
@@ -52,8 +51,6 @@ RAW_CAP = 65_536
 
 POOL_SIZE = 64
 """Connections kept per host: enough for ``advanced.concurrency`` up to 64 without reconnecting."""
-
-CHUNK_BYTES = 65_536
 
 PROMPT = "{prompt}"
 CONTEXT = "{context}"
@@ -146,6 +143,8 @@ class HttpAgent(Closing):
     def invoke(self, prompt: str, call: Call = NO_CALL) -> Reply:
         if call.request is not None:
             return self._invoke_shaped(prompt, call, call.request)
+        if self.config.stream is not None:
+            return streamed.invoke(self, prompt, call)
         started = time.perf_counter()
         status: int | None = None
         raw = b""
@@ -232,12 +231,12 @@ class HttpAgent(Closing):
         chunks: list[bytes] = []
         size = 0
         try:
-            for chunk in _stream(response, deadline):
+            for chunk in body_chunks(response, deadline):
                 size += len(chunk)
                 if size > cap:
                     raise self._too_large(response.status_code, "reading stopped there")
                 chunks.append(chunk)
-        except _Deadline as exc:
+        except Expired as exc:
             raise self._timed_out(response.status_code) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise AgentError(
@@ -307,6 +306,8 @@ class HttpAgent(Closing):
         try:
             sent = wire.send(request, deadline, self.config.max_response_bytes)
             status, raw = sent.status, sent.body
+            if self.config.stream is not None and 200 <= status < 300:
+                return streamed.whole(self.config.stream, raw, status, _ms_since(started))
             output = self._answer(sent.status, sent.reason, sent.content_type, raw, request.method)
         except AgentError as exc:
             return self._failed(exc, started, status, raw)
@@ -364,35 +365,6 @@ class HttpAgent(Closing):
             f"({self.config.max_response_bytes} bytes); {detail}",
             status,
         )
-
-
-class _Deadline(Exception):
-    pass
-
-
-def _stream(response: requests.Response, deadline: float) -> Iterator[bytes]:
-    """Decoded body chunks; each socket read may wait only until ``deadline``."""
-    raw: urllib3.BaseHTTPResponse = response.raw
-    chunks = raw.stream(CHUNK_BYTES, decode_content=True)
-    while True:
-        remaining = deadline - time.perf_counter()
-        if remaining <= 0:
-            raise _Deadline
-        connection = getattr(raw, "connection", None)
-        sock = getattr(connection, "sock", None)
-        if isinstance(sock, socket.socket):
-            sock.settimeout(remaining)
-        try:
-            chunk = next(chunks)
-        except StopIteration:
-            return
-        except (urllib3.exceptions.ReadTimeoutError, TimeoutError) as exc:
-            raise _Deadline from exc
-        except urllib3.exceptions.ProtocolError as exc:
-            if isinstance(exc.__context__, TimeoutError) or "timed out" in str(exc):
-                raise _Deadline from exc
-            raise
-        yield chunk
 
 
 def _reshape_body(body: bytes, depth: int, extra_keys: int) -> bytes:

@@ -17,6 +17,7 @@ SECTIONS: dict[str, str] = {
     "AgentConfig": "agent",
     "AgentStart": "agent.start",
     "AgentSession": "agent.session",
+    "AgentStream": "agent.stream",
     "Conversation": "golden_prompts[]",
     "Invariant": "invariants[]",
     "ContractInvariant": "invariants[]",
@@ -62,6 +63,11 @@ SECTION_NOTES: dict[str, str] = {
     "from the seed and the cell (one per repeat), so cells are isolated without a reset and "
     "run concurrently; the stateful-agent check does not apply. Give exactly one of `header` "
     "and `template`.",
+    "agent.stream": "Http agents whose reply streams (SPEC §16): the reply is read as it "
+    "arrives, each event with its arrival time; the assembled text is the output every "
+    "invariant checks, and `ttft`, `max_stall` and `stream_completes` judge how it arrived. A "
+    "stream that closes without its terminal event is still an answer; no connection, a "
+    "non-2xx status or `agent.timeout` errors the invocation. See docs/streaming.md.",
     "invariants[]": "One rule the agent must obey. The same fields are used in the top-level "
     "`invariants` list (mutation and chaos-only phases; `id` optional) and in "
     "`contract.invariants` (`id` required and unique). Type fields belong to one type only: "
@@ -191,6 +197,17 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "reset the agent's state.",
     "agent.session": "Isolate each cell in its own conversation instead of resetting the "
     "agent: `{header: NAME}` or `{template: true}`.",
+    "agent.stream": "Read the reply as a stream: `{format: openai}` (or `anthropic`, `text`), "
+    "`{format: sse | ndjson, path, done}`.",
+    "agent.stream.format": "How the reply is framed and where its text is: `openai` and "
+    "`anthropic` chunk shapes over SSE, generic `sse` or `ndjson` events, or plain chunked "
+    "`text`.",
+    "agent.stream.path": "`sse` and `ndjson` only: the dotted path to the text delta in each "
+    "event's JSON (`delta.text`, `message.content`); `sse` without it takes each event's data "
+    "as text. Required for `ndjson`.",
+    "agent.stream.done": "`sse` and `ndjson` only, required: the terminal event: an SSE event "
+    "name (`end`), a whole data payload or line (`[DONE]`), or `PATH=VALUE` on the event's "
+    "JSON (`type=done`, `done=true`).",
     "agent.tools": "Python agents: `module:attr` of each tool to wrap with faults: a callable, "
     "or a framework's tool object (an OpenAI Agents SDK `FunctionTool`, a LangChain `BaseTool`, "
     "a Strands `@tool`, a Pydantic AI `Tool`), whose function is wrapped inside it; or a "
@@ -234,7 +251,9 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "invariants[].pattern": "`regex`: a Python regular expression searched in the output.",
     "invariants[].patterns": "`excludes_pattern`: Python regular expressions none of which "
     "may match.",
-    "invariants[].max_ms": "`latency`: the largest accepted invocation latency, in milliseconds.",
+    "invariants[].max_ms": "`latency`: the largest accepted invocation latency; `ttft`: the "
+    "latest accepted first content event; `max_stall`: the longest accepted gap between "
+    "content events; in milliseconds.",
     "invariants[].schema": "`valid_json`: a JSON Schema the parsed output must validate against.",
     "invariants[].expected": "`similarity`: the text the output is compared with.",
     "invariants[].threshold": "`similarity`: the lowest accepted similarity, 0–1 (default 0.75).",

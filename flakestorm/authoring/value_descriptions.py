@@ -11,6 +11,14 @@ ENUM_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "http": "An HTTP endpoint, called with `method`, `headers` and `request_template`.",
         "python": "A Python callable (`module:attr`), called in-process.",
     },
+    "StreamFormat": {
+        "openai": "OpenAI chunks over SSE: `choices[].delta.content` (a Responses API "
+        "`response.output_text.delta`); ends with `data: [DONE]` (`response.completed`).",
+        "anthropic": "Anthropic message events over SSE: `text_delta`s; ends with `message_stop`.",
+        "sse": "Server-sent events: the text at `path` (or the data itself); ends with `done`.",
+        "ndjson": "One JSON value a line: the text at `path`; ends with `done`.",
+        "text": "Plain chunked text: each chunk is content; the end of the body is the end.",
+    },
     "ToolDelivery": {
         "http": "At the tool's HTTP call, through the in-process proxy: its own error "
         "handling runs.",
@@ -58,6 +66,12 @@ ENUM_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "waited at least that long (10% slack).",
         "no_duplicate_effects": "No two calls to `target` with the same method, path and body "
         "in an invocation, unless both carry the same `Idempotency-Key`.",
+        "ttft": "A streamed reply's first content event (never a role-only or empty delta, a "
+        "comment or the first byte) came within `max_ms` (`agent.stream`).",
+        "max_stall": "A streamed reply's longest gap between content events, up to its end, "
+        "is at most `max_ms` (`agent.stream`).",
+        "stream_completes": "A streamed reply ended with its terminal event (`[DONE]`, "
+        "`message_stop`, `done`); one that closes without it fails (`agent.stream`).",
     },
     "TokenKind": {
         "total": "Every token: prompt (cached ones included) and output.",

@@ -49,6 +49,7 @@ from flakestorm.config import (
     SimilarityBackend,
 )
 from flakestorm.errors import AgentErrorKind, HarnessError, UsageError
+from flakestorm.results.stream_timing import StreamTiming
 
 if TYPE_CHECKING:  # a run asks judges only when it has llm_judge invariants
     from flakestorm.checks.judge.judges import Judges
@@ -71,6 +72,8 @@ class Reply(Protocol):
     def error(self) -> AgentErrorKind | None: ...
     @property
     def error_message(self) -> str: ...
+    @property
+    def stream(self) -> StreamTiming | None: ...
 
 
 @dataclass(frozen=True)
@@ -141,7 +144,7 @@ class Checker:
             raise HarnessError(f"{reply.error_message} ({MISREAD})")
         answered = reply.error is None and reply.output is not None
         if invariant.type is not InvariantType.COMPLETES and not answered:
-            return Verdict(False, _no_answer(reply))
+            return Verdict(False, _no_answer(reply) + _as_streamed(self, invariant, observation))
         try:
             finding = CHECKS[invariant.type](self, invariant, observation)
         except _Unjudgeable as exc:
@@ -219,6 +222,17 @@ def _no_answer(reply: Reply, lead: str = "the agent did not answer") -> str:
     message = excerpt(" ".join(reply.error_message.split()), 160)
     detail = f": {message}" if message else ""
     return f"{lead}: {reply.error.value}{detail}"
+
+
+def _as_streamed(checker: Checker, invariant: Invariant, observation: Observation) -> str:
+    """For a stream invariant on an invocation that errored after its stream opened (a
+    timeout): ``; `` and the figure the invariant reads, else ""."""
+    if not invariant.type.reads_stream or observation.reply.stream is None:
+        return ""
+    try:
+        return "; " + CHECKS[invariant.type](checker, invariant, observation).reason
+    except _Unjudgeable:
+        return ""
 
 
 def _output(observation: Observation) -> str:
@@ -469,3 +483,66 @@ def _llm_judge(checker: Checker, invariant: Invariant, observation: Observation)
     cached = " (cached)" if judgement.cached else ""
     reason = f"judge{cached}: {verdict}: {excerpt(judgement.answer.reason, 200)}"
     return _Finding(judgement.answer.passed, reason, "the judge must answer FAIL")
+
+
+# --------------------------------------------------------------------------- streams (SPEC §16)
+
+
+def _timing(observation: Observation) -> StreamTiming:
+    stream = observation.reply.stream
+    if stream is None:
+        raise _Unjudgeable("the reply was not streamed (agent.stream is not set)")
+    return stream
+
+
+def _seconds(ms: float) -> str:
+    """``812 ms`` below a second, ``4.01 s`` from one."""
+    return f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.2f} s"
+
+
+def _first_byte(stream: StreamTiming) -> str:
+    at = stream.first_byte_ms
+    return "no byte" if at is None else f"first byte at {_seconds(at)}"
+
+
+@_registers(InvariantType.TTFT)
+def _ttft(checker: Checker, invariant: Invariant, observation: Observation) -> _Finding:
+    max_ms: int = _required(invariant, "max_ms")
+    stream = _timing(observation)
+    negated = f"the first content must come after {max_ms} ms"
+    first = stream.first_content_ms
+    if first is None:
+        reason = f"no content in {_seconds(stream.ended_ms)} ({_first_byte(stream)})"
+        return _Finding(False, reason, negated)
+    reason = f"first content after {_seconds(first)} ({_first_byte(stream)})"
+    if first <= max_ms:
+        return _Finding(True, f"{reason} ≤ {max_ms} ms", negated)
+    return _Finding(False, f"{reason} > {max_ms} ms", negated)
+
+
+@_registers(InvariantType.MAX_STALL)
+def _max_stall(checker: Checker, invariant: Invariant, observation: Observation) -> _Finding:
+    max_ms: int = _required(invariant, "max_ms")
+    stream = _timing(observation)
+    negated = f"must stall longer than {max_ms} ms"
+    gap = stream.longest_gap_ms
+    if not stream.content_events:
+        return _Finding(False, f"no content at all: silent for {_seconds(gap)}", negated)
+    last = " (the last)" if stream.gap_after == stream.content_events else ""
+    figure = f"{_seconds(gap)} after chunk {stream.gap_after}{last}"
+    if gap <= max_ms:
+        return _Finding(True, f"longest silence {figure} ≤ {max_ms} ms", negated)
+    return _Finding(False, f"silent for {figure} > {max_ms} ms", negated)
+
+
+@_registers(InvariantType.STREAM_COMPLETES)
+def _stream_completes(checker: Checker, invariant: Invariant, observation: Observation) -> _Finding:
+    stream = _timing(observation)
+    negated = "must end without its terminal event"
+    events = f"{stream.content_events} content event{'s' if stream.content_events != 1 else ''}"
+    if stream.completed:
+        return _Finding(True, f"ended with {stream.terminal} after {events}", negated)
+    how = {"closed": "closed", "cut": "cut (the connection broke)"}.get(
+        stream.ending.value, f"stopped by the {stream.ending.value}"
+    )
+    return _Finding(False, f"{how} after {events} without {stream.terminal}", negated)

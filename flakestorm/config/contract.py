@@ -21,6 +21,7 @@ from flakestorm.config.vocabulary import (
     PoisonStrategy,
     RefusalExpect,
     Severity,
+    StreamFormat,
     TokenKind,
     ToolDelivery,
     ToolFaultMode,
@@ -46,6 +47,17 @@ class AgentSession(Model):
     template: bool = False
 
 
+class AgentStream(Model):
+    """How the agent's reply streams (SPEC §16); its meaning: :mod:`flakestorm.meaning.agent`."""
+
+    format: StreamFormat
+    path: str | None = Field(default=None, min_length=1)
+    """``sse`` / ``ndjson``: the dotted path to the text delta in each event's JSON."""
+    done: str | None = Field(default=None, min_length=1)
+    """``sse`` / ``ndjson``: the terminal event: an SSE event name, a whole data line or JSON
+    line (``[DONE]``), or ``PATH=VALUE`` on the event's JSON (``done=true``)."""
+
+
 class AgentConfig(Model):
     type: AgentType = AgentType.HTTP
     endpoint: str = Field(min_length=1)
@@ -61,6 +73,7 @@ class AgentConfig(Model):
     reset_endpoint: str | None = None
     reset_function: Callable_ | None = None
     session: AgentSession | None = None
+    stream: AgentStream | None = None
     tools: list[Callable_] | None = None
     tool_registry: Callable_ | None = None
     llm: Callable_ | None = None

@@ -86,6 +86,15 @@ class InvariantType(str, enum.Enum):
     MAX_AMPLIFICATION = "max_amplification"
     RETRY_DISCIPLINE = "retry_discipline"
     NO_DUPLICATE_EFFECTS = "no_duplicate_effects"
+    TTFT = "ttft"
+    MAX_STALL = "max_stall"
+    STREAM_COMPLETES = "stream_completes"
+
+    @property
+    def reads_stream(self) -> bool:
+        """Whether an invariant of this type is judged on how the agent's reply streamed
+        (``agent.stream``, SPEC §16), not on its text."""
+        return self in STREAM_TYPES
 
     @property
     def reads_calls(self) -> bool:
@@ -106,6 +115,42 @@ CONDUCT_TYPES = frozenset(
 )
 """The invariant types judged on what the agent did — its calls, tokens and cost — counted
 where its calls pass through flakestorm (SPEC §15)."""
+
+STREAM_TYPES = frozenset(
+    {InvariantType.TTFT, InvariantType.MAX_STALL, InvariantType.STREAM_COMPLETES}
+)
+"""The invariant types judged on the timing of a streamed reply (SPEC §16)."""
+
+
+class StreamFormat(str, enum.Enum):
+    """How a streamed reply is framed and where its text is (``agent.stream.format``)."""
+
+    OPENAI = "openai"
+    ANTHROPIC = "anthropic"
+    SSE = "sse"
+    NDJSON = "ndjson"
+    TEXT = "text"
+
+    @property
+    def generic(self) -> bool:
+        """Whether ``path`` and ``done`` say where the text is and what ends the stream (the
+        other formats know both)."""
+        return self in (StreamFormat.SSE, StreamFormat.NDJSON)
+
+    @property
+    def framed_as_sse(self) -> bool:
+        """Whether the body is server-sent events (else JSON lines, or plain text)."""
+        return self in (StreamFormat.OPENAI, StreamFormat.ANTHROPIC, StreamFormat.SSE)
+
+    def terminal(self, done: str | None) -> str:
+        """The terminal event's name in a reason: ``[DONE]``, ``message_stop``, ``done``'s."""
+        if self is StreamFormat.OPENAI:
+            return "[DONE]"
+        if self is StreamFormat.ANTHROPIC:
+            return "message_stop"
+        if self is StreamFormat.TEXT:
+            return "the end of the body"
+        return done or "its terminal event"
 
 
 class TokenKind(str, enum.Enum):
@@ -157,6 +202,9 @@ INVARIANT_FIELDS: dict[InvariantType, tuple[tuple[str, ...], tuple[str, ...]]] =
     InvariantType.MAX_AMPLIFICATION: (("max",), ("target", "measure")),
     InvariantType.RETRY_DISCIPLINE: ((), ("target",)),
     InvariantType.NO_DUPLICATE_EFFECTS: (("target",), ("methods",)),
+    InvariantType.TTFT: (("max_ms",), ()),
+    InvariantType.MAX_STALL: (("max_ms",), ()),
+    InvariantType.STREAM_COMPLETES: ((), ()),
 }
 """Type-specific invariant fields. A type field set on an invariant of another type is an error."""
 

@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from flakestorm.config import AgentConfig, AgentType
+from flakestorm.config import AgentConfig, AgentType, StreamFormat
 from flakestorm.meaning.scope import Scope
 from flakestorm.structure.paths import ConfigPath
 from flakestorm.structure.wording import MIGRATE
@@ -44,6 +44,24 @@ def check_agent(scope: Scope) -> None:
         )
     _request_template(scope, agent)
     _session(scope, agent)
+    _stream(scope, agent)
+
+
+def check_streamed(scope: Scope) -> None:
+    """Reads ``agent``: an invariant on a stream's timing needs a reply that streams."""
+    agent = scope.parts.agent
+    assert agent is not None
+    if agent.stream is not None:
+        return
+    for items in (scope.parts.invariants, scope.parts.contract_invariants):
+        for item in items:
+            if item.model is not None and item.model.type.reads_stream:
+                scope.error(
+                    (*item.path, "type"),
+                    f"{item.model.type.value} times the agent's streamed reply, but "
+                    "agent.stream is not set: set agent.stream.format (openai, anthropic, sse, "
+                    "ndjson or text) for an http agent that streams its reply",
+                )
 
 
 def _python(scope: Scope, agent: AgentConfig) -> None:
@@ -158,3 +176,56 @@ def _dotted(jsonpath: str) -> str:
     text = re.sub(r"\[(\d+)\]", r".\1", text)
     text = re.sub(r"\[['\"]([^'\"]+)['\"]\]", r".\1", text)
     return text.lstrip(".")
+
+
+def _stream(scope: Scope, agent: AgentConfig) -> None:
+    stream = agent.stream
+    at: ConfigPath = ("agent", "stream")
+    if stream is None:
+        return
+    if agent.type is AgentType.PYTHON:
+        scope.error(
+            at, "'stream' applies to http agents only (this agent is type: python)", key=True
+        )
+        return
+    if agent.response_path is not None:
+        scope.error(
+            ("agent", "response_path"),
+            "does not apply to a streamed reply (agent.stream): its text is assembled from the "
+            "events (for format sse or ndjson, agent.stream.path says where it is in each)",
+            key=True,
+        )
+    kind = stream.format.value
+    if not stream.format.generic:
+        for name in ("path", "done"):
+            if getattr(stream, name) is not None:
+                scope.error(
+                    (*at, name),
+                    f"'{name}' applies to format sse and ndjson only (format {kind} knows where "
+                    "its text is and what ends it)",
+                    key=True,
+                )
+        return
+    if stream.done is None:
+        scope.error(
+            at,
+            f"format {kind} needs 'done': the terminal event (an SSE event name, a data line "
+            "such as [DONE], or PATH=VALUE on the event's JSON, e.g. type=done)",
+        )
+    elif "=" in stream.done and not _DOTTED.fullmatch(stream.done.partition("=")[0]):
+        scope.error(
+            (*at, "done"),
+            f"{stream.done!r}: before '=' must be a dotted path into the event's JSON "
+            "(e.g. type=done, done=true)",
+        )
+    if stream.path is None and stream.format is StreamFormat.NDJSON:
+        scope.error(at, "format ndjson needs 'path': the dotted path to the text in each line")
+    elif stream.path is not None and not _DOTTED.fullmatch(stream.path):
+        scope.error(
+            (*at, "path"),
+            f"{stream.path!r} is not a dotted path (e.g. choices.0.delta.content, token)",
+        )
+
+
+_DOTTED = re.compile(r"[^.\s=]+(?:\.[^.\s=]+)*")
+"""A dotted path: segments without dots, spaces or ``=``."""

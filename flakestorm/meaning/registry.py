@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flakestorm.meaning.accepted import check_accepted
-from flakestorm.meaning.agent import check_agent
+from flakestorm.meaning.agent import check_agent, check_streamed
 from flakestorm.meaning.conduct import check_amplification, check_conduct, check_conduct_phases
 from flakestorm.meaning.conversations import check_isolation, check_turns
 from flakestorm.meaning.faults import (
@@ -79,6 +79,7 @@ def check(parts: Parts, locate: Locate, base_dir: Path) -> Findings:
 
 
 register(Check("agent", ("agent",), check_agent))
+register(Check("streamed invariants", ("agent",), check_streamed))
 register(Check("invariants", (), check_invariants))
 register(Check("unique ids", ("contract.invariants",), check_unique_ids))
 register(Check("faults", (), check_faults))

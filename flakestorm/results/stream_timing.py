@@ -1,0 +1,64 @@
+"""How a streamed reply arrived (``agent.stream``, SPEC §16): a few figures, small and fixed in
+size, that the agents measure and the stream invariants (``ttft``, ``max_stall``,
+``stream_completes``) judge. Every time is in milliseconds since the invocation started.
+
+A *content event* is one that carries text of the answer: never a role-only or empty delta, a
+comment frame, a keep-alive ping or the first byte. The longest stall is the longest gap
+between content events, the gap from the last one to the stream's end included.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+TIMELINE_EDGE = 8
+"""Events kept of a stream for a report's timeline: its first and its last this many."""
+
+
+class Ending(str, enum.Enum):
+    """How a stream ended."""
+
+    DONE = "done"
+    """Its terminal event arrived (for ``text``: the body ended cleanly)."""
+    CLOSED = "closed"
+    """The body ended cleanly without the terminal event."""
+    CUT = "cut"
+    """The connection broke mid-body."""
+    TIMEOUT = "timeout"
+    """``agent.timeout`` passed first (the invocation errors)."""
+
+
+@dataclass(frozen=True)
+class StreamEvent:
+    """One event of a stream's timeline: when it came, what it was, and an excerpt."""
+
+    at_ms: float
+    kind: str
+    """``content``, ``other`` (a role-only delta, metadata, a ping), ``comment`` or ``done``."""
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class StreamTiming:
+    """The figures of one streamed reply."""
+
+    terminal: str
+    """The terminal event's name, for reasons: ``[DONE]``, ``message_stop``, ``done``'s."""
+    ending: Ending
+    ended_ms: float
+    first_byte_ms: float | None = None
+    first_content_ms: float | None = None
+    content_events: int = 0
+    longest_gap_ms: float = 0.0
+    """The longest gap between content events (the last one to the end included)."""
+    gap_after: int = 0
+    """The content event the longest gap followed (1-based; 0 when there was none)."""
+    timeline: tuple[StreamEvent, ...] = ()
+    """The first and last :data:`TIMELINE_EDGE` events."""
+    events_left_out: int = 0
+    """Events between those two ends that the timeline does not keep."""
+
+    @property
+    def completed(self) -> bool:
+        return self.ending is Ending.DONE

@@ -1,0 +1,81 @@
+"""The meaning of ``agent.stream`` and of the invariants on a stream (SPEC §16): ``path`` and
+``done`` only where the format needs them, required there, and a stream invariant on a reply
+that is not streamed refused at validate, located, with what to write instead."""
+
+from __future__ import annotations
+
+from support.config_text import problems
+
+from flakestorm.loader import load_config_text
+
+HEAD = "agent:\n  endpoint: http://localhost:8000/chat\n"
+CONTRACT = """\
+golden_prompts: [hi]
+contract:
+  name: c
+  invariants:
+    - {id: first, type: ttft, max_ms: 500}
+    - {id: ends, type: stream_completes}
+  chaos_matrix: [{name: calm}]
+"""
+
+
+def test_a_streaming_openai_agent_with_stream_invariants_is_valid() -> None:
+    loaded = load_config_text(HEAD + "  stream: {format: openai}\n" + CONTRACT, "f.yaml")
+    stream = loaded.config.agent.stream
+    assert stream is not None and stream.format.value == "openai"
+
+
+def test_stream_invariants_without_agent_stream_are_refused_where_they_are() -> None:
+    assert problems(HEAD + CONTRACT) == [
+        "flakestorm.yaml:7:25: contract.invariants[0].type: ttft times the agent's streamed "
+        "reply, but agent.stream is not set: set agent.stream.format (openai, anthropic, sse, "
+        "ndjson or text) for an http agent that streams its reply",
+        "flakestorm.yaml:8:24: contract.invariants[1].type: stream_completes times the agent's "
+        "streamed reply, but agent.stream is not set: set agent.stream.format (openai, "
+        "anthropic, sse, ndjson or text) for an http agent that streams its reply",
+    ]
+
+
+def test_path_and_done_apply_to_sse_and_ndjson_only() -> None:
+    text = HEAD + "  stream: {format: anthropic, path: delta.text, done: end}\n"
+    assert problems(text) == [
+        "flakestorm.yaml:3:31: agent.stream.path: 'path' applies to format sse and ndjson only "
+        "(format anthropic knows where its text is and what ends it)",
+        "flakestorm.yaml:3:49: agent.stream.done: 'done' applies to format sse and ndjson only "
+        "(format anthropic knows where its text is and what ends it)",
+    ]
+
+
+def test_ndjson_needs_a_path_and_a_done() -> None:
+    assert problems(HEAD + "  stream: {format: ndjson}\n") == [
+        "flakestorm.yaml:3:11: agent.stream: format ndjson needs 'done': the terminal event (an "
+        "SSE event name, a data line such as [DONE], or PATH=VALUE on the event's JSON, e.g. "
+        "type=done)",
+        "flakestorm.yaml:3:11: agent.stream: format ndjson needs 'path': the dotted path to "
+        "the text in each line",
+    ]
+
+
+def test_a_bad_path_and_done_are_located() -> None:
+    text = HEAD + "  stream: {format: sse, path: 'a..b', done: ' x y=1'}\n"
+    assert problems(text) == [
+        "flakestorm.yaml:3:31: agent.stream.path: 'a..b' is not a dotted path (e.g. "
+        "choices.0.delta.content, token)",
+        "flakestorm.yaml:3:45: agent.stream.done: ' x y=1': before '=' must be a dotted path "
+        "into the event's JSON (e.g. type=done, done=true)",
+    ]
+
+
+def test_a_python_agent_does_not_stream_and_response_path_does_not_apply() -> None:
+    python = "agent:\n  type: python\n  endpoint: m:f\n  stream: {format: text}\n"
+    assert problems(python) == [
+        "flakestorm.yaml:4:3: agent.stream: 'stream' applies to http agents only (this agent "
+        "is type: python)"
+    ]
+    text = HEAD + "  response_path: output\n  stream: {format: openai}\n"
+    assert problems(text) == [
+        "flakestorm.yaml:3:3: agent.response_path: does not apply to a streamed reply "
+        "(agent.stream): its text is assembled from the events (for format sse or ndjson, "
+        "agent.stream.path says where it is in each)"
+    ]
