@@ -1,0 +1,149 @@
+"""A streaming HTTP agent for tests: a real server on 127.0.0.1, port 0, that answers every
+POST with its answer streamed as chunked SSE (OpenAI chunks, Anthropic events, or a generic
+SSE shape), paced as its :class:`Pace` says.
+
+Its pace is its config: one :class:`Pace` per scenario, chosen by the ``X-Flakestorm-Scenario``
+header flakestorm sends with every invocation (``""``: any other request). The stream starts
+with a role-only chunk (Anthropic: ``message_start`` and a ``ping``) at once, so the first byte
+always comes before the first content.
+
+::
+
+    with StreamAgent({"": Pace(first_ms=800)}) as agent:
+        agent.url  # http://127.0.0.1:PORT/chat
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+WORDS = ("The ", "capital ", "of France ", "is ", "Paris.")
+"""The answer, one content event each: "Paris" comes only with the fifth."""
+
+
+@dataclass(frozen=True)
+class Pace:
+    first_ms: int = 0
+    """Wait before the first content event (after the role-only chunk)."""
+    gap_ms: int = 10
+    """Wait between content events."""
+    stall_after: int | None = None
+    """After this many content events, wait ``stall_ms`` more."""
+    stall_ms: int = 0
+    stop_after: int | None = None
+    """Send only this many content events, then end as ``end`` says."""
+    end: str = "done"
+    """``done``: the terminal event, then the body's end; ``close``: the body's end without
+    the terminal event; ``drop``: the connection closed mid-body; ``hold``: nothing more
+    until the server stops."""
+    shape: str = "openai"
+    """``openai``, ``anthropic`` or ``sse`` (``data: {"token": ...}``, ``event: end``)."""
+
+
+class StreamAgent:
+    """The agent; a context manager."""
+
+    def __init__(self, paces: dict[str, Pace]) -> None:
+        self.paces = paces
+        self.released = threading.Event()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/chat"
+
+    def __enter__(self) -> StreamAgent:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.released.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+def _frames(shape: str, kind: str, text: str = "") -> bytes:
+    """The SSE frame(s) of one step: ``start``, ``content`` or ``done``."""
+    if shape == "anthropic":
+        events: list[tuple[str, dict[str, Any]]] = {
+            "start": [
+                ("message_start", {"type": "message_start", "message": {"role": "assistant"}}),
+                ("ping", {"type": "ping"}),
+            ],
+            "content": [
+                (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": 0,
+                        "delta": {"type": "text_delta", "text": text},
+                    },
+                )
+            ],
+            "done": [("message_stop", {"type": "message_stop"})],
+        }[kind]
+        return b"".join(
+            f"event: {name}\ndata: {json.dumps(doc)}\n\n".encode() for name, doc in events
+        )
+    if shape == "sse":
+        return {
+            "start": b'event: start\ndata: {"id": 1}\n\n',
+            "content": f"data: {json.dumps({'token': text})}\n\n".encode(),
+            "done": b"event: end\ndata: {}\n\n",
+        }[kind]
+    if kind == "done":
+        return b"data: [DONE]\n\n"
+    delta = {"role": "assistant", "content": ""} if kind == "start" else {"content": text}
+    chunk = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta}]}
+    return f"data: {json.dumps(chunk)}\n\n".encode()
+
+
+def _handler(agent: StreamAgent) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            scenario = self.headers.get("X-Flakestorm-Scenario", "")
+            pace = agent.paces.get(scenario) or agent.paces[""]
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self._chunk(_frames(pace.shape, "start"))
+            time.sleep(pace.first_ms / 1000)
+            words = WORDS[: pace.stop_after] if pace.stop_after is not None else WORDS
+            for n, word in enumerate(words, start=1):
+                if n > 1:
+                    time.sleep(pace.gap_ms / 1000)
+                self._chunk(_frames(pace.shape, "content", word))
+                if n == pace.stall_after:
+                    time.sleep(pace.stall_ms / 1000)
+            if pace.end == "hold":
+                agent.released.wait()
+            if pace.end in ("drop", "hold"):
+                self.close_connection = True
+                return
+            if pace.end == "done":
+                self._chunk(_frames(pace.shape, "done"))
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+
+        def _chunk(self, data: bytes) -> None:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+
+    return Handler
