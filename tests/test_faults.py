@@ -142,6 +142,7 @@ def test_an_llm_fault_that_answers_instead_of_the_llm_leaves_the_injection_no_re
         ("empty", {}),
         ("garbage", {}),
         ("response_drift", {"drift_type": "tone_shift"}),
+        ("cut_stream", {"after_chunks": 3}),
     ],
 )
 def test_an_llm_fault_on_the_real_reply_lets_the_injection_reach_the_llm(
@@ -171,4 +172,5 @@ def test_every_llm_mode_is_covered_above() -> None:
         "empty",
         "garbage",
         "response_drift",
+        "cut_stream",
     }

@@ -53,7 +53,12 @@ def test_field_names_are_every_units_fields() -> None:
         "payload",
         "as",
     }
-    assert field_names(LLM_MODES.values()) == {"delay_ms", "max_tokens", "drift_type"}
+    assert field_names(LLM_MODES.values()) == {
+        "delay_ms",
+        "max_tokens",
+        "drift_type",
+        "after_chunks",
+    }
     assert Fields(("a",), ("b", "c")).names == ("a", "b", "c")
 
 

@@ -285,6 +285,30 @@ def _string(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+def content_text(frame: bytes) -> str:
+    """The content of one complete SSE frame of an OpenAI or Anthropic stream ("" for a frame
+    that carries none: a role-only delta, a ping, a comment): what :class:`StreamReader`
+    counts as a content event, for the faults that count them (``cut_stream``)."""
+    try:
+        text = frame.decode("utf-8")
+    except UnicodeDecodeError:
+        return ""
+    name, data = "", []
+    for line in text.splitlines():
+        field, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if field == "data":
+            data.append(value)
+        elif field == "event":
+            name = value
+    if not data:
+        return ""
+    joined = "\n".join(data)
+    return _openai(_OPENAI, name, joined)[1] or _anthropic(_OPENAI, name, joined)[1]
+
+
+_OPENAI = AgentStream(format=StreamFormat.OPENAI)
+
 _READERS = {
     StreamFormat.OPENAI: _openai,
     StreamFormat.ANTHROPIC: _anthropic,

@@ -366,6 +366,8 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "Milliseconds.",
     "llm_faults[].max_tokens": "`truncated_response`: how many tokens of the content are kept.",
     "llm_faults[].drift_type": "`response_drift`: which kind of drift.",
+    "llm_faults[].after_chunks": "`cut_stream`: how many content chunks are relayed before the "
+    "stream is cut (0: none).",
     "context_attacks[].type": "The attack: see [context attack types](#context-attack-types).",
     "context_attacks[].payload": "`memory_poisoning`: the text added to the input; "
     "`injection_via_context`: the instructions placed in the LLM's context messages.",

@@ -135,6 +135,9 @@ ENUM_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "empty": "An empty completion.",
         "garbage": "A completion of random characters.",
         "response_drift": "Change the reply the way a new model version might (`drift_type`).",
+        "cut_stream": "A streamed reply: relay `after_chunks` content chunks, then end the "
+        "stream with no finish reason, no usage and no terminal event (`[DONE]`, "
+        "`message_stop`); a reply that is not streamed is left alone (not applied).",
     },
     "DriftType": {
         "json_field_rename": "Rename fields of JSON content.",

@@ -200,6 +200,8 @@ class LlmFault(FaultTrigger):
     mode: LlmFaultMode
     max_tokens: Annotated[int, Field(ge=0)] | None = None
     drift_type: DriftType | None = None
+    after_chunks: Annotated[int, Field(ge=0)] | None = None
+    """``cut_stream``: the content chunks relayed before the stream is cut."""
 
 
 class ContextAttack(Model):

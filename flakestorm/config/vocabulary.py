@@ -262,6 +262,7 @@ class LlmFaultMode(str, enum.Enum):
     EMPTY = "empty"
     GARBAGE = "garbage"
     RESPONSE_DRIFT = "response_drift"
+    CUT_STREAM = "cut_stream"
 
 
 class DriftType(str, enum.Enum):

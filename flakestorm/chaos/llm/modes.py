@@ -28,6 +28,11 @@ editors of :mod:`flakestorm.chaos.llm.replies` (whole replies, python replies) a
 - ``garbage``: the text is replaced by random-looking text of a similar length.
 - ``response_drift``: the text is rewritten with the fault's ``drift_type``.
 
+``cut_stream`` acts on streams only (SPEC §16): after ``after_chunks`` content chunks the
+stream ends, with no finish reason, no usage and no terminal event
+(:mod:`flakestorm.chaos.llm.cuts`); a reply that is not streamed is left as it is, and the
+fault is logged as not applied to it.
+
 ``garbage`` and ``response_drift`` need a text part whole before they rewrite it (a stream
 holds its deltas back); ``truncated_response`` and ``empty`` act delta by delta.
 """
@@ -79,6 +84,8 @@ class LlmMode:
     """Tool calls are removed from the reply."""
     rewrites_whole = False
     """A text part is rewritten whole: a stream holds its deltas back until it ends."""
+    streams_only = False
+    """The mode acts on streamed replies only (``cut_stream``)."""
     draws = False
     """The new text is drawn at random per call (from the call's RNG, :func:`call_rng`): which
     text a call gets depends on which invocation made it, and its place among their calls."""
@@ -187,6 +194,14 @@ class ResponseDriftMode(LlmMode):
         return drift_text(text, state.drift, state.rng)
 
 
+class CutStreamMode(LlmMode):
+    fields = Fields(required=("after_chunks",))
+    streams_only = True
+
+    def detail(self, fault: LlmFault) -> str:
+        return f"(after {fault.after_chunks} chunks)"
+
+
 LLM_MODES: Mapping[LlmFaultMode, LlmMode] = registry(
     [
         (LlmFaultMode.TIMEOUT, TimeoutMode()),
@@ -195,6 +210,7 @@ LLM_MODES: Mapping[LlmFaultMode, LlmMode] = registry(
         (LlmFaultMode.EMPTY, EmptyMode()),
         (LlmFaultMode.GARBAGE, GarbageMode()),
         (LlmFaultMode.RESPONSE_DRIFT, ResponseDriftMode()),
+        (LlmFaultMode.CUT_STREAM, CutStreamMode()),
     ]
 )
 """Every LLM fault mode's unit."""

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from flakestorm.chaos.llm.cuts import Cut
 from flakestorm.chaos.llm.modes import LLM_MODES
 from flakestorm.chaos.llm.protocol import Provider, dump_json
 from flakestorm.chaos.llm.replies import TOOL_BLOCKS, TextEditor, set_usage
@@ -518,6 +519,7 @@ class StreamFaulter:
         self._through = LLM_MODES[fault.mode].replaces_upstream
         self._buffer = b""
         self._edit: _StreamEdit | None = None
+        self._cut = Cut.of(fault)
         self.done = False
         """The fault has ended the stream early: stop reading upstream."""
 
@@ -553,7 +555,7 @@ class StreamFaulter:
         if self._buffer.strip():
             out += self._frame(_Frame.parse(self._buffer))
         self._buffer = b""
-        if self._edit is not None and not self.done:
+        if self._edit is not None and not self.done and self._cut is None:
             out += self._edit.end()
         return out
 
@@ -564,6 +566,10 @@ class StreamFaulter:
         edit = self._edit
         if edit is None:
             return [frame.raw]
+        if self._cut is not None:  # cut_stream: upstream's frames as they are, up to the cut
+            out = self._cut.frames([frame.raw])
+            self.done = self._cut.done
+            return out
         out = edit.other(frame) if doc is None else edit.frame(frame, doc)
         self.done = edit.done
         return out

@@ -163,6 +163,9 @@ def _llm_fault_on(
         faulter = llm.StreamFaulter(fault, rng)
         streamed = _faulted(faulter, reply.chunks, not_applied)
         return HttpResponse(reply.status, reply.headers, chunks=_closing(streamed, reply.chunks))
+    if LLM_MODES[fault.mode].streams_only:
+        not_applied(f"{fault.mode.value} acts on a streamed reply, and this one was not streamed")
+        return reply
     if not llm.is_reply_document(reply.body):
         not_applied(
             "upstream's reply is not an OpenAI or Anthropic reply document flakestorm can edit"
