@@ -15,9 +15,11 @@ always comes before the first content.
 
 from __future__ import annotations
 
+import http.client
 import json
 import threading
 import time
+import urllib.parse
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -44,6 +46,13 @@ class Pace:
     until the server stops."""
     shape: str = "openai"
     """``openai``, ``anthropic`` or ``sse`` (``data: {"token": ...}``, ``event: end``)."""
+    relay: str | None = None
+    """An OpenAI base URL (the chaos proxy's ``/llm/openai/v1``): the agent asks it for a
+    streamed chat completion and relays its frames as they come, forwarding the invocation's
+    ``X-Flakestorm-Cell``; the pacing fields above are then unused."""
+    finish_cut: bool = False
+    """Relaying: when its LLM's stream ends without ``[DONE]``, send ``[DONE]`` itself (the
+    agent that finishes properly); otherwise it closes without one, as its LLM did."""
 
 
 class StreamAgent:
@@ -123,6 +132,9 @@ def _handler(agent: StreamAgent) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
+            if pace.relay is not None:
+                self._relay(pace.relay, pace.finish_cut)
+                return
             self._chunk(_frames(pace.shape, "start"))
             time.sleep(pace.first_ms / 1000)
             words = WORDS[: pace.stop_after] if pace.stop_after is not None else WORDS
@@ -139,6 +151,29 @@ def _handler(agent: StreamAgent) -> type[BaseHTTPRequestHandler]:
                 return
             if pace.end == "done":
                 self._chunk(_frames(pace.shape, "done"))
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+
+        def _relay(self, base: str, finish_cut: bool) -> None:
+            url = urllib.parse.urlsplit(base.rstrip("/") + "/chat/completions")
+            question = {"role": "user", "content": "What is the capital of France?"}
+            body = json.dumps({"model": "gpt-test", "messages": [question], "stream": True})
+            headers = {"Content-Type": "application/json"}
+            cell = self.headers.get("X-Flakestorm-Cell")
+            if cell:
+                headers["X-Flakestorm-Cell"] = cell
+            connection = http.client.HTTPConnection(url.netloc, timeout=30)
+            try:
+                connection.request("POST", url.path, body, headers)
+                upstream = connection.getresponse()
+                seen = b""
+                while piece := upstream.read1(65536):
+                    seen = (seen + piece)[-64:]
+                    self._chunk(piece)
+            finally:
+                connection.close()
+            if b"[DONE]" not in seen and finish_cut:
+                self._chunk(b"data: [DONE]\n\n")
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
 
