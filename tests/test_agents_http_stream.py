@@ -121,3 +121,14 @@ def test_a_request_level_mutation_reads_the_whole_body_as_the_stream() -> None:
         reply = agent.invoke("hi", Call(request=RequestShape(http_version="1.1")))
     assert reply.ok and reply.output == ANSWER
     assert reply.stream is not None and reply.stream.completed
+
+
+def test_a_body_delimited_by_the_close_is_read_as_it_arrives_too() -> None:
+    reply = invoke(Pace(chunked=False, stall_after=2, stall_ms=500))
+    assert reply.ok and reply.output == ANSWER
+    stream = reply.stream
+    assert stream is not None and stream.completed
+    # read live: the first two events came before the stall, not with the rest at the end
+    assert stream.longest_gap_ms >= 500 and stream.gap_after == 2
+    assert stream.first_content_ms is not None
+    assert stream.first_content_ms + 400 <= stream.ended_ms

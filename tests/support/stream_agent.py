@@ -1,5 +1,5 @@
 """A streaming HTTP agent for tests: a real server on 127.0.0.1, port 0, that answers every
-POST with its answer streamed as chunked SSE (OpenAI chunks, Anthropic events, or a generic
+POST with its answer streamed as SSE (chunked, or delimited by the close) (OpenAI chunks, Anthropic events, or a generic
 SSE shape), paced as its :class:`Pace` says.
 
 Its pace is its config: one :class:`Pace` per scenario, chosen by the ``X-Flakestorm-Scenario``
@@ -46,6 +46,8 @@ class Pace:
     until the server stops."""
     shape: str = "openai"
     """``openai``, ``anthropic`` or ``sse`` (``data: {"token": ...}``, ``event: end``)."""
+    chunked: bool = True
+    """``False``: no ``Transfer-Encoding``; the body is delimited by closing the connection."""
     relay: str | None = None
     """An OpenAI base URL (the chaos proxy's ``/llm/openai/v1``): the agent asks it for a
     streamed chat completion and relays its frames as they come, forwarding the invocation's
@@ -120,6 +122,7 @@ def _frames(shape: str, kind: str, text: str = "") -> bytes:
 def _handler(agent: StreamAgent) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        chunked = True
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
@@ -130,8 +133,13 @@ def _handler(agent: StreamAgent) -> type[BaseHTTPRequestHandler]:
             pace = agent.paces.get(scenario) or agent.paces[""]
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Transfer-Encoding", "chunked")
+            if pace.chunked:
+                self.send_header("Transfer-Encoding", "chunked")
+            else:
+                self.send_header("Connection", "close")
+                self.close_connection = True
             self.end_headers()
+            self.chunked = pace.chunked
             if pace.relay is not None:
                 self._relay(pace.relay, pace.finish_cut)
                 return
@@ -151,8 +159,9 @@ def _handler(agent: StreamAgent) -> type[BaseHTTPRequestHandler]:
                 return
             if pace.end == "done":
                 self._chunk(_frames(pace.shape, "done"))
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
+            if pace.chunked:
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
 
         def _relay(self, base: str, finish_cut: bool) -> None:
             url = urllib.parse.urlsplit(base.rstrip("/") + "/chat/completions")
@@ -178,7 +187,7 @@ def _handler(agent: StreamAgent) -> type[BaseHTTPRequestHandler]:
             self.wfile.flush()
 
         def _chunk(self, data: bytes) -> None:
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if self.chunked else data)
             self.wfile.flush()
 
     return Handler
