@@ -1,6 +1,6 @@
 """A streaming HTTP agent for tests: a real server on 127.0.0.1, port 0, that answers every
-POST with its answer streamed as SSE (chunked, or delimited by the close) (OpenAI chunks, Anthropic events, or a generic
-SSE shape), paced as its :class:`Pace` says.
+POST with its answer streamed as SSE — OpenAI chunks, Anthropic events or a generic shape,
+chunked or delimited by the close — paced as its :class:`Pace` says.
 
 Its pace is its config: one :class:`Pace` per scenario, chosen by the ``X-Flakestorm-Scenario``
 header flakestorm sends with every invocation (``""``: any other request). The stream starts
