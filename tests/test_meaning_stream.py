@@ -79,3 +79,12 @@ def test_a_python_agent_does_not_stream_and_response_path_does_not_apply() -> No
         "(agent.stream): its text is assembled from the events (for format sse or ndjson, "
         "agent.stream.path says where it is in each)"
     ]
+
+
+def test_a_stream_invariant_on_a_python_agent_says_its_reply_is_not_read_as_a_stream() -> None:
+    python = "agent:\n  type: python\n  endpoint: m:f\n"
+    assert problems(python + CONTRACT)[0] == (
+        "flakestorm.yaml:8:25: contract.invariants[0].type: ttft times the agent's streamed "
+        "reply, but agent.stream is not set: a python agent's reply is not read as a stream "
+        "(agent.stream is for http agents)"
+    )

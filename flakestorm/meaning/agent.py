@@ -53,14 +53,19 @@ def check_streamed(scope: Scope) -> None:
     assert agent is not None
     if agent.stream is not None:
         return
+    fix = (
+        "a python agent's reply is not read as a stream (agent.stream is for http agents)"
+        if agent.type is AgentType.PYTHON
+        else "set agent.stream.format (openai, anthropic, sse, ndjson or text) for an http "
+        "agent that streams its reply"
+    )
     for items in (scope.parts.invariants, scope.parts.contract_invariants):
         for item in items:
             if item.model is not None and item.model.type.reads_stream:
                 scope.error(
                     (*item.path, "type"),
                     f"{item.model.type.value} times the agent's streamed reply, but "
-                    "agent.stream is not set: set agent.stream.format (openai, anthropic, sse, "
-                    "ndjson or text) for an http agent that streams its reply",
+                    f"agent.stream is not set: {fix}",
                 )
 
 
