@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from flakestorm.chaos.faults import decisions
 from flakestorm.chaos.faults.decisions import ActiveScenario, FaultBook
 from flakestorm.config import ContextAttack, LlmFault, LlmFaultMode, ToolFault, ToolFaultMode
 
@@ -174,3 +175,16 @@ def test_every_llm_mode_is_covered_above() -> None:
         "response_drift",
         "cut_stream",
     }
+
+
+def test_a_fault_book_forgets_the_call_counts_of_its_oldest_invocations(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(decisions, "MAX_COUNTS", 2)  # a scenario of any size: bounded memory
+    faults = book(fault("error"))
+    assert faults.tool_call("market_data", "u", "c1").call_index == 0
+    assert faults.tool_call("market_data", "u", "c1").call_index == 1
+    assert faults.tool_call("market_data", "u", "c2").call_index == 0
+    assert faults.tool_call("market_data", "u", "c3").call_index == 0  # c1's counts forgotten
+    assert faults.tool_call("market_data", "u", "c2").call_index == 1
+    assert faults.tool_call("market_data", "u", "c1").call_index == 0

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
+import tempfile
 import threading
-from collections.abc import Collection, Mapping
+import weakref
+from array import array
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import IO, Any
 
 from flakestorm.chaos.faults.decisions import Target
 from flakestorm.results.usage import Usage
@@ -26,7 +30,8 @@ RUN_BODY_CHARS = 8 * 1024 * 1024
 """The most body text the interaction log holds at once; a call logged past it keeps none
 (:attr:`InteractionLog.bodies_dropped` counts them). A scenario's bodies are given back when
 its interactions are forgotten (:meth:`InteractionLog.forget`: its cells carry them), so a long
-run's later calls keep theirs."""
+run's later calls keep theirs. The log keeps its bodies on disk (its spool), so this bounds its
+file, not its memory."""
 
 
 _CUT = re.compile(r"…\[\d+ more characters\]\Z")
@@ -180,15 +185,23 @@ def lost_note(dropped: int, bodies_dropped: int) -> str | None:
 
 
 class InteractionLog:
-    """A thread-safe, append-only list of interactions with a bounded size: past ``limit``
-    interactions a call is not logged (:attr:`dropped`), past :data:`RUN_BODY_CHARS` of body
-    text held a call is logged without its bodies (:attr:`bodies_dropped`); :func:`lost_note`
-    words both for the run's warnings. What :meth:`forget` drops gives its room back."""
+    """A thread-safe, append-only log of interactions, spooled to disk so its memory stays
+    flat in the calls it holds (SPEC §15): each interaction is one JSON line
+    (:meth:`Interaction.to_document`) in an anonymous temporary file (readable by this user
+    only, gone when the log is), and memory holds only a small index per scenario — where
+    each line is, its cell and its bodies' size (about 20 bytes a call). :meth:`snapshot`
+    reads a scenario's lines back; :meth:`forget` drops them from the index, and the file is
+    rewritten without the forgotten lines once they outweigh the rest.
+
+    Bounded on disk: past ``limit`` interactions held a call is not logged (:attr:`dropped`),
+    past :data:`RUN_BODY_CHARS` of body text held a call is logged without its bodies
+    (:attr:`bodies_dropped`); :func:`lost_note` words both for the run's warnings. What
+    :meth:`forget` drops gives its room back."""
 
     def __init__(self, limit: int = 100_000) -> None:
         self._lock = threading.Lock()
         self._settled = threading.Condition(self._lock)
-        self._items: list[Interaction] = []
+        self._spool = _Spool()
         self._seq = 0
         self._open = 0
         self._limit = limit
@@ -210,26 +223,28 @@ class InteractionLog:
 
     def close(self, interaction: Interaction) -> None:
         """Log the interaction of a call begun with :meth:`open`."""
+        line = _line(interaction)
         with self._lock:
             self._open = max(0, self._open - 1)
-            self._add(interaction)
+            self._add(interaction, line)
             self._settled.notify_all()
 
     def append(self, interaction: Interaction) -> None:
+        line = _line(interaction)
         with self._lock:
-            self._add(interaction)
+            self._add(interaction, line)
 
-    def _add(self, interaction: Interaction) -> None:
-        if len(self._items) >= self._limit:
+    def _add(self, interaction: Interaction, line: bytes) -> None:
+        if self._spool.held >= self._limit:
             self.dropped += 1
             return
         size = _body_size(interaction)
         if size and self._body_chars + size > RUN_BODY_CHARS:
-            interaction = dataclasses.replace(interaction, request=None, response=None)
+            line = _line(dataclasses.replace(interaction, request=None, response=None))
             self.bodies_dropped += 1
-        else:
-            self._body_chars += size
-        self._items.append(interaction)
+            size = 0
+        self._body_chars += size
+        self._spool.add(interaction.scenario, interaction.cell_id, size, line)
 
     def snapshot(self, scenario: str | None = None, wait_s: float = 0.0) -> list[Interaction]:
         """The interactions (of ``scenario``) in call order; first waiting up to ``wait_s`` for
@@ -238,13 +253,14 @@ class InteractionLog:
         with self._lock:
             if wait_s > 0:
                 self._settled.wait_for(lambda: self._open == 0, timeout=wait_s)
-            items = list(self._items)
+            data = self._spool.read(scenario)
+        items = [Interaction.from_document(json.loads(line)) for line in data.splitlines()]
         items.sort(key=lambda i: i.seq)
-        return items if scenario is None else [i for i in items if i.scenario == scenario]
+        return items
 
     def clear(self) -> None:
         with self._lock:
-            self._items.clear()
+            self._spool.clear()
             self.dropped = 0
             self._body_chars = 0
             self.bodies_dropped = 0
@@ -254,14 +270,194 @@ class InteractionLog:
         the runner has read them into its results, so a long run's log stays small (and under
         its limit, its bodies' room given back); return how many were dropped."""
         with self._lock:
-            kept: list[Interaction] = []
-            for item in self._items:
-                if item.scenario != scenario or item.cell_id in keep:
-                    kept.append(item)
-                else:
-                    self._body_chars -= _body_size(item)
-            dropped, self._items = len(self._items) - len(kept), kept
+            dropped, body_chars = self._spool.forget(scenario, set(keep))
+            self._body_chars -= body_chars
             return dropped
+
+
+def _line(interaction: Interaction) -> bytes:
+    """An interaction as one line of the spool: its :meth:`Interaction.to_document` as ASCII
+    JSON (a lone surrogate a python value carried is escaped, never an encoding error)."""
+    return json.dumps(_document(interaction), separators=(",", ":")).encode() + b"\n"
+
+
+_PLAIN = (str, int, float, type(None))
+
+
+def _document(interaction: Interaction) -> dict[str, Any]:
+    """:meth:`Interaction.to_document` as JSON writes it, made a tenth of the time when every
+    field is plain (text, numbers, tuples of text, the target, the usage): every call the
+    proxy serves is written, and ``to_document`` copies each value deeply. A field of any
+    other kind takes ``to_document`` itself."""
+    doc: dict[str, Any] = {}
+    for name in _FIELDS:
+        value = getattr(interaction, name)
+        if isinstance(value, tuple):
+            if not all(
+                isinstance(v, str) or (isinstance(v, tuple) and all(isinstance(w, str) for w in v))
+                for v in value
+            ):
+                return interaction.to_document()
+        elif isinstance(value, Target):
+            value = value.value
+        elif isinstance(value, Usage):
+            value = value.to_document()
+        elif not isinstance(value, _PLAIN):
+            return interaction.to_document()
+        doc[name] = value
+    return doc
+
+
+_FIELDS = tuple(field.name for field in dataclasses.fields(Interaction))
+
+
+class _Entries:
+    """One scenario's lines in the spool, in the order they were written: their offsets,
+    lengths, cells (an index into :attr:`cells`) and body sizes, as compact arrays."""
+
+    def __init__(self) -> None:
+        self.offsets = array("q")
+        self.lengths = array("i")
+        self.cell_of = array("i")
+        self.bodies = array("i")
+        self.cells: list[str] = []
+        self._cell_no: dict[str, int] = {}
+
+    def add(self, offset: int, length: int, cell: str, body_chars: int) -> None:
+        number = self._cell_no.get(cell)
+        if number is None:
+            number = self._cell_no[cell] = len(self.cells)
+            self.cells.append(cell)
+        self.offsets.append(offset)
+        self.lengths.append(length)
+        self.cell_of.append(number)
+        self.bodies.append(body_chars)
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+
+COMPACT_BYTES = 16 * 1024 * 1024
+"""Forgotten lines the spool keeps in its file before it considers rewriting it without them
+(it does once they also outweigh the lines still held): a long run's file stays about the size
+of what its log holds."""
+
+
+class _Spool:
+    """The interaction log's file and its index (not thread-safe: the log's lock guards it)."""
+
+    def __init__(self) -> None:
+        self._file: IO[bytes] | None = None
+        self._closer: weakref.finalize[..., Any] | None = None
+        self._end = 0
+        self._dead = 0
+        self._scenarios: dict[str, _Entries] = {}
+        self.held = 0
+
+    def _opened(self) -> IO[bytes]:
+        if self._file is None:
+            self._adopt(_temporary())
+        assert self._file is not None
+        return self._file
+
+    def _adopt(self, file: IO[bytes] | None) -> None:
+        """Use ``file`` (None: no file) in place of the current one, which is closed; a file
+        in use is closed when the spool is collected."""
+        if self._closer is not None:
+            self._closer()  # closes the old file, once
+        self._file = file
+        self._closer = None if file is None else weakref.finalize(self, file.close)
+
+    def add(self, scenario: str, cell: str, body_chars: int, line: bytes) -> None:
+        self._opened().write(line)
+        entries = self._scenarios.get(scenario)
+        if entries is None:
+            entries = self._scenarios[scenario] = _Entries()
+        entries.add(self._end, len(line), cell, body_chars)
+        self._end += len(line)
+        self.held += 1
+
+    def read(self, scenario: str | None) -> bytes:
+        """The lines of ``scenario`` (of every scenario for None), in the order written per
+        scenario; runs of adjacent lines are read at once."""
+        if self._file is None:
+            return b""
+        self._file.flush()
+        if scenario is None:
+            chosen = list(self._scenarios.values())
+        else:
+            chosen = [self._scenarios[scenario]] if scenario in self._scenarios else []
+        parts: list[bytes] = []
+        fd = self._file.fileno()
+        for entries in chosen:
+            for start, end in _runs(entries):
+                parts.append(os.pread(fd, end - start, start))
+        return b"".join(parts)
+
+    def forget(self, scenario: str, keep: set[str]) -> tuple[int, int]:
+        """Drop ``scenario``'s lines but those of the cells in ``keep``: how many were dropped
+        and the body characters they held."""
+        entries = self._scenarios.pop(scenario, None)
+        if entries is None:
+            return 0, 0
+        kept = _Entries()
+        dropped = body_chars = 0
+        for i in range(len(entries)):
+            cell = entries.cells[entries.cell_of[i]]
+            if cell in keep:
+                kept.add(entries.offsets[i], entries.lengths[i], cell, entries.bodies[i])
+            else:
+                dropped += 1
+                body_chars += entries.bodies[i]
+                self._dead += entries.lengths[i]
+        if len(kept):
+            self._scenarios[scenario] = kept
+        self.held -= dropped
+        if self._dead > COMPACT_BYTES and self._dead > self._end - self._dead:
+            self._compact()
+        return dropped, body_chars
+
+    def _compact(self) -> None:
+        """Rewrite the file with only the lines still held (scenario by scenario)."""
+        assert self._file is not None
+        self._file.flush()
+        fd = self._file.fileno()
+        new = _temporary()
+        end = 0
+        for name, entries in list(self._scenarios.items()):
+            moved = _Entries()
+            for start, stop in _runs(entries):
+                new.write(os.pread(fd, stop - start, start))
+            for i in range(len(entries)):
+                cell = entries.cells[entries.cell_of[i]]
+                moved.add(end, entries.lengths[i], cell, entries.bodies[i])
+                end += entries.lengths[i]
+            self._scenarios[name] = moved
+        self._adopt(new)
+        self._end, self._dead = end, 0
+
+    def clear(self) -> None:
+        self._adopt(None)
+        self._end, self._dead, self.held = 0, 0, 0
+        self._scenarios.clear()
+
+
+def _temporary() -> IO[bytes]:
+    """An anonymous file for the spool: readable by this user only, gone once closed."""
+    return tempfile.TemporaryFile(prefix="flakestorm-interactions-")
+
+
+def _runs(entries: _Entries) -> Iterator[tuple[int, int]]:
+    """The byte ranges ``[start, end)`` of ``entries``' lines, adjacent lines merged."""
+    start = end = -1
+    for offset, length in zip(entries.offsets, entries.lengths, strict=True):
+        if offset != end:
+            if start >= 0:
+                yield start, end
+            start = offset
+        end = offset + length
+    if start >= 0:
+        yield start, end
 
 
 def _body_size(interaction: Interaction) -> int:

@@ -177,6 +177,9 @@ def _replaces_upstream(fault: LlmFault) -> bool:
 MAX_TRACES = 200_000
 """The most invocations a fault book remembers the start and trace id of (the oldest forgotten
 first): bounded memory in a scenario of any size."""
+MAX_COUNTS = 200_000
+"""The most (invocation, tool or LLM) call counts a fault book keeps (the first counted
+forgotten first): bounded memory in a scenario of any size."""
 
 
 class FaultBook:
@@ -233,6 +236,8 @@ class FaultBook:
         with self._lock:
             n = self._counts.get((cell, key), 0)
             self._counts[(cell, key)] = n + 1
+            if len(self._counts) > MAX_COUNTS:  # the oldest invocation's are long done
+                del self._counts[next(iter(self._counts))]
             return n
 
     def _fires(self, cell: str, label: str, call_index: int, probability: float) -> bool:
