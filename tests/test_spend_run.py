@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cli_run import contract_run
 from support.server import LoopbackServer, Request, Response, free_port
 
 AGENT = Path(__file__).resolve().parent / "support" / "spend_agent.py"
@@ -115,18 +115,7 @@ def config(upstreams: tuple[str, str], habits: str) -> dict[str, Any]:
 
 
 def run(tmp_path: Path, doc: dict[str, Any]) -> tuple[int, str, dict[str, Any]]:
-    path = tmp_path / "flakestorm.yaml"
-    path.write_text(json.dumps(doc))
-    proc = subprocess.run(
-        [sys.executable, "-m", "flakestorm", "contract", "run", "-c", str(path)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", **PYTHONPATH},
-        timeout=240,
-    )
-    results = json.loads((tmp_path / "flakestorm-reports" / "results.json").read_text())
-    return proc.returncode, proc.stdout + proc.stderr, results
+    return contract_run(tmp_path, doc)
 
 
 def verdicts(results: dict[str, Any]) -> dict[str, str]:

@@ -13,13 +13,11 @@ Then two styles of the same agent relay their LLM's stream through the chaos pro
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+from support.cli_run import contract_run
 from support.server import free_port
 from support.stream_agent import Pace, StreamAgent
 
@@ -62,21 +60,11 @@ def config(url: str) -> dict[str, Any]:
 
 def run(tmp_path: Path, doc: dict[str, Any]) -> tuple[int, str, dict[tuple[str, str], Any]]:
     """``flakestorm contract run`` on ``doc``: its exit code, its output, its cells."""
-    path = tmp_path / "flakestorm.yaml"
-    path.write_text(json.dumps(doc))
-    proc = subprocess.run(
-        [sys.executable, "-m", "flakestorm", "contract", "run", "-c", str(path)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", **PYTHONPATH},
-        timeout=240,
-    )
-    results = json.loads((tmp_path / "flakestorm-reports" / "results.json").read_text())
+    code, output, results = contract_run(tmp_path, doc)
     found = results["phases"]["contract"]["cells"]
     return (
-        proc.returncode,
-        proc.stdout + proc.stderr,
+        code,
+        output,
         {(c["invariant_id"], c["scenario"]): c for c in found},
     )
 
