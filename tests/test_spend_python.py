@@ -145,3 +145,45 @@ def test_a_python_agent_through_the_openai_sdk_is_judged_on_its_calls(
         "prompt 1/2: a 429 asked llm calls to wait 1 s (Retry-After); the next came after "
     )
     assert verdicts(run(tmp_path / "good", llm, {"retry_after", "idem"})) == GOOD
+
+
+SILENT = """
+def ask(messages):
+    return "never called"
+
+
+def answer(prompt):
+    return "done: " + prompt
+"""
+
+
+def test_a_count_of_calls_flakestorm_never_saw_is_no_verdict(tmp_path: Path) -> None:
+    """The agent never calls the LLM flakestorm wraps (its calls go elsewhere): counting none
+    would pass every cell, so they are errored, saying why — but ``max: 0``, which asks for
+    none, passes."""
+    module = f"silent_agent_{uuid.uuid4().hex[:10]}"
+    (tmp_path / f"{module}.py").write_text(SILENT)
+    doc = {
+        "agent": {"type": "python", "endpoint": f"{module}:answer", "llm": f"{module}:ask"},
+        "golden_prompts": ["quote AAPL"],
+        "contract": {
+            "name": "silent",
+            "invariants": [
+                {"id": "few", "type": "max_calls", "target": "llm", "max": 3},
+                {"id": "none", "type": "max_calls", "target": "llm", "max": 0},
+            ],
+            "chaos_matrix": [{"name": "calm"}],
+        },
+        "output": {"dir": str(tmp_path / "reports")},
+    }
+    path = tmp_path / "flakestorm.yaml"
+    path.write_text(json.dumps(doc))
+    result = run_phases(load_config(path), ["contract"])
+    cells = {c.id: c for c in result.phases["contract"].cells}
+    assert cells["few[calm]"].status.value == "errored"
+    assert cells["few[calm]"].reason == (
+        "counted nothing: no call to llm reached flakestorm in scenario 'calm', so max_calls "
+        "has nothing to judge (are the agent's calls to llm pointed at flakestorm?)"
+    )
+    assert cells["none[calm]"].status.value == "passed"
+    assert result.exit_code == 3

@@ -40,6 +40,7 @@ class ConductJudge:
         """``results`` (one scenario's, their calls attached) with their spend, and those whose
         invariant reads calls judged on them."""
         out = []
+        reached: dict[str, bool] = {}  # per target: did any call of the scenario aim at it
         for result in results:
             cell = cells.get(result.index)
             spent = dataclasses.replace(result, spend=spend_of(result.calls, self._price))
@@ -48,7 +49,10 @@ class ConductJudge:
                 continue
             if cell.scenario.name == self._compared_with:
                 self._keep(cell, spent)
-            out.append(_vacuous(self._judged(cell, spent), cell, results))
+            target = cell.invariant.target or LLM
+            if target not in reached:
+                reached[target] = any(aims_at(c, target) for r in results for c in r.calls)
+            out.append(_vacuous(self._judged(cell, spent), cell, reached[target]))
         return out
 
     def spent(self, info: ScenarioInfo, results: Sequence[CellResult]) -> ScenarioInfo:
@@ -108,8 +112,9 @@ class ConductJudge:
         return runs_judged(dataclasses.replace(result, prompts=tuple(prompts)), cell, self._options)
 
 
-def _vacuous(result: CellResult, cell: Cell, scenario: Sequence[CellResult]) -> CellResult:
-    """``result`` ERRORED when no call of its scenario was one its invariant counts: then
+def _vacuous(result: CellResult, cell: Cell, reached: bool) -> CellResult:
+    """``result`` ERRORED when no call of its scenario was one its invariant counts
+    (``reached`` is false): then
     flakestorm saw none of the calls it is about (the agent's calls to its target do not pass
     through flakestorm), and a count of nothing is no verdict — but for ``max_calls`` with
     ``max: 0``, which asks for none."""
@@ -119,7 +124,7 @@ def _vacuous(result: CellResult, cell: Cell, scenario: Sequence[CellResult]) -> 
     if invariant.type is InvariantType.MAX_CALLS and not invariant.max:
         return result
     target = invariant.target or LLM
-    if any(aims_at(c, target) for r in scenario for c in r.calls):
+    if reached:
         return result
     return dataclasses.replace(
         result,
