@@ -7,6 +7,7 @@ from __future__ import annotations
 from support.config_text import problems
 
 from flakestorm.loader import load_config_text
+from flakestorm.meaning.sweeps import expanded_matrix
 
 HEAD = "agent:\n  endpoint: http://localhost:8000/chat\n"
 CONTRACT = """\
@@ -88,3 +89,39 @@ def test_a_stream_invariant_on_a_python_agent_says_its_reply_is_not_read_as_a_st
         "reply, but agent.stream is not set: a python agent's reply is not read as a stream "
         "(agent.stream is for http agents)"
     )
+
+
+FAULTS = """\
+golden_prompts: [hi]
+contract:
+  name: c
+  invariants: [{id: ends, type: stream_completes}]
+  chaos_matrix:
+    - name: s
+      llm_faults:
+"""
+
+
+def test_slow_stream_needs_a_wait_and_takes_no_delay_ms() -> None:
+    text = HEAD + "  stream: {format: openai}\n" + FAULTS
+    assert problems(text + "        - {mode: slow_stream, delay_ms: 50}\n") == [
+        "flakestorm.yaml:11:11: contract.chaos_matrix[0].llm_faults[0]: a 'slow_stream' LLM "
+        "fault needs 'first_token_ms' or 'chunk_delay_ms'",
+        "flakestorm.yaml:11:31: contract.chaos_matrix[0].llm_faults[0].delay_ms: 'delay_ms' "
+        "means nothing for a 'slow_stream' LLM fault (its fields: first_token_ms, "
+        "chunk_delay_ms)",
+    ]
+    load_config_text(text + "        - {mode: slow_stream, chunk_delay_ms: 50}\n", "f.yaml")
+
+
+def test_a_timeout_takes_after_chunks_and_a_sweep_may_vary_first_token_ms() -> None:
+    text = HEAD + "  stream: {format: openai}\n" + FAULTS
+    fault = "        - {mode: timeout, after_chunks: 3, delay_ms: 5000}\n"
+    load_config_text(text + fault, "f.yaml")
+    swept = text + "        - {mode: slow_stream, first_token_ms: 100}\n"
+    swept += "      sweep: {field: 'llm_faults[0].first_token_ms', values: [100, 1000, 5000]}\n"
+    contract = load_config_text(swept, "f.yaml").config.contract
+    assert contract is not None
+    scenarios = expanded_matrix(contract)
+    assert [s.name for s in scenarios] == ["s[100]", "s[1000]", "s[5000]"]
+    assert [s.llm_faults[0].first_token_ms for s in scenarios] == [100, 1000, 5000]

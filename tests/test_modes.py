@@ -58,6 +58,8 @@ def test_field_names_are_every_units_fields() -> None:
         "max_tokens",
         "drift_type",
         "after_chunks",
+        "first_token_ms",
+        "chunk_delay_ms",
     }
     assert Fields(("a",), ("b", "c")).names == ("a", "b", "c")
 

@@ -19,7 +19,6 @@ from support.server import LoopbackServer, Request, Response
 from support.tool_provider import ANSWER, tool_provider
 
 from flakestorm.chaos.llm import truncate_text
-from flakestorm.chaos.wrappers.sdk_streams import UNRECOGNISED
 from flakestorm.engine.runner import run_phases
 from flakestorm.loader import load_config
 from flakestorm.results.model import Status
@@ -135,7 +134,12 @@ def test_a_stream_of_no_provider_protocol_is_not_applied_with_the_reason() -> No
             list(stream)
         client.close()
         [call] = rig.interactions()
-    assert call.fired == () and call.unapplied == (("llm_faults[0] garbage", UNRECOGNISED),)
+    assert call.fired == () and call.unapplied == (
+        (
+            "llm_faults[0] garbage",
+            "the stream was not an OpenAI or Anthropic server-sent event stream",
+        ),
+    )
 
 
 # --------------------------------------------------------------------------- through a run

@@ -304,8 +304,9 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "one scenario per value, named `NAME[VALUE]`; reports give each invariant's breaking "
     "point.",
     "contract.chaos_matrix[].sweep.field": "The field: `tool_faults[N].delay_ms`, "
-    "`.probability` or `.calls` (its upper bound); `llm_faults[N].` the same and "
-    "`max_tokens`; `context_attacks[N].inject_tokens` or `.calls`.",
+    "`.probability` or `.calls` (its upper bound); `llm_faults[N].` the same, "
+    "`max_tokens`, `after_chunks`, `first_token_ms` and `chunk_delay_ms`; "
+    "`context_attacks[N].inject_tokens` or `.calls`.",
     "contract.chaos_matrix[].sweep.values": "Two or more values, in the order reports show "
     "them (e.g. `[250, 500, 1000, 2000]`).",
     "contract.chaos_matrix[].tool_faults": "Tool faults active in this scenario.",
@@ -362,12 +363,17 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "invocation started: an outage that heals.",
     "llm_faults[].turns": "Active only while these turns of a conversation run (numbered from "
     "1; a one-message prompt is turn 1). Unset: every turn.",
-    "llm_faults[].delay_ms": "`timeout`: how long to hold the call before failing it. "
-    "Milliseconds.",
+    "llm_faults[].delay_ms": "`timeout`: how long to hold the call (or, with `after_chunks`, "
+    "the stream) before failing it. Milliseconds.",
     "llm_faults[].max_tokens": "`truncated_response`: how many tokens of the content are kept.",
     "llm_faults[].drift_type": "`response_drift`: which kind of drift.",
     "llm_faults[].after_chunks": "`cut_stream`: how many content chunks are relayed before the "
-    "stream is cut (0: none).",
+    "stream is cut (0: none); `timeout` on a streamed reply: how many are relayed before it "
+    "stalls for `delay_ms` and is dropped.",
+    "llm_faults[].first_token_ms": "`slow_stream`: the wait before the stream's first content "
+    "chunk (a role-only chunk or a ping still comes at once). Milliseconds.",
+    "llm_faults[].chunk_delay_ms": "`slow_stream`: the wait before each later content chunk. "
+    "Milliseconds.",
     "context_attacks[].type": "The attack: see [context attack types](#context-attack-types).",
     "context_attacks[].payload": "`memory_poisoning`: the text added to the input; "
     "`injection_via_context`: the instructions placed in the LLM's context messages.",

@@ -127,7 +127,9 @@ ENUM_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "jsonrpc": "A JSON-RPC error response.",
     },
     "LlmFaultMode": {
-        "timeout": "Hold the call `delay_ms`, then fail it (python: raise `TimeoutError`).",
+        "timeout": "Hold the call `delay_ms`, then fail it (python: raise `TimeoutError`). "
+        "With `after_chunks`, a streamed reply is relayed for that many content chunks, then "
+        "held `delay_ms` and dropped (a stall mid-answer).",
         "rate_limit": "HTTP 429 with the provider's error JSON and `Retry-After` (python: "
         "raise `RateLimitFaultError`).",
         "truncated_response": "Cut the content to `max_tokens` tokens, with the provider's "
@@ -138,6 +140,9 @@ ENUM_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "cut_stream": "A streamed reply: relay `after_chunks` content chunks, then end the "
         "stream with no finish reason, no usage and no terminal event (`[DONE]`, "
         "`message_stop`); a reply that is not streamed is left alone (not applied).",
+        "slow_stream": "A streamed reply: wait `first_token_ms` before its first content chunk "
+        "and `chunk_delay_ms` before each later one; a reply that is not streamed is left alone "
+        "(not applied).",
     },
     "DriftType": {
         "json_field_rename": "Rename fields of JSON content.",

@@ -201,7 +201,12 @@ class LlmFault(FaultTrigger):
     max_tokens: Annotated[int, Field(ge=0)] | None = None
     drift_type: DriftType | None = None
     after_chunks: Annotated[int, Field(ge=0)] | None = None
-    """``cut_stream``: the content chunks relayed before the stream is cut."""
+    """``cut_stream``, ``timeout``: the content chunks relayed before the stream is cut (or,
+    for ``timeout``, held)."""
+    first_token_ms: Annotated[int, Field(ge=0)] | None = None
+    """``slow_stream``: the wait before the stream's first content chunk."""
+    chunk_delay_ms: Annotated[int, Field(ge=0)] | None = None
+    """``slow_stream``: the wait before each later content chunk."""
 
 
 class ContextAttack(Model):

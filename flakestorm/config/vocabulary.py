@@ -263,6 +263,7 @@ class LlmFaultMode(str, enum.Enum):
     GARBAGE = "garbage"
     RESPONSE_DRIFT = "response_drift"
     CUT_STREAM = "cut_stream"
+    SLOW_STREAM = "slow_stream"
 
 
 class DriftType(str, enum.Enum):

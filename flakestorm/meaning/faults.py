@@ -71,15 +71,17 @@ def _mode_fields(
     fields: Fields,
     mode_fields: frozenset[str],
 ) -> None:
-    required, optional = fields.required, fields.optional
+    required = fields.required
     for name in required:
         if name not in given:
             scope.error(at, f"{a(mode)} {what} needs '{name}'")
-    for name in sorted(given & mode_fields - {*required, *optional}):
+    if fields.one_of and not given & set(fields.one_of):
+        either = " or ".join(f"'{name}'" for name in fields.one_of)
+        scope.error(at, f"{a(mode)} {what} needs {either}")
+    for name in sorted(given & mode_fields - set(fields.names)):
         scope.error(
             (*at, name),
-            f"'{name}' means nothing for {a(mode)} {what} (its fields: "
-            f"{listing((*required, *optional))})",
+            f"'{name}' means nothing for {a(mode)} {what} (its fields: {listing(fields.names)})",
             key=True,
         )
 
@@ -187,12 +189,9 @@ def _unused(faults: str, fault: ToolFault | LlmFault | ContextAttack, field: str
         fields, what, mode = TOOL_MODES[fault.mode].fields, "tool fault", fault.mode.value
     else:
         fields, what, mode = LLM_MODES[fault.mode].fields, "LLM fault", fault.mode.value
-    if field in (*fields.required, *fields.optional):
+    if field in fields.names:
         return ""
-    return (
-        f"'{field}' means nothing for {a(mode)} {what} (its fields: "
-        f"{listing((*fields.required, *fields.optional))})"
-    )
+    return f"'{field}' means nothing for {a(mode)} {what} (its fields: {listing(fields.names)})"
 
 
 def check_delivery(scope: Scope) -> None:

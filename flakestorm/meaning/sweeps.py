@@ -9,8 +9,9 @@ sweep, so reports can give, per invariant, the **breaking point**
 (:func:`flakestorm.results.sweeps.breaking_point`): the first value at which it fails and stays
 failed. Expanding a sweep is reading the config: ``validate`` and the plan do it alike.
 
-The fields a sweep may vary (:data:`SWEEPABLE`): ``delay_ms``, ``probability``, ``max_tokens``
-(LLM faults), ``inject_tokens`` (``overflow`` attacks) and ``calls``, whose upper bound moves
+The fields a sweep may vary (:data:`SWEEPABLE`): ``delay_ms``, ``probability``, ``max_tokens``,
+``after_chunks``, ``first_token_ms`` and ``chunk_delay_ms`` (LLM faults), ``inject_tokens``
+(``overflow`` attacks) and ``calls``, whose upper bound moves
 (``calls: "1-2"`` swept over ``[1, 2, 3]`` is ``"1-1"``, ``"1-2"``, ``"1-3"``).
 """
 
@@ -26,12 +27,26 @@ from flakestorm.results.sweeps import SweepInfo
 
 SWEEPABLE: Mapping[str, tuple[str, ...]] = {
     "tool_faults": ("delay_ms", "probability", "calls"),
-    "llm_faults": ("delay_ms", "probability", "calls", "max_tokens"),
+    "llm_faults": (
+        "delay_ms",
+        "probability",
+        "calls",
+        "max_tokens",
+        "after_chunks",
+        "first_token_ms",
+        "chunk_delay_ms",
+    ),
     "context_attacks": ("inject_tokens", "calls"),
 }
 """Per fault list, the numeric fields a sweep may vary."""
 _PATH = re.compile(r"^(tool_faults|llm_faults|context_attacks)\[(\d+)\]\.([a-z_]+)$")
 PATH_EXAMPLE = "tool_faults[0].delay_ms, llm_faults[0].max_tokens, context_attacks[0].inject_tokens"
+
+
+_WHOLE = frozenset(
+    {"delay_ms", "max_tokens", "inject_tokens", "after_chunks", "first_token_ms", "chunk_delay_ms"}
+)
+"""The sweepable fields that take whole numbers."""
 
 
 class SweepError(ValueError):
@@ -86,7 +101,7 @@ def _set(fault: Any, field: str, value: float) -> Any:
             )
         data["calls"] = f"{start}-{int(value)}"
         data.pop("after_calls", None)
-    elif field in ("delay_ms", "max_tokens", "inject_tokens"):
+    elif field in _WHOLE:
         if not float(value).is_integer():
             raise SweepError(f"{field} takes whole numbers, not {value_text(value)}")
         data[field] = int(value)

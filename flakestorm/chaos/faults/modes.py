@@ -40,10 +40,12 @@ class Fields:
 
     required: tuple[str, ...] = ()
     optional: tuple[str, ...] = ()
+    one_of: tuple[str, ...] = ()
+    """At least one of these is required (each is optional on its own)."""
 
     @property
     def names(self) -> tuple[str, ...]:
-        return (*self.required, *self.optional)
+        return (*self.required, *self.one_of, *self.optional)
 
 
 class CallThrough(enum.Enum):

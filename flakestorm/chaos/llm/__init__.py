@@ -21,7 +21,12 @@ module              what it holds
                     :func:`garbage_text`, :func:`drift_text` and their building blocks
 ``replies``         the content modes on whole JSON replies (:func:`fault_on_reply`) and on
                     python replies (:func:`~flakestorm.chaos.llm.replies.edit_texts`)
-``streams``         the content modes on SSE streams (:func:`fault_on_stream`)
+``streams``         the content modes' editors of SSE streams, protocol by protocol
+``stream_faults``   a stream with a fault applied as it comes (:func:`fault_on_stream`,
+                    :class:`StreamFaulter`): the editors, or the stream modes' cut and pacing
+``cuts``            ``cut_stream`` (and ``timeout`` with ``after_chunks``): where a stream stops
+``pacing``          ``slow_stream``'s waits and ``timeout``'s hold mid-stream
+``usage``           what an LLM call billed, read at the wire
 ``injection``       ``injection_via_context``: :func:`inject_context` for request bodies, and
                     the same rule for python message lists
 ==================  ===========================================================================
@@ -56,7 +61,7 @@ if TYPE_CHECKING:
         fault_on_reply,
         is_reply_document,
     )
-    from flakestorm.chaos.llm.streams import StreamFaulter, fault_on_stream
+    from flakestorm.chaos.llm.stream_faults import StreamFaulter, fault_on_stream
     from flakestorm.chaos.llm.text import count_tokens, drift_text, garbage_text, truncate_text
 
 _HOME = {
@@ -79,7 +84,7 @@ _HOME = {
         "protocol",
     ),
     **dict.fromkeys(("DEFAULT_MAX_TOKENS", "fault_on_reply", "is_reply_document"), "replies"),
-    **dict.fromkeys(("StreamFaulter", "fault_on_stream"), "streams"),
+    **dict.fromkeys(("StreamFaulter", "fault_on_stream"), "stream_faults"),
     **dict.fromkeys(("count_tokens", "drift_text", "garbage_text", "truncate_text"), "text"),
 }
 """Where each public name lives (the module table above)."""

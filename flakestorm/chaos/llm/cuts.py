@@ -1,4 +1,5 @@
-"""``cut_stream`` (SPEC §16): an LLM stream cut after ``after_chunks`` content chunks.
+"""``cut_stream`` (SPEC §16): an LLM stream cut after ``after_chunks`` content chunks (and
+``timeout`` with ``after_chunks``, which then holds it: :mod:`flakestorm.chaos.llm.pacing`).
 
 :class:`Cut` sees the complete SSE frames a stream sends on, in order: it lets through every
 frame up to and including the ``after_chunks``-th content chunk (with ``0``: every frame before
@@ -24,10 +25,22 @@ class Cut:
 
     @classmethod
     def of(cls, fault: LlmFault) -> Cut | None:
-        """The cut a ``cut_stream`` fault makes; None for any other mode."""
-        if fault.mode is not LlmFaultMode.CUT_STREAM:
+        """The cut a ``cut_stream`` fault makes, or a ``timeout`` with ``after_chunks`` (which
+        then holds the stream); None for any other fault."""
+        if fault.mode is LlmFaultMode.CUT_STREAM or (
+            fault.mode is LlmFaultMode.TIMEOUT and fault.after_chunks is not None
+        ):
+            return cls(fault.after_chunks or 0)
+        return None
+
+    def unapplied(self) -> str | None:
+        """Why the cut was not made, once the stream has ended (None: it was)."""
+        if self.done:
             return None
-        return cls(fault.after_chunks or 0)
+        return (
+            f"the stream ended after {self.seen} content chunks, before the cut after "
+            f"{self.after_chunks}"
+        )
 
     def frames(self, frames: list[bytes]) -> list[bytes]:
         """The frames of ``frames`` that are sent before the cut."""

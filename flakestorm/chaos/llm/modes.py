@@ -28,10 +28,18 @@ editors of :mod:`flakestorm.chaos.llm.replies` (whole replies, python replies) a
 - ``garbage``: the text is replaced by random-looking text of a similar length.
 - ``response_drift``: the text is rewritten with the fault's ``drift_type``.
 
-``cut_stream`` acts on streams only (SPEC §16): after ``after_chunks`` content chunks the
-stream ends, with no finish reason, no usage and no terminal event
-(:mod:`flakestorm.chaos.llm.cuts`); a reply that is not streamed is left as it is, and the
-fault is logged as not applied to it.
+The stream modes (SPEC §16) relay the upstream's frames as they are and act on how many
+arrive and when; a reply that is not streamed is left as it is, and the fault is logged as not
+applied to it:
+
+- ``cut_stream``: after ``after_chunks`` content chunks the stream ends, with no finish reason,
+  no usage and no terminal event (:mod:`flakestorm.chaos.llm.cuts`);
+- ``slow_stream``: ``first_token_ms`` before the first content chunk, ``chunk_delay_ms`` before
+  each later one (:mod:`flakestorm.chaos.llm.pacing`).
+
+``timeout`` with ``after_chunks`` on a streaming request goes upstream: the stream is relayed
+for that many content chunks, then held ``delay_ms`` and dropped (a stall mid-answer). On a
+request that is not streamed it is the plain ``timeout``.
 
 ``garbage`` and ``response_drift`` need a text part whole before they rewrite it (a stream
 holds its deltas back); ``truncated_response`` and ``empty`` act delta by delta.
@@ -85,7 +93,11 @@ class LlmMode:
     rewrites_whole = False
     """A text part is rewritten whole: a stream holds its deltas back until it ends."""
     streams_only = False
-    """The mode acts on streamed replies only (``cut_stream``)."""
+    """The mode acts on streamed replies only (``cut_stream``, ``slow_stream``)."""
+    keeps_frames = False
+    """On a stream, the upstream's frames are relayed as they are: the fault acts on how many
+    are sent and when (:class:`~flakestorm.chaos.llm.cuts.Cut`,
+    :class:`~flakestorm.chaos.llm.pacing.Pacing`)."""
     draws = False
     """The new text is drawn at random per call (from the call's RNG, :func:`call_rng`): which
     text a call gets depends on which invocation made it, and its place among their calls."""
@@ -106,33 +118,52 @@ class LlmMode:
         """The reply instead of the upstream call; None: the call goes upstream."""
         return None
 
+    def passes_stream(self, fault: LlmFault) -> bool:
+        """Whether an upstream stream passes through untouched (the fault answered instead of
+        the upstream, so none reaches it)."""
+        return self.replaces_upstream
+
     def rewrite(self, state: TextState, text: str) -> str:
         """The new text of one whole text part of the reply."""
         return text
 
-    def plan(self, fault: LlmFault) -> PythonPlan:
-        """What a call of the python LLM callable gets; calling through, its reply's texts are
-        then rewritten (:func:`flakestorm.chaos.llm.values.transform_reply`)."""
+    def plan(self, fault: LlmFault, streaming: bool = False) -> PythonPlan:
+        """What a call of the python LLM callable gets (``streaming``: a call for a stream);
+        calling through, its reply's texts are then rewritten
+        (:func:`flakestorm.chaos.llm.values.transform_reply`), or its stream faulted."""
         return PythonPlan()
 
 
 class TimeoutMode(LlmMode):
-    fields = Fields(optional=("delay_ms",))
+    fields = Fields(optional=("delay_ms", "after_chunks"))
     replaces_upstream = True
+    keeps_frames = True
 
     @staticmethod
     def delay_ms(fault: LlmFault) -> int:
         return DEFAULT_TIMEOUT_MS if fault.delay_ms is None else fault.delay_ms
 
-    def before_upstream(self, fault: LlmFault, provider: Provider, streaming: bool) -> LlmResponse:
+    def detail(self, fault: LlmFault) -> str:
+        return "" if fault.after_chunks is None else f"(after {fault.after_chunks} chunks)"
+
+    def before_upstream(
+        self, fault: LlmFault, provider: Provider, streaming: bool
+    ) -> LlmResponse | None:
         delay_ms = self.delay_ms(fault)
         if streaming:
+            if fault.after_chunks is not None:  # a stall mid-answer: the stream is relayed first
+                return None
             return LlmResponse(
                 200, SSE_HEADERS, chunks=(STALL_COMMENT,), stall_after_chunks=1, delay_ms=delay_ms
             )
         return LlmResponse(504, (), delay_ms=delay_ms, drop=True)
 
-    def plan(self, fault: LlmFault) -> PythonPlan:
+    def passes_stream(self, fault: LlmFault) -> bool:
+        return fault.after_chunks is None
+
+    def plan(self, fault: LlmFault, streaming: bool = False) -> PythonPlan:
+        if streaming and fault.after_chunks is not None:
+            return PythonPlan()  # the SDK stream is held after its chunks as it is read
         delay_ms = self.delay_ms(fault)
         error = TimeoutError(f"the LLM call timed out after {delay_ms} ms")
         return PythonPlan(delay_s=delay_ms / 1000, error=error)
@@ -155,7 +186,7 @@ class RateLimitMode(LlmMode):
             ]
         return LlmResponse(429, tuple(headers), body=rate_limit_body(provider))
 
-    def plan(self, fault: LlmFault) -> PythonPlan:
+    def plan(self, fault: LlmFault, streaming: bool = False) -> PythonPlan:
         return PythonPlan(error=RateLimitFaultError())
 
 
@@ -197,9 +228,24 @@ class ResponseDriftMode(LlmMode):
 class CutStreamMode(LlmMode):
     fields = Fields(required=("after_chunks",))
     streams_only = True
+    keeps_frames = True
 
     def detail(self, fault: LlmFault) -> str:
         return f"(after {fault.after_chunks} chunks)"
+
+
+class SlowStreamMode(LlmMode):
+    fields = Fields(one_of=("first_token_ms", "chunk_delay_ms"))
+    streams_only = True
+    keeps_frames = True
+
+    def detail(self, fault: LlmFault) -> str:
+        waits = []
+        if fault.first_token_ms is not None:
+            waits.append(f"first token {fault.first_token_ms} ms")
+        if fault.chunk_delay_ms is not None:
+            waits.append(f"{fault.chunk_delay_ms} ms a chunk")
+        return f"({', '.join(waits)})"
 
 
 LLM_MODES: Mapping[LlmFaultMode, LlmMode] = registry(
@@ -211,6 +257,7 @@ LLM_MODES: Mapping[LlmFaultMode, LlmMode] = registry(
         (LlmFaultMode.GARBAGE, GarbageMode()),
         (LlmFaultMode.RESPONSE_DRIFT, ResponseDriftMode()),
         (LlmFaultMode.CUT_STREAM, CutStreamMode()),
+        (LlmFaultMode.SLOW_STREAM, SlowStreamMode()),
     ]
 )
 """Every LLM fault mode's unit."""

@@ -27,33 +27,30 @@ import copy
 import json
 import random
 import re
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from flakestorm.chaos.llm.cuts import Cut
-from flakestorm.chaos.llm.modes import LLM_MODES
-from flakestorm.chaos.llm.protocol import Provider, dump_json
+from flakestorm.chaos.llm.protocol import dump_json
 from flakestorm.chaos.llm.replies import TOOL_BLOCKS, TextEditor, set_usage
 from flakestorm.chaos.llm.text import count_tokens, truncate_text
 from flakestorm.config import LlmFault
 
-__all__ = ["StreamFaulter", "fault_on_stream"]
+__all__ = ["FRAME_END", "Frame", "StreamEdit", "stream_edit"]
 
 # --------------------------------------------------------------------------- SSE frames
 
-_FRAME_END = re.compile(rb"\r?\n\r?\n")
+FRAME_END = re.compile(rb"\r?\n\r?\n")
 
 
 @dataclass
-class _Frame:
+class Frame:
     """One SSE frame as upstream sent it, and its ``data`` lines joined."""
 
     raw: bytes
     data: str | None = None
 
     @classmethod
-    def parse(cls, raw: bytes) -> _Frame:
+    def parse(cls, raw: bytes) -> Frame:
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -84,15 +81,15 @@ def _event_frame(value: dict[str, Any]) -> bytes:
     return f"event: {value['type']}\n".encode() + _data_frame(value)
 
 
-class _StreamEdit:
+class StreamEdit:
     """Edits one SSE stream frame by frame; ``done`` = stop reading upstream."""
 
     done = False
 
-    def frame(self, frame: _Frame, doc: dict[str, Any]) -> list[bytes]:
+    def frame(self, frame: Frame, doc: dict[str, Any]) -> list[bytes]:
         raise NotImplementedError
 
-    def other(self, frame: _Frame) -> list[bytes]:
+    def other(self, frame: Frame) -> list[bytes]:
         return [frame.raw]
 
     def end(self) -> list[bytes]:
@@ -117,7 +114,7 @@ def _cut(part: _Part, text: str, budget: int) -> tuple[str, bool]:
     return piece, count_tokens(part.received) > budget
 
 
-class _OpenAIStreamEdit(_StreamEdit):
+class _OpenAIStreamEdit(StreamEdit):
     """``chat.completion.chunk`` and ``text_completion`` streams."""
 
     def __init__(self, fault: LlmFault, rng: random.Random, chat: bool) -> None:
@@ -162,7 +159,7 @@ class _OpenAIStreamEdit(_StreamEdit):
     def holds(self) -> bool:
         return self.editor.rewrites_whole
 
-    def frame(self, frame: _Frame, doc: dict[str, Any]) -> list[bytes]:
+    def frame(self, frame: Frame, doc: dict[str, Any]) -> list[bytes]:
         choices = doc.get("choices")
         if not isinstance(choices, list):
             return [frame.raw]
@@ -239,7 +236,7 @@ class _OpenAIStreamEdit(_StreamEdit):
                     out += self._flush(index, part)
         return out
 
-    def other(self, frame: _Frame) -> list[bytes]:
+    def other(self, frame: Frame) -> list[bytes]:
         if frame.data == "[DONE]":
             return [*self._flush_unfinished(), frame.raw]
         return [frame.raw]
@@ -256,7 +253,7 @@ class _Block:
     part: _Part = field(default_factory=_Part)
 
 
-class _AnthropicStreamEdit(_StreamEdit):
+class _AnthropicStreamEdit(StreamEdit):
     def __init__(self, fault: LlmFault, rng: random.Random) -> None:
         self.editor = TextEditor(fault, rng)
         self.blocks: dict[int, _Block] = {}
@@ -300,7 +297,7 @@ class _AnthropicStreamEdit(_StreamEdit):
             _event_frame({"type": "content_block_stop", "index": index}),
         ]
 
-    def frame(self, frame: _Frame, doc: dict[str, Any]) -> list[bytes]:
+    def frame(self, frame: Frame, doc: dict[str, Any]) -> list[bytes]:
         kind = doc.get("type")
         editor = self.editor
         if kind == "content_block_start":
@@ -378,7 +375,7 @@ def _text_delta(index: int, text: str) -> bytes:
     )
 
 
-class _ResponsesStreamEdit(_StreamEdit):
+class _ResponsesStreamEdit(StreamEdit):
     """Responses API streams (``response.*`` events): text only, see the module docstring."""
 
     def __init__(self, fault: LlmFault, rng: random.Random) -> None:
@@ -400,11 +397,11 @@ class _ResponsesStreamEdit(_StreamEdit):
                 part.sent = self.editor.text(part.received)
         return part.sent
 
-    def frame(self, frame: _Frame, doc: dict[str, Any]) -> list[bytes]:
+    def frame(self, frame: Frame, doc: dict[str, Any]) -> list[bytes]:
         number = doc.get("sequence_number")
         if self.shift and isinstance(number, int) and not isinstance(number, bool):
             doc = {**doc, "sequence_number": number + self.shift}
-            frame = _Frame(_event_frame(doc))
+            frame = Frame(_event_frame(doc))
         return self._frame(frame, doc)
 
     def _delta_before(self, done: dict[str, Any], text: str) -> bytes:
@@ -421,7 +418,7 @@ class _ResponsesStreamEdit(_StreamEdit):
                 delta[key] = done[key]
         return _event_frame({**delta, "delta": text, "logprobs": []})
 
-    def _frame(self, frame: _Frame, doc: dict[str, Any]) -> list[bytes]:
+    def _frame(self, frame: Frame, doc: dict[str, Any]) -> list[bytes]:
         kind = str(doc.get("type", ""))
         truncates = self.editor.truncates
         if kind == "response.output_text.delta":
@@ -488,7 +485,7 @@ class _ResponsesStreamEdit(_StreamEdit):
             item["status"] = "incomplete"
 
 
-def _stream_edit(fault: LlmFault, doc: dict[str, Any], rng: random.Random) -> _StreamEdit | None:
+def stream_edit(fault: LlmFault, doc: dict[str, Any], rng: random.Random) -> StreamEdit | None:
     """The editor for a stream whose first JSON frame is ``doc``; None: not known (yet)."""
     obj = doc.get("object")
     kind = str(doc.get("type", ""))
@@ -506,90 +503,3 @@ def _stream_edit(fault: LlmFault, doc: dict[str, Any], rng: random.Random) -> _S
         chat = any(isinstance(c, dict) and "delta" in c for c in doc["choices"])
         return _OpenAIStreamEdit(fault, rng, chat=chat)
     return None
-
-
-class StreamFaulter:
-    """:func:`fault_on_stream` fed chunk by chunk, for a caller that reads upstream itself (an
-    SDK stream read with ``async for``): :meth:`feed` each chunk and send on what it returns
-    until :attr:`done`, then send :meth:`end`'s frames."""
-
-    def __init__(self, fault: LlmFault, rng: random.Random) -> None:
-        self._fault = fault
-        self._rng = rng
-        self._through = LLM_MODES[fault.mode].replaces_upstream
-        self._buffer = b""
-        self._edit: _StreamEdit | None = None
-        self._cut = Cut.of(fault)
-        self.done = False
-        """The fault has ended the stream early: stop reading upstream."""
-
-    @property
-    def passes_through(self) -> bool:
-        """The fault never acts on a stream (``rate_limit``, ``timeout``: they replace it)."""
-        return self._through
-
-    @property
-    def recognised(self) -> bool:
-        """Whether the stream was recognised as one the fault can act on (a protocol's)."""
-        return self._edit is not None
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        """The frames to send on after upstream's next ``chunk`` (split anywhere)."""
-        if self._through:
-            return [chunk]
-        out: list[bytes] = []
-        self._buffer += chunk
-        while not self.done:
-            match = _FRAME_END.search(self._buffer)
-            if match is None:
-                break
-            raw, self._buffer = self._buffer[: match.end()], self._buffer[match.end() :]
-            out += self._frame(_Frame.parse(raw))
-        return out
-
-    def end(self) -> list[bytes]:
-        """The frames to send when upstream has ended."""
-        if self._through or self.done:
-            return []
-        out: list[bytes] = []
-        if self._buffer.strip():
-            out += self._frame(_Frame.parse(self._buffer))
-        self._buffer = b""
-        if self._edit is not None and not self.done and self._cut is None:
-            out += self._edit.end()
-        return out
-
-    def _frame(self, frame: _Frame) -> list[bytes]:
-        doc = frame.json()
-        if self._edit is None and doc is not None:
-            self._edit = _stream_edit(self._fault, doc, self._rng)
-        edit = self._edit
-        if edit is None:
-            return [frame.raw]
-        if self._cut is not None:  # cut_stream: upstream's frames as they are, up to the cut
-            out = self._cut.frames([frame.raw])
-            self.done = self._cut.done
-            return out
-        out = edit.other(frame) if doc is None else edit.frame(frame, doc)
-        self.done = edit.done
-        return out
-
-
-def fault_on_stream(
-    fault: LlmFault, provider: Provider, chunks: Iterable[bytes], rng: random.Random
-) -> Iterator[bytes]:
-    """Upstream's SSE bytes (split anywhere) as the agent should see them under ``fault``: a
-    lazy iterator of complete SSE frames (see the module docstring).
-
-    When the fault has ended the stream early (Anthropic truncation), the iterator stops
-    reading ``chunks``; the caller then closes the upstream connection. ``timeout`` and
-    ``rate_limit`` pass through unchanged:
-    :func:`~flakestorm.chaos.llm.modes.fault_before_upstream` answers them. ``provider``
-    is not needed to tell the protocols apart: each stream says which one it speaks.
-    """
-    faulter = StreamFaulter(fault, rng)
-    for chunk in chunks:
-        yield from faulter.feed(chunk)
-        if faulter.done:
-            return
-    yield from faulter.end()

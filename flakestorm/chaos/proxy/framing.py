@@ -283,10 +283,16 @@ class FramedHandler(socketserver.BaseRequestHandler):
         framing = "Transfer-Encoding: chunked" if chunked else "Connection: close"
         self.connection.sendall(self._head(reply, [framing]))
         stall = reply.stall_after_chunks
+        pace = reply.pace
         sent = 0
+        gone = False
         try:
             for chunk in reply.chunks:
                 if stall is not None and sent >= stall:
+                    break
+                wait_ms = 0 if pace is None else pace.wait_ms(chunk)
+                if wait_ms and not self.hold(wait_ms):
+                    gone = True  # the agent hung up while the stream was slowed
                     break
                 if chunk:
                     self.connection.sendall(
@@ -304,8 +310,12 @@ class FramedHandler(socketserver.BaseRequestHandler):
             if close is not None:
                 close()
         call.done(reply.status)
-        if stall is not None and sent >= stall:  # a stalled stream: hold it open, then drop it
-            self.hold(reply.delay_ms)
+        hold_ms = reply.delay_ms if stall is not None and sent >= stall else None
+        if pace is not None:
+            hold_ms = 0 if gone else pace.hold_ms
+        if hold_ms is not None:  # a stalled stream: hold it open, then drop it
+            if hold_ms:
+                self.hold(hold_ms)
             self.close_connection = True
             reset(self.connection)
             return

@@ -162,8 +162,9 @@ def _llm_fault_on(
     if reply.chunks is not None:
         faulter = llm.StreamFaulter(fault, rng)
         streamed = _faulted(faulter, reply.chunks, not_applied)
-        return HttpResponse(reply.status, reply.headers, chunks=_closing(streamed, reply.chunks))
-    if LLM_MODES[fault.mode].streams_only:
+        chunks = _closing(streamed, reply.chunks)
+        return HttpResponse(reply.status, reply.headers, chunks=chunks, pace=faulter)
+    if LLM_MODES[fault.mode].keeps_frames:  # a stream mode (or timeout with after_chunks)
         not_applied(f"{fault.mode.value} acts on a streamed reply, and this one was not streamed")
         return reply
     if not llm.is_reply_document(reply.body):
@@ -178,7 +179,8 @@ def _llm_fault_on(
 def _faulted(
     faulter: llm.StreamFaulter, chunks: Iterator[bytes], not_applied: Callable[[str], None]
 ) -> Iterator[bytes]:
-    """Upstream's stream through ``faulter``; ``not_applied`` when it ends unrecognised."""
+    """Upstream's stream through ``faulter``; ``not_applied`` when it ends with the fault not
+    applied (the stream was unrecognised, or ended before the fault's cut)."""
     try:
         for chunk in chunks:
             yield from faulter.feed(chunk)
@@ -186,8 +188,9 @@ def _faulted(
                 return
         yield from faulter.end()
     finally:
-        if not faulter.recognised and not faulter.passes_through:
-            not_applied("the stream was not an OpenAI or Anthropic server-sent event stream")
+        reason = faulter.unapplied
+        if reason is not None:
+            not_applied(reason)
 
 
 def _closing(outer: Iterator[bytes], inner: Iterator[bytes]) -> Iterator[bytes]:

@@ -14,11 +14,25 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from flakestorm.chaos import llm
     from flakestorm.chaos.faults.tool_modes import InjectedResponse
+
+
+class Pace(Protocol):
+    """The timing a stream fault gives a streamed reply
+    (:class:`~flakestorm.chaos.llm.stream_faults.StreamFaulter`)."""
+
+    def wait_ms(self, frame: bytes) -> int:
+        """The wait before sending ``frame``."""
+        ...
+
+    @property
+    def hold_ms(self) -> int | None:
+        """Once the chunks have run out: hold the stream this long, then drop it."""
+        ...
 
 
 @dataclass
@@ -36,6 +50,9 @@ class HttpResponse:
     """Close the connection without answering (after ``delay_ms``)."""
     stall_after_chunks: int | None = None
     """Send this many chunks, then hold the stream for ``delay_ms`` and drop it."""
+    pace: Pace | None = None
+    """When each of ``chunks`` leaves, and whether the stream is held and dropped once they
+    run out (a stream fault: ``slow_stream``, ``timeout`` with ``after_chunks``)."""
     head_length: str | None = None
     """A HEAD reply's upstream Content-Length (``""``: the upstream sent none, nor do we)."""
 

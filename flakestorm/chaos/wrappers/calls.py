@@ -33,6 +33,7 @@ from flakestorm.chaos.llm.usage import UsageMeter
 from flakestorm.chaos.llm.values import inject_arguments, takes_system, transform_reply
 from flakestorm.chaos.wrappers.sdk_errors import sdk_of
 from flakestorm.chaos.wrappers.sdk_streams import (
+    Waits,
     fault_raw_response,
     fault_stream,
     fault_stream_manager,
@@ -96,6 +97,8 @@ class Call(Closing):
         self.usage: Usage | None = None
         self.deferred = False
         """The result is a stream: the call is logged when the agent has read it."""
+        self.waits = Waits()
+        """How a faulted stream of its result waits (the wrapping's sleeps)."""
         self.awaited = False
         """A sync callable handed back an awaitable: the call is logged when it is awaited."""
         llm = site.target is Target.LLM
@@ -300,7 +303,7 @@ def llm_plan(call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Plan:
     fault: LlmFault = chosen[1]
     # a fault that answers instead of the LLM (``rate_limit``, ``timeout``) left the book no
     # attacks to inject: it listed them in the decision's ``replaced``
-    plan = LLM_MODES[fault.mode].plan(fault)
+    plan = LLM_MODES[fault.mode].plan(fault, asks_stream(call.original, kwargs))
     error = plan.error
     sdk = sdk_of(args)
     if error is not None and sdk is not None:
@@ -342,13 +345,15 @@ def _distorted(call: Call, result: Any, meter: UsageMeter | None = None) -> Any:
             call.not_applied(label, reason)
         call.record(200)
 
+    waits = call.waits
+
     def whole(reply: Any) -> Any:
         """A parsed reply, whole or a stream, with the fault applied."""
         if is_sdk_stream(reply):
-            return fault_stream(reply, fault, rng, done)
-        changed = transform_reply(reply, fault, rng)
-        done(None if changed is not None else _why_not(reply))
-        return reply if changed is None else changed
+            return fault_stream(reply, fault, rng, done, waits=waits)
+        changed, why_not = _whole_reply(reply, fault, rng)
+        done(why_not)
+        return changed
 
     if is_raw_response(result):  # ``with_raw_response``: the reply is what .parse() gives
         call.deferred = True
@@ -357,16 +362,30 @@ def _distorted(call: Call, result: Any, meter: UsageMeter | None = None) -> Any:
     if is_sdk_stream(result):
         call.deferred = True
         metered = None if meter is None else (meter, _billing(call))
-        return fault_stream(result, fault, rng, done, metered)
+        return fault_stream(result, fault, rng, done, metered, waits)
     helper = hasattr(result, "__enter__") or hasattr(result, "__aenter__")
-    if helper and fault_stream_manager(result, fault, rng, done):
+    if helper and fault_stream_manager(result, fault, rng, done, waits):
         call.deferred = True
         return result
-    changed = transform_reply(result, fault, rng)
-    if changed is None:
-        call.not_applied(label, _why_not(result))
-        return result
+    changed, why_not = _whole_reply(result, fault, rng)
+    if why_not is not None:
+        call.not_applied(label, why_not)
     return changed
+
+
+def _whole_reply(reply: Any, fault: LlmFault, rng: random.Random) -> tuple[Any, str | None]:
+    """``reply`` (not a stream) with ``fault`` applied, and None; or ``reply`` as it is, and
+    why the fault could not be applied to it."""
+    if LLM_MODES[fault.mode].keeps_frames:  # a stream mode (or timeout with after_chunks)
+        return reply, f"{fault.mode.value} acts on a streamed reply, and this one was not streamed"
+    changed = transform_reply(reply, fault, rng)
+    return (reply, _why_not(reply)) if changed is None else (changed, None)
+
+
+def asks_stream(method: Callable[..., Any], kwargs: dict[str, Any]) -> bool:
+    """Whether a call of the LLM callable ``method`` asks for a stream: ``stream=True``, or an
+    SDK's stream helper (``.stream(...)``)."""
+    return kwargs.get("stream") is True or getattr(method, "__name__", "") == "stream"
 
 
 def _why_not(result: Any) -> str:

@@ -5,7 +5,7 @@ responses of their ``with_raw_response`` methods, whose ``parse()`` gives the re
 a stream) the fault then acts on.
 
 The fault acts where the proxy's does, on the SSE bytes
-(:class:`~flakestorm.chaos.llm.streams.StreamFaulter`, the same editor): the SDK's stream is
+(:class:`~flakestorm.chaos.llm.stream_faults.StreamFaulter`, the same editor): the SDK's stream is
 rebuilt around a response of the SDK's own HTTP library whose body is upstream's bytes with the
 fault applied, so the agent gets a genuine ``openai.Stream`` (``isinstance`` checks hold), parsed
 by the SDK's own decoder: truncation ends it with ``finish_reason: "length"`` / ``stop_reason:
@@ -19,20 +19,23 @@ could not be applied is not delivered (:mod:`flakestorm.chaos.delivery.proof`).
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import random
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from flakestorm.chaos.llm.protocol import provider_of
-from flakestorm.chaos.llm.streams import StreamFaulter
+from flakestorm.chaos.llm.stream_faults import StreamFaulter
 from flakestorm.chaos.llm.usage import UsageMeter
 from flakestorm.config import LlmFault
 from flakestorm.results.usage import Usage
 
 __all__ = [
     "Done",
+    "Waits",
     "fault_raw_response",
     "fault_stream",
     "fault_stream_manager",
@@ -45,7 +48,6 @@ __all__ = [
 Done = Callable[[str | None], None]
 """``done(reason)``: the stream ended; ``reason`` why the fault was not applied, or None."""
 
-UNRECOGNISED = "the stream was not an OpenAI or Anthropic server-sent event stream"
 _DROPPED_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
 
@@ -83,22 +85,45 @@ class _Editor(Protocol):
     done: bool
 
     @property
-    def recognised(self) -> bool: ...
+    def unapplied(self) -> str | None: ...
+    @property
+    def hold_ms(self) -> int | None: ...
     def feed(self, chunk: bytes) -> list[bytes]: ...
     def end(self) -> list[bytes]: ...
+    def wait_ms(self, frame: bytes) -> int: ...
 
 
 class _Passing:
     """A stream's bytes as upstream sent them (a stream only metered, not faulted)."""
 
     done = False
-    recognised = True
+    unapplied = None
+    hold_ms = None
 
     def feed(self, chunk: bytes) -> list[bytes]:
         return [chunk]
 
     def end(self) -> list[bytes]:
         return []
+
+    def wait_ms(self, frame: bytes) -> int:
+        return 0
+
+
+class Waits(NamedTuple):
+    """How a faulted stream waits (``slow_stream``, a ``timeout`` mid-stream): the wrapping's
+    own sleeps, so that a sync wait ends when the run is left."""
+
+    sleep: Callable[[float], object] = time.sleep
+    async_sleep: Callable[[float], Awaitable[object]] = asyncio.sleep
+
+
+WAITS = Waits()
+"""Plain sleeps (a stream faulted outside a wrapping, as in tests)."""
+
+DROPPED = "peer closed connection without sending complete message body (incomplete chunked read)"
+"""What the SDKs' HTTP library says of a stream whose server dropped the connection mid-body:
+what a ``timeout`` mid-stream raises to the agent once it has held the stream."""
 
 
 Billed = Callable[[Usage], None]
@@ -116,11 +141,18 @@ class _Body:
         faulter: _Editor,
         done: Done,
         meter: tuple[UsageMeter, Billed] | None = None,
+        waits: Waits = WAITS,
     ) -> None:
         self._upstream = upstream
         self._faulter = faulter
         self._done: Done | None = done
         self._meter = meter
+        self._waits = waits
+
+    def _dropped(self) -> BaseException:
+        """The error of the SDK's HTTP library for a connection dropped mid-body."""
+        http = sys.modules[type(self._upstream).__module__.partition(".")[0]]
+        return http.RemoteProtocolError(DROPPED, request=self._upstream.request)  # type: ignore[no-any-return]
 
     def _read(self, chunk: bytes) -> list[bytes]:
         if self._meter is not None:
@@ -136,19 +168,31 @@ class _Body:
             # the SDK stops reading at the stream's last event: complete (reported, or
             # estimated) when its terminal event came, else unknown
             billed(meter.usage(finished=True))
-        done(None if self._faulter.recognised else UNRECOGNISED)
+        done(self._faulter.unapplied)
 
 
 class _SyncBody(_Body):
     def __iter__(self) -> Iterator[bytes]:
+        faulter, sleep = self._faulter, self._waits.sleep
         try:
-            for chunk in self._upstream.iter_bytes():
-                yield from self._read(chunk)
-                if self._faulter.done:
-                    return
-            yield from self._faulter.end()
+            for frame in self._frames():
+                wait_ms = faulter.wait_ms(frame)
+                if wait_ms:
+                    sleep(wait_ms / 1000)
+                yield frame
+            hold_ms = faulter.hold_ms
+            if hold_ms is not None:  # held with nothing sent, then dropped
+                sleep(hold_ms / 1000)
+                raise self._dropped()
         finally:
             self._finish()
+
+    def _frames(self) -> Iterator[bytes]:
+        for chunk in self._upstream.iter_bytes():
+            yield from self._read(chunk)
+            if self._faulter.done:
+                return
+        yield from self._faulter.end()
 
     def close(self) -> None:
         self._upstream.close()
@@ -157,16 +201,28 @@ class _SyncBody(_Body):
 
 class _AsyncBody(_Body):
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        faulter, sleep = self._faulter, self._waits.async_sleep
         try:
-            async for chunk in self._upstream.aiter_bytes():
-                for frame in self._read(chunk):
-                    yield frame
-                if self._faulter.done:
-                    return
-            for frame in self._faulter.end():
+            async for frame in self._frames():
+                wait_ms = faulter.wait_ms(frame)
+                if wait_ms:
+                    await sleep(wait_ms / 1000)
                 yield frame
+            hold_ms = faulter.hold_ms
+            if hold_ms is not None:  # held with nothing sent, then dropped
+                await sleep(hold_ms / 1000)
+                raise self._dropped()
         finally:
             self._finish()
+
+    async def _frames(self) -> AsyncIterator[bytes]:
+        async for chunk in self._upstream.aiter_bytes():
+            for frame in self._read(chunk):
+                yield frame
+            if self._faulter.done:
+                return
+        for frame in self._faulter.end():
+            yield frame
 
     async def aclose(self) -> None:
         await self._upstream.aclose()
@@ -199,14 +255,19 @@ def fault_stream(
     rng: random.Random,
     done: Done,
     meter: tuple[UsageMeter, Billed] | None = None,
+    waits: Waits = WAITS,
 ) -> Any:
     """A stream of ``stream``'s type whose events are ``stream``'s with ``fault`` applied
-    (upstream's bytes read by ``meter`` before the fault)."""
-    return _rebuilt(stream, StreamFaulter(fault, rng), done, meter)
+    (upstream's bytes read by ``meter`` before the fault; its waits made with ``waits``)."""
+    return _rebuilt(stream, StreamFaulter(fault, rng), done, meter, waits)
 
 
 def _rebuilt(
-    stream: Any, editor: _Editor, done: Done, meter: tuple[UsageMeter, Billed] | None
+    stream: Any,
+    editor: _Editor,
+    done: Done,
+    meter: tuple[UsageMeter, Billed] | None,
+    waits: Waits = WAITS,
 ) -> Any:
     response = stream.response
     http = sys.modules[type(response).__module__.partition(".")[0]]
@@ -220,7 +281,7 @@ def _rebuilt(
     faulted = http.Response(
         response.status_code,
         headers=headers,
-        stream=body(response, editor, done, meter),
+        stream=body(response, editor, done, meter, waits),
         request=response.request,
     )
     return type(stream)(
@@ -231,7 +292,9 @@ def _rebuilt(
     )
 
 
-def fault_stream_manager(manager: Any, fault: LlmFault, rng: random.Random, done: Done) -> bool:
+def fault_stream_manager(
+    manager: Any, fault: LlmFault, rng: random.Random, done: Done, waits: Waits = WAITS
+) -> bool:
     """Fault the raw stream an SDK stream helper's manager opens when entered (its private
     ``__api_request``: a function to call, or, in an async manager, the request's awaitable);
     False when ``manager`` has none (not a stream helper flakestorm knows)."""
@@ -240,7 +303,7 @@ def fault_stream_manager(manager: Any, fault: LlmFault, rng: random.Random, done
         return False
     request = vars(manager)[names[0]]
     if hasattr(request, "__await__"):  # awaited once by the async manager
-        vars(manager)[names[0]] = _faulted_later(request, fault, rng, done)
+        vars(manager)[names[0]] = _faulted_later(request, fault, rng, done, waits)
         return True
     if not callable(request):
         return False
@@ -248,8 +311,8 @@ def fault_stream_manager(manager: Any, fault: LlmFault, rng: random.Random, done
     def faulted_request() -> Any:
         opened = request()
         if hasattr(opened, "__await__"):
-            return _faulted_later(opened, fault, rng, done)
-        return _fault_or_report(opened, fault, rng, done)
+            return _faulted_later(opened, fault, rng, done, waits)
+        return _fault_or_report(opened, fault, rng, done, waits)
 
     vars(manager)[names[0]] = faulted_request
     return True
@@ -292,12 +355,16 @@ def fail_stream_manager(
     return True
 
 
-def _fault_or_report(opened: Any, fault: LlmFault, rng: random.Random, done: Done) -> Any:
+def _fault_or_report(
+    opened: Any, fault: LlmFault, rng: random.Random, done: Done, waits: Waits
+) -> Any:
     if is_sdk_stream(opened):
-        return fault_stream(opened, fault, rng, done)
+        return fault_stream(opened, fault, rng, done, waits=waits)
     done(f"the stream helper opened a {type(opened).__name__}, not an SDK stream")
     return opened
 
 
-async def _faulted_later(opened: Any, fault: LlmFault, rng: random.Random, done: Done) -> Any:
-    return _fault_or_report(await opened, fault, rng, done)
+async def _faulted_later(
+    opened: Any, fault: LlmFault, rng: random.Random, done: Done, waits: Waits
+) -> Any:
+    return _fault_or_report(await opened, fault, rng, done, waits)

@@ -39,7 +39,11 @@ from flakestorm.chaos.delivery.interactions import InteractionLog
 from flakestorm.chaos.faults.decisions import UNATTRIBUTED, ActiveScenario, FaultBook, Target
 from flakestorm.chaos.faults.flight import InFlight
 from flakestorm.chaos.wrappers.calls import Call, Plan
-from flakestorm.chaos.wrappers.sdk_streams import fail_stream_manager, is_async_stream_helper
+from flakestorm.chaos.wrappers.sdk_streams import (
+    Waits,
+    fail_stream_manager,
+    is_async_stream_helper,
+)
 from flakestorm.chaos.wrappers.sdk_watch import SdkWatch
 from flakestorm.chaos.wrappers.sites import (
     CALLABLE,
@@ -173,7 +177,9 @@ class Wrapping(Closing):
         invocation = current_call.get(None)
         book = self._book_for(invocation.scenario if invocation is not None else "")
         attributed = invocation.cell_id if invocation is not None else UNATTRIBUTED
-        return Call(self.log, self.clock, site, original, book, book.cell_of(attributed))
+        call = Call(self.log, self.clock, site, original, book, book.cell_of(attributed))
+        call.waits = Waits(self._sleep, self._async_sleep)
+        return call
 
     # -- entering and leaving
 
