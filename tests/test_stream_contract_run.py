@@ -7,8 +7,10 @@ first content comes 900 ms after its role-only first chunk, in ``stall-after-3``
 900 ms after its third content event, in ``cut-after-3`` it closes after three content events
 without ``[DONE]``; otherwise 10 ms between events. The invariants' limits are 400 ms.
 
-Then two styles of the same agent relay their LLM's stream through the chaos proxy under
-``cut_stream``: one passes the cut on, one finishes its own stream properly.
+Then two styles of an agent relay their LLM's stream through the chaos proxy under a slow first
+token, a stall after 3 chunks and a cut after 3 chunks: one waits as long as it takes and
+passes an unfinished stream on, one gives up after a second of silence and finishes its own
+stream properly.
 """
 
 from __future__ import annotations
@@ -85,30 +87,50 @@ def test_each_cell_judges_how_the_reply_streamed(tmp_path: Path) -> None:
     assert "closed after 3 content events without [DONE]" in cut
 
 
-def test_an_llm_stream_cut_after_3_chunks_fails_only_the_agent_that_relays_the_cut(
-    tmp_path: Path,
-) -> None:
-    """Two styles of agent relay their LLM's stream through the chaos proxy (the mock LLM):
-    one closes without [DONE] when its LLM's stream did, one sends [DONE] itself. Under
-    ``cut_stream`` after 3 chunks both relay 3 content events; only the first fails
-    ``stream_completes``."""
+RELAY_FAULTS: dict[str, list[dict[str, Any]]] = {
+    "calm": [],
+    "slow-first-token": [{"mode": "slow_stream", "first_token_ms": 3000}],
+    "stall-after-3": [{"mode": "timeout", "after_chunks": 3, "delay_ms": 3000}],
+    "cut-after-3": [{"mode": "cut_stream", "after_chunks": 3}],
+}
+RELAYED = {
+    # (style, invariant): verdicts under (calm, slow-first-token, stall-after-3, cut-after-3)
+    #
+    # patient: waits for its LLM as long as it takes and relays what comes; when its LLM's
+    # stream ends without [DONE] (cut, or dropped after the 3 s hold) it closes without one.
+    # Its first content comes 3 s late under the slow first token (> 2 s), and it is silent
+    # 3 s after chunk 3 under the stall (> 2 s).
+    ("patient", "first-token"): ("passed", "failed", "passed", "passed"),
+    ("patient", "no-stall"): ("passed", "passed", "failed", "passed"),
+    ("patient", "finishes"): ("passed", "passed", "failed", "failed"),
+    ("patient", "whole-answer"): ("passed", "passed", "failed", "failed"),
+    # impatient: gives up on its LLM after 1 s of silence, and whenever its LLM's stream did
+    # not finish it adds a note and sends [DONE] itself: its first content (the note) comes
+    # after about 1 s under the slow first token, its longest silence is about 1 s under the
+    # stall, and it always finishes — but only the calm answer is whole.
+    ("impatient", "first-token"): ("passed", "passed", "passed", "passed"),
+    ("impatient", "no-stall"): ("passed", "passed", "passed", "passed"),
+    ("impatient", "finishes"): ("passed", "passed", "passed", "passed"),
+    ("impatient", "whole-answer"): ("passed", "failed", "failed", "failed"),
+}
+
+
+def test_an_agent_relaying_its_llm_stream_under_slow_stall_and_cut_faults(tmp_path: Path) -> None:
+    """Two styles of an agent relay their LLM's stream (the mock LLM through the chaos proxy;
+    a role-only chunk first) under a first token 3 s late, a 3 s stall after 3 chunks and a
+    cut after 3 chunks; the invariants' limits are 2 s. Each verdict is worked out above."""
     port = free_port()
     relay = f"http://127.0.0.1:{port}/llm/openai/v1"
-    closes, finishes = Pace(relay=relay), Pace(relay=relay, finish_cut=True)
-    paces = {
-        "": closes,
-        "closes-calm": closes,
-        "closes-cut": closes,
-        "finishes-calm": finishes,
-        "finishes-cut": finishes,
+    styles = {
+        "patient": Pace(relay=relay),
+        "impatient": Pace(relay=relay, finish_cut=True, patience_ms=1000),
     }
-    cut = [{"mode": "cut_stream", "after_chunks": 3}]
-    matrix = [
-        {"name": "closes-calm"},
-        {"name": "closes-cut", "llm_faults": cut},
-        {"name": "finishes-calm"},
-        {"name": "finishes-cut", "llm_faults": cut},
-    ]
+    paces = {"": styles["patient"]}
+    matrix = []
+    for style, pace in styles.items():
+        for name, faults in RELAY_FAULTS.items():
+            paces[f"{style}-{name}"] = pace
+            matrix.append({"name": f"{style}-{name}", "llm_faults": faults})
     with StreamAgent(paces) as agent:
         doc = {
             "agent": {"endpoint": agent.url, "timeout": 10_000, "stream": {"format": "openai"}},
@@ -116,8 +138,10 @@ def test_an_llm_stream_cut_after_3_chunks_fails_only_the_agent_that_relays_the_c
             "contract": {
                 "name": "Relaying",
                 "invariants": [
+                    {"id": "first-token", "type": "ttft", "max_ms": 2000, "severity": "critical"},
+                    {"id": "no-stall", "type": "max_stall", "max_ms": 2000, "severity": "critical"},
                     {"id": "finishes", "type": "stream_completes", "severity": "critical"},
-                    {"id": "answers", "type": "output_not_empty"},
+                    {"id": "whole-answer", "type": "contains", "value": "no live data"},
                 ],
                 "chaos_matrix": matrix,
             },
@@ -125,17 +149,18 @@ def test_an_llm_stream_cut_after_3_chunks_fails_only_the_agent_that_relays_the_c
         }
         code, output, cells = run(tmp_path, doc)
     assert code == 1 and "Verdict: FAIL" in output, output
-    got = {key: cell["status"] for key, cell in cells.items()}
-    assert got == {
-        ("finishes", "closes-calm"): "passed",
-        ("finishes", "closes-cut"): "failed",
-        ("finishes", "finishes-calm"): "passed",
-        ("finishes", "finishes-cut"): "passed",
-        ("answers", "closes-calm"): "passed",
-        ("answers", "closes-cut"): "passed",
-        ("answers", "finishes-calm"): "passed",
-        ("answers", "finishes-cut"): "passed",
-    }, output
-    assert cells[("finishes", "closes-cut")]["reason"].endswith(
+    got = {
+        (style, invariant): tuple(
+            cells[(invariant, f"{style}-{name}")]["status"] for name in RELAY_FAULTS
+        )
+        for style, invariant in RELAYED
+    }
+    assert got == RELAYED, output
+    reasons = {key: cell["reason"] for key, cell in cells.items()}
+    assert reasons[("finishes", "patient-cut-after-3")].endswith(
         "closed after 3 content events without [DONE]"
     )
+    stall = reasons[("no-stall", "patient-stall-after-3")]
+    assert stall.startswith("prompt 1/1: silent for ")
+    assert stall.endswith(" s after chunk 3 (the last) > 2000 ms")
+    assert "> 2000 ms" in reasons[("first-token", "patient-slow-first-token")]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import sys
 import threading
 import time
 import urllib.parse
@@ -53,8 +54,22 @@ class Pace:
     streamed chat completion and relays its frames as they come, forwarding the invocation's
     ``X-Flakestorm-Cell``; the pacing fields above are then unused."""
     finish_cut: bool = False
-    """Relaying: when its LLM's stream ends without ``[DONE]``, send ``[DONE]`` itself (the
-    agent that finishes properly); otherwise it closes without one, as its LLM did."""
+    """Relaying: when its LLM's stream ends without ``[DONE]``, send :data:`NOTE` and
+    ``[DONE]`` itself (the agent that finishes properly); otherwise it closes without them, as
+    its LLM did."""
+    patience_ms: int | None = None
+    """Relaying: give up on its LLM after this much silence (then end as when its LLM's stream
+    ended without ``[DONE]``); None: wait as long as it takes."""
+
+
+NOTE = " (the answer was cut short)"
+"""What an agent that finishes properly adds when its LLM's stream did not finish."""
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # a client hanging up is fine
+            super().handle_error(request, client_address)
 
 
 class StreamAgent:
@@ -63,7 +78,7 @@ class StreamAgent:
     def __init__(self, paces: dict[str, Pace]) -> None:
         self.paces = paces
         self.released = threading.Event()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._httpd = _Server(("127.0.0.1", 0), _handler(self))
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
@@ -141,7 +156,7 @@ def _handler(agent: StreamAgent) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.chunked = pace.chunked
             if pace.relay is not None:
-                self._relay(pace.relay, pace.finish_cut)
+                self._relay(pace.relay, pace)
                 return
             self._chunk(_frames(pace.shape, "start"))
             time.sleep(pace.first_ms / 1000)
@@ -163,7 +178,7 @@ def _handler(agent: StreamAgent) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
 
-        def _relay(self, base: str, finish_cut: bool) -> None:
+        def _relay(self, base: str, pace: Pace) -> None:
             url = urllib.parse.urlsplit(base.rstrip("/") + "/chat/completions")
             question = {"role": "user", "content": "What is the capital of France?"}
             body = json.dumps({"model": "gpt-test", "messages": [question], "stream": True})
@@ -171,18 +186,21 @@ def _handler(agent: StreamAgent) -> type[BaseHTTPRequestHandler]:
             cell = self.headers.get("X-Flakestorm-Cell")
             if cell:
                 headers["X-Flakestorm-Cell"] = cell
-            connection = http.client.HTTPConnection(url.netloc, timeout=30)
+            patience = None if pace.patience_ms is None else pace.patience_ms / 1000
+            connection = http.client.HTTPConnection(url.netloc, timeout=patience)
+            seen = b""
             try:
                 connection.request("POST", url.path, body, headers)
                 upstream = connection.getresponse()
-                seen = b""
                 while piece := upstream.read1(65536):
                     seen = (seen + piece)[-64:]
                     self._chunk(piece)
+            except (OSError, http.client.HTTPException):
+                pass  # its LLM went silent past its patience, or dropped the connection
             finally:
                 connection.close()
-            if b"[DONE]" not in seen and finish_cut:
-                self._chunk(b"data: [DONE]\n\n")
+            if b"[DONE]" not in seen and pace.finish_cut:
+                self._chunk(_frames("openai", "content", NOTE) + b"data: [DONE]\n\n")
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
 
