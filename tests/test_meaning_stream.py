@@ -4,8 +4,12 @@ that is not streamed refused at validate, located, with what to write instead.""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from support.config_text import problems
 
+from flakestorm.errors import ConfigError
 from flakestorm.loader import load_config_text
 from flakestorm.meaning.sweeps import expanded_matrix
 
@@ -82,13 +86,29 @@ def test_a_python_agent_does_not_stream_and_response_path_does_not_apply() -> No
     ]
 
 
-def test_a_stream_invariant_on_a_python_agent_says_its_reply_is_not_read_as_a_stream() -> None:
-    python = "agent:\n  type: python\n  endpoint: m:f\n"
-    assert problems(python + CONTRACT)[0] == (
-        "flakestorm.yaml:8:25: contract.invariants[0].type: ttft times the agent's streamed "
-        "reply, but agent.stream is not set: a python agent's reply is not read as a stream "
-        "(agent.stream is for http agents)"
+def test_a_stream_invariant_on_a_python_agent_needs_an_endpoint_that_yields(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "m.py").write_text(
+        "def whole(prompt):\n    return 'Paris'\n\n\n"
+        "async def streamed(prompt):\n    yield 'Par'\n    yield 'is'\n\n\n"
+        "def wraps(prompt):\n    def inner():\n        yield 'x'\n    return ''.join(inner())\n"
     )
+
+    def load(endpoint: str) -> None:
+        text = f"agent:\n  type: python\n  endpoint: m:{endpoint}\n" + CONTRACT
+        load_config_text(text, "flakestorm.yaml", env={}, base_dir=tmp_path)
+
+    load("streamed")
+    for whole in ("whole", "wraps"):  # a yield in a nested function is not its own
+        with pytest.raises(ConfigError) as refused:
+            load(whole)
+        assert str(refused.value.problems[0]) == (
+            "flakestorm.yaml:8:25: contract.invariants[0].type: ttft times the agent's "
+            f'streamed reply, but its callable ("m:{whole}") returns its reply whole: make it '
+            "a generator (sync or async) that yields the reply's text as it comes"
+        )
+    load("elsewhere")  # no source says: the run reads the imported callable
 
 
 FAULTS = """\

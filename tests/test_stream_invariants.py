@@ -128,7 +128,8 @@ def test_a_reply_that_was_not_streamed_never_passes(type_: str) -> None:
     for negate in (False, True):
         assert verdict(type_, None, negate=negate, **fields) == (
             False,
-            "cannot check: the reply was not streamed (agent.stream is not set)",
+            "cannot check: the reply was not streamed (an http agent needs agent.stream; a "
+            "python agent, an endpoint that yields its text)",
         )
 
 

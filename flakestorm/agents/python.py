@@ -3,7 +3,9 @@
 ``agent.endpoint`` is ``module:attr``, imported with the config's directory first on
 ``sys.path``. The attribute may be
 
-- a function ``f(prompt) -> str | dict`` (sync or async); one that takes a ``session_id``
+- a function ``f(prompt) -> str | dict`` (sync or async), or a generator (sync or async)
+  yielding its answer's text as it comes: a streamed reply
+  (:mod:`flakestorm.agents.python_stream`); one that takes a ``session_id``
   keyword argument (a parameter of that name, or ``**kwargs``) is given each conversation's
   id (SPEC §12: a cell's run, a conversation);
 - an object with an ``invoke(prompt)`` method (sync or async);
@@ -39,9 +41,11 @@ from flakestorm.agents.closing import Closing
 from flakestorm.agents.console import AgentConsole, Capture, bind
 from flakestorm.agents.extraction import as_text, extract_auto, extract_path
 from flakestorm.agents.importer import Locate, default_locate, describe_exception, load_reference
+from flakestorm.agents.python_stream import Collector, collect, collect_async
 from flakestorm.agents.workers import DaemonPool, LoopThread
 from flakestorm.config import AgentConfig
 from flakestorm.errors import AgentError, AgentErrorKind, ConfigError
+from flakestorm.results.stream_timing import Ending
 
 current_call: ContextVar[Call] = ContextVar("flakestorm_current_call")
 """The invocation in progress in this context (unset outside one): ``current_call.get(None)``."""
@@ -95,7 +99,7 @@ class PythonAgent(Closing):
             target = load_reference(config.endpoint, base_dir, "agent.endpoint", locate)
             fn = resolve_callable(target, config.endpoint, "agent.endpoint", locate)
         self._fn = fn
-        self._is_async = inspect.iscoroutinefunction(self._fn)
+        self._is_async = inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn)
         self.takes_session = _takes_session(self._fn)
         """Whether the callable takes ``session_id`` (SPEC §12): each conversation's id is
         then passed to it, as ``agent.session`` sends it to an http agent."""
@@ -112,31 +116,40 @@ class PythonAgent(Closing):
 
     def _invoke(self, prompt: str, call: Call, capture: Capture) -> Reply:
         started = time.perf_counter()
+        stream = Collector(started, self.config.endpoint)
         future: Future[Any]
         if self._is_async:
-            future = self._loop.submit(self._run_async(prompt, call, capture))
+            future = self._loop.submit(self._run_async(prompt, call, capture, stream))
         else:
-            future = self._pool.submit(lambda: self._run_sync(prompt, call, capture))
+            future = self._pool.submit(lambda: self._run_sync(prompt, call, capture, stream))
         try:
             result = future.result(timeout=self._timeout_s)
         except FutureTimeout:
             future.cancel()
-            return self._failed(
+            failed = self._failed(
                 started,
                 TIMEOUT,
                 f"{self.config.endpoint} did not return within {self.config.timeout} ms "
                 "(agent.timeout)",
             )
+            if not stream.streamed:
+                return failed
+            return dataclasses.replace(failed, stream=stream.finish(Ending.TIMEOUT))
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            return self._failed(
-                started,
-                AgentErrorKind.EXCEPTION,
-                describe_exception(exc),
-                {"traceback": "".join(traceback.format_exception(exc))[-RAW_CAP:]},
-            )
+            trace = {"traceback": "".join(traceback.format_exception(exc))[-RAW_CAP:]}
+            if isinstance(exc, AgentError):  # it yielded what is not text
+                return self._failed(started, exc.kind, str(exc))
+            if stream.items:  # broken off mid-answer: still an answer
+                text, timing = stream.text, stream.finish(Ending.RAISED)
+                latency_ms = _ms_since(started)
+                return Reply(text, latency_ms, raw=text[:RAW_CAP], extra=trace, stream=timing)
+            return self._failed(started, AgentErrorKind.EXCEPTION, describe_exception(exc), trace)
         latency_ms = _ms_since(started)
+        if stream.streamed:
+            timing = stream.finish(Ending.DONE)
+            return Reply(stream.text, latency_ms, raw=stream.text[:RAW_CAP], stream=timing)
         try:
             output = self._answer(result)
         except AgentError as exc:
@@ -151,20 +164,27 @@ class PythonAgent(Closing):
     def _args(self, call: Call) -> dict[str, str]:
         return {"session_id": call.session} if self.takes_session and call.session else {}
 
-    def _run_sync(self, prompt: str, call: Call, capture: Capture) -> Any:
+    def _run_sync(self, prompt: str, call: Call, capture: Capture, stream: Collector) -> Any:
         current_call.set(call)  # in the worker's private copy of the caller's context
         if self._console is not None:
             bind(capture)
         result = self._fn(prompt, **self._args(call))
+        if inspect.isgenerator(result):  # its reply, streamed
+            return collect(result, stream)
+        if inspect.isasyncgen(result):
+            return self._loop.submit(collect_async(result, stream)).result()
         if inspect.isawaitable(result):  # a sync callable handing back a coroutine
             return self._loop.submit(_awaited(result)).result()
         return result
 
-    async def _run_async(self, prompt: str, call: Call, capture: Capture) -> Any:
+    async def _run_async(self, prompt: str, call: Call, capture: Capture, stream: Collector) -> Any:
         current_call.set(call)  # the task runs in its own copy of the context
         if self._console is not None:
             bind(capture)
-        return await self._fn(prompt, **self._args(call))
+        result = self._fn(prompt, **self._args(call))
+        if inspect.isasyncgen(result):  # its reply, streamed
+            return await collect_async(result, stream)
+        return await result
 
     # -- answering
 

@@ -78,6 +78,28 @@ def defines_function(reference: str, base_dir: Path) -> bool | None:
     return True if _top_function(reference, base_dir) is not None else None
 
 
+def yields(reference: str, base_dir: Path) -> bool | None:
+    """Whether the top-level function ``module:name`` is a generator (sync or async: its own
+    body holds a ``yield``), as its source says; None when the source does not decide it."""
+    function = _top_function(reference, base_dir)
+    if function is None:
+        return None
+    return any(isinstance(node, ast.Yield | ast.YieldFrom) for node in _own_nodes(function))
+
+
+def _own_nodes(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST]:
+    """The nodes of ``function``'s body, not those of a function or class defined in it."""
+    out: list[ast.AST] = []
+    todo: list[ast.AST] = list(function.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+            continue
+        out.append(node)
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
 def _top_function(reference: str, base_dir: Path) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     """The top-level function ``module:name`` names, read from its source file; None when the
     source does not show one."""

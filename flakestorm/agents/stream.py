@@ -81,10 +81,14 @@ class StreamReader:
                 break
         return self.done
 
+    def nothing(self, at_ms: float) -> None:
+        """An event without content arrived (a python stream's empty item)."""
+        self._timing.byte(at_ms)
+
     def finish(self, ending: Ending, at_ms: float) -> StreamTiming:
         """The figures of the stream, which ended ``at_ms`` as ``ending`` says (a ``text``
         stream's clean close, or one after the terminal event, is ``DONE``)."""
-        if not self.done and ending is not Ending.CUT and ending is not Ending.TIMEOUT:
+        if not self.done and ending in (Ending.DONE, Ending.CLOSED):
             for line in self._lines.rest():  # a last line without its newline
                 self._line(line, at_ms)
             if not self.done and self.spec.format.framed_as_sse:

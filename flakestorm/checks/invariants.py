@@ -491,7 +491,10 @@ def _llm_judge(checker: Checker, invariant: Invariant, observation: Observation)
 def _timing(observation: Observation) -> StreamTiming:
     stream = observation.reply.stream
     if stream is None:
-        raise _Unjudgeable("the reply was not streamed (agent.stream is not set)")
+        raise _Unjudgeable(
+            "the reply was not streamed (an http agent needs agent.stream; a python agent, an "
+            "endpoint that yields its text)"
+        )
     return stream
 
 
@@ -542,7 +545,11 @@ def _stream_completes(checker: Checker, invariant: Invariant, observation: Obser
     events = f"{stream.content_events} content event{'s' if stream.content_events != 1 else ''}"
     if stream.completed:
         return _Finding(True, f"ended with {stream.terminal} after {events}", negated)
-    how = {"closed": "closed", "cut": "cut (the connection broke)"}.get(
+    how = {
+        "closed": "closed",
+        "cut": "cut (the connection broke)",
+        "raised": "broken off (the generator raised)",
+    }.get(
         stream.ending.value, f"stopped by the {stream.ending.value}"
     )
     return _Finding(False, f"{how} after {events} without {stream.terminal}", negated)

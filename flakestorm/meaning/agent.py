@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from flakestorm.agents.source import yields
 from flakestorm.config import AgentConfig, AgentType, StreamFormat
 from flakestorm.meaning.scope import Scope
 from flakestorm.structure.paths import ConfigPath
@@ -53,19 +54,24 @@ def check_streamed(scope: Scope) -> None:
     assert agent is not None
     if agent.stream is not None:
         return
-    fix = (
-        "a python agent's reply is not read as a stream (agent.stream is for http agents)"
-        if agent.type is AgentType.PYTHON
-        else "set agent.stream.format (openai, anthropic, sse, ndjson or text) for an http "
-        "agent that streams its reply"
-    )
+    if agent.type is AgentType.PYTHON:
+        if yields(agent.endpoint, scope.base_dir) is not False:
+            return  # a generator streams its reply (undecided: the run reads the callable)
+        why = (
+            f'its callable ("{agent.endpoint}") returns its reply whole: make it a generator '
+            "(sync or async) that yields the reply's text as it comes"
+        )
+    else:
+        why = (
+            "agent.stream is not set: set agent.stream.format (openai, anthropic, sse, ndjson "
+            "or text) for an http agent that streams its reply"
+        )
     for items in (scope.parts.invariants, scope.parts.contract_invariants):
         for item in items:
             if item.model is not None and item.model.type.reads_stream:
                 scope.error(
                     (*item.path, "type"),
-                    f"{item.model.type.value} times the agent's streamed reply, but "
-                    f"agent.stream is not set: {fix}",
+                    f"{item.model.type.value} times the agent's streamed reply, but {why}",
                 )
 
 

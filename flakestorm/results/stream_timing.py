@@ -25,6 +25,8 @@ class Ending(str, enum.Enum):
     """The body ended cleanly without the terminal event."""
     CUT = "cut"
     """The connection broke mid-body."""
+    RAISED = "raised"
+    """A python agent's generator raised after yielding part of its answer."""
     TIMEOUT = "timeout"
     """``agent.timeout`` passed first (the invocation errors)."""
 
