@@ -549,7 +549,5 @@ def _stream_completes(checker: Checker, invariant: Invariant, observation: Obser
         "closed": "closed",
         "cut": "cut (the connection broke)",
         "raised": "broken off (the generator raised)",
-    }.get(
-        stream.ending.value, f"stopped by the {stream.ending.value}"
-    )
+    }.get(stream.ending.value, f"stopped by the {stream.ending.value}")
     return _Finding(False, f"{how} after {events} without {stream.terminal}", negated)
