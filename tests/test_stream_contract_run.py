@@ -164,3 +164,43 @@ def test_an_agent_relaying_its_llm_stream_under_slow_stall_and_cut_faults(tmp_pa
     assert stall.startswith("prompt 1/1: silent for ")
     assert stall.endswith(" s after chunk 3 (the last) > 2000 ms")
     assert "> 2000 ms" in reasons[("first-token", "patient-slow-first-token")]
+
+
+def test_a_sweep_over_first_token_ms_finds_where_the_first_token_breaks(tmp_path: Path) -> None:
+    """The patient relay under ``slow_stream`` swept over 50, 150, 1000 and 2000 ms, with a
+    600 ms ``ttft``: its first content comes just after the wait, so the invariant holds at 50
+    and 150 and fails from 1000 on — the breaking point; its stream always completes."""
+    port = free_port()
+    relay = Pace(relay=f"http://127.0.0.1:{port}/llm/openai/v1")
+    with StreamAgent({"": relay}) as agent:
+        doc = {
+            "agent": {"endpoint": agent.url, "timeout": 10_000, "stream": {"format": "openai"}},
+            "golden_prompts": ["What is the capital of France?"],
+            "contract": {
+                "name": "Sweeping",
+                "invariants": [
+                    {"id": "first-token", "type": "ttft", "max_ms": 600, "severity": "critical"},
+                    {"id": "finishes", "type": "stream_completes"},
+                ],
+                "chaos_matrix": [
+                    {
+                        "name": "slow",
+                        "llm_faults": [{"mode": "slow_stream", "first_token_ms": 50}],
+                        "sweep": {
+                            "field": "llm_faults[0].first_token_ms",
+                            "values": [50, 150, 1000, 2000],
+                        },
+                    }
+                ],
+            },
+            "proxy": {"llm_upstream": "mock", "port": port},
+        }
+        code, output, results = contract_run(tmp_path, doc)
+    assert code == 1, output
+    [sweep] = results["phases"]["contract"]["sweeps"]
+    assert sweep["scenarios"] == ["slow[50]", "slow[150]", "slow[1000]", "slow[2000]"]
+    breaking = {b["invariant"]: (b["value"], b["text"], b["marks"]) for b in sweep["breaking"]}
+    assert breaking == {
+        "first-token": ("1000", "breaks at 1000", ["passed", "passed", "failed", "failed"]),
+        "finishes": (None, "holds over the whole range", ["passed"] * 4),
+    }
