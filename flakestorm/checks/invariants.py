@@ -49,7 +49,7 @@ from flakestorm.config import (
     SimilarityBackend,
 )
 from flakestorm.errors import AgentErrorKind, HarnessError, UsageError
-from flakestorm.results.stream_timing import StreamTiming
+from flakestorm.results.stream_timing import StreamTiming, duration_text
 
 if TYPE_CHECKING:  # a run asks judges only when it has llm_judge invariants
     from flakestorm.checks.judge.judges import Judges
@@ -498,14 +498,9 @@ def _timing(observation: Observation) -> StreamTiming:
     return stream
 
 
-def _seconds(ms: float) -> str:
-    """``812 ms`` below a second, ``4.01 s`` from one."""
-    return f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.2f} s"
-
-
 def _first_byte(stream: StreamTiming) -> str:
     at = stream.first_byte_ms
-    return "no byte" if at is None else f"first byte at {_seconds(at)}"
+    return "no byte" if at is None else f"first byte at {duration_text(at)}"
 
 
 @_registers(InvariantType.TTFT)
@@ -515,9 +510,9 @@ def _ttft(checker: Checker, invariant: Invariant, observation: Observation) -> _
     negated = f"the first content must come after {max_ms} ms"
     first = stream.first_content_ms
     if first is None:
-        reason = f"no content in {_seconds(stream.ended_ms)} ({_first_byte(stream)})"
+        reason = f"no content in {duration_text(stream.ended_ms)} ({_first_byte(stream)})"
         return _Finding(False, reason, negated)
-    reason = f"first content after {_seconds(first)} ({_first_byte(stream)})"
+    reason = f"first content after {duration_text(first)} ({_first_byte(stream)})"
     if first <= max_ms:
         return _Finding(True, f"{reason} ≤ {max_ms} ms", negated)
     return _Finding(False, f"{reason} > {max_ms} ms", negated)
@@ -530,9 +525,9 @@ def _max_stall(checker: Checker, invariant: Invariant, observation: Observation)
     negated = f"must stall longer than {max_ms} ms"
     gap = stream.longest_gap_ms
     if not stream.content_events:
-        return _Finding(False, f"no content at all: silent for {_seconds(gap)}", negated)
+        return _Finding(False, f"no content at all: silent for {duration_text(gap)}", negated)
     last = " (the last)" if stream.gap_after == stream.content_events else ""
-    figure = f"{_seconds(gap)} after chunk {stream.gap_after}{last}"
+    figure = f"{duration_text(gap)} after chunk {stream.gap_after}{last}"
     if gap <= max_ms:
         return _Finding(True, f"longest silence {figure} ≤ {max_ms} ms", negated)
     return _Finding(False, f"silent for {figure} > {max_ms} ms", negated)

@@ -36,5 +36,6 @@ def judged_reply(
         similarity=verdict.score,
         similarity_backend=verdict.backend,
         leak_at=verdict.leak_at,
+        stream=reply.stream,
         **where,
     )

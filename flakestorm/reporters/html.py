@@ -1,32 +1,27 @@
 """A self-contained HTML report: summary, matrix, filters and every cell's invocations.
 
 Layout: the verdict, the score of every phase, why the gate failed and — flagged — the faults
-that were not delivered (SPEC §4) with the wiring hint; then, per phase that ran (the
-contract, then the chaos-only phase), the matrix (a not-delivered glyph on a scenario whose
-faults were not delivered), a table of the scenarios with their declared faults and how they
-ran, and every cell with its invocations and every tool and LLM call the agent made in it.
+that were not delivered (SPEC §4) with the wiring hint; then, per phase that ran, the matrix, a
+table of the scenarios with their declared faults and how they ran, and every cell with its
+invocations, its streams and every tool and LLM call the agent made in it.
 
-Status glyphs (passed, failed, errored, flaky, skipped, not run, not delivered) are inline SVG
-(:data:`~flakestorm.reporters.html_matrix.GLYPHS`, drawn by its ``glyph``), not emoji, so they
-render on a machine without an emoji font.
+Status glyphs are inline SVG (:data:`~flakestorm.reporters.html_matrix.GLYPHS`, drawn by its
+``glyph``), not emoji, so they render on a machine without an emoji font.
 
 Rendered with jinja2 from ``templates/report.html.j2`` with autoescaping on; every string from
-the run first goes through :func:`flakestorm.reporters.markdown.clean` (control characters,
-lone surrogates and bidirectional overrides neutralised), and replies and prompts are shown in
-``<pre>`` as text (the matrix's cells are made as strings by
-:mod:`flakestorm.reporters.html_matrix`, escaped alike, and a large phase shows only some cells
-in detail, saying how many it leaves out). The page loads nothing: no external URL, inline
-CSS, one small inline script (``templates/report.js``). A Content-Security-Policy meta tag
-allows only that script, by its SHA-256 hash computed at render time, so even markup that
-slipped through escaping could not run a script or fetch anything::
+the run first goes through :func:`flakestorm.reporters.escape.document_text` (or its excerpt),
+and replies and prompts are shown in ``<pre>`` as text (the matrix's cells are made as strings
+by :mod:`flakestorm.reporters.html_matrix`, escaped alike; a large phase details some cells).
+The page loads nothing: no external URL, inline CSS, one small inline script (``report.js``);
+its Content-Security-Policy allows only that script, by its SHA-256 hash computed at render
+time, so even markup that slipped through escaping could not run a script or fetch anything::
 
     default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-…'; img-src data:;
     base-uri 'none'; form-action 'none'
 
-Filters: the "failed only" and "critical only" checkboxes hide matrix rows and cells (the
-``hidden`` attribute). The URL hash selects them on load — ``report.html#failed``,
-``#critical``, ``#failed+critical`` — and ticking a box updates it, so a filtered view can be
-linked to.
+Filters: the "failed only" and "critical only" checkboxes hide matrix rows and cells; the URL
+hash selects them on load (``#failed``, ``#critical``, ``#failed+critical``) and ticking a box
+updates it, so a filtered view can be linked to.
 """
 
 from __future__ import annotations
@@ -64,6 +59,7 @@ from flakestorm.reporters.mutation_view import (
     mutation_types,
 )
 from flakestorm.reporters.spend_view import Amplification, amplification, cell_spend
+from flakestorm.reporters.stream_view import TimelineRow, cell_stream, html_timeline
 from flakestorm.reporters.transcript import TurnRow, rows
 from flakestorm.reporters.view import (
     accepted_lines,
@@ -181,6 +177,8 @@ class _Cell:
     turns: tuple[TurnRow, ...] = ()
     """A failed cell's conversations, turn by turn."""
     spend: str = ""
+    stream: str = ""
+    timeline: tuple[TimelineRow, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -360,6 +358,8 @@ def _cell(cell: CellResult, prefix: str, scenario: ScenarioInfo | None) -> _Cell
         notes=tuple(document_excerpt(n, 2000) for n in cell.notes),
         turns=rows(cell, document_excerpt),
         spend=document_text(cell_spend(cell.spend) or ""),
+        stream=document_text(cell_stream(cell) or ""),
+        timeline=html_timeline(cell),
     )
 
 

@@ -50,6 +50,7 @@ from flakestorm.reporters import breaking
 from flakestorm.reporters.escape import document_excerpt, document_text
 from flakestorm.reporters.public import PublicResult, public
 from flakestorm.reporters.spend_view import cell_spend
+from flakestorm.reporters.stream_view import cell_stream
 from flakestorm.reporters.transcript import transcript, turn_line
 from flakestorm.reporters.view import (
     call_status,
@@ -192,8 +193,9 @@ def _case(
         line=str(line) if line else None,
     )
     message = reason or cell.status.value
-    spent = cell_spend(cell.spend)
-    message += f" ({_one_line(spent)})" if spent else ""
+    streamed = cell_stream(cell)
+    for extra in (cell_spend(cell.spend), streamed and f"stream: {streamed}"):
+        message += f" ({_one_line(extra)})" if extra else ""
     acceptance = (accepted or {}).get(cell.id)
     return _judged(case, cell.status, message, acceptance, lambda: _details(cell))
 

@@ -46,6 +46,7 @@ from flakestorm.reporters.mutation_view import (
 from flakestorm.reporters.public import NOTE as PUBLIC_NOTE
 from flakestorm.reporters.public import public
 from flakestorm.reporters.spend_view import cell_spend, markdown_lines
+from flakestorm.reporters.stream_view import cell_stream, failed_stream, markdown_timeline
 from flakestorm.reporters.transcript import rows
 from flakestorm.reporters.view import (
     ACCEPTED_TITLE,
@@ -340,8 +341,10 @@ def cell_details(cell: CellResult, scenario: ScenarioInfo | None = None) -> str:
     out.append(f"- **Reason:** {text(cell.reason, 1000)}")
     out.append(f"- **Faults fired:** {faults_text(cell, scenario)}")
     out.extend(f"- {text(note, 600)}" for note in cell.notes)
-    spent = cell_spend(cell.spend)
+    spent, streamed, failed = cell_spend(cell.spend), cell_stream(cell), failed_stream(cell)
     out.extend([f"- **Spent:** {text(spent)}"] if spent else [])
+    out.extend([f"- **Stream:** {text(streamed)}"] if streamed else [])
+    out.extend(markdown_timeline(failed) if failed else [])
     out.extend(_calls(cell, scenario))
     out.extend(_transcript(cell))
     failing = [p for p in cell.prompts if not p.passed]

@@ -22,6 +22,7 @@ from flakestorm.reporters.mutation_view import (
     mutation_types,
 )
 from flakestorm.reporters.spend_view import cell_spend
+from flakestorm.reporters.stream_view import cell_stream
 from flakestorm.reporters.transcript import transcript, turn_line
 from flakestorm.reporters.view import (
     ACCEPTED_TITLE,
@@ -261,8 +262,9 @@ def _scan(outcome: PhaseOutcome) -> _Scan:
                 f"{log_line(cell.reason, 400)}{fired}"
             )
             failing.extend(f"    {log_line(note, 400)}" for note in cell.notes)
-            spent = cell_spend(cell.spend)
+            spent, streamed = cell_spend(cell.spend), cell_stream(cell)
             failing.extend([f"    spent: {log_line(spent, 300)}"] if spent else [])
+            failing.extend([f"    stream: {log_line(streamed, 300)}"] if streamed else [])
             for conversation in transcript(cell):
                 failing.append(f"    {log_line(conversation.title, 200)}")
                 failing.extend(

@@ -22,6 +22,7 @@ from flakestorm.results.scenarios import call_records, scenario_from_document
 from flakestorm.results.shards import Shard
 from flakestorm.results.status import FLAKY_SYMBOL as FLAKY_SYMBOL
 from flakestorm.results.status import Status as Status
+from flakestorm.results.stream_timing import StreamTiming, timing_from_document
 from flakestorm.results.sweeps import SweepInfo, sweep_from_document
 from flakestorm.results.usage import Spend
 
@@ -65,6 +66,9 @@ class PromptResult:
     console: str = ""
     """For an invocation that did not pass, what a python agent printed and logged during it:
     its last lines (the whole is in ``agent.log``); "" otherwise."""
+    stream: StreamTiming | None = None
+    """How the reply streamed (SPEC §16: ``agent.stream``, a python generator): its figures
+    and the first and last events of its timeline; None for a reply that was not streamed."""
 
 
 @dataclass(frozen=True)
@@ -560,12 +564,20 @@ _prompt_of = _maker(PromptResult)
 _cell_of = _maker(CellResult)
 
 
+def _prompt(d: Mapping[str, Any]) -> PromptResult:
+    stream = d.get("stream")
+    if stream is not None:
+        d = {**d, "stream": timing_from_document(stream)}
+    prompt: PromptResult = _prompt_of(d)
+    return prompt
+
+
 def _cell(d: Mapping[str, Any]) -> CellResult:
     fields = dict(d)
     checked = d.get("checked")
     fields["status"] = _status(d["status"])
     fields["checked"] = None if checked is None else _status(checked)
-    fields["prompts"] = tuple([_prompt_of(p) for p in d["prompts"]])
+    fields["prompts"] = tuple([_prompt(p) for p in d["prompts"]])
     fields["faults_fired"] = tuple(d["faults_fired"])
     fields["notes"] = tuple(d.get("notes", ()))
     calls = d.get("calls", ())

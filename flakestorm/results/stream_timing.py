@@ -10,10 +10,17 @@ between content events, the gap from the last one to the stream's end included.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 TIMELINE_EDGE = 8
 """Events kept of a stream for a report's timeline: its first and its last this many."""
+
+
+def duration_text(ms: float) -> str:
+    """``812 ms`` below a second, ``4.01 s`` from one: how reasons and reports say a time."""
+    return f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.2f} s"
 
 
 class Ending(str, enum.Enum):
@@ -64,3 +71,9 @@ class StreamTiming:
     @property
     def completed(self) -> bool:
         return self.ending is Ending.DONE
+
+
+def timing_from_document(d: Mapping[str, Any]) -> StreamTiming:
+    """A stream's figures read back from ``results.json`` (its types checked by the reader)."""
+    timeline = tuple(StreamEvent(**event) for event in d.get("timeline", ()))
+    return StreamTiming(**{**d, "ending": Ending(d["ending"]), "timeline": timeline})
