@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support.cli_run import contract_run
 from support.server import free_port
 from support.stream_agent import Pace, StreamAgent
@@ -120,7 +121,7 @@ def test_an_agent_relaying_its_llm_stream_under_slow_stall_and_cut_faults(tmp_pa
     a role-only chunk first) under a first token 3 s late, a 3 s stall after 3 chunks and a
     cut after 3 chunks; the invariants' limits are 2 s. Each verdict is worked out above."""
     port = free_port()
-    relay = f"http://127.0.0.1:{port}/llm/openai/v1"
+    relay = f"http://127.0.0.1:{port}"
     styles = {
         "patient": Pace(relay=relay),
         "impatient": Pace(relay=relay, finish_cut=True, patience_ms=1000),
@@ -171,7 +172,7 @@ def test_a_sweep_over_first_token_ms_finds_where_the_first_token_breaks(tmp_path
     600 ms ``ttft``: its first content comes just after the wait, so the invariant holds at 50
     and 150 and fails from 1000 on — the breaking point; its stream always completes."""
     port = free_port()
-    relay = Pace(relay=f"http://127.0.0.1:{port}/llm/openai/v1")
+    relay = Pace(relay=f"http://127.0.0.1:{port}")
     with StreamAgent({"": relay}) as agent:
         doc = {
             "agent": {"endpoint": agent.url, "timeout": 10_000, "stream": {"format": "openai"}},
@@ -204,3 +205,57 @@ def test_a_sweep_over_first_token_ms_finds_where_the_first_token_breaks(tmp_path
         "first-token": ("1000", "breaks at 1000", ["passed", "passed", "failed", "failed"]),
         "finishes": (None, "holds over the whole range", ["passed"] * 4),
     }
+
+
+SHAPES = {
+    # shape: (agent.stream, the terminal event a cut stream lacks)
+    "anthropic": ({"format": "anthropic"}, "message_stop"),
+    "sse": ({"format": "sse", "path": "token", "done": "end"}, "end"),
+}
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_an_anthropic_and_a_generic_sse_agent_relaying_a_cut_llm_stream(
+    tmp_path: Path, shape: str
+) -> None:
+    """An agent that answers Anthropic events (its LLM's, relayed as they are), and one that
+    answers generic SSE (``data: {"token": ...}``, ``event: end`` once its LLM's stream
+    finished), each relaying its LLM's stream through the proxy: calm, every invariant holds;
+    under a cut after 3 chunks the agent closes without its terminal event, with 3 content
+    events relayed, and its answer is not whole."""
+    port = free_port()
+    stream, terminal = SHAPES[shape]
+    relay = Pace(relay=f"http://127.0.0.1:{port}", shape=shape)
+    with StreamAgent({"": relay}) as agent:
+        doc = {
+            "agent": {"endpoint": agent.url, "timeout": 10_000, "stream": stream},
+            "golden_prompts": ["What is the capital of France?"],
+            "contract": {
+                "name": "Shapes",
+                "invariants": [
+                    {"id": "first-token", "type": "ttft", "max_ms": 2000},
+                    {"id": "finishes", "type": "stream_completes", "severity": "critical"},
+                    {"id": "whole-answer", "type": "contains", "value": "no live data"},
+                ],
+                "chaos_matrix": [
+                    {"name": "calm"},
+                    {"name": "cut", "llm_faults": [{"mode": "cut_stream", "after_chunks": 3}]},
+                ],
+            },
+            "proxy": {"llm_upstream": "mock", "port": port},
+        }
+        code, output, cells = run(tmp_path, doc)
+    assert code == 1, output
+    assert {key: cell["status"] for key, cell in cells.items()} == {
+        ("first-token", "calm"): "passed",
+        ("first-token", "cut"): "passed",
+        ("finishes", "calm"): "passed",
+        ("finishes", "cut"): "failed",
+        ("whole-answer", "calm"): "passed",
+        ("whole-answer", "cut"): "failed",
+    }, output
+    assert cells[("finishes", "cut")]["reason"] == (
+        f"prompt 1/1: closed after 3 content events without {terminal}"
+    )
+    # the mock LLM's answer is 25 words, one content event each
+    assert cells[("finishes", "calm")]["reason"] == f"ended with {terminal} after 25 content events"

@@ -50,9 +50,12 @@ class Pace:
     chunked: bool = True
     """``False``: no ``Transfer-Encoding``; the body is delimited by closing the connection."""
     relay: str | None = None
-    """An OpenAI base URL (the chaos proxy's ``/llm/openai/v1``): the agent asks it for a
-    streamed chat completion and relays its frames as they come, forwarding the invocation's
-    ``X-Flakestorm-Cell``; the pacing fields above are then unused."""
+    """The chaos proxy's URL: the agent asks its LLM for a streamed answer and relays it as it
+    comes, forwarding the invocation's ``X-Flakestorm-Cell``, in its ``shape`` — ``openai``
+    and ``anthropic``: its LLM's frames as they are (``/llm/openai/v1/chat/completions``,
+    ``/llm/anthropic/v1/messages``); ``sse``: each of its OpenAI LLM's content deltas as
+    ``data: {"token": ...}``, and ``event: end`` once its LLM sent ``[DONE]``. The pacing
+    fields above are then unused."""
     finish_cut: bool = False
     """Relaying: when its LLM's stream ends without ``[DONE]``, send :data:`NOTE` and
     ``[DONE]`` itself (the agent that finishes properly); otherwise it closes without them, as
@@ -179,9 +182,12 @@ def _handler(agent: StreamAgent) -> type[BaseHTTPRequestHandler]:
                 self.wfile.flush()
 
         def _relay(self, base: str, pace: Pace) -> None:
-            url = urllib.parse.urlsplit(base.rstrip("/") + "/chat/completions")
+            anthropic = pace.shape == "anthropic"
+            path = "/llm/anthropic/v1/messages" if anthropic else "/llm/openai/v1/chat/completions"
+            url = urllib.parse.urlsplit(base.rstrip("/") + path)
             question = {"role": "user", "content": "What is the capital of France?"}
-            body = json.dumps({"model": "gpt-test", "messages": [question], "stream": True})
+            asked = {"model": "m-test", "messages": [question], "stream": True, "max_tokens": 99}
+            body = json.dumps(asked)
             headers = {"Content-Type": "application/json"}
             cell = self.headers.get("X-Flakestorm-Cell")
             if cell:
@@ -192,13 +198,18 @@ def _handler(agent: StreamAgent) -> type[BaseHTTPRequestHandler]:
             try:
                 connection.request("POST", url.path, body, headers)
                 upstream = connection.getresponse()
+                translate = _Tokens() if pace.shape == "sse" else None
                 while piece := upstream.read1(65536):
                     seen = (seen + piece)[-64:]
-                    self._chunk(piece)
+                    out = piece if translate is None else translate.feed(piece)
+                    if out:
+                        self._chunk(out)
             except (OSError, http.client.HTTPException):
                 pass  # its LLM went silent past its patience, or dropped the connection
             finally:
                 connection.close()
+            if pace.shape == "sse" and b"[DONE]" in seen:
+                self._chunk(_frames("sse", "done"))
             if b"[DONE]" not in seen and pace.finish_cut:
                 self._chunk(_frames("openai", "content", NOTE) + b"data: [DONE]\n\n")
             self.wfile.write(b"0\r\n\r\n")
@@ -209,3 +220,22 @@ def _handler(agent: StreamAgent) -> type[BaseHTTPRequestHandler]:
             self.wfile.flush()
 
     return Handler
+
+
+class _Tokens:
+    """An OpenAI chunk stream's content deltas as generic SSE token events, fed in pieces."""
+
+    def __init__(self) -> None:
+        self._buffer = b""
+
+    def feed(self, piece: bytes) -> bytes:
+        self._buffer += piece
+        out = b""
+        while b"\n\n" in self._buffer:
+            frame, self._buffer = self._buffer.split(b"\n\n", 1)
+            data = frame.decode().removeprefix("data: ")
+            if data.startswith("{"):
+                delta = (json.loads(data).get("choices") or [{}])[0].get("delta") or {}
+                if delta.get("content"):
+                    out += _frames("sse", "content", delta["content"])
+        return out
