@@ -79,6 +79,11 @@ class Kind:
 
 KINDS = {
     "http-header": Kind("http, forwards the cell header", "quotes", http=True),
+    "http-stream": Kind(
+        "http, streams its reply (`agent.stream: openai`), forwards the cell header",
+        "quotes",
+        http=True,
+    ),
     "http-nothing": Kind("http, forwards nothing", "quotes", http=True, forwards=False),
     "http-otel": Kind(
         "http, traced with OpenTelemetry (trace context and baggage, no flakestorm code)",
@@ -315,6 +320,29 @@ def http_agent(proxy_url: str, forwards: bool) -> Callable[[Request], Response]:
     return handle
 
 
+def streaming(handler: Callable[[Request], Response]) -> Callable[[Request], Response]:
+    """``handler``, its answer streamed as OpenAI chat completion chunks over SSE: a role-only
+    chunk, a chunk per word, a finish chunk and ``[DONE]``."""
+
+    def chunk(delta: dict[str, str], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        doc = {"object": "chat.completion.chunk", "choices": [choice]}
+        return b"data: " + json.dumps(doc).encode() + b"\n\n"
+
+    def handle(request: Request) -> Response:
+        response = handler(request)
+        if request.path.startswith("/reset"):
+            return response
+        assert isinstance(response.body, bytes)
+        words = json.loads(response.body)["output"].split(" ")
+        chunks = [chunk({"role": "assistant", "content": ""})]
+        chunks += [chunk({"content": (" " if n else "") + w}) for n, w in enumerate(words)]
+        chunks += [chunk({}, "stop"), b"data: [DONE]\n\n"]
+        return Response(200, headers={"Content-Type": "text/event-stream"}, chunks=chunks)
+
+    return handle
+
+
 @dataclass
 class Project:
     """A config for one cell, written where its agent is."""
@@ -388,8 +416,11 @@ def project(
         return
     if kind.http:
         handler = logged(http_agent(proxy_service.url, kind.forwards), tmp_path / "received.jsonl")
-        with LoopbackServer(handler) as served:
+        streams = request.param == "http-stream"
+        with LoopbackServer(streaming(handler) if streams else handler) as served:
             agent = {"endpoint": served.url_for("/chat"), "session": session}
+            if streams:
+                agent["stream"] = {"format": "openai"}
             yield Project(kind, tmp_path, agent, proxy)
         return
     module = f"compat_{uuid.uuid4().hex[:10]}"
@@ -855,6 +886,17 @@ def test_each_feature_is_exact_with_each_kind_of_agent(project: Project, feature
     how = check(project)
     expected = TABLE[kind, feature]
     assert HOW[how] == expected.split(" (")[0]
+    if kind == "http-stream" and feature != "mutation":
+        # every reply of the last run was read as the stream it is (a mutation's result keeps
+        # its text, not its stream)
+        doc = json.loads((project.directory / "reports" / "results.json").read_text())
+        replies = [
+            prompt
+            for phase in doc["phases"].values()
+            for cell in phase.get("cells", ())
+            for prompt in cell["prompts"]
+        ]
+        assert replies and all(r["stream"]["ending"] == "done" for r in replies)
 
 
 def render_table() -> str:
