@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import anthropic
 import openai
 import pytest
 import requests
@@ -300,3 +301,18 @@ def test_a_timeout_after_chunks_on_a_whole_sdk_reply_is_the_sdk_timeout(
         with pytest.raises(openai.APITimeoutError):
             client.chat.completions.create(model="m", messages=QUESTION)
     assert rig.waits_s == [0.02]
+
+
+def test_an_anthropic_sdk_stream_waits_before_each_text_delta(server: LoopbackServer) -> None:
+    with (
+        anthropic.Anthropic(base_url=server.url, api_key="k", max_retries=0) as client,
+        wrapped(llm="anthropic.resources.messages:Messages.create") as rig,
+    ):
+        rig.activate(fault("slow_stream", first_token_ms=500, chunk_delay_ms=20))
+        events = client.messages.create(model="m", max_tokens=99, messages=QUESTION, stream=True)
+        text = "".join(
+            e.delta.text for e in events if e.type == "content_block_delta" and e.delta.text
+        )
+    assert text == ANSWER
+    # message_start, content_block_start and the like leave at once: 13 text deltas wait
+    assert rig.waits_s == [0.5] + [0.02] * 12
