@@ -144,6 +144,7 @@ def test_an_llm_fault_that_answers_instead_of_the_llm_leaves_the_injection_no_re
         ("garbage", {}),
         ("response_drift", {"drift_type": "tone_shift"}),
         ("cut_stream", {"after_chunks": 3}),
+        ("slow_stream", {"first_token_ms": 300}),
     ],
 )
 def test_an_llm_fault_on_the_real_reply_lets_the_injection_reach_the_llm(
@@ -174,6 +175,7 @@ def test_every_llm_mode_is_covered_above() -> None:
         "garbage",
         "response_drift",
         "cut_stream",
+        "slow_stream",
     }
 
 

@@ -41,7 +41,7 @@ from flakestorm.agents.closing import Closing
 from flakestorm.agents.console import AgentConsole, Capture, bind
 from flakestorm.agents.extraction import as_text, extract_auto, extract_path
 from flakestorm.agents.importer import Locate, default_locate, describe_exception, load_reference
-from flakestorm.agents.python_stream import Collector, collect, collect_async
+from flakestorm.agents.python_stream import Collector, collect, collect_async, utf8
 from flakestorm.agents.workers import DaemonPool, LoopThread
 from flakestorm.config import AgentConfig
 from flakestorm.errors import AgentError, AgentErrorKind, ConfigError
@@ -192,13 +192,7 @@ class PythonAgent(Closing):
         if isinstance(result, str):
             return result
         if isinstance(result, bytes):
-            try:
-                return result.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise AgentError(
-                    AgentErrorKind.UNPARSEABLE,
-                    f"the agent returned bytes that are not UTF-8 ({exc})",
-                ) from exc
+            return utf8(result, "the agent returned")
         if isinstance(result, (dict, list)):
             path = self.config.response_path
             if path is not None:

@@ -23,7 +23,7 @@ from flakestorm.config import AgentStream, StreamFormat
 from flakestorm.errors import AgentError, AgentErrorKind
 from flakestorm.results.stream_timing import Ending, StreamTiming
 
-__all__ = ["Collector", "collect", "collect_async"]
+__all__ = ["Collector", "collect", "collect_async", "utf8"]
 
 _TEXT = AgentStream(format=StreamFormat.TEXT)
 TERMINAL = "the generator's end"
@@ -73,12 +73,7 @@ class Collector:
         if isinstance(value, str):
             return value
         if isinstance(value, bytes):
-            try:
-                return value.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise AgentError(
-                    AgentErrorKind.UNPARSEABLE, f"{self._endpoint} yielded bytes that are not UTF-8"
-                ) from exc
+            return utf8(value, f"{self._endpoint} yielded")
         shown = "None" if value is None else f"a {type(value).__name__}"
         raise AgentError(
             AgentErrorKind.UNPARSEABLE,
@@ -87,6 +82,17 @@ class Collector:
 
     def _ms(self) -> float:
         return (time.perf_counter() - self._started) * 1000
+
+
+def utf8(value: bytes, what: str) -> str:
+    """``value`` decoded; an UNPARSEABLE :class:`AgentError` saying ``what`` bytes that are not
+    UTF-8 otherwise (``the agent returned``, ``m:f yielded``)."""
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise AgentError(
+            AgentErrorKind.UNPARSEABLE, f"{what} bytes that are not UTF-8 ({exc})"
+        ) from exc
 
 
 def collect(items: Iterator[Any], collector: Collector) -> None:
