@@ -121,3 +121,21 @@ def test_a_stream_past_the_timeout_errors_with_the_figures_of_what_came(
     assert reply.error is AgentErrorKind.TIMEOUT and reply.output is None
     assert reply.stream is not None and reply.stream.ending is Ending.TIMEOUT
     assert reply.stream.content_events == 2 and reply.stream.longest_gap_ms >= 250
+
+
+def test_a_stream_past_max_response_bytes_is_too_large_and_not_read_on(
+    tmp_path: Path, write_module: Write
+) -> None:
+    name = write_module(
+        """
+        def agent(prompt):
+            while True:  # a generator that never ends
+                yield "x" * 100
+        """
+    )
+    reply = python_agent(tmp_path, f"{name}:agent", max_response_bytes=1000).invoke("hi")
+    assert reply.error is AgentErrorKind.TOO_LARGE
+    assert reply.error_message == (
+        "the streamed reply is larger than agent.max_response_bytes (1000 bytes); reading "
+        "stopped there"
+    )

@@ -116,7 +116,7 @@ class PythonAgent(Closing):
 
     def _invoke(self, prompt: str, call: Call, capture: Capture) -> Reply:
         started = time.perf_counter()
-        stream = Collector(started, self.config.endpoint)
+        stream = Collector(started, self.config.endpoint, self.config.max_response_bytes)
         future: Future[Any]
         if self._is_async:
             future = self._loop.submit(self._run_async(prompt, call, capture, stream))
@@ -139,7 +139,7 @@ class PythonAgent(Closing):
             if isinstance(exc, KeyboardInterrupt):
                 raise
             trace = {"traceback": "".join(traceback.format_exception(exc))[-RAW_CAP:]}
-            if isinstance(exc, AgentError):  # it yielded what is not text
+            if isinstance(exc, AgentError):  # it yielded what is not text, or too much
                 return self._failed(started, exc.kind, str(exc))
             if stream.items:  # broken off mid-answer: still an answer
                 text, timing = stream.text, stream.finish(Ending.RAISED)

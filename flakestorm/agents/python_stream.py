@@ -31,12 +31,15 @@ TERMINAL = "the generator's end"
 
 
 class Collector:
-    """What an invocation's generator yielded, timed from ``started`` (``perf_counter``).
-    Thread-safe: once :meth:`finish` is called (the timeout), later items are ignored."""
+    """What an invocation's generator yielded, timed from ``started`` (``perf_counter``), at
+    most ``cap`` bytes of text (``agent.max_response_bytes``: past it, TOO_LARGE). Thread-safe:
+    once :meth:`finish` is called (the timeout), later items are ignored."""
 
-    def __init__(self, started: float, endpoint: str) -> None:
+    def __init__(self, started: float, endpoint: str, cap: int) -> None:
         self._started = started
         self._endpoint = endpoint
+        self._cap = cap
+        self._size = 0
         self._reader = StreamReader(_TEXT)
         self._lock = threading.Lock()
         self._timing: StreamTiming | None = None
@@ -55,6 +58,13 @@ class Collector:
         with self._lock:
             if self._timing is not None:
                 return
+            self._size += len(piece.encode("utf-8"))
+            if self._size > self._cap:
+                raise AgentError(
+                    AgentErrorKind.TOO_LARGE,
+                    f"the streamed reply is larger than agent.max_response_bytes ({self._cap} "
+                    "bytes); reading stopped there",
+                )
             self.items += 1
             if piece:
                 self._reader.feed(piece.encode("utf-8"), self._ms())

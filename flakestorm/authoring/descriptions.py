@@ -183,7 +183,8 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "agent.timeout": "Per-invocation timeout, in milliseconds: a wall-clock deadline on the "
     "whole invocation (connect, headers and the body however slowly it arrives); also the "
     "timeout of `reset_endpoint` and `reset_function`.",
-    "agent.max_response_bytes": "Largest reply body accepted; a larger reply fails the invocation.",
+    "agent.max_response_bytes": "Largest reply body accepted (and a python agent's streamed "
+    "text); a larger reply fails the invocation.",
     "agent.health_endpoint": "URL polled with GET (2xx = ready) before the run. Without it, "
     "the agent is ready when its endpoint accepts a TCP connection.",
     "agent.ready_timeout": "How long to wait for the agent to be ready, in milliseconds; then "
