@@ -4,6 +4,7 @@ yield."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -139,3 +140,26 @@ def test_a_stream_past_max_response_bytes_is_too_large_and_not_read_on(
         "the streamed reply is larger than agent.max_response_bytes (1000 bytes); reading "
         "stopped there"
     )
+
+
+def test_a_sync_generator_left_at_the_timeout_is_not_read_on(
+    tmp_path: Path, write_module: Write
+) -> None:
+    name = write_module(
+        """
+        import threading
+        import time
+        LEFT = threading.Event()
+        def agent(prompt):
+            try:
+                while True:
+                    time.sleep(0.01)
+                    yield "x"
+            finally:
+                LEFT.set()
+        """
+    )
+    reply = python_agent(tmp_path, f"{name}:agent", timeout=200).invoke("hi")
+    assert reply.error is AgentErrorKind.TIMEOUT
+    module = sys.modules[name]
+    assert module.LEFT.wait(5)  # the next item after the timeout stopped it

@@ -33,7 +33,8 @@ TERMINAL = "the generator's end"
 class Collector:
     """What an invocation's generator yielded, timed from ``started`` (``perf_counter``), at
     most ``cap`` bytes of text (``agent.max_response_bytes``: past it, TOO_LARGE). Thread-safe:
-    once :meth:`finish` is called (the timeout), later items are ignored."""
+    once :meth:`finish` is called (the timeout), a later item stops the generator (it is not
+    read on in the background)."""
 
     def __init__(self, started: float, endpoint: str, cap: int) -> None:
         self._started = started
@@ -56,8 +57,8 @@ class Collector:
         """One yielded item, arrived now."""
         piece = self._piece(value)
         with self._lock:
-            if self._timing is not None:
-                return
+            if self._timing is not None:  # timed out: stop the generator reading on
+                raise AgentError(AgentErrorKind.TIMEOUT, "the stream was left at agent.timeout")
             self._size += len(piece.encode("utf-8"))
             if self._size > self._cap:
                 raise AgentError(
