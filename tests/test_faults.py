@@ -10,7 +10,14 @@ import pytest
 
 from flakestorm.chaos.faults import decisions
 from flakestorm.chaos.faults.decisions import ActiveScenario, FaultBook
-from flakestorm.config import ContextAttack, LlmFault, LlmFaultMode, ToolFault, ToolFaultMode
+from flakestorm.config import (
+    A2aMethod,
+    ContextAttack,
+    LlmFault,
+    LlmFaultMode,
+    ToolFault,
+    ToolFaultMode,
+)
 
 INJECTION = ContextAttack.model_validate({"type": "indirect_injection", "payloads": ["obey"]})
 LABEL = "context_attacks[0] indirect_injection"
@@ -106,7 +113,19 @@ def test_every_mode_is_covered_above() -> None:
         "empty",
         "tool_removed",
         "session_expired",
+        "task_state",
+        "lost_reply",
     }
+
+
+def test_a_fault_scoped_to_an_a2a_method_matches_only_its_calls() -> None:
+    scoped = book(fault("lost_reply", tool="booking", method="SendMessage"))
+    send = scoped.tool_call("booking", "u", "c1", method=A2aMethod.SEND_MESSAGE)
+    look = scoped.tool_call("booking", "u", "c1", method=A2aMethod.GET_TASK)
+    assert send.tool_fault is not None and look.tool_fault is None
+    # a fault with no method acts on every call of the agent
+    anyone = book(fault("lost_reply", tool="booking"))
+    assert anyone.tool_call("booking", "u", "c1", method=A2aMethod.GET_TASK).tool_fault
 
 
 # --------------------------------------------------------------------------- LLM calls

@@ -368,8 +368,8 @@ def test_an_invariant_on_calls_names_a_target_some_call_can_have() -> None:
     errors, _ = run({**doc, "contract": contract(invariants, [{"name": "s"}])})
     assert errors == [
         "contract.invariants.0.target: 'quote' is no target a call can have (did you mean "
-        "'quotes'?): a target is llm, '*', a route of proxy.tools, a tool the agent wraps, or "
-        "SERVER.TOOL of proxy.mcp (llm, *, quotes)",
+        "'quotes'?): a target is llm, '*', a route of proxy.tools, a tool the agent wraps, "
+        "SERVER.TOOL of proxy.mcp or an A2A agent of proxy.a2a (llm, *, quotes)",
         "contract.invariants.1.max: max_calls counts whole calls: max must be a whole number, "
         "got 2.5",
     ]

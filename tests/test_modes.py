@@ -52,6 +52,7 @@ def test_field_names_are_every_units_fields() -> None:
         "error_code",
         "payload",
         "as",
+        "state",
     }
     assert field_names(LLM_MODES.values()) == {
         "delay_ms",

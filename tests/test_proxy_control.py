@@ -250,18 +250,21 @@ def test_routes_are_read_and_replaced_over_the_defaults(proxy: ChaosProxy) -> No
         "tools": {"weather": default},
         "match": {},
         "mcp": {},
+        "a2a": {},
         "llm_upstream": None,
     }
     pushed = {
         "tools": {"weather": "http://127.0.0.1:9/w", "news": "http://127.0.0.1:9/n"},
         "match": {"news": "https://news.example/v2"},  # a {match, forward} route
         "mcp": {"quotes": "http://127.0.0.1:9/mcp"},
+        "a2a": {"booking": "http://127.0.0.1:9/a2a"},
     }
     reply = requests.put(url, json={**pushed, "llm_upstream": "mock"}, timeout=5).json()
     assert reply == {
         "tools": pushed["tools"],
         "match": pushed["match"],
         "mcp": pushed["mcp"],
+        "a2a": pushed["a2a"],
         "llm_upstream": "mock",
         "conflicts": [
             {
@@ -273,7 +276,8 @@ def test_routes_are_read_and_replaced_over_the_defaults(proxy: ChaosProxy) -> No
         ],
     }
     # the next run's push replaces this one's: the defaults come back
-    assert requests.put(url, json={}, timeout=5).json()["tools"] == {"weather": default}
+    again = requests.put(url, json={}, timeout=5).json()
+    assert (again["tools"], again["a2a"]) == ({"weather": default}, {})
 
 
 @pytest.mark.parametrize(
@@ -286,6 +290,8 @@ def test_routes_are_read_and_replaced_over_the_defaults(proxy: ChaosProxy) -> No
         (b'{"tools": {"a": "http://a"}, "match": {"b": "http://b"}}', "'b' has no route"),
         (b'{"tools": {"a": "http://a"}, "match": {"a": "b"}}', "proxy.tools.a.match: 'b' is"),
         (b'{"llm_upstream": "nope"}', "proxy.llm_upstream: 'nope' is not an http(s) URL"),
+        (b'{"a2a": {"booking": 5}}', "routes: a2a: expected {NAME: URL} strings"),
+        (b'{"a2a": {"booking": "b"}}', "proxy.a2a.booking: 'b' is not an http(s) URL"),
     ],
 )
 def test_invalid_routes_are_refused_naming_the_field(

@@ -346,6 +346,10 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "whose `isError` is true; `jsonrpc` with a JSON-RPC error response.",
     "tool_faults[].payload": "`malicious_response`: the tool result returned instead of the "
     "real one.",
+    "tool_faults[].state": "`task_state`: the state the downstream A2A agent's task is given "
+    "(case and `-` as written in either protocol version are accepted).",
+    "tool_faults[].method": "On a downstream A2A agent: the one method whose calls the fault "
+    "acts on (a 0.3 name is read as its 1.0 method). Unset: every call of the agent.",
     "tool_faults[].match_url": "Match calls by URL instead of by tool name: a glob when it "
     "contains `*`, else a URL prefix; applies to `/tools/` routes, forward-proxy requests, "
     "`CONNECT` tunnels (`host:port`) and, for python tools, `python:module:attr`.",
@@ -413,6 +417,10 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "server's). A `tools/call` is a call of the MCP tool it names; every other method passes "
     "through untouched. The value `stdio` names a stdio server relayed by `flakestorm mcp-stdio "
     "--name <name>` instead. See [docs/mcp.md](mcp.md).",
+    "proxy.a2a": "Downstream A2A agents: `/a2a/<name>` on the proxy is forwarded to the base "
+    "URL given for `<name>`; point the agent's A2A client at it (the card's interface URLs "
+    "are rewritten to keep the client on that route). Each call (`SendMessage`, `GetTask`, "
+    "...) is a call of `<name>`. See [docs/a2a.md](a2a.md).",
     "proxy.tools.*.match": "The URL the agent's code calls: a request under it is a call of "
     "this tool (https too for a python agent, whose clients are routed before TLS; an http "
     "agent's https calls are tunnels the proxy cannot redirect).",

@@ -121,6 +121,27 @@ ENUM_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "tool` (elsewhere: 404).",
         "session_expired": "MCP: the server answers 404 for the session, so the client must "
         "initialize again (elsewhere: 404).",
+        "task_state": "A2A: the downstream agent acts on the call, then its task is given "
+        "`state` (artifacts gone; FAILED with a status message), in this reply and every later "
+        "call about the task in the scenario (WORKING: forever).",
+        "lost_reply": "The call reaches the tool (or A2A agent, or MCP server), which acts on "
+        "it; then the connection is dropped before the reply (python: `ConnectionResetError` "
+        "once the tool has run).",
+    },
+    "A2aTaskState": {
+        "FAILED": "The task failed (with a status message).",
+        "REJECTED": "The agent rejected the task.",
+        "CANCELED": "The task was canceled.",
+        "INPUT_REQUIRED": "The agent needs more input from the caller.",
+        "AUTH_REQUIRED": "The agent needs the caller to authenticate.",
+        "WORKING": "Still working, at every later look: the task never finishes.",
+    },
+    "A2aMethod": {
+        "SendMessage": "`SendMessage` (0.3: `message/send`; HTTP+JSON: `POST /message:send`).",
+        "SendStreamingMessage": "`SendStreamingMessage` (0.3: `message/stream`).",
+        "GetTask": "`GetTask` (0.3: `tasks/get`; HTTP+JSON: `GET /tasks/ID`).",
+        "CancelTask": "`CancelTask` (0.3: `tasks/cancel`).",
+        "SubscribeToTask": "`SubscribeToTask` (0.3: `tasks/resubscribe`).",
     },
     "McpErrorForm": {
         "result": "A tool result with `isError: true` and the error text.",

@@ -35,6 +35,13 @@ from flakestorm.cli.app import load, main
     help="An MCP server (streamable HTTP) /mcp/NAME -> URL (repeatable; adds to the config's).",
 )
 @click.option(
+    "--a2a",
+    "a2a_routes",
+    multiple=True,
+    metavar="NAME=URL",
+    help="A downstream A2A agent /a2a/NAME -> its base URL (repeatable; adds to the config's).",
+)
+@click.option(
     "--record",
     type=click.Path(dir_okay=False, path_type=Path),
     help="Record real upstream exchanges to this cassette file.",
@@ -44,7 +51,7 @@ from flakestorm.cli.app import load, main
     "--config",
     "config_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Take llm_upstream, tools, mcp and token from this config's `proxy` section.",
+    help="Take llm_upstream, tools, mcp, a2a and token from this config's `proxy` section.",
 )
 def proxy(
     host: str,
@@ -52,14 +59,15 @@ def proxy(
     llm_upstream: str | None,
     tool_routes: tuple[str, ...],
     mcp_routes: tuple[str, ...],
+    a2a_routes: tuple[str, ...],
     record: Path | None,
     config_path: Path | None,
 ) -> None:
     """Run the chaos proxy until Ctrl-C (SIGINT) or SIGTERM.
 
     Point the agent's OPENAI_BASE_URL at <url>/llm/openai/v1, ANTHROPIC_BASE_URL at
-    <url>/llm/anthropic, tools at <url>/tools/NAME, MCP clients at <url>/mcp/NAME, and
-    HTTP_PROXY/HTTPS_PROXY at <url>.
+    <url>/llm/anthropic, tools at <url>/tools/NAME, MCP clients at <url>/mcp/NAME, A2A clients
+    at <url>/a2a/NAME, and HTTP_PROXY/HTTPS_PROXY at <url>.
     Control calls (under /_flakestorm/) need `Authorization: Bearer $FLAKESTORM_PROXY_TOKEN`
     when that variable (or proxy.token) is set.
     """
@@ -74,6 +82,7 @@ def proxy(
     token = os.environ.get("FLAKESTORM_PROXY_TOKEN") or None
     tools: dict[str, str] = {}
     servers: dict[str, str] = {}
+    agents: dict[str, str] = {}
     matches: dict[str, str] = {}
     if config_path is not None:
         loaded = load(config_path)
@@ -82,6 +91,7 @@ def proxy(
             tools.update(section.tool_upstreams)
             matches.update(section.redirected)
             servers.update(section.mcp_routes)
+            agents.update(section.a2a)
             token = token or section.token
             upstream = section.llm_upstream
             llm_upstream = llm_upstream or resolve_cassette(upstream, loaded.base_dir)
@@ -89,14 +99,25 @@ def proxy(
     tools.update(given)
     matches = {name: url for name, url in matches.items() if name not in given}
     servers.update(parse_tools(mcp_routes, "--mcp"))
+    agents.update(parse_tools(a2a_routes, "--a2a"))
     chaos = ChaosProxy(
-        host, port, llm_upstream, tools, token=token, mcp=servers, matches=matches, record=record
+        host,
+        port,
+        llm_upstream,
+        tools,
+        token=token,
+        mcp=servers,
+        matches=matches,
+        a2a=agents,
+        record=record,
     )
     stop = threading.Event()
     with stopping_on_signals(stop), chaos:
         routes = ", ".join(sorted(tools)) or "none"
         if servers:
             routes += f"; mcp: {', '.join(sorted(servers))}"
+        if agents:
+            routes += f"; a2a: {', '.join(sorted(agents))}"
         llm = without_userinfo(llm_upstream) if llm_upstream else "provider APIs"
         click.echo(f"flakestorm proxy listening on {chaos.url} (llm: {llm}; tools: {routes})")
         while not stop.wait(0.5):

@@ -9,6 +9,9 @@ from pydantic import Field, model_validator
 from flakestorm.config.base import Model
 from flakestorm.config.judge import Judge, JudgeExample
 from flakestorm.config.vocabulary import (
+    A2A_V03_METHODS,
+    A2aMethod,
+    A2aTaskState,
     AgentType,
     ContextAttackType,
     DriftType,
@@ -194,6 +197,23 @@ class ToolFault(FaultTrigger):
     as_: McpErrorForm | None = Field(default=None, alias="as")
     """``error`` on an MCP tool: ``jsonrpc`` answers with a JSON-RPC error instead of an
     ``isError`` result."""
+    state: A2aTaskState | None = None
+    """``task_state``: the state the downstream A2A agent's task is given."""
+    method: A2aMethod | None = None
+    """On a downstream A2A agent: the one method whose calls the fault acts on (None: all)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _a2a_names(cls, data: Any) -> Any:
+        """A 0.3 method name (``message/send``) is its 1.0 method; a state in lower case
+        (``failed``, ``input-required``) is the state."""
+        if isinstance(data, dict):
+            method, state = data.get("method"), data.get("state")
+            if isinstance(method, str) and method in A2A_V03_METHODS:
+                data = {**data, "method": A2A_V03_METHODS[method].value}
+            if isinstance(state, str):
+                data = {**data, "state": state.upper().replace("-", "_")}
+        return data
 
 
 class LlmFault(FaultTrigger):
@@ -343,6 +363,9 @@ class Proxy(Model):
     mcp: dict[str, str] = {}
     """MCP servers by name: ``<proxy>/mcp/NAME`` -> URL (streamable HTTP), or ``stdio``: a stdio
     server relayed by ``flakestorm mcp-stdio --name NAME`` (SPEC §11)."""
+    a2a: dict[str, str] = {}
+    """Downstream A2A agents by name: ``<proxy>/a2a/NAME`` -> the agent's base URL (its card
+    at ``/.well-known/agent-card.json``), each call a call of ``NAME`` (SPEC §17)."""
 
     @property
     def mcp_routes(self) -> dict[str, str]:

@@ -239,11 +239,51 @@ class ToolFaultMode(str, enum.Enum):
     EMPTY = "empty"
     TOOL_REMOVED = "tool_removed"
     SESSION_EXPIRED = "session_expired"
+    TASK_STATE = "task_state"
+    LOST_REPLY = "lost_reply"
 
     @property
     def mcp_only(self) -> bool:
         """Whether the mode means something only on an MCP tool (SPEC §11)."""
         return self in (ToolFaultMode.TOOL_REMOVED, ToolFaultMode.SESSION_EXPIRED)
+
+    @property
+    def a2a_only(self) -> bool:
+        """Whether the mode means something only on a downstream A2A agent (SPEC §17)."""
+        return self is ToolFaultMode.TASK_STATE
+
+
+class A2aTaskState(str, enum.Enum):
+    """The state a ``task_state`` fault gives a downstream A2A agent's task (SPEC §17)."""
+
+    FAILED = "FAILED"
+    REJECTED = "REJECTED"
+    CANCELED = "CANCELED"
+    INPUT_REQUIRED = "INPUT_REQUIRED"
+    AUTH_REQUIRED = "AUTH_REQUIRED"
+    WORKING = "WORKING"
+    """Forever: every later look at the task finds it still working."""
+
+
+class A2aMethod(str, enum.Enum):
+    """The A2A methods a fault may be scoped to (``method``), by their 1.0 names; the 0.3
+    names (``message/send``, ``tasks/get``, ...) are read as these."""
+
+    SEND_MESSAGE = "SendMessage"
+    SEND_STREAMING_MESSAGE = "SendStreamingMessage"
+    GET_TASK = "GetTask"
+    CANCEL_TASK = "CancelTask"
+    SUBSCRIBE_TO_TASK = "SubscribeToTask"
+
+
+A2A_V03_METHODS = {
+    "message/send": A2aMethod.SEND_MESSAGE,
+    "message/stream": A2aMethod.SEND_STREAMING_MESSAGE,
+    "tasks/get": A2aMethod.GET_TASK,
+    "tasks/cancel": A2aMethod.CANCEL_TASK,
+    "tasks/resubscribe": A2aMethod.SUBSCRIBE_TO_TASK,
+}
+"""The A2A 0.3 JSON-RPC method names, as their 1.0 methods."""
 
 
 class McpErrorForm(str, enum.Enum):

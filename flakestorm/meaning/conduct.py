@@ -31,7 +31,7 @@ def check_conduct(scope: Scope) -> None:
     agent, proxy = scope.parts.agent, scope.parts.proxy
     assert agent is not None
     known = _known_tools(scope, agent, proxy)
-    routed = proxy is not None and bool(proxy.tools or proxy.mcp_routes)
+    routed = proxy is not None and bool(proxy.tools or proxy.mcp_routes or proxy.a2a)
     seen = agent.type is AgentType.HTTP or bool(agent.tools or agent.tool_registry or agent.llm)
     for items in (scope.parts.invariants, scope.parts.contract_invariants):
         for item in items:
@@ -64,6 +64,7 @@ def _known_tools(scope: Scope, agent: AgentConfig, proxy: Proxy | None) -> list[
     are named only at run time: a registry, a framework object's tools)."""
     routes = list(proxy.tools) if proxy is not None else []
     mcp = list(proxy.mcp) if proxy is not None else []
+    agents = list(proxy.a2a) if proxy is not None else []
     wrapped: list[str] = []
     if agent.type is AgentType.PYTHON:
         if agent.tool_registry:
@@ -72,7 +73,7 @@ def _known_tools(scope: Scope, agent: AgentConfig, proxy: Proxy | None) -> list[
             if defines_function(reference, scope.base_dir) is not True:
                 return None
             wrapped.append(reference.partition(":")[2])
-    return sorted({*routes, *wrapped, *mcp})
+    return sorted({*routes, *wrapped, *mcp, *agents})
 
 
 def _target(
@@ -111,7 +112,8 @@ def _target(
     scope.error(
         at,
         f"{target!r} is no target a call can have{hint}: a target is llm, '*', a route of "
-        f"proxy.tools, a tool the agent wraps, or SERVER.TOOL of proxy.mcp ({listing(names)})",
+        f"proxy.tools, a tool the agent wraps, SERVER.TOOL of proxy.mcp or an A2A agent of "
+        f"proxy.a2a ({listing(names)})",
     )
 
 

@@ -223,6 +223,7 @@ def check_tool_names(scope: Scope) -> None:
     if agent is None or (proxy is not None and proxy.mcp):
         return
     routes = sorted(proxy.tools) if proxy is not None else []
+    agents = sorted(proxy.a2a) if proxy is not None else []
     wrapped: list[str] = []
     if agent.type is AgentType.PYTHON:
         if agent.tool_registry:
@@ -231,10 +232,14 @@ def check_tool_names(scope: Scope) -> None:
             if defines_function(reference, scope.base_dir) is not True:
                 return  # a holder's tools, or a source that does not say: named at run time
             wrapped.append(reference.partition(":")[2])
-    known = sorted({*routes, *wrapped})
+    known = sorted({*routes, *wrapped, *agents})
     if not known:
         return  # nothing to name: the delivery check says what is missing
-    kinds = (("a route of proxy.tools", routes), ("a tool the agent wraps", wrapped))
+    kinds = (
+        ("a route of proxy.tools", routes),
+        ("a tool the agent wraps", wrapped),
+        ("an A2A agent of proxy.a2a", agents),
+    )
     what = " or ".join(kind for kind, names in kinds if names)
     for faults in scope.parts.fault_sets:
         for item in faults.tool_faults:

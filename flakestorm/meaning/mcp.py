@@ -16,7 +16,7 @@ def check_mcp(scope: Scope) -> None:
     """Reads ``agent`` and ``proxy``."""
     proxy, agent = scope.parts.proxy, scope.parts.agent
     servers = dict(proxy.mcp) if proxy is not None else {}
-    tools = set(proxy.tools) if proxy is not None else set()
+    tools = set(proxy.tools) | set(proxy.a2a) if proxy is not None else set()
     for name, url in servers.items():
         problem = path_segment_problem(name, "MCP server name")
         if problem:

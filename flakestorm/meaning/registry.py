@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from flakestorm.meaning.a2a import check_a2a
 from flakestorm.meaning.accepted import check_accepted
 from flakestorm.meaning.agent import check_agent, check_streamed
 from flakestorm.meaning.conduct import check_amplification, check_conduct, check_conduct_phases
@@ -93,6 +94,7 @@ register(Check("conversation turns", ("golden_prompts",), check_turns))
 register(Check("mutations", ("mutations", "agent"), check_mutations))
 register(Check("proxy", ("proxy",), check_proxy))
 register(Check("mcp", ("agent", "proxy"), check_mcp))
+register(Check("a2a", ("agent", "proxy"), check_a2a))
 register(Check("scoring", ("scoring",), check_scoring))
 register(Check("advanced", ("advanced",), check_advanced))
 register(Check("accepted", ("contract", "mutations"), check_accepted))

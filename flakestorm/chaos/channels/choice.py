@@ -244,6 +244,7 @@ def _proxy(
             llm_upstream,
             proxy_config.mcp_routes,
             proxy_config.redirected,
+            proxy_config.a2a,
         )
         for warning in routed:
             if warnings is not None:
@@ -324,6 +325,7 @@ def _started(
         tools=tools,
         mcp=mcp,
         matches={n: m for n, m in proxy_config.redirected.items() if n in tools},
+        a2a=proxy_config.a2a,
         token=proxy_config.token,
         log=log,
         record=record,

@@ -50,7 +50,7 @@ from flakestorm.chaos.faults.recording import Recording
 from flakestorm.chaos.faults.schedule import Schedule
 from flakestorm.chaos.faults.tool_modes import TOOL_MODES
 from flakestorm.chaos.llm.modes import LLM_MODES
-from flakestorm.config import ContextAttack, LlmFault, Scheduled, ToolFault
+from flakestorm.config import A2aMethod, A2aTaskState, ContextAttack, LlmFault, Scheduled, ToolFault
 from flakestorm.config.vocabulary import LLM_REQUEST_ATTACKS as LLM_REQUEST_ATTACKS
 from flakestorm.config.vocabulary import TOOL_RESULT_ATTACKS as TOOL_RESULT_ATTACKS
 
@@ -146,10 +146,18 @@ def draw(seed: int, scenario: str, cell: str, label: str, call_index: int) -> fl
     return call_rng(seed, scenario, cell, label, call_index).random()
 
 
-def tool_matches(fault: ToolFault, tool: str | None, url: str, short: str | None = None) -> bool:
+def tool_matches(
+    fault: ToolFault,
+    tool: str | None,
+    url: str,
+    short: str | None = None,
+    method: A2aMethod | None = None,
+) -> bool:
     """A tool fault matches a call to its ``tool`` (or to the ``short`` name the tool also
     answers to: an MCP tool's own name), or to a URL matching its ``match_url`` (a glob when
-    it has ``*``, else a prefix)."""
+    it has ``*``, else a prefix); a fault scoped to an A2A ``method`` only a call of it."""
+    if fault.method is not None and fault.method is not method:
+        return False
     if fault.match_url:
         pattern = fault.match_url
         return fnmatch.fnmatchcase(url, pattern) if "*" in pattern else url.startswith(pattern)
@@ -192,6 +200,9 @@ class FaultBook:
         self._started: dict[str, float] = {}
         self._schedules: dict[int, Schedule] = {}
         self._traces = {trace_id(scenario.seed, cell): cell for cell in PRE_MATRIX}
+        self.a2a_tasks: dict[tuple[str, str], tuple[str, A2aTaskState]] = {}
+        """The tasks of downstream A2A agents a ``task_state`` fault gave a state, by (agent,
+        task id): the fault's label and the state every later call about the task gets."""
         if scenario.cell_id:
             self.begin(scenario.cell_id)
 
@@ -252,15 +263,21 @@ class FaultBook:
         return attributed or self.scenario.cell_id
 
     def tool_call(
-        self, tool: str | None, url: str, cell: str, short: str | None = None
+        self,
+        tool: str | None,
+        url: str,
+        cell: str,
+        short: str | None = None,
+        method: A2aMethod | None = None,
     ) -> Decision:
         """Decide a call to ``tool`` (None when only the URL is known) for ``cell``; an MCP
-        tool (``quotes.get_quote``) is also matched by its ``short`` name (``get_quote``)."""
+        tool (``quotes.get_quote``) is also matched by its ``short`` name (``get_quote``), a
+        call of an A2A agent by its ``method``."""
         s = self.scenario
         faults = [
             (i, fault, tool_fault_label(i, fault))
             for i, fault in enumerate(s.tool_faults)
-            if tool_matches(fault, tool, url, short)
+            if tool_matches(fault, tool, url, short, method)
         ]
         attacks = [
             (i, attack, 1.0 if attack.trigger_probability is None else attack.trigger_probability)

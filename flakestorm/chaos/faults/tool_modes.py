@@ -14,6 +14,11 @@
 - ``malicious_response``: an HTTP call gets a 200 with ``payload`` (JSON, or text when it is
   a string that does not parse); a python call returns a fresh copy of ``payload``.
 - ``empty``: an HTTP call gets a 200 with an empty body; a python call returns ``""``.
+- ``lost_reply``: the call goes through and the tool acts on it, then its reply is lost: an
+  HTTP call's connection is reset, a python call raises ``ConnectionResetError`` once the tool
+  has run.
+- ``task_state``: made for downstream A2A agents (:mod:`flakestorm.chaos.a2a`); elsewhere as
+  ``tool_removed``.
 - ``tool_removed``, ``session_expired``: made for MCP tools (:mod:`flakestorm.chaos.mcp`, whose
   units say what an MCP client meets); on an HTTP tool a 404, on a python tool a
   :class:`~flakestorm.errors.ToolFaultError` with 404.
@@ -120,6 +125,8 @@ class ToolMode(abc.ABC):
     replaces_result = True
     """The agent gets the fault's answer instead of the tool's result (False: the real result
     still comes, so tool-result attacks still poison it)."""
+    drops_reply = False
+    """The call reaches the tool, which acts on it; then its reply is lost (``lost_reply``)."""
 
     def detail(self, fault: ToolFault) -> str:
         """What the fault's label adds after the mode: ``error(503)``."""
@@ -254,6 +261,33 @@ class GoneMode(ToolMode):
         return PythonPlan(error=ToolFaultError(404, fault.message or f"{tool}: {self.what}"))
 
 
+class LostReplyMode(ToolMode):
+    """``lost_reply``: the tool gets the call and acts on it, then the reply is lost."""
+
+    replaces_result = False
+    drops_reply = True
+
+    def response(self, fault: ToolFault) -> None:
+        return None
+
+    def plan(self, fault: ToolFault, tool: str) -> PythonPlan:
+        return PythonPlan()  # called through; the wrapper then raises LOST_REPLY
+
+
+LOST_REPLY = "the connection was reset before the reply came (flakestorm lost_reply)"
+"""What a python tool's caller meets under ``lost_reply``, once the tool has run."""
+
+
+class TaskStateMode(GoneMode):
+    """``task_state`` is made for downstream A2A agents (:mod:`flakestorm.chaos.a2a`); on
+    another tool (which validate refuses) a 404, as ``tool_removed``."""
+
+    fields = Fields(required=("state",))
+
+    def detail(self, fault: ToolFault) -> str:
+        return f"({fault.state.value})" if fault.state is not None else ""
+
+
 TOOL_MODES: Mapping[ToolFaultMode, ToolMode] = registry(
     [
         (ToolFaultMode.TIMEOUT, TimeoutMode()),
@@ -264,6 +298,8 @@ TOOL_MODES: Mapping[ToolFaultMode, ToolMode] = registry(
         (ToolFaultMode.EMPTY, EmptyMode()),
         (ToolFaultMode.TOOL_REMOVED, GoneMode("unknown tool")),
         (ToolFaultMode.SESSION_EXPIRED, GoneMode("session not found")),
+        (ToolFaultMode.TASK_STATE, TaskStateMode("not an A2A agent")),
+        (ToolFaultMode.LOST_REPLY, LostReplyMode()),
     ]
 )
 """Every tool fault mode's unit."""

@@ -17,7 +17,9 @@ As an MCP client meets them:
   answers a tool it does not have; the tool also vanishes from ``tools/list``
   (:func:`flakestorm.chaos.mcp.results.without_tools`);
 - ``session_expired``: HTTP 404 with a JSON-RPC error, as a server answers a session it no
-  longer knows, so the client must initialize again.
+  longer knows, so the client must initialize again;
+- ``lost_reply``: the call reaches the server, which acts on it, then the connection is
+  dropped before its response (``task_state``, for A2A agents, is refused by validate here).
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ SESSION_NOT_FOUND = -32001
 @dataclass(frozen=True)
 class McpAnswer:
     """What one faulted ``tools/call`` gets: after ``delay_ms``, the connection dropped
-    (``drop``), or the real response (``through``), or ``message`` with HTTP ``status``."""
+    (``drop``), or the real response (``through``; with ``drop`` too, the server acts on the
+    call and its response is lost), or ``message`` with HTTP ``status``."""
 
     message: Message | None = None
     status: int = 200
@@ -119,6 +122,11 @@ class _Expired(McpMode):
         return McpAnswer(response_message(request_id, error=error), status=404)
 
 
+class _Lost(McpMode):
+    def answer(self, fault: ToolFault, request_id: Any, tool: str) -> McpAnswer:
+        return McpAnswer(through=True, drop=True)
+
+
 MCP_MODES: Mapping[ToolFaultMode, McpMode] = registry(
     [
         (ToolFaultMode.TIMEOUT, _Timeout()),
@@ -129,6 +137,8 @@ MCP_MODES: Mapping[ToolFaultMode, McpMode] = registry(
         (ToolFaultMode.EMPTY, _Result({"content": []})),
         (ToolFaultMode.TOOL_REMOVED, _Removed()),
         (ToolFaultMode.SESSION_EXPIRED, _Expired()),
+        (ToolFaultMode.TASK_STATE, _Removed()),
+        (ToolFaultMode.LOST_REPLY, _Lost()),
     ]
 )
 """Every tool fault mode's unit on an MCP tool."""

@@ -34,6 +34,9 @@ class ServedCall:
     mcp: str | None = None
     """The MCP server (its ``proxy.mcp`` name) the request goes to: its JSON-RPC traffic is
     read by :mod:`~flakestorm.chaos.proxy.mcp_calls`; a ``tools/call`` becomes a tool call."""
+    a2a: str | None = None
+    """The downstream A2A agent (its ``proxy.a2a`` name) the request goes to: read by
+    :mod:`~flakestorm.chaos.proxy.a2a_calls`; each of its calls is a call of that name."""
     scenario: str = ""
     cell: str = UNATTRIBUTED
     attribution: str = ""

@@ -33,10 +33,10 @@ TOKEN``, else 401)::
                                                  {"scenarios": [names]}; PUT /scenario (or
                                                  DELETE) lands them
     POST   /_flakestorm/reset                    clear interactions and fault counters
-    GET    /_flakestorm/routes                   {"tools", "match", "mcp": {NAME: URL},
+    GET    /_flakestorm/routes                   {"tools", "match", "mcp", "a2a": {NAME: URL},
                                                  "llm_upstream"}: the routes in use ("match":
                                                  the match URL of a {match, forward} route)
-    PUT    /_flakestorm/routes                   a run's routes, {"tools", "match", "mcp",
+    PUT    /_flakestorm/routes                   a run's routes, {"tools", "match", "mcp", "a2a",
                                                  "llm_upstream"} (its config's proxy section),
                                                  over the proxy's
                                                  defaults -> the routes in use and
@@ -282,6 +282,7 @@ def _routes_document(proxy: ChaosProxy) -> dict[str, Any]:
         "tools": dict(proxy.tools),
         "match": dict(proxy.matches),
         "mcp": dict(proxy.mcp),
+        "a2a": dict(proxy.a2a),
         "llm_upstream": proxy.llm_upstream,
     }
 
@@ -300,8 +301,8 @@ def _put_routes(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> Ht
             400, "invalid_routes", f"routes: expected a JSON object, got {_kind(doc)}"
         )
     tools, llm_upstream = doc.get("tools") or {}, doc.get("llm_upstream")
-    mcp, matches = doc.get("mcp") or {}, doc.get("match") or {}
-    for key, routes in (("tools", tools), ("mcp", mcp), ("match", matches)):
+    mcp, matches, a2a = doc.get("mcp") or {}, doc.get("match") or {}, doc.get("a2a") or {}
+    for key, routes in (("tools", tools), ("mcp", mcp), ("match", matches), ("a2a", a2a)):
         if not isinstance(routes, Mapping) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in routes.items()
         ):
@@ -311,7 +312,7 @@ def _put_routes(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> Ht
     if llm_upstream is not None and not isinstance(llm_upstream, str):
         return error_reply(400, "invalid_routes", "routes: llm_upstream: expected a string")
     try:
-        conflicts = proxy.route(tools, llm_upstream, mcp, matches)
+        conflicts = proxy.route(tools, llm_upstream, mcp, matches, a2a)
     except UsageError as exc:
         return error_reply(400, "invalid_routes", str(exc))
     return json_reply(
@@ -427,6 +428,7 @@ class ProxyControl:
         llm_upstream: str | None,
         mcp: Mapping[str, str] | None = None,
         matches: Mapping[str, str] | None = None,
+        a2a: Mapping[str, str] | None = None,
     ) -> list[str]:
         """Push a run's routes (its config's ``proxy.tools``, ``proxy.mcp`` and
         ``llm_upstream``) to the proxy, over the defaults it was started with; return a warning
@@ -436,6 +438,7 @@ class ProxyControl:
             "tools": dict(tools),
             "match": dict(matches or {}),
             "mcp": dict(mcp or {}),
+            "a2a": dict(a2a or {}),
             "llm_upstream": llm_upstream,
         }
         try:

@@ -27,10 +27,11 @@ from flakestorm.chaos.faults.labels import attack_label, llm_fault_label, tool_f
 from flakestorm.chaos.faults.tool_modes import TOOL_MODES
 from flakestorm.chaos.llm.modes import LLM_MODES
 from flakestorm.chaos.llm.usage import UsageMeter
+from flakestorm.chaos.proxy.a2a_calls import serve_a2a
 from flakestorm.chaos.proxy.call import ServedCall
 from flakestorm.chaos.proxy.framing import FramedHandler
 from flakestorm.chaos.proxy.mcp_calls import serve_mcp
-from flakestorm.chaos.proxy.reply import HttpResponse, from_llm, from_tool
+from flakestorm.chaos.proxy.reply import HttpResponse, from_llm, from_tool, lost
 from flakestorm.chaos.proxy.routes import attribute
 from flakestorm.chaos.proxy.upstreams.base import UpstreamRequest
 from flakestorm.config import LlmFault
@@ -47,6 +48,8 @@ def serve(handler: FramedHandler, call: ServedCall, body: bytes) -> HttpResponse
     book = attribute(call, handler.proxy, handler.headers)
     if call.mcp is not None:
         return serve_mcp(handler, call, body, book)
+    if call.a2a is not None:
+        return serve_a2a(handler, call, body, book)
     if book is None or call.target is Target.OTHER:
         return _upstream(handler, call, body)
     if call.target is Target.TOOL:
@@ -72,6 +75,8 @@ def _serve_tool(
             return from_tool(injected)
         if not handler.hold(unit.delay_ms(fault)):
             return HttpResponse(503, [], drop=True)
+        if unit.drops_reply:  # the tool acts on the call, then its reply is lost
+            return lost(_upstream(handler, call, body), call)
         # ``slow``: the real reply comes after the delay, and the attacks poison it as usual
     reply = _upstream(handler, call, body)
     if decision.attacks and 200 <= reply.status < 300 and reply.chunks is not None:

@@ -29,7 +29,7 @@ from flakestorm.chaos.faults.labels import attack_label, tool_fault_label
 from flakestorm.chaos.faults.recording import Live, Miss
 from flakestorm.chaos.proxy.call import ServedCall
 from flakestorm.chaos.proxy.framing import FramedHandler
-from flakestorm.chaos.proxy.reply import HttpResponse, UpstreamFailure
+from flakestorm.chaos.proxy.reply import HttpResponse, UpstreamFailure, lost
 from flakestorm.chaos.proxy.upstreams.base import UpstreamRequest
 from flakestorm.config import ToolFaultMode
 
@@ -71,6 +71,8 @@ def serve_mcp(
             return HttpResponse(answer.status, headers, message, delay_ms=answer.delay_ms)
         if not handler.hold(answer.delay_ms):
             return HttpResponse(503, [], drop=True)
+        if answer.drop:  # ``lost_reply``: the server acts on the call; its response is lost
+            return lost(_upstream(handler, call, body), call)
     if not decision.attacks:
         return _upstream(handler, call, body)
     reply = _whole(_upstream(handler, call, body))

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from flakestorm.chaos import llm
     from flakestorm.chaos.faults.tool_modes import InjectedResponse
+    from flakestorm.chaos.proxy.call import ServedCall
 
 
 class Pace(Protocol):
@@ -99,6 +100,19 @@ def from_llm(response: llm.LlmResponse) -> HttpResponse:
         drop=response.drop,
         stall_after_chunks=response.stall_after_chunks,
     )
+
+
+def lost(reply: HttpResponse, call: ServedCall) -> HttpResponse:
+    """``reply`` (the upstream's, read whole: it acted on the call) lost on its way: the
+    connection is dropped instead (``lost_reply``); the call keeps the upstream's status."""
+    if reply.chunks is not None:
+        close = getattr(reply.chunks, "close", None)
+        for _ in reply.chunks:  # the upstream finishes what it was doing
+            pass
+        if close is not None:
+            close()
+    call.upstream_status = reply.status
+    return HttpResponse(reply.status, [], drop=True)
 
 
 UPSTREAM_ERROR_HEADER = "X-Flakestorm-Upstream-Error"

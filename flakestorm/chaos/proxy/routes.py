@@ -6,6 +6,7 @@ Routes (the data routes never use the ``/_flakestorm/`` prefix)::
     /llm/anthropic/v1/...    -> llm_upstream + /v1/...   (default https://api.anthropic.com)
     /tools/NAME/REST?QUERY   -> tools[NAME] + /REST?QUERY (unknown NAME: 404 naming the tools)
     /mcp/NAME/REST?QUERY     -> mcp[NAME] + /REST?QUERY   (an MCP server, streamable HTTP)
+    /a2a/NAME/REST?QUERY     -> a2a[NAME] + /REST?QUERY   (a downstream A2A agent)
     GET http://host/path     forward-proxy mode (HTTP_PROXY): forwarded to that URL
 
 What is a call of what:
@@ -18,6 +19,9 @@ What is a call of what:
 - ``/mcp/NAME/...``, and in forward mode a URL under ``mcp[NAME]``: MCP traffic of server
   ``NAME``, whose JSON-RPC :mod:`~flakestorm.chaos.proxy.mcp_calls` reads (a ``tools/call`` is
   a call of tool ``NAME.TOOL``; everything else passes through untouched).
+- ``/a2a/NAME/...``: traffic of downstream A2A agent ``NAME``, which
+  :mod:`~flakestorm.chaos.proxy.a2a_calls` reads (each A2A call is a call of tool ``NAME``; its
+  card passes, its interface URLs pointed back through the proxy).
 - ``/mcp-relay/ID/call`` with an ``X-Flakestorm-Mcp: NAME`` header (:data:`MCP_HEADER`): MCP
   traffic of server ``NAME``, sent by the stdio relay ``ID`` and answered through it
   (:mod:`~flakestorm.chaos.proxy.relays`); in forward mode with that header, MCP traffic of
@@ -100,13 +104,15 @@ def route(
                 return _llm_call(proxy, provider, rel[len(prefix) :], query, method)
     if rel.startswith("/mcp/"):
         return _mcp_call(proxy, method, rel, query)
+    if rel.startswith("/a2a/"):
+        return _a2a_call(proxy, method, rel, query)
     if rel.startswith("/tools/"):
         return _tool_call(proxy, method, rel, query)
     return error_reply(
         404,
         "not_found",
         f"no route for {rel}: use /llm/openai/v1/..., /llm/anthropic/v1/..., "
-        "/tools/NAME/..., /mcp/NAME, or this proxy as HTTP_PROXY",
+        "/tools/NAME/..., /mcp/NAME, /a2a/NAME, or this proxy as HTTP_PROXY",
     )
 
 
@@ -130,6 +136,14 @@ def _mcp_call(proxy: ChaosProxy, method: str, rel: str, query: str) -> ServedCal
         )
     upstream = _with_query(_joined(proxy.mcp[name], rest), query)
     return ServedCall(Target.OTHER, method, upstream, rest, query, mcp=name)
+
+
+def _a2a_call(proxy: ChaosProxy, method: str, rel: str, query: str) -> ServedCall | HttpResponse:
+    name, rest = _named(rel, "/a2a/")
+    if name not in proxy.a2a:
+        return _unknown("unknown_a2a_agent", f"A2A agent {name!r}", proxy.a2a, "proxy.a2a", "--a2a")
+    upstream = _with_query(_joined(proxy.a2a[name], rest), query)
+    return ServedCall(Target.OTHER, method, upstream, rest, query, a2a=name)
 
 
 def _named(rel: str, prefix: str) -> tuple[str, str]:

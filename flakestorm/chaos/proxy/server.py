@@ -94,6 +94,7 @@ class ChaosProxy(Closing):
         *,
         mcp: Mapping[str, str] | None = None,
         matches: Mapping[str, str] | None = None,
+        a2a: Mapping[str, str] | None = None,
         record: str | Path | None = None,
         upstream_timeout_s: float = 120.0,
         connect_timeout_s: float = 10.0,
@@ -105,6 +106,9 @@ class ChaosProxy(Closing):
         }
         self.mcp = {name: check_url(url, f"proxy.mcp.{name}") for name, url in (mcp or {}).items()}
         """The MCP servers (streamable HTTP) by name: ``/mcp/NAME`` routes (SPEC §11)."""
+        self.a2a = {name: check_url(url, f"proxy.a2a.{name}") for name, url in (a2a or {}).items()}
+        """The downstream A2A agents by name: ``/a2a/NAME`` routes (SPEC §17)."""
+        self.default_a2a = dict(self.a2a)
         self.matches = _checked_matches(matches, self.tools)
         """The URL a request is a call of tool NAME under, for the routes ``{match,
         forward}`` whose ``match`` is not their upstream (``tools[NAME]``): such a call is sent
@@ -283,13 +287,15 @@ class ChaosProxy(Closing):
         llm_upstream: str | None,
         mcp: Mapping[str, str] | None = None,
         matches: Mapping[str, str] | None = None,
+        a2a: Mapping[str, str] | None = None,
     ) -> list[RouteConflict]:
-        """Take a run's routes (its config's ``proxy.tools``, ``proxy.mcp`` and
+        """Take a run's routes (its config's ``proxy.tools``, ``proxy.mcp``, ``proxy.a2a`` and
         ``llm_upstream``, pushed over the control API) over the proxy's defaults, replacing the
         previous run's; return where they override a default with another value. Raises
         :class:`UsageError` (nothing changed) for a route the proxy cannot use."""
         checked = {name: check_url(url, f"proxy.tools.{name}") for name, url in tools.items()}
         servers = {name: check_url(url, f"proxy.mcp.{name}") for name, url in (mcp or {}).items()}
+        agents = {name: check_url(url, f"proxy.a2a.{name}") for name, url in (a2a or {}).items()}
         setting = llm_upstream or self.default_llm_upstream
         source, build = local_upstream(setting)
         conflicts = [
@@ -313,6 +319,7 @@ class ChaosProxy(Closing):
                 name: match for name, match in self.default_matches.items() if name not in checked
             } | redirected
             self.mcp = self.default_mcp | servers
+            self.a2a = self.default_a2a | agents
             if setting != self.llm_upstream:
                 self.llm_upstream, self.llm_source = setting, source
                 self.upstream = self._replaying(build)

@@ -27,7 +27,7 @@ from flakestorm.chaos.faults.decisions import LLM_KEY, FaultBook, Target, call_r
 from flakestorm.chaos.faults.labels import attack_label, llm_fault_label
 from flakestorm.chaos.faults.modes import CALL_THROUGH
 from flakestorm.chaos.faults.recording import Miss, python_plan
-from flakestorm.chaos.faults.tool_modes import TOOL_MODES
+from flakestorm.chaos.faults.tool_modes import LOST_REPLY, TOOL_MODES
 from flakestorm.chaos.llm.modes import LLM_MODES
 from flakestorm.chaos.llm.usage import UsageMeter
 from flakestorm.chaos.llm.values import inject_arguments, takes_system, transform_reply
@@ -264,6 +264,9 @@ def tool_plan(call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Plan
 def tool_result(call: Call, result: Any) -> Any:
     result = _poisoned(call, result)
     call.response = value_text(result)
+    chosen = call.decision.tool_fault
+    if chosen is not None and TOOL_MODES[chosen[1].mode].drops_reply:  # ``lost_reply``
+        raise ConnectionResetError(LOST_REPLY)
     return result
 
 

@@ -1,0 +1,161 @@
+"""Serving one request to a downstream A2A agent (SPEC §17): the proxy routes ``/a2a/NAME/...``
+here (``ServedCall.a2a``), :mod:`flakestorm.chaos.a2a.protocol` reads and answers it.
+
+- its card (``/.well-known/agent-card.json``, 0.3's ``agent.json``) is relayed with every
+  interface URL under the agent's base pointed back through the proxy, so a client that
+  discovers the agent keeps calling it through flakestorm; it is not a call of ``NAME``;
+- a call (``SendMessage``, ``GetTask``...) is a call of tool ``NAME``, decided by the fault
+  book like any tool call (a fault's ``method`` scopes it to one method); its effect (the
+  method, task and message, not the ids that differ on every send) is its fingerprint;
+- ``task_state``: the call goes to the agent, which acts on it; its reply's task is given the
+  fault's state (artifacts gone, FAILED with a status message), and so is every later call
+  about that task in the scenario (``GetTask``...: WORKING forever). A reply holding no task
+  is left as it is and the fault logged as not applied. On a streaming call the state is not
+  applied (not yet: logged so);
+- ``lost_reply``: the agent acts on the call, then the connection is dropped;
+- ``error``: a JSON-RPC error (``-32603``, the fault's ``message``; HTTP+JSON: the fault's
+  ``error_code``); ``timeout``, ``slow``: as for any tool; the other modes answer as they do
+  for an HTTP tool;
+- anything else passes through untouched.
+"""
+
+from __future__ import annotations
+
+from flakestorm.chaos.a2a import protocol
+from flakestorm.chaos.a2a.protocol import A2aCall
+from flakestorm.chaos.delivery import call_facts
+from flakestorm.chaos.faults.decisions import FaultBook, Target
+from flakestorm.chaos.faults.labels import tool_fault_label
+from flakestorm.chaos.faults.tool_modes import TOOL_MODES, error_message
+from flakestorm.chaos.proxy.call import ServedCall
+from flakestorm.chaos.proxy.framing import FramedHandler
+from flakestorm.chaos.proxy.reply import HttpResponse, from_tool, lost
+from flakestorm.chaos.proxy.upstreams.base import UpstreamRequest
+from flakestorm.config import A2aTaskState, ToolFault, ToolFaultMode
+
+INTERNAL_ERROR = -32603
+_JSON = [("Content-Type", "application/json")]
+
+
+def serve_a2a(
+    handler: FramedHandler, call: ServedCall, body: bytes, book: FaultBook | None
+) -> HttpResponse:
+    """The reply to a request to A2A agent ``call.a2a``, with its faults applied."""
+    name = call.a2a
+    assert name is not None
+    if call.method == "GET" and call.rel_path.endswith(protocol.CARD_PATHS):
+        return _card(handler, call, body, name)
+    request = protocol.read_call(call.method, call.rel_path, body)
+    if request is None or book is None:
+        return _upstream(handler, call, body)
+    call.target, call.tool = Target.TOOL, name
+    # an act's effect, not its ids, says whether it was sent twice; a look has none
+    call.fingerprint = (
+        call_facts.fingerprint(call.method, name, request.effect()) if request.acts else ""
+    )
+    decision = book.tool_call(name, call.upstream_url, call.cell, method=request.method)
+    call.decided(decision)
+    remembered = book.a2a_tasks.get((name, request.task_id or ""))
+    if decision.tool_fault is None:
+        if remembered is not None:  # a later look at a task a fault gave its state
+            return _remembered(handler, call, body, request, remembered)
+        return _upstream(handler, call, body)
+    index, fault = decision.tool_fault
+    label = tool_fault_label(index, fault)
+    call.fired.append(label)
+    unit = TOOL_MODES[fault.mode]
+    if fault.mode is ToolFaultMode.ERROR:
+        answer = protocol.error_response(request, INTERNAL_ERROR, error_message(fault))
+        status = 200 if request.jsonrpc else fault.error_code
+        return HttpResponse(status, list(_JSON), answer)
+    if fault.mode is not ToolFaultMode.TASK_STATE:
+        injected = unit.response(fault)
+        if injected is not None:
+            return from_tool(injected)
+        if not handler.hold(unit.delay_ms(fault)):
+            return HttpResponse(503, [], drop=True)
+        reply = _upstream(handler, call, body)
+        return lost(reply, call) if unit.drops_reply else reply
+    return _task_state(handler, call, body, book, request, (label, fault))
+
+
+def _upstream(handler: FramedHandler, call: ServedCall, body: bytes) -> HttpResponse:
+    return handler.proxy.upstream.send(UpstreamRequest(call, handler.headers, body))
+
+
+def _whole(reply: HttpResponse) -> HttpResponse:
+    if reply.chunks is not None:
+        reply.body = b"".join(reply.chunks)
+        reply.chunks = None
+    return reply
+
+
+def _card(handler: FramedHandler, call: ServedCall, body: bytes, name: str) -> HttpResponse:
+    """The agent's card, its interfaces pointed back through the proxy."""
+    reply = _whole(_upstream(handler, call, body))
+    if not 200 <= reply.status < 300:
+        return reply
+    host = handler.headers.get("Host") or f"127.0.0.1:{handler.proxy.port}"
+    through = f"http://{host}/a2a/{name}"
+    upstream = handler.proxy.a2a[name]
+    card = protocol.rewritten_card(reply.body, upstream, through)
+    if card is not None:
+        reply.body = card
+    return reply
+
+
+def _task_state(
+    handler: FramedHandler,
+    call: ServedCall,
+    body: bytes,
+    book: FaultBook,
+    request: A2aCall,
+    fired: tuple[str, ToolFault],
+) -> HttpResponse:
+    label, fault = fired
+    assert fault.state is not None
+    if request.streams:
+        call.not_applied(label, "task_state on a streamed call is not applied yet")
+        return _upstream(handler, call, body)
+    reply = _whole(_upstream(handler, call, body))
+    if not 200 <= reply.status < 300:
+        call.not_applied(label, f"the agent answered HTTP {reply.status}: no task to give a state")
+        return reply
+    changed = protocol.with_state(request, reply.body, fault.state)
+    if changed is None:
+        call.not_applied(label, "the agent's reply holds no task to give a state")
+        return reply
+    reply.body, task_id = changed
+    book.a2a_tasks[(str(call.tool), task_id)] = (label, fault.state)
+    _seen(call, request, reply.body)
+    return reply
+
+
+def _remembered(
+    handler: FramedHandler,
+    call: ServedCall,
+    body: bytes,
+    request: A2aCall,
+    remembered: tuple[str, A2aTaskState],
+) -> HttpResponse:
+    """A later call about a task a ``task_state`` fault gave its state: the same state."""
+    label, state = remembered
+    assert request.task_id is not None
+    call.fired.append(label)
+    if request.streams:
+        call.not_applied(label, "task_state on a streamed call is not applied yet")
+        return _upstream(handler, call, body)
+    reply = _whole(_upstream(handler, call, body))
+    changed = protocol.with_state(request, reply.body, state) if reply.status < 300 else None
+    if changed is None:
+        answer = protocol.task_with_state(request, request.task_id, state)
+        return HttpResponse(200, list(_JSON), answer)
+    reply.body = changed[0]
+    return reply
+
+
+def _seen(call: ServedCall, request: A2aCall, body: bytes) -> None:
+    """What the call's reply said of its task, kept as the call's response."""
+    task_id, state = protocol.task_of(request, body)
+    if task_id is not None:
+        call.response = f"{request.method.value}: task {task_id} {state}"

@@ -1,0 +1,140 @@
+"""A downstream A2A agent for tests: a booking agent on 127.0.0.1, port 0, whose every
+``SendMessage`` creates a task (completed at once, its artifact ``booked: <text>``), and which
+counts the tasks it created per message text. It speaks A2A 1.0 over JSON-RPC (card at
+``/.well-known/agent-card.json``), or with ``version="0.3"`` the 0.3 shapes (``message/send``,
+lower-case states, card at ``/.well-known/agent.json`` with a top-level ``url``).
+
+::
+
+    with BookingAgent() as booking:
+        booking.url               # http://127.0.0.1:PORT
+        booking.created["Book a table (lost)"]   # tasks created for that text
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+
+class BookingAgent:
+    """The agent; a context manager."""
+
+    def __init__(self, version: str = "1.0") -> None:
+        self.version = version
+        self.created: Counter[str] = Counter()
+        self.tasks: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def __enter__(self) -> BookingAgent:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    # -- the agent
+
+    def card(self) -> dict[str, Any]:
+        if self.version == "0.3":
+            return {
+                "name": "booking",
+                "url": self.url,
+                "preferredTransport": "JSONRPC",
+                "protocolVersion": "0.3.0",
+                "version": "1",
+                "capabilities": {},
+                "skills": [],
+            }
+        interface = {"url": self.url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+        return {"name": "booking", "version": "1", "supportedInterfaces": [interface]}
+
+    def book(self, message: dict[str, Any]) -> dict[str, Any]:
+        text = "".join(str(p.get("text", "")) for p in message.get("parts") or ())
+        with self._lock:
+            self.created[text] += 1
+            task_id = f"task-{sum(self.created.values())}"
+            task = self._task(task_id, f"booked: {text}")
+            self.tasks[task_id] = task
+        return task
+
+    def _task(self, task_id: str, text: str) -> dict[str, Any]:
+        if self.version == "0.3":
+            part = {"kind": "text", "text": text}
+            return {
+                "kind": "task",
+                "id": task_id,
+                "contextId": "c1",
+                "status": {"state": "completed"},
+                "artifacts": [{"artifactId": "a1", "parts": [part]}],
+            }
+        return {
+            "id": task_id,
+            "contextId": "c1",
+            "status": {"state": "TASK_STATE_COMPLETED"},
+            "artifacts": [{"artifactId": "a1", "parts": [{"text": text}]}],
+        }
+
+    def answer(self, doc: dict[str, Any]) -> dict[str, Any]:
+        method, params = doc.get("method"), doc.get("params") or {}
+        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": doc.get("id")}
+        if method in ("SendMessage", "message/send"):
+            task = self.book(params.get("message") or {})
+            reply["result"] = {"task": task} if self.version == "1.0" else task
+        elif method in ("GetTask", "tasks/get"):
+            task = self.tasks.get(str(params.get("id")))
+            if task is None:
+                reply["error"] = {"code": -32001, "message": "Task not found"}
+            else:
+                reply["result"] = task
+        else:
+            reply["error"] = {"code": -32601, "message": f"Method not found: {method}"}
+        return reply
+
+
+def _handler(agent: BookingAgent) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def _send(self, value: Any, status: int = 200) -> None:
+            body = json.dumps(value).encode()
+            head = (
+                f"HTTP/1.1 {status} OK\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n"
+            ).encode()
+            self.wfile.write(head + body)
+
+        def do_GET(self) -> None:
+            card_path = (
+                "/.well-known/agent.json"
+                if agent.version == "0.3"
+                else ("/.well-known/agent-card.json")
+            )
+            if self.path == card_path:
+                self._send(agent.card())
+            else:
+                self._send({"error": "not found"}, 404)
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self._send(agent.answer(json.loads(body)))
+
+    return Handler

@@ -1,0 +1,78 @@
+"""The meaning of ``proxy.a2a`` and of the faults on a downstream A2A agent (SPEC §17), each
+problem located, with what is valid."""
+
+from __future__ import annotations
+
+from support.config_text import load, problems
+
+HEAD = """\
+agent:
+  endpoint: http://localhost:8000/chat
+golden_prompts: [hi]
+contract:
+  name: c
+  invariants:
+    - {id: answers, type: output_not_empty}
+  chaos_matrix:
+    - name: s
+      tool_faults:
+"""
+PROXY = "proxy:\n  a2a: {booking: http://booking:9000}\n"
+
+
+def test_faults_on_an_a2a_agent_and_a_count_of_its_calls_are_valid() -> None:
+    counted = "    - {id: once, type: no_duplicate_effects, target: booking}\n"
+    text = HEAD.replace("  chaos_matrix:", counted + "  chaos_matrix:")
+    text += "        - {tool: booking, mode: task_state, state: input-required}\n"
+    text += "        - {tool: booking, mode: lost_reply, method: message/send}\n" + PROXY
+    loaded = load(text)
+    assert loaded.config.proxy is not None
+    assert loaded.config.proxy.a2a == {"booking": "http://booking:9000"}
+    assert loaded.config.contract is not None
+    faults = loaded.config.contract.chaos_matrix[0].tool_faults
+    assert faults[0].state is not None and faults[0].state.value == "INPUT_REQUIRED"
+    assert faults[1].method is not None and faults[1].method.value == "SendMessage"
+
+
+def test_task_state_needs_its_state_and_an_a2a_agent() -> None:
+    text = HEAD + "        - {tool: quotes, mode: task_state}\n"
+    text += "proxy:\n  tools: {quotes: http://q}\n  a2a: {booking: http://b}\n"
+    assert problems(text) == [
+        "flakestorm.yaml:11:11: contract.chaos_matrix[0].tool_faults[0]: a 'task_state' tool "
+        "fault needs 'state'",
+        "flakestorm.yaml:11:32: contract.chaos_matrix[0].tool_faults[0].mode: mode 'task_state' "
+        "acts on a downstream A2A agent, and 'quotes' is not one of proxy.a2a (booking)",
+    ]
+
+
+def test_a_method_scope_needs_an_a2a_agent_and_a_known_method() -> None:
+    text = HEAD + "        - {tool: quotes, mode: error, method: SendMessage}\n"
+    text += "proxy:\n  tools: {quotes: http://q}\n"
+    assert problems(text) == [
+        "flakestorm.yaml:11:47: contract.chaos_matrix[0].tool_faults[0].method: 'method' acts "
+        "on a downstream A2A agent, and proxy.a2a names none (add proxy.a2a: {quotes: URL})",
+    ]
+    bad = HEAD + "        - {tool: booking, mode: error, method: Book}\n" + PROXY
+    assert problems(bad) == [
+        "flakestorm.yaml:11:48: contract.chaos_matrix[0].tool_faults[0].method: 'Book' is not "
+        "valid (expected one of: SendMessage, SendStreamingMessage, GetTask, CancelTask, "
+        "SubscribeToTask)"
+    ]
+
+
+def test_an_a2a_route_is_a_url_with_a_name_of_its_own_and_not_for_a_python_agent() -> None:
+    text = HEAD + "        - {tool: booking, mode: error}\n"
+    text += "proxy:\n  tools: {booking: http://q}\n  a2a: {booking: ftp://b}\n"
+    assert problems(text) == [
+        "flakestorm.yaml:14:9: proxy.a2a.booking: 'booking' also names a route of proxy.tools "
+        "or proxy.mcp: a fault's tool would not say which; give the A2A agent a name of its own",
+        "flakestorm.yaml:14:18: proxy.a2a.booking: 'ftp://b' is not an http(s) URL (the "
+        "downstream agent's base URL, where its card is at /.well-known/agent-card.json)",
+    ]
+    python = "agent:\n  type: python\n  endpoint: m:f\n  tools: [m:book]\n"
+    python += HEAD.split("\n", 2)[2] + "        - {tool: book, mode: error}\n" + PROXY
+    assert problems(python) == [
+        "flakestorm.yaml:15:8: proxy.a2a: proxy.a2a is for http agents, whose A2A client is "
+        "pointed at the proxy's /a2a/NAME route: a python agent's A2A calls are not routed "
+        "through flakestorm yet"
+    ]

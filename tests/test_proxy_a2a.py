@@ -1,0 +1,134 @@
+"""The chaos proxy in front of a downstream A2A agent (SPEC §17): its card pointed back through
+the proxy, each call a call of the agent's name with its effect as fingerprint, a JSON-RPC error
+in place of a call, a task whose state sticks at every later look, a lost reply after the agent
+acted; and ``lost_reply`` on an HTTP tool and a python tool."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+from support.a2a_booking import BookingAgent
+from support.framework_rig import tool_fault, wrapped
+from support.server import LoopbackServer, Response
+
+from flakestorm.chaos.faults.decisions import ActiveScenario
+from flakestorm.chaos.proxy.server import ChaosProxy
+from flakestorm.config import ToolFault
+
+
+@pytest.fixture
+def booking() -> Iterator[BookingAgent]:
+    with BookingAgent() as agent:
+        yield agent
+
+
+@pytest.fixture
+def proxy(booking: BookingAgent) -> Iterator[ChaosProxy]:
+    with ChaosProxy(a2a={"booking": booking.url}) as p:
+        yield p
+
+
+def fault(**fields: Any) -> ToolFault:
+    return ToolFault.model_validate({"tool": "booking", **fields})
+
+
+def send(proxy: ChaosProxy, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    doc = {"jsonrpc": "2.0", "id": "r1", "method": method, "params": params}
+    reply: dict[str, Any] = requests.post(f"{proxy.url}/a2a/booking/", json=doc, timeout=5).json()
+    return reply
+
+
+def booking_message(text: str = "Book a table") -> dict[str, Any]:
+    return {
+        "message": {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": text}]}
+    }
+
+
+def test_the_card_points_back_through_the_proxy_and_is_no_call(
+    proxy: ChaosProxy, booking: BookingAgent
+) -> None:
+    proxy.activate(ActiveScenario("s", 1, tool_faults=(fault(mode="error"),)))
+    card = requests.get(f"{proxy.url}/a2a/booking/.well-known/agent-card.json", timeout=5).json()
+    assert card["supportedInterfaces"][0]["url"] == f"{proxy.url}/a2a/booking"
+    [seen] = proxy.log.snapshot(wait_s=5)
+    assert seen.tool is None and seen.fired == ()  # a card is no call of the agent
+
+
+def test_an_error_is_a_json_rpc_error_and_the_agent_never_sees_the_call(
+    proxy: ChaosProxy, booking: BookingAgent
+) -> None:
+    proxy.activate(ActiveScenario("s", 1, tool_faults=(fault(mode="error", message="busy"),)))
+    reply = send(proxy, "SendMessage", booking_message())
+    assert reply == {"jsonrpc": "2.0", "id": "r1", "error": {"code": -32603, "message": "busy"}}
+    assert sum(booking.created.values()) == 0
+    [call] = proxy.log.snapshot(wait_s=5)
+    assert (call.tool, call.fired) == ("booking", ("tool_faults[0] error(503) on booking",))
+
+
+def test_a_fault_scoped_to_a_method_leaves_the_others_alone(
+    proxy: ChaosProxy, booking: BookingAgent
+) -> None:
+    scoped = fault(mode="error", method="tasks/get")  # a 0.3 name, read as GetTask
+    proxy.activate(ActiveScenario("s", 1, tool_faults=(scoped,)))
+    task = send(proxy, "SendMessage", booking_message())["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert "error" in send(proxy, "GetTask", {"id": task["id"]})
+
+
+def test_a_working_task_stays_working_at_every_later_look(
+    proxy: ChaosProxy, booking: BookingAgent
+) -> None:
+    stuck = fault(mode="task_state", state="working", method="SendMessage")  # case as in 0.3
+    proxy.activate(ActiveScenario("s", 1, tool_faults=(stuck,)))
+    task = send(proxy, "SendMessage", booking_message())["result"]["task"]
+    assert task["status"] == {"state": "TASK_STATE_WORKING"} and "artifacts" not in task
+    for _ in range(3):
+        again = send(proxy, "GetTask", {"id": task["id"]})["result"]
+        assert again["status"] == {"state": "TASK_STATE_WORKING"}
+    assert booking.created["Book a table"] == 1  # the agent did book: its state is hidden
+    calls = proxy.log.snapshot(wait_s=5)
+    assert [c.fired for c in calls] == [("tool_faults[0] task_state(WORKING) on booking",)] * 4
+    assert [bool(c.fingerprint) for c in calls] == [True, False, False, False]  # looks
+
+
+def test_a_lost_reply_comes_after_the_agent_acted(proxy: ChaosProxy, booking: BookingAgent) -> None:
+    proxy.activate(ActiveScenario("s", 1, tool_faults=(fault(mode="lost_reply"),)))
+    with pytest.raises(requests.ConnectionError):
+        send(proxy, "SendMessage", booking_message())
+    assert booking.created["Book a table"] == 1
+    [call] = proxy.log.snapshot(wait_s=5)
+    assert (call.status, call.upstream_status) == (None, 200)
+
+
+def test_a_lost_reply_on_an_http_tool_and_on_a_python_tool() -> None:
+    hits: list[str] = []
+
+    def charge(request: Any) -> Response:
+        hits.append(request.path)
+        return Response.json({"charged": 5})
+
+    with LoopbackServer(charge) as pay, ChaosProxy(tools={"pay": pay.url}) as proxy:
+        lost = ToolFault.model_validate({"tool": "pay", "mode": "lost_reply"})
+        proxy.activate(ActiveScenario("s", 1, tool_faults=(lost,)))
+        with pytest.raises(requests.ConnectionError):
+            requests.post(f"{proxy.url}/tools/pay/charge", json={"amount": 5}, timeout=5)
+    assert hits == ["/charge"]  # the payment went through; its reply never came
+    with wrapped(tools=[f"{__name__}:book_table"]) as rig:
+        rig.activate(tool_fault("lost_reply", tool="book_table"))
+        with pytest.raises(ConnectionResetError, match="flakestorm lost_reply"):
+            book_table("Paris")  # the wrapper, installed in this module
+        [call] = rig.interactions()
+    assert BOOKED == ["Paris"]  # the tool ran: only its reply was lost
+    assert call.fired == ("tool_faults[0] lost_reply on book_table",) and call.status is None
+
+
+BOOKED: list[str] = []
+
+
+def book_table(city: str) -> str:
+    BOOKED.append(city)
+    return f"booked in {city}"
