@@ -43,6 +43,7 @@ from flakestorm.reporters.mutation_view import (
 from flakestorm.reporters.public import NOTE as PUBLIC_NOTE
 from flakestorm.reporters.public import public
 from flakestorm.reporters.spend_view import COMMENT_SCENARIO_LINES, markdown_lines
+from flakestorm.reporters.stream_view import cell_stream
 from flakestorm.reporters.transcript import compact, transcript
 from flakestorm.reporters.view import (
     ACCEPTED_TITLE,
@@ -152,6 +153,8 @@ def _delta(score: float | None, previous: CommentState | None) -> str:
 def _failing_row(cell: CellResult, scenario: ScenarioInfo | None = None) -> str:
     notes = "".join(f"<br>{text(note, 160)}" for note in cell.notes[:2])
     notes += "".join(f"<br>{text(compact(c), 240)}" for c in transcript(cell, 1))
+    streamed = cell_stream(cell)
+    notes += f"<br>stream: {text(streamed, 240)}" if streamed else ""
     return (
         f"| {cell_mark(cell)} | {text(cell.id, 120)} | {text(cell.severity)} | "
         f"{text(cell.reason, 200)}{notes} | {faults_text(cell, scenario)} |"

@@ -9,16 +9,16 @@ they quote what it returns, none masks a text of its own), in two separate steps
 agent's output:
 
 1. **Cut at the leak.** A reply that failed a leak invariant (``leak_at`` of an invocation or a
-   mutation, see :data:`flakestorm.checks.invariants.LEAK_TYPES`) keeps only what comes before the
-   match, followed by
-   :data:`CUT_NOTE`; the reasons that quote the match (``matched `…` at N: `<match>```) keep the
-   pattern and the position, not the match.
+   mutation, see :data:`flakestorm.checks.invariants.LEAK_TYPES`) keeps only what comes before
+   the match, followed by :data:`CUT_NOTE`; the reasons that quote the match
+   (``matched `…` at N: `<match>```) keep the pattern and the position, not the match. Its
+   streamed reply's timeline keeps its events' times and kinds, not its content events' text
+   (:data:`WITHHELD_EVENT`).
 2. **Mask PII.** Every PII finding (:func:`flakestorm.checks.pii.find_pii`, every kind) in what is
-left
-   of a reply, an agent error message and the reasons of failed cells and invocations is
-   replaced by its masked form (``j***@e***.com``); so are failed mutations' replies and
-   reasons. Errored cells' reasons are flakestorm's own messages (wiring hints, reset
-   failures) and are kept.
+   left of a reply, each event of a streamed reply's timeline, an agent error message and the
+   reasons of failed cells and invocations is replaced by its masked form (``j***@e***.com``);
+   so are failed mutations' replies and reasons. Errored cells' reasons are flakestorm's own
+   messages (wiring hints, reset failures) and are kept.
 
 What was withheld (:attr:`PublicResult.masked`, :attr:`PublicResult.cut`, and so whether a
 report says it is public-safe) is counted over what these reports can quote: the failed and
@@ -52,6 +52,7 @@ from flakestorm.results.model import (
     Status,
 )
 from flakestorm.results.spool import Remade, Spooled
+from flakestorm.results.stream_timing import StreamTiming
 from flakestorm.results.tally import tally_of
 
 _T = TypeVar("_T", CellResult, MutationResult)
@@ -60,6 +61,8 @@ CUT_NOTE = (
     "[… cut where the reply shows what a leak invariant forbids: the rest is withheld from "
     "public reports; the full reply is in results.json and report.html]"
 )
+WITHHELD_EVENT = "[withheld: the reply leaked]"
+"""What a public report's timeline shows for a content event of a reply cut at a leak."""
 NOTE = (
     "Public-safe report: matched PII is masked and replies that failed a leak invariant are cut "
     "where the leak starts. The full text is in `results.json` and `report.html` (the run's "
@@ -200,5 +203,21 @@ class _Counter:
             reason=self.mask(reason),
             error_message=self.mask(prompt.error_message),
             console=self.mask(prompt.console),
+            stream=self.stream(prompt.stream, cut=prompt.leak_at is not None),
             leak_at=None,  # cut: nothing left to withhold
         )
+
+    def stream(self, stream: StreamTiming | None, cut: bool) -> StreamTiming | None:
+        """A reply's timeline with every event's excerpt masked; of a reply cut at a leak, the
+        content events' excerpts withheld (an excerpt is a chunk's first characters: where
+        each chunk starts in the reply is not known, nor so which came before the leak)."""
+        if stream is None or not stream.timeline:
+            return stream
+        events = tuple(
+            dataclasses.replace(
+                event,
+                text=WITHHELD_EVENT if cut and event.kind == "content" else self.mask(event.text),
+            )
+            for event in stream.timeline
+        )
+        return dataclasses.replace(stream, timeline=events)

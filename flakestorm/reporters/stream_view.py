@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from flakestorm.reporters.escape import document_excerpt, document_text, text
 from flakestorm.results.model import CellResult, Status
-from flakestorm.results.stream_timing import TIMELINE_EDGE, StreamTiming, duration_text
+from flakestorm.results.stream_timing import TIMELINE_EDGE, Ending, StreamTiming, duration_text
 
 __all__ = [
     "TimelineRow",
@@ -30,11 +30,12 @@ __all__ = [
 def _first(streams: Sequence[StreamTiming]) -> str:
     silent = [s for s in streams if s.first_content_ms is None]
     worst = silent[0] if silent else max(streams, key=lambda s: s.first_content_ms or 0.0)
-    byte = "no byte" if worst.first_byte_ms is None else duration_text(worst.first_byte_ms)
-    of = f", the latest of {len(streams)}" if len(streams) > 1 else ""
+    at = worst.first_byte_ms
+    byte = "no byte" if at is None else f"first byte {duration_text(at)}"
+    of = f"; the slowest of {len(streams)} streams" if len(streams) > 1 else ""
     if worst.first_content_ms is None:
-        return f"no content in {duration_text(worst.ended_ms)} (first byte {byte}{of})"
-    return f"first content {duration_text(worst.first_content_ms)} (first byte {byte}{of})"
+        return f"no content in {duration_text(worst.ended_ms)} ({byte}{of})"
+    return f"first content {duration_text(worst.first_content_ms)} ({byte}{of})"
 
 
 def _stall(streams: Sequence[StreamTiming]) -> str | None:
@@ -50,13 +51,14 @@ def _stall(streams: Sequence[StreamTiming]) -> str | None:
 
 def cell_stream(cell: CellResult) -> str | None:
     """A cell's streams on one line: ``first content 812 ms (first byte 3 ms) · longest stall
-    4.01 s after chunk 3 · ended with [DONE]: 2 of 3`` (each format labels it ``stream``);
-    None when none of its replies streamed."""
-    streams = [p.stream for p in cell.prompts if p.stream is not None]
+    4.01 s after chunk 3 · 2 of 3 ended with [DONE]`` (each format labels it ``stream``);
+    None when none of its replies streamed. A reply several invariants judged (a replayed
+    session's) is one stream, counted once."""
+    streams = list(dict.fromkeys(p.stream for p in cell.prompts if p.stream is not None))
     if not streams:
         return None
     ended = (
-        f"ended with {streams[0].terminal}: {sum(s.completed for s in streams)} of {len(streams)}"
+        f"{sum(s.completed for s in streams)} of {len(streams)} ended with {streams[0].terminal}"
     )
     parts = [_first(streams), _stall(streams), ended]
     return " · ".join(p for p in parts if p)
@@ -67,6 +69,16 @@ def failed_stream(cell: CellResult) -> StreamTiming | None:
     if cell.status is not Status.FAILED:
         return None
     return next((p.stream for p in cell.prompts if not p.passed and p.stream is not None), None)
+
+
+_ENDINGS = {
+    Ending.DONE: "ended with {terminal}",
+    Ending.CLOSED: "closed without {terminal}",
+    Ending.CUT: "cut mid-body, without {terminal}",
+    Ending.RAISED: "broke off (the generator raised)",
+    Ending.TIMEOUT: "timed out (agent.timeout), without {terminal}",
+}
+"""How a timeline's last row says the stream ended."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +106,7 @@ def timeline(stream: StreamTiming) -> list[TimelineRow]:
                 rows.append(TimelineRow("…", "", "", skipped, gap=True))
             number += stream.events_left_out
         rows.append(TimelineRow(str(number), duration_text(event.at_ms), event.kind, event.text))
-    how = f"ended: {stream.ending.value}" + ("" if stream.completed else f", no {stream.terminal}")
+    how = _ENDINGS[stream.ending].format(terminal=stream.terminal)
     rows.append(TimelineRow("", duration_text(stream.ended_ms), how, ""))
     return rows
 
