@@ -1,11 +1,13 @@
 """A results.json read as a stream (SPEC §9): the items one at a time into spools, the same
 result as the document read whole, whatever the chunks and the layout; a malformed item or a
-broken document refused, located."""
+broken document refused, located; a streamed reply's figures (SPEC §16) read back alike."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
+from typing import Any
 
 import pytest
 from golden.cases import chaos_only, failing, mutation
@@ -15,6 +17,7 @@ from flakestorm.results import stream as results_stream
 from flakestorm.results.model import ResultsError, RunResult, from_document, to_document
 from flakestorm.results.spool import Spooled
 from flakestorm.results.stream import NotJson, read_streamed
+from flakestorm.results.stream_timing import Ending, StreamEvent, StreamTiming
 
 RUNS = {"failing": failing, "chaos_only": chaos_only, "mutation": mutation}
 
@@ -123,6 +126,74 @@ def test_a_streamed_item_missing_a_field_or_with_a_foreign_one_is_refused_locate
         target[name[1:]] = "blue"
     else:
         del target[name]
+    with pytest.raises(ResultsError) as raised:
+        read_streamed(io.StringIO(json.dumps(document)))
+    assert f"results document is malformed: phases.contract.{message}" in str(raised.value)
+
+
+STREAM = StreamTiming(
+    terminal="[DONE]",
+    ending=Ending.CUT,
+    ended_ms=4020.5,
+    first_byte_ms=3.25,
+    first_content_ms=812.0,
+    content_events=20,
+    longest_gap_ms=4010.0,
+    gap_after=20,
+    timeline=(
+        StreamEvent(3.25, "other", "role"),
+        *(StreamEvent(800.0 + n, "content", f"w{n}") for n in range(2, 9)),
+        *(StreamEvent(800.0 + n, "content", f"w{n}") for n in range(14, 21)),
+        StreamEvent(4020.0, "comment", "keep-alive"),
+    ),
+    events_left_out=5,
+)
+
+
+def _with_stream() -> RunResult:
+    """The failing example, its second contract cell's first reply streamed."""
+    result = failing()
+    contract = result.phases["contract"]
+    cell = contract.cells[1]
+    prompts = (dataclasses.replace(cell.prompts[0], stream=STREAM), *cell.prompts[1:])
+    cells = list(contract.cells)
+    cells[1] = dataclasses.replace(cell, prompts=prompts)
+    contract = dataclasses.replace(contract, cells=tuple(cells))
+    return dataclasses.replace(result, phases={**result.phases, "contract": contract})
+
+
+def test_a_reply_s_stream_is_read_back_whole_or_streamed_its_timeline_included() -> None:
+    text = json_report.render(_with_stream())
+    written = json.loads(text)["phases"]["contract"]["cells"][1]["prompts"][0]["stream"]
+    assert written["ending"] == "cut" and written["events_left_out"] == 5
+    assert written["timeline"][0] == {"at_ms": 3.25, "kind": "other", "text": "role"}
+    assert len(written["timeline"]) == 16
+    for read in (from_document(json.loads(text)), read_streamed(io.StringIO(text))):
+        prompts = read.phases["contract"].cells[1].prompts
+        assert prompts[0].stream == STREAM
+        assert prompts[1].stream is None  # a reply that was not streamed: null
+    old = json.loads(text)
+    del old["phases"]["contract"]["cells"][1]["prompts"][0]["stream"]  # before streams
+    assert (
+        read_streamed(io.StringIO(json.dumps(old))).phases["contract"].cells[1].prompts[0].stream
+        is None
+    )
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ({"ending": "lost"}, "cells[1]: ValueError(\"'lost' is not a valid Ending\")"),
+        ({"gap_after": "3"}, "cells[1].prompts[0].stream.gap_after: '3' is not an int"),
+        (
+            {"timeline": [{"at_ms": "soon", "kind": "content"}]},
+            "cells[1].prompts[0].stream.timeline[0].at_ms: 'soon' is not a number",
+        ),
+    ],
+)
+def test_a_malformed_stream_is_refused_saying_where(edit: dict[str, Any], message: str) -> None:
+    document = to_document(_with_stream())
+    document["phases"]["contract"]["cells"][1]["prompts"][0]["stream"].update(edit)
     with pytest.raises(ResultsError) as raised:
         read_streamed(io.StringIO(json.dumps(document)))
     assert f"results document is malformed: phases.contract.{message}" in str(raised.value)
