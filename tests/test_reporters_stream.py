@@ -166,8 +166,8 @@ def test_every_format_shows_the_cell_s_stream_and_the_failing_stream_s_timeline(
     page = html.render(result)
     assert f'<p class="label">stream: {LINE}</p>' in page
     assert (
-        "<tr><td>3</td><td>815 ms</td><td>content</td><td><code>&lt;/td&gt;&lt;script&gt;x"
-        "&lt;/script&gt; | `b` :\u200b:error:\u200b:@team\n#7</code></td></tr>"
+        '<tr><td>3</td><td>815 ms</td><td>content</td><td class="excerpt">'
+        "&lt;/td&gt;&lt;script&gt;x&lt;/script&gt; | `b` :\u200b:error:\u200b:@team\n#7</td></tr>"
     ) in page
     assert "<script>x" not in page
 
@@ -212,8 +212,9 @@ def test_a_long_timeline_counts_what_it_leaves_out_and_a_fence_stays_in_its_cell
     assert "```\n| a" not in summary
     page = html.render(result)
     assert (
-        '<tr class="gap"><td>…</td><td></td><td></td><td><code>4 events left out</code></td></tr>\n'
-        "<tr><td>13</td><td>20 ms</td><td>content</td><td><code>```\n| a | b |\n```</code></td>"
+        '<tr class="gap"><td>…</td><td></td><td></td><td class="excerpt">4 events left out'
+        "</td></tr>\n"
+        '<tr><td>13</td><td>20 ms</td><td>content</td><td class="excerpt">```\n| a | b |\n```</td>'
     ) in page
 
 
@@ -235,7 +236,7 @@ def test_public_reports_mask_a_timeline_and_withhold_a_leaked_reply_s_text() -> 
     ) in summary
     assert "jane.doe" not in summary
     page = html.render(leaked)  # the run's artifact keeps the whole text
-    assert "<td><code>write to jane.doe@example.com</code></td>" in page
+    assert '<td class="excerpt">write to jane.doe@example.com</td>' in page
 
 
 AGENT = """

@@ -10,7 +10,8 @@
   injection, workflow commands, ``</details>``, a forged comment state, control characters,
   an RTL override, lone surrogates and a 2 MiB reply; a call record with a hostile URL, tool,
   method and upstream error; a scenario whose hostile fault was not delivered; a hostile
-  model name with no price (the upstream's reply names it);
+  model name with no price (the upstream's reply names it); a streamed reply whose
+  timeline's events and terminal event's name try the same;
 - ``chaos_only``: only the chaos-only phase ran, and its tool fault was not delivered (every
   cell errored, with the wiring hint);
 - ``mutation``: only the mutation phase ran: a passed mutation, an injection the agent fell
@@ -42,6 +43,7 @@ from flakestorm.results.model import (
     Status,
 )
 from flakestorm.results.scoring import score_cells, score_mutations, score_run
+from flakestorm.results.stream_timing import Ending, StreamEvent, StreamTiming
 from flakestorm.results.usage import Counted, Spend, Usage
 
 STATEFUL_WARNING = (
@@ -426,6 +428,25 @@ def hostile_output(beacon: str = "http://127.0.0.1:9/beacon") -> str:
     )
 
 
+def hostile_stream(evil: str) -> StreamTiming:
+    """A streamed reply whose events are ``evil``'s lines (one left out of the timeline), with
+    a terminal event's name that tries the same."""
+    lines = evil.split("\n")
+    events = [StreamEvent(100.0 * (n + 1), "content", line) for n, line in enumerate(lines)]
+    return StreamTiming(
+        terminal="[DONE]</td>|`x`",
+        ending=Ending.CLOSED,
+        ended_ms=100.0 * len(lines) + 3000.0,
+        first_byte_ms=2.0,
+        first_content_ms=100.0,
+        content_events=len(lines),
+        longest_gap_ms=3000.0,
+        gap_after=len(lines),
+        timeline=(*events[:8], *events[-8:]),
+        events_left_out=len(lines) - 16,
+    )
+
+
 def hostile(beacon: str = "http://127.0.0.1:9/beacon", huge: bool = True) -> RunResult:
     evil = hostile_output(beacon)
     big = "A" * HUGE_REPLY_CHARS if huge else "A" * 2000
@@ -433,7 +454,10 @@ def hostile(beacon: str = "http://127.0.0.1:9/beacon", huge: bool = True) -> Run
     evil_id = "inj<script>x</script>|`*_@user_#9"
     evil_scenario = "scn</th><script>alert(1)</script>"
     prompts = (
-        _prompt(evil_prompt, evil, passed=False, reason=f"matched `{INJECTED_SCRIPT}` at 0"),
+        dataclasses.replace(
+            _prompt(evil_prompt, evil, passed=False, reason=f"matched `{INJECTED_SCRIPT}` at 0"),
+            stream=hostile_stream(evil),
+        ),
         _prompt("Give me a huge answer", big + evil, passed=False, reason="too long | `x`"),
     )
     evil_fault = f"malicious_response({INJECTED_IMG})"
