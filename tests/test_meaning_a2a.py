@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from support.config_text import load, problems
 
+from flakestorm.authoring.preview import summary
+
 HEAD = """\
 agent:
   endpoint: http://localhost:8000/chat
@@ -76,3 +78,16 @@ def test_an_a2a_route_is_a_url_with_a_name_of_its_own_and_not_for_a_python_agent
         "pointed at the proxy's /a2a/NAME route: a python agent's A2A calls are not routed "
         "through flakestorm yet"
     ]
+
+
+def test_validate_lists_each_a2a_agent_and_what_each_fault_acts_on() -> None:
+    text = (
+        HEAD + "        - {tool: booking, mode: task_state, state: failed, method: SendMessage}\n"
+    )
+    text += "    - name: t\n      tool_faults: [{tool: booking, mode: lost_reply, calls: '1'}]\n"
+    text += PROXY
+    lines = dict(summary(load(text).config))
+    assert lines["a2a"] == (
+        "booking at /a2a/booking -> http://booking:9000; s: task_state(FAILED) on its "
+        "SendMessage calls; t: lost_reply on every call (calls 1)"
+    )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from flakestorm.chaos.faults.tool_modes import TOOL_MODES
 from flakestorm.config import AgentType, Config, JudgeExample, MutationGenerator, PhaseName
 from flakestorm.engine.run_plan import (
     ONE_AT_A_TIME,
@@ -64,6 +65,7 @@ def summary(
         target = f"python {agent.endpoint}"
     plan = plan or plan_run(config, base_dir)
     lines = [("agent", target), ("channel", plan.channel.describe())]
+    lines += _a2a_lines(config)
     lines += _contract_lines(config, plan)
     lines += _mutation_lines(config, base_dir, plan)
     lines += _replay_lines(config, plan)
@@ -178,6 +180,25 @@ def _contract_lines(config: Config, plan: RunPlan) -> list[tuple[str, str]]:
     if contract.flight is not None:
         lines.append(("scenarios", f"{contract.flight.runs} (validate --json says why)"))
     lines += _conduct_lines(config)
+    return lines
+
+
+def _a2a_lines(config: Config) -> list[tuple[str, str]]:
+    """Each downstream A2A agent (SPEC §17), and what each fault on it acts on."""
+    agents = config.proxy.a2a if config.proxy is not None else {}
+    scenarios = config.contract.chaos_matrix if config.contract is not None else []
+    lines = []
+    for name, url in agents.items():
+        acts = [
+            f"{scenario.name}: {fault.mode.value}{TOOL_MODES[fault.mode].detail(fault)} on "
+            f"{'its ' + fault.method.value + ' calls' if fault.method else 'every call'}"
+            f"{f' (calls {fault.calls})' if fault.calls else ''}"
+            for scenario in scenarios
+            for fault in scenario.tool_faults
+            if fault.tool == name
+        ]
+        faults = "; ".join(acts) if acts else "no fault acts on it"
+        lines.append(("a2a", f"{name} at /a2a/{name} -> {without_userinfo(url)}; {faults}"))
     return lines
 
 
