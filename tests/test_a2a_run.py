@@ -102,6 +102,17 @@ def test_a_caller_of_a_faulted_downstream_a2a_agent_is_judged(tmp_path: Path, st
         "working": ["tool_faults[0] task_state(WORKING) on booking"],
         "lost": ["tool_faults[0] lost_reply on booking"],
     }
+    # each call says what it asked the booking agent and what it was told
+    details = {name: [c["detail"] for c in cells[("once", name)]["calls"]] for name in SCENARIOS}
+    assert details["calm"] == ["SendMessage -> TASK_STATE_COMPLETED"]
+    assert details["failed"] == ["SendMessage -> TASK_STATE_FAILED"]
+    working = ["SendMessage -> TASK_STATE_WORKING"]
+    working += ["GetTask -> TASK_STATE_WORKING"] * (10 if style == "naive" else 2)
+    assert details["working"] == working
+    lost = ["SendMessage -> no reply"]
+    assert details["lost"] == lost + (
+        ["SendMessage -> TASK_STATE_COMPLETED"] if style == "naive" else []
+    )
     if style == "naive":
         assert cells[("once", "lost")]["reason"] == (
             "prompt 1/1: POST booking sent 2 times with the same path and body, without an "

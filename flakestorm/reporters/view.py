@@ -390,8 +390,10 @@ def no_calls(cell: CellResult, scenario: ScenarioInfo | None) -> bool:
 
 
 def call_target(call: CallRecord) -> str:
-    """``tool orders_api``, ``llm``: what a call was to (untrusted: escape it)."""
-    return call.target if call.tool is None else f"{call.target} {call.tool}"
+    """``tool orders_api``, ``llm``, ``tool booking (SendMessage -> TASK_STATE_FAILED)``: what a
+    call was to, and what an A2A call asked and was told (untrusted: escape it)."""
+    target = call.target if call.tool is None else f"{call.target} {call.tool}"
+    return f"{target} ({call.detail})" if call.detail else target
 
 
 def call_status(call: CallRecord) -> str:

@@ -65,6 +65,9 @@ class CallRecord:
     """A digest of the method, path and whole body sent: equal for calls that sent the same."""
     usage: Usage | None = None
     """What an LLM call billed; None for tool calls and faulted attempts (never billed)."""
+    detail: str = ""
+    """What the call was beyond its URL: a downstream A2A agent's method and what its reply
+    said (``SendMessage -> TASK_STATE_FAILED``); "" for other calls."""
 
 
 @dataclass(frozen=True)

@@ -161,6 +161,14 @@ def task_of(call: A2aCall, body: bytes) -> tuple[str | None, str | None]:
     return (str(task["id"]) if "id" in task else None), (str(state) if state else None)
 
 
+def error_of(call: A2aCall, body: bytes) -> int | None:
+    """The error code of an error reply (JSON-RPC, or HTTP+JSON's ``{"error": ...}``)."""
+    doc = _json(body)
+    error = doc.get("error") if isinstance(doc, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, int) and not isinstance(code, bool) else None
+
+
 def state_name(state: A2aTaskState, version: str) -> str:
     """``FAILED`` as the protocol writes it: ``TASK_STATE_FAILED`` (1.0), ``failed`` (0.3)."""
     if version == V03:

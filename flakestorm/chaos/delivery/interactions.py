@@ -133,6 +133,9 @@ class Interaction:
     usage: Usage | None = None
     """What an LLM call billed (SPEC §15); None for a tool call, a faulted call (an attempt
     is never billed) and a call that is no generation."""
+    detail: str = ""
+    """What the call was beyond its URL, for reports: a downstream A2A agent's method and what
+    its reply said (``SendMessage -> TASK_STATE_FAILED``); "" for other calls."""
 
     def to_document(self) -> dict[str, Any]:
         doc = asdict(self)

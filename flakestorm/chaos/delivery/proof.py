@@ -145,6 +145,7 @@ def call_record(interaction: Interaction) -> CallRecord:
         idempotency_key=interaction.idempotency_key,
         fingerprint=interaction.fingerprint,
         usage=interaction.usage,
+        detail=interaction.detail,
     )
 
 

@@ -48,6 +48,17 @@ def serve_a2a(
     request = protocol.read_call(call.method, call.rel_path, body)
     if request is None or book is None:
         return _upstream(handler, call, body)
+    reply = _served(handler, call, body, book, request)
+    call.detail = _detail(request, reply)
+    return reply
+
+
+def _served(
+    handler: FramedHandler, call: ServedCall, body: bytes, book: FaultBook, request: A2aCall
+) -> HttpResponse:
+    """The reply to a call of the agent, with its fault applied."""
+    name = call.a2a
+    assert name is not None
     call.target, call.tool = Target.TOOL, name
     # an act's effect, not its ids, says whether it was sent twice; a look has none
     call.fingerprint = (
@@ -127,7 +138,6 @@ def _task_state(
         return reply
     reply.body, task_id = changed
     book.a2a_tasks[(str(call.tool), task_id)] = (label, fault.state)
-    _seen(call, request, reply.body)
     return reply
 
 
@@ -154,8 +164,14 @@ def _remembered(
     return reply
 
 
-def _seen(call: ServedCall, request: A2aCall, body: bytes) -> None:
-    """What the call's reply said of its task, kept as the call's response."""
-    task_id, state = protocol.task_of(request, body)
-    if task_id is not None:
-        call.response = f"{request.method.value}: task {task_id} {state}"
+def _detail(request: A2aCall, reply: HttpResponse) -> str:
+    """What the call asked and was told, for reports: ``SendMessage -> TASK_STATE_FAILED``."""
+    if reply.drop:
+        told = "no reply"
+    elif reply.chunks is not None:
+        told = "a stream"
+    else:
+        _, state = protocol.task_of(request, reply.body)
+        error = protocol.error_of(request, reply.body)
+        told = state or (f"error {error}" if error is not None else f"HTTP {reply.status}")
+    return f"{request.method.value} -> {told}"

@@ -62,6 +62,8 @@ class ServedCall:
     fingerprint: str = ""
     usage: Usage | None = None
     """What the reply billed (an LLM generation that reached its upstream)."""
+    detail: str = ""
+    """What the call was beyond its URL (an A2A call's method and its reply's state)."""
     _log: InteractionLog | None = None
     _seq: int = 0
     _started: float = 0.0
@@ -116,6 +118,7 @@ class ServedCall:
                 idempotency_key=self.idempotency_key,
                 fingerprint=self.fingerprint,
                 usage=self.usage,
+                detail=self.detail,
             )
         )
 
