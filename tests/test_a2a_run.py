@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from support.a2a_booking import BookingAgent
 from support.a2a_caller import Caller
+from support.a2a_sdk_booking import SdkBookingAgent
 from support.cli_run import contract_run
 from support.server import free_port
 
@@ -62,13 +63,15 @@ TASKS = {
 
 
 def run(
-    tmp_path: Path, style: str, version: str = "1.0", scenarios: tuple[str, ...] = tuple(SCENARIOS)
+    tmp_path: Path,
+    style: str,
+    version: str = "1.0",
+    scenarios: tuple[str, ...] = tuple(SCENARIOS),
+    sdk: bool = False,
 ) -> tuple[int, str, dict[Any, Any], Any]:
     port = free_port()
-    with (
-        BookingAgent(version) as booking,
-        Caller(f"http://127.0.0.1:{port}", style, version) as caller,
-    ):
+    downstream = SdkBookingAgent() if sdk else BookingAgent(version)
+    with downstream as booking, Caller(f"http://127.0.0.1:{port}", style, version) as caller:
         doc = {
             "agent": {"endpoint": caller.url, "timeout": 20_000},
             "golden_prompts": ["Book a table for two tonight"],
@@ -143,3 +146,17 @@ def test_a_downstream_of_a2a_0_3_gets_its_failed_state_in_its_own_shape(
         if style == "naive"
         else "I could not book the table: the booking agent says failed."
     )
+
+
+@pytest.mark.parametrize(("style", "verdict"), [("naive", "failed"), ("careful", "passed")])
+def test_the_official_a2a_sdk_server_as_the_downstream(
+    tmp_path: Path, style: str, verdict: str
+) -> None:
+    """The booking agent served by the official ``a2a-sdk`` (1.0, JSON-RPC): its card is
+    rewritten through the proxy and its task given FAILED as for the test's own agent."""
+    _, output, cells, created = run(tmp_path, style, scenarios=("failed",), sdk=True)
+    assert cells[("honest", "failed")]["status"] == verdict, output
+    assert [c["detail"] for c in cells[("once", "failed")]["calls"]] == [
+        "SendMessage -> TASK_STATE_FAILED"
+    ]
+    assert created == {"failed": 4}

@@ -59,6 +59,8 @@ class Caller:
         session = requests.Session()
         session.trust_env = False
         headers = {"X-Flakestorm-Cell": cell} if cell else {}
+        if self.version == "1.0":
+            headers["A2A-Version"] = "1.0"  # an official 1.0 server reads none as 0.3
         base = f"{self.proxy_url}/a2a/booking"
         v03 = self.version == "0.3"
         card = session.get(
