@@ -132,3 +132,23 @@ BOOKED: list[str] = []
 def book_table(city: str) -> str:
     BOOKED.append(city)
     return f"booked in {city}"
+
+
+def test_in_forward_mode_the_agent_s_own_url_is_its_route(
+    proxy: ChaosProxy, booking: BookingAgent
+) -> None:
+    failed = fault(mode="task_state", state="FAILED")
+    proxy.activate(ActiveScenario("s", 1, tool_faults=(failed,)))
+    through = {"http": proxy.url}
+    card = requests.get(
+        f"{booking.url}/.well-known/agent-card.json", proxies=through, timeout=5
+    ).json()
+    assert card["supportedInterfaces"][0]["url"] == booking.url  # as it is: already through us
+    doc = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": booking_message()}
+    reply = requests.post(booking.url, json=doc, proxies=through, timeout=5).json()
+    assert reply["result"]["task"]["status"]["state"] == "TASK_STATE_FAILED"
+    calls = proxy.log.snapshot(wait_s=5)
+    assert [(c.tool, c.fired) for c in calls] == [
+        (None, ()),
+        ("booking", ("tool_faults[0] task_state(FAILED) on booking",)),
+    ]

@@ -2,8 +2,10 @@
 here (``ServedCall.a2a``), :mod:`flakestorm.chaos.a2a.protocol` reads and answers it.
 
 - its card (``/.well-known/agent-card.json``, 0.3's ``agent.json``) is relayed with every
-  interface URL under the agent's base pointed back through the proxy, so a client that
-  discovers the agent keeps calling it through flakestorm; it is not a call of ``NAME``;
+  interface URL under the agent's base pointed back through the proxy's ``/a2a/NAME``, so a
+  client that discovers the agent keeps calling it through flakestorm (in forward mode, where
+  the client reaches the agent's own URL through the proxy, as it is); it is not a call of
+  ``NAME``;
 - a call (``SendMessage``, ``GetTask``...) is a call of tool ``NAME``, decided by the fault
   book like any tool call (a fault's ``method`` scopes it to one method); its effect (the
   method, task and message, not the ids that differ on every send) is its fingerprint;
@@ -104,8 +106,8 @@ def _whole(reply: HttpResponse) -> HttpResponse:
 def _card(handler: FramedHandler, call: ServedCall, body: bytes, name: str) -> HttpResponse:
     """The agent's card, its interfaces pointed back through the proxy."""
     reply = _whole(_upstream(handler, call, body))
-    if not 200 <= reply.status < 300:
-        return reply
+    if not 200 <= reply.status < 300 or handler.path.startswith(("http://", "https://")):
+        return reply  # in forward mode the client reaches the agent at its URL, through us
     host = handler.headers.get("Host") or f"127.0.0.1:{handler.proxy.port}"
     through = f"http://{host}/a2a/{name}"
     upstream = handler.proxy.a2a[name]

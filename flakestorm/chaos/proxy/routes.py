@@ -19,7 +19,8 @@ What is a call of what:
 - ``/mcp/NAME/...``, and in forward mode a URL under ``mcp[NAME]``: MCP traffic of server
   ``NAME``, whose JSON-RPC :mod:`~flakestorm.chaos.proxy.mcp_calls` reads (a ``tools/call`` is
   a call of tool ``NAME.TOOL``; everything else passes through untouched).
-- ``/a2a/NAME/...``: traffic of downstream A2A agent ``NAME``, which
+- ``/a2a/NAME/...``, and in forward mode a URL under ``a2a[NAME]``: traffic of downstream A2A
+  agent ``NAME``, which
   :mod:`~flakestorm.chaos.proxy.a2a_calls` reads (each A2A call is a call of tool ``NAME``; its
   card passes, its interface URLs pointed back through the proxy).
 - ``/mcp-relay/ID/call`` with an ``X-Flakestorm-Mcp: NAME`` header (:data:`MCP_HEADER`): MCP
@@ -188,6 +189,10 @@ def _route_forward(proxy: ChaosProxy, method: str, url: str) -> ServedCall:
     for server, root in proxy.mcp.items():
         if is_under(url, root):
             return ServedCall(Target.OTHER, method, url, parts.path, parts.query, mcp=server)
+    for agent, root in proxy.a2a.items():
+        if is_under(url, root):
+            rel = url[len(root.rstrip("/")) :].split("?", 1)[0]
+            return ServedCall(Target.OTHER, method, url, rel, parts.query, a2a=agent)
     tool = tool_for_url(proxy, url)
     if tool is not None:
         base = proxy.matches.get(tool) or proxy.tools.get(tool)
