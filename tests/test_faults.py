@@ -115,6 +115,7 @@ def test_every_mode_is_covered_above() -> None:
         "session_expired",
         "task_state",
         "lost_reply",
+        "stream_cut",
     }
 
 

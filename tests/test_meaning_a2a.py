@@ -91,3 +91,14 @@ def test_validate_lists_each_a2a_agent_and_what_each_fault_acts_on() -> None:
         "booking at /a2a/booking -> http://booking:9000; s: task_state(FAILED) on its "
         "SendMessage calls; t: lost_reply on every call (calls 1)"
     )
+
+
+def test_stream_cut_needs_its_events_and_an_a2a_agent() -> None:
+    text = HEAD + "        - {tool: quotes, mode: stream_cut}\n"
+    text += "proxy:\n  tools: {quotes: http://q}\n  a2a: {booking: http://b}\n"
+    assert problems(text) == [
+        "flakestorm.yaml:11:11: contract.chaos_matrix[0].tool_faults[0]: a 'stream_cut' tool "
+        "fault needs 'after_events'",
+        "flakestorm.yaml:11:32: contract.chaos_matrix[0].tool_faults[0].mode: mode 'stream_cut' "
+        "acts on a downstream A2A agent, and 'quotes' is not one of proxy.a2a (booking)",
+    ]

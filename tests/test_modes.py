@@ -53,6 +53,7 @@ def test_field_names_are_every_units_fields() -> None:
         "payload",
         "as",
         "state",
+        "after_events",
     }
     assert field_names(LLM_MODES.values()) == {
         "delay_ms",

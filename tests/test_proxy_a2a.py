@@ -5,6 +5,7 @@ acted; and ``lost_reply`` on an HTTP tool and a python tool."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -152,3 +153,58 @@ def test_in_forward_mode_the_agent_s_own_url_is_its_route(
         (None, ()),
         ("booking", ("tool_faults[0] task_state(FAILED) on booking",)),
     ]
+
+
+def streamed(proxy: ChaosProxy, events: int | None = None) -> list[dict[str, Any]]:
+    """A ``SendStreamingMessage`` through the proxy: the events' results, as the caller reads
+    them (the first ``events`` of them, then it hangs up)."""
+    doc = {"jsonrpc": "2.0", "id": "s1", "method": "SendStreamingMessage"}
+    doc["params"] = booking_message()
+    got: list[dict[str, Any]] = []
+    with requests.post(f"{proxy.url}/a2a/booking/", json=doc, stream=True, timeout=10) as reply:
+        for line in reply.iter_lines():
+            if line.startswith(b"data: "):
+                got.append(json.loads(line[6:])["result"])
+                if events is not None and len(got) == events:
+                    break
+    return got
+
+
+def test_a_stream_cut_after_one_event_never_reaches_its_terminal_state(
+    proxy: ChaosProxy, booking: BookingAgent
+) -> None:
+    calm = streamed(proxy)
+    assert [next(iter(e)) for e in calm] == ["task", "artifactUpdate", "statusUpdate"]
+    cut = fault(mode="stream_cut", after_events=1)
+    proxy.activate(ActiveScenario("s", 1, tool_faults=(cut,)))
+    assert streamed(proxy) == [calm[0] | {"task": {**calm[0]["task"], "id": "task-2"}}]
+    long = fault(mode="stream_cut", after_events=10)
+    proxy.activate(ActiveScenario("t", 1, tool_faults=(long,)))
+    assert len(streamed(proxy)) == 3
+    calls = proxy.log.snapshot(wait_s=5)
+    assert calls[-2].fired == ("tool_faults[0] stream_cut(after 1 events) on booking",)
+    assert calls[-1].fired == () and calls[-1].unapplied == (
+        (
+            "tool_faults[0] stream_cut(after 10 events) on booking",
+            "the stream ended after 3 events, before the cut after 10",
+        ),
+    )
+
+
+def test_a_streamed_task_failed_or_working_forever(
+    proxy: ChaosProxy, booking: BookingAgent
+) -> None:
+    failed = fault(mode="task_state", state="FAILED")
+    proxy.activate(ActiveScenario("s", 1, tool_faults=(failed,)))
+    events = streamed(proxy)
+    assert [next(iter(e)) for e in events] == ["task", "statusUpdate"]  # the artifact is gone
+    assert events[0]["task"]["status"]["state"] == "TASK_STATE_FAILED"
+    assert events[1]["statusUpdate"]["status"]["state"] == "TASK_STATE_FAILED"
+    working = fault(mode="task_state", state="WORKING")
+    proxy.activate(ActiveScenario("t", 1, tool_faults=(working,)))
+    events = streamed(proxy, events=2)  # the stream stays open: the caller gives up
+    assert [e[next(iter(e))]["status"]["state"] for e in events] == ["TASK_STATE_WORKING"] * 2
+    task = events[0]["task"]["id"]
+    assert send(proxy, "GetTask", {"id": task})["result"]["status"] == {
+        "state": "TASK_STATE_WORKING"
+    }

@@ -124,6 +124,8 @@ ENUM_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "task_state": "A2A: the downstream agent acts on the call, then its task is given "
         "`state` (artifacts gone; FAILED with a status message), in this reply and every later "
         "call about the task in the scenario (WORKING: forever).",
+        "stream_cut": "A2A: a streamed call's (`SendStreamingMessage`, `SubscribeToTask`) "
+        "first `after_events` events, then the stream ends, before a terminal state.",
         "lost_reply": "The call reaches the tool (or A2A agent, or MCP server), which acts on "
         "it; then the connection is dropped before the reply (python: `ConnectionResetError` "
         "once the tool has run).",

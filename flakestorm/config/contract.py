@@ -201,6 +201,8 @@ class ToolFault(FaultTrigger):
     """``task_state``: the state the downstream A2A agent's task is given."""
     method: A2aMethod | None = None
     """On a downstream A2A agent: the one method whose calls the fault acts on (None: all)."""
+    after_events: Annotated[int, Field(ge=0)] | None = None
+    """``stream_cut``: the events of an A2A stream relayed before it is closed."""
 
     @model_validator(mode="before")
     @classmethod

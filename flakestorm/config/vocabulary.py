@@ -241,6 +241,7 @@ class ToolFaultMode(str, enum.Enum):
     SESSION_EXPIRED = "session_expired"
     TASK_STATE = "task_state"
     LOST_REPLY = "lost_reply"
+    STREAM_CUT = "stream_cut"
 
     @property
     def mcp_only(self) -> bool:
@@ -250,7 +251,7 @@ class ToolFaultMode(str, enum.Enum):
     @property
     def a2a_only(self) -> bool:
         """Whether the mode means something only on a downstream A2A agent (SPEC §17)."""
-        return self is ToolFaultMode.TASK_STATE
+        return self in (ToolFaultMode.TASK_STATE, ToolFaultMode.STREAM_CUT)
 
 
 class A2aTaskState(str, enum.Enum):

@@ -46,7 +46,7 @@ def check_a2a(scope: Scope) -> None:
             if fault is None or fault.tool in agents:
                 continue
             what = (
-                ("mode", "mode 'task_state'")
+                ("mode", f"mode {fault.mode.value!r}")
                 if fault.mode.a2a_only
                 else ("method", "'method'")
                 if fault.method is not None

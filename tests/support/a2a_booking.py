@@ -89,6 +89,29 @@ class BookingAgent:
             "artifacts": [{"artifactId": "a1", "parts": [{"text": text}]}],
         }
 
+    def events(self, doc: dict[str, Any]) -> list[dict[str, Any]]:
+        """A streamed booking (``SendStreamingMessage``): the task working, its artifact, and
+        its completion, each event a JSON-RPC response."""
+        task = self.book((doc.get("params") or {}).get("message") or {})
+        artifact = task.pop("artifacts")[0]
+        ids = {"taskId": task["id"], "contextId": task["contextId"]}
+        if self.version == "0.3":
+            task["status"] = {"state": "working"}
+            results = [
+                task,
+                {"kind": "artifact-update", **ids, "artifact": artifact},
+                {"kind": "status-update", **ids, "status": {"state": "completed"}, "final": True},
+            ]
+        else:
+            task["status"] = {"state": "TASK_STATE_WORKING"}
+            done = {"state": "TASK_STATE_COMPLETED"}
+            results = [
+                {"task": task},
+                {"artifactUpdate": {**ids, "artifact": artifact}},
+                {"statusUpdate": {**ids, "status": done}},
+            ]
+        return [{"jsonrpc": "2.0", "id": doc.get("id"), "result": r} for r in results]
+
     def answer(self, doc: dict[str, Any]) -> dict[str, Any]:
         method, params = doc.get("method"), doc.get("params") or {}
         reply: dict[str, Any] = {"jsonrpc": "2.0", "id": doc.get("id")}
@@ -135,6 +158,15 @@ def _handler(agent: BookingAgent) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            self._send(agent.answer(json.loads(body)))
+            doc = json.loads(body)
+            if doc.get("method") in ("SendStreamingMessage", "message/stream"):
+                frames = b"".join(
+                    b"data: " + json.dumps(e).encode() + b"\n\n" for e in agent.events(doc)
+                )
+                head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                self.wfile.write(head + b"Connection: close\r\n\r\n" + frames)
+                self.close_connection = True
+                return
+            self._send(agent.answer(doc))
 
     return Handler

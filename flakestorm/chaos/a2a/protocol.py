@@ -176,6 +176,15 @@ def state_name(state: A2aTaskState, version: str) -> str:
     return f"TASK_STATE_{state.value}"
 
 
+def status_of(state: A2aTaskState, version: str) -> dict[str, Any]:
+    """A task status in ``state`` as ``version`` writes it (FAILED with a status message)."""
+    status: dict[str, Any] = {"state": state_name(state, version)}
+    message = _status_message(state, version)
+    if message is not None:
+        status["message"] = message
+    return status
+
+
 def _status_message(state: A2aTaskState, version: str) -> dict[str, Any] | None:
     if state is not A2aTaskState.FAILED:
         return None
@@ -194,11 +203,7 @@ def with_state(call: A2aCall, body: bytes, state: A2aTaskState) -> tuple[bytes, 
     task = _task_in(result)
     if doc is None or task is None or "id" not in task:
         return None
-    status: dict[str, Any] = {"state": state_name(state, call.version)}
-    message = _status_message(state, call.version)
-    if message is not None:
-        status["message"] = message
-    task["status"] = status
+    task["status"] = status_of(state, call.version)
     task.pop("artifacts", None)
     return json.dumps(doc).encode(), str(task["id"])
 
@@ -206,11 +211,7 @@ def with_state(call: A2aCall, body: bytes, state: A2aTaskState) -> tuple[bytes, 
 def task_with_state(call: A2aCall, task_id: str, state: A2aTaskState) -> bytes:
     """A reply to a task call (``GetTask``...) holding task ``task_id`` in ``state``, when the
     agent's own reply could not be rewritten (it no longer knows the task, say)."""
-    status: dict[str, Any] = {"state": state_name(state, call.version)}
-    message = _status_message(state, call.version)
-    if message is not None:
-        status["message"] = message
-    task: dict[str, Any] = {"id": task_id, "status": status}
+    task: dict[str, Any] = {"id": task_id, "status": status_of(state, call.version)}
     if call.version == V03:
         task["kind"] = "task"
     doc: Any = {"jsonrpc": "2.0", "id": call.rpc_id, "result": task} if call.jsonrpc else task

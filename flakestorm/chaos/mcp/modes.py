@@ -139,6 +139,7 @@ MCP_MODES: Mapping[ToolFaultMode, McpMode] = registry(
         (ToolFaultMode.SESSION_EXPIRED, _Expired()),
         (ToolFaultMode.TASK_STATE, _Removed()),
         (ToolFaultMode.LOST_REPLY, _Lost()),
+        (ToolFaultMode.STREAM_CUT, _Removed()),
     ]
 )
 """Every tool fault mode's unit on an MCP tool."""

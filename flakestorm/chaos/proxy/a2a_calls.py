@@ -11,9 +11,12 @@ here (``ServedCall.a2a``), :mod:`flakestorm.chaos.a2a.protocol` reads and answer
   method, task and message, not the ids that differ on every send) is its fingerprint;
 - ``task_state``: the call goes to the agent, which acts on it; its reply's task is given the
   fault's state (artifacts gone, FAILED with a status message), and so is every later call
-  about that task in the scenario (``GetTask``...: WORKING forever). A reply holding no task
-  is left as it is and the fault logged as not applied. On a streaming call the state is not
-  applied (not yet: logged so);
+  about that task in the scenario (``GetTask``...: WORKING forever). On a stream every task
+  and status update gets the state and artifact updates are dropped
+  (:mod:`flakestorm.chaos.a2a.streams`); WORKING then holds the stream open, with no terminal
+  state. A reply holding no task is left as it is and the fault logged as not applied;
+- ``stream_cut``: a stream's first ``after_events`` events, then its end (before a terminal
+  state); a call that is not streamed, or a stream that ends first, is not applied;
 - ``lost_reply``: the agent acts on the call, then the connection is dropped;
 - ``error``: a JSON-RPC error (``-32603``, the fault's ``message``; HTTP+JSON: the fault's
   ``error_code``); ``timeout``, ``slow``: as for any tool; the other modes answer as they do
@@ -23,11 +26,15 @@ here (``ServedCall.a2a``), :mod:`flakestorm.chaos.a2a.protocol` reads and answer
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 from flakestorm.chaos.a2a import protocol
 from flakestorm.chaos.a2a.protocol import A2aCall
+from flakestorm.chaos.a2a.streams import StreamEdit
 from flakestorm.chaos.delivery import call_facts
 from flakestorm.chaos.faults.decisions import FaultBook, Target
 from flakestorm.chaos.faults.labels import tool_fault_label
+from flakestorm.chaos.faults.modes import DEFAULT_TIMEOUT_MS
 from flakestorm.chaos.faults.tool_modes import TOOL_MODES, error_message
 from flakestorm.chaos.proxy.call import ServedCall
 from flakestorm.chaos.proxy.framing import FramedHandler
@@ -81,6 +88,8 @@ def _served(
         answer = protocol.error_response(request, INTERNAL_ERROR, error_message(fault))
         status = 200 if request.jsonrpc else fault.error_code
         return HttpResponse(status, list(_JSON), answer)
+    if fault.mode is ToolFaultMode.STREAM_CUT:
+        return _stream_cut(handler, call, body, request, (label, fault))
     if fault.mode is not ToolFaultMode.TASK_STATE:
         injected = unit.response(fault)
         if injected is not None:
@@ -128,8 +137,7 @@ def _task_state(
     label, fault = fired
     assert fault.state is not None
     if request.streams:
-        call.not_applied(label, "task_state on a streamed call is not applied yet")
-        return _upstream(handler, call, body)
+        return _stream_state(handler, call, body, book, request, (label, fault.state))
     reply = _whole(_upstream(handler, call, body))
     if not 200 <= reply.status < 300:
         call.not_applied(label, f"the agent answered HTTP {reply.status}: no task to give a state")
@@ -155,8 +163,7 @@ def _remembered(
     assert request.task_id is not None
     call.fired.append(label)
     if request.streams:
-        call.not_applied(label, "task_state on a streamed call is not applied yet")
-        return _upstream(handler, call, body)
+        return _stream_state(handler, call, body, None, request, (label, state))
     reply = _whole(_upstream(handler, call, body))
     changed = protocol.with_state(request, reply.body, state) if reply.status < 300 else None
     if changed is None:
@@ -164,6 +171,99 @@ def _remembered(
         return HttpResponse(200, list(_JSON), answer)
     reply.body = changed[0]
     return reply
+
+
+def _stream_cut(
+    handler: FramedHandler,
+    call: ServedCall,
+    body: bytes,
+    request: A2aCall,
+    fired: tuple[str, ToolFault],
+) -> HttpResponse:
+    """``stream_cut``: the stream's first ``after_events`` events, then its end."""
+    label, fault = fired
+    if not request.streams:
+        reason = "stream_cut acts on a streamed call (SendStreamingMessage, SubscribeToTask)"
+        call.not_applied(label, reason)
+        return _upstream(handler, call, body)
+    edit = StreamEdit(request, after_events=fault.after_events or 0)
+
+    def ended() -> None:
+        if not edit.cut:
+            call.not_applied(
+                label,
+                f"the stream ended after {edit.events} events, before the cut after "
+                f"{fault.after_events}",
+            )
+
+    return _edited(call, _upstream(handler, call, body), label, edit, ended)
+
+
+def _stream_state(
+    handler: FramedHandler,
+    call: ServedCall,
+    body: bytes,
+    book: FaultBook | None,
+    request: A2aCall,
+    fired: tuple[str, A2aTaskState],
+) -> HttpResponse:
+    """``task_state`` on a stream: every task and status update in the state, artifacts gone;
+    WORKING holds the stream open, never ending it with a terminal state."""
+    label, state = fired
+    edit = StreamEdit(request, state=state)
+
+    def ended() -> None:
+        if edit.task_id is None:
+            call.not_applied(label, "the agent's stream held no task to give a state")
+        elif book is not None:
+            book.a2a_tasks[(str(call.tool), edit.task_id)] = (label, state)
+
+    reply = _edited(call, _upstream(handler, call, body), label, edit, ended)
+    if state is A2aTaskState.WORKING and reply.chunks is not None:
+        reply.pace = _Held()
+    return reply
+
+
+class _Held:
+    """A stream held open with nothing sent once its events are relayed (a task WORKING
+    forever), then dropped after the default timeout."""
+
+    hold_ms = DEFAULT_TIMEOUT_MS
+
+    def wait_ms(self, frame: bytes) -> int:
+        return 0
+
+
+def _edited(
+    call: ServedCall,
+    reply: HttpResponse,
+    label: str,
+    edit: StreamEdit,
+    ended: Callable[[], None],
+) -> HttpResponse:
+    """``reply`` (the agent's stream) through ``edit``; ``ended()`` once it is over."""
+    if reply.chunks is None:
+        if 200 <= reply.status < 300:
+            call.not_applied(label, "the agent's reply to a streamed call was not a stream")
+        else:
+            call.not_applied(label, f"the agent answered HTTP {reply.status}: no stream")
+        return reply
+    chunks = reply.chunks
+
+    def edited() -> Iterator[bytes]:
+        try:
+            for chunk in chunks:
+                yield from edit.feed(chunk)
+                if edit.cut:
+                    return
+            yield from edit.end()
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
+            ended()
+
+    return HttpResponse(reply.status, reply.headers, chunks=edited())
 
 
 def _detail(request: A2aCall, reply: HttpResponse) -> str:
