@@ -62,7 +62,7 @@ def test_a_method_scope_needs_an_a2a_agent_and_a_known_method() -> None:
     ]
 
 
-def test_an_a2a_route_is_a_url_with_a_name_of_its_own_and_not_for_a_python_agent() -> None:
+def test_an_a2a_route_is_a_url_with_a_name_of_its_own_for_any_agent() -> None:
     text = HEAD + "        - {tool: booking, mode: error}\n"
     text += "proxy:\n  tools: {booking: http://q}\n  a2a: {booking: ftp://b}\n"
     assert problems(text) == [
@@ -71,13 +71,9 @@ def test_an_a2a_route_is_a_url_with_a_name_of_its_own_and_not_for_a_python_agent
         "flakestorm.yaml:14:18: proxy.a2a.booking: 'ftp://b' is not an http(s) URL (the "
         "downstream agent's base URL, where its card is at /.well-known/agent-card.json)",
     ]
-    python = "agent:\n  type: python\n  endpoint: m:f\n  tools: [m:book]\n"
-    python += HEAD.split("\n", 2)[2] + "        - {tool: book, mode: error}\n" + PROXY
-    assert problems(python) == [
-        "flakestorm.yaml:15:8: proxy.a2a: proxy.a2a is for http agents, whose A2A client is "
-        "pointed at the proxy's /a2a/NAME route: a python agent's A2A calls are not routed "
-        "through flakestorm yet"
-    ]
+    python = "agent:\n  type: python\n  endpoint: m:f\n"
+    python += HEAD.split("\n", 2)[2] + "        - {tool: booking, mode: error}\n" + PROXY
+    load(python)  # a python agent's HTTP clients are routed to the agent's route
 
 
 def test_validate_lists_each_a2a_agent_and_what_each_fault_acts_on() -> None:

@@ -1,20 +1,18 @@
 """Meaning checks of downstream A2A agents (SPEC §17): the ``proxy.a2a`` routes, and the
 faults that act on them — ``task_state`` and a ``method`` scope only on an agent of
 ``proxy.a2a``. An A2A agent's calls reach flakestorm through the proxy's ``/a2a/NAME`` route,
-which an http agent's client is pointed at; a python agent's clients are not routed to it
-(yet), so a python agent with ``proxy.a2a`` is refused rather than run without its calls."""
+which an http agent's client is pointed at and a python agent's HTTP clients are routed to."""
 
 from __future__ import annotations
 
-from flakestorm.config import AgentType
 from flakestorm.meaning.agent import URL
 from flakestorm.meaning.scope import Scope, listing
 from flakestorm.meaning.sections import path_segment_problem
 
 
 def check_a2a(scope: Scope) -> None:
-    """Reads ``agent`` and ``proxy``."""
-    proxy, agent = scope.parts.proxy, scope.parts.agent
+    """Reads ``proxy``."""
+    proxy = scope.parts.proxy
     agents = dict(proxy.a2a) if proxy is not None else {}
     taken = (set(proxy.tools) | set(proxy.mcp)) if proxy is not None else set()
     for name, url in agents.items():
@@ -34,12 +32,6 @@ def check_a2a(scope: Scope) -> None:
                 "would not say which; give the A2A agent a name of its own",
                 key=True,
             )
-    if agents and agent is not None and agent.type is AgentType.PYTHON:
-        scope.error(
-            ("proxy", "a2a"),
-            "proxy.a2a is for http agents, whose A2A client is pointed at the proxy's "
-            "/a2a/NAME route: a python agent's A2A calls are not routed through flakestorm yet",
-        )
     for faults in scope.parts.fault_sets:
         for item in faults.tool_faults:
             fault = item.model

@@ -51,7 +51,13 @@ class ChannelKind(enum.Enum):
             return "the chaos proxy flakestorm starts (in process)"
         if self is ChannelKind.WRAPPERS:
             return "wrappers around the python agent's callables"
-        routed = ", ".join([*choice.routes, *(f"MCP server {n}" for n in choice.mcp)])
+        routed = ", ".join(
+            [
+                *choice.routes,
+                *(f"MCP server {n}" for n in choice.mcp),
+                *(f"A2A agent {n}" for n in choice.a2a),
+            ]
+        )
         return (
             "wrappers around the python agent's callables, and a proxy flakestorm runs in "
             f"process for the HTTP calls of {routed}"
@@ -67,6 +73,8 @@ class ChannelChoice:
     """A python agent's tools whose HTTP calls are routed through the in-process proxy."""
     mcp: dict[str, str] = field(default_factory=dict)
     """A python agent's streamable-HTTP MCP servers routed through the in-process proxy."""
+    a2a: dict[str, str] = field(default_factory=dict)
+    """A python agent's downstream A2A agents routed through the in-process proxy."""
 
     @property
     def exact_attribution(self) -> bool:
@@ -96,13 +104,21 @@ def python_mcp(config: Config) -> dict[str, str]:
     return dict(config.proxy.mcp_routes)
 
 
+def python_a2a(config: Config) -> dict[str, str]:
+    """The downstream A2A agents (``proxy.a2a``) whose calls a python agent's clients are
+    routed through the in-process proxy for; none for an http agent."""
+    if config.agent.type is not AgentType.PYTHON or config.proxy is None:
+        return {}
+    return dict(config.proxy.a2a)
+
+
 def choose(config: Config, chaos: bool, record: bool = False) -> ChannelChoice:
     """The channel of a run of ``config``; ``chaos``: some fault of the run travels with the
     agent's calls; ``record``: the run records a cassette (``--record``). Raises
     :class:`UsageError` for a combination no channel serves."""
     agent = config.agent
     proxy = config.proxy or Proxy()
-    routes, mcp = python_routes(config), python_mcp(config)
+    routes, mcp, a2a = python_routes(config), python_mcp(config), python_a2a(config)
     if record and ((agent.type is not AgentType.HTTP and not routes) or proxy.url):
         raise UsageError(
             "--record needs the in-process proxy: an http agent, or a python agent with "
@@ -117,14 +133,14 @@ def choose(config: Config, chaos: bool, record: bool = False) -> ChannelChoice:
         return ChannelChoice(ChannelKind.PROXY)
     if not (chaos or (routes and record)):
         return ChannelChoice(ChannelKind.NONE)
-    if routes or mcp:
+    if routes or mcp or a2a:
         if proxy.url:
             raise UsageError(
                 f"proxy.url ({proxy.url}) is for http agents: a python agent's HTTP tool "
                 "calls (proxy.tools) go through a proxy flakestorm runs in process; remove "
                 "proxy.url"
             )
-        return ChannelChoice(ChannelKind.WRAPPERS_AND_PROXY, routes=routes, mcp=mcp)
+        return ChannelChoice(ChannelKind.WRAPPERS_AND_PROXY, routes=routes, mcp=mcp, a2a=a2a)
     return ChannelChoice(ChannelKind.WRAPPERS)
 
 
@@ -137,7 +153,7 @@ def undeliverable(agent: AgentConfig, proxy: Proxy | None, faults: Faults) -> li
     if agent.type is not AgentType.PYTHON:
         return []
     attacks = {a.type for a in faults.context_attacks}
-    routed = proxy is not None and bool(proxy.tools or proxy.mcp_routes)
+    routed = proxy is not None and bool(proxy.tools or proxy.mcp_routes or proxy.a2a)
     sides = (
         (
             faults.llm_faults,
@@ -285,7 +301,7 @@ def _wrappers(
         Wrapping(agent, base_dir, InteractionLog(), locate, routed=routes if at_http else ())
     )
     routes = {k: v for k, v in routes.items() if at_http or not wrapping.wraps(k)}
-    if choice.kind is ChannelKind.WRAPPERS or not (routes or choice.mcp):
+    if choice.kind is ChannelKind.WRAPPERS or not (routes or choice.mcp or choice.a2a):
         return WrapperChannel(wrapping)
     from flakestorm.chaos.routing import Router, Routing
 
@@ -293,8 +309,9 @@ def _wrappers(
     upstreams = proxy_config.tool_upstreams
     tools = {name: upstreams[name] for name in routes}
     proxy = _started(config, base_dir, stack, tools, choice.mcp, record, wrapping.log)
-    routing = stack.enter_context(Routing(Router(proxy.url, routes, proxy.mcp)))
+    routing = stack.enter_context(Routing(Router(proxy.url, routes, proxy.mcp, proxy.a2a)))
     routed = [*routes, *(f"MCP server {name}" for name in proxy.mcp)]
+    routed += [f"A2A agent {name}" for name in proxy.a2a]
     notice(
         f"chaos proxy (in-process) listening on {proxy.url}: the HTTP calls of "
         f"{', '.join(routed)} through {', '.join(routing.libraries)} are routed through it"

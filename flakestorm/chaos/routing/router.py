@@ -2,7 +2,8 @@
 
 A request whose URL is under ``proxy.tools.NAME`` (``http://a/x`` is not under ``http://a/xy``)
 is sent to ``<proxy>/tools/NAME`` plus the rest of its path and its query (under
-``proxy.mcp.NAME``, an MCP server's, to ``<proxy>/mcp/NAME``), with the headers
+``proxy.mcp.NAME``, an MCP server's, to ``<proxy>/mcp/NAME``; under ``proxy.a2a.NAME``, a
+downstream A2A agent's, to ``<proxy>/a2a/NAME``), with the headers
 that attribute it (SPEC §4.2): ``X-Flakestorm-Cell`` and ``X-Flakestorm-Scenario`` of the
 invocation in progress (:data:`~flakestorm.agents.python.current_call`). A request made outside
 an invocation (a thread the agent started without its context) carries none, and the proxy
@@ -42,19 +43,26 @@ class Router:
     tools: Mapping[str, str]
     servers: Mapping[str, str] = field(default_factory=dict)
     """MCP servers (``proxy.mcp``, streamable HTTP): name -> URL, routed to ``/mcp/NAME``."""
+    agents: Mapping[str, str] = field(default_factory=dict)
+    """Downstream A2A agents (``proxy.a2a``): name -> URL, routed to ``/a2a/NAME``."""
 
     def route(self, url: str) -> Routed | None:
-        """Where the request for ``url`` goes instead; None when it is no tool's nor an MCP
-        server's (or this thread serves the proxy)."""
+        """Where the request for ``url`` goes instead; None when it is no tool's, MCP
+        server's or A2A agent's (or this thread serves the proxy). A request to an A2A agent's
+        route on the proxy itself (where the card it got through the proxy points) keeps its
+        URL and gets the attribution headers."""
         if serving.get():
             return None
-        for kind, routes in (("tools", self.tools), ("mcp", self.servers)):
+        proxy = self.proxy_url.rstrip("/")
+        for name in self.agents:
+            if is_under(url, f"{proxy}/a2a/{quote(name, safe='')}"):
+                return Routed(url, name, attribution())
+        for kind, routes in (("tools", self.tools), ("mcp", self.servers), ("a2a", self.agents)):
             for name, base in routes.items():
                 if is_under(url, base):
                     rest = url[len(base.rstrip("/")) :]
                     if rest and rest[0] not in "/?":
                         rest = "/" + rest
-                    proxy = self.proxy_url.rstrip("/")
                     proxied = f"{proxy}/{kind}/{quote(name, safe='')}{rest}"
                     return Routed(proxied, name, attribution())
         return None
