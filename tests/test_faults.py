@@ -116,6 +116,7 @@ def test_every_mode_is_covered_above() -> None:
         "task_state",
         "lost_reply",
         "stream_cut",
+        "card",
     }
 
 

@@ -98,3 +98,12 @@ def test_stream_cut_needs_its_events_and_an_a2a_agent() -> None:
         "flakestorm.yaml:11:32: contract.chaos_matrix[0].tool_faults[0].mode: mode 'stream_cut' "
         "acts on a downstream A2A agent, and 'quotes' is not one of proxy.a2a (booking)",
     ]
+
+
+def test_a_card_fault_needs_what_the_card_becomes() -> None:
+    text = HEAD + "        - {tool: booking, mode: card}\n" + PROXY
+    assert problems(text) == [
+        "flakestorm.yaml:11:11: contract.chaos_matrix[0].tool_faults[0]: a 'card' tool fault "
+        "needs 'card'"
+    ]
+    load(HEAD + "        - {tool: booking, mode: card, card: v0_3}\n" + PROXY)

@@ -54,6 +54,7 @@ def test_field_names_are_every_units_fields() -> None:
         "as",
         "state",
         "after_events",
+        "card",
     }
     assert field_names(LLM_MODES.values()) == {
         "delay_ms",

@@ -208,3 +208,21 @@ def test_a_streamed_task_failed_or_working_forever(
     assert send(proxy, "GetTask", {"id": task})["result"]["status"] == {
         "state": "TASK_STATE_WORKING"
     }
+
+
+def test_a_card_fault_takes_the_card_away_or_gives_it_the_0_3_shape(
+    proxy: ChaosProxy, booking: BookingAgent
+) -> None:
+    url = f"{proxy.url}/a2a/booking/.well-known/agent-card.json"
+    proxy.activate(ActiveScenario("s", 1, tool_faults=(fault(mode="card", card="missing"),)))
+    assert requests.get(url, timeout=5).status_code == 404
+    proxy.activate(ActiveScenario("t", 1, tool_faults=(fault(mode="card", card="v0_3"),)))
+    card = requests.get(url, timeout=5).json()
+    assert "supportedInterfaces" not in card
+    assert (card["url"], card["protocolVersion"]) == (f"{proxy.url}/a2a/booking", "0.3.0")
+    calls = proxy.log.snapshot(wait_s=5)
+    assert [(c.fired, c.detail) for c in calls] == [
+        (("tool_faults[0] card(missing) on booking",), "card -> missing"),
+        (("tool_faults[0] card(v0_3) on booking",), "card -> 0.3 shape"),
+    ]
+    assert sum(booking.created.values()) == 0

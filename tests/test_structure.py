@@ -40,7 +40,7 @@ def test_problems_name_the_document_node_and_what_is_valid() -> None:
             ("tool_faults", 0, "mode"),
             "'eror' is not valid (expected one of: timeout, error, malformed, slow, "
             "malicious_response, empty, tool_removed, session_expired, task_state, lost_reply, "
-            "stream_cut; did you mean 'error'?)",
+            "stream_cut, card; did you mean 'error'?)",
         ),
         FieldProblem(("tool_faults", 1), "expected a mapping, got an integer"),
         FieldProblem(

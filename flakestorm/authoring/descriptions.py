@@ -352,6 +352,7 @@ FIELD_DESCRIPTIONS: dict[str, str] = {
     "acts on (a 0.3 name is read as its 1.0 method). Unset: every call of the agent.",
     "tool_faults[].after_events": "`stream_cut`: how many events of the A2A stream are relayed "
     "before it is closed.",
+    "tool_faults[].card": "`card`: what the downstream A2A agent's card becomes.",
     "tool_faults[].match_url": "Match calls by URL instead of by tool name: a glob when it "
     "contains `*`, else a URL prefix; applies to `/tools/` routes, forward-proxy requests, "
     "`CONNECT` tunnels (`host:port`) and, for python tools, `python:module:attr`.",

@@ -124,6 +124,8 @@ ENUM_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "task_state": "A2A: the downstream agent acts on the call, then its task is given "
         "`state` (artifacts gone; FAILED with a status message), in this reply and every later "
         "call about the task in the scenario (WORKING: forever).",
+        "card": "A2A: the agent's card is `missing` (404) or has the `v0_3` shape (a top-level "
+        "`url`, no `supportedInterfaces`), at every fetch of it in the scenario.",
         "stream_cut": "A2A: a streamed call's (`SendStreamingMessage`, `SubscribeToTask`) "
         "first `after_events` events, then the stream ends, before a terminal state.",
         "lost_reply": "The call reaches the tool (or A2A agent, or MCP server), which acts on "
@@ -137,6 +139,10 @@ ENUM_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "INPUT_REQUIRED": "The agent needs more input from the caller.",
         "AUTH_REQUIRED": "The agent needs the caller to authenticate.",
         "WORKING": "Still working, at every later look: the task never finishes.",
+    },
+    "A2aCard": {
+        "missing": "The card is not found (404).",
+        "v0_3": "The card has the A2A 0.3 shape: a top-level `url`, no `supportedInterfaces`.",
     },
     "A2aMethod": {
         "SendMessage": "`SendMessage` (0.3: `message/send`; HTTP+JSON: `POST /message:send`).",

@@ -10,6 +10,7 @@ from flakestorm.config.base import Model
 from flakestorm.config.judge import Judge, JudgeExample
 from flakestorm.config.vocabulary import (
     A2A_V03_METHODS,
+    A2aCard,
     A2aMethod,
     A2aTaskState,
     AgentType,
@@ -203,6 +204,8 @@ class ToolFault(FaultTrigger):
     """On a downstream A2A agent: the one method whose calls the fault acts on (None: all)."""
     after_events: Annotated[int, Field(ge=0)] | None = None
     """``stream_cut``: the events of an A2A stream relayed before it is closed."""
+    card: A2aCard | None = None
+    """``card``: what the downstream A2A agent's card becomes."""
 
     @model_validator(mode="before")
     @classmethod

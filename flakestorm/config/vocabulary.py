@@ -242,6 +242,7 @@ class ToolFaultMode(str, enum.Enum):
     TASK_STATE = "task_state"
     LOST_REPLY = "lost_reply"
     STREAM_CUT = "stream_cut"
+    CARD = "card"
 
     @property
     def mcp_only(self) -> bool:
@@ -251,7 +252,7 @@ class ToolFaultMode(str, enum.Enum):
     @property
     def a2a_only(self) -> bool:
         """Whether the mode means something only on a downstream A2A agent (SPEC §17)."""
-        return self in (ToolFaultMode.TASK_STATE, ToolFaultMode.STREAM_CUT)
+        return self in (ToolFaultMode.TASK_STATE, ToolFaultMode.STREAM_CUT, ToolFaultMode.CARD)
 
 
 class A2aTaskState(str, enum.Enum):
@@ -264,6 +265,15 @@ class A2aTaskState(str, enum.Enum):
     AUTH_REQUIRED = "AUTH_REQUIRED"
     WORKING = "WORKING"
     """Forever: every later look at the task finds it still working."""
+
+
+class A2aCard(str, enum.Enum):
+    """What a ``card`` fault does to a downstream A2A agent's card (SPEC §17)."""
+
+    MISSING = "missing"
+    """The card is not found (404)."""
+    V0_3 = "v0_3"
+    """The card has the 0.3 shape: a top-level ``url``, no ``supportedInterfaces``."""
 
 
 class A2aMethod(str, enum.Enum):

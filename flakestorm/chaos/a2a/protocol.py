@@ -28,6 +28,7 @@ from flakestorm.config.vocabulary import A2A_V03_METHODS
 __all__ = [
     "CARD_PATHS",
     "A2aCall",
+    "card_v03",
     "error_response",
     "read_call",
     "rewritten_card",
@@ -246,4 +247,20 @@ def rewritten_card(body: bytes, upstream: str, through: str) -> bytes | None:
         for interface in doc.get(key) or ():
             if isinstance(interface, dict) and "url" in interface:
                 interface["url"] = moved(interface["url"])
+    return json.dumps(doc).encode()
+
+
+def card_v03(body: bytes) -> bytes | None:
+    """A 1.0 card as a 0.3 agent would serve it: its first interface's URL as the top-level
+    ``url`` (its binding as ``preferredTransport``), ``protocolVersion`` 0.3.0, and no
+    ``supportedInterfaces``; None when it is not a card (not JSON)."""
+    doc = _json(body)
+    if not isinstance(doc, dict):
+        return None
+    interfaces = doc.pop("supportedInterfaces", None) or []
+    first = interfaces[0] if interfaces and isinstance(interfaces[0], dict) else {}
+    if "url" in first:
+        doc["url"] = first["url"]
+    doc["preferredTransport"] = first.get("protocolBinding", "JSONRPC")
+    doc["protocolVersion"] = "0.3.0"
     return json.dumps(doc).encode()

@@ -17,8 +17,8 @@
 - ``lost_reply``: the call goes through and the tool acts on it, then its reply is lost: an
   HTTP call's connection is reset, a python call raises ``ConnectionResetError`` once the tool
   has run.
-- ``task_state``, ``stream_cut``: made for downstream A2A agents (:mod:`flakestorm.chaos.a2a`);
-  elsewhere as ``tool_removed``.
+- ``task_state``, ``stream_cut``, ``card``: made for downstream A2A agents
+  (:mod:`flakestorm.chaos.a2a`); elsewhere as ``tool_removed``.
 - ``tool_removed``, ``session_expired``: made for MCP tools (:mod:`flakestorm.chaos.mcp`, whose
   units say what an MCP client meets); on an HTTP tool a 404, on a python tool a
   :class:`~flakestorm.errors.ToolFaultError` with 404.
@@ -298,6 +298,16 @@ class StreamCutMode(GoneMode):
         return f"(after {fault.after_events} events)"
 
 
+class CardMode(GoneMode):
+    """``card`` is made for downstream A2A agents' cards (:mod:`flakestorm.chaos.a2a`); on
+    another tool (which validate refuses) a 404, as ``tool_removed``."""
+
+    fields = Fields(required=("card",))
+
+    def detail(self, fault: ToolFault) -> str:
+        return f"({fault.card.value})" if fault.card is not None else ""
+
+
 TOOL_MODES: Mapping[ToolFaultMode, ToolMode] = registry(
     [
         (ToolFaultMode.TIMEOUT, TimeoutMode()),
@@ -311,6 +321,7 @@ TOOL_MODES: Mapping[ToolFaultMode, ToolMode] = registry(
         (ToolFaultMode.TASK_STATE, TaskStateMode("not an A2A agent")),
         (ToolFaultMode.LOST_REPLY, LostReplyMode()),
         (ToolFaultMode.STREAM_CUT, StreamCutMode("not an A2A agent")),
+        (ToolFaultMode.CARD, CardMode("not an A2A agent")),
     ]
 )
 """Every tool fault mode's unit."""

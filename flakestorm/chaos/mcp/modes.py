@@ -140,6 +140,7 @@ MCP_MODES: Mapping[ToolFaultMode, McpMode] = registry(
         (ToolFaultMode.TASK_STATE, _Removed()),
         (ToolFaultMode.LOST_REPLY, _Lost()),
         (ToolFaultMode.STREAM_CUT, _Removed()),
+        (ToolFaultMode.CARD, _Removed()),
     ]
 )
 """Every tool fault mode's unit on an MCP tool."""

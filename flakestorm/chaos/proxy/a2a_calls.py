@@ -40,7 +40,7 @@ from flakestorm.chaos.proxy.call import ServedCall
 from flakestorm.chaos.proxy.framing import FramedHandler
 from flakestorm.chaos.proxy.reply import HttpResponse, from_tool, lost
 from flakestorm.chaos.proxy.upstreams.base import UpstreamRequest
-from flakestorm.config import A2aTaskState, ToolFault, ToolFaultMode
+from flakestorm.config import A2aCard, A2aTaskState, ToolFault, ToolFaultMode
 
 INTERNAL_ERROR = -32603
 _JSON = [("Content-Type", "application/json")]
@@ -53,7 +53,7 @@ def serve_a2a(
     name = call.a2a
     assert name is not None
     if call.method == "GET" and call.rel_path.endswith(protocol.CARD_PATHS):
-        return _card(handler, call, body, name)
+        return _card(handler, call, body, name, _card_fault(call, book, name))
     request = protocol.read_call(call.method, call.rel_path, body)
     if request is None or book is None:
         return _upstream(handler, call, body)
@@ -112,17 +112,43 @@ def _whole(reply: HttpResponse) -> HttpResponse:
     return reply
 
 
-def _card(handler: FramedHandler, call: ServedCall, body: bytes, name: str) -> HttpResponse:
-    """The agent's card, its interfaces pointed back through the proxy."""
+def _card_fault(call: ServedCall, book: FaultBook | None, name: str) -> A2aCard | None:
+    """What the scenario's ``card`` fault on ``name`` does to its card (its first such fault,
+    whatever its schedule: a card fetch is no call of the agent), recorded on the call."""
+    if book is None:
+        return None
+    for index, fault in enumerate(book.scenario.tool_faults):
+        if fault.mode is ToolFaultMode.CARD and fault.tool == name and fault.card is not None:
+            label = tool_fault_label(index, fault)
+            call.matched = (*call.matched, label)
+            call.fired.append(label)
+            return fault.card
+    return None
+
+
+def _card(
+    handler: FramedHandler, call: ServedCall, body: bytes, name: str, fault: A2aCard | None
+) -> HttpResponse:
+    """The agent's card, its interfaces pointed back through the proxy (under a ``card``
+    fault: gone, or in the 0.3 shape)."""
+    if fault is A2aCard.MISSING:
+        call.detail = "card -> missing"
+        return HttpResponse(404, list(_JSON), b'{"error": "agent card not found"}')
     reply = _whole(_upstream(handler, call, body))
-    if not 200 <= reply.status < 300 or handler.path.startswith(("http://", "https://")):
-        return reply  # in forward mode the client reaches the agent at its URL, through us
-    host = handler.headers.get("Host") or f"127.0.0.1:{handler.proxy.port}"
-    through = f"http://{host}/a2a/{name}"
-    upstream = handler.proxy.a2a[name]
-    card = protocol.rewritten_card(reply.body, upstream, through)
-    if card is not None:
-        reply.body = card
+    if not 200 <= reply.status < 300:
+        return reply
+    if not handler.path.startswith(("http://", "https://")):  # in forward mode: as it is
+        host = handler.headers.get("Host") or f"127.0.0.1:{handler.proxy.port}"
+        through = f"http://{host}/a2a/{name}"
+        card = protocol.rewritten_card(reply.body, handler.proxy.a2a[name], through)
+        if card is not None:
+            reply.body = card
+    if fault is A2aCard.V0_3:
+        old = protocol.card_v03(reply.body)
+        if old is None:
+            call.not_applied(call.fired[-1], "the agent's card is not JSON")
+        else:
+            reply.body, call.detail = old, "card -> 0.3 shape"
     return reply
 
 
