@@ -37,6 +37,7 @@ from typing import Any
 import pytest
 import requests
 from click.testing import CliRunner
+from support.a2a_booking import BookingAgent
 from support.agent_log import BEGIN, END, RESET, Received, record
 from support.fake_judge import FakeJudge
 from support.mcp_server import McpServer
@@ -85,6 +86,11 @@ KINDS = {
         http=True,
     ),
     "http-nothing": Kind("http, forwards nothing", "quotes", http=True, forwards=False),
+    "http-a2a": Kind(
+        "http, its tool a downstream A2A agent (`proxy.a2a`, JSON-RPC), forwards the cell header",
+        "quotes",
+        http=True,
+    ),
     "http-otel": Kind(
         "http, traced with OpenTelemetry (trace context and baggage, no flakestorm code)",
         "quotes",
@@ -114,6 +120,13 @@ KINDS = {
         http=False,
         probed=False,
     ),
+    "python-a2a": Kind(
+        "python, its tool a downstream A2A agent called with the official `a2a-sdk` client "
+        "(routed)",
+        "quotes",
+        http=False,
+        probed=False,
+    ),
 }
 
 PYTHON_AGENT = {
@@ -131,6 +144,39 @@ def _fetch(ticker: str) -> dict:
 get_quote = StructuredTool.from_function(_fetch, name="get_quote")
 """,
 }
+A2A_QUOTE = """
+import asyncio
+import uuid
+
+from a2a.client import create_client
+from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest, TaskState
+
+URL = {url!r}
+
+
+async def _quote():
+    client = await create_client(URL)
+    try:
+        message = Message(
+            message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text="AAPL")]
+        )
+        async for event in client.send_message(SendMessageRequest(message=message)):
+            if event.HasField("task"):
+                task = event.task
+                if task.status.state != TaskState.TASK_STATE_COMPLETED:
+                    raise RuntimeError(TaskState.Name(task.status.state))
+                return {{"price": task.artifacts[0].parts[0].text}}
+        raise RuntimeError("no task")
+    finally:
+        await client.close()
+
+
+def get_quote(ticker):
+    return asyncio.run(_quote())
+"""
+"""The python agent's quote tool: a downstream A2A agent, called with the official SDK's
+client as it is (its HTTP calls routed through the in-process proxy, not wrapped)."""
+
 ANSWER = """
 from support.agent_log import BEGIN, END, record
 
@@ -343,6 +389,40 @@ def streaming(handler: Callable[[Request], Response]) -> Callable[[Request], Res
     return handle
 
 
+def a2a_agent(proxy_url: str) -> Callable[[Request], Response]:
+    """The http agent whose quote tool is a downstream A2A agent: it sends ``SendMessage`` to
+    the proxy's ``/a2a/quotes`` and answers with the task's artifact, trying once more after a
+    failure (a JSON-RPC error, a dropped connection, a task that did not complete)."""
+    session = requests.Session()
+    session.trust_env = False
+
+    def ask(headers: dict[str, str]) -> str | None:
+        message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": "AAPL"}]}
+        doc = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+        try:
+            got = session.post(f"{proxy_url}/a2a/quotes", json=doc, headers=headers, timeout=10)
+            task = got.json()["result"]["task"]
+        except (requests.RequestException, ValueError, KeyError):
+            return None
+        if task["status"]["state"] != "TASK_STATE_COMPLETED":
+            return None
+        return str(task["artifacts"][0]["parts"][0]["text"])
+
+    def handle(request: Request) -> Response:
+        if request.path.startswith("/reset"):
+            return Response.json({"ok": True})
+        headers = {"A2A-Version": "1.0"}
+        if "x-flakestorm-cell" in request.headers:
+            headers["X-Flakestorm-Cell"] = request.headers["x-flakestorm-cell"]
+        for _ in range(2):  # one retry
+            price = ask(headers)
+            if price is not None:
+                return Response.json({"output": f"AAPL is at {price}"})
+        return Response.json({"output": "AAPL is unavailable"})
+
+    return handle
+
+
 @dataclass
 class Project:
     """A config for one cell, written where its agent is."""
@@ -414,6 +494,14 @@ def project(
             routes = {"url": proxy_service.url, "mcp": {"quotes": mcp.url}}
             yield Project(kind, tmp_path, agent, routes)
         return
+    if request.param == "http-a2a":
+        handler = logged(a2a_agent(proxy_service.url), tmp_path / "received.jsonl")
+        with BookingAgent(artifact=PRICE) as quotes, LoopbackServer(handler) as served:
+            agent = {"endpoint": served.url_for("/chat"), "session": session}
+            yield Project(
+                kind, tmp_path, agent, {"url": proxy_service.url, "a2a": {"quotes": quotes.url}}
+            )
+        return
     if kind.http:
         handler = logged(http_agent(proxy_service.url, kind.forwards), tmp_path / "received.jsonl")
         streams = request.param == "http-stream"
@@ -425,6 +513,16 @@ def project(
         return
     module = f"compat_{uuid.uuid4().hex[:10]}"
     log = str(tmp_path / "received.jsonl")
+    if request.param == "python-a2a":
+        with BookingAgent(artifact=PRICE) as quotes:
+            source = A2A_QUOTE.format(url=quotes.url) + ANSWER.format(log=log)
+            (tmp_path / f"{module}.py").write_text(source)
+            agent = {"type": "python", "endpoint": f"{module}:answer"}
+            try:
+                yield Project(kind, tmp_path, agent, {"a2a": {"quotes": quotes.url}})
+            finally:
+                sys.modules.pop(module, None)
+        return
     source = PYTHON_AGENT[request.param].format(price=PRICE) + ANSWER.format(log=log)
     (tmp_path / f"{module}.py").write_text(source)
     try:
@@ -830,7 +928,12 @@ def counted(project: Project) -> str:
         # tools/list — is counted apart)
         (name,) = [n for n in calls if n.split(".")[-1] == project.kind.tool]
         assert calls[name] == tried, cell["spend"]
-        if not project.kind.title.startswith("http, its tool on"):
+        if project.kind.title.startswith("http, its tool on"):
+            pass  # an MCP server's other traffic (initialize, tools/list) is counted apart
+        elif project.kind is KINDS["python-a2a"]:
+            # so is the A2A SDK's card fetch: one before each SendMessage
+            assert calls == {name: tried, "other": tried}, cell["spend"]
+        else:
             assert calls == {name: tried}, cell["spend"]
         assert cell["spend"]["faulted"] == ({} if tried == 1 else {name: 2}), cell["spend"]
     received = project.received()

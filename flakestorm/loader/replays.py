@@ -293,19 +293,22 @@ class _Checker:
             if agent.tool_registry is not None:
                 return out
             known = [ref.rpartition(":")[2].rpartition(".")[2] for ref in agent.tools or ()]
-            # a tool whose HTTP calls are routed through the in-process proxy (SPEC §10)
-            known += sorted(self.config.proxy.tools) if self.config.proxy else []
+            # a tool whose HTTP calls are routed through the in-process proxy (SPEC §10), and
+            # a downstream A2A agent's (SPEC §17)
+            proxy = self.config.proxy
+            known += sorted([*proxy.tools, *proxy.a2a]) if proxy else []
             if session.all_tool_responses and not known:
                 out.append(
                     source.place(
                         ("tool_responses",),
-                        "the python agent names no agent.tools, agent.tool_registry or "
-                        "proxy.tools to serve recorded tool responses through",
+                        "the python agent names no agent.tools, agent.tool_registry, "
+                        "proxy.tools or proxy.a2a to serve recorded tool responses through",
                     )
                 )
                 return out
         else:
-            known = sorted(self.config.proxy.tools) if self.config.proxy else []
+            proxy = self.config.proxy
+            known = sorted([*proxy.tools, *proxy.a2a]) if proxy else []
             if not known:
                 return out  # the agent calls <proxy>/tools/NAME itself: any name routes
             if self.config.proxy is not None and self.config.proxy.mcp:
@@ -316,7 +319,9 @@ class _Checker:
                     continue
                 guess = did_you_mean(response.tool, known)
                 hint = f"; did you mean {guess!r}?" if guess else ""
-                where = "agent.tools" if agent.type is AgentType.PYTHON else "proxy.tools"
+                where = (
+                    "agent.tools" if agent.type is AgentType.PYTHON else "proxy.tools, proxy.a2a"
+                )
                 problem = source.place(
                     (*at, j, "tool"),
                     f"unknown tool {response.tool!r} (the tools in {where}: "

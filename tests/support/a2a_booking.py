@@ -24,8 +24,10 @@ from typing import Any
 class BookingAgent:
     """The agent; a context manager."""
 
-    def __init__(self, version: str = "1.0") -> None:
+    def __init__(self, version: str = "1.0", artifact: str | None = None) -> None:
         self.version = version
+        self.artifact = artifact
+        """The artifact's text of every task (None: ``booked: <the message's text>``)."""
         self.created: Counter[str] = Counter()
         self.tasks: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
@@ -68,7 +70,7 @@ class BookingAgent:
         with self._lock:
             self.created[text] += 1
             task_id = f"task-{sum(self.created.values())}"
-            task = self._task(task_id, f"booked: {text}")
+            task = self._task(task_id, self.artifact or f"booked: {text}")
             self.tasks[task_id] = task
         return task
 
