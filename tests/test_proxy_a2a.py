@@ -226,3 +226,25 @@ def test_a_card_fault_takes_the_card_away_or_gives_it_the_0_3_shape(
         (("tool_faults[0] card(v0_3) on booking",), "card -> 0.3 shape"),
     ]
     assert sum(booking.created.values()) == 0
+
+
+def test_the_http_json_binding_is_read_and_faulted_too(
+    proxy: ChaosProxy, booking: BookingAgent
+) -> None:
+    failed = fault(mode="task_state", state="FAILED", method="SendMessage")
+    proxy.activate(ActiveScenario("s", 1, tool_faults=(failed,)))
+    base = f"{proxy.url}/a2a/booking"
+    task = requests.post(f"{base}/message:send", json=booking_message(), timeout=5).json()["task"]
+    assert task["status"]["state"] == "TASK_STATE_FAILED" and "artifacts" not in task
+    again = requests.get(f"{base}/tasks/{task['id']}", timeout=5).json()
+    assert again["status"]["state"] == "TASK_STATE_FAILED"  # every later look
+    proxy.activate(ActiveScenario("t", 1, tool_faults=(fault(mode="error", error_code=429),)))
+    refused = requests.post(f"{base}/message:send", json=booking_message(), timeout=5)
+    assert refused.status_code == 429
+    assert refused.json() == {"error": {"code": -32603, "message": "Too Many Requests"}}
+    details = [c.detail for c in proxy.log.snapshot(wait_s=5)]
+    assert details == [
+        "SendMessage -> TASK_STATE_FAILED",
+        "GetTask -> TASK_STATE_FAILED",
+        "SendMessage -> error -32603",
+    ]

@@ -147,7 +147,21 @@ def _handler(agent: BookingAgent) -> type[BaseHTTPRequestHandler]:
             ).encode()
             self.wfile.write(head + body)
 
+        def _rest(self) -> bool:
+            """The HTTP+JSON binding (1.0): ``POST /message:send``, ``GET /tasks/ID``."""
+            if self.command == "POST" and self.path.endswith("/message:send"):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self._send({"task": agent.book(json.loads(body).get("message") or {})})
+                return True
+            if self.command == "GET" and "/tasks/" in self.path:
+                task = agent.tasks.get(self.path.rsplit("/", 1)[1])
+                self._send(task if task else {"error": "not found"}, 200 if task else 404)
+                return True
+            return False
+
         def do_GET(self) -> None:
+            if self._rest():
+                return
             card_path = (
                 "/.well-known/agent.json"
                 if agent.version == "0.3"
@@ -159,6 +173,8 @@ def _handler(agent: BookingAgent) -> type[BaseHTTPRequestHandler]:
                 self._send({"error": "not found"}, 404)
 
         def do_POST(self) -> None:
+            if self._rest():
+                return
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             doc = json.loads(body)
             if doc.get("method") in ("SendStreamingMessage", "message/stream"):
