@@ -226,6 +226,14 @@ def test_a_card_fault_takes_the_card_away_or_gives_it_the_0_3_shape(
         (("tool_faults[0] card(v0_3) on booking",), "card -> 0.3 shape"),
     ]
     assert sum(booking.created.values()) == 0
+    # the agent's calls are no card fetches: the fault leaves them alone
+    assert send(proxy, "SendMessage", booking_message())["result"]["task"]["status"] == {
+        "state": "TASK_STATE_COMPLETED"
+    }
+    # the agent's calls are no card fetches: the fault leaves them alone
+    assert send(proxy, "SendMessage", booking_message())["result"]["task"]["status"] == {
+        "state": "TASK_STATE_COMPLETED"
+    }
 
 
 def test_the_http_json_binding_is_read_and_faulted_too(

@@ -50,7 +50,15 @@ from flakestorm.chaos.faults.recording import Recording
 from flakestorm.chaos.faults.schedule import Schedule
 from flakestorm.chaos.faults.tool_modes import TOOL_MODES
 from flakestorm.chaos.llm.modes import LLM_MODES
-from flakestorm.config import A2aMethod, A2aTaskState, ContextAttack, LlmFault, Scheduled, ToolFault
+from flakestorm.config import (
+    A2aMethod,
+    A2aTaskState,
+    ContextAttack,
+    LlmFault,
+    Scheduled,
+    ToolFault,
+    ToolFaultMode,
+)
 from flakestorm.config.vocabulary import LLM_REQUEST_ATTACKS as LLM_REQUEST_ATTACKS
 from flakestorm.config.vocabulary import TOOL_RESULT_ATTACKS as TOOL_RESULT_ATTACKS
 
@@ -158,6 +166,9 @@ def tool_matches(
     it has ``*``, else a prefix); a fault scoped to an A2A ``method`` only a call of it."""
     if fault.method is not None and fault.method is not method:
         return False
+    if fault.mode is ToolFaultMode.CARD:
+        return False  # it acts on an A2A agent's card, which no call fetches
+
     if fault.match_url:
         pattern = fault.match_url
         return fnmatch.fnmatchcase(url, pattern) if "*" in pattern else url.startswith(pattern)
