@@ -81,11 +81,13 @@ def test_validate_lists_each_a2a_agent_and_what_each_fault_acts_on() -> None:
         HEAD + "        - {tool: booking, mode: task_state, state: failed, method: SendMessage}\n"
     )
     text += "    - name: t\n      tool_faults: [{tool: booking, mode: lost_reply, calls: '1'}]\n"
+    text += "    - name: u\n      tool_faults: [{tool: booking, mode: card, card: missing}]\n"
     text += PROXY
     lines = dict(summary(load(text).config))
     assert lines["a2a"] == (
         "booking at /a2a/booking -> http://booking:9000; s: task_state(FAILED) on its "
-        "SendMessage calls; t: lost_reply on every call (calls 1)"
+        "SendMessage calls; t: lost_reply on every call (calls 1); u: card(missing) on every "
+        "fetch of its card"
     )
 
 

@@ -8,7 +8,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flakestorm.chaos.faults.tool_modes import TOOL_MODES
-from flakestorm.config import AgentType, Config, JudgeExample, MutationGenerator, PhaseName
+from flakestorm.config import (
+    AgentType,
+    Config,
+    JudgeExample,
+    MutationGenerator,
+    PhaseName,
+    ToolFault,
+    ToolFaultMode,
+)
 from flakestorm.engine.run_plan import (
     ONE_AT_A_TIME,
     UNLESS_ATTRIBUTED,
@@ -191,8 +199,7 @@ def _a2a_lines(config: Config) -> list[tuple[str, str]]:
     for name, url in agents.items():
         acts = [
             f"{scenario.name}: {fault.mode.value}{TOOL_MODES[fault.mode].detail(fault)} on "
-            f"{'its ' + fault.method.value + ' calls' if fault.method else 'every call'}"
-            f"{f' (calls {fault.calls})' if fault.calls else ''}"
+            + _acted_on(fault)
             for scenario in scenarios
             for fault in scenario.tool_faults
             if fault.tool == name
@@ -200,6 +207,14 @@ def _a2a_lines(config: Config) -> list[tuple[str, str]]:
         faults = "; ".join(acts) if acts else "no fault acts on it"
         lines.append(("a2a", f"{name} at /a2a/{name} -> {without_userinfo(url)}; {faults}"))
     return lines
+
+
+def _acted_on(fault: ToolFault) -> str:
+    """What a fault on an A2A agent acts on: its card, its method's calls or every call."""
+    if fault.mode is ToolFaultMode.CARD:
+        return "every fetch of its card"
+    calls = f"its {fault.method.value} calls" if fault.method else "every call"
+    return calls + (f" (calls {fault.calls})" if fault.calls else "")
 
 
 def _conduct_lines(config: Config) -> list[tuple[str, str]]:
