@@ -38,7 +38,7 @@ from flakestorm.chaos.faults.modes import DEFAULT_TIMEOUT_MS
 from flakestorm.chaos.faults.tool_modes import TOOL_MODES, error_message
 from flakestorm.chaos.proxy.call import ServedCall
 from flakestorm.chaos.proxy.framing import FramedHandler
-from flakestorm.chaos.proxy.reply import HttpResponse, from_tool, lost
+from flakestorm.chaos.proxy.reply import HttpResponse, closing, from_tool, lost
 from flakestorm.chaos.proxy.upstreams.base import UpstreamRequest
 from flakestorm.config import A2aCard, A2aTaskState, ToolFault, ToolFaultMode
 
@@ -284,12 +284,9 @@ def _edited(
                     return
             yield from edit.end()
         finally:
-            close = getattr(chunks, "close", None)
-            if close is not None:
-                close()
             ended()
 
-    return HttpResponse(reply.status, reply.headers, chunks=edited())
+    return HttpResponse(reply.status, reply.headers, chunks=closing(edited(), chunks))
 
 
 def _detail(request: A2aCall, reply: HttpResponse) -> str:

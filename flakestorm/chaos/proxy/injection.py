@@ -31,7 +31,7 @@ from flakestorm.chaos.proxy.a2a_calls import serve_a2a
 from flakestorm.chaos.proxy.call import ServedCall
 from flakestorm.chaos.proxy.framing import FramedHandler
 from flakestorm.chaos.proxy.mcp_calls import serve_mcp
-from flakestorm.chaos.proxy.reply import HttpResponse, from_llm, from_tool, lost
+from flakestorm.chaos.proxy.reply import HttpResponse, closing, from_llm, from_tool, lost
 from flakestorm.chaos.proxy.routes import attribute
 from flakestorm.chaos.proxy.upstreams.base import UpstreamRequest
 from flakestorm.config import LlmFault
@@ -167,7 +167,7 @@ def _llm_fault_on(
     if reply.chunks is not None:
         faulter = llm.StreamFaulter(fault, rng)
         streamed = _faulted(faulter, reply.chunks, not_applied)
-        chunks = _closing(streamed, reply.chunks)
+        chunks = closing(streamed, reply.chunks)
         return HttpResponse(reply.status, reply.headers, chunks=chunks, pace=faulter)
     if LLM_MODES[fault.mode].keeps_frames:  # a stream mode (or timeout with after_chunks)
         not_applied(f"{fault.mode.value} acts on a streamed reply, and this one was not streamed")
@@ -196,13 +196,3 @@ def _faulted(
         reason = faulter.unapplied
         if reason is not None:
             not_applied(reason)
-
-
-def _closing(outer: Iterator[bytes], inner: Iterator[bytes]) -> Iterator[bytes]:
-    """``outer``, closing ``inner`` (the upstream stream it reads) however it ends."""
-    try:
-        yield from outer
-    finally:
-        close = getattr(inner, "close", None)
-        if close is not None:
-            close()

@@ -102,6 +102,16 @@ def from_llm(response: llm.LlmResponse) -> HttpResponse:
     )
 
 
+def closing(outer: Iterator[bytes], inner: Iterator[bytes]) -> Iterator[bytes]:
+    """``outer``, closing ``inner`` (the upstream stream it reads) however it ends."""
+    try:
+        yield from outer
+    finally:
+        close = getattr(inner, "close", None)
+        if close is not None:
+            close()
+
+
 def lost(reply: HttpResponse, call: ServedCall) -> HttpResponse:
     """``reply`` (the upstream's, read whole: it acted on the call) lost on its way: the
     connection is dropped instead (``lost_reply``); the call keeps the upstream's status."""
