@@ -105,7 +105,7 @@ def test_every_mistake_is_located(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert "bad.yaml:4:45: tool_responses[0].latency_ms: must be at least 0, got -1" in found
     assert (
         "flakestorm.yaml:13:51: replays.sessions[0].tool_responses[0].tool: unknown tool "
-        "'quote_api' (the tools in proxy.tools, proxy.a2a: quotes_api); did you mean 'quotes_api'?"
+        "'quote_api' (the tools in proxy.tools: quotes_api); did you mean 'quotes_api'?"
     ) in found
     assert "flakestorm.yaml:14:12: replays.sessions[1].id: duplicate session id 'dup'" in found
     assert any(

@@ -319,9 +319,9 @@ class _Checker:
                     continue
                 guess = did_you_mean(response.tool, known)
                 hint = f"; did you mean {guess!r}?" if guess else ""
-                where = (
-                    "agent.tools" if agent.type is AgentType.PYTHON else "proxy.tools, proxy.a2a"
-                )
+                where = "agent.tools" if agent.type is AgentType.PYTHON else "proxy.tools"
+                if agent.type is not AgentType.PYTHON and proxy is not None and proxy.a2a:
+                    where += " and proxy.a2a"
                 problem = source.place(
                     (*at, j, "tool"),
                     f"unknown tool {response.tool!r} (the tools in {where}: "
