@@ -3,9 +3,14 @@ problem located, with what is valid."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
 from support.config_text import load, problems
 
 from flakestorm.authoring.preview import summary
+from flakestorm.cli import main
 
 HEAD = """\
 agent:
@@ -109,3 +114,22 @@ def test_a_card_fault_needs_what_the_card_becomes() -> None:
         "needs 'card'"
     ]
     load(HEAD + "        - {tool: booking, mode: card, card: v0_3}\n" + PROXY)
+
+
+def test_validate_json_names_each_agent_and_its_faults(tmp_path: Path) -> None:
+    text = HEAD + "        - {tool: booking, mode: lost_reply, method: SendMessage}\n"
+    text += "proxy:\n  a2a: {booking: 'http://user:secret@booking:9000'}\n"
+    path = tmp_path / "flakestorm.yaml"
+    path.write_text(text)
+    done = CliRunner().invoke(main, ["validate", "--json", "-c", str(path)])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.output)["a2a"] == [
+        {
+            "name": "booking",
+            "route": "/a2a/booking",
+            "url": "http://***@booking:9000",  # its credentials masked
+            "faults": [
+                {"scenario": "s", "fault": "lost_reply", "acts_on": "its SendMessage calls"}
+            ],
+        }
+    ]

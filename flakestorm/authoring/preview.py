@@ -191,21 +191,40 @@ def _contract_lines(config: Config, plan: RunPlan) -> list[tuple[str, str]]:
     return lines
 
 
-def _a2a_lines(config: Config) -> list[tuple[str, str]]:
-    """Each downstream A2A agent (SPEC §17), and what each fault on it acts on."""
+def a2a_agents(config: Config) -> list[dict[str, object]]:
+    """Each downstream A2A agent (SPEC §17): its name, route and URL, and each fault on it —
+    the scenario, the fault and what it acts on (``validate --json``'s ``a2a``)."""
     agents = config.proxy.a2a if config.proxy is not None else {}
     scenarios = config.contract.chaos_matrix if config.contract is not None else []
+    return [
+        {
+            "name": name,
+            "route": f"/a2a/{name}",
+            "url": without_userinfo(url),
+            "faults": [
+                {
+                    "scenario": scenario.name,
+                    "fault": f"{fault.mode.value}{TOOL_MODES[fault.mode].detail(fault)}",
+                    "acts_on": _acted_on(fault),
+                }
+                for scenario in scenarios
+                for fault in scenario.tool_faults
+                if fault.tool == name
+            ],
+        }
+        for name, url in agents.items()
+    ]
+
+
+def _a2a_lines(config: Config) -> list[tuple[str, str]]:
+    """Each downstream A2A agent (SPEC §17), and what each fault on it acts on."""
     lines = []
-    for name, url in agents.items():
-        acts = [
-            f"{scenario.name}: {fault.mode.value}{TOOL_MODES[fault.mode].detail(fault)} on "
-            + _acted_on(fault)
-            for scenario in scenarios
-            for fault in scenario.tool_faults
-            if fault.tool == name
-        ]
-        faults = "; ".join(acts) if acts else "no fault acts on it"
-        lines.append(("a2a", f"{name} at /a2a/{name} -> {without_userinfo(url)}; {faults}"))
+    for agent in a2a_agents(config):
+        faults = agent["faults"]
+        assert isinstance(faults, list)
+        acts = [f"{f['scenario']}: {f['fault']} on {f['acts_on']}" for f in faults]
+        said = "; ".join(acts) if acts else "no fault acts on it"
+        lines.append(("a2a", f"{agent['name']} at {agent['route']} -> {agent['url']}; {said}"))
     return lines
 
 

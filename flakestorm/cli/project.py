@@ -31,7 +31,7 @@ def validate(config_path: Path, as_json: bool) -> None:
     """
     try:
         with starting_up():
-            from flakestorm.authoring.preview import judge_states, summary
+            from flakestorm.authoring.preview import a2a_agents, judge_states, summary
             from flakestorm.engine.run_plan import plan_run
 
             loaded = load(config_path)
@@ -51,6 +51,9 @@ def validate(config_path: Path, as_json: bool) -> None:
         judges = judge_states(loaded.config, loaded.base_dir)
         if judges:
             document["judges"] = [dataclasses.asdict(state) for state in judges]
+        agents = a2a_agents(loaded.config)
+        if agents:
+            document["a2a"] = agents
         click.echo(masked(json.dumps(document, indent=2)))
         return
     click.echo(masked(f"ok: {config_path} is valid"))
