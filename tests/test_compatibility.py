@@ -990,8 +990,9 @@ def test_each_feature_is_exact_with_each_kind_of_agent(project: Project, feature
     expected = TABLE[kind, feature]
     assert HOW[how] == expected.split(" (")[0]
     if kind == "http-stream" and feature != "mutation":
-        # every reply of the last run was read as the stream it is (a mutation's result keeps
-        # its text, not its stream)
+        # every reply of the last run — each turn of a conversation too — was read as the
+        # stream it is: one content event per word the agent streamed, then [DONE] (a
+        # mutation's result keeps its text, not its stream)
         doc = json.loads((project.directory / "reports" / "results.json").read_text())
         replies = [
             prompt
@@ -1000,6 +1001,8 @@ def test_each_feature_is_exact_with_each_kind_of_agent(project: Project, feature
             for prompt in cell["prompts"]
         ]
         assert replies and all(r["stream"]["ending"] == "done" for r in replies)
+        streamed = [(r["stream"]["content_events"], len(r["output"].split(" "))) for r in replies]
+        assert all(events == words for events, words in streamed), streamed
 
 
 def render_table() -> str:
