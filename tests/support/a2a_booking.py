@@ -16,12 +16,13 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from support.threaded_server import ThreadedServer
 
-class BookingAgent:
+
+class BookingAgent(ThreadedServer):
     """The agent; a context manager."""
 
     def __init__(self, version: str = "1.0", artifact: str | None = None) -> None:
@@ -31,23 +32,11 @@ class BookingAgent:
         self.created: Counter[str] = Counter()
         self.tasks: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        super().__init__(_handler(self))
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
-
-    def __enter__(self) -> BookingAgent:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        return self.base_url
 
     # -- the agent
 

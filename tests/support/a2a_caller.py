@@ -16,42 +16,30 @@ Two styles (``style``):
 from __future__ import annotations
 
 import json
-import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import requests
+
+from support.threaded_server import ThreadedServer
 
 WORKING = ("TASK_STATE_WORKING", "TASK_STATE_SUBMITTED", "working", "submitted")
 DONE = ("TASK_STATE_COMPLETED", "completed")
 
 
-class Caller:
+class Caller(ThreadedServer):
     """The caller; a context manager."""
 
     def __init__(self, proxy_url: str, style: str, version: str = "1.0") -> None:
         self.proxy_url = proxy_url
         self.style = style
         self.version = version
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        super().__init__(_handler(self))
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/chat"
-
-    def __enter__(self) -> Caller:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        return self.base_url + "/chat"
 
     # -- one invocation
 

@@ -26,6 +26,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
+from support.threaded_server import ThreadedServer
+
 WORDS = ("The ", "capital ", "of France ", "is ", "Paris.")
 """The answer, one content event each: "Paris" comes only with the fifth."""
 
@@ -75,30 +77,23 @@ class _Server(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-class StreamAgent:
+class StreamAgent(ThreadedServer):
     """The agent; a context manager."""
 
     def __init__(self, paces: dict[str, Pace]) -> None:
         self.paces = paces
         self.released = threading.Event()
-        self._httpd = _Server(("127.0.0.1", 0), _handler(self))
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        super().__init__(_handler(self), _Server)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/chat"
-
-    def __enter__(self) -> StreamAgent:
-        self._thread.start()
-        return self
+        return self.base_url + "/chat"
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.released.set()
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        super().__exit__(kind, exc, tb)
 
 
 def _frames(shape: str, kind: str, text: str = "") -> bytes:
