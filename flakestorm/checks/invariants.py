@@ -513,9 +513,7 @@ def _ttft(checker: Checker, invariant: Invariant, observation: Observation) -> _
         reason = f"no content in {duration_text(stream.ended_ms)} ({_first_byte(stream)})"
         return _Finding(False, reason, negated)
     reason = f"first content after {duration_text(first)} ({_first_byte(stream)})"
-    if first <= max_ms:
-        return _Finding(True, f"{reason} ≤ {max_ms} ms", negated)
-    return _Finding(False, f"{reason} > {max_ms} ms", negated)
+    return _at_most(first, max_ms, (reason, reason), negated)
 
 
 @_registers(InvariantType.MAX_STALL)
@@ -528,9 +526,15 @@ def _max_stall(checker: Checker, invariant: Invariant, observation: Observation)
         return _Finding(False, f"no content at all: silent for {duration_text(gap)}", negated)
     last = " (the last)" if stream.gap_after == stream.content_events else ""
     figure = f"{duration_text(gap)} after chunk {stream.gap_after}{last}"
-    if gap <= max_ms:
-        return _Finding(True, f"longest silence {figure} ≤ {max_ms} ms", negated)
-    return _Finding(False, f"silent for {figure} > {max_ms} ms", negated)
+    return _at_most(gap, max_ms, (f"longest silence {figure}", f"silent for {figure}"), negated)
+
+
+def _at_most(value: float, max_ms: int, said: tuple[str, str], negated: str) -> _Finding:
+    """Holds when ``value`` is at most ``max_ms``; ``said`` words the figure when it holds
+    and when it does not."""
+    if value <= max_ms:
+        return _Finding(True, f"{said[0]} ≤ {max_ms} ms", negated)
+    return _Finding(False, f"{said[1]} > {max_ms} ms", negated)
 
 
 @_registers(InvariantType.STREAM_COMPLETES)

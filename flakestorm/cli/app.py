@@ -263,6 +263,17 @@ config_option = click.option(
 )
 
 
+def output_option(
+    name: str, help: str, *, directory: bool, allow_dash: bool = False, **settings: Any
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``-o/--output``, passed as ``name``: a directory, or else a file (``-`` for stdout when
+    ``allow_dash``); ``settings`` are click's (``required``, ``default``, ...)."""
+    kind = click.Path(
+        file_okay=not directory, dir_okay=directory, allow_dash=allow_dash, path_type=Path
+    )
+    return click.option("-o", "--output", name, type=kind, help=help, **settings)
+
+
 def seed_option(note: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """``--seed``, which overrides ``advanced.seed`` (``note`` ends its help)."""
     return click.option(

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from flakestorm.cli.app import main
+from flakestorm.cli.app import main, output_option
 from flakestorm.errors import UsageError
 
 if TYPE_CHECKING:
@@ -30,14 +30,12 @@ def baseline() -> None:
 
 @baseline.command("bless")
 @click.argument("results_json", type=click.Path(dir_okay=False, path_type=Path))
-@click.option(
-    "-o",
-    "--output",
+@output_option(
     "output",
-    type=click.Path(dir_okay=False, path_type=Path),
+    "Where to write the baseline (commit it).",
+    directory=False,
     default=DEFAULT_PATH,
     show_default=True,
-    help="Where to write the baseline (commit it).",
 )
 @click.option(
     "--commit",

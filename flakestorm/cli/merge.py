@@ -8,18 +8,13 @@ from pathlib import Path
 
 import click
 
-from flakestorm.cli.app import main
+from flakestorm.cli.app import main, output_option
 
 
 @main.command("merge")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option(
-    "-o",
-    "--output",
-    "output_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    required=True,
-    help="The directory to write the run's reports into.",
+@output_option(
+    "output_dir", "The directory to write the run's reports into.", directory=True, required=True
 )
 @click.option(
     "--min-score",

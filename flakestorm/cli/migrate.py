@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from flakestorm.cli.app import config_option, main
+from flakestorm.cli.app import config_option, main, output_option
 from flakestorm.errors import ConfigError, FlakestormError, UsageError
 
 if TYPE_CHECKING:
@@ -21,12 +21,11 @@ STDOUT = Path("-")
 
 @main.command()
 @config_option
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
-    default=None,
-    help="Write the migrated config to this file (- for stdout) and no other file.",
+@output_option(
+    "output",
+    "Write the migrated config to this file (- for stdout) and no other file.",
+    directory=False,
+    allow_dash=True,
 )
 def migrate(config_path: Path, output: Path | None) -> None:
     """Rewrite a flakestorm 1.x / 2.0.0 config (and its replay session files) in today's form.

@@ -9,20 +9,15 @@ from typing import TYPE_CHECKING
 
 import click
 
-from flakestorm.cli.app import StopsCleanly, main
+from flakestorm.cli.app import StopsCleanly, main, output_option
 from flakestorm.cli.run import conclude, execute, run_options
 
 if TYPE_CHECKING:
     from flakestorm.engine.runner import Overrides
 
 
-_sessions_dir = click.option(
-    "-o",
-    "--output",
-    "out_dir",
-    required=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Directory the session files are written to.",
+_sessions_dir = output_option(
+    "out_dir", "Directory the session files are written to.", directory=True, required=True
 )
 """``-o/--output``: where ``export`` and ``import`` write session files."""
 

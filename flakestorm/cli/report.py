@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from flakestorm.cli.app import main
+from flakestorm.cli.app import main, output_option
 from flakestorm.errors import UsageError
 from flakestorm.reporters.registry import REPORTS
 from flakestorm.results.model import RunResult
@@ -57,13 +57,10 @@ def read_results(results_json: Path) -> RunResult:
     multiple=True,
     help="A format to write (repeatable). Default: junit, markdown, html and json.",
 )
-@click.option(
-    "-o",
-    "--output",
+@output_option(
     "output_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="The directory to write into (default: the directory of RESULTS_JSON).",
+    "The directory to write into (default: the directory of RESULTS_JSON).",
+    directory=True,
 )
 @click.option(
     "--history",

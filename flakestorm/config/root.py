@@ -36,12 +36,7 @@ class Weights(Model):
     replay: Annotated[float, Field(ge=0.0, le=1.0)] = DEFAULT_WEIGHTS["replay"]
 
     def as_dict(self) -> dict[str, float]:
-        return {
-            "mutation": self.mutation,
-            "chaos": self.chaos,
-            "contract": self.contract,
-            "replay": self.replay,
-        }
+        return self.model_dump()
 
 
 LEGACY_WEIGHT_KEYS = ("mutation", "chaos", "contract", "replay")

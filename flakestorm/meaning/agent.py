@@ -116,12 +116,7 @@ def _http(scope: Scope, agent: AgentConfig) -> None:
 def _session(scope: Scope, agent: AgentConfig) -> None:
     session = agent.session
     at: ConfigPath = ("agent", "session")
-    if session is None:
-        return
-    if agent.type is AgentType.PYTHON:
-        scope.error(
-            at, "'session' applies to http agents only (this agent is type: python)", key=True
-        )
+    if session is None or not _http_only(scope, agent, "session"):
         return
     if (session.header is None) == (not session.template):
         scope.error(
@@ -145,6 +140,18 @@ def _session(scope: Scope, agent: AgentConfig) -> None:
                 f"is not called: agent.session gives each cell its own conversation, so "
                 f"cells need no reset (remove {name}, or the session, to choose)",
             )
+
+
+def _http_only(scope: Scope, agent: AgentConfig, name: str) -> bool:
+    """Whether ``agent.NAME``, which is set, may be: an error on a python agent."""
+    if agent.type is AgentType.PYTHON:
+        scope.error(
+            ("agent", name),
+            f"'{name}' applies to http agents only (this agent is type: python)",
+            key=True,
+        )
+        return False
+    return True
 
 
 def _request_template(scope: Scope, agent: AgentConfig) -> None:
@@ -192,12 +199,7 @@ def _dotted(jsonpath: str) -> str:
 def _stream(scope: Scope, agent: AgentConfig) -> None:
     stream = agent.stream
     at: ConfigPath = ("agent", "stream")
-    if stream is None:
-        return
-    if agent.type is AgentType.PYTHON:
-        scope.error(
-            at, "'stream' applies to http agents only (this agent is type: python)", key=True
-        )
+    if stream is None or not _http_only(scope, agent, "stream"):
         return
     if agent.response_path is not None:
         scope.error(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 
 from flakestorm.config import MutationType
-from flakestorm.mutations.unit import MutationUnit, prompt_transform
+from flakestorm.mutations.unit import MutationUnit, framed, prompt_transform
 from flakestorm.mutations.wording import WORD, lower_first, strip_end
 
 # --------------------------------------------------------------------------- length
@@ -84,17 +84,21 @@ def _past(prompt: str, rng: random.Random) -> str:
     return f"Back in {year}, {lower_first(prompt.strip())}"
 
 
-@prompt_transform("conflicting_dates", "'Today is 2024-01-01. (It is 2031 now.) …'")
-def _conflict(prompt: str, rng: random.Random) -> str:
-    return (
-        f"Today is 2024-01-01. {prompt.strip()} Note: it is currently March 2031, and yesterday "
-        "was 2019-07-04."
-    )
+_conflict = framed(
+    "conflicting_dates",
+    "'Today is 2024-01-01. (It is 2031 now.) …'",
+    before="Today is 2024-01-01. ",
+    after=" Note: it is currently March 2031, and yesterday was 2019-07-04.",
+    shape=str.strip,
+)
 
 
-@prompt_transform("relative_paradox", "'… yesterday, which is tomorrow'")
-def _paradox(prompt: str, rng: random.Random) -> str:
-    return f"{strip_end(prompt)} yesterday, which is the day after tomorrow?"
+_paradox = framed(
+    "relative_paradox",
+    "'… yesterday, which is tomorrow'",
+    after=" yesterday, which is the day after tomorrow?",
+    shape=strip_end,
+)
 
 
 TEMPORAL_ATTACK = MutationUnit(

@@ -52,6 +52,19 @@ class Transform:
     """What it does, in a few words (the mutation guide and ``mutations preview``)."""
 
 
+def framed(
+    name: str,
+    example: str,
+    before: str = "",
+    after: str = "",
+    shape: Callable[[str], str] = str,
+) -> Transform:
+    """A prompt-level transform that puts the prompt, shaped by ``shape``, between fixed text."""
+    return Transform(
+        name, lambda prompt, rng, target: Variant(f"{before}{shape(prompt)}{after}"), example
+    )
+
+
 def prompt_transform(
     name: str, example: str = ""
 ) -> Callable[[Callable[[str, random.Random], str]], Transform]:

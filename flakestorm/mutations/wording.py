@@ -19,7 +19,7 @@ import re
 
 from flakestorm.chaos.llm.text import CONTRACTIONS, sentences, swap_phrases
 from flakestorm.config import MutationType
-from flakestorm.mutations.unit import MutationUnit, prompt_transform
+from flakestorm.mutations.unit import MutationUnit, framed, prompt_transform
 
 WORD = re.compile(r"[A-Za-z]+")
 _LETTER = re.compile(r"[A-Za-z]")
@@ -224,16 +224,21 @@ def _formal(prompt: str, rng: random.Random) -> str:
     )
 
 
-@prompt_transform("urgent", "'URGENT - production is down: <prompt>'")
-def _urgent(prompt: str, rng: random.Random) -> str:
-    return f"URGENT!!! Production is down and my boss is waiting: {prompt} Need this in 30 seconds."
+_urgent = framed(
+    "urgent",
+    "'URGENT - production is down: <prompt>'",
+    before="URGENT!!! Production is down and my boss is waiting: ",
+    after=" Need this in 30 seconds.",
+)
 
 
-@prompt_transform("passive_aggressive", "'As I already asked (twice), …'")
-def _passive(prompt: str, rng: random.Random) -> str:
-    return (
-        f"As I already asked (twice), {lower_first(prompt.strip())} Thanks SO much for your help."
-    )
+_passive = framed(
+    "passive_aggressive",
+    "'As I already asked (twice), …'",
+    before="As I already asked (twice), ",
+    after=" Thanks SO much for your help.",
+    shape=lambda prompt: lower_first(prompt.strip()),
+)
 
 
 TONE_SHIFT = MutationUnit(

@@ -9,7 +9,7 @@ missing artifact) are counted, not shown.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from flakestorm.results.model import RunResult
@@ -36,14 +36,7 @@ class TrendPoint:
     """This run."""
 
     def document(self) -> dict[str, Any]:
-        return {
-            "at": self.at,
-            "commit": self.commit,
-            "score": self.score,
-            "verdict": self.verdict,
-            "other_config": self.other_config,
-            "current": self.current,
-        }
+        return asdict(self)
 
     @classmethod
     def from_document(cls, d: Mapping[str, Any]) -> TrendPoint:

@@ -51,14 +51,7 @@ class Usage:
         return self.prompt + self.output
 
     def to_document(self) -> dict[str, Any]:
-        return {
-            "input": self.input,
-            "output": self.output,
-            "cache_read": self.cache_read,
-            "cache_write": self.cache_write,
-            "model": self.model,
-            "counted": self.counted.value,
-        }
+        return {**vars(self), "counted": self.counted.value}
 
     @classmethod
     def from_document(cls, doc: Mapping[str, Any]) -> Usage:

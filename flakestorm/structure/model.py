@@ -288,15 +288,7 @@ class _Translator:
         return step
 
     def value_at(self, ypath: Sequence[str | int]) -> Any:
-        node: Any = self.data
-        for part in ypath:
-            if isinstance(node, dict):
-                node = node.get(part)
-            elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
-                node = node[part]
-            else:
-                return None
-        return node
+        return _node(self.data, ypath)
 
     def problem(self, err: Any, step: ErrorPath) -> FieldProblem:
         etype: str = err["type"]

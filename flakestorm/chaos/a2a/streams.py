@@ -16,15 +16,14 @@ It is pure; :attr:`StreamEdit.cut` and :attr:`StreamEdit.task_id` say what it di
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from flakestorm.chaos.a2a.protocol import A2aCall, status_of
+from flakestorm.chaos.llm.streams import FrameBuffer
 from flakestorm.config import A2aTaskState
 
 __all__ = ["StreamEdit"]
 
-_FRAME_END = re.compile(rb"\r?\n\r?\n")
 _KINDS_V03 = {"task": "task", "status-update": "status", "artifact-update": "artifact"}
 _KINDS_V1 = (("task", "task"), ("statusUpdate", "status"), ("artifactUpdate", "artifact"))
 
@@ -44,23 +43,23 @@ class StreamEdit:
         """The stream was ended after ``after_events`` events."""
         self.task_id: str | None = None
         """The task the stream is about (from its first task or status update)."""
-        self._buffer = b""
+        self._frames = FrameBuffer()
+
+    @property
+    def done(self) -> bool:
+        return self.cut
 
     def feed(self, chunk: bytes) -> list[bytes]:
         """The frames to send on after the upstream's next ``chunk``."""
         out: list[bytes] = []
-        self._buffer += chunk
-        while not self.cut:
-            match = _FRAME_END.search(self._buffer)
-            if match is None:
-                break
-            frame, self._buffer = self._buffer[: match.end()], self._buffer[match.end() :]
+        self._frames.add(chunk)
+        while not self.cut and (frame := self._frames.frame()) is not None:
             out += self._frame(frame)
         return out
 
     def end(self) -> list[bytes]:
         """The frames to send when the upstream has ended."""
-        rest, self._buffer = self._buffer, b""
+        rest = self._frames.rest()
         if self.cut or not rest.strip():
             return []
         return self._frame(rest + b"\n\n")

@@ -15,7 +15,7 @@ from flakestorm.chaos.llm.cuts import Cut
 from flakestorm.chaos.llm.modes import LLM_MODES
 from flakestorm.chaos.llm.pacing import Pacing
 from flakestorm.chaos.llm.protocol import Provider
-from flakestorm.chaos.llm.streams import FRAME_END, Frame, StreamEdit, stream_edit
+from flakestorm.chaos.llm.streams import Frame, FrameBuffer, StreamEdit, edited, stream_edit
 from flakestorm.config import LlmFault
 
 __all__ = ["StreamFaulter", "fault_on_stream"]
@@ -32,7 +32,7 @@ class StreamFaulter:
         unit = LLM_MODES[fault.mode]
         self._through = unit.passes_stream(fault)
         self._keeps = unit.keeps_frames
-        self._buffer = b""
+        self._frames = FrameBuffer()
         self._edit: StreamEdit | None = None
         self._cut = Cut.of(fault)
         self._pacing = Pacing.of(fault)
@@ -77,12 +77,8 @@ class StreamFaulter:
         if self._through:
             return [chunk]
         out: list[bytes] = []
-        self._buffer += chunk
-        while not self.done:
-            match = FRAME_END.search(self._buffer)
-            if match is None:
-                break
-            raw, self._buffer = self._buffer[: match.end()], self._buffer[match.end() :]
+        self._frames.add(chunk)
+        while not self.done and (raw := self._frames.frame()) is not None:
             out += self._frame(Frame.parse(raw))
         return out
 
@@ -91,9 +87,9 @@ class StreamFaulter:
         if self._through or self.done:
             return []
         out: list[bytes] = []
-        if self._buffer.strip():
-            out += self._frame(Frame.parse(self._buffer))
-        self._buffer = b""
+        rest = self._frames.rest()
+        if rest.strip():
+            out += self._frame(Frame.parse(rest))
         if self._edit is not None and not self.done and not self._keeps:
             out += self._edit.end()
         return out
@@ -128,9 +124,4 @@ def fault_on_stream(
     :func:`~flakestorm.chaos.llm.modes.fault_before_upstream` answers them. ``provider``
     is not needed to tell the protocols apart: each stream says which one it speaks.
     """
-    faulter = StreamFaulter(fault, rng)
-    for chunk in chunks:
-        yield from faulter.feed(chunk)
-        if faulter.done:
-            return
-    yield from faulter.end()
+    return edited(StreamFaulter(fault, rng), chunks)

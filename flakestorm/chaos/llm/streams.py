@@ -27,19 +27,71 @@ import copy
 import json
 import random
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from flakestorm.chaos.llm.protocol import dump_json
 from flakestorm.chaos.llm.replies import TOOL_BLOCKS, TextEditor, set_usage
 from flakestorm.chaos.llm.text import count_tokens, truncate_text
 from flakestorm.config import LlmFault
 
-__all__ = ["FRAME_END", "Frame", "StreamEdit", "stream_edit"]
+__all__ = [
+    "FRAME_END",
+    "Frame",
+    "FrameBuffer",
+    "FrameEditor",
+    "StreamEdit",
+    "edited",
+    "stream_edit",
+]
 
 # --------------------------------------------------------------------------- SSE frames
 
 FRAME_END = re.compile(rb"\r?\n\r?\n")
+
+
+class FrameBuffer:
+    """An SSE stream's bytes, added as they come (split anywhere), taken back a whole frame
+    (its blank line included) at a time."""
+
+    def __init__(self) -> None:
+        self._buffer = b""
+
+    def add(self, chunk: bytes) -> None:
+        self._buffer += chunk
+
+    def frame(self) -> bytes | None:
+        """The next whole frame, or None until one has come."""
+        match = FRAME_END.search(self._buffer)
+        if match is None:
+            return None
+        frame, self._buffer = self._buffer[: match.end()], self._buffer[match.end() :]
+        return frame
+
+    def rest(self) -> bytes:
+        """What came after the last whole frame (the buffer is emptied)."""
+        rest, self._buffer = self._buffer, b""
+        return rest
+
+
+class FrameEditor(Protocol):
+    """Edits a stream's frames as its bytes come: :meth:`feed` each chunk and send on what it
+    returns until :attr:`done`, then :meth:`end`'s frames."""
+
+    @property
+    def done(self) -> bool: ...
+    def feed(self, chunk: bytes) -> list[bytes]: ...
+    def end(self) -> list[bytes]: ...
+
+
+def edited(editor: FrameEditor, chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """``chunks`` through ``editor``, lazily: reading stops once the editor is done."""
+    for chunk in chunks:
+        yield from editor.feed(chunk)
+        if editor.done:
+            return
+    yield from editor.end()
 
 
 @dataclass

@@ -36,6 +36,7 @@ from flakestorm.chaos.faults.decisions import FaultBook, Target
 from flakestorm.chaos.faults.labels import tool_fault_label
 from flakestorm.chaos.faults.modes import DEFAULT_TIMEOUT_MS
 from flakestorm.chaos.faults.tool_modes import TOOL_MODES, error_message
+from flakestorm.chaos.llm.streams import edited
 from flakestorm.chaos.proxy.call import ServedCall
 from flakestorm.chaos.proxy.framing import FramedHandler
 from flakestorm.chaos.proxy.reply import HttpResponse, closing, from_tool, lost
@@ -276,17 +277,13 @@ def _edited(
         return reply
     chunks = reply.chunks
 
-    def edited() -> Iterator[bytes]:
+    def frames() -> Iterator[bytes]:
         try:
-            for chunk in chunks:
-                yield from edit.feed(chunk)
-                if edit.cut:
-                    return
-            yield from edit.end()
+            yield from edited(edit, chunks)
         finally:
             ended()
 
-    return HttpResponse(reply.status, reply.headers, chunks=closing(edited(), chunks))
+    return HttpResponse(reply.status, reply.headers, chunks=closing(frames(), chunks))
 
 
 def _detail(request: A2aCall, reply: HttpResponse) -> str:

@@ -26,6 +26,7 @@ from flakestorm.chaos.faults.decisions import (
 from flakestorm.chaos.faults.labels import attack_label, llm_fault_label, tool_fault_label
 from flakestorm.chaos.faults.tool_modes import TOOL_MODES
 from flakestorm.chaos.llm.modes import LLM_MODES
+from flakestorm.chaos.llm.streams import edited
 from flakestorm.chaos.llm.usage import UsageMeter
 from flakestorm.chaos.proxy.a2a_calls import serve_a2a
 from flakestorm.chaos.proxy.call import ServedCall
@@ -187,11 +188,7 @@ def _faulted(
     """Upstream's stream through ``faulter``; ``not_applied`` when it ends with the fault not
     applied (the stream was unrecognised, or ended before the fault's cut)."""
     try:
-        for chunk in chunks:
-            yield from faulter.feed(chunk)
-            if faulter.done:
-                return
-        yield from faulter.end()
+        yield from edited(faulter, chunks)
     finally:
         reason = faulter.unapplied
         if reason is not None:

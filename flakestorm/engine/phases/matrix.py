@@ -122,17 +122,17 @@ def run_matrix(
     executor.run_cells(calm_cells, baselines, sink=spool.add)
     if channel is not None:  # calls outside recorded scenarios: only the checks' are read again
         channel.forget(CALM, keep=PRE_MATRIX_CELLS)
-    if channel is not None and channel.flies and in_flight(counted, forwarding, recorded):
-        room = flight_room(channel, executor.invocations - sent_before)
-        for wave in waves(plan, recorded, executor.options.repeat, room):
-            spool.extend(_fly(plan, wave, channel, baselines, context, infos, conduct))
-        recorded = []
-    for scenario in recorded:
-        assert channel is not None
-        runs = counted.scenario(scenario.name)
-        order = runs.order if runs.runs == UNLESS_ATTRIBUTED and not forwarding else ()
-        spool.extend(_alone(plan, scenario, order, channel, baselines, context, infos, conduct))
     if channel is not None:
+        recording = _Recording(plan, channel, baselines, context, infos, conduct)
+        if channel.flies and in_flight(counted, forwarding, recorded):
+            room = flight_room(channel, executor.invocations - sent_before)
+            for wave in waves(plan, recorded, executor.options.repeat, room):
+                spool.extend(recording.fly(wave))
+            recorded = []
+        for scenario in recorded:
+            runs = counted.scenario(scenario.name)
+            order = runs.order if runs.runs == UNLESS_ATTRIBUTED and not forwarding else ()
+            spool.extend(recording.alone(scenario, order))
         channel.activate(calm)
     warnings += revived_notice(executor.revived[revived:], "cell")
     return _outcome(phase, plan, lines, infos, spool.items, warnings)
@@ -149,36 +149,91 @@ def planned(phase: str, plan: MatrixPlan, context: PhaseContext) -> PhaseCount:
     return count_matrix(phase, plan, context.plan, config, context.first)
 
 
-def _alone(
-    plan: MatrixPlan,
-    scenario: Scenario,
-    order: tuple[str, ...],
-    channel: Channel,
-    baselines: Mapping[BaselineKey, Reply | None],
-    context: PhaseContext,
-    infos: dict[str, ScenarioInfo],
-    conduct: ConductJudge,
-) -> list[CellResult]:
-    """The cells of one recorded scenario, run with it active on the channel (one at a time
-    when its faults depend on call ``order`` and the agent forwards no attribution), settled
-    with its delivery proof."""
-    executor = context.executor
-    # an earlier phase may have run a scenario of the same name ("chaos"): not ours
-    earlier = {i.seq for i in channel.interactions(scenario.name)}
-    active = active_scenario(scenario, context.loaded.config.advanced.seed)
-    channel.activate(active)
-    cells = [c for c in plan.cells if c.scenario is scenario]
+@dataclasses.dataclass(frozen=True)
+class _Recording:
+    """What running a phase's recorded scenarios shares: each is settled with its delivery
+    proof once its cells ran, and ``infos`` gets the judged scenario."""
 
-    def before_invocation(invocation: str) -> None:
-        channel.activate(dataclasses.replace(active, cell_id=invocation))
+    plan: MatrixPlan
+    channel: Channel
+    baselines: Mapping[BaselineKey, Reply | None]
+    context: PhaseContext
+    infos: dict[str, ScenarioInfo]
+    conduct: ConductJudge
 
-    info = dataclasses.replace(infos[scenario.name], serial=bool(order), order=order)
-    settle = _settler(channel, active, earlier, info, infos, cells, executor.options, conduct)
-    results = executor.run_cells(
-        cells, baselines, serial=bool(order), before_invocation=before_invocation, settle=settle
-    )
-    channel.forget(scenario.name)  # its calls are in its cells now
-    return results
+    def alone(self, scenario: Scenario, order: tuple[str, ...]) -> list[CellResult]:
+        """The cells of one recorded scenario, run with it active on the channel (one at a
+        time when its faults depend on call ``order`` and the agent forwards no attribution),
+        settled with its delivery proof."""
+        channel = self.channel
+        # an earlier phase may have run a scenario of the same name ("chaos"): not ours
+        earlier = {i.seq for i in channel.interactions(scenario.name)}
+        active = active_scenario(scenario, self.context.loaded.config.advanced.seed)
+        channel.activate(active)
+        cells = [c for c in self.plan.cells if c.scenario is scenario]
+
+        def before_invocation(invocation: str) -> None:
+            channel.activate(dataclasses.replace(active, cell_id=invocation))
+
+        info = dataclasses.replace(self.infos[scenario.name], serial=bool(order), order=order)
+        settle = self._settler(active, earlier, info, cells)
+        results = self.context.executor.run_cells(
+            cells,
+            self.baselines,
+            serial=bool(order),
+            before_invocation=before_invocation,
+            settle=settle,
+        )
+        channel.forget(scenario.name)  # its calls are in its cells now
+        return results
+
+    def fly(self, recorded: Sequence[Scenario]) -> list[CellResult]:
+        """The cells of every recorded scenario run side by side, each call decided by its
+        cell's scenario; each scenario settled with its own delivery proof, and announced, as
+        soon as its own cells ran."""
+        channel, seed = self.channel, self.context.loaded.config.advanced.seed
+        actives = [active_scenario(s, seed) for s in recorded]
+        cells: dict[str, list[Cell]] = {s.name: [] for s in recorded}
+        for cell in self.plan.cells:
+            if cell.scenario.name in cells:
+                cells[cell.scenario.name].append(cell)
+        settlers = {}
+        for active in actives:
+            # an earlier phase may have run a scenario of the same name ("chaos"): not ours
+            earlier = {i.seq for i in channel.interactions(active.name)}
+            info = dataclasses.replace(self.infos[active.name], in_flight=True)
+            self.infos[active.name] = info
+            settlers[active.name] = self._settler(active, earlier, info, cells[active.name])
+        channel.fly(actives, {c.id: name for name, mine in cells.items() for c in mine})
+
+        flying = [c for name in cells for c in cells[name]]
+        # each scenario is settled (and announced) as soon as its own cells are in
+        results = self.context.executor.run_cells(
+            flying, self.baselines, settle=lambda name, mine: settlers[name](name, mine)
+        )
+        for name in cells:
+            channel.forget(name)  # their calls are in their cells now
+        return results
+
+    def _settler(
+        self, active: ActiveScenario, earlier: set[int], info: ScenarioInfo, cells: Sequence[Cell]
+    ) -> Callable[[str, list[CellResult]], list[CellResult]]:
+        """Completes a recorded scenario's verdicts once its cells ran: the calls its cells
+        made (not an earlier phase's), the invariants on calls judged on them and what each
+        cell spent (:mod:`flakestorm.engine.conduct`), the delivery proof and judgement, then
+        ``when`` judged per invocation where the scenario's faults may spare one
+        (:mod:`.applicability`)."""
+        planned = {cell.index: cell for cell in cells}
+        channel, conduct, options = self.channel, self.conduct, self.context.executor.options
+
+        def settle(_scenario: str, results: list[CellResult]) -> list[CellResult]:
+            seen = [i for i in channel.interactions(active.name) if i.seq not in earlier]
+            proven, proof = prove(results, seen, FaultBook(active), channel, info)
+            proven = conduct.judge(proven, planned)
+            self.infos[active.name], settled = judge(conduct.spent(proof, proven), proven)
+            return [_per_invocation(r, planned.get(r.index), options) for r in settled]
+
+        return settle
 
 
 def first_compared(recorded: list[Scenario], plan: MatrixPlan) -> list[Scenario]:
@@ -239,44 +294,6 @@ def waves(
         out[-1].append(scenario)
         size += mine
     return out
-
-
-def _fly(
-    plan: MatrixPlan,
-    recorded: Sequence[Scenario],
-    channel: Channel,
-    baselines: Mapping[BaselineKey, Reply | None],
-    context: PhaseContext,
-    infos: dict[str, ScenarioInfo],
-    conduct: ConductJudge,
-) -> list[CellResult]:
-    """The cells of every recorded scenario run side by side, each call decided by its cell's
-    scenario; each scenario settled with its own delivery proof, and announced, as soon as its
-    own cells ran."""
-    executor, seed = context.executor, context.loaded.config.advanced.seed
-    actives = [active_scenario(s, seed) for s in recorded]
-    cells: dict[str, list[Cell]] = {s.name: [] for s in recorded}
-    for cell in plan.cells:
-        if cell.scenario.name in cells:
-            cells[cell.scenario.name].append(cell)
-    settlers = {}
-    for active in actives:
-        # an earlier phase may have run a scenario of the same name ("chaos"): not ours
-        earlier = {i.seq for i in channel.interactions(active.name)}
-        info = infos[active.name] = dataclasses.replace(infos[active.name], in_flight=True)
-        settlers[active.name] = _settler(
-            channel, active, earlier, info, infos, cells[active.name], executor.options, conduct
-        )
-    channel.fly(actives, {c.id: name for name, mine in cells.items() for c in mine})
-
-    flying = [c for name in cells for c in cells[name]]
-    # each scenario is settled (and announced) as soon as its own cells are in
-    results = executor.run_cells(
-        flying, baselines, settle=lambda name, mine: settlers[name](name, mine)
-    )
-    for name in cells:
-        channel.forget(name)  # their calls are in their cells now
-    return results
 
 
 def _attribution(channel: Channel, context: PhaseContext) -> bool:
@@ -357,33 +374,6 @@ class MatrixPhase(SectionPhase):
             for i, inv in enumerate(plan.contract.invariants)
         }
         return run_matrix(self.name, plan, context, lines)
-
-
-def _settler(
-    channel: Channel,
-    active: ActiveScenario,
-    earlier: set[int],
-    info: ScenarioInfo,
-    infos: dict[str, ScenarioInfo],
-    cells: Sequence[Cell],
-    options: Options,
-    conduct: ConductJudge,
-) -> Callable[[str, list[CellResult]], list[CellResult]]:
-    """Completes a recorded scenario's verdicts once its cells ran: the calls its cells made
-    (not an earlier phase's), the invariants on calls judged on them and what each cell spent
-    (:mod:`flakestorm.engine.conduct`), the delivery proof and judgement, then ``when`` judged
-    per invocation where the scenario's faults may spare one (:mod:`.applicability`);
-    ``infos`` gets the judged scenario."""
-    planned = {cell.index: cell for cell in cells}
-
-    def settle(_scenario: str, results: list[CellResult]) -> list[CellResult]:
-        seen = [i for i in channel.interactions(active.name) if i.seq not in earlier]
-        proven, proof = prove(results, seen, FaultBook(active), channel, info)
-        proven = conduct.judge(proven, planned)
-        infos[active.name], settled = judge(conduct.spent(proof, proven), proven)
-        return [_per_invocation(result, planned.get(result.index), options) for result in settled]
-
-    return settle
 
 
 def _per_invocation(result: CellResult, cell: Cell | None, options: Options) -> CellResult:
