@@ -16,6 +16,11 @@ is taken. The entry points:
 - :class:`Redactor` — the one redaction function: ``Redactor(secrets)(text)``. Results are
   redacted with it before any report renders them (``results.redact``), and the action's log
   lines (progress, errors) go through it too.
+- :meth:`Redactor.pieces` — a text that comes in pieces (a streamed reply's timeline: each
+  event's excerpt) redacted as one: a secret split between events is found in their joined
+  text, and a piece's end that is the start of a secret (or its start the end of one) is
+  masked, for the piece may have been cut or the events after it left out. :func:`redact_data`
+  redacts a stream's timeline so.
 - :func:`redacting` / :func:`active` — the run's redactor for code that cuts texts while the run
   is going (invariant reasons quoting the reply, error messages quoting a body): the runner
   installs it with ``redacting``; those excerpt functions call ``active()(text)`` first. Worker
@@ -27,12 +32,16 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 from urllib.parse import quote, quote_plus
 
 REDACTED = "***"
 MIN_SECRET_CHARS = 4
+MIN_PIECE_CHARS = 3
+"""The fewest characters at a piece's end taken for part of a secret cut there."""
+TIMELINE_EVENT = frozenset({"at_ms", "kind", "text"})
+"""The keys of a stream timeline's event in a results document (``results.stream_timing``)."""
 
 
 class Redactor:
@@ -53,6 +62,79 @@ class Redactor:
                 text = text.replace(form, REDACTED)
         return text
 
+    def pieces(self, pieces: Sequence[str]) -> list[str]:
+        """``pieces``, adjacent parts of one text in order, each with what is a secret
+        replaced by ``***``: every secret in their joined text (one split between pieces
+        included: the ``***`` stands where it starts), and a piece's end of at least
+        :data:`MIN_PIECE_CHARS` characters that is a secret's start (or its start a secret's
+        end, or the whole piece a part of one)."""
+        if not self._forms:
+            return list(pieces)
+        joined = "".join(pieces)
+        spans: list[tuple[int, int]] = []
+        for form in self._forms:
+            at = joined.find(form)
+            while at >= 0:
+                spans.append((at, at + len(form)))
+                at = joined.find(form, at + 1)
+        offset = 0
+        for piece in pieces:
+            spans += [(offset + a, offset + b) for a, b in _secret_ends(piece, self._forms)]
+            offset += len(piece)
+        return splice(pieces, [(a, b, REDACTED) for a, b in _merged(spans)])
+
+
+def _secret_ends(piece: str, forms: Sequence[str]) -> Iterator[tuple[int, int]]:
+    """The spans of ``piece`` that may be a secret cut at its ends: a start of a form at its
+    end, an end of a form at its start, or the whole piece inside one."""
+    for form in forms:
+        if MIN_PIECE_CHARS <= len(piece) < len(form) and piece in form:
+            yield 0, len(piece)
+            continue
+        most = min(len(piece), len(form) - 1)
+        for k in range(most, MIN_PIECE_CHARS - 1, -1):
+            if piece.endswith(form[:k]):
+                yield len(piece) - k, len(piece)
+                break
+        for k in range(most, MIN_PIECE_CHARS - 1, -1):
+            if piece.startswith(form[-k:]):
+                yield 0, k
+                break
+
+
+def _merged(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``spans`` in order, those that overlap made one."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if out and start < out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def splice(pieces: Sequence[str], spans: Sequence[tuple[int, int, str]]) -> list[str]:
+    """``pieces`` (adjacent parts of one text) with each span of their joined text —
+    ``(start, end, replacement)``, in order and apart — replaced: the replacement in the piece
+    where the span starts, what it covers of later pieces left out."""
+    out: list[str] = []
+    offset = 0
+    for piece in pieces:
+        end = offset + len(piece)
+        parts: list[str] = []
+        at = offset
+        for start, stop, replacement in spans:
+            if stop <= offset or start >= end or stop <= at:
+                continue
+            parts.append(piece[max(at, offset) - offset : max(start, at) - offset])
+            if start >= offset:
+                parts.append(replacement)
+            at = min(stop, end)
+        parts.append(piece[at - offset :])
+        out.append("".join(parts))
+        offset = end
+    return out
+
 
 def _forms(secret: str) -> tuple[str, ...]:
     """``secret`` as written, as ``repr`` escapes it, in a JSON string (ASCII-escaped or not)
@@ -69,7 +151,9 @@ def _forms(secret: str) -> tuple[str, ...]:
 
 def redact_data(value: Any, redactor: Redactor, keys: bool = True) -> Any:
     """``value`` (JSON data) with every secret in its strings replaced by ``***``: in its
-    mappings' keys too unless ``keys`` is False (documents whose keys are field names)."""
+    mappings' keys too unless ``keys`` is False (documents whose keys are field names). A
+    stream's timeline (a list of events, :data:`TIMELINE_EVENT`) is redacted as the pieces of
+    one text (:meth:`Redactor.pieces`)."""
     if isinstance(value, str):
         return redactor(value)
     if isinstance(value, dict):
@@ -77,7 +161,15 @@ def redact_data(value: Any, redactor: Redactor, keys: bool = True) -> Any:
             (redactor(k) if keys else k): redact_data(v, redactor, keys) for k, v in value.items()
         }
     if isinstance(value, list):
-        return [redact_data(v, redactor, keys) for v in value]
+        items = [redact_data(v, redactor, keys) for v in value]
+        if (
+            value
+            and redactor
+            and all(isinstance(v, dict) and v.keys() == TIMELINE_EVENT for v in value)
+        ):
+            texts = redactor.pieces([str(v["text"]) for v in value])
+            items = [{**item, "text": text} for item, text in zip(items, texts, strict=True)]
+        return items
     return value
 
 

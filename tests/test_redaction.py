@@ -24,6 +24,18 @@ def test_no_secret_worth_hiding_is_a_false_redactor_that_changes_nothing() -> No
     assert not redactor and redactor("ab cd") == "ab cd"
 
 
+def test_pieces_of_one_text_are_redacted_as_one_and_at_their_ends() -> None:
+    redactor = Redactor({"Qx7Zk9Wv2Jm4Tp8R"})
+    # split between pieces: masked where it starts; the later pieces' part of it left out
+    assert redactor.pieces(["key Qx7Z", "k9Wv2", "Jm4Tp8R!"]) == ["key ***", "", "!"]
+    # a piece cut short (an excerpt) ending in its start, one starting with its end, and one
+    # wholly inside it: each masked, three characters or more
+    assert redactor.pieces(["a Qx7", "Tp8R b", "9Wv2J"]) == ["a ***", "*** b", "***"]
+    assert redactor.pieces(["a Qx", "8R b"]) == ["a Qx", "8R b"]
+    assert redactor.pieces(["hello", " world"]) == ["hello", " world"]
+    assert Redactor(()).pieces(["Qx7Zk9Wv2Jm4Tp8R"]) == ["Qx7Zk9Wv2Jm4Tp8R"]
+
+
 # ------------------------------------------------------------- redact before any cut, end to end
 
 SECRET = "Qx7Zk9Wv2Jm4Tp8R"
@@ -127,6 +139,119 @@ def test_a_secret_straddling_every_excerpt_boundary_leaks_nowhere(tmp_path: Path
     }
     assert {"results.json", "junit.xml", "summary.md", "report.html"} <= set(texts)
     assert "::error" in texts["action log"] and comments  # annotations and the comment were made
+    leaks = {name: _leaks(text) for name, text in texts.items() if _leaks(text)}
+    assert leaks == {}
+
+
+# ------------------------------------------------------------- a secret streamed in pieces
+
+STREAMED = (
+    "The key is ",
+    *("Qx7", "Zk9W", "v2J", "m4Tp", "8R"),  # the secret split between five events
+    ". Again: ",
+    "Qx7Zk9",  # the timeline's eighth event: the secret goes on in events it leaves out
+    *("Wv2Jm4Tp8R", *(f" w{n}" for n in range(12)), " key Qx7Zk9Wv2"),  # left out
+    "Jm4Tp8R",  # the tail's first event: the end of a secret begun in events left out
+    " and ",
+    "." * 36 + SECRET,  # an event longer than its 40-character excerpt, cut in the secret
+    *(" x", " y", " z", " w"),
+)
+"""What a leaking agent streams, one event each (the timeline keeps the first 8 events and the
+last 8, [DONE] included)."""
+
+
+def test_a_secret_streamed_in_pieces_leaks_nowhere(tmp_path: Path) -> None:
+    """A streamed reply's events are short: a model writes a key a few characters at a time,
+    so no event holds it whole. Every event's excerpt is kept in results.json and a failed
+    cell's timeline is shown in every report: the secret is found in the events' joined text,
+    and at the ends of an event cut short or next to events left out."""
+    import io
+
+    from support.fake_github import FakeGitHub
+    from support.server import LoopbackServer, Request, Response
+    from test_entrypoint import entrypoint
+
+    from flakestorm.github.client import GitHub
+    from flakestorm.reporters import terminal
+    from flakestorm.results.model import from_document
+
+    frames = [
+        b"data: " + json.dumps({"choices": [{"delta": {"content": text}}]}).encode() + b"\n\n"
+        for text in STREAMED
+    ]
+
+    def agent(request: Request) -> Response:
+        return Response(
+            200, b"".join([*frames, b"data: [DONE]\n\n"]), {"Content-Type": "text/event-stream"}
+        )
+
+    invariant = {"id": "absent", "type": "contains", "value": "absent", "severity": "critical"}
+    config = {
+        "agent": {
+            "endpoint": "${AGENT_URL}",
+            "headers": {"X-Api-Key": "${API_KEY}"},
+            "stream": {"format": "openai"},
+        },
+        "golden_prompts": ["hello"],
+        "contract": {"name": "c", "invariants": [invariant], "chaos_matrix": [{"name": "calm"}]},
+    }
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "flakestorm.yaml").write_text(json.dumps(config))
+    files = tmp_path / "files"
+    files.mkdir()
+    event = tmp_path / "event.json"
+    event.write_text(
+        json.dumps({"pull_request": {"number": 9, "head": {"repo": {"full_name": "o/r"}}}})
+    )
+    with LoopbackServer(agent) as server, FakeGitHub(tokens={"rw": "write"}) as api:
+        env = {
+            "GITHUB_ACTIONS": "true",
+            "GITHUB_WORKSPACE": str(workspace),
+            "GITHUB_OUTPUT": str(files / "output"),
+            "GITHUB_STEP_SUMMARY": str(files / "summary"),
+            "GITHUB_REPOSITORY": "o/r",
+            "GITHUB_EVENT_NAME": "pull_request",
+            "GITHUB_EVENT_PATH": str(event),
+            "GITHUB_API_URL": api.url,
+            "AGENT_URL": server.url_for("/chat"),
+            "API_KEY": SECRET,
+            "INPUT_CONFIG": "flakestorm.yaml",
+            "INPUT_COMMAND": "contract",
+            "INPUT_COMMENT": "always",
+            "INPUT_GITHUB-TOKEN": "rw",
+        }
+        log = io.StringIO()
+        code = entrypoint.main(env, GitHub(env, out=log))
+        comments = [c["body"] for c in api.comments("o/r", 9)]
+    assert code == 1, log.getvalue()
+    out = workspace / "flakestorm-reports"
+    results = from_document(json.loads((out / "results.json").read_text()))
+    (cell,) = results.phases["contract"].cells
+    stream = cell.prompts[0].stream
+    assert cell.status.value == "failed" and stream is not None
+    assert (stream.content_events, stream.events_left_out) == (29, 14)
+    # what is left of each event kept (worked out by hand): the secret whole where it starts,
+    # the events that held the rest of it emptied, and an end or start of it masked
+    assert [e.text for e in stream.timeline if e.kind == "content"] == [
+        "The key is ",
+        *("***", "", "", "", ""),
+        ". Again: ",
+        "***",
+        "***",
+        " and ",
+        "." * 36 + "***",
+        *(" x", " y", " z", " w"),
+    ]
+    texts = {
+        "action log": log.getvalue().replace(f"::add-mask::{SECRET}\n", ""),
+        "summary": (files / "summary").read_text(),
+        "PR comment": "\n".join(comments),
+        "terminal": terminal.render(results),
+        **{p.name: p.read_text() for p in out.iterdir()},
+    }
+    assert {"results.json", "junit.xml", "summary.md", "report.html"} <= set(texts)
+    assert "| content |" in texts["summary.md"]  # the failing stream's timeline is shown
     leaks = {name: _leaks(text) for name, text in texts.items() if _leaks(text)}
     assert leaks == {}
 

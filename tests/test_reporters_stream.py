@@ -239,6 +239,26 @@ def test_public_reports_mask_a_timeline_and_withhold_a_leaked_reply_s_text() -> 
     assert '<td class="excerpt">write to jane.doe@example.com</td>' in page
 
 
+def test_public_reports_mask_pii_split_between_a_stream_s_events() -> None:
+    """A model streams an address a few characters at a time: no event holds it whole, so
+    each event alone has no PII; read as one text, the address is found and masked where it
+    starts, and what the later events held of it is left out."""
+    pieces = ("mail jane", ".doe@exa", "mple.com", " today")
+    events = tuple(StreamEvent(900.0 + n, "content", piece) for n, piece in enumerate(pieces))
+    told = dataclasses.replace(CUT, timeline=(CUT.timeline[0], *events))
+    summary = markdown.render(_streamed(told))
+    masked = "j\\*\\*\\*@\u200de\\*\\*\\*.com"
+    assert (
+        f"| 2 | 900 ms | content | mail {masked} |\n"
+        "| 3 | 901 ms | content |  |\n"
+        "| 4 | 902 ms | content |  |\n"
+        "| 5 | 903 ms | content |  today |\n"
+    ) in summary
+    assert not any(piece in summary for piece in ("jane", ".doe@exa", "mple.com"))
+    page = html.render(_streamed(told))  # the run's artifact keeps the whole text
+    assert '<td class="excerpt">.doe@exa</td>' in page
+
+
 AGENT = """
 def answer(prompt):
     yield ""  # the first byte, no content

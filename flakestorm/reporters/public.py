@@ -15,7 +15,9 @@ agent's output:
    streamed reply's timeline keeps its events' times and kinds, not its content events' text
    (:data:`WITHHELD_EVENT`).
 2. **Mask PII.** Every PII finding (:func:`flakestorm.checks.pii.find_pii`, every kind) in what is
-   left of a reply, each event of a streamed reply's timeline, an agent error message and the
+   left of a reply, a streamed reply's timeline (its events' excerpts read as one text, so PII
+   split between events is found: the masked form stands where it starts), an agent error
+   message and the
    reasons of failed cells and invocations is replaced by its masked form (``j***@e***.com``);
    so are failed mutations' replies and reasons. Errored cells' reasons are flakestorm's own
    messages (wiring hints, reset failures) and are kept.
@@ -43,6 +45,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from flakestorm.checks.pii import find_pii
+from flakestorm.redaction import splice
 from flakestorm.results.model import (
     CellResult,
     MutationResult,
@@ -213,11 +216,21 @@ class _Counter:
         each chunk starts in the reply is not known, nor so which came before the leak)."""
         if stream is None or not stream.timeline:
             return stream
-        events = tuple(
-            dataclasses.replace(
-                event,
-                text=WITHHELD_EVENT if cut and event.kind == "content" else self.mask(event.text),
+        if cut:
+            events = tuple(
+                dataclasses.replace(
+                    event,
+                    text=WITHHELD_EVENT if event.kind == "content" else self.mask(event.text),
+                )
+                for event in stream.timeline
             )
-            for event in stream.timeline
-        )
+        else:  # the events' excerpts as the pieces of one text: PII split between them masked
+            texts = [event.text for event in stream.timeline]
+            found = find_pii("".join(texts))
+            self.masked += len(found)
+            masked = splice(texts, [(m.start, m.end, m.masked) for m in found])
+            events = tuple(
+                dataclasses.replace(event, text=text)
+                for event, text in zip(stream.timeline, masked, strict=True)
+            )
         return dataclasses.replace(stream, timeline=events)

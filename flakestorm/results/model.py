@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from flakestorm.redaction import Redactor
+from flakestorm.redaction import Redactor, redact_data
 from flakestorm.results.acceptance import Acceptance
 from flakestorm.results.field_types import mistyped, non_finite_score
 from flakestorm.results.scenarios import CallRecord as CallRecord
@@ -425,17 +425,9 @@ def redact(result: RunResult, secrets: Iterable[str]) -> RunResult:
             done, phases={n: with_streamed(o, on_disk[n]) for n, o in done.phases.items()}
         )
 
-    def scrub(value: Any) -> Any:
-        if isinstance(value, str):
-            return redactor(value)
-        if isinstance(value, dict):
-            return {k: scrub(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [scrub(v) for v in value]
-        return value
-
     # the run's own values: their types are the engine's, not checked as a file's would be
-    return from_document(scrub(to_document(result)), check_types=False)
+    document = redact_data(to_document(result), redactor, keys=False)
+    return from_document(document, check_types=False)
 
 
 class ResultsError(ValueError):
