@@ -82,6 +82,35 @@ def test_timeout_after_two_chunks_relays_two_then_holds() -> None:
     assert faulter.hold_ms == 5000 and faulter.unapplied is None
 
 
+def event(doc: dict[str, Any]) -> bytes:
+    """One event of a Responses API stream."""
+    return f"event: {doc['type']}\ndata: {json.dumps(doc)}\n\n".encode()
+
+
+RESPONSES = [
+    event({"type": "response.created", "response": {"id": "r", "status": "in_progress"}}),
+    *(
+        event({"type": "response.output_text.delta", "item_id": "m", "delta": word})
+        for word in ("One", " two", " three")
+    ),
+    event({"type": "response.completed", "response": {"id": "r", "status": "completed"}}),
+]
+"""A Responses API stream (what the OpenAI Agents SDK asks for): its text in
+``response.output_text.delta`` events."""
+
+
+def test_a_responses_api_stream_is_paced_cut_and_held_at_its_text_deltas() -> None:
+    created, one, two = RESPONSES[:3]
+    slow = StreamFaulter(fault("slow_stream", first_token_ms=800, chunk_delay_ms=50), rng())
+    frames = faulted(slow, RESPONSES)
+    assert frames == RESPONSES and [slow.wait_ms(f) for f in frames] == [0, 800, 50, 50, 0]
+    assert slow.unapplied is None
+    cut = StreamFaulter(fault("cut_stream", after_chunks=2), rng())
+    assert faulted(cut, RESPONSES) == [created, one, two] and cut.unapplied is None
+    held = StreamFaulter(fault("timeout", after_chunks=1, delay_ms=5000), rng())
+    assert faulted(held, RESPONSES) == [created, one] and held.hold_ms == 5000
+
+
 def test_a_stream_too_short_for_the_hold_ends_as_it_came_and_is_not_applied() -> None:
     faulter = StreamFaulter(fault("timeout", after_chunks=10, delay_ms=5000), rng())
     assert faulted(faulter, STREAM) == [ROLE, ONE, TWO, THREE, FINISH, DONE]
