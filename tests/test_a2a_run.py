@@ -118,8 +118,8 @@ def test_a_caller_of_a_faulted_downstream_a2a_agent_is_judged(tmp_path: Path, st
     )
     if style == "naive":
         assert cells[("once", "lost")]["reason"] == (
-            "prompt 1/1: POST booking sent 2 times with the same path and body, without an "
-            "Idempotency-Key"
+            "prompt 1/1: SendMessage booking sent 2 times with the same message (its ids "
+            "aside), without an Idempotency-Key"
         )
         # the fault's state reached each of them: the SendMessage and 10 GetTask
         assert cells[("bounded", "working")]["reason"] == (

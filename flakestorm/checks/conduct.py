@@ -259,17 +259,23 @@ def _no_duplicate_effects(invariant: Invariant, conduct: Conduct) -> Finding:
         keys = {c.idempotency_key for c in same}
         if len(keys) == 1 and None not in keys:
             continue
-        first = same[0]
-        what = first.method if first.method != PYTHON_METHOD else "call"
-        reason = (
-            f"{what} {name} sent {len(same)} times with the same "
-            f"{'arguments' if first.method == PYTHON_METHOD else 'path and body'}, "
-            f"{_keys(keys)}"
-        )
+        what, sameness = _sameness(same[0])
+        reason = f"{what} {name} sent {len(same)} times with the same {sameness}, {_keys(keys)}"
         return Finding(False, reason, negated)
     checked = sum(len(v) for v in seen.values())
     reason = f"no repeated effect among {_plural(checked, 'call')} to {target}"
     return Finding(True, reason, negated)
+
+
+def _sameness(call: CallRecord) -> tuple[str, str]:
+    """How a repeated call is named, and what was the same each time: a python callable's
+    arguments, a downstream A2A agent's method and message (its ids aside), else the HTTP
+    method's path and body."""
+    if call.method == PYTHON_METHOD:
+        return "call", "arguments"
+    if call.detail:  # an A2A call: ``SendMessage -> TASK_STATE_FAILED``
+        return call.detail.partition(" -> ")[0], "message (its ids aside)"
+    return call.method, "path and body"
 
 
 def _keys(keys: set[str | None]) -> str:
