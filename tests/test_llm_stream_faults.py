@@ -187,7 +187,10 @@ def test_through_the_proxy_the_first_token_comes_first_token_ms_after_the_first_
     text, timing, error = streamed(proxy, fault("slow_stream", first_token_ms=300))
     assert error is None and timing.completed and text == " ".join(WORDS)
     assert timing.first_byte_ms is not None and timing.first_content_ms is not None
-    assert timing.first_content_ms - timing.first_byte_ms >= 300  # the role-only chunk: at once
+    # the content waits 300 ms after the role-only chunk was sent, which is no earlier than
+    # the request began (a reader starved by a loaded machine may read both in one go: the
+    # gap between its first byte and first content is no bound)
+    assert timing.first_content_ms >= 300 and timing.first_byte_ms <= timing.first_content_ms
     call = proxy.log.snapshot(wait_s=5)[-1]
     assert call.fired == ("llm_faults[0] slow_stream(first token 300 ms)",)
     assert call.unapplied == ()
