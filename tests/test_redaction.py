@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote, quote_plus
 
 from flakestorm.redaction import MIN_SECRET_CHARS, Redactor, masked_url, redact
@@ -56,39 +59,31 @@ def _leaks(text: str) -> list[str]:
     return sorted(run for run in runs if run in text)
 
 
-def test_a_secret_straddling_every_excerpt_boundary_leaks_nowhere(tmp_path: Path) -> None:
+@dataclasses.dataclass
+class _ActionRun:
+    code: int
+    log: str
+    results: Any
+    texts: dict[str, str]
+    """Every text the run wrote: the action's log (its mask command left out), the job
+    summary, the PR comment, the terminal's report and each file of the reports folder."""
+
+
+def _in_the_action(
+    tmp_path: Path, agent: Callable[..., Any], config: dict[str, Any], command: str
+) -> _ActionRun:
+    """``config`` run by the action (``command``) on a pull request, its agent ``agent`` served
+    on 127.0.0.1 (``${AGENT_URL}``) and ``${API_KEY}`` the secret."""
     import io
-    import json
 
     from support.fake_github import FakeGitHub
-    from support.server import LoopbackServer, Request, Response
+    from support.server import LoopbackServer
     from test_entrypoint import entrypoint
 
     from flakestorm.github.client import GitHub
     from flakestorm.reporters import terminal
     from flakestorm.results.model import from_document
 
-    offsets = {f"b{b}-{k}": b - k for b in BOUNDARIES for k in SPLITS}
-
-    def agent(request: Request) -> Response:
-        cell = request.headers.get("X-Flakestorm-Cell", "")
-        invariant = cell.split("[")[0]  # invariant[scenario]#run.prompt
-        offset = offsets.get(invariant.partition("-")[2], 70)
-        if invariant.startswith("json-"):  # not JSON: the error message quotes the body
-            return Response(200, _answer(offset), {"Content-Type": "application/json"})
-        return Response.json({"output": _answer(offset)})
-
-    invariants = [
-        {"id": f"{kind}-{name}", "type": "contains", "value": "absent", "severity": "critical"}
-        for kind in ("text", "json")
-        for name in offsets
-    ]
-    config = {
-        "agent": {"endpoint": "${AGENT_URL}", "headers": {"X-Api-Key": "${API_KEY}"}},
-        "golden_prompts": ["hello"],
-        "contract": {"name": "c", "invariants": invariants, "chaos_matrix": [{"name": "calm"}]},
-        "advanced": {"concurrency": 8},
-    }
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     (workspace / "flakestorm.yaml").write_text(json.dumps(config))
@@ -111,24 +106,15 @@ def test_a_secret_straddling_every_excerpt_boundary_leaks_nowhere(tmp_path: Path
             "AGENT_URL": server.url_for("/chat"),
             "API_KEY": SECRET,
             "INPUT_CONFIG": "flakestorm.yaml",
-            "INPUT_COMMAND": "ci",
+            "INPUT_COMMAND": command,
             "INPUT_COMMENT": "always",
             "INPUT_GITHUB-TOKEN": "rw",
         }
         log = io.StringIO()
         code = entrypoint.main(env, GitHub(env, out=log))
         comments = [c["body"] for c in api.comments("o/r", 9)]
-    assert code == 1, log.getvalue()
     out = workspace / "flakestorm-reports"
     results = from_document(json.loads((out / "results.json").read_text()))
-    cells = results.phases["contract"].cells
-    assert len(cells) == 2 * len(offsets) and all(c.status.value == "failed" for c in cells)
-    # the reasons quote 80 characters of the reply (text) or of the body, in the error message
-    # (json): the cells whose secret straddles that cut show it redacted, whole
-    quoted = [c.reason for c in cells if c.invariant_id.startswith("text-b80-")]
-    messages = [c.prompts[0].error_message for c in cells if c.invariant_id.startswith("json-b80-")]
-    assert len(quoted) == len(messages) == len(SPLITS)
-    assert all("***" in text for text in quoted + messages), quoted + messages
     texts = {
         # the one line that must carry it: the mask command that hides it in the job log
         "action log": log.getvalue().replace(f"::add-mask::{SECRET}\n", ""),
@@ -138,8 +124,46 @@ def test_a_secret_straddling_every_excerpt_boundary_leaks_nowhere(tmp_path: Path
         **{p.name: p.read_text() for p in out.iterdir()},
     }
     assert {"results.json", "junit.xml", "summary.md", "report.html"} <= set(texts)
-    assert "::error" in texts["action log"] and comments  # annotations and the comment were made
-    leaks = {name: _leaks(text) for name, text in texts.items() if _leaks(text)}
+    assert comments  # the comment was made
+    return _ActionRun(code, log.getvalue(), results, texts)
+
+
+def test_a_secret_straddling_every_excerpt_boundary_leaks_nowhere(tmp_path: Path) -> None:
+    from support.server import Request, Response
+
+    offsets = {f"b{b}-{k}": b - k for b in BOUNDARIES for k in SPLITS}
+
+    def agent(request: Request) -> Response:
+        cell = request.headers.get("X-Flakestorm-Cell", "")
+        invariant = cell.split("[")[0]  # invariant[scenario]#run.prompt
+        offset = offsets.get(invariant.partition("-")[2], 70)
+        if invariant.startswith("json-"):  # not JSON: the error message quotes the body
+            return Response(200, _answer(offset), {"Content-Type": "application/json"})
+        return Response.json({"output": _answer(offset)})
+
+    invariants = [
+        {"id": f"{kind}-{name}", "type": "contains", "value": "absent", "severity": "critical"}
+        for kind in ("text", "json")
+        for name in offsets
+    ]
+    config = {
+        "agent": {"endpoint": "${AGENT_URL}", "headers": {"X-Api-Key": "${API_KEY}"}},
+        "golden_prompts": ["hello"],
+        "contract": {"name": "c", "invariants": invariants, "chaos_matrix": [{"name": "calm"}]},
+        "advanced": {"concurrency": 8},
+    }
+    run = _in_the_action(tmp_path, agent, config, "ci")
+    assert run.code == 1, run.log
+    cells = run.results.phases["contract"].cells
+    assert len(cells) == 2 * len(offsets) and all(c.status.value == "failed" for c in cells)
+    # the reasons quote 80 characters of the reply (text) or of the body, in the error message
+    # (json): the cells whose secret straddles that cut show it redacted, whole
+    quoted = [c.reason for c in cells if c.invariant_id.startswith("text-b80-")]
+    messages = [c.prompts[0].error_message for c in cells if c.invariant_id.startswith("json-b80-")]
+    assert len(quoted) == len(messages) == len(SPLITS)
+    assert all("***" in text for text in quoted + messages), quoted + messages
+    assert "::error" in run.texts["action log"]  # the annotations were made
+    leaks = {name: _leaks(text) for name, text in run.texts.items() if _leaks(text)}
     assert leaks == {}
 
 
@@ -165,15 +189,7 @@ def test_a_secret_streamed_in_pieces_leaks_nowhere(tmp_path: Path) -> None:
     so no event holds it whole. Every event's excerpt is kept in results.json and a failed
     cell's timeline is shown in every report: the secret is found in the events' joined text,
     and at the ends of an event cut short or next to events left out."""
-    import io
-
-    from support.fake_github import FakeGitHub
-    from support.server import LoopbackServer, Request, Response
-    from test_entrypoint import entrypoint
-
-    from flakestorm.github.client import GitHub
-    from flakestorm.reporters import terminal
-    from flakestorm.results.model import from_document
+    from support.server import Request, Response
 
     frames = [
         b"data: " + json.dumps({"choices": [{"delta": {"content": text}}]}).encode() + b"\n\n"
@@ -195,39 +211,9 @@ def test_a_secret_streamed_in_pieces_leaks_nowhere(tmp_path: Path) -> None:
         "golden_prompts": ["hello"],
         "contract": {"name": "c", "invariants": [invariant], "chaos_matrix": [{"name": "calm"}]},
     }
-    workspace = tmp_path / "workspace"
-    workspace.mkdir()
-    (workspace / "flakestorm.yaml").write_text(json.dumps(config))
-    files = tmp_path / "files"
-    files.mkdir()
-    event = tmp_path / "event.json"
-    event.write_text(
-        json.dumps({"pull_request": {"number": 9, "head": {"repo": {"full_name": "o/r"}}}})
-    )
-    with LoopbackServer(agent) as server, FakeGitHub(tokens={"rw": "write"}) as api:
-        env = {
-            "GITHUB_ACTIONS": "true",
-            "GITHUB_WORKSPACE": str(workspace),
-            "GITHUB_OUTPUT": str(files / "output"),
-            "GITHUB_STEP_SUMMARY": str(files / "summary"),
-            "GITHUB_REPOSITORY": "o/r",
-            "GITHUB_EVENT_NAME": "pull_request",
-            "GITHUB_EVENT_PATH": str(event),
-            "GITHUB_API_URL": api.url,
-            "AGENT_URL": server.url_for("/chat"),
-            "API_KEY": SECRET,
-            "INPUT_CONFIG": "flakestorm.yaml",
-            "INPUT_COMMAND": "contract",
-            "INPUT_COMMENT": "always",
-            "INPUT_GITHUB-TOKEN": "rw",
-        }
-        log = io.StringIO()
-        code = entrypoint.main(env, GitHub(env, out=log))
-        comments = [c["body"] for c in api.comments("o/r", 9)]
-    assert code == 1, log.getvalue()
-    out = workspace / "flakestorm-reports"
-    results = from_document(json.loads((out / "results.json").read_text()))
-    (cell,) = results.phases["contract"].cells
+    run = _in_the_action(tmp_path, agent, config, "contract")
+    assert run.code == 1, run.log
+    (cell,) = run.results.phases["contract"].cells
     stream = cell.prompts[0].stream
     assert cell.status.value == "failed" and stream is not None
     assert (stream.content_events, stream.events_left_out) == (29, 14)
@@ -243,16 +229,8 @@ def test_a_secret_streamed_in_pieces_leaks_nowhere(tmp_path: Path) -> None:
         "." * 36 + "***",
         *(" x", " y", " z", " w"),
     ]
-    texts = {
-        "action log": log.getvalue().replace(f"::add-mask::{SECRET}\n", ""),
-        "summary": (files / "summary").read_text(),
-        "PR comment": "\n".join(comments),
-        "terminal": terminal.render(results),
-        **{p.name: p.read_text() for p in out.iterdir()},
-    }
-    assert {"results.json", "junit.xml", "summary.md", "report.html"} <= set(texts)
-    assert "| content |" in texts["summary.md"]  # the failing stream's timeline is shown
-    leaks = {name: _leaks(text) for name, text in texts.items() if _leaks(text)}
+    assert "| content |" in run.texts["summary.md"]  # the failing stream's timeline is shown
+    leaks = {name: _leaks(text) for name, text in run.texts.items() if _leaks(text)}
     assert leaks == {}
 
 
