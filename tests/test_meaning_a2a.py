@@ -96,6 +96,19 @@ def test_validate_lists_each_a2a_agent_and_what_each_fault_acts_on() -> None:
     )
 
 
+def test_validate_lists_a_context_attack_on_an_a2a_agent_s_answers() -> None:
+    text = HEAD + "        - {tool: booking, mode: slow, delay_ms: 10}\n"
+    text += "      context_attacks:\n"
+    text += "        - {type: indirect_injection, tool: booking, payloads: [OBEY]}\n"
+    text += "        - {type: indirect_injection, tool: other, payloads: [OBEY]}\n"
+    text += "proxy:\n  tools: {other: http://other}\n  a2a: {booking: http://booking:9000}\n"
+    lines = dict(summary(load(text).config))
+    assert lines["a2a"] == (
+        "booking at /a2a/booking -> http://booking:9000; s: slow(10 ms) on every call; "
+        "s: indirect_injection on the text of its whole answers"
+    )
+
+
 def test_stream_cut_needs_its_events_and_an_a2a_agent() -> None:
     text = HEAD + "        - {tool: quotes, mode: stream_cut}\n"
     text += "proxy:\n  tools: {quotes: http://q}\n  a2a: {booking: http://b}\n"

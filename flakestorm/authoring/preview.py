@@ -17,6 +17,7 @@ from flakestorm.config import (
     ToolFault,
     ToolFaultMode,
 )
+from flakestorm.config.vocabulary import TOOL_RESULT_ATTACKS
 from flakestorm.engine.run_plan import (
     ONE_AT_A_TIME,
     UNLESS_ATTRIBUTED,
@@ -192,8 +193,9 @@ def _contract_lines(config: Config, plan: RunPlan) -> list[tuple[str, str]]:
 
 
 def a2a_agents(config: Config) -> list[dict[str, object]]:
-    """Each downstream A2A agent (SPEC §17): its name, route and URL, and each fault on it —
-    the scenario, the fault and what it acts on (``validate --json``'s ``a2a``)."""
+    """Each downstream A2A agent (SPEC §17): its name, route and URL, and each fault and
+    context attack on it — the scenario, the fault and what it acts on (``validate --json``'s
+    ``a2a``)."""
     agents = config.proxy.a2a if config.proxy is not None else {}
     scenarios = config.contract.chaos_matrix if config.contract is not None else []
     return [
@@ -210,6 +212,16 @@ def a2a_agents(config: Config) -> list[dict[str, object]]:
                 for scenario in scenarios
                 for fault in scenario.tool_faults
                 if fault.tool == name
+            ]
+            + [
+                {
+                    "scenario": scenario.name,
+                    "fault": attack.type.value,
+                    "acts_on": "the text of its whole answers",
+                }
+                for scenario in scenarios
+                for attack in scenario.context_attacks
+                if attack.tool == name and attack.type in TOOL_RESULT_ATTACKS
             ],
         }
         for name, url in agents.items()

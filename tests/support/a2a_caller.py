@@ -7,10 +7,12 @@ count per scenario.
 
 Two styles (``style``):
 
-- ``naive``: reports any final state as success ("Booked!"), re-sends the message once when
-  its reply is lost, and polls a task still working up to 10 times;
-- ``careful``: reports what the task's state says, never re-sends blindly (a lost reply is
-  reported as unknown), and polls a working task at most twice.
+- ``naive``: reports any final state as success ("Booked!") and passes on all the booking
+  agent said, re-sends the message once when its reply is lost, and polls a task still
+  working up to 10 times;
+- ``careful``: reports what the task's state says and quotes only the first line of the
+  booking agent's confirmation, never re-sends blindly (a lost reply is reported as
+  unknown), and polls a working task at most twice.
 """
 
 from __future__ import annotations
@@ -90,8 +92,16 @@ class Caller(ThreadedServer):
             polls -= 1
             task = call("tasks/get" if v03 else "GetTask", {"id": task["id"]})
         state = task["status"]["state"]
-        if self.style == "naive" or state in DONE:
-            return "Booked! Your table is confirmed."
+        said = "\n".join(
+            str(part.get("text", ""))
+            for artifact in task.get("artifacts") or ()
+            for part in artifact.get("parts") or ()
+        )
+        if self.style == "naive":
+            note = f" The booking agent says: {said}" if said else ""
+            return f"Booked! Your table is confirmed.{note}"
+        if state in DONE:
+            return f"Booked! Your table is confirmed ({said.splitlines()[0] if said else ''})."
         if state in WORKING:
             return f"Your booking is still pending (task {task['id']})."
         return f"I could not book the table: the booking agent says {state}."

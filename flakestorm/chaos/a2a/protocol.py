@@ -151,6 +151,22 @@ def _result(call: A2aCall, body: bytes) -> tuple[dict[str, Any] | None, Any]:
     return doc, doc.get("result") if call.jsonrpc else doc
 
 
+def answer_of(call: A2aCall, body: bytes) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The response document of a whole reply and what in it answers the call: the task it
+    holds, else the message (1.0's ``{"message": ...}``, 0.3's ``kind: message``); the answer
+    is a part of the document, edited in place."""
+    doc, result = _result(call, body)
+    task = _task_in(result)
+    if task is not None:
+        return doc, task
+    if isinstance(result, dict) and isinstance(result.get("message"), dict):
+        message: dict[str, Any] = result["message"]
+        return doc, message
+    if isinstance(result, dict) and isinstance(result.get("parts"), list):
+        return doc, result
+    return doc, None
+
+
 def task_of(call: A2aCall, body: bytes) -> tuple[str | None, str | None]:
     """The id and state (as the agent sent it) of the task a whole reply holds."""
     _, result = _result(call, body)

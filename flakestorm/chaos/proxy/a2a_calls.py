@@ -28,12 +28,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from flakestorm.chaos.a2a import protocol
+from flakestorm.chaos.a2a import protocol, results
 from flakestorm.chaos.a2a.protocol import A2aCall
 from flakestorm.chaos.a2a.streams import StreamEdit
 from flakestorm.chaos.delivery import call_facts
-from flakestorm.chaos.faults.decisions import FaultBook, Target
-from flakestorm.chaos.faults.labels import tool_fault_label
+from flakestorm.chaos.faults.decisions import Decision, FaultBook, Target, call_rng, tool_key
+from flakestorm.chaos.faults.labels import attack_label, tool_fault_label
 from flakestorm.chaos.faults.modes import DEFAULT_TIMEOUT_MS
 from flakestorm.chaos.faults.tool_modes import TOOL_MODES, error_message
 from flakestorm.chaos.llm.streams import edited
@@ -79,8 +79,10 @@ def _served(
     remembered = book.a2a_tasks.get((name, request.task_id or ""))
     if decision.tool_fault is None:
         if remembered is not None:  # a later look at a task a fault gave its state
-            return _remembered(handler, call, body, request, remembered)
-        return _upstream(handler, call, body)
+            reply = _remembered(handler, call, body, request, remembered)
+        else:
+            reply = _upstream(handler, call, body)
+        return _poisoned(call, reply, book, request, decision)
     index, fault = decision.tool_fault
     label = tool_fault_label(index, fault)
     call.fired.append(label)
@@ -98,12 +100,41 @@ def _served(
         if not handler.hold(unit.delay_ms(fault)):
             return HttpResponse(503, [], drop=True)
         reply = _upstream(handler, call, body)
-        return lost(reply, call) if unit.drops_reply else reply
+        if unit.drops_reply:
+            return lost(reply, call)
+        # ``slow``: the agent's own reply after the delay, and the attacks poison it as usual
+        return _poisoned(call, reply, book, request, decision)
     return _task_state(handler, call, body, book, request, (label, fault))
 
 
 def _upstream(handler: FramedHandler, call: ServedCall, body: bytes) -> HttpResponse:
     return handler.proxy.upstream.send(UpstreamRequest(call, handler.headers, body))
+
+
+def _poisoned(
+    call: ServedCall, reply: HttpResponse, book: FaultBook, request: A2aCall, decision: Decision
+) -> HttpResponse:
+    """``reply`` with the context attacks that fired on the call in the agent's answer
+    (:mod:`flakestorm.chaos.a2a.results`); each one logged as not applied when the reply is
+    streamed or holds no text part to carry it."""
+    if not decision.attacks or not 200 <= reply.status < 300 or reply.drop:
+        return reply
+    labels = [attack_label(i, attack) for i, attack in decision.attacks]
+    if reply.chunks is not None:
+        why = "the agent's reply is streamed: tool-result attacks poison whole replies"
+    else:
+        scenario = book.scenario
+        key = tool_key(str(call.tool))
+        rng = call_rng(scenario.seed, scenario.name, call.cell, key, decision.call_index)
+        body = results.poisoned(request, reply.body, [a for _, a in decision.attacks], rng)
+        if body is not None:
+            reply.body = body
+            call.fired += labels
+            return reply
+        why = "the agent's reply holds no text part to carry it (an artifact's, status or message)"
+    for label in labels:
+        call.not_applied(label, why)
+    return reply
 
 
 def _whole(reply: HttpResponse) -> HttpResponse:
