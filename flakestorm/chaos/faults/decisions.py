@@ -190,7 +190,7 @@ def _replaces_result(fault: ToolFault) -> bool:
 
 
 def _replaces_upstream(fault: LlmFault) -> bool:
-    return LLM_MODES[fault.mode].replaces_upstream
+    return LLM_MODES[fault.mode].answers_instead(fault)
 
 
 MAX_TRACES = 200_000

@@ -118,9 +118,10 @@ class LlmMode:
         """The reply instead of the upstream call; None: the call goes upstream."""
         return None
 
-    def passes_stream(self, fault: LlmFault) -> bool:
-        """Whether an upstream stream passes through untouched (the fault answered instead of
-        the upstream, so none reaches it)."""
+    def answers_instead(self, fault: LlmFault) -> bool:
+        """Whether the fault answers in place of the upstream whatever the request, so the
+        request (and what attacks put in it) never reaches the LLM and no upstream stream
+        comes back to edit."""
         return self.replaces_upstream
 
     def rewrite(self, state: TextState, text: str) -> str:
@@ -132,6 +133,11 @@ class LlmMode:
         calling through, its reply's texts are then rewritten
         (:func:`flakestorm.chaos.llm.values.transform_reply`), or its stream faulted."""
         return PythonPlan()
+
+
+ANSWERED_INSTEAD = "the fault answered in place of the LLM: the request never reached it"
+"""Why an ``injection_via_context`` on a call a fault answered was not applied (a ``timeout``
+with ``after_chunks`` on a request that does not stream: the plain timeout)."""
 
 
 class TimeoutMode(LlmMode):
@@ -158,8 +164,8 @@ class TimeoutMode(LlmMode):
             )
         return LlmResponse(504, (), delay_ms=delay_ms, drop=True)
 
-    def passes_stream(self, fault: LlmFault) -> bool:
-        return fault.after_chunks is None
+    def answers_instead(self, fault: LlmFault) -> bool:
+        return fault.after_chunks is None  # with after_chunks a streamed request goes upstream
 
     def plan(self, fault: LlmFault, streaming: bool = False) -> PythonPlan:
         if streaming and fault.after_chunks is not None:

@@ -30,7 +30,7 @@ class StreamFaulter:
         self._fault = fault
         self._rng = rng
         unit = LLM_MODES[fault.mode]
-        self._through = unit.passes_stream(fault)
+        self._through = unit.answers_instead(fault)
         self._keeps = unit.keeps_frames
         self._frames = FrameBuffer()
         self._edit: StreamEdit | None = None

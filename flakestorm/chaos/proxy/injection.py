@@ -25,7 +25,7 @@ from flakestorm.chaos.faults.decisions import (
 )
 from flakestorm.chaos.faults.labels import attack_label, llm_fault_label, tool_fault_label
 from flakestorm.chaos.faults.tool_modes import TOOL_MODES
-from flakestorm.chaos.llm.modes import LLM_MODES
+from flakestorm.chaos.llm.modes import ANSWERED_INSTEAD, LLM_MODES
 from flakestorm.chaos.llm.streams import edited
 from flakestorm.chaos.llm.usage import UsageMeter
 from flakestorm.chaos.proxy.a2a_calls import serve_a2a
@@ -103,6 +103,15 @@ def _serve_llm(
     call.decided(decision)
     assert call.provider is not None
     provider = call.provider
+    chosen = decision.llm_fault
+    streaming = llm.is_streaming(body)
+    if chosen is not None:
+        before = LLM_MODES[chosen[1].mode].before_upstream(chosen[1], provider, streaming)
+        if before is not None:  # the fault answers: what the attacks would add reaches nothing
+            call.fired.append(llm_fault_label(*chosen))
+            for index, attack in decision.attacks:
+                call.not_applied(attack_label(index, attack), ANSWERED_INSTEAD)
+            return from_llm(before)
     for index, attack in decision.attacks:
         injected = llm.inject_context(provider, body, attack.payload) if attack.payload else body
         if injected == body:  # as the python wrappers do for a call without messages
@@ -110,15 +119,10 @@ def _serve_llm(
             continue
         body = injected
         call.fired.append(attack_label(index, attack))
-    if decision.llm_fault is None:
+    if chosen is None:
         return _upstream(handler, call, body)
-    index, fault = decision.llm_fault
+    index, fault = chosen
     label = llm_fault_label(index, fault)
-    streaming = llm.is_streaming(body)
-    before = LLM_MODES[fault.mode].before_upstream(fault, provider, streaming)
-    if before is not None:
-        call.fired.append(label)
-        return from_llm(before)
     reply = _upstream(handler, call, body)
     if not 200 <= reply.status < 300:
         return reply  # the upstream failed on its own: nothing to distort

@@ -28,7 +28,7 @@ from flakestorm.chaos.faults.labels import attack_label, llm_fault_label
 from flakestorm.chaos.faults.modes import CALL_THROUGH
 from flakestorm.chaos.faults.recording import Miss, python_plan
 from flakestorm.chaos.faults.tool_modes import LOST_REPLY, TOOL_MODES
-from flakestorm.chaos.llm.modes import LLM_MODES
+from flakestorm.chaos.llm.modes import ANSWERED_INSTEAD, LLM_MODES
 from flakestorm.chaos.llm.usage import UsageMeter
 from flakestorm.chaos.llm.values import inject_arguments, takes_system, transform_reply
 from flakestorm.chaos.wrappers.sdk_errors import sdk_of
@@ -305,8 +305,12 @@ def llm_plan(call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Plan:
         return Plan(args=args, kwargs=kwargs)
     fault: LlmFault = chosen[1]
     # a fault that answers instead of the LLM (``rate_limit``, ``timeout``) left the book no
-    # attacks to inject: it listed them in the decision's ``replaced``
+    # attacks to inject: it listed them in the decision's ``replaced``; one that answers only a
+    # request that does not stream (``timeout`` with ``after_chunks``) did leave them
     plan = LLM_MODES[fault.mode].plan(fault, asks_stream(call.original, kwargs))
+    if plan.error is not None or plan.value is not CALL_THROUGH:
+        for index, attack in injections:
+            call.not_applied(attack_label(index, attack), ANSWERED_INSTEAD)
     error = plan.error
     sdk = sdk_of(args)
     if error is not None and sdk is not None:
