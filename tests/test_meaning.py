@@ -124,6 +124,11 @@ def test_request_template_forms() -> None:
     assert errors == [
         "agent.request_template: does not contain {prompt}, so the prompt would never be sent"
     ]
+    deep = '{"a": ' + "[" * 50_000 + '"{prompt}"' + "]" * 50_000 + "}"
+    errors, _ = run({"agent": {**AGENT, "request_template": deep}})
+    assert errors == [
+        "agent.request_template: is nested too deeply to read as JSON once {prompt} is substituted"
+    ]
 
 
 # --------------------------------------------------------------------------- one pass

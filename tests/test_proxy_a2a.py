@@ -285,3 +285,48 @@ def test_the_http_json_binding_is_read_and_faulted_too(
         "GetTask -> TASK_STATE_FAILED",
         "SendMessage -> error -32603",
     ]
+
+
+DEEP = b"[" * 50_000 + b"]" * 50_000
+"""JSON nested deeper than Python's parser goes (it raises RecursionError, not ValueError)."""
+
+
+def test_json_nested_too_deeply_is_no_a2a_call_nor_reply_and_no_internal_error(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A hostile agent or downstream: a request nested too deeply to read is relayed as the
+    agent sent it (no call of the agent), and such a reply carries no fault or attack — each
+    logged as not applied, never a proxy error."""
+
+    def downstream(request: Any) -> Response:
+        body = b'{"jsonrpc": "2.0", "id": 1, "result": ' + DEEP + b"}"
+        return Response(200, body, {"Content-Type": "application/json"})
+
+    attack = ContextAttack.model_validate(
+        {"type": "indirect_injection", "tool": "booking", "payloads": ["OBEY ME"]}
+    )
+    failed = fault(mode="task_state", state="FAILED")
+    with LoopbackServer(downstream) as agent, ChaosProxy(a2a={"booking": agent.url}) as proxy:
+        url = f"{proxy.url}/a2a/booking/"
+        proxy.activate(ActiveScenario("s", 1, tool_faults=(failed,)))
+        unread = b'{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": ' + DEEP + b"}"
+        assert requests.post(url, data=unread, timeout=10).status_code == 200
+        sent = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": booking_message()}
+        assert requests.post(url, json=sent, timeout=10).status_code == 200
+        proxy.activate(ActiveScenario("t", 1, context_attacks=(attack,)))
+        assert requests.post(url, json=sent, timeout=10).content.endswith(DEEP + b"}")
+        relayed, stated, poisoned = proxy.log.snapshot(wait_s=5)
+    assert relayed.tool is None and relayed.fired == ()
+    assert stated.unapplied == (
+        (
+            "tool_faults[0] task_state(FAILED) on booking",
+            "the agent's reply holds no task to give a state",
+        ),
+    )
+    assert poisoned.unapplied == (
+        (
+            "context_attacks[0] indirect_injection",
+            "the agent's reply holds no text part to carry it (an artifact's, status or message)",
+        ),
+    )
+    assert "Traceback" not in capfd.readouterr().err

@@ -172,6 +172,8 @@ def _request_template(scope: Scope, agent: AgentConfig) -> None:
                 f"is not valid JSON once {{prompt}} is substituted ({exc.msg} at line "
                 f"{exc.lineno}, column {exc.colno})",
             )
+        except RecursionError:
+            scope.error(at, "is nested too deeply to read as JSON once {prompt} is substituted")
     elif not any("{prompt}" in s for s in _strings(template)):
         scope.error(at, "does not contain {prompt}, so the prompt would never be sent")
 

@@ -61,7 +61,7 @@ def _arguments(request: str) -> str:
     """What a call sent: an MCP ``tools/call``'s ``arguments``, else the request as it is."""
     try:
         message = json.loads(request)
-    except ValueError:
+    except (ValueError, RecursionError):
         return request
     if not isinstance(message, dict) or message.get("method") != "tools/call":
         return request
@@ -79,7 +79,7 @@ def _canonical(value: Any) -> str:
     if isinstance(value, str):
         try:
             value = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             return str(value).strip()
     return json.dumps(_keywords(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 

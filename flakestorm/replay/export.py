@@ -356,7 +356,7 @@ def _value(text: str | None) -> Any:
         return None
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return text
 
 

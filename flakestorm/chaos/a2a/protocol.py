@@ -127,7 +127,7 @@ def read_call(http_method: str, path: str, body: bytes) -> A2aCall | None:
 def _json(body: bytes) -> Any:
     try:
         return json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 

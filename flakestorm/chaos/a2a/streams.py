@@ -110,7 +110,7 @@ def _data(frame: bytes) -> Any | None:
         return None
     try:
         return json.loads("\n".join(lines))
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 

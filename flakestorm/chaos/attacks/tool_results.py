@@ -176,7 +176,7 @@ def _sniff_html(body: bytes) -> bool:
 def _poison_json_body(body: bytes, charset: str, text: str) -> bytes:
     try:
         document = json.loads(body.decode(charset), parse_constant=_reject_constant)
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
         return _append_text(body, charset, text)  # unparseable stays unparseable
     try:
         out = json.dumps(_poison_json(document, text), ensure_ascii=False, allow_nan=False)
@@ -382,7 +382,7 @@ def is_json(text: str) -> bool:
     """Whether ``text`` parses as JSON."""
     try:
         json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return True
 
@@ -390,6 +390,6 @@ def is_json(text: str) -> bool:
 def _parses_bytes(body: bytes, charset: str) -> bool:
     try:
         json.loads(body.decode(charset))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
         return False
     return True

@@ -110,7 +110,7 @@ def json_object(body: bytes) -> dict[str, Any] | None:
     """``body`` parsed, when it is a JSON object; else None."""
     try:
         value = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 

@@ -120,7 +120,7 @@ class Frame:
             return None
         try:
             value = json.loads(self.data)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
         return value if isinstance(value, dict) else None
 

@@ -192,7 +192,7 @@ def find_json(text: str) -> JsonInText | None:
     if stripped[:1] in "{[":
         try:
             value = json.loads(stripped)
-        except ValueError:
+        except (ValueError, RecursionError):
             value = None
         if isinstance(value, (dict, list)):
             start = text.index(stripped[0])
@@ -201,7 +201,7 @@ def find_json(text: str) -> JsonInText | None:
     if match:
         try:
             value = json.loads(match.group(1))
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
         if isinstance(value, (dict, list)):
             before = text[: match.start(1)]

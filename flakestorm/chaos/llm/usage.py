@@ -175,7 +175,7 @@ class UsageMeter:
             return
         try:
             doc = json.loads(payload)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             return
         if isinstance(doc, dict):
             self._event(doc)

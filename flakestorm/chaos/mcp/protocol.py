@@ -161,7 +161,7 @@ def _message(text: bytes | str) -> Message | None:
     """``text`` parsed, when it is one JSON object; else None."""
     try:
         message = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return message if isinstance(message, dict) else None
 

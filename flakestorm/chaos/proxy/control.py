@@ -232,7 +232,7 @@ def _health(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> HttpRe
 def _put_scenario(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> HttpResponse:
     try:
         doc = json.loads(body) if body.strip() else None
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         return error_reply(400, "invalid_scenario", f"scenario document: not JSON ({exc})")
     try:
         active = parse_scenario(doc)
@@ -249,7 +249,7 @@ def _put_scenario(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> 
 def _put_flight(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> HttpResponse:
     try:
         doc = json.loads(body) if body.strip() else None
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         return error_reply(400, "invalid_flight", f"flight document: not JSON ({exc})")
     scenarios = doc.get("scenarios") if isinstance(doc, dict) else None
     cells = doc.get("cells") if isinstance(doc, dict) else None
@@ -294,7 +294,7 @@ def _get_routes(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> Ht
 def _put_routes(proxy: ChaosProxy, body: bytes, params: Mapping[str, str]) -> HttpResponse:
     try:
         doc = json.loads(body) if body.strip() else None
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         return error_reply(400, "invalid_routes", f"routes: not JSON ({exc})")
     if not isinstance(doc, Mapping):
         return error_reply(

@@ -192,7 +192,7 @@ class StdioRelay:
     def _waiting_for(self, line: bytes) -> queue.Queue[bytes] | None:
         try:
             message = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
         if not isinstance(message, dict) or "method" in message or "id" not in message:
             return None

@@ -81,7 +81,7 @@ def unreachable(status: int, marker: str | None, body: bytes) -> str | None:
         return None
     try:
         message = json.loads(body)["error"]["message"]
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         message = "the upstream is unreachable"
     return f"{message} (through the flakestorm proxy)"
 

@@ -224,7 +224,7 @@ def _canonical_body(body: bytes, volatile: bool) -> bytes:
         return b""
     try:
         value = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return body
     if volatile and isinstance(value, dict):
         value = {k: v for k, v in value.items() if k not in VOLATILE_FIELDS}
@@ -289,7 +289,7 @@ class Cassette:
                         raise ValueError(f"unsupported version {doc['flakestorm_cassette']!r}")
                     continue
                 key, exchange = Exchange.from_document(doc)
-            except (ValueError, KeyError, TypeError) as exc:
+            except (ValueError, KeyError, TypeError, RecursionError) as exc:
                 raise CassetteError(
                     f"{path}:{number}: not a cassette exchange ({type(exc).__name__}: {exc})"
                 ) from None

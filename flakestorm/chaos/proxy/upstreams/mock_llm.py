@@ -144,7 +144,7 @@ def _question(users: list[str]) -> str:
 def _facts(result: str) -> str:
     try:
         value = json.loads(result)
-    except ValueError:
+    except (ValueError, RecursionError):
         value = None
     if isinstance(value, dict):
         facts = [
