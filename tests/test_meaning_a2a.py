@@ -105,7 +105,7 @@ def test_validate_lists_a_context_attack_on_an_a2a_agent_s_answers() -> None:
     lines = dict(summary(load(text).config))
     assert lines["a2a"] == (
         "booking at /a2a/booking -> http://booking:9000; s: slow(10 ms) on every call; "
-        "s: indirect_injection on the text of its whole answers"
+        "s: indirect_injection on the text of its answers"
     )
 
 

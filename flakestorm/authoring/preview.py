@@ -217,7 +217,7 @@ def a2a_agents(config: Config) -> list[dict[str, object]]:
                 {
                     "scenario": scenario.name,
                     "fault": attack.type.value,
-                    "acts_on": "the text of its whole answers",
+                    "acts_on": "the text of its answers",
                 }
                 for scenario in scenarios
                 for attack in scenario.context_attacks

@@ -4,9 +4,12 @@ is a tool result like any other, and the place a poisoned one does harm.
 The attacks' text goes into the agent's answer as a client reads it: the last text part of the
 reply task's last artifact that has one, else of the task's status message (a task that needs
 input, or failed), else of the message the agent answered with (1.0's ``{"message": ...}``,
-0.3's ``kind: message``). A text that holds JSON stays JSON
+0.3's ``kind: message``). On a stream (:func:`text_part_of` each event) it goes into the first
+event that carries text — an artifact update, a task, a status update's message or a message —
+as it passes, so the caller reads it whether it keeps the first chunk or joins them all. A text
+that holds JSON stays JSON
 (:func:`~flakestorm.chaos.attacks.tool_results.try_poison_value`). The ids, states and every
-other field are left as they are. A reply holding no text part carries no attack: the caller
+other field are left as they are. An answer holding no text part carries no attack: the caller
 reports it as not applied.
 """
 
@@ -21,7 +24,7 @@ from flakestorm.chaos.a2a.protocol import A2aCall, answer_of
 from flakestorm.chaos.attacks.tool_results import try_poison_value
 from flakestorm.config import ContextAttack
 
-__all__ = ["poisoned"]
+__all__ = ["poisoned", "text_part_of"]
 
 
 def poisoned(
@@ -36,6 +39,28 @@ def poisoned(
     (part,) = parts
     part["text"], _ = try_poison_value(part["text"], attacks, rng)
     return json.dumps(doc).encode()
+
+
+def text_part_of(kind: str | None, event: Any) -> dict[str, Any] | None:
+    """The text part a stream event of ``kind`` (``task``, ``status``, ``artifact``,
+    ``message``: :func:`flakestorm.chaos.a2a.streams` reads it) carries first, to be edited in
+    place; None when it carries none."""
+    if not isinstance(event, dict):
+        return None
+    if kind == "artifact":
+        holders: Iterator[Any] = iter((event.get("artifact"),))
+    elif kind == "status":
+        status = event.get("status")
+        holders = iter((status.get("message") if isinstance(status, dict) else None,))
+    elif kind in ("task", "message"):
+        holders = _holders(event)
+    else:
+        return None
+    for holder in holders:
+        parts = _text_parts(holder)
+        if parts:
+            return parts[-1]  # the holder's first text part (the list is last first)
+    return None
 
 
 def _holders(answer: dict[str, Any] | None) -> Iterator[Any]:

@@ -16,27 +16,47 @@ It is pure; :attr:`StreamEdit.cut` and :attr:`StreamEdit.task_id` say what it di
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from flakestorm.chaos.a2a.protocol import A2aCall, status_of
+from flakestorm.chaos.a2a.results import text_part_of
 from flakestorm.chaos.llm.streams import FrameBuffer
 from flakestorm.config import A2aTaskState
 
 __all__ = ["StreamEdit"]
 
-_KINDS_V03 = {"task": "task", "status-update": "status", "artifact-update": "artifact"}
-_KINDS_V1 = (("task", "task"), ("statusUpdate", "status"), ("artifactUpdate", "artifact"))
+_KINDS_V03 = {
+    "task": "task",
+    "status-update": "status",
+    "artifact-update": "artifact",
+    "message": "message",
+}
+_KINDS_V1 = (
+    ("task", "task"),
+    ("statusUpdate", "status"),
+    ("artifactUpdate", "artifact"),
+    ("message", "message"),
+)
 
 
 class StreamEdit:
     """One A2A stream's frames under a fault (see the module doc)."""
 
     def __init__(
-        self, call: A2aCall, state: A2aTaskState | None = None, after_events: int | None = None
+        self,
+        call: A2aCall,
+        state: A2aTaskState | None = None,
+        after_events: int | None = None,
+        poison: Callable[[str], str] | None = None,
     ) -> None:
         self.call = call
         self.state = state
         self.after_events = after_events
+        self.poison = poison
+        """A context attack's edit of the first text the stream carries."""
+        self.poisoned = False
+        """``poison`` was applied to an event."""
         self.events = 0
         """Events sent on so far."""
         self.cut = False
@@ -74,6 +94,13 @@ class StreamEdit:
             if kind == "artifact":
                 return []
             if kind is not None:
+                sent = b"data: " + json.dumps(data).encode() + b"\n\n"
+        elif self.poison is not None and not self.poisoned:
+            result = data.get("result") if self.call.jsonrpc and isinstance(data, dict) else data
+            part = text_part_of(*_part(result))
+            if part is not None:
+                part["text"] = self.poison(part["text"])
+                self.poisoned = True
                 sent = b"data: " + json.dumps(data).encode() + b"\n\n"
         self.events += 1
         if self.after_events is not None and self.events >= self.after_events:

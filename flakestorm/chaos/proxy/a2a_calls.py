@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 from flakestorm.chaos.a2a import protocol, results
 from flakestorm.chaos.a2a.protocol import A2aCall
 from flakestorm.chaos.a2a.streams import StreamEdit
+from flakestorm.chaos.attacks.tool_results import try_poison_value
 from flakestorm.chaos.delivery import call_facts
 from flakestorm.chaos.faults.decisions import Decision, FaultBook, Target, call_rng, tool_key
 from flakestorm.chaos.faults.labels import attack_label, tool_fault_label
@@ -120,20 +121,29 @@ def _poisoned(
     if not decision.attacks or not 200 <= reply.status < 300 or reply.drop:
         return reply
     labels = [attack_label(i, attack) for i, attack in decision.attacks]
+    attacks = [attack for _, attack in decision.attacks]
+    scenario = book.scenario
+    rng = call_rng(
+        scenario.seed, scenario.name, call.cell, tool_key(str(call.tool)), decision.call_index
+    )
     if reply.chunks is not None:
-        why = "the agent's reply is streamed: tool-result attacks poison whole replies"
-    else:
-        scenario = book.scenario
-        key = tool_key(str(call.tool))
-        rng = call_rng(scenario.seed, scenario.name, call.cell, key, decision.call_index)
-        body = results.poisoned(request, reply.body, [a for _, a in decision.attacks], rng)
-        if body is not None:
-            reply.body = body
-            call.fired += labels
-            return reply
+        edit = StreamEdit(request, poison=lambda text: try_poison_value(text, attacks, rng)[0])
+        call.fired += labels
+
+        def ended() -> None:
+            if not edit.poisoned:
+                for label in labels:
+                    call.not_applied(label, "the agent's stream carried no text part to carry it")
+
+        return _edited(call, reply, labels[0], edit, ended)
+    body = results.poisoned(request, reply.body, attacks, rng)
+    if body is None:
         why = "the agent's reply holds no text part to carry it (an artifact's, status or message)"
-    for label in labels:
-        call.not_applied(label, why)
+        for label in labels:
+            call.not_applied(label, why)
+        return reply
+    reply.body = body
+    call.fired += labels
     return reply
 
 
