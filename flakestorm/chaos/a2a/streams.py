@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from flakestorm.chaos.a2a.protocol import A2aCall, status_of
@@ -40,30 +41,24 @@ _KINDS_V1 = (
 )
 
 
+@dataclass
 class StreamEdit:
     """One A2A stream's frames under a fault (see the module doc)."""
 
-    def __init__(
-        self,
-        call: A2aCall,
-        state: A2aTaskState | None = None,
-        after_events: int | None = None,
-        poison: Callable[[str], str] | None = None,
-    ) -> None:
-        self.call = call
-        self.state = state
-        self.after_events = after_events
-        self.poison = poison
-        """A context attack's edit of the first text the stream carries."""
-        self.poisoned = False
-        """``poison`` was applied to an event."""
-        self.events = 0
-        """Events sent on so far."""
-        self.cut = False
-        """The stream was ended after ``after_events`` events."""
-        self.task_id: str | None = None
-        """The task the stream is about (from its first task or status update)."""
-        self._frames = FrameBuffer()
+    call: A2aCall
+    state: A2aTaskState | None = None
+    after_events: int | None = None
+    poison: Callable[[str], str] | None = None
+    """A context attack's edit of the first text the stream carries."""
+    poisoned: bool = False
+    """``poison`` was applied to an event."""
+    events: int = 0
+    """Events sent on so far."""
+    cut: bool = False
+    """The stream was ended after ``after_events`` events."""
+    task_id: str | None = None
+    """The task the stream is about (from its first task or status update)."""
+    _frames: FrameBuffer = field(default_factory=FrameBuffer)
 
     @property
     def done(self) -> bool:
