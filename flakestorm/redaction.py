@@ -79,26 +79,28 @@ class Redactor:
                 at = joined.find(form, at + 1)
         offset = 0
         for piece in pieces:
-            spans += [(offset + a, offset + b) for a, b in _secret_ends(piece, self._forms)]
+            if any(MIN_PIECE_CHARS <= len(piece) < len(f) and piece in f for f in self._forms):
+                spans.append((offset, offset + len(piece)))  # wholly inside a secret
+            spans += _secret_ends(joined, offset, self._forms)
             offset += len(piece)
+        spans += _secret_ends(joined, offset, self._forms)
         return splice(pieces, [(a, b, REDACTED) for a, b in _merged(spans)])
 
 
-def _secret_ends(piece: str, forms: Sequence[str]) -> Iterator[tuple[int, int]]:
-    """The spans of ``piece`` that may be a secret cut at its ends: a start of a form at its
-    end, an end of a form at its start, or the whole piece inside one."""
+def _secret_ends(joined: str, at: int, forms: Sequence[str]) -> Iterator[tuple[int, int]]:
+    """Where ``joined`` may hold a secret cut at ``at`` (a piece's start or end: an excerpt cut
+    there, or the events after it left out): the longest start of a form that ends there, and
+    the longest end of a form that starts there, of at least :data:`MIN_PIECE_CHARS`
+    characters — however many pieces they run over."""
+    before, after = joined[:at], joined[at:]
     for form in forms:
-        if MIN_PIECE_CHARS <= len(piece) < len(form) and piece in form:
-            yield 0, len(piece)
-            continue
-        most = min(len(piece), len(form) - 1)
-        for k in range(most, MIN_PIECE_CHARS - 1, -1):
-            if piece.endswith(form[:k]):
-                yield len(piece) - k, len(piece)
+        for k in range(min(len(before), len(form) - 1), MIN_PIECE_CHARS - 1, -1):
+            if before.endswith(form[:k]):
+                yield at - k, at
                 break
-        for k in range(most, MIN_PIECE_CHARS - 1, -1):
-            if piece.startswith(form[-k:]):
-                yield 0, k
+        for k in range(min(len(after), len(form) - 1), MIN_PIECE_CHARS - 1, -1):
+            if after.startswith(form[-k:]):
+                yield at, at + k
                 break
 
 

@@ -98,24 +98,25 @@ def sse(result: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps({"jsonrpc": "2.0", "id": 1, "result": result}).encode() + b"\n\n"
 
 
-def test_a_stream_carries_it_in_the_first_event_with_text_as_it_passes() -> None:
-    """0.3 events: a task without text, a status update whose message asks a question, then an
-    artifact update; the question carries the attack, and nothing after it does."""
+def test_a_stream_carries_it_in_the_first_event_with_answer_text_as_it_passes() -> None:
+    """0.3 events: a task without text, a status update whose message says the agent is on it,
+    then two artifact updates; the first artifact update carries the attack, and neither the
+    note before it (not the answer) nor anything after it does."""
     stream = call("/", "message/stream")
     ids = {"taskId": "t", "contextId": "c"}
-    asked = {"kind": "message", "parts": [{"kind": "text", "text": "Which day?"}]}
+    note = {"kind": "message", "parts": [{"kind": "text", "text": "Looking it up..."}]}
     events = [
         {"kind": "task", "id": "t", "contextId": "c", "status": {"state": "submitted"}},
-        {"kind": "status-update", **ids, "status": {"state": "working", "message": asked}},
-        {"kind": "artifact-update", **ids, "artifact": {"parts": [{"kind": "text", "text": "ok"}]}},
+        {"kind": "status-update", **ids, "status": {"state": "working", "message": note}},
+        {"kind": "artifact-update", **ids, "artifact": {"parts": [{"kind": "text", "text": "7"}]}},
+        {"kind": "artifact-update", **ids, "artifact": {"parts": [{"kind": "text", "text": "pm"}]}},
     ]
     edit = StreamEdit(stream, poison=lambda text: text + " [OBEY ME]")
     frames = list(edited(edit, [sse(e) for e in events]))
     sent = [json.loads(f[6:])["result"] for f in frames]
-    assert sent[0] == events[0] and sent[2] == events[2]
-    assert sent[1]["status"]["message"]["parts"] == [
-        {"kind": "text", "text": "Which day? [OBEY ME]"}
-    ]
+    assert (sent[0], sent[1], sent[3]) == (events[0], events[1], events[3])
+    assert sent[2]["artifact"]["parts"] == [{"kind": "text", "text": "7 [OBEY ME]"}]
     assert edit.poisoned
     quiet = StreamEdit(stream, poison=lambda text: text + " [OBEY ME]")
-    assert list(edited(quiet, [sse(events[0])])) == [sse(events[0])] and not quiet.poisoned
+    assert list(edited(quiet, [sse(e) for e in events[:2]])) == [sse(e) for e in events[:2]]
+    assert not quiet.poisoned  # a status note is not the answer

@@ -199,17 +199,20 @@ def test_through_the_proxy_the_first_token_comes_first_token_ms_after_the_first_
 def test_through_the_proxy_each_later_chunk_waits_chunk_delay_ms(proxy: ChaosProxy) -> None:
     text, timing, error = streamed(proxy, fault("slow_stream", chunk_delay_ms=40))
     assert error is None and text == " ".join(WORDS)
-    # 16 content chunks: 15 gaps of at least 40 ms after the first
-    assert timing.first_content_ms is not None
-    assert timing.ended_ms - timing.first_content_ms >= 15 * 40
-    assert timing.longest_gap_ms >= 40
+    # 16 content chunks: the last is sent 15 waits of 40 ms after the first, which is sent no
+    # earlier than the request began (what a reader on a loaded machine measures between two
+    # reads is no bound: it may read late, then two at once; each wait is exact on the faulter)
+    assert timing.first_content_ms is not None and timing.ended_ms >= 15 * 40
 
 
 def test_through_the_proxy_a_timeout_after_three_chunks_holds_then_drops(proxy: ChaosProxy) -> None:
     text, timing, error = streamed(proxy, fault("timeout", after_chunks=3, delay_ms=250))
     assert isinstance(error, requests.exceptions.ChunkedEncodingError)  # dropped mid-body
     assert text == " ".join(WORDS[:3]) and timing.content_events == 3
-    assert timing.longest_gap_ms >= 250 and timing.gap_after == 3
+    # dropped 250 ms after the third chunk was sent, which was no earlier than the request
+    # began; the longest silence is the one after it (its length as read is no bound: a
+    # reader on a loaded machine may read the third chunk late)
+    assert timing.ended_ms >= 250 and timing.gap_after == 3
     call = proxy.log.snapshot(wait_s=5)[-1]
     assert call.fired == ("llm_faults[0] timeout(after 3 chunks)",) and call.unapplied == ()
 

@@ -335,3 +335,54 @@ def test_json_nested_too_deeply_is_no_a2a_call_nor_reply_and_no_internal_error(
         ),
     )
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_task_working_forever_holds_its_subscription_open_under_an_attack_too() -> None:
+    """A later ``SubscribeToTask`` of a task a fault keeps WORKING is held open with no
+    terminal state, an attack on the agent in the same scenario or not (the attack finds no
+    answer text in it: its artifacts are gone)."""
+    task = {"id": "t-1", "status": {"state": "TASK_STATE_COMPLETED"}}
+    artifact = {"artifactId": "a", "parts": [{"text": "booked"}]}
+
+    def downstream(request: Any) -> Response:
+        doc = request.json()
+        if doc["method"] == "SendMessage":
+            return Response.json({"jsonrpc": "2.0", "id": doc["id"], "result": {"task": task}})
+        events = [{"task": task}, {"artifactUpdate": {"taskId": "t-1", "artifact": artifact}}]
+        body = b"".join(
+            b"data: "
+            + json.dumps({"jsonrpc": "2.0", "id": doc["id"], "result": e}).encode()
+            + b"\n\n"
+            for e in events
+        )
+        return Response(200, body, {"Content-Type": "text/event-stream"})
+
+    working = fault(mode="task_state", state="WORKING", method="SendMessage")
+    attack = ContextAttack.model_validate(
+        {"type": "indirect_injection", "tool": "booking", "payloads": ["OBEY ME"]}
+    )
+    with LoopbackServer(downstream) as agent, ChaosProxy(a2a={"booking": agent.url}) as proxy:
+        proxy.activate(ActiveScenario("s", 1, tool_faults=(working,), context_attacks=(attack,)))
+        assert send(proxy, "SendMessage", booking_message())["result"]["task"]["status"] == {
+            "state": "TASK_STATE_WORKING"
+        }
+        doc = {"jsonrpc": "2.0", "id": "r2", "method": "SubscribeToTask", "params": {"id": "t-1"}}
+        got = []
+        with (
+            requests.post(
+                f"{proxy.url}/a2a/booking/", json=doc, stream=True, timeout=(5, 1)
+            ) as reply,
+            pytest.raises(requests.exceptions.ConnectionError),
+        ):  # held: the read times out
+            for line in reply.iter_lines():
+                if line.startswith(b"data: "):
+                    got.append(json.loads(line[6:])["result"])
+        subscribed = proxy.log.snapshot(wait_s=5)[-1]
+    assert got == [{"task": {"id": "t-1", "status": {"state": "TASK_STATE_WORKING"}}}]
+    assert subscribed.fired == ("tool_faults[0] task_state(WORKING) on booking",)
+    assert subscribed.unapplied == (
+        (
+            "context_attacks[0] indirect_injection",
+            "the agent's stream carried no answer text to carry it (artifact or message)",
+        ),
+    )

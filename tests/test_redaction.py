@@ -35,6 +35,10 @@ def test_pieces_of_one_text_are_redacted_as_one_and_at_their_ends() -> None:
     # wholly inside it: each masked, three characters or more
     assert redactor.pieces(["a Qx7", "Tp8R b", "9Wv2J"]) == ["a ***", "*** b", "***"]
     assert redactor.pieces(["a Qx", "8R b"]) == ["a Qx", "8R b"]
+    # a model's two-character tokens with the timeline's gap between "Wv" and "Tp" (the
+    # events holding "2J" and "m4" left out): each side's run of them is masked whole
+    tokens = ["key ", "Qx", "7Z", "k9", "Wv", "Tp", "8R", " ok"]
+    assert redactor.pieces(tokens) == ["key ", "***", "", "", "", "***", "", " ok"]
     assert redactor.pieces(["hello", " world"]) == ["hello", " world"]
     assert Redactor(()).pieces(["Qx7Zk9Wv2Jm4Tp8R"]) == ["Qx7Zk9Wv2Jm4Tp8R"]
 

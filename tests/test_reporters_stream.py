@@ -257,6 +257,20 @@ def test_public_reports_mask_pii_split_between_a_stream_s_events() -> None:
     assert not any(piece in summary for piece in ("jane", ".doe@exa", "mple.com"))
     page = html.render(_streamed(told))  # the run's artifact keeps the whole text
     assert '<td class="excerpt">.doe@exa</td>' in page
+    # each event's own PII stays found when the next event's text abuts it (Anthropic's
+    # content_block_stop, here), and PII split between events and an event's own together
+    ended = (
+        StreamEvent(900.0, "content", "SSN 123-45-6789 or call 555-"),
+        StreamEvent(901.0, "content", "123-4567"),
+        StreamEvent(902.0, "other", "content_block_stop"),
+    )
+    summary = markdown.render(_streamed(dataclasses.replace(CUT, timeline=ended)))
+    ssn, phone = "\\*\\*\\*-\\*\\*-6789", "\\*\\*\\*-\\*\\*\\*-\\*\\*67"
+    assert (
+        f"| 1 | 900 ms | content | SSN {ssn} or call {phone} |\n"
+        "| 2 | 901 ms | content |  |\n"
+        "| 3 | 902 ms | other | content\\_block\\_stop |\n"
+    ) in summary
 
 
 AGENT = """

@@ -172,7 +172,7 @@ class EmbeddingsSimilarity:
             raise HarnessError(f"{where} answered HTTP {response.status_code}: {detail}")
         try:
             payload = response.json()
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise HarnessError(f"{where} answered with a body that is not JSON") from exc
         return _parse_embeddings(payload, len(texts), where)
 

@@ -116,6 +116,31 @@ def public_cell(cell: CellResult) -> CellResult:
     return _Counter().cell(cell)
 
 
+def _pii_spans(texts: list[str], content: list[bool]) -> list[tuple[int, int, str]]:
+    """The PII of a timeline's events, as spans of their joined text with the masked form:
+    each event's own, and what a run of adjacent content events holds only together (an
+    address streamed a few characters per event: the answer is their joined text)."""
+    starts = [sum(len(t) for t in texts[:i]) for i in range(len(texts) + 1)]
+    spans = [
+        (starts[i] + m.start, starts[i] + m.end, m.masked)
+        for i, text in enumerate(texts)
+        for m in find_pii(text)
+    ]
+    i = 0
+    while i < len(texts):
+        j = i
+        while j < len(texts) and content[j]:
+            j += 1
+        if j - i > 1:  # content events i..j-1, read as one text
+            for m in find_pii("".join(texts[i:j])):
+                start, end = starts[i] + m.start, starts[i] + m.end
+                crosses = not any(starts[k] <= start and end <= starts[k + 1] for k in range(i, j))
+                if crosses and not any(a < end and start < b for a, b, _ in spans):
+                    spans.append((start, end, m.masked))
+        i = max(j, i + 1)
+    return sorted(spans)
+
+
 def _withhold_match(reason: str, leak_at: int) -> str:
     """``reason`` without the quoted match of a leak at ``leak_at`` (``at N: `match```)."""
     return re.sub(rf"\bat {leak_at}: `[^`]*`", f"at {leak_at} (the match is withheld)", reason)
@@ -224,13 +249,12 @@ class _Counter:
                 )
                 for event in stream.timeline
             )
-        else:  # the events' excerpts as the pieces of one text: PII split between them masked
+        else:
             texts = [event.text for event in stream.timeline]
-            found = find_pii("".join(texts))
-            self.masked += len(found)
-            masked = splice(texts, [(m.start, m.end, m.masked) for m in found])
+            spans = _pii_spans(texts, [event.kind == "content" for event in stream.timeline])
+            self.masked += len(spans)
             events = tuple(
                 dataclasses.replace(event, text=text)
-                for event, text in zip(stream.timeline, masked, strict=True)
+                for event, text in zip(stream.timeline, splice(texts, spans), strict=True)
             )
         return dataclasses.replace(stream, timeline=events)

@@ -5,8 +5,9 @@ The attacks' text goes into the agent's answer as a client reads it: the last te
 reply task's last artifact that has one, else of the task's status message (a task that needs
 input, or failed), else of the message the agent answered with (1.0's ``{"message": ...}``,
 0.3's ``kind: message``). On a stream (:func:`text_part_of` each event) it goes into the first
-event that carries text — an artifact update, a task, a status update's message or a message —
-as it passes, so the caller reads it whether it keeps the first chunk or joins them all. A text
+event that carries the answer's text — an artifact update, a task's artifacts, or a message —
+as it passes, so the caller reads it whether it keeps the first chunk or joins them all; a
+status update's message (a "working on it" note) is not the answer, and carries none. A text
 that holds JSON stays JSON
 (:func:`~flakestorm.chaos.attacks.tool_results.try_poison_value`). The ids, states and every
 other field are left as they are. An answer holding no text part carries no attack: the caller
@@ -42,18 +43,19 @@ def poisoned(
 
 
 def text_part_of(kind: str | None, event: Any) -> dict[str, Any] | None:
-    """The text part a stream event of ``kind`` (``task``, ``status``, ``artifact``,
-    ``message``: :func:`flakestorm.chaos.a2a.streams` reads it) carries first, to be edited in
-    place; None when it carries none."""
+    """The first text part of the answer a stream event of ``kind`` (``task``, ``status``,
+    ``artifact``, ``message``: :mod:`flakestorm.chaos.a2a.streams` reads it) carries, to be
+    edited in place: an artifact's, a task's artifacts', a message's; None for a status update
+    and an event that carries none."""
     if not isinstance(event, dict):
         return None
     if kind == "artifact":
         holders: Iterator[Any] = iter((event.get("artifact"),))
-    elif kind == "status":
-        status = event.get("status")
-        holders = iter((status.get("message") if isinstance(status, dict) else None,))
-    elif kind in ("task", "message"):
-        holders = _holders(event)
+    elif kind == "task":
+        artifacts = event.get("artifacts")
+        holders = iter(artifacts if isinstance(artifacts, list) else ())
+    elif kind == "message":
+        holders = iter((event,))
     else:
         return None
     for holder in holders:

@@ -116,8 +116,8 @@ def _poisoned(
     call: ServedCall, reply: HttpResponse, book: FaultBook, request: A2aCall, decision: Decision
 ) -> HttpResponse:
     """``reply`` with the context attacks that fired on the call in the agent's answer
-    (:mod:`flakestorm.chaos.a2a.results`); each one logged as not applied when the reply is
-    streamed or holds no text part to carry it."""
+    (:mod:`flakestorm.chaos.a2a.results`), or on a stream the first event that carries the
+    answer's text; each one logged as not applied when the reply or stream holds none."""
     if not decision.attacks or not 200 <= reply.status < 300 or reply.drop:
         return reply
     labels = [attack_label(i, attack) for i, attack in decision.attacks]
@@ -131,9 +131,9 @@ def _poisoned(
         call.fired += labels
 
         def ended() -> None:
-            if not edit.poisoned:
-                for label in labels:
-                    call.not_applied(label, "the agent's stream carried no text part to carry it")
+            why = "the agent's stream carried no answer text to carry it (artifact or message)"
+            for label in labels if not edit.poisoned else ():
+                call.not_applied(label, why)
 
         return _edited(call, reply, labels[0], edit, ended)
     body = results.poisoned(request, reply.body, attacks, rng)
@@ -324,7 +324,9 @@ def _edited(
         finally:
             ended()
 
-    return HttpResponse(reply.status, reply.headers, chunks=closing(frames(), chunks))
+    edited_reply = HttpResponse(reply.status, reply.headers, chunks=closing(frames(), chunks))
+    edited_reply.pace = reply.pace  # a stream held open (a task WORKING forever) stays held
+    return edited_reply
 
 
 def _detail(request: A2aCall, reply: HttpResponse) -> str:
