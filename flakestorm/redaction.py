@@ -18,9 +18,9 @@ is taken. The entry points:
   lines (progress, errors) go through it too.
 - :meth:`Redactor.pieces` — a text that comes in pieces (a streamed reply's timeline: each
   event's excerpt) redacted as one: a secret split between events is found in their joined
-  text, and a piece's end that is the start of a secret (or its start the end of one) is
-  masked, for the piece may have been cut or the events after it left out. :func:`redact_data`
-  redacts a stream's timeline so.
+  text, and where a piece ends, the text before that is a secret's start (or the text after
+  it a secret's end) is masked, for the piece may have been cut or the events after it left
+  out. :func:`redact_data` redacts a stream's timeline so.
 - :func:`redacting` / :func:`active` — the run's redactor for code that cuts texts while the run
   is going (invariant reasons quoting the reply, error messages quoting a body): the runner
   installs it with ``redacting``; those excerpt functions call ``active()(text)`` first. Worker
@@ -65,9 +65,10 @@ class Redactor:
     def pieces(self, pieces: Sequence[str]) -> list[str]:
         """``pieces``, adjacent parts of one text in order, each with what is a secret
         replaced by ``***``: every secret in their joined text (one split between pieces
-        included: the ``***`` stands where it starts), and a piece's end of at least
-        :data:`MIN_PIECE_CHARS` characters that is a secret's start (or its start a secret's
-        end, or the whole piece a part of one)."""
+        included: the ``***`` stands where it starts); where a piece starts or ends, the text
+        before that is a secret's start, or the text after it a secret's end, of at least
+        :data:`MIN_PIECE_CHARS` characters (however many pieces it runs over); and a piece
+        wholly inside a secret."""
         if not self._forms:
             return list(pieces)
         joined = "".join(pieces)

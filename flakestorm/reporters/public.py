@@ -15,8 +15,8 @@ agent's output:
    streamed reply's timeline keeps its events' times and kinds, not its content events' text
    (:data:`WITHHELD_EVENT`).
 2. **Mask PII.** Every PII finding (:func:`flakestorm.checks.pii.find_pii`, every kind) in what is
-   left of a reply, a streamed reply's timeline (its events' excerpts read as one text, so PII
-   split between events is found: the masked form stands where it starts), an agent error
+   left of a reply, each event of a streamed reply's timeline (and PII that only adjacent
+   content events hold together: the masked form stands where it starts), an agent error
    message and the
    reasons of failed cells and invocations is replaced by its masked form (``j***@e***.com``);
    so are failed mutations' replies and reasons. Errored cells' reasons are flakestorm's own
