@@ -93,15 +93,17 @@ def _secret_ends(joined: str, at: int, forms: Sequence[str]) -> Iterator[tuple[i
     there, or the events after it left out): the longest start of a form that ends there, and
     the longest end of a form that starts there, of at least :data:`MIN_PIECE_CHARS`
     characters — however many pieces they run over."""
-    before, after = joined[:at], joined[at:]
     for form in forms:
-        for k in range(min(len(before), len(form) - 1), MIN_PIECE_CHARS - 1, -1):
-            if before.endswith(form[:k]):
-                yield at - k, at
+        first, last = form[0], form[-1]
+        # the longest first: the earliest start before ``at`` (the latest end after it) where
+        # the form's first (last) character stands and the text from there is the form's own
+        for start in range(max(0, at - len(form) + 1), at - MIN_PIECE_CHARS + 1):
+            if joined[start] == first and form.startswith(joined[start:at]):
+                yield start, at
                 break
-        for k in range(min(len(after), len(form) - 1), MIN_PIECE_CHARS - 1, -1):
-            if after.startswith(form[-k:]):
-                yield at, at + k
+        for end in range(min(len(joined), at + len(form) - 1), at + MIN_PIECE_CHARS - 1, -1):
+            if joined[end - 1] == last and form.endswith(joined[at:end]):
+                yield at, end
                 break
 
 
