@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
 import sys
 import textwrap
@@ -19,6 +20,15 @@ proxy in front of it); a test module with fixtures of those names uses its own."
 _names = itertools.count()
 
 WriteModule = Callable[[str], str]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _collected_at_the_end() -> Iterator[None]:
+    """Each module's garbage collected when it ends: a socket or file it left open in a
+    reference cycle warns (and so fails: ``filterwarnings = error``) in that module's last
+    test, not in whichever later test the collector happens to run in."""
+    yield
+    gc.collect()
 
 
 @pytest.fixture
